@@ -1,0 +1,360 @@
+"""Model prices, token usage and cost arithmetic (pure: no Dagster, no I/O beyond the price file).
+
+Prices come from the `genai-prices` package (Pydantic's maintained price database, bundled with
+the wheel so it works offline), overridable by a small JSON price file:
+
+    {"models": {"my-model": {"provider": "openai", "input_per_mtok": 0.2, "output_per_mtok": 0.8,
+                             "cached_input_per_mtok": 0.1, "cache_write_per_mtok": 0.25,
+                             "batch_discount": 0.5}}}
+
+given by path or by the `MAPLE_PRICES` environment variable. Only the two `*_per_mtok` input and
+output prices are required; cached reads and cache writes default to the input price (no discount
+assumed) and `batch_discount` to 0.5. An entry without `provider` applies to every provider.
+
+Batch prices: genai-prices publishes batch rates for many OpenAI and Anthropic models as a
+`{"processing": "batch"}` price variant. When the variant is active for a model, its rates are
+used as they are (e.g. OpenAI's Batch table has no cached-input rate for gpt-4o-mini, so cached
+input keeps its standard rate there); otherwise the providers' published batch discount (50% for
+OpenAI and Anthropic) is applied to the standard rates.
+
+Providers: `openai-realtime` is priced as `openai` and `anthropic-realtime` as `anthropic`. The
+local `emulator` serves any model name: it is priced as OpenAI, then Anthropic, and a model neither
+knows is priced as gpt-4o-mini (the `source` says so), so emulator runs show realistic costs.
+
+Caveats: tiered (long-context) prices use the base tier, so a single request above the tier
+threshold (200k input tokens for Claude Sonnet 4.x, 272k for gpt-5.4) is under-priced; Anthropic
+1-hour cache writes are priced at the 5-minute cache-write rate.
+"""
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from resources.errors import ConfigError
+
+PRICES_ENV = "MAPLE_PRICES"
+DEFAULT_BATCH_DISCOUNT = 0.5
+EMULATOR_FALLBACK_MODEL = "gpt-4o-mini"
+DEFAULT_OUTPUT_ESTIMATE = 256
+"""Output tokens assumed per request when the request sets no `max_output_tokens`."""
+
+_PROVIDER_FAMILY = {
+    "openai": "openai",
+    "openai-realtime": "openai",
+    "anthropic": "anthropic",
+    "anthropic-realtime": "anthropic",
+}
+_EMULATOR = "emulator"
+
+
+class UnknownModelPriceError(ConfigError):
+    """No price is known for a model; raised before anything is submitted."""
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Tokens one request (or a sum of requests) was billed for.
+
+    `input_tokens` is ALL input consumed: fresh input + cache reads + cache writes, so it is what
+    the output table's `llm_input_tokens` shows whatever the provider.
+    """
+
+    input_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if min(self.cached_input_tokens, self.cache_write_tokens, self.output_tokens) < 0:
+            raise ValueError(f"token counts must not be negative: {self}")
+        if self.fresh_input_tokens < 0:
+            raise ValueError(f"cached + cache-write tokens exceed input tokens: {self}")
+
+    @property
+    def fresh_input_tokens(self) -> int:
+        """Input tokens billed at the full input price."""
+        return self.input_tokens - self.cached_input_tokens - self.cache_write_tokens
+
+    def __add__(self, other: "TokenUsage") -> "TokenUsage":
+        return TokenUsage(
+            self.input_tokens + other.input_tokens,
+            self.cached_input_tokens + other.cached_input_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+            self.output_tokens + other.output_tokens,
+        )
+
+    @classmethod
+    def from_openai(cls, usage: Mapping[str, Any]) -> "TokenUsage":
+        """From an OpenAI `usage` (chat completions or Responses API).
+
+        `prompt_tokens` / `input_tokens` already INCLUDE `cached_tokens` (and `cache_write_tokens`).
+        """
+        prompt = usage.get("prompt_tokens", usage.get("input_tokens")) or 0
+        details = usage.get("prompt_tokens_details") or usage.get("input_tokens_details") or {}
+        output = usage.get("completion_tokens", usage.get("output_tokens")) or 0
+        return cls(
+            input_tokens=int(prompt),
+            cached_input_tokens=int(details.get("cached_tokens") or 0),
+            cache_write_tokens=int(details.get("cache_write_tokens") or 0),
+            output_tokens=int(output),
+        )
+
+    @classmethod
+    def from_anthropic(cls, usage: Mapping[str, Any]) -> "TokenUsage":
+        """From an Anthropic `usage`: `input_tokens` EXCLUDES cache reads and cache creation."""
+        fresh = int(usage.get("input_tokens") or 0)
+        read = int(usage.get("cache_read_input_tokens") or 0)
+        write = int(usage.get("cache_creation_input_tokens") or 0)
+        return cls(
+            input_tokens=fresh + read + write,
+            cached_input_tokens=read,
+            cache_write_tokens=write,
+            output_tokens=int(usage.get("output_tokens") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class Rates:
+    """USD per million tokens, by kind."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+    cached_input_per_mtok: float
+    cache_write_per_mtok: float
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """A model's prices in USD per million tokens.
+
+    Batch requests cost `batch_rates` when the price source publishes them, else the standard
+    rates times `batch_discount`.
+    """
+
+    input_per_mtok: float
+    output_per_mtok: float
+    cached_input_per_mtok: float
+    cache_write_per_mtok: float
+    batch_discount: float = DEFAULT_BATCH_DISCOUNT
+    source: str = "override"
+    batch_rates: Rates | None = None
+
+    def rates(self, batch: bool) -> tuple[Rates, float]:
+        """The per-MTok rates and the multiplier applied to their sum."""
+        if batch and self.batch_rates is not None:
+            return self.batch_rates, 1.0
+        standard = Rates(
+            self.input_per_mtok,
+            self.output_per_mtok,
+            self.cached_input_per_mtok,
+            self.cache_write_per_mtok,
+        )
+        return standard, (self.batch_discount if batch else 1.0)
+
+
+def cost_usd(price: ModelPrice, usage: TokenUsage, batch: bool) -> float:
+    """What `usage` costs in USD: each token kind at its own price, batch-discounted if `batch`."""
+    r, multiplier = price.rates(batch)
+    total = (
+        usage.fresh_input_tokens * r.input_per_mtok
+        + usage.cached_input_tokens * r.cached_input_per_mtok
+        + usage.cache_write_tokens * r.cache_write_per_mtok
+        + usage.output_tokens * r.output_per_mtok
+    )
+    return total / 1e6 * multiplier
+
+
+def cost_expr(price: ModelPrice, batch: bool) -> pl.Expr:
+    """`cost_usd` as a polars expression over the `input_tokens`, `cached_input_tokens`,
+    `cache_write_tokens` and `output_tokens` columns; bit-identical to `cost_usd` per row."""
+    r, multiplier = price.rates(batch)
+    cached, write = pl.col("cached_input_tokens"), pl.col("cache_write_tokens")
+    fresh = pl.col("input_tokens") - cached - write
+    total = (
+        fresh.cast(pl.Float64) * r.input_per_mtok
+        + cached.cast(pl.Float64) * r.cached_input_per_mtok
+        + write.cast(pl.Float64) * r.cache_write_per_mtok
+        + pl.col("output_tokens").cast(pl.Float64) * r.output_per_mtok
+    )
+    return (total / 1e6 * multiplier).alias("cost_usd")
+
+
+def estimate_tokens(text: str) -> int:
+    """Offline token estimate: one token per 4 characters, rounded up, at least 1.
+
+    Exactly the emulator's count and close to OpenAI's published "~4 characters per token" rule
+    for English; real tokenizers differ by a few percent either way.
+    """
+    return max(1, (len(text) + 3) // 4)
+
+
+def estimate_request_tokens(
+    system: str | None, user: str, max_output_tokens: int | None
+) -> tuple[int, int]:
+    """(prompt, output) token estimates for one chat request, using the emulator's formula:
+    3 tokens of framing per message plus its content, plus 3 for the reply primer. Output is
+    `max_output_tokens` when set (the worst case), else `DEFAULT_OUTPUT_ESTIMATE`."""
+    messages = [m for m in (system, user) if m is not None]
+    prompt = sum(estimate_tokens(m) + 3 for m in messages) + 3
+    output = max_output_tokens if max_output_tokens is not None else DEFAULT_OUTPUT_ESTIMATE
+    return prompt, max(0, output)
+
+
+class _PriceEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str | None = None
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0)
+    cache_write_per_mtok: float | None = Field(default=None, ge=0)
+    batch_discount: float = Field(default=DEFAULT_BATCH_DISCOUNT, gt=0, le=1)
+
+
+class _PriceFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    models: dict[str, _PriceEntry]
+
+
+def _family(provider: str) -> str:
+    return _PROVIDER_FAMILY.get(provider.lower(), provider.lower())
+
+
+def _mtok(value: object) -> float | None:
+    """A genai-prices price as float USD/MTok; tiered prices contribute their base tier."""
+    base = getattr(value, "base", value)
+    return float(base) if isinstance(base, Decimal) else None
+
+
+class PriceBook:
+    """Looks up a `ModelPrice` per (model, provider): overrides first, then genai-prices."""
+
+    def __init__(self, overrides_path: str | Path | None = None, *, use_env: bool = True) -> None:
+        path = overrides_path or (os.environ.get(PRICES_ENV) if use_env else None)
+        self.overrides_path = Path(path) if path else None
+        self._overrides = _load_overrides(self.overrides_path) if self.overrides_path else {}
+        self._cache: dict[tuple[str, str, bool], ModelPrice] = {}
+
+    def price(self, model: str, provider: str, *, allow_untracked: bool = False) -> ModelPrice:
+        """The price of `model` on `provider`.
+
+        Raises `UnknownModelPriceError` when nothing prices it, unless `allow_untracked`, which
+        returns a zero price whose `source` says the cost is untracked.
+        """
+        key = (model, provider, allow_untracked)
+        if key not in self._cache:
+            self._cache[key] = self._lookup(model, provider, allow_untracked)
+        return self._cache[key]
+
+    def _lookup(self, model: str, provider: str, allow_untracked: bool) -> ModelPrice:
+        families = ["openai", "anthropic"] if provider == _EMULATOR else [_family(provider)]
+        for family in families:
+            found = self._override(model, family, provider) or _genai_price(model, family)
+            if found is not None:
+                return found
+        if provider == _EMULATOR:
+            fallback = self.price(EMULATOR_FALLBACK_MODEL, "openai")
+            note = f"emulator: unknown model {model!r} priced as {EMULATOR_FALLBACK_MODEL}"
+            return _with_source(fallback, f"{note} ({fallback.source})")
+        if allow_untracked:
+            return ModelPrice(0.0, 0.0, 0.0, 0.0, source=f"untracked: no price for {model!r}")
+        raise UnknownModelPriceError(
+            f"No price known for model {model!r} on provider {provider!r}. Add it to a price file "
+            f'({{"models": {{"{model}": {{"provider": "{provider}", "input_per_mtok": ..., '
+            f'"output_per_mtok": ...}}}}}}) passed by path or ${PRICES_ENV}, or run with '
+            "--allow-untracked-cost to submit without tracking its cost."
+        )
+
+    def _override(self, model: str, family: str, provider: str) -> ModelPrice | None:
+        entry = self._overrides.get(model)
+        if entry is None:
+            return None
+        wanted = entry.provider
+        if wanted is not None and _family(wanted) != family and wanted != provider:
+            return None
+        return ModelPrice(
+            input_per_mtok=entry.input_per_mtok,
+            output_per_mtok=entry.output_per_mtok,
+            cached_input_per_mtok=_default(entry.cached_input_per_mtok, entry.input_per_mtok),
+            cache_write_per_mtok=_default(entry.cache_write_per_mtok, entry.input_per_mtok),
+            batch_discount=entry.batch_discount,
+            source=f"price file {self.overrides_path}",
+        )
+
+
+def _default(value: float | None, fallback: float) -> float:
+    return fallback if value is None else value
+
+
+def _with_source(price: ModelPrice, source: str) -> ModelPrice:
+    return ModelPrice(
+        price.input_per_mtok,
+        price.output_per_mtok,
+        price.cached_input_per_mtok,
+        price.cache_write_per_mtok,
+        price.batch_discount,
+        source,
+        price.batch_rates,
+    )
+
+
+def _load_overrides(path: Path) -> dict[str, _PriceEntry]:
+    try:
+        return _PriceFile.model_validate(json.loads(path.read_text())).models
+    except OSError as exc:
+        raise ConfigError(f"Cannot read price file {path}: {exc}. Check ${PRICES_ENV}.") from exc
+    except (ValueError, ValidationError) as exc:
+        raise ConfigError(
+            f'Price file {path} is not valid: {exc}. Expected {{"models": {{"<model>": '
+            '{"provider": "openai", "input_per_mtok": 0.15, "output_per_mtok": 0.6}}}.'
+        ) from exc
+
+
+def _genai_price(model: str, family: str) -> ModelPrice | None:
+    """The price genai-prices' bundled snapshot holds for `model`, or None if it has none."""
+    from genai_prices import __version__ as version
+    from genai_prices import data_snapshot
+
+    try:
+        provider, info = data_snapshot.get_snapshot().find_provider_model(model, None, family, None)
+    except LookupError:
+        return None
+    now = datetime.now(tz=UTC)
+    standard = _rates(info.get_prices(now))
+    if standard is None:
+        return None
+    batch_active = any(
+        v.when == {"processing": "batch"} and (v.constraint is None or v.constraint.active(now))
+        for v in info.price_variants or ()
+    )
+    batch_rates = _rates(info.get_prices(now, {"processing": "batch"})) if batch_active else None
+    how = "batch rates from genai-prices" if batch_rates else "batch = 50% published discount"
+    return ModelPrice(
+        input_per_mtok=standard.input_per_mtok,
+        output_per_mtok=standard.output_per_mtok,
+        cached_input_per_mtok=standard.cached_input_per_mtok,
+        cache_write_per_mtok=standard.cache_write_per_mtok,
+        source=f"genai-prices {version} {provider.id}/{info.id}; {how}",
+        batch_rates=batch_rates,
+    )
+
+
+def _rates(prices: Any) -> Rates | None:
+    input_price, output_price = _mtok(prices.input_mtok), _mtok(prices.output_mtok)
+    if input_price is None:
+        return None
+    return Rates(
+        input_per_mtok=input_price,
+        output_per_mtok=output_price or 0.0,
+        cached_input_per_mtok=_default(_mtok(prices.cache_read_mtok), input_price),
+        cache_write_per_mtok=_default(_mtok(prices.cache_write_mtok), input_price),
+    )
