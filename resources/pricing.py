@@ -169,7 +169,14 @@ def cost_usd(price: ModelPrice, usage: TokenUsage, batch: bool) -> float:
         + usage.cache_write_tokens * r.cache_write_per_mtok
         + usage.output_tokens * r.output_per_mtok
     )
-    return total / 1e6 * multiplier
+    return total * _scale(multiplier)
+
+
+def _scale(multiplier: float) -> float:
+    """Per-MTok to USD, with the batch multiplier folded in. `cost_usd` and `cost_expr` both
+    multiply by this one constant: polars turns a column division into a multiplication by the
+    reciprocal, so dividing by 1e6 would differ from Python in the last bit."""
+    return multiplier / 1e6
 
 
 def cost_expr(price: ModelPrice, batch: bool) -> pl.Expr:
@@ -184,7 +191,7 @@ def cost_expr(price: ModelPrice, batch: bool) -> pl.Expr:
         + write.cast(pl.Float64) * r.cache_write_per_mtok
         + pl.col("output_tokens").cast(pl.Float64) * r.output_per_mtok
     )
-    return (total / 1e6 * multiplier).alias("cost_usd")
+    return (total * _scale(multiplier)).alias("cost_usd")
 
 
 def estimate_tokens(text: str) -> int:
@@ -202,7 +209,7 @@ def estimate_request_tokens(
     """(prompt, output) token estimates for one chat request, using the emulator's formula:
     3 tokens of framing per message plus its content, plus 3 for the reply primer. Output is
     `max_output_tokens` when set (the worst case), else `DEFAULT_OUTPUT_ESTIMATE`."""
-    messages = [m for m in (system, user) if m is not None]
+    messages = [system, user] if system else [user]  # the emulator skips an empty system
     prompt = sum(estimate_tokens(m) + 3 for m in messages) + 3
     output = max_output_tokens if max_output_tokens is not None else DEFAULT_OUTPUT_ESTIMATE
     return prompt, max(0, output)
