@@ -130,10 +130,9 @@ def _attempt_costs_v1(md: sa.MetaData) -> sa.Table:
     return sa.Table(
         "attempt_costs",
         md,
-        *(
-            sa.Column(k, sa.String(255) if k != "attempt" else sa.Integer, primary_key=True)
-            for k in _KEY
-        ),
+        sa.Column("job", sa.String(255), primary_key=True),
+        sa.Column("shard", sa.String(255), primary_key=True),
+        sa.Column("attempt", sa.Integer, primary_key=True),
         *(sa.Column(c, sa.String(255), nullable=False) for c in ("team", "model", "provider")),
         sa.Column("mode", sa.String(16), nullable=False),
         sa.Column("batch_id", sa.String(255), nullable=True),
@@ -186,7 +185,8 @@ class CostTracker(dg.ConfigurableResource):  # type: ignore[type-arg]
         return url or f"sqlite:///{default_sqlite_path(self.storage_root)}"
 
     def record(self, entry: AttemptCost) -> None:
-        """Record (or replace) the costs of one shard attempt."""
+        """Record the costs of one shard attempt; recording it again replaces the sums (never
+        adds to them) and keeps the first `recorded_at`."""
         self.record_many([entry])
 
     def record_many(self, entries: Iterable[AttemptCost]) -> None:
@@ -197,7 +197,8 @@ class CostTracker(dg.ConfigurableResource):  # type: ignore[type-arg]
         with self._write() as conn:
             insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
             stmt = insert(attempt_costs)
-            updates = {c.name: stmt.excluded[c.name] for c in attempt_costs.c if c.name not in _KEY}
+            kept = {*_KEY, "recorded_at"}
+            updates = {c.name: stmt.excluded[c.name] for c in attempt_costs.c if c.name not in kept}
             conn.execute(stmt.on_conflict_do_update(index_elements=_KEY, set_=updates), rows)
 
     def report(self, by: GroupBy = "team", since: date | None = None) -> list[dict[str, Any]]:

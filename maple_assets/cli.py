@@ -1,0 +1,173 @@
+"""The ``maple`` command line: enrich, status, cancel, costs, emulator."""
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from maple_assets.cli_costs import costs_command
+from maple_assets.policy import parse_retry_options
+from maple_assets.spec import MB, file_format
+from resources.errors import MapleError
+from resources.providers.registry import PROVIDERS
+
+
+def storage_root(storage: str | None) -> str:
+    return storage or os.environ.get("MAPLE_STORAGE") or ".maple"
+
+
+def default_output(source: str) -> str:
+    stem, dot, ext = source.rpartition(".")
+    return f"{stem}_enriched.{ext}" if dot else f"{source}_enriched.parquet"
+
+
+def default_job_name(source: str, fingerprint: str) -> str:
+    stem = Path(source.split("?", 1)[0]).stem
+    clean = "".join(c if c.isalnum() else "_" for c in stem).strip("_") or "job"
+    prefix = clean if clean[0].isalpha() else f"job_{clean}"
+    return f"{prefix}_{fingerprint[:8]}"
+
+
+def parse_params(specs: tuple[str, ...]) -> dict[str, Any]:
+    params: dict[str, Any] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{spec!r}: expected NAME=VALUE", param_hint="--param")
+        try:
+            params[name] = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            params[name] = value
+    return params
+
+
+@contextlib.contextmanager
+def emulator_url(
+    provider: str, batch_seconds: float, fail: tuple[str, ...]
+) -> Iterator[str | None]:
+    """The emulator's URL for ``--provider emulator``: MAPLE_EMULATOR_URL, or one started here."""
+    if provider != "emulator":
+        yield None
+        return
+    if os.environ.get("MAPLE_EMULATOR_URL"):
+        yield os.environ["MAPLE_EMULATOR_URL"].rstrip("/")
+        return
+    from emulator.config import EmulatorConfig, parse_fail
+    from emulator.server import EmulatorServer
+
+    config = EmulatorConfig(batch_seconds=batch_seconds, fail=parse_fail(list(fail)))
+    with EmulatorServer(config) as server:
+        yield server.url
+
+
+@click.group()
+@click.version_option(package_name="maple-dagster")
+def main() -> None:
+    """Maple: run LLM prompts over tables through provider batch APIs, as Dagster assets."""
+
+
+@main.command("enrich")
+@click.argument("input_path", metavar="INPUT")
+@click.option("--prompt", help="Prompt template with {column} placeholders ({{ }} for braces).")
+@click.option(
+    "--prompt-file",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Read the template from a file.",
+)
+@click.option("--model", required=True, help="Model name, e.g. gpt-4o-mini.")
+@click.option("--system", default=None, help="System prompt.")
+@click.option("--provider", type=click.Choice(PROVIDERS), default="openai", show_default=True)
+@click.option(
+    "--output", default=None, help="Output path (.parquet or .csv); default INPUT_enriched.EXT."
+)
+@click.option("--team", default="default", show_default=True, help="Team the cost is booked to.")
+@click.option(
+    "--job", "job_name", default=None, help="Job name; rerun with the same name to resume."
+)
+@click.option(
+    "--max-requests-per-batch", type=click.IntRange(min=1), default=50_000, show_default=True
+)
+@click.option("--max-batch-bytes", type=click.IntRange(min=1), default=200 * MB, show_default=True)
+@click.option(
+    "--storage",
+    default=None,
+    help="Storage root (folder or s3://); default MAPLE_STORAGE or ./.maple.",
+)
+@click.option(
+    "--param", "params", multiple=True, help="Model parameter NAME=VALUE (JSON value), repeatable."
+)
+@click.option(
+    "--response-schema",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="JSON schema file: replies are validated and parsed into llm_parsed.",
+)
+@click.option(
+    "--image-column", default=None, help="Column holding an image URL sent with each prompt."
+)
+@click.option(
+    "--retry", "retry_specs", multiple=True, help="Retry policy override CLASS=N|unlimited."
+)
+@click.option(
+    "--no-image-check", is_flag=True, help="Do not check image URLs before retrying invalid_image."
+)
+@click.option(
+    "--poll-interval",
+    type=float,
+    default=2.0,
+    show_default=True,
+    help="Seconds between provider polls.",
+)
+@click.option(
+    "--emulator-batch-seconds",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="With --provider emulator: how long a batch takes.",
+)
+@click.option(
+    "--emulator-fail", multiple=True, help="With --provider emulator: inject CLASS=RATE faults."
+)
+@click.option("--quiet", is_flag=True, help="No progress line.")
+def enrich_command(
+    input_path: str, prompt: str | None, prompt_file: str | None, **options: Any
+) -> None:
+    """Enrich INPUT (CSV or Parquet, local or s3://) with one model reply per row."""
+    from maple_assets.enrich import EnrichOptions, run_enrich
+
+    if (prompt is None) == (prompt_file is None):
+        raise click.UsageError("Give exactly one of --prompt or --prompt-file.")
+    template = prompt if prompt is not None else Path(str(prompt_file)).read_text(encoding="utf-8")
+    try:
+        file_format(input_path)
+        opts = EnrichOptions(
+            input_path=input_path,
+            prompt=template,
+            params=parse_params(options.pop("params")),
+            retries=parse_retry_options(list(options.pop("retry_specs"))),
+            storage=storage_root(options.pop("storage")),
+            **options,
+        )
+        with emulator_url(opts.provider, opts.emulator_batch_seconds, opts.emulator_fail) as url:
+            code = run_enrich(opts, url)
+    except MapleError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    sys.exit(code)
+
+
+main.add_command(costs_command)
+
+
+def _register_optional() -> None:
+    from emulator.cli import emulator_command
+
+    main.add_command(emulator_command)
+
+
+_register_optional()

@@ -1,0 +1,139 @@
+"""``maple enrich``: build the job's enrichment, run it in-process, print the summary."""
+
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+
+from maple_assets.factory import enrichment
+from maple_assets.runner import Runner, instance_for, resources_for
+from maple_assets.spec import JobSpec
+from maple_assets.state import JobState
+from resources.errors import ConfigError
+from resources.providers.registry import build_provider
+from resources.storage import Storage
+
+
+@dataclasses.dataclass
+class EnrichOptions:
+    input_path: str
+    prompt: str
+    model: str
+    storage: str
+    provider: str = "openai"
+    system: str | None = None
+    output: str | None = None
+    team: str = "default"
+    job_name: str | None = None
+    max_requests_per_batch: int = 50_000
+    max_batch_bytes: int = 200_000_000
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    response_schema: str | None = None
+    image_column: str | None = None
+    retries: dict[str, int] = dataclasses.field(default_factory=dict)
+    no_image_check: bool = False
+    poll_interval: float = 2.0
+    emulator_batch_seconds: float = 1.0
+    emulator_fail: tuple[str, ...] = ()
+    quiet: bool = False
+
+
+def load_schema(path: str | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    try:
+        schema = orjson.loads(Path(path).read_bytes())
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"--response-schema {path}: not valid JSON ({exc}).") from exc
+    if not isinstance(schema, dict):
+        raise ConfigError(f"--response-schema {path}: a JSON schema must be an object.")
+    return schema
+
+
+def job_name(opts: EnrichOptions, schema: dict[str, Any] | None) -> str:
+    if opts.job_name:
+        return opts.job_name
+    from maple_assets.cli import default_job_name
+
+    probe = JobSpec(
+        name="probe",
+        prompt=opts.prompt,
+        model=opts.model,
+        provider=opts.provider,
+        system=opts.system,
+        params=opts.params,
+        source=opts.input_path,
+        response_schema=schema,
+        image_column=opts.image_column,
+        max_requests_per_batch=opts.max_requests_per_batch,
+        max_batch_bytes=opts.max_batch_bytes,
+    )
+    return default_job_name(opts.input_path, probe.fingerprint())
+
+
+def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
+    from maple_assets.cli import default_output
+    from maple_assets.sources import input_columns
+
+    schema = load_schema(opts.response_schema)
+    output = opts.output or default_output(opts.input_path)
+    en = enrichment(
+        name=job_name(opts, schema),
+        source=opts.input_path,
+        prompt=opts.prompt,
+        model=opts.model,
+        provider=opts.provider,
+        team=opts.team,
+        system=opts.system,
+        params=opts.params,
+        max_requests_per_batch=opts.max_requests_per_batch,
+        max_batch_bytes=opts.max_batch_bytes,
+        response_schema=schema,
+        image_column=opts.image_column,
+        output=output,
+        retries=opts.retries,
+        check_images=not opts.no_image_check,
+    )
+    provider = build_provider(opts.provider, emulator_url=emulator_url)
+    check = getattr(provider, "check_credentials", None)
+    if check is not None:
+        check()
+    input_columns(opts.input_path)  # unreadable input fails here, before anything else
+    resources = resources_for(opts.storage, opts.provider, provider, None)
+    runner = Runner(en, resources, instance_for(opts.storage), opts.poll_interval, opts.quiet)
+    try:
+        table = runner.run()
+    finally:
+        resources["maple_costs"].close()
+    print_summary(JobState(Storage(opts.storage), en.spec.name), table.path)
+    return 0
+
+
+def print_summary(state: JobState, output: str) -> None:
+    from maple_assets.responses import summarize
+    from maple_assets.steps import shard_responses
+
+    keys = ("rows", "succeeded", "failed", "input_tokens", "output_tokens", "cost_usd")
+    totals: dict[str, Any] = dict.fromkeys(keys, 0)
+    by_class: dict[str, int] = {}
+    for shard in state.manifest() or []:
+        info = summarize(shard_responses(state, shard.key))
+        for key in keys:
+            totals[key] += info[key]
+        for cls, count in info["failed_by_class"].items():
+            by_class[cls] = by_class.get(cls, 0) + count
+    click.echo("", err=True)
+    click.echo(f"{'job':<15}{state.job}")
+    for key in ("rows", "succeeded", "failed"):
+        click.echo(f"{key:<15}{totals[key]:,}")
+    for cls, count in sorted(by_class.items()):
+        click.echo(f"  {cls:<13}{count:,}")
+    click.echo(f"{'input tokens':<15}{totals['input_tokens']:,}")
+    click.echo(f"{'output tokens':<15}{totals['output_tokens']:,}")
+    click.echo(f"{'cost USD':<15}{totals['cost_usd']:.6f}")
+    click.echo(f"{'output':<15}{output}")
+    stop = state.stop_reason()
+    if stop:
+        click.echo(f"stopped: {stop}", err=True)

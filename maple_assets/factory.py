@@ -1,0 +1,383 @@
+"""``enrichment()``: declare an enrichment job and get its partitioned asset graph.
+
+    NAME/input_shards  ->  NAME/submissions [per shard]  ->  NAME/raw_responses [per shard]
+                                                                   ->  NAME/merged
+
+A sensor polls the provider (one call per tick) and requests ``submissions`` and
+``raw_responses`` runs per shard with deterministic run keys, then ``merged`` once every shard is
+final. Resource keys: ``maple_storage``, ``maple_costs``, ``maple_io_manager`` and one provider
+resource per provider name (``provider_key(provider)``).
+"""
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import dagster as dg
+import polars as pl
+import pyarrow as pa
+
+from maple_assets.checks import build_checks
+from maple_assets.policy import RetryPolicy
+from maple_assets.sources import iter_blocks
+from maple_assets.spec import MB, JobSpec, validate_name, validate_paths
+from maple_assets.state import JobState
+from maple_assets.steps import (
+    Job,
+    collect_shard,
+    generation,
+    merge_job,
+    pending_work,
+    shard_input,
+    shard_responses,
+    submit_shard,
+)
+from partitions.shards import shard_partitions
+from resources.pricing import PriceBook
+
+IO_MANAGER_KEY = "maple_io_manager"
+
+
+def provider_key(provider: str) -> str:
+    return "provider_" + provider.replace("-", "_")
+
+
+def schema_dict(response_schema: Any) -> dict[str, Any] | None:
+    """A JSON schema from a dict or a pydantic model class."""
+    if response_schema is None or isinstance(response_schema, dict):
+        return response_schema
+    return dict(response_schema.model_json_schema())
+
+
+@dataclasses.dataclass(frozen=True)
+class Enrichment:
+    """What ``enrichment()`` returns: put its assets, sensors and checks in Definitions."""
+
+    spec: JobSpec
+    assets: list[dg.AssetsDefinition]
+    sensor: dg.SensorDefinition
+    checks: list[dg.AssetChecksDefinition]
+    partitions_def: dg.DynamicPartitionsDefinition
+    policy: RetryPolicy
+
+    @property
+    def merged(self) -> dg.AssetsDefinition:
+        return self.assets[-1]
+
+    @property
+    def merged_key(self) -> dg.AssetKey:
+        return dg.AssetKey([self.spec.name, "merged"])
+
+    def key(self, asset: str) -> dg.AssetKey:
+        return dg.AssetKey([self.spec.name, asset])
+
+    @property
+    def sensors(self) -> list[dg.SensorDefinition]:
+        return [self.sensor]
+
+    @property
+    def resource_keys(self) -> set[str]:
+        return {"maple_storage", "maple_costs", provider_key(self.spec.provider)}
+
+
+def job_for(spec: JobSpec, policy: RetryPolicy, resources: Any) -> Job:
+    storage = resources.maple_storage.storage()
+    return Job(
+        spec=spec,
+        state=JobState(storage, spec.name),
+        provider=getattr(resources, provider_key(spec.provider)),
+        costs=resources.maple_costs,
+        prices=PriceBook(),
+        policy=policy,
+    )
+
+
+def enrichment(
+    name: str,
+    source: "str | dg.AssetsDefinition | dg.AssetKey | dg.SourceAsset",
+    prompt: str,
+    model: str,
+    *,
+    provider: str = "openai",
+    team: str = "default",
+    system: str | None = None,
+    params: dict[str, Any] | None = None,
+    max_requests_per_batch: int = 50_000,
+    max_batch_bytes: int = 200 * MB,
+    response_schema: Any = None,
+    image_column: str | None = None,
+    output: str | None = None,
+    retries: dict[str, int] | None = None,
+    budget_usd: float | None = None,
+    check_images: bool = True,
+    poll_interval_s: int = 30,
+) -> Enrichment:
+    """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI."""
+    validate_name(name)
+    spec = JobSpec(
+        name=name,
+        prompt=prompt,
+        model=model,
+        provider=provider,
+        team=team,
+        system=system,
+        params=dict(params or {}),
+        source=source if isinstance(source, str) else None,
+        output=output,
+        max_requests_per_batch=max_requests_per_batch,
+        max_batch_bytes=max_batch_bytes,
+        response_schema=schema_dict(response_schema),
+        image_column=image_column,
+        retries=dict(retries or {}),
+        budget_usd=budget_usd,
+    )
+    validate_paths(spec)
+    policy = dataclasses.replace(
+        RetryPolicy().with_overrides(spec.retries), check_images=check_images
+    )
+    pdef = shard_partitions(name)
+    keys = _resource_keys(provider)
+    upstream = None if isinstance(source, str) else _source_key(source)
+    assets = [
+        _input_shards(spec, policy, pdef, keys, upstream),
+        _submissions(spec, policy, pdef, keys),
+        _raw_responses(spec, policy, pdef, keys),
+        _merged(spec, policy, keys),
+    ]
+    sensor = _sensor(spec, policy, assets, keys, poll_interval_s)
+    checks = build_checks(spec, keys)
+    return Enrichment(spec, assets, sensor, checks, pdef, policy)
+
+
+def _resource_keys(provider: str) -> set[str]:
+    return {"maple_storage", "maple_costs", provider_key(provider)}
+
+
+def _source_key(source: Any) -> dg.AssetKey:
+    if isinstance(source, dg.AssetKey):
+        return source
+    if isinstance(source, dg.AssetsDefinition):
+        return source.key
+    return source.key  # type: ignore[no-any-return]
+
+
+def _input_shards(
+    spec: JobSpec,
+    policy: RetryPolicy,
+    pdef: dg.DynamicPartitionsDefinition,
+    keys: set[str],
+    upstream: dg.AssetKey | None,
+) -> dg.AssetsDefinition:
+    def body(context: dg.AssetExecutionContext, table: Any) -> dg.Output[pl.DataFrame]:
+        job = job_for(spec, policy, context.resources)
+        shards = shard_input(job, iter_blocks(table))
+        existing = set(context.instance.get_dynamic_partitions(pdef.name or ""))
+        new = [s.key for s in shards if s.key not in existing]
+        if new:
+            context.instance.add_dynamic_partitions(pdef.name or "", new)
+        manifest = pl.DataFrame([dataclasses.asdict(s) for s in shards])
+        return dg.Output(
+            manifest,
+            metadata={
+                "shards": len(shards),
+                "rows": int(manifest["rows"].sum()),
+                "bytes": int(manifest["bytes"].sum()),
+                "max_shard_rows": int(manifest.select(pl.col("rows").max()).item()),
+            },
+        )
+
+    key = dg.AssetKey([spec.name, "input_shards"])
+    description = f"Input of {spec.name} rendered into provider requests and cut into shards."
+    if upstream is None:
+
+        @dg.asset(
+            key=key,
+            group_name=spec.name,
+            required_resource_keys=keys,
+            io_manager_key=IO_MANAGER_KEY,
+            description=description,
+        )
+        def input_shards(context: dg.AssetExecutionContext) -> dg.Output[pl.DataFrame]:
+            return body(context, spec.source)
+
+        return input_shards
+
+    @dg.asset(
+        key=key,
+        group_name=spec.name,
+        required_resource_keys=keys,
+        io_manager_key=IO_MANAGER_KEY,
+        description=description,
+        ins={"table": dg.AssetIn(key=upstream)},
+    )
+    def input_shards_from_asset(
+        context: dg.AssetExecutionContext, table: Any
+    ) -> dg.Output[pl.DataFrame]:
+        if not isinstance(table, (pl.DataFrame, pa.Table)):
+            table = pl.DataFrame(table)
+        return body(context, table)
+
+    return input_shards_from_asset
+
+
+def _submissions(
+    spec: JobSpec, policy: RetryPolicy, pdef: dg.DynamicPartitionsDefinition, keys: set[str]
+) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=dg.AssetKey([spec.name, "submissions"]),
+        group_name=spec.name,
+        partitions_def=pdef,
+        deps=[dg.AssetKey([spec.name, "input_shards"])],
+        required_resource_keys=keys,
+        io_manager_key=IO_MANAGER_KEY,
+        description="The provider batch of each shard attempt, recorded before the next starts.",
+    )
+    def submissions(context: dg.AssetExecutionContext) -> dg.Output[pl.DataFrame]:
+        job = job_for(spec, policy, context.resources)
+        shard = context.partition_key
+        submit_shard(job, shard)
+        records = pl.DataFrame([s.to_json() for s in job.state.submissions(shard)])
+        stop = job.state.stop_reason()
+        if stop:
+            context.log.warning(f"job {spec.name} stopped submitting: {stop}")
+        return dg.Output(
+            records,
+            metadata={
+                "attempts": records.height,
+                "batch_ids": ", ".join(records["batch_id"].to_list()) if records.height else "",
+                "requests": int(records["request_count"].sum()) if records.height else 0,
+                "stopped": stop or "",
+            },
+        )
+
+    return submissions
+
+
+def _raw_responses(
+    spec: JobSpec, policy: RetryPolicy, pdef: dg.DynamicPartitionsDefinition, keys: set[str]
+) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=dg.AssetKey([spec.name, "raw_responses"]),
+        group_name=spec.name,
+        partitions_def=pdef,
+        deps=[dg.AssetKey([spec.name, "submissions"])],
+        required_resource_keys=keys,
+        io_manager_key=IO_MANAGER_KEY,
+        description="One row per request of the shard: status, failure class, reply, tokens, cost.",
+    )
+    def raw_responses(context: dg.AssetExecutionContext) -> dg.Output[pl.DataFrame]:
+        from maple_assets.responses import summarize
+
+        job = job_for(spec, policy, context.resources)
+        shard = context.partition_key
+        progress = job.state.progress(shard)
+        if progress.action == "wait" and progress.submission is not None:
+            state = job.provider.poll([progress.submission])[progress.submission.batch_id]
+            if not state.ended:
+                raise dg.Failure(
+                    f"Batch {state.batch_id} of shard {shard} is still {state.status}; the "
+                    f"{spec.name}_sensor materializes this partition when the batch ends."
+                )
+            combined = collect_shard(job, shard, state)
+        else:
+            combined = shard_responses(job.state, shard)
+        info = summarize(combined)
+        summary = job.state.summary(shard)
+        return dg.Output(
+            combined,
+            metadata={
+                **{k: v for k, v in info.items() if k != "failed_by_class"},
+                "failed_by_class": dg.MetadataValue.json(info["failed_by_class"]),
+                "pending_retry": summary.pending_retry if summary else 0,
+                "batch_ids": ", ".join(s.batch_id for s in job.state.submissions(shard)),
+            },
+        )
+
+    return raw_responses
+
+
+def _merged(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=dg.AssetKey([spec.name, "merged"]),
+        group_name=spec.name,
+        deps=[dg.AssetKey([spec.name, "raw_responses"])],
+        required_resource_keys=keys,
+        io_manager_key=IO_MANAGER_KEY,
+        description="The input table, unchanged and in order, with the model's answers (llm_*).",
+    )
+    def merged(context: dg.AssetExecutionContext) -> dg.Output[Any]:
+        job = job_for(spec, policy, context.resources)
+        work = pending_work(job)
+        if not work.finished:
+            raise dg.Failure(
+                f"{work.total - work.done} of {work.total} shards of {spec.name} are not final "
+                "yet; the sensor materializes merged once every shard is."
+            )
+        table = merge_job(job)
+        totals = _totals(job)
+        return dg.Output(table, metadata={"path": table.path, "rows": table.rows, **totals})
+
+    return merged
+
+
+def _totals(job: Job) -> dict[str, Any]:
+    summaries = [job.state.summary(s.key) for s in job.state.manifest() or []]
+    done = [s for s in summaries if s is not None]
+    return {
+        "succeeded": sum(s.succeeded for s in done),
+        "failed": sum(s.failed for s in done),
+        "cost_usd": round(sum(s.cost_usd for s in done), 6),
+    }
+
+
+def _sensor(
+    spec: JobSpec,
+    policy: RetryPolicy,
+    assets: Sequence[dg.AssetsDefinition],
+    keys: set[str],
+    interval: int,
+) -> dg.SensorDefinition:
+    submissions_key, raw_key, merged_key = (a.key for a in assets[1:])
+
+    @dg.sensor(
+        name=f"{spec.name}_sensor",
+        minimum_interval_seconds=interval,
+        asset_selection=[submissions_key, raw_key, merged_key],
+        required_resource_keys=keys,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Polls the provider for {spec.name} and requests the next runs.",
+    )
+    def enrichment_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        job = job_for(spec, policy, context.resources)
+        return dg.SensorResult(run_requests=run_requests(job, submissions_key, raw_key, merged_key))
+
+    return enrichment_sensor
+
+
+def run_requests(
+    job: Job, submissions_key: dg.AssetKey, raw_key: dg.AssetKey, merged_key: dg.AssetKey
+) -> list[dg.RunRequest]:
+    """The runs a job needs now; run keys are deterministic so a request is never doubled."""
+    work = pending_work(job)
+    name = job.spec.name
+    requests = [
+        dg.RunRequest(
+            run_key=f"{name}:{shard}:submit:{job.state.progress(shard).attempt}",
+            asset_selection=[submissions_key],
+            partition_key=shard,
+        )
+        for shard in work.submit
+    ]
+    requests += [
+        dg.RunRequest(
+            run_key=f"{name}:{shard}:collect:{sub.batch_id}:{sub.attempt}",
+            asset_selection=[raw_key],
+            partition_key=shard,
+        )
+        for shard, sub, _ in work.collect
+    ]
+    if work.finished:
+        requests.append(
+            dg.RunRequest(run_key=f"{name}:merged:{generation(job)}", asset_selection=[merged_key])
+        )
+    return requests

@@ -1,0 +1,110 @@
+"""merged: the input columns unchanged and in order, then the ``llm_*`` columns, streamed."""
+
+import dataclasses
+from collections.abc import Iterator
+from typing import IO, Any
+
+import polars as pl
+import pyarrow.parquet as pq
+
+from maple_assets.spec import CUSTOM_ID, INTERNAL_COLUMNS, ROW_ID
+from resources.storage import filesystem_for
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputTable:
+    """Where the merged output lives; the IO manager hands downstream assets a lazy scan of it."""
+
+    path: str
+    format: str
+    rows: int
+
+
+def llm_columns(responses: pl.DataFrame, model: str, structured: bool) -> list[pl.Expr]:
+    ok = pl.col("status") == "succeeded"
+    columns = [pl.when(ok).then(pl.col("response")).otherwise(None).alias("llm_response")]
+    if structured:
+        columns.append(pl.col("parsed").alias("llm_parsed"))
+    columns += [
+        pl.col("status").alias("llm_status"),
+        pl.when(ok).then(None).otherwise(pl.col("failure_class")).alias("llm_failure_class"),
+        pl.when(ok).then(None).otherwise(pl.col("error")).alias("llm_error"),
+        pl.col("attempts").cast(pl.Int64).alias("llm_attempts"),
+        pl.when(ok)
+        .then(pl.col("input_tokens"))
+        .otherwise(None)
+        .cast(pl.Int64)
+        .alias("llm_input_tokens"),
+        pl.when(ok)
+        .then(pl.col("output_tokens"))
+        .otherwise(None)
+        .cast(pl.Int64)
+        .alias("llm_output_tokens"),
+        pl.col("cost_usd").cast(pl.Float64).alias("llm_cost_usd"),
+        pl.lit(model, pl.String).alias("llm_model"),
+        pl.col("batch_id").cast(pl.String).alias("llm_batch_id"),
+    ]
+    return columns
+
+
+def merge_shard(
+    shard: pl.DataFrame, responses: pl.DataFrame, model: str, parsed: pl.DataType | None
+) -> pl.DataFrame:
+    """Join one shard's input rows with its responses, in input order."""
+    inputs = [c for c in shard.columns if c not in INTERNAL_COLUMNS]
+    joined = shard.select([*inputs, ROW_ID]).join(
+        responses.drop(CUSTOM_ID, strict=False), on=ROW_ID, how="left", maintain_order="left"
+    )
+    merged = joined.select(*inputs, *llm_columns(joined, model, parsed is not None))
+    if parsed is not None:
+        merged = merged.with_columns(pl.col("llm_parsed").str.json_decode(parsed))
+    return merged
+
+
+class OutputWriter:
+    """Appends frames to one Parquet or CSV file on local disk or S3, then commits it."""
+
+    def __init__(self, path: str, fmt: str) -> None:
+        self.path = path
+        self.fmt = fmt
+        self.fs, fs_path = filesystem_for(path)
+        self._target = fs_path
+        self._tmp = fs_path if "://" in path else f"{fs_path}.partial"
+        self._handle: IO[bytes] | None = None
+        self._parquet: pq.ParquetWriter | None = None
+        self.rows = 0
+
+    def __enter__(self) -> "OutputWriter":
+        parent = self._target.rsplit("/", 1)[0] if "/" in self._target else "."
+        self.fs.makedirs(parent, exist_ok=True)
+        self._handle = self.fs.open(self._tmp, "wb")
+        return self
+
+    def write(self, frame: pl.DataFrame) -> None:
+        assert self._handle is not None
+        if self.fmt == "csv":
+            frame = frame.with_columns(pl.col(pl.Struct).struct.json_encode())
+            frame.write_csv(self._handle, include_header=self.rows == 0)
+        else:
+            table = frame.to_arrow()
+            if self._parquet is None:
+                self._parquet = pq.ParquetWriter(self._handle, table.schema, compression="zstd")
+            self._parquet.write_table(table.cast(self._parquet.schema))
+        self.rows += frame.height
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        assert self._handle is not None
+        if self._parquet is not None:
+            self._parquet.close()
+        self._handle.close()
+        if exc_type is None and self._tmp != self._target:
+            self.fs.mv(self._tmp, self._target)
+        elif exc_type is not None and self._tmp != self._target:
+            self.fs.rm(self._tmp)
+
+
+def write_merged(frames: Iterator[pl.DataFrame], path: str, fmt: str) -> OutputTable:
+    with OutputWriter(path, fmt) as writer:
+        for frame in frames:
+            writer.write(frame)
+    return OutputTable(path=path, format=fmt, rows=writer.rows)

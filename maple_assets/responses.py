@@ -1,0 +1,160 @@
+"""raw_responses: turn a finished batch into per-row results, merge attempts, plan retries."""
+
+import dataclasses
+from typing import Any
+
+import jsonschema
+import orjson
+import polars as pl
+
+from maple_assets.policy import RetryPolicy
+from maple_assets.spec import CUSTOM_ID, ROW_ID
+from resources.failures import FailureClass
+from resources.pricing import ModelPrice, cost_expr
+from resources.providers.base import RESULT_SCHEMA, BatchState
+
+ATTEMPT_COLUMNS = [ROW_ID, CUSTOM_ID, *RESULT_SCHEMA.keys(), "cost_usd", "parsed", "attempt"]
+
+
+def unrun_failure(state: BatchState) -> tuple[str, str]:
+    """Class and message for requests a batch did not run (absent from its result files)."""
+    if state.status == "failed":
+        codes = set(state.error_codes)
+        message = "; ".join(state.errors) or "the provider failed the batch"
+        if codes & {"token_limit_exceeded", "rate_limit_exceeded"}:
+            return FailureClass.RATE_LIMITED.value, message
+        if "insufficient_quota" in codes:
+            return FailureClass.INSUFFICIENT_QUOTA.value, message
+        return (
+            FailureClass.INVALID_REQUEST.value,
+            f"batch {state.batch_id} failed validation: {message}",
+        )
+    return (
+        FailureClass.EXPIRED.value,
+        f"batch {state.batch_id} ended ({state.status}) before the request ran",
+    )
+
+
+def attempt_results(
+    plan: pl.DataFrame,
+    lines: pl.DataFrame,
+    state: BatchState,
+    *,
+    attempt: int,
+    price: ModelPrice,
+    batch_pricing: bool,
+    schema: dict[str, Any] | None,
+) -> pl.DataFrame:
+    """One row per planned request: the provider's line, or an 'unrun' failure if it has none."""
+    lines = lines.unique(subset="custom_id", keep="first")
+    cls, message = unrun_failure(state)
+    joined = plan.join(
+        lines, left_on=CUSTOM_ID, right_on="custom_id", how="left", maintain_order="left"
+    )
+    missing = pl.col("status").is_null()
+    frame = joined.with_columns(
+        pl.when(missing)
+        .then(pl.lit(cls))
+        .otherwise(pl.col("failure_class"))
+        .alias("failure_class"),
+        pl.when(missing).then(pl.lit(message)).otherwise(pl.col("error")).alias("error"),
+        pl.col("status").fill_null("failed"),
+        pl.col("billed").fill_null(False),
+        pl.col("batch_id").fill_null(state.batch_id),
+        *(pl.col(c).fill_null(0) for c in _TOKENS),
+    ).with_columns(pl.col(CUSTOM_ID).alias("custom_id"))
+    frame = validate_structured(frame, schema)
+    cost = pl.when(pl.col("billed")).then(cost_expr(price, batch=batch_pricing)).otherwise(0.0)
+    return frame.with_columns(
+        cost.alias("cost_usd"), pl.lit(attempt, pl.Int64).alias("attempt")
+    ).select(ATTEMPT_COLUMNS)
+
+
+_TOKENS = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
+
+
+def validate_structured(frame: pl.DataFrame, schema: dict[str, Any] | None) -> pl.DataFrame:
+    """With a response schema, a reply that does not parse or validate is ``invalid_output``."""
+    if schema is None:
+        return frame.with_columns(pl.lit(None, pl.String).alias("parsed"))
+    validator = jsonschema.Draft202012Validator(schema)
+    problems: list[str | None] = []
+    for status, text in zip(frame["status"], frame["response"], strict=True):
+        problems.append(_schema_problem(validator, text) if status == "succeeded" else None)
+    bad = pl.Series("problem", problems, dtype=pl.String)
+    is_bad = bad.is_not_null()
+    return frame.with_columns(
+        pl.when(is_bad).then(pl.lit("failed")).otherwise(pl.col("status")).alias("status"),
+        pl.when(is_bad)
+        .then(pl.lit(FailureClass.INVALID_OUTPUT.value))
+        .otherwise(pl.col("failure_class"))
+        .alias("failure_class"),
+        pl.when(is_bad).then(bad).otherwise(pl.col("error")).alias("error"),
+        pl.when(pl.col("status") == "succeeded")
+        .then(pl.col("response"))
+        .otherwise(None)
+        .alias("parsed"),
+    )
+
+
+def _schema_problem(validator: jsonschema.Draft202012Validator, text: str | None) -> str | None:
+    try:
+        value = orjson.loads(text or "")
+    except orjson.JSONDecodeError as exc:
+        return f"the reply is not JSON: {exc}"
+    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+    return (
+        None if error is None else f"the reply does not match the response schema: {error.message}"
+    )
+
+
+def combine_attempts(attempts: list[pl.DataFrame]) -> pl.DataFrame:
+    """Per row: the latest attempt's outcome, how often it was sent, the cost of all attempts."""
+    every = pl.concat(attempts, how="vertical_relaxed")
+    totals = every.group_by(ROW_ID).agg(
+        pl.len().cast(pl.Int64).alias("attempts"), pl.col("cost_usd").sum().alias("total_cost_usd")
+    )
+    latest = every.sort("attempt").unique(subset=ROW_ID, keep="last")
+    return (
+        latest.join(totals, on=ROW_ID)
+        .drop("cost_usd")
+        .rename({"total_cost_usd": "cost_usd"})
+        .sort(ROW_ID)
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryDecision:
+    retry_ids: pl.DataFrame  # custom ids to send in the next attempt
+    quota_exhausted: bool
+
+
+def plan_retries(combined: pl.DataFrame, policy: RetryPolicy, stopped: bool) -> RetryDecision:
+    failed = combined.filter(pl.col("status") == "failed")
+    quota = bool((failed["failure_class"] == FailureClass.INSUFFICIENT_QUOTA.value).any())
+    if stopped or quota:
+        return RetryDecision(failed.select(CUSTOM_ID).clear(), quota)
+    allowed = [
+        policy.allows(cls, sends)
+        for cls, sends in zip(failed["failure_class"], failed["attempts"], strict=True)
+    ]
+    retry = failed.filter(pl.Series(allowed, dtype=pl.Boolean))
+    return RetryDecision(retry.select(CUSTOM_ID), False)
+
+
+def summarize(combined: pl.DataFrame) -> dict[str, Any]:
+    """Counts and sums for materialization metadata and the CLI summary."""
+    ok = combined.filter(pl.col("status") == "succeeded")
+    failed = combined.filter(pl.col("status") == "failed")
+    by_class = dict(failed.group_by("failure_class").len().iter_rows())
+    return {
+        "rows": combined.height,
+        "succeeded": ok.height,
+        "failed": failed.height,
+        "failed_by_class": {str(k): int(v) for k, v in sorted(by_class.items(), key=str)},
+        "input_tokens": int(ok["input_tokens"].sum()),
+        "cached_input_tokens": int(ok["cached_input_tokens"].sum()),
+        "output_tokens": int(ok["output_tokens"].sum()),
+        "cost_usd": float(combined["cost_usd"].sum()),
+        "attempts": int(combined.select(pl.col("attempts").max().fill_null(0)).item()),
+    }

@@ -1,0 +1,137 @@
+"""The durable state of a job under the storage root, and what each shard needs next.
+
+Layout under ``<root>/<job>/state/``::
+
+    spec.json                       the job's spec and fingerprint (a rerun must agree)
+    manifest.json                   the shards, written once every shard file exists
+    shards/<key>.parquet            input columns + row id + encoded request
+    <key>/plan-<n>.parquet          custom ids sent in attempt n
+    <key>/submission-<n>.json       the provider batch of attempt n (written right after create)
+    <key>/results-<n>.parquet       parsed results of attempt n
+    <key>/summary.json              after each collection: attempt, retries pending, final
+    stop.json                       why the job stopped submitting (quota, budget, age)
+"""
+
+import dataclasses
+from typing import Any
+
+import polars as pl
+
+from maple_assets.sharding import ShardInfo
+from resources.providers.base import Submission
+from resources.storage import Storage
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardSummary:
+    attempt: int
+    pending_retry: int
+    final: bool
+    succeeded: int = 0
+    failed: int = 0
+    cost_usd: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardProgress:
+    """What a shard needs next: ``submit`` attempt n, ``wait`` for its batch, or ``done``."""
+
+    key: str
+    attempt: int
+    action: str  # submit | wait | done
+    submission: Submission | None
+    summary: ShardSummary | None
+
+
+class JobState:
+    def __init__(self, storage: Storage, job: str) -> None:
+        self.storage = storage
+        self.job = job
+
+    def key(self, *parts: str) -> str:
+        return "/".join((self.job, "state", *parts))
+
+    # -- spec and manifest ------------------------------------------------------------------
+    def read_spec(self) -> dict[str, Any] | None:
+        key = self.key("spec.json")
+        if not self.storage.exists(key):
+            return None
+        return dict(self.storage.read_json(key))
+
+    def write_spec(self, spec: dict[str, Any]) -> None:
+        self.storage.write_json(self.key("spec.json"), spec)
+
+    def manifest(self) -> list[ShardInfo] | None:
+        key = self.key("manifest.json")
+        if not self.storage.exists(key):
+            return None
+        return [ShardInfo(**s) for s in self.storage.read_json(key)["shards"]]
+
+    def write_manifest(self, shards: list[ShardInfo]) -> None:
+        self.storage.write_json(
+            self.key("manifest.json"), {"shards": [dataclasses.asdict(s) for s in shards]}
+        )
+
+    def shard_frame(self, key: str, columns: list[str] | None = None) -> pl.DataFrame:
+        return self.storage.read_parquet(self.key("shards", f"{key}.parquet"), columns=columns)
+
+    # -- attempts ---------------------------------------------------------------------------
+    def submissions(self, shard: str) -> list[Submission]:
+        keys = [k for k in self.storage.list_keys(self.key(shard)) if "/submission-" in k]
+        subs = [Submission.from_json(self.storage.read_json(k)) for k in keys]
+        return sorted(subs, key=lambda s: s.attempt)
+
+    def submission(self, shard: str, attempt: int) -> Submission | None:
+        key = self.key(shard, f"submission-{attempt}.json")
+        return (
+            Submission.from_json(self.storage.read_json(key)) if self.storage.exists(key) else None
+        )
+
+    def record_submission(self, sub: Submission) -> None:
+        self.storage.write_json(
+            self.key(sub.shard, f"submission-{sub.attempt}.json"), sub.to_json()
+        )
+
+    def plan(self, shard: str, attempt: int) -> pl.DataFrame | None:
+        key = self.key(shard, f"plan-{attempt}.parquet")
+        return self.storage.read_parquet(key) if self.storage.exists(key) else None
+
+    def write_plan(self, shard: str, attempt: int, custom_ids: pl.DataFrame) -> None:
+        self.storage.write_parquet(self.key(shard, f"plan-{attempt}.parquet"), custom_ids)
+
+    def results(self, shard: str, attempt: int) -> pl.DataFrame:
+        return self.storage.read_parquet(self.key(shard, f"results-{attempt}.parquet"))
+
+    def write_results(self, shard: str, attempt: int, frame: pl.DataFrame) -> None:
+        self.storage.write_parquet(self.key(shard, f"results-{attempt}.parquet"), frame)
+
+    def summary(self, shard: str) -> ShardSummary | None:
+        key = self.key(shard, "summary.json")
+        return ShardSummary(**self.storage.read_json(key)) if self.storage.exists(key) else None
+
+    def write_summary(self, shard: str, summary: ShardSummary) -> None:
+        self.storage.write_json(self.key(shard, "summary.json"), dataclasses.asdict(summary))
+
+    # -- job-level stop ---------------------------------------------------------------------
+    def stop_reason(self) -> str | None:
+        key = self.key("stop.json")
+        return str(self.storage.read_json(key)["reason"]) if self.storage.exists(key) else None
+
+    def stop(self, reason: str) -> None:
+        if self.stop_reason() is None:
+            self.storage.write_json(self.key("stop.json"), {"reason": reason})
+
+    def clear_stop(self) -> None:
+        self.storage.delete(self.key("stop.json"))
+
+    # -- progress ---------------------------------------------------------------------------
+    def progress(self, shard: str) -> ShardProgress:
+        """Derive the shard's next step from its files (no provider call)."""
+        summary = self.summary(shard)
+        collected = summary.attempt if summary else 0
+        latest = self.submission(shard, collected + 1)
+        if latest is not None:
+            return ShardProgress(shard, latest.attempt, "wait", latest, summary)
+        if summary is None or (summary.pending_retry and self.stop_reason() is None):
+            return ShardProgress(shard, collected + 1, "submit", None, summary)
+        return ShardProgress(shard, collected, "done", None, summary)

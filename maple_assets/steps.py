@@ -1,0 +1,261 @@
+"""The steps of an enrichment, shared by the assets, the sensor and the CLI driver.
+
+Each step reads and writes the job's durable state (``maple_assets.state``) and is idempotent:
+running it again after a crash at any point converges on the same files and never creates a
+second provider batch for an attempt that already has one.
+"""
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import polars as pl
+
+from maple_assets.merge import OutputTable, merge_shard, write_merged
+from maple_assets.policy import RetryPolicy
+from maple_assets.responses import attempt_results, combine_attempts, plan_retries, summarize
+from maple_assets.sharding import ShardInfo, write_shards
+from maple_assets.spec import CUSTOM_ID, REQUEST, ROW_ID, JobSpec
+from maple_assets.state import JobState, ShardSummary
+from maple_assets.structured import schema_dtype
+from resources.costs import AttemptCost, CostTracker
+from resources.errors import ConfigError
+from resources.pricing import ModelPrice, PriceBook
+from resources.providers.base import BatchState, Provider, ShardPayload, Submission, content_hash
+
+
+@dataclasses.dataclass
+class Job:
+    """One enrichment job bound to its storage, provider, prices and cost ledger."""
+
+    spec: JobSpec
+    state: JobState
+    provider: Provider
+    costs: CostTracker | None = None
+    prices: PriceBook = dataclasses.field(default_factory=PriceBook)
+    policy: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
+    _orphans: dict[tuple[str, int], Submission] | None = None
+
+    @property
+    def mode(self) -> str:
+        return str(getattr(self.provider, "mode", "batch"))
+
+    def price(self) -> ModelPrice:
+        return self.prices.price(self.spec.model, self.provider.provider_name)
+
+
+# -- input_shards ---------------------------------------------------------------------------
+def check_spec(job: Job) -> None:
+    """Record the spec on first run; a rerun of the same job must send the same requests."""
+    stored = job.state.read_spec()
+    fingerprint = job.spec.fingerprint()
+    if stored is None:
+        job.state.write_spec(
+            {"fingerprint": fingerprint, "created_at": time.time(), "spec": job.spec.to_json()}
+        )
+    elif stored["fingerprint"] != fingerprint:
+        raise ConfigError(
+            f"Job {job.spec.name!r} already exists in {job.state.storage.root} with a different "
+            "input, prompt, model or provider. Use a new --job name, or rerun with the original "
+            "settings to resume it."
+        )
+
+
+def shard_input(job: Job, blocks: Iterator[pl.DataFrame]) -> list[ShardInfo]:
+    check_spec(job)
+    job.price()  # an unknown model is an error before anything is sent
+    existing = job.state.manifest()
+    if existing is not None:
+        return existing
+    shards = write_shards(job.state.storage, job.spec, blocks, job.provider)
+    job.state.write_manifest(shards)
+    return shards
+
+
+# -- submissions ----------------------------------------------------------------------------
+def _plan(job: Job, shard: str, attempt: int) -> pl.DataFrame:
+    plan = job.state.plan(shard, attempt)
+    if plan is None:  # attempt 1 sends the whole shard
+        plan = job.state.shard_frame(shard, columns=[ROW_ID, CUSTOM_ID])
+        job.state.write_plan(shard, attempt, plan)
+    return plan
+
+
+def _adopt(job: Job, shard: str, attempt: int, digest: str) -> Submission | None:
+    if job._orphans is None:
+        job._orphans = {(s.shard, s.attempt): s for s in job.provider.find_orphans(job.spec.name)}
+    orphan = job._orphans.get((shard, attempt))
+    return orphan if orphan is not None and orphan.content_hash in {digest, ""} else None
+
+
+def payload_for(job: Job, shard: str, attempt: int) -> ShardPayload:
+    plan = _plan(job, shard, attempt)
+    frame = job.state.shard_frame(shard, columns=[CUSTOM_ID, REQUEST])
+    requests = frame.join(plan.select(CUSTOM_ID), on=CUSTOM_ID, how="semi", maintain_order="left")
+    requests = requests.rename({CUSTOM_ID: "custom_id", REQUEST: "request"})
+    return ShardPayload(job.spec.name, shard, attempt, job.spec.model, requests)
+
+
+def check_age(job: Job) -> None:
+    stored = job.state.read_spec() or {}
+    age = time.time() - float(stored.get("created_at", time.time()))
+    if age > job.policy.max_job_age_s:
+        job.state.stop(
+            f"the job is {age / 3600:.1f} h old, past its max age of "
+            f"{job.policy.max_job_age_s / 3600:.1f} h: no more retries are sent"
+        )
+
+
+def submit_shard(job: Job, shard: str) -> Submission | None:
+    """Send the shard's next attempt unless it is already out, done, or the job has stopped."""
+    progress = job.state.progress(shard)
+    if progress.action != "submit" or job.state.stop_reason() is not None:
+        return progress.submission
+    if progress.attempt > 1:
+        check_age(job)
+        if job.state.stop_reason() is not None:
+            return None
+    payload = payload_for(job, shard, progress.attempt)
+    encode = getattr(job.provider, "encode", None)
+    digest = content_hash([encode(payload.requests)]) if encode else ""
+    submission = _adopt(job, shard, progress.attempt, digest) or job.provider.submit(payload)
+    job.state.record_submission(submission)
+    return submission
+
+
+# -- raw_responses --------------------------------------------------------------------------
+def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
+    """Parse the ended batch of the shard's latest attempt, merge attempts, plan retries."""
+    progress = job.state.progress(shard)
+    submission = progress.submission
+    if submission is None:
+        raise ConfigError(f"shard {shard} of job {job.spec.name} has no batch waiting")
+    attempt = submission.attempt
+    lines = job.provider.results(submission, state)
+    plan = _plan(job, shard, attempt)
+    results = attempt_results(
+        plan,
+        lines,
+        state,
+        attempt=attempt,
+        price=job.price(),
+        batch_pricing=job.mode == "batch",
+        schema=job.spec.response_schema,
+    )
+    job.state.write_results(shard, attempt, results)
+    _record_cost(job, shard, submission, results)
+    combined = combine_attempts([job.state.results(shard, n) for n in range(1, attempt + 1)])
+    decision = plan_retries(combined, job.policy, job.state.stop_reason() is not None)
+    if decision.quota_exhausted:
+        job.state.stop("the provider reports insufficient quota; top up, then rerun the job")
+    pending = decision.retry_ids.height
+    if pending:
+        retry = combined.filter(pl.col(CUSTOM_ID).is_in(decision.retry_ids[CUSTOM_ID].implode()))
+        job.state.write_plan(shard, attempt + 1, retry.select(ROW_ID, CUSTOM_ID))
+    info = summarize(combined)
+    job.state.write_summary(
+        shard,
+        ShardSummary(
+            attempt, pending, pending == 0, info["succeeded"], info["failed"], info["cost_usd"]
+        ),
+    )
+    return combined
+
+
+def _record_cost(job: Job, shard: str, submission: Submission, results: pl.DataFrame) -> None:
+    if job.costs is None:
+        return
+    entry = AttemptCost.from_rows(
+        results.filter(pl.col("billed")),
+        job.price(),
+        job=job.spec.name,
+        team=job.spec.team,
+        model=job.spec.model,
+        provider=job.provider.provider_name,
+        mode="batch" if job.mode == "batch" else "realtime",
+        shard=shard,
+        attempt=submission.attempt,
+        batch_id=submission.batch_id,
+    )
+    job.costs.record(entry)
+
+
+def shard_responses(state: JobState, shard: str) -> pl.DataFrame:
+    """The shard's merged responses over every collected attempt."""
+    summary = state.summary(shard)
+    attempts = summary.attempt if summary else 0
+    return combine_attempts([state.results(shard, n) for n in range(1, attempts + 1)])
+
+
+# -- sensor ---------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """What the job needs next, as the sensor and the CLI driver see it."""
+
+    submit: list[str]
+    collect: list[tuple[str, Submission, BatchState]]
+    waiting: int
+    done: int
+    total: int
+
+    @property
+    def finished(self) -> bool:
+        return self.total > 0 and self.done == self.total
+
+
+def pending_work(job: Job) -> Work:
+    """Shards to submit, batches that ended (one provider poll for all), shards done."""
+    manifest = job.state.manifest() or []
+    submit: list[str] = []
+    waiting: list[Submission] = []
+    done = 0
+    for shard in manifest:
+        progress = job.state.progress(shard.key)
+        if progress.action == "submit":
+            submit.append(shard.key)
+        elif progress.action == "wait" and progress.submission is not None:
+            waiting.append(progress.submission)
+        else:
+            done += 1
+    states = job.provider.poll(waiting) if waiting else {}
+    ended = [(s.shard, s, states[s.batch_id]) for s in waiting if states[s.batch_id].ended]
+    if job.state.stop_reason() is not None:
+        done += len(submit)
+        submit = []
+    return Work(submit, ended, len(waiting) - len(ended), done, len(manifest))
+
+
+def generation(job: Job) -> str:
+    """A tag that changes whenever any shard's collected results change (for merged run keys)."""
+    manifest = job.state.manifest() or []
+    parts = [
+        f"{s.key}:{(job.state.summary(s.key) or ShardSummary(0, 0, False)).attempt}"
+        for s in manifest
+    ]
+    return content_hash([",".join(parts).encode()])[:12]
+
+
+# -- merged ---------------------------------------------------------------------------------
+def default_output(job: Job) -> str:
+    return job.state.storage.uri(f"{job.spec.name}/output/merged.{job.spec.output_format()}")
+
+
+def merge_job(job: Job, output: str | None = None) -> OutputTable:
+    """Stream every shard's input rows joined with its responses into the output file."""
+    manifest = job.state.manifest() or []
+    path = output or job.spec.output or default_output(job)
+    schema = job.spec.response_schema
+    parsed = schema_dtype(schema) if schema is not None else None
+
+    def frames() -> Iterator[pl.DataFrame]:
+        for shard in manifest:
+            rows = job.state.shard_frame(shard.key).drop(REQUEST, CUSTOM_ID)
+            yield merge_shard(rows, shard_responses(job.state, shard.key), job.spec.model, parsed)
+
+    table = write_merged(frames(), path, job.spec.output_format())
+    job.state.storage.write_json(
+        job.state.key("merged.json"),
+        {"path": table.path, "rows": table.rows, "at": datetime.now(UTC).isoformat()},
+    )
+    return table

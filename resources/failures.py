@@ -1,0 +1,49 @@
+"""The failure taxonomy (DESIGN section 5) and the mapping of provider outcomes onto it."""
+
+import enum
+
+
+class FailureClass(enum.StrEnum):
+    EXPIRED = "expired"
+    RATE_LIMITED = "rate_limited"
+    SERVER_ERROR = "server_error"
+    REFUSED = "refused"
+    INVALID_IMAGE = "invalid_image"
+    INVALID_OUTPUT = "invalid_output"
+    INVALID_REQUEST = "invalid_request"
+    INSUFFICIENT_QUOTA = "insufficient_quota"
+
+
+_IMAGE_CODES = {"invalid_image_url", "invalid_image", "image_parse_error", "invalid_image_format"}
+
+
+def classify_http(
+    status: int, code: str | None = None, error_type: str | None = None
+) -> FailureClass:
+    """Class of an HTTP-level failure from its status and the error envelope's code/type."""
+    code = code or ""
+    error_type = error_type or ""
+    if code == "insufficient_quota" or error_type in {"insufficient_quota", "billing_error"}:
+        return FailureClass.INSUFFICIENT_QUOTA
+    if code in _IMAGE_CODES or "image" in code:
+        return FailureClass.INVALID_IMAGE
+    if status == 429 or code == "rate_limit_exceeded" or error_type == "rate_limit_error":
+        return FailureClass.RATE_LIMITED
+    if status in {408, 409} or status >= 500 or error_type in {"api_error", "overloaded_error"}:
+        return FailureClass.SERVER_ERROR
+    if code == "content_filter" or error_type == "content_filter":
+        return FailureClass.REFUSED
+    return FailureClass.INVALID_REQUEST
+
+
+def classify_line_error(code: str | None) -> FailureClass:
+    """Class of an OpenAI batch line that never ran (``response: null``, ``error.code``)."""
+    if code in {"batch_expired", "batch_cancelled", "batch_canceled"}:
+        return FailureClass.EXPIRED
+    if code in {"rate_limit_exceeded", "token_limit_exceeded"}:
+        return FailureClass.RATE_LIMITED
+    if code == "insufficient_quota":
+        return FailureClass.INSUFFICIENT_QUOTA
+    if code in {"server_error", "internal_error"}:
+        return FailureClass.SERVER_ERROR
+    return FailureClass.INVALID_REQUEST

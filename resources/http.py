@@ -1,0 +1,101 @@
+"""The one place that builds httpx clients and retries provider control calls politely."""
+
+import random
+import time
+from typing import Any
+
+import httpx
+import orjson
+
+from resources.errors import AuthError, ProviderError, QuotaExhausted
+
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+MAX_RETRY_AFTER_S = 60.0
+
+
+def make_client(
+    base_url: str,
+    headers: dict[str, str],
+    timeout_s: float,
+    transport: httpx.BaseTransport | None = None,
+) -> httpx.Client:
+    """An httpx client with explicit timeouts (connect is short; reads may stream files)."""
+    timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
+    return httpx.Client(
+        base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
+    )
+
+
+def retry_after_seconds(response: httpx.Response | None) -> float | None:
+    """The server's requested wait, from ``retry-after-ms`` or ``retry-after`` (seconds)."""
+    if response is None:
+        return None
+    for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = response.headers.get(header)
+        if value:
+            try:
+                return min(MAX_RETRY_AFTER_S, max(0.0, float(value) * scale))
+            except ValueError:
+                continue
+    return None
+
+
+def backoff_seconds(attempt: int, base: float = 0.5, cap: float = 30.0) -> float:
+    """Exponential backoff with full jitter."""
+    return float(random.uniform(0, min(cap, base * 2**attempt)))
+
+
+def error_detail(response: httpx.Response) -> tuple[str, str | None, str | None]:
+    """(message, code, type) from an OpenAI or Anthropic error envelope."""
+    try:
+        body: Any = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        return response.text[:300], None, None
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return response.text[:300], None, None
+    return str(error.get("message", "")), error.get("code"), error.get("type")
+
+
+def is_quota_error(response: httpx.Response) -> bool:
+    _, code, error_type = error_detail(response)
+    return "insufficient_quota" in {code, error_type} or error_type == "billing_error"
+
+
+def request(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    *,
+    what: str,
+    max_retries: int = 5,
+    **kwargs: Any,
+) -> httpx.Response:
+    """Send a control call, retrying 408/409/429/5xx and transport errors with backoff.
+
+    ``what`` names the call in errors (e.g. "create batch for job j shard s00001"); the URL in
+    messages is the path only, so neither keys nor query secrets reach logs.
+    """
+    for attempt in range(max_retries + 1):
+        try:
+            response = client.request(method, url, **kwargs)
+        except httpx.TransportError as exc:
+            if attempt == max_retries:
+                raise ProviderError(f"{what}: {method} {url} failed: {exc!r}") from exc
+            time.sleep(backoff_seconds(attempt))
+            continue
+        if response.status_code < 400:
+            return response
+        if response.status_code == 429 and is_quota_error(response):
+            message, _, _ = error_detail(response)
+            raise QuotaExhausted(f"{what}: the provider reports insufficient quota: {message}")
+        if response.status_code in RETRYABLE_STATUS and attempt < max_retries:
+            wait = retry_after_seconds(response)
+            time.sleep(wait if wait is not None else backoff_seconds(attempt))
+            continue
+        message, _, _ = error_detail(response)
+        detail = f"{what}: {method} {url} answered {response.status_code}: {message}"
+        if response.status_code in {401, 403}:
+            raise AuthError(f"{detail}. Check the API key.", response.status_code)
+        raise ProviderError(detail, response.status_code)
+    raise AssertionError("unreachable")

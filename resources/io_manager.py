@@ -1,0 +1,66 @@
+"""Parquet IO manager on dagster's UPathIOManager: one file per partition, local or S3.
+
+Values are polars DataFrames (written as Parquet) or a ``merged`` output pointer (any object
+with ``path``/``format``/``rows``), which is stored as a small JSON file; loading a pointer
+gives downstream assets a lazy scan of the real output, so nothing large is read eagerly.
+"""
+
+import dataclasses
+from typing import Any
+
+import dagster as dg
+import orjson
+import polars as pl
+import pyarrow.parquet as pq
+from pydantic import Field
+from upath import UPath
+
+from resources.storage import _s3_options, is_remote
+
+
+class ParquetUPathIOManager(dg.UPathIOManager):
+    extension: str = ".parquet"
+
+    def dump_to_path(self, context: dg.OutputContext, obj: Any, path: UPath) -> None:
+        if dataclasses.is_dataclass(obj) and hasattr(obj, "path"):
+            payload = orjson.dumps({"pointer": dataclasses.asdict(obj)})  # type: ignore[arg-type]
+            path.with_suffix(".json").write_bytes(payload)
+            return
+        if not isinstance(obj, pl.DataFrame):
+            raise TypeError(f"{context.asset_key}: expected a polars DataFrame, got {type(obj)}")
+        with path.open("wb") as handle:
+            pq.write_table(obj.to_arrow(), handle, compression="zstd")
+        context.add_output_metadata({"rows": obj.height, "columns": obj.columns})
+
+    def load_from_path(self, context: dg.InputContext, path: UPath) -> Any:
+        pointer = path.with_suffix(".json")
+        if pointer.exists():
+            target = orjson.loads(pointer.read_bytes())["pointer"]
+            return _scan(target["path"], target["format"])
+        with path.open("rb") as handle:
+            frame = pl.read_parquet(handle)
+        return frame.lazy() if context.dagster_type.typing_type is pl.LazyFrame else frame
+
+    def path_exists(self, path: UPath) -> bool:
+        return bool(path.exists() or path.with_suffix(".json").exists())
+
+
+def _scan(path: str, fmt: str) -> pl.LazyFrame:
+    options = (
+        {"aws_endpoint_url": _s3_options()["client_kwargs"]["endpoint_url"]}
+        if (is_remote(path) and _s3_options())
+        else None
+    )
+    if fmt == "csv":
+        return pl.scan_csv(path, infer_schema=False, storage_options=options)
+    return pl.scan_parquet(path, storage_options=options)
+
+
+class ParquetIOManager(dg.ConfigurableIOManagerFactory):  # type: ignore[type-arg]
+    """Stores asset values as Parquet under the storage root (``<root>/<asset key>/...``)."""
+
+    root: str = Field(description="Storage root: a local folder or s3://bucket/prefix.")
+
+    def create_io_manager(self, context: dg.InitResourceContext) -> ParquetUPathIOManager:
+        base = UPath(self.root, **_s3_options()) if is_remote(self.root) else UPath(self.root)
+        return ParquetUPathIOManager(base_path=base)

@@ -1,0 +1,134 @@
+"""One storage abstraction for everything a job writes: a local folder or ``s3://bucket/prefix``.
+
+Built on fsspec (``s3fs`` for S3; any S3-compatible endpoint through ``AWS_ENDPOINT_URL``).
+Writes are atomic: a local file is written beside its target and renamed; an S3 object only
+appears when its (multipart) upload completes.
+"""
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from typing import IO, Any
+
+import dagster as dg
+import fsspec
+import orjson
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import Field
+
+from resources.errors import StorageError
+
+
+def _s3_options() -> dict[str, Any]:
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    return {"client_kwargs": {"endpoint_url": endpoint}} if endpoint else {}
+
+
+def filesystem_for(uri: str) -> tuple[Any, str]:
+    """The fsspec filesystem and in-filesystem path for a local path or URI."""
+    options = _s3_options() if uri.startswith(("s3://", "s3a://")) else {}
+    fs, path = fsspec.core.url_to_fs(uri, **options)
+    return fs, str(path)
+
+
+def is_remote(uri: str) -> bool:
+    return "://" in uri and not uri.startswith("file://")
+
+
+class Storage:
+    """Keys are ``/``-separated paths relative to the root."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root.rstrip("/") if is_remote(root) else os.path.abspath(root)
+        self.fs, self._base = filesystem_for(self.root)
+        self.remote = is_remote(self.root)
+
+    def __repr__(self) -> str:
+        return f"Storage({self.root!r})"
+
+    def uri(self, key: str) -> str:
+        return f"{self.root}/{key}"
+
+    def _path(self, key: str) -> str:
+        return f"{self._base}/{key}"
+
+    def exists(self, key: str) -> bool:
+        return bool(self.fs.exists(self._path(key)))
+
+    def list_keys(self, prefix: str) -> list[str]:
+        """Keys directly under ``prefix`` (a folder), sorted; empty if the folder is absent."""
+        path = self._path(prefix)
+        try:
+            entries = self.fs.ls(path, detail=False)
+        except FileNotFoundError:
+            return []
+        names = sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries)
+        return [f"{prefix}/{name}" for name in names]
+
+    def delete(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(self._path(key), recursive=True)
+
+    def open_read(self, key: str) -> IO[bytes]:
+        try:
+            return self.fs.open(self._path(key), "rb")  # type: ignore[no-any-return]
+        except FileNotFoundError as exc:
+            raise StorageError(f"{self.uri(key)} does not exist") from exc
+
+    @contextlib.contextmanager
+    def open_write(self, key: str) -> Iterator[IO[bytes]]:
+        """Write ``key`` atomically: readers see the old content or the whole new one."""
+        target = self._path(key)
+        if self.remote:
+            with self.fs.open(target, "wb") as handle:
+                yield handle
+            return
+        self.fs.makedirs(os.path.dirname(target), exist_ok=True)
+        tmp = f"{target}.{uuid.uuid4().hex}.tmp"
+        try:
+            with open(tmp, "wb") as handle:
+                yield handle
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, target)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
+
+    def read_bytes(self, key: str) -> bytes:
+        with self.open_read(key) as handle:
+            return handle.read()
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        with self.open_write(key) as handle:
+            handle.write(data)
+
+    def read_json(self, key: str) -> Any:
+        return orjson.loads(self.read_bytes(key))
+
+    def write_json(self, key: str, value: Any) -> None:
+        self.write_bytes(key, orjson.dumps(value, option=orjson.OPT_INDENT_2))
+
+    def read_parquet(self, key: str, columns: list[str] | None = None) -> pl.DataFrame:
+        with self.open_read(key) as handle:
+            return pl.read_parquet(handle, columns=columns)
+
+    def write_parquet(self, key: str, frame: pl.DataFrame | pa.Table) -> None:
+        table = frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame
+        with self.open_write(key) as handle:
+            pq.write_table(table, handle, compression="zstd")
+
+
+class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """The storage root every job writes under: a local folder or ``s3://bucket/prefix``."""
+
+    root: str = Field(
+        default_factory=lambda: os.environ.get("MAPLE_STORAGE", ".maple"),
+        description="Storage root (folder or s3:// URI); default MAPLE_STORAGE, else ./.maple.",
+    )
+
+    def storage(self) -> Storage:
+        return Storage(self.root)
