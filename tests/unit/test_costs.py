@@ -135,10 +135,11 @@ def test_recording_the_same_attempt_twice_does_not_double_count(tracker: CostTra
 
 
 def test_re_recording_an_attempt_replaces_it(tracker: CostTracker) -> None:
-    tracker.record(entry(cost=0.5))
-    tracker.record(entry(cost=0.75, requests=12))
+    tracker.record(entry(cost=0.5, day=date(2026, 11, 1)))
+    tracker.record(entry(cost=0.75, requests=12, day=date(2026, 11, 5)))  # a re-run, days later
     [stored] = tracker.job_entries("job-a")
     assert (stored.cost_usd, stored.requests) == (0.75, 12)
+    assert stored.recorded_at.date() == date(2026, 11, 1)  # billed once, on the first day
     tracker.record(entry(attempt=1, cost=0.25))  # a retry is a new record
     assert tracker.job_total("job-a") == 1.0
 
