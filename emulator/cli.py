@@ -1,0 +1,67 @@
+"""``maple emulator``: serve the provider emulator in the foreground."""
+
+import click
+
+from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail
+from emulator.server import serve
+
+
+@click.command("emulator")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to listen on.")
+@click.option("--port", default=8787, show_default=True, type=int, help="Port to listen on.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed for fault draws.")
+@click.option(
+    "--batch-seconds",
+    "batch_seconds",
+    default=2.0,
+    show_default=True,
+    type=float,
+    metavar="S",
+    help="How long a batch takes to finish.",
+)
+@click.option(
+    "--fail",
+    "fail",
+    multiple=True,
+    metavar="CLASS=RATE",
+    help=f"Inject a fault class at a rate in [0, 1] (repeatable): {', '.join(FAULT_CLASSES)}.",
+)
+@click.option(
+    "--rpm", type=int, default=None, help="Real-time requests per minute (enforced per second)."
+)
+@click.option(
+    "--tpm", type=int, default=None, help="Real-time tokens per minute (enforced per second)."
+)
+def emulator_command(
+    *,
+    host: str,
+    port: int,
+    seed: int,
+    batch_seconds: float,
+    fail: tuple[str, ...],
+    rpm: int | None,
+    tpm: int | None,
+) -> None:
+    """Serve a local emulator of the OpenAI and Anthropic batch and real-time APIs."""
+    try:
+        rates = parse_fail(list(fail))
+        config = EmulatorConfig(
+            host=host,
+            port=port,
+            seed=seed,
+            batch_seconds=batch_seconds,
+            fail=rates,
+            rpm=rpm,
+            tpm=tpm,
+        )
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    base = f"http://{host}:{port}"
+    click.echo(f"Maple provider emulator on {base}")
+    click.echo(f"  OpenAI base URL:    {base}/v1")
+    click.echo(f"  Anthropic base URL: {base}")
+    click.echo("Export these to point clients at it:")
+    click.echo(f"  export OPENAI_BASE_URL={base}/v1")
+    click.echo(f"  export ANTHROPIC_BASE_URL={base}")
+    click.echo(f"Stats: {base}/_emulator/stats  (Ctrl-C to stop)")
+    serve(config)

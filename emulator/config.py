@@ -1,0 +1,82 @@
+"""Emulator settings shared by the CLI, the in-process server and the test fixtures."""
+
+from dataclasses import dataclass, field
+
+#: Fault classes accepted by ``--fail CLASS=RATE``; see ``emulator.faults`` for their wire shapes.
+FAULT_CLASSES: tuple[str, ...] = (
+    "rate_limited",
+    "server_error",
+    "refused",
+    "invalid_image",
+    "invalid_output",
+    "expired",
+    "insufficient_quota",
+    "invalid_request",
+)
+
+
+@dataclass
+class EmulatorConfig:
+    """How the emulator listens, how long batches take, and which faults it injects.
+
+    ``fail`` maps a fault class to a rate in [0, 1]. ``control_fail`` is the rate of 500s on the
+    files/batches control endpoints; ``None`` means a quarter of the ``server_error`` rate.
+    The ``*_max_*`` limits default to the providers' real ones; tests lower them to stay fast.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    seed: int = 0
+    batch_seconds: float = 2.0
+    fail: dict[str, float] = field(default_factory=dict)
+    rpm: int | None = None
+    tpm: int | None = None
+    control_fail: float | None = None
+    embedding_dimensions: int = 16
+    openai_max_requests: int = 50_000
+    openai_max_bytes: int = 200 * 1024 * 1024
+    anthropic_max_requests: int = 100_000
+    anthropic_max_bytes: int = 256 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name, rate in self.fail.items():
+            _check_fault(name, rate)
+        if self.batch_seconds < 0:
+            raise ValueError(f"batch_seconds must be >= 0, got {self.batch_seconds}")
+
+    @property
+    def control_fail_rate(self) -> float:
+        """Rate of injected 500s on control endpoints (files, batch create/get/list/cancel)."""
+        if self.control_fail is not None:
+            return self.control_fail
+        return self.fail.get("server_error", 0.0) / 4
+
+
+def _check_fault(name: str, rate: float) -> None:
+    if name not in FAULT_CLASSES:
+        raise ValueError(f"unknown fault class {name!r}; valid classes: {', '.join(FAULT_CLASSES)}")
+    if not 0.0 <= rate <= 1.0:
+        raise ValueError(f"fault rate for {name!r} must be between 0 and 1, got {rate}")
+
+
+def parse_fail(specs: list[str]) -> dict[str, float]:
+    """Turn ``["rate_limited=0.2", "refused=0.01"]`` into ``{"rate_limited": 0.2, ...}``.
+
+    Raises ``ValueError`` naming the valid classes when a spec is malformed or unknown.
+    """
+    rates: dict[str, float] = {}
+    for spec in specs:
+        name, sep, raw_rate = spec.partition("=")
+        name = name.strip()
+        if not sep:
+            raise ValueError(
+                f"fault spec {spec!r} must look like CLASS=RATE, e.g. rate_limited=0.2; "
+                f"valid classes: {', '.join(FAULT_CLASSES)}"
+            )
+        try:
+            rate = float(raw_rate)
+        except ValueError as exc:
+            raise ValueError(f"fault spec {spec!r}: RATE must be a number in [0, 1]") from exc
+        _check_fault(name, rate)
+        rates[name] = rate
+    return rates

@@ -1,0 +1,250 @@
+"""OpenAI request bodies in, (status, response body) out: shared by real-time and batch paths."""
+
+import base64
+import hashlib
+import itertools
+import struct
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from emulator.faults import FaultDrawer, body_key
+from emulator.replies import echo_text, has_image, instance_for_schema, invalid_instance
+from emulator.tokens import count_tokens, prompt_tokens
+
+REFUSAL_TEXT = "I'm sorry, but I can't help with that request."
+_ids = itertools.count(1)
+
+
+def new_id(prefix: str) -> str:
+    """A unique, readable object id such as ``chatcmpl-emu00000000002a``."""
+    return f"{prefix}emu{next(_ids):012x}"
+
+
+def error_body(
+    message: str, type_: str, param: str | None = None, code: str | None = None
+) -> dict[str, Any]:
+    """OpenAI's error envelope: ``{"error": {"message", "type", "param", "code"}}``."""
+    return {"error": {"message": message, "type": type_, "param": param, "code": code}}
+
+
+@dataclass(slots=True)
+class Outcome:
+    """Result of running one request body: HTTP status, JSON body, token usage, fault class."""
+
+    status: int
+    body: dict[str, Any]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    fault: str | None = None
+
+
+def fault_outcome(fault: str, model: str) -> Outcome | None:
+    """The error outcome of a transient fault class, or None when the class yields a 200."""
+    if fault == "rate_limited":
+        message = (
+            f"Rate limit reached for {model} on requests per min (RPM): Limit 60, Used 60, "
+            "Requested 1. Please try again in 1s."
+        )
+        return Outcome(
+            429, error_body(message, "requests", None, "rate_limit_exceeded"), fault=fault
+        )
+    if fault == "insufficient_quota":
+        message = "You exceeded your current quota, please check your plan and billing details."
+        return Outcome(
+            429, error_body(message, "insufficient_quota", None, "insufficient_quota"), fault=fault
+        )
+    if fault == "server_error":
+        message = "The server had an error while processing your request. Sorry about that!"
+        return Outcome(500, error_body(message, "server_error"), fault=fault)
+    if fault == "invalid_request":
+        message = "Invalid request: the emulator injected an invalid_request fault."
+        return Outcome(400, error_body(message, "invalid_request_error"), fault=fault)
+    if fault == "invalid_image":
+        message = "Invalid image URL: the image could not be downloaded or decoded."
+        return Outcome(
+            400,
+            error_body(message, "invalid_request_error", "messages", "invalid_image_url"),
+            fault=fault,
+        )
+    return None
+
+
+def _missing(param: str) -> Outcome:
+    message = f"Missing required parameter: '{param}'."
+    return Outcome(
+        400, error_body(message, "invalid_request_error", param, "missing_required_parameter")
+    )
+
+
+def response_schema(body: dict[str, Any]) -> Any:
+    """The JSON schema of a ``response_format: json_schema`` request, else None."""
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+        spec = fmt.get("json_schema")
+        if isinstance(spec, dict):
+            return spec.get("schema", {})
+        return {}
+    return None
+
+
+class OpenAIEngine:
+    """Runs chat completion and embedding bodies with the configured faults."""
+
+    def __init__(self, drawer: FaultDrawer, embedding_dimensions: int) -> None:
+        self.drawer = drawer
+        self.dimensions = embedding_dimensions
+
+    def run(self, url: str, body: Any, key: bytes | None = None) -> Outcome:
+        """Run ``body`` as a request to ``url`` (``/v1/chat/completions`` or ``/v1/embeddings``)."""
+        if not isinstance(body, dict):
+            return Outcome(
+                400, error_body("The request body must be a JSON object.", "invalid_request_error")
+            )
+        if url == "/v1/embeddings":
+            return self.embeddings(body, key)
+        return self.chat(body, key)
+
+    def chat(self, body: dict[str, Any], key: bytes | None = None) -> Outcome:
+        """A ``chat.completion`` for ``body``."""
+        messages = body.get("messages")
+        if not isinstance(body.get("model"), str):
+            return _missing("model")
+        if not isinstance(messages, list) or not messages:
+            return _missing("messages")
+        if body.get("stream"):
+            message = "The emulator does not stream; send stream=false."
+            return Outcome(
+                400, error_body(message, "invalid_request_error", "stream", "unsupported_value")
+            )
+        schema = response_schema(body)
+        fault = None
+        if self.drawer.active:
+            key = key or body_key(body)
+            fault = self.drawer.draw(key, image=has_image(messages), schema=schema is not None)
+            failed = fault_outcome(fault, body["model"]) if fault else None
+            if failed is not None:
+                return failed
+        return self._completion(body, messages, schema, fault)
+
+    def _completion(
+        self, body: dict[str, Any], messages: list[Any], schema: Any, fault: str | None
+    ) -> Outcome:
+        text = echo_text(messages)
+        content: str | None = text
+        refusal = None
+        if fault == "refused":
+            content, refusal = None, REFUSAL_TEXT
+        elif schema is not None:
+            value = (
+                invalid_instance(schema, text)
+                if fault == "invalid_output"
+                else instance_for_schema(schema, text)
+            )
+            content = orjson.dumps(value).decode()
+        finish = "stop"
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        reply = refusal if content is None else content
+        if content is not None and isinstance(limit, int) and 0 < limit < count_tokens(content):
+            content, finish = content[: limit * 4], "length"
+            reply = content
+        prompt = prompt_tokens(messages)
+        completion = count_tokens(reply or "")
+        result = {
+            "id": new_id("chatcmpl-"),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {
+                        "role": "assistant",
+                        "content": content,
+                        "refusal": refusal,
+                        "annotations": [],
+                    },
+                    "logprobs": None,
+                    "finish_reason": finish,
+                }
+            ],
+            "usage": chat_usage(prompt, completion),
+            "service_tier": "default",
+            "system_fingerprint": "fp_emulator",
+        }
+        return Outcome(200, result, prompt, completion, fault)
+
+    def embeddings(self, body: dict[str, Any], key: bytes | None = None) -> Outcome:
+        """A ``list`` of embeddings for ``body["input"]``."""
+        if not isinstance(body.get("model"), str):
+            return _missing("model")
+        items = _embedding_inputs(body.get("input"))
+        if items is None:
+            return _missing("input")
+        if self.drawer.active:
+            fault = self.drawer.draw(key or body_key(body), image=False, schema=False)
+            failed = fault_outcome(fault, body["model"]) if fault and fault != "refused" else None
+            if failed is not None:
+                return failed
+        dims = body.get("dimensions")
+        dims = dims if isinstance(dims, int) and 0 < dims <= 4096 else self.dimensions
+        as_base64 = body.get("encoding_format") == "base64"
+        data = [
+            {"object": "embedding", "index": i, "embedding": _vector(text, dims, as_base64)}
+            for i, text in enumerate(items)
+        ]
+        tokens = sum(count_tokens(text) for text in items)
+        result = {
+            "object": "list",
+            "data": data,
+            "model": body["model"],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+        return Outcome(200, result, tokens, 0)
+
+
+def chat_usage(prompt: int, completion: int, cached: int = 0) -> dict[str, Any]:
+    """OpenAI ``CompletionUsage`` with the detail objects filled."""
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": 0,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
+    }
+
+
+def _embedding_inputs(raw: Any) -> list[str] | None:
+    if isinstance(raw, str):
+        return [raw]
+    if isinstance(raw, list) and raw:
+        if all(isinstance(item, str) for item in raw):
+            return list(raw)
+        if all(isinstance(item, int) for item in raw):
+            return [" ".join(map(str, raw))]
+        if all(isinstance(item, list) for item in raw):
+            return [" ".join(map(str, item)) for item in raw]
+    return None
+
+
+def _vector(text: str, dims: int, as_base64: bool) -> list[float] | str:
+    raw = b""
+    counter = 0
+    while len(raw) < dims * 2:
+        raw += hashlib.blake2b(text.encode() + counter.to_bytes(4, "little")).digest()
+        counter += 1
+    values = [
+        (int.from_bytes(raw[i * 2 : i * 2 + 2], "little") / 32767.5) - 1.0 for i in range(dims)
+    ]
+    norm = sum(v * v for v in values) ** 0.5 or 1.0
+    values = [round(v / norm, 6) for v in values]
+    if as_base64:
+        return base64.b64encode(struct.pack(f"<{dims}f", *values)).decode()
+    return values

@@ -1,0 +1,324 @@
+"""OpenAI HTTP endpoints: files, batches, chat completions and embeddings."""
+
+import time
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from emulator import openai_batches
+from emulator.http_common import (
+    DiskFileResponse,
+    check_auth,
+    control_fault,
+    openai_error,
+    openai_json,
+    read_json,
+    state_of,
+)
+from emulator.multipart import MultipartError, boundary_of, parse_spooled
+from emulator.openai_batches import OpenAIBatch
+from emulator.openai_engine import new_id
+from emulator.state import State, StoredFile
+
+FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
+BATCH_ENDPOINTS = ("/v1/chat/completions", "/v1/embeddings")
+MAX_FILE_BYTES = 512 * 1024 * 1024
+
+
+async def _guard(request: Request, body: bytes = b"") -> Response | None:
+    return check_auth(request) or control_fault(request, body)
+
+
+def _paginate(items: list[Any], after: str | None, limit: int) -> dict[str, Any]:
+    start = 0
+    if after:
+        ids = [item["id"] for item in items]
+        start = ids.index(after) + 1 if after in ids else len(items)
+    page = items[start : start + limit]
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": start + limit < len(items),
+    }
+
+
+def _limit(request: Request, default: int, maximum: int) -> int | Response:
+    raw = request.query_params.get("limit")
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        return openai_error(
+            400,
+            f"Invalid 'limit': expected an integer, got '{raw}'.",
+            param="limit",
+            code="invalid_value",
+        )
+    if not 1 <= value <= maximum:
+        return openai_error(
+            400,
+            f"Invalid 'limit': must be between 1 and {maximum}.",
+            param="limit",
+            code="invalid_value",
+        )
+    return value
+
+
+def _file_or_404(state: State, file_id: str) -> StoredFile | Response:
+    stored = state.files.get(file_id)
+    if stored is None:
+        return openai_error(404, f"No such File object: {file_id}", param="id")
+    return stored
+
+
+async def create_file(request: Request) -> Response:
+    """``POST /v1/files``: multipart upload, stored on disk."""
+    if (refused := await _guard(request)) is not None:
+        return refused
+    state = state_of(request)
+    if int(request.headers.get("content-length") or 0) > MAX_FILE_BYTES + 1024 * 1024:
+        return openai_error(400, "File is too large.", param="file")
+    try:
+        boundary = boundary_of(request.headers.get("content-type", ""))
+    except MultipartError as exc:
+        return openai_error(400, str(exc))
+    spool, target = state.new_path(".upload"), state.new_path()
+    with spool.open("wb") as handle:
+        async for chunk in request.stream():
+            handle.write(chunk)
+    try:
+        upload = await run_in_threadpool(parse_spooled, spool, boundary, target)
+    except MultipartError as exc:
+        return openai_error(400, f"Could not parse multipart form: {exc}")
+    finally:
+        spool.unlink(missing_ok=True)
+    problem = _upload_problem(upload.filename, upload.fields.get("purpose"), upload.file_size)
+    if problem is not None:
+        target.unlink(missing_ok=True)
+        return problem
+    stored = state.add_file(
+        upload.filename or "upload.jsonl", upload.fields["purpose"], target, upload.digest
+    )
+    state.stats.add("files_uploaded")
+    return openai_json(stored.as_json())
+
+
+def _upload_problem(filename: str | None, purpose: str | None, size: int) -> Response | None:
+    if filename is None:
+        return openai_error(
+            400,
+            "Missing required parameter: 'file'.",
+            param="file",
+            code="missing_required_parameter",
+        )
+    if purpose is None:
+        return openai_error(
+            400,
+            "Missing required parameter: 'purpose'.",
+            param="purpose",
+            code="missing_required_parameter",
+        )
+    if purpose not in FILE_PURPOSES:
+        allowed = ", ".join(FILE_PURPOSES)
+        message = f"Invalid value for 'purpose': '{purpose}'. Supported values are: {allowed}."
+        return openai_error(400, message, param="purpose", code="invalid_value")
+    if purpose == "batch" and not filename.lower().endswith(".jsonl"):
+        return openai_error(400, "Invalid file format for Batch API. Must be .jsonl")
+    if size > MAX_FILE_BYTES:
+        return openai_error(400, "File is too large.", param="file")
+    return None
+
+
+async def list_files(request: Request) -> Response:
+    """``GET /v1/files`` with ``purpose``, ``order``, ``after`` and ``limit``."""
+    if (refused := await _guard(request)) is not None:
+        return refused
+    limit = _limit(request, 10_000, 10_000)
+    if isinstance(limit, Response):
+        return limit
+    purpose = request.query_params.get("purpose")
+    files = [f.as_json() for f in state_of(request).files.values() if purpose in (None, f.purpose)]
+    if request.query_params.get("order", "desc") == "desc":
+        files.reverse()
+    return openai_json(_paginate(files, request.query_params.get("after"), limit))
+
+
+async def get_file(request: Request) -> Response:
+    """``GET /v1/files/{file_id}``."""
+    if (refused := await _guard(request)) is not None:
+        return refused
+    stored = _file_or_404(state_of(request), request.path_params["file_id"])
+    return stored if isinstance(stored, Response) else openai_json(stored.as_json())
+
+
+async def delete_file(request: Request) -> Response:
+    """``DELETE /v1/files/{file_id}``."""
+    if (refused := await _guard(request)) is not None:
+        return refused
+    file_id = request.path_params["file_id"]
+    if not state_of(request).delete_file(file_id):
+        return openai_error(404, f"No such File object: {file_id}", param="id")
+    return openai_json({"id": file_id, "object": "file", "deleted": True})
+
+
+async def file_content(request: Request) -> Response:
+    """``GET /v1/files/{file_id}/content``: the raw bytes, streamed from disk."""
+    if (refused := await _guard(request)) is not None:
+        return refused
+    stored = _file_or_404(state_of(request), request.path_params["file_id"])
+    if isinstance(stored, Response):
+        return stored
+    headers = {"x-request-id": new_id("req_")}
+    return DiskFileResponse(stored.path, media_type="application/octet-stream", headers=headers)
+
+
+def _batch_or_404(state: State, batch_id: str) -> OpenAIBatch | Response:
+    batch = state.openai_batches.get(batch_id)
+    if batch is None:
+        return openai_error(404, f"No batch found with id '{batch_id}'.", param="batch_id")
+    return batch  # type: ignore[no-any-return]
+
+
+def _check_create(state: State, payload: Any) -> Response | StoredFile:  # noqa: PLR0911  (one exit per rule)
+    if not isinstance(payload, dict):
+        return openai_error(400, "The request body must be a JSON object.")
+    for name in ("input_file_id", "endpoint", "completion_window"):
+        if not isinstance(payload.get(name), str):
+            return openai_error(
+                400,
+                f"Missing required parameter: '{name}'.",
+                param=name,
+                code="missing_required_parameter",
+            )
+    if payload["endpoint"] not in BATCH_ENDPOINTS:
+        allowed = ", ".join(BATCH_ENDPOINTS)
+        endpoint = payload["endpoint"]
+        message = f"Invalid value for 'endpoint': '{endpoint}'. Supported values are: {allowed}."
+        return openai_error(400, message, param="endpoint", code="invalid_value")
+    if payload["completion_window"] != "24h":
+        window = payload["completion_window"]
+        message = f"Invalid value for 'completion_window': '{window}'. Supported values are: '24h'."
+        return openai_error(400, message, param="completion_window", code="invalid_value")
+    metadata = payload.get("metadata")
+    if metadata is not None and not _valid_metadata(metadata):
+        message = (
+            "Invalid 'metadata': at most 16 string pairs, keys up to 64 and values up to 512 "
+            "characters."
+        )
+        return openai_error(400, message, param="metadata", code="invalid_value")
+    stored = state.files.get(payload["input_file_id"])
+    if stored is None:
+        message = (
+            f"Cannot find file {payload['input_file_id']}, or project does not have access to it."
+        )
+        return openai_error(400, message, param="file_id")
+    if stored.purpose != "batch":
+        message = f"File {stored.id} has purpose '{stored.purpose}'; a batch needs purpose 'batch'."
+        return openai_error(400, message, param="input_file_id")
+    return stored
+
+
+def _valid_metadata(metadata: Any) -> bool:
+    return (
+        isinstance(metadata, dict)
+        and len(metadata) <= 16
+        and all(
+            isinstance(k, str) and isinstance(v, str) and len(k) <= 64 and len(v) <= 512
+            for k, v in metadata.items()
+        )
+    )
+
+
+async def create_batch(request: Request) -> Response:
+    """``POST /v1/batches``: always ``validating``; input problems surface later as ``failed``."""
+    if (refused := await _guard(request)) is not None:
+        return refused
+    payload, bad = await read_json(request)
+    if bad is not None:
+        return bad
+    state = state_of(request)
+    stored = _check_create(state, payload)
+    if isinstance(stored, Response):
+        return stored
+    drawer = state.drawer
+    expire_key = b"expired" + stored.digest
+    expire = "expired" in drawer.rates and drawer.hit(
+        "expired", stored.digest, drawer.next_attempt(expire_key)
+    )
+    batch = OpenAIBatch(
+        id=new_id("batch_"),
+        endpoint=payload["endpoint"],
+        input_file=stored,
+        completion_window="24h",
+        metadata=payload.get("metadata"),
+        created=time.time(),
+        seconds=state.config.batch_seconds,
+        expire=expire,
+    )
+    with state.lock:
+        state.openai_batches[batch.id] = batch
+    state.stats.add("batches_created")
+    state.finisher.schedule(batch.end, lambda: openai_batches.advance(state, batch, time.time()))
+    return openai_json(openai_batches.batch_json(batch, batch.created))
+
+
+async def get_batch(request: Request) -> Response:
+    """``GET /v1/batches/{batch_id}``."""
+    if (refused := await _guard(request)) is not None:
+        return refused
+    state = state_of(request)
+    batch = _batch_or_404(state, request.path_params["batch_id"])
+    if isinstance(batch, Response):
+        return batch
+    return openai_json(await run_in_threadpool(openai_batches.observe, state, batch))
+
+
+async def list_batches(request: Request) -> Response:
+    """``GET /v1/batches``: newest first, ``after`` cursor, ``limit`` 1-100."""
+    if (refused := await _guard(request)) is not None:
+        return refused
+    limit = _limit(request, 20, 100)
+    if isinstance(limit, Response):
+        return limit
+    state = state_of(request)
+    batches = list(reversed(state.openai_batches.values()))
+    after = request.query_params.get("after")
+    ids = [batch.id for batch in batches]
+    start = ids.index(after) + 1 if after in ids else (len(ids) if after else 0)
+    window = batches[start : start + limit]
+    data = [await run_in_threadpool(openai_batches.observe, state, batch) for batch in window]
+    return openai_json(
+        {
+            "object": "list",
+            "data": data,
+            "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None,
+            "has_more": start + limit < len(batches),
+        }
+    )
+
+
+async def cancel_batch(request: Request) -> Response:
+    """``POST /v1/batches/{batch_id}/cancel``: ``cancelling``, then ``cancelled``."""
+    if (refused := await _guard(request)) is not None:
+        return refused
+    state = state_of(request)
+    batch = _batch_or_404(state, request.path_params["batch_id"])
+    if isinstance(batch, Response):
+        return batch
+    view = await run_in_threadpool(openai_batches.observe, state, batch)
+    if view["status"] in openai_batches.TERMINAL:
+        return openai_error(
+            400, f"Cannot cancel a batch with status '{view['status']}'.", param="batch_id"
+        )
+    with batch.lock:
+        if batch.cancel_at is None:
+            batch.cancel_at = time.time()
+    settle = batch.cancel_at + 0.1 * batch.seconds
+    state.finisher.schedule(settle, lambda: openai_batches.advance(state, batch, time.time()))
+    return openai_json(openai_batches.batch_json(batch, time.time()))

@@ -1,0 +1,124 @@
+"""Real-time endpoints (OpenAI chat/embeddings, Anthropic messages) with rate limiting.
+
+Every response carries the provider's rate-limit headers. ``realtime_requests`` counts every
+call, ``realtime_429`` every 429 answered (limiter or injected fault), ``requests_received``
+every body that passed the limiter, and ``requests_billed`` every 200.
+"""
+
+import time
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from emulator.faults import body_key
+from emulator.http_common import (
+    anthropic_error,
+    anthropic_json,
+    check_auth,
+    openai_error,
+    openai_json,
+    read_json,
+    state_of,
+)
+from emulator.openai_engine import Outcome
+from emulator.ratelimit import Decision, anthropic_headers, openai_headers, retry_headers
+from emulator.replies import echo_text
+from emulator.tokens import count_tokens, prompt_tokens
+
+_RT_PREFIX = b"realtime\0"
+
+
+def _estimate(payload: Any) -> int:
+    if not isinstance(payload, dict):
+        return 1
+    messages = payload.get("messages")
+    if isinstance(messages, list):
+        return prompt_tokens(messages, payload.get("system")) + count_tokens(echo_text(messages))
+    raw = payload.get("input")
+    items = raw if isinstance(raw, list) else [raw]
+    return sum(count_tokens(item) for item in items if isinstance(item, str)) or 1
+
+
+def _account(request: Request, payload: Any, key: bytes, outcome: Outcome) -> None:
+    stats = state_of(request).stats
+    stats.add("requests_received")
+    if outcome.fault is not None:
+        stats.add(f"fault_{outcome.fault}")
+    if outcome.status == 429:
+        stats.add("realtime_429")
+    if outcome.status == 200:
+        stats.bill([_RT_PREFIX + key])
+
+
+async def _admit(request: Request) -> tuple[Any, Decision | None, Response | None]:
+    state = state_of(request)
+    state.stats.add("realtime_requests")
+    refused = check_auth(request)
+    if refused is not None:
+        return None, None, refused
+    payload, bad = await read_json(request)
+    if bad is not None:
+        return None, None, bad
+    decision = state.limiter.check(_estimate(payload))
+    if not decision.allowed:
+        state.stats.add("realtime_429")
+    return payload, decision, None
+
+
+def _openai_limited(decision: Decision, model: str) -> Response:
+    headers = openai_headers(decision) | retry_headers(decision)
+    if decision.too_large:
+        message = (
+            f"Request too large for {model}: it needs more tokens than the per-second share of "
+            "the TPM limit allows. Reduce the input or output tokens."
+        )
+    else:
+        message = (
+            f"Rate limit reached for {model} on {decision.kind} per min: "
+            f"Please try again in {round(decision.retry_after * 1000)}ms."
+        )
+    response = openai_error(429, message, decision.kind, None, "rate_limit_exceeded")
+    response.headers.update(headers)
+    return response
+
+
+async def openai_realtime(request: Request) -> Response:
+    """``POST /v1/chat/completions`` and ``POST /v1/embeddings``."""
+    payload, decision, refused = await _admit(request)
+    if refused is not None or decision is None:
+        return refused or openai_error(500, "internal error", "server_error")
+    model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
+    if not decision.allowed:
+        return _openai_limited(decision, model)
+    key = body_key(payload)
+    outcome = state_of(request).openai.run(request.url.path, payload, key)
+    _account(request, payload, key, outcome)
+    headers = openai_headers(decision) | {"openai-processing-ms": "1", "openai-model": model}
+    if outcome.status == 429:
+        headers |= {"retry-after": "1", "retry-after-ms": "1000"}
+    return openai_json(outcome.body, outcome.status, headers)
+
+
+async def anthropic_messages(request: Request) -> Response:
+    """``POST /v1/messages``."""
+    payload, decision, refused = await _admit(request)
+    if refused is not None or decision is None:
+        return refused or anthropic_error(500, "internal error")
+    headers = anthropic_headers(decision, time.time())
+    if not decision.allowed:
+        if decision.too_large:
+            message = "Prompt is too large for the per-second share of your token rate limit."
+        else:
+            limit = decision.requests[0] if decision.kind == "requests" else decision.tokens[0]
+            message = (
+                f"This request would exceed your organization's rate limit of {limit} "
+                f"{decision.kind} per minute."
+            )
+        return anthropic_error(429, message, headers | retry_headers(decision))
+    key = body_key(payload)
+    outcome = state_of(request).anthropic.run(payload, key)
+    _account(request, payload, key, outcome)
+    if outcome.status == 429:
+        headers |= {"retry-after": "1", "retry-after-ms": "1000"}
+    return anthropic_json(outcome.body, outcome.status, headers)

@@ -1,0 +1,103 @@
+"""Run the emulator in the foreground (``serve``) or on a background thread (``EmulatorServer``)."""
+
+import socket
+import threading
+import time
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+import uvicorn
+
+from emulator.app import build_app
+from emulator.config import EmulatorConfig
+from emulator.state import State
+
+_START_TIMEOUT_SECONDS = 15.0
+
+
+def _uvicorn_config(config: EmulatorConfig, app: Any, port: int) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        host=config.host,
+        port=port,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_keep_alive=30,
+        h11_max_incomplete_event_size=1024 * 1024,
+    )
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def serve(config: EmulatorConfig) -> None:
+    """Serve the emulator in the foreground until interrupted (the ``maple emulator`` command)."""
+    state = State(config)
+    try:
+        uvicorn.Server(_uvicorn_config(config, build_app(config, state), config.port or 8787)).run()
+    finally:
+        state.close()
+
+
+class EmulatorServer:
+    """The emulator on a background thread: ``with EmulatorServer(config) as server: ...``."""
+
+    def __init__(self, config: EmulatorConfig | None = None) -> None:
+        self.config = config or EmulatorConfig()
+        self.state = State(self.config)
+        self.port = self.config.port or _free_port(self.config.host)
+        self._server = uvicorn.Server(
+            _uvicorn_config(self.config, build_app(self.config, self.state), self.port)
+        )
+        self._thread = threading.Thread(
+            target=self._server.run, name="emulator-server", daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        """Base URL without a trailing slash, e.g. ``http://127.0.0.1:41234``."""
+        return f"http://{self.config.host}:{self.port}"
+
+    def start(self) -> Self:
+        """Start serving and wait until the port accepts connections."""
+        self._thread.start()
+        deadline = time.monotonic() + _START_TIMEOUT_SECONDS
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"emulator did not start on {self.url}; is the port free?")
+            time.sleep(0.005)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and delete the emulator's temporary files."""
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+        self.state.close()
+
+    def stats(self) -> dict[str, Any]:
+        """The counters from ``GET /_emulator/stats``."""
+        response = httpx.get(f"{self.url}/_emulator/stats", timeout=10)
+        response.raise_for_status()
+        result: dict[str, Any] = response.json()
+        return result
+
+    def reset(self) -> None:
+        """Forget all state (``POST /_emulator/reset``)."""
+        httpx.post(f"{self.url}/_emulator/reset", timeout=10).raise_for_status()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()

@@ -1,0 +1,162 @@
+"""Everything the emulator remembers: files on disk, batches, counters and fault attempts."""
+
+import shutil
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from emulator.anthropic_engine import AnthropicEngine
+from emulator.config import EmulatorConfig
+from emulator.faults import FaultDrawer
+from emulator.finisher import Finisher
+from emulator.openai_engine import OpenAIEngine, new_id
+from emulator.ratelimit import RateLimiter
+
+FILE_RETENTION_SECONDS = 30 * 24 * 3600
+_STAT_NAMES = (
+    "files_uploaded",
+    "batches_created",
+    "requests_received",
+    "requests_billed",
+    "bodies_billed_twice",
+    "realtime_requests",
+    "realtime_429",
+    "batch_lines_processed",
+    "control_500",
+)
+
+
+@dataclass
+class StoredFile:
+    """An OpenAI file whose bytes live on disk under the emulator's temporary directory."""
+
+    id: str
+    filename: str
+    purpose: str
+    size: int
+    created_at: int
+    path: Path
+    digest: bytes = b""
+
+    def as_json(self) -> dict[str, Any]:
+        """The OpenAI ``file`` object."""
+        expires = (
+            self.created_at + FILE_RETENTION_SECONDS if self.purpose.startswith("batch") else None
+        )
+        return {
+            "id": self.id,
+            "object": "file",
+            "bytes": self.size,
+            "created_at": self.created_at,
+            "expires_at": expires,
+            "filename": self.filename,
+            "purpose": self.purpose,
+            "status": "processed",
+            "status_details": None,
+        }
+
+
+class Stats:
+    """Thread-safe counters plus the set of billed request keys (the paid-twice detector)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+        self._billed: set[bytes] = set()
+        self._twice: set[bytes] = set()
+
+    def add(self, name: str, amount: int = 1) -> None:
+        """Add ``amount`` to counter ``name``."""
+        with self._lock:
+            self._counts[name] += amount
+
+    def merge(self, counts: Counter[str]) -> None:
+        """Add a batch's local counters in one step."""
+        with self._lock:
+            self._counts.update(counts)
+
+    def bill(self, keys: Iterable[bytes]) -> None:
+        """Record successful (billed) requests; a key billed before counts as paid twice."""
+        with self._lock:
+            billed, twice = self._billed, self._twice
+            for key in keys:
+                if key in billed:
+                    twice.add(key)
+                else:
+                    billed.add(key)
+                self._counts["requests_billed"] += 1
+            self._counts["bodies_billed_twice"] = len(twice)
+
+    def snapshot(self) -> dict[str, int]:
+        """All counters, with the required ones present even when zero."""
+        with self._lock:
+            counts = dict(self._counts)
+        return {name: counts.pop(name, 0) for name in _STAT_NAMES} | dict(sorted(counts.items()))
+
+
+class State:
+    """The emulator's whole memory; ``reset()`` drops it (``POST /_emulator/reset``)."""
+
+    def __init__(self, config: EmulatorConfig) -> None:
+        self.config = config
+        self.root = Path(tempfile.mkdtemp(prefix="maple-emulator-"))
+        self.lock = threading.RLock()
+        self.finisher = Finisher()
+        self._fresh()
+
+    def _fresh(self) -> None:
+        config = self.config
+        self.files: dict[str, StoredFile] = {}
+        self.openai_batches: dict[str, Any] = {}
+        self.anthropic_batches: dict[str, Any] = {}
+        self.stats = Stats()
+        self.drawer = FaultDrawer(config.seed, config.fail)
+        self.control_drawer = FaultDrawer(config.seed, {"server_error": config.control_fail_rate})
+        self.openai = OpenAIEngine(self.drawer, config.embedding_dimensions)
+        self.anthropic = AnthropicEngine(self.drawer)
+        self.limiter = RateLimiter(config.rpm, config.tpm)
+
+    def reset(self) -> None:
+        """Forget every file, batch, counter and attempt."""
+        with self.lock:
+            shutil.rmtree(self.root, ignore_errors=True)
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._fresh()
+
+    def close(self) -> None:
+        """Stop the finisher thread and delete the temporary directory."""
+        self.finisher.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def new_path(self, suffix: str = ".jsonl") -> Path:
+        """A fresh path under the emulator's directory."""
+        return self.root / f"{new_id('f')}{suffix}"
+
+    def add_file(self, filename: str, purpose: str, path: Path, digest: bytes = b"") -> StoredFile:
+        """Register bytes already written at ``path`` as a file."""
+        stored = StoredFile(
+            id=new_id("file-"),
+            filename=filename,
+            purpose=purpose,
+            size=path.stat().st_size,
+            created_at=int(time.time()),
+            path=path,
+            digest=digest,
+        )
+        with self.lock:
+            self.files[stored.id] = stored
+        return stored
+
+    def delete_file(self, file_id: str) -> bool:
+        """Remove a file; False when it does not exist."""
+        with self.lock:
+            stored = self.files.pop(file_id, None)
+        if stored is None:
+            return False
+        stored.path.unlink(missing_ok=True)
+        return True

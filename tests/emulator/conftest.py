@@ -1,0 +1,98 @@
+"""Fixtures: a running emulator (``emulator``), a factory for custom configs, SDK clients, and
+validators for OpenAI's published OpenAPI schemas."""
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anthropic
+import openai
+import pytest
+
+from emulator.config import EmulatorConfig
+from emulator.server import EmulatorServer
+from emulator.testing import MakeEmulator, SchemaCheck, anthropic_client, openai_client
+
+REFERENCE = Path(__file__).resolve().parents[3] / "shared" / "reference"
+SPEC_2025 = REFERENCE / "openai-openapi-2025-04-29.yaml"
+
+
+@pytest.fixture
+def emulator() -> Iterator[EmulatorServer]:
+    """A running emulator whose batches finish by the first GET (``batch_seconds=0``)."""
+    with EmulatorServer(EmulatorConfig(batch_seconds=0)) as server:
+        yield server
+
+
+@pytest.fixture
+def make_emulator() -> MakeEmulator:
+    """``with make_emulator(fail={"refused": 1.0}) as server: ...`` for custom configs."""
+
+    def make(**config_kwargs: Any) -> EmulatorServer:
+        config_kwargs.setdefault("batch_seconds", 0)
+        return EmulatorServer(EmulatorConfig(**config_kwargs))
+
+    return make
+
+
+@pytest.fixture
+def oai(emulator: EmulatorServer) -> Iterator[openai.OpenAI]:
+    """OpenAI client on the default emulator."""
+    with openai_client(emulator) as client:
+        yield client
+
+
+@pytest.fixture
+def claude(emulator: EmulatorServer) -> Iterator[anthropic.Anthropic]:
+    """Anthropic client on the default emulator."""
+    with anthropic_client(emulator) as client:
+        yield client
+
+
+def _drop_optional_nulls(instance: Any, schema: dict[str, Any], schemas: dict[str, Any]) -> Any:
+    """Remove ``null`` values of optional properties before validating.
+
+    OpenAI's spec declares many optional fields (``errors``, ``failed_at``, ``status_details``...)
+    as non-nullable, yet the live API and the spec's own examples send them as ``null``. Required
+    properties stay strict.
+    """
+    while "$ref" in schema:
+        schema = schemas[schema["$ref"].rsplit("/", 1)[-1]]
+    if not isinstance(instance, dict):
+        if isinstance(instance, list) and isinstance(schema.get("items"), dict):
+            return [_drop_optional_nulls(item, schema["items"], schemas) for item in instance]
+        return instance
+    required = set(schema.get("required", []))
+    properties = schema.get("properties", {})
+    return {
+        key: _drop_optional_nulls(value, properties.get(key, {}), schemas)
+        for key, value in instance.items()
+        if value is not None or key in required
+    }
+
+
+@pytest.fixture(scope="session")
+def openai_schema() -> SchemaCheck:
+    """``openai_schema("Batch", obj)`` validates ``obj`` against OpenAI's 2025-04-29 spec."""
+    if not SPEC_2025.exists():
+        pytest.skip(f"OpenAI OpenAPI spec not found at {SPEC_2025} (../shared/reference)")
+    import yaml
+    from openapi_schema_validator import OAS30Validator
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT4
+
+    with SPEC_2025.open("rb") as handle:
+        spec = yaml.load(handle, Loader=yaml.CSafeLoader)
+    registry: Registry[Any] = Registry().with_resource(
+        "urn:openai", Resource.from_contents(spec, default_specification=DRAFT4)
+    )
+
+    schemas = spec["components"]["schemas"]
+
+    def check(name: str, instance: Any) -> None:
+        schema = {"$ref": f"urn:openai#/components/schemas/{name}"}
+        OAS30Validator(schema, registry=registry).validate(
+            _drop_optional_nulls(instance, schemas[name], schemas)
+        )
+
+    return check
