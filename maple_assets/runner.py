@@ -72,7 +72,9 @@ class Runner:
         instance: dg.DagsterInstance,
         poll_interval_s: float = 1.0,
         quiet: bool = False,
+        log_level: str = "WARNING",
     ) -> None:
+        self.log_level = log_level
         self.enrichment = enrichment
         self.resources = resources
         self.instance = instance
@@ -97,6 +99,7 @@ class Runner:
             instance=self.instance,
             resources=self.resources,
             tags={"maple/driver": "cli"},
+            run_config={"loggers": {"console": {"config": {"log_level": self.log_level}}}},
         )
         if not result.success:
             raise RuntimeError(f"run of {key.to_user_string()} [{partition}] failed")

@@ -1,0 +1,63 @@
+"""The code location: the example grocery enrichment, a downstream asset, and their resources.
+
+The example runs on OpenAI's Batch API when ``OPENAI_API_KEY`` is set, else on the local
+emulator (start it with ``maple emulator``; ``MAPLE_EMULATOR_URL`` overrides its address).
+"""
+
+import os
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from maple_assets.factory import enrichment
+from maple_assets.wiring import maple_resources
+
+SAMPLE_CATALOG = Path(__file__).parent / "data" / "grocery_catalog.csv"
+
+
+@dg.asset(group_name="catalog", description="A few hundred synthetic grocery items (sample data).")
+def grocery_catalog() -> pl.DataFrame:
+    return pl.read_csv(SAMPLE_CATALOG, infer_schema=False)
+
+
+product_attributes = enrichment(
+    name="product_attributes",
+    source=grocery_catalog,
+    prompt="Extract the brand and the pack size from this grocery item: {title} / {description}",
+    system="You are a precise catalog assistant. Answer briefly.",
+    model="gpt-4o-mini",
+    provider="openai" if os.environ.get("OPENAI_API_KEY") else "emulator",
+    team="catalog",
+    max_requests_per_batch=100,
+    poll_interval_s=10,
+)
+
+
+@dg.asset(
+    group_name="catalog",
+    ins={"enriched": dg.AssetIn(key=product_attributes.merged_key)},
+    io_manager_key="maple_io_manager",
+    description="Enriched items per category: how many, how many answered, what it cost.",
+)
+def category_report(enriched: pl.LazyFrame) -> pl.DataFrame:
+    return (
+        enriched.group_by("category")
+        .agg(
+            pl.len().alias("items"),
+            (pl.col("llm_status") == "succeeded").sum().alias("answered"),
+            pl.col("llm_cost_usd").cast(pl.Float64).sum().alias("cost_usd"),
+        )
+        .sort("category")
+        .collect()
+    )
+
+
+ENRICHMENTS = [product_attributes]
+
+defs = dg.Definitions(
+    assets=[grocery_catalog, *product_attributes.assets, category_report],
+    asset_checks=product_attributes.checks,
+    sensors=product_attributes.sensors,
+    resources=maple_resources(ENRICHMENTS),
+)

@@ -1,0 +1,65 @@
+import orjson
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from resources.providers.base import RequestSpec
+from resources.providers.openai_batch import OpenAIBatchProvider, _parse_line
+
+PROVIDER = OpenAIBatchProvider(api_key="unused")
+
+
+def bodies(spec: RequestSpec, texts: list[str | None], images: list[str] | None = None) -> list[dict]:
+    frame = pl.DataFrame({"t": texts, "i": images or [""] * len(texts)})
+    image = pl.col("i") if images else None
+    expr = PROVIDER.body_expr(spec, pl.col("t").fill_null(""), image)
+    return [orjson.loads(b) for b in frame.select(expr.alias("b"))["b"]]
+
+
+def test_chat_body_with_system_params_and_schema() -> None:
+    schema = {"type": "object", "properties": {"brand": {"type": "string"}}}
+    spec = RequestSpec("gpt-4o-mini", "Be brief.", {"temperature": 0, "max_tokens": 50}, schema)
+    (body,) = bodies(spec, ['Brand of "Crème"\n?'])
+    assert body["model"] == "gpt-4o-mini"
+    assert body["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": 'Brand of "Crème"\n?'},
+    ]
+    assert body["temperature"] == 0 and body["max_tokens"] == 50
+    assert body["response_format"]["json_schema"]["schema"] == schema
+
+
+def test_image_part() -> None:
+    (body,) = bodies(RequestSpec("m"), ["look"], ["https://x.test/a.png"])
+    assert body["messages"][0]["content"] == [
+        {"type": "text", "text": "look"},
+        {"type": "image_url", "image_url": {"url": "https://x.test/a.png"}},
+    ]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.text(max_size=60), min_size=1, max_size=5))
+def test_line_size_is_exact_and_lines_parse(texts: list[str]) -> None:
+    frame = pl.DataFrame({"t": texts}).with_columns(
+        pl.format("r{}", pl.int_range(pl.len())).alias("custom_id"),
+        PROVIDER.body_expr(RequestSpec("m"), pl.col("t"), None).alias("request"),
+    )
+    sizes = frame.select(PROVIDER.line_bytes_expr(pl.col("custom_id"), pl.col("request")))
+    encoded = PROVIDER.encode(frame.select("custom_id", "request"))
+    assert int(sizes.to_series().sum()) == len(encoded)
+    lines = [orjson.loads(line) for line in encoded.splitlines()]
+    assert [line["body"]["messages"][-1]["content"] for line in lines] == texts
+    assert {line["url"] for line in lines} == {"/v1/chat/completions"}
+
+
+def test_parse_both_error_shapes() -> None:
+    http = _parse_line({"custom_id": "r1", "error": None, "response": {
+        "status_code": 429, "body": {"error": {"message": "slow down", "code": "rate_limit_exceeded"}}}})
+    assert (http["status"], http["failure_class"], http["error"]) == ("failed", "rate_limited", "slow down")
+    unrun = _parse_line({"custom_id": "r2", "response": None,
+                         "error": {"code": "batch_expired", "message": "expired"}})
+    assert (unrun["failure_class"], unrun["billed"]) == ("expired", False)
+    refusal = _parse_line({"custom_id": "r3", "error": None, "response": {"status_code": 200, "body": {
+        "choices": [{"message": {"content": None, "refusal": "no"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1}}}})
+    assert (refusal["status"], refusal["failure_class"], refusal["billed"]) == ("failed", "refused", True)
