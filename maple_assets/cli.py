@@ -11,6 +11,7 @@ import click
 import orjson
 
 from maple_assets.cli_costs import costs_command
+from maple_assets.cli_status import cancel_command, status_command
 from maple_assets.policy import parse_retry_options
 from maple_assets.spec import MB, file_format
 from resources.errors import MapleError
@@ -162,6 +163,8 @@ def enrich_command(
 
 
 main.add_command(costs_command)
+main.add_command(status_command)
+main.add_command(cancel_command)
 
 
 def _register_optional() -> None:

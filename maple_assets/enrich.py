@@ -101,6 +101,9 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     if check is not None:
         check()
     input_columns(opts.input_path)  # unreadable input fails here, before anything else
+    lifted = JobState(Storage(opts.storage), en.spec.name).clear_stop(("quota", "cancel"))
+    if lifted and not opts.quiet:
+        click.echo(f"resuming job {en.spec.name} (was stopped: {lifted})", err=True)
     resources = resources_for(opts.storage, opts.provider, provider, None)
     runner = Runner(en, resources, instance_for(opts.storage), opts.poll_interval, opts.quiet)
     try:

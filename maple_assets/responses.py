@@ -9,15 +9,19 @@ import polars as pl
 
 from maple_assets.policy import RetryPolicy
 from maple_assets.spec import CUSTOM_ID, ROW_ID
-from resources.failures import FailureClass
+from resources.failures import FailureClass, batch_too_large
 from resources.pricing import ModelPrice, cost_expr
 from resources.providers.base import RESULT_SCHEMA, BatchState
 
 ATTEMPT_COLUMNS = [ROW_ID, CUSTOM_ID, *RESULT_SCHEMA.keys(), "cost_usd", "parsed", "attempt"]
 
 
-def unrun_failure(state: BatchState) -> tuple[str, str]:
-    """Class and message for requests a batch did not run (absent from its result files)."""
+def unrun_failure(state: BatchState, can_split: bool = False) -> tuple[str, str]:
+    """Class and message for requests a batch did not run (absent from its result files).
+
+    Rows a batch never ran (window passed, cancelled, or a batch rejected as too large that can
+    still be split) are ``expired``: never ran, resent in a new batch.
+    """
     if state.status == "failed":
         codes = set(state.error_codes)
         message = "; ".join(state.errors) or "the provider failed the batch"
@@ -25,6 +29,12 @@ def unrun_failure(state: BatchState) -> tuple[str, str]:
             return FailureClass.RATE_LIMITED.value, message
         if "insufficient_quota" in codes:
             return FailureClass.INSUFFICIENT_QUOTA.value, message
+        if can_split and batch_too_large(state.error_codes, state.errors):
+            return (
+                FailureClass.EXPIRED.value,
+                f"batch {state.batch_id} was rejected as too large ({message}); "
+                "resent in smaller batches",
+            )
         return (
             FailureClass.INVALID_REQUEST.value,
             f"batch {state.batch_id} failed validation: {message}",
@@ -47,7 +57,7 @@ def attempt_results(
 ) -> pl.DataFrame:
     """One row per planned request: the provider's line, or an 'unrun' failure if it has none."""
     lines = lines.unique(subset="custom_id", keep="first")
-    cls, message = unrun_failure(state)
+    cls, message = unrun_failure(state, can_split=plan.height > 1)
     joined = plan.join(
         lines, left_on=CUSTOM_ID, right_on="custom_id", how="left", maintain_order="left"
     )
@@ -123,23 +133,33 @@ def combine_attempts(attempts: list[pl.DataFrame]) -> pl.DataFrame:
     )
 
 
+#: Error text of an ``invalid_image`` row whose image was checked and found gone: never resent.
+IMAGE_GONE = "image is gone, not resent: "
+
+
 @dataclasses.dataclass(frozen=True)
 class RetryDecision:
-    retry_ids: pl.DataFrame  # custom ids to send in the next attempt
+    retry_ids: pl.DataFrame  # custom ids to send again (all of them; an attempt may take a part)
     quota_exhausted: bool
 
 
-def plan_retries(combined: pl.DataFrame, policy: RetryPolicy, stopped: bool) -> RetryDecision:
+def plan_retries(combined: pl.DataFrame, policy: RetryPolicy) -> RetryDecision:
+    """The failed rows the policy sends again, whether or not the job is stopped right now.
+
+    ``insufficient_quota`` rows never ran: they stay queued behind the job's quota stop, so a
+    rerun after a top-up sends them. Rows whose image was checked and found gone stay failed.
+    """
     failed = combined.filter(pl.col("status") == "failed")
-    quota = bool((failed["failure_class"] == FailureClass.INSUFFICIENT_QUOTA.value).any())
-    if stopped or quota:
-        return RetryDecision(failed.select(CUSTOM_ID).clear(), quota)
+    quota_value = FailureClass.INSUFFICIENT_QUOTA.value
+    quota = bool((failed["failure_class"] == quota_value).any())
     allowed = [
-        policy.allows(cls, sends)
-        for cls, sends in zip(failed["failure_class"], failed["attempts"], strict=True)
+        cls == quota_value or (policy.allows(cls, sends) and not str(err).startswith(IMAGE_GONE))
+        for cls, sends, err in zip(
+            failed["failure_class"], failed["attempts"], failed["error"], strict=True
+        )
     ]
     retry = failed.filter(pl.Series(allowed, dtype=pl.Boolean))
-    return RetryDecision(retry.select(CUSTOM_ID), False)
+    return RetryDecision(retry.select(CUSTOM_ID), quota)
 
 
 def summarize(combined: pl.DataFrame) -> dict[str, Any]:

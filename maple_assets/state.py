@@ -30,6 +30,7 @@ class ShardSummary:
     succeeded: int = 0
     failed: int = 0
     cost_usd: float = 0.0
+    max_requests: int = 0  # after a batch was rejected as too large: cap per attempt (0: none)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,16 +114,26 @@ class JobState:
         self.storage.write_json(self.key(shard, "summary.json"), dataclasses.asdict(summary))
 
     # -- job-level stop ---------------------------------------------------------------------
-    def stop_reason(self) -> str | None:
+    def stop_record(self) -> dict[str, str] | None:
         key = self.key("stop.json")
-        return str(self.storage.read_json(key)["reason"]) if self.storage.exists(key) else None
+        return dict(self.storage.read_json(key)) if self.storage.exists(key) else None
 
-    def stop(self, reason: str) -> None:
+    def stop_reason(self) -> str | None:
+        record = self.stop_record()
+        return str(record["reason"]) if record is not None else None
+
+    def stop(self, reason: str, kind: str = "stop") -> None:
+        """Stop new submissions; ``kind`` is quota, cancel, age or budget (the first one wins)."""
         if self.stop_reason() is None:
-            self.storage.write_json(self.key("stop.json"), {"reason": reason})
+            self.storage.write_json(self.key("stop.json"), {"reason": reason, "kind": kind})
 
-    def clear_stop(self) -> None:
+    def clear_stop(self, kinds: tuple[str, ...] | None = None) -> str | None:
+        """Lift the stop (only if its kind is in ``kinds``, when given); the lifted reason."""
+        record = self.stop_record()
+        if record is None or (kinds is not None and record.get("kind") not in kinds):
+            return None
         self.storage.delete(self.key("stop.json"))
+        return str(record["reason"])
 
     # -- progress ---------------------------------------------------------------------------
     def progress(self, shard: str) -> ShardProgress:

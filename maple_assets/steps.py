@@ -12,15 +12,24 @@ from datetime import UTC, datetime
 
 import polars as pl
 
+from maple_assets.crashpoints import crash_point
 from maple_assets.merge import OutputTable, merge_shard, write_merged
 from maple_assets.policy import RetryPolicy
-from maple_assets.responses import attempt_results, combine_attempts, plan_retries, summarize
+from maple_assets.responses import (
+    IMAGE_GONE,
+    attempt_results,
+    combine_attempts,
+    plan_retries,
+    summarize,
+)
 from maple_assets.sharding import ShardInfo, write_shards
 from maple_assets.spec import CUSTOM_ID, REQUEST, ROW_ID, JobSpec
 from maple_assets.state import JobState, ShardSummary
 from maple_assets.structured import schema_dtype
 from resources.costs import AttemptCost, CostTracker
 from resources.errors import ConfigError
+from resources.failures import FailureClass, batch_too_large
+from resources.images import missing_images
 from resources.pricing import ModelPrice, PriceBook
 from resources.providers.base import BatchState, Provider, ShardPayload, Submission, content_hash
 
@@ -103,7 +112,27 @@ def check_age(job: Job) -> None:
     if age > job.policy.max_job_age_s:
         job.state.stop(
             f"the job is {age / 3600:.1f} h old, past its max age of "
-            f"{job.policy.max_job_age_s / 3600:.1f} h: no more retries are sent"
+            f"{job.policy.max_job_age_s / 3600:.1f} h: no more retries are sent",
+            kind="age",
+        )
+
+
+def spent_usd(state: JobState) -> float:
+    """What the job's collected attempts cost so far (from the shard summaries)."""
+    summaries = (state.summary(s.key) for s in state.manifest() or [])
+    return sum(s.cost_usd for s in summaries if s is not None)
+
+
+def check_budget(job: Job) -> None:
+    budget = job.spec.budget_usd
+    if budget is None:
+        return
+    spent = spent_usd(job.state)
+    if spent >= budget:
+        job.state.stop(
+            f"the job has spent ${spent:.4f} of its ${budget:.4f} budget: no more batches are "
+            "sent; raise budget_usd and rerun to finish",
+            kind="budget",
         )
 
 
@@ -114,19 +143,25 @@ def submit_shard(job: Job, shard: str) -> Submission | None:
         return progress.submission
     if progress.attempt > 1:
         check_age(job)
-        if job.state.stop_reason() is not None:
-            return None
+    check_budget(job)
+    if job.state.stop_reason() is not None:
+        return None
     payload = payload_for(job, shard, progress.attempt)
     encode = getattr(job.provider, "encode", None)
     digest = content_hash([encode(payload.requests)]) if encode else ""
     submission = _adopt(job, shard, progress.attempt, digest) or job.provider.submit(payload)
+    crash_point("after_create")
     job.state.record_submission(submission)
     return submission
 
 
 # -- raw_responses --------------------------------------------------------------------------
 def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
-    """Parse the ended batch of the shard's latest attempt, merge attempts, plan retries."""
+    """Parse the ended batch of the shard's latest attempt, merge attempts, plan retries.
+
+    Every write is a whole file derived from the provider's result files and earlier attempts,
+    so running it again after a crash at any point converges on the same state.
+    """
     progress = job.state.progress(shard)
     submission = progress.submission
     if submission is None:
@@ -143,24 +178,79 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         batch_pricing=job.mode == "batch",
         schema=job.spec.response_schema,
     )
+    earlier = [job.state.results(shard, n) for n in range(1, attempt)]
+    results = check_images(job, shard, results, earlier)
     job.state.write_results(shard, attempt, results)
+    crash_point("after_results")
     _record_cost(job, shard, submission, results)
-    combined = combine_attempts([job.state.results(shard, n) for n in range(1, attempt + 1)])
-    decision = plan_retries(combined, job.policy, job.state.stop_reason() is not None)
+    combined = combine_attempts([*earlier, results])
+    decision = plan_retries(combined, job.policy)
     if decision.quota_exhausted:
-        job.state.stop("the provider reports insufficient quota; top up, then rerun the job")
+        job.state.stop(
+            "the provider reports insufficient quota: no new batches are sent; top up the "
+            "account, then rerun the same command to send the remaining rows",
+            kind="quota",
+        )
+    cap = _attempt_cap(progress.summary, state, plan.height)
     pending = decision.retry_ids.height
     if pending:
         retry = combined.filter(pl.col(CUSTOM_ID).is_in(decision.retry_ids[CUSTOM_ID].implode()))
-        job.state.write_plan(shard, attempt + 1, retry.select(ROW_ID, CUSTOM_ID))
+        retry = retry.select(ROW_ID, CUSTOM_ID)
+        job.state.write_plan(shard, attempt + 1, retry.head(cap) if cap else retry)
+    crash_point("before_summary")
     info = summarize(combined)
-    job.state.write_summary(
-        shard,
-        ShardSummary(
-            attempt, pending, pending == 0, info["succeeded"], info["failed"], info["cost_usd"]
-        ),
+    summary = ShardSummary(
+        attempt, pending, pending == 0, info["succeeded"], info["failed"], info["cost_usd"], cap
     )
+    job.state.write_summary(shard, summary)
     return combined
+
+
+def _attempt_cap(previous: ShardSummary | None, state: BatchState, sent: int) -> int:
+    """Requests per attempt from now on: halved each time a batch is rejected as too large."""
+    cap = previous.max_requests if previous is not None else 0
+    if state.status == "failed" and sent > 1 and batch_too_large(state.error_codes, state.errors):
+        cap = max(1, (min(cap, sent) if cap else sent) // 2)
+    return cap
+
+
+def check_images(
+    job: Job, shard: str, results: pl.DataFrame, earlier: list[pl.DataFrame]
+) -> pl.DataFrame:
+    """Before an ``invalid_image`` retry, fail at once the rows whose image URL is gone.
+
+    Runs only on rows the policy would send again, so never before a row's first send.
+    """
+    column = job.spec.image_column
+    if column is None or not job.policy.check_images:
+        return results
+    is_image = (pl.col("status") == "failed") & (
+        pl.col("failure_class") == FailureClass.INVALID_IMAGE.value
+    )
+    candidates = results.filter(is_image)
+    if candidates.is_empty():
+        return results
+    sends = combine_attempts([*earlier, candidates]).select(ROW_ID, "attempts")
+    allowed = sends.filter(
+        pl.Series([job.policy.allows(FailureClass.INVALID_IMAGE, n) for n in sends["attempts"]])
+    )
+    if allowed.is_empty():
+        return results
+    urls = job.state.shard_frame(shard, columns=[ROW_ID, column]).join(
+        allowed.select(ROW_ID), on=ROW_ID, how="semi"
+    )
+    gone = missing_images(str(u) for u in urls[column].drop_nulls())
+    problems = urls.select(
+        ROW_ID, pl.col(column).cast(pl.String).replace_strict(gone, default=None).alias("gone")
+    ).filter(pl.col("gone").is_not_null())
+    joined = results.join(problems, on=ROW_ID, how="left", maintain_order="left")
+    message = pl.concat_str([pl.lit(IMAGE_GONE), pl.col("gone")])
+    return joined.with_columns(
+        pl.when(pl.col("gone").is_not_null())
+        .then(message)
+        .otherwise(pl.col("error"))
+        .alias("error")
+    ).drop("gone")
 
 
 def _record_cost(job: Job, shard: str, submission: Submission, results: pl.DataFrame) -> None:
@@ -252,6 +342,7 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
         for shard in manifest:
             rows = job.state.shard_frame(shard.key).drop(REQUEST, CUSTOM_ID)
             yield merge_shard(rows, shard_responses(job.state, shard.key), job.spec.model, parsed)
+            crash_point("mid_merge")
 
     table = write_merged(frames(), path, job.spec.output_format())
     job.state.storage.write_json(

@@ -47,3 +47,17 @@ def classify_line_error(code: str | None) -> FailureClass:
     if code in {"server_error", "internal_error"}:
         return FailureClass.SERVER_ERROR
     return FailureClass.INVALID_REQUEST
+
+
+#: Batch-level validation errors that mean "the file is too big": split it and resend.
+TOO_LARGE_CODES = frozenset(
+    {"too_many_tasks", "file_too_large", "too_many_requests", "max_file_size_exceeded"}
+)
+
+
+def batch_too_large(codes: tuple[str, ...], messages: tuple[str, ...]) -> bool:
+    """Did a batch fail validation because it had too many requests or bytes?"""
+    if TOO_LARGE_CODES & set(codes):
+        return True
+    text = " ".join(messages).lower()
+    return "too many requests" in text or "too large" in text or "exceeds the" in text

@@ -10,6 +10,7 @@ import orjson
 import polars as pl
 from pydantic import Field
 
+from resources.crashpoints import crash_point
 from resources.errors import ConfigError
 from resources.failures import FailureClass, classify_http, classify_line_error
 from resources.http import make_client, request
@@ -143,6 +144,7 @@ class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
                 data={"purpose": "batch"},
             )
             file_id = str(upload.json()["id"])
+            crash_point("after_upload")
             created = request(
                 client,
                 "POST",
@@ -278,6 +280,7 @@ class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
                         max_retries=self.max_retries,
                     ).content
                     _parse_lines(content, submission.batch_id, rows)
+                    crash_point("mid_download")
         return result_frame(rows)
 
 
