@@ -6,6 +6,7 @@ from collections.abc import Iterator
 import numpy as np
 import polars as pl
 
+from maple_assets.crashpoints import crash_point
 from maple_assets.spec import CUSTOM_ID, REQUEST, ROW_ID, JobSpec, validate_columns
 from maple_assets.templates import check_columns, parse_template, render_expr
 from partitions.shards import ShardCutter, shard_key
@@ -112,6 +113,7 @@ def _write_shard(storage: Storage, job: str, index: int, frame: pl.DataFrame) ->
     key = shard_key(index)
     size = int(frame.get_column("_size").sum())
     storage.write_parquet(shard_path(job, key), frame.drop("_size"))
+    crash_point("shard_written")
     return ShardInfo(
         key=key,
         rows=frame.height,
