@@ -6,7 +6,6 @@ by the cancel (progress is linear over ``B``) as ``canceled``. Batches drawn by 
 fault end at ``B`` with half of their requests ``expired``.
 """
 
-import hashlib
 import re
 import threading
 import time
@@ -18,6 +17,8 @@ from typing import Any
 import orjson
 
 from emulator.anthropic_engine import check_params
+from emulator.batch_lines import billing_key
+from emulator.faults import bytes_key, canonical
 from emulator.ratelimit import rfc3339
 from emulator.state import State
 
@@ -106,7 +107,7 @@ def _finish(state: State, batch: AnthropicBatch, at: float, done: int, unrun: st
     engine = state.anthropic
     counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
     stats: Counter[str] = Counter()
-    billed: list[bytes] = []
+    billed: list[int] = []
     path = state.new_path()
     with path.open("wb") as handle:
         for index, item in enumerate(requests):
@@ -115,18 +116,13 @@ def _finish(state: State, batch: AnthropicBatch, at: float, done: int, unrun: st
                 result: dict[str, Any] = {"type": unrun}
                 counts[unrun] += 1
             else:
-                canonical = orjson.dumps(params, option=orjson.OPT_SORT_KEYS)
-                key = hashlib.blake2b(canonical, digest_size=16).digest()
-                outcome = engine.run(params, key, service_tier="batch")
+                body = canonical(params)
+                outcome = engine.run(params, bytes_key(body), service_tier="batch")
                 if outcome.fault is not None:
                     stats[f"fault_{outcome.fault}"] += 1
                 if outcome.status == 200:
                     result = {"type": "succeeded", "message": outcome.body}
-                    billed.append(
-                        hashlib.blake2b(
-                            custom_id.encode() + b"\0" + canonical, digest_size=16
-                        ).digest()
-                    )
+                    billed.append(billing_key("anthropic", custom_id, body))
                 else:
                     result = {"type": "errored", "error": outcome.body}
                 counts[result["type"]] += 1

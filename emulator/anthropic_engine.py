@@ -84,7 +84,7 @@ class AnthropicEngine:
     def __init__(self, drawer: FaultDrawer) -> None:
         self.drawer = drawer
 
-    def run(self, params: Any, key: bytes | None = None, service_tier: str = "standard") -> Outcome:
+    def run(self, params: Any, key: int | None = None, service_tier: str = "standard") -> Outcome:
         """A ``message`` (or an error envelope) for ``params``."""
         problem = check_params(params)
         if problem is not None:
@@ -93,7 +93,7 @@ class AnthropicEngine:
         schema = output_schema(params)
         fault = None
         if self.drawer.active:
-            key = key or body_key(params)
+            key = body_key(params) if key is None else key
             fault = self.drawer.draw(key, image=has_image(messages), schema=schema is not None)
             if fault in _FAULTS:
                 status, message = _FAULTS[fault]

@@ -1,163 +1,92 @@
-"""The hot path: validate an OpenAI batch input file and turn its lines into output files."""
+"""The hot path: one pass over an OpenAI batch input file that validates and runs every line.
 
-import hashlib
+The pass writes the output and error files and keeps the per-line billing facts in memory; the
+counters are committed only when the batch ends, so a cancel can still drop lines that had not
+"run" by then. A plain chat request (no fault classes configured, no ``response_format``, no
+truncation) takes a fast path that formats the output line from a template; ``test_fast_path``
+checks it matches the general path byte for byte.
+"""
+
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from emulator.faults import bytes_key
+from emulator.tokens import content_text
+
 if TYPE_CHECKING:
     from emulator.state import State
 
 MAX_REPORTED_ERRORS = 1000
-_FLUSH_LINES = 4096
-_UNRUN_MESSAGES = {
+CHAT = "/v1/chat/completions"
+UNRUN_MESSAGES = {
     "batch_expired": "This request could not be executed before the completion window expired.",
     "batch_cancelled": "This request was not executed because the batch was cancelled.",
 }
+_FAST_TEMPLATE = (
+    b'{"id":"batch_req_%b%06x","custom_id":%b,"response":{"status_code":200,'
+    b'"request_id":"req_%b%06x","body":{"id":"chatcmpl-%b%06x","object":"chat.completion",'
+    b'"created":%d,"model":%b,"choices":[{"index":0,"message":{"role":"assistant","content":%b,'
+    b'"refusal":null,"annotations":[]},"logprobs":null,"finish_reason":"stop"}],"usage":'
+    b'{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d,"prompt_tokens_details":'
+    b'{"cached_tokens":0,"audio_tokens":0},"completion_tokens_details":{"reasoning_tokens":0,'
+    b'"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},'
+    b'"service_tier":"default","system_fingerprint":"fp_emulator"}},"error":null}'
+)
+
+
+def _error(code: str, message: str, line: int | None, param: str | None = None) -> dict[str, Any]:
+    return {"code": code, "message": message, "param": param, "line": line}
+
+
+def billing_key(provider: str, custom_id: str, canonical_body: bytes) -> int:
+    """The paid-twice key of a batch request: provider, custom_id and canonical body."""
+    return hash((provider, custom_id, canonical_body))
 
 
 @dataclass
-class Validation:
-    """Outcome of validating an input file: batch-level errors, request count, model, lines."""
+class PassResult:
+    """What one pass over an input file found and produced."""
 
     errors: list[dict[str, Any]] = field(default_factory=list)
     total: int = 0
     model: str | None = None
-    lines: list[dict[str, Any]] = field(default_factory=list)
+    output_path: Path | None = None
+    error_path: Path | None = None
+    #: per successful line: (index, billing key, prompt tokens, completion tokens)
+    ok: list[tuple[int, int, int, int]] = field(default_factory=list)
+    #: per failed line that ran: (index, fault class or None)
+    failed: list[tuple[int, str | None]] = field(default_factory=list)
+    unrun: int = 0
 
 
-def _error(
-    code: str, message: str, line: int | None = None, param: str | None = None
-) -> dict[str, Any]:
-    return {"code": code, "message": message, "param": param, "line": line}
+def _count_requests(raw_lines: list[bytes]) -> int:
+    return sum(1 for raw in raw_lines if raw and not raw.isspace())
 
 
-def validate_lines(path: Path, endpoint: str, max_requests: int, max_bytes: int) -> Validation:
-    """Check an input file as OpenAI does before running a batch (codes as in ``errors.data``)."""
-    result = Validation()
+def size_problem(path: Path, max_bytes: int, max_requests: int) -> tuple[list[bytes], PassResult]:
+    """Split the file into lines, reporting file-level problems (size, empty, too many)."""
+    result = PassResult()
     if path.stat().st_size > max_bytes:
         limit = max_bytes // (1024 * 1024)
         result.errors.append(
-            _error("file_too_large", f"The input file exceeds the {limit} MB batch limit.")
+            _error("file_too_large", f"The input file exceeds the {limit} MB batch limit.", None)
         )
-        return result
+        return [], result
     raw_lines = path.read_bytes().split(b"\n")
-    count = sum(1 for raw in raw_lines if raw.strip())
-    if count == 0:
-        result.errors.append(_error("empty_file", "The input file is empty."))
-        return result
-    if count > max_requests:
-        message = f"The input file has {count} requests; a batch accepts at most {max_requests}."
-        result.errors.append(_error("too_many_tasks", message))
-        return result
-    seen: set[str] = set()
-    errors = result.errors
-    for number, raw in enumerate(raw_lines, 1):
-        if not raw.strip():
-            continue
-        problem, line = _check_line(raw, number, endpoint, seen)
-        if problem is None and line is not None:
-            model = line["body"].get("model")
-            if result.model is None:
-                result.model = model
-            elif model != result.model:
-                problem = _error(
-                    "model_mismatch",
-                    "All requests in a batch must use the same model.",
-                    number,
-                    "body.model",
-                )
-        if problem is not None:
-            if len(errors) < MAX_REPORTED_ERRORS:
-                errors.append(problem)
-            continue
-        result.lines.append(line)
-    result.total = count
-    return result
+    result.total = _count_requests(raw_lines)
+    if result.total == 0:
+        result.errors.append(_error("empty_file", "The input file is empty.", None))
+    elif result.total > max_requests:
+        message = f"The input file has {result.total} requests; a batch allows {max_requests}."
+        result.errors.append(_error("too_many_tasks", message, None))
+    return raw_lines, result
 
 
-def _check_line(  # noqa: PLR0911  (one exit per validation rule)
-    raw: bytes, number: int, endpoint: str, seen: set[str]
-) -> tuple[dict[str, Any] | None, Any]:
-    try:
-        line = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return _error(
-            "invalid_json_line", "This line is not parseable as valid JSON.", number
-        ), None
-    if not isinstance(line, dict):
-        return _error("invalid_json_line", "Each line must be a JSON object.", number), None
-    custom_id = line.get("custom_id")
-    if not isinstance(custom_id, str) or not custom_id:
-        return _error(
-            "missing_required_parameter",
-            "Missing required parameter: 'custom_id'.",
-            number,
-            "custom_id",
-        ), None
-    if custom_id in seen:
-        return _error(
-            "duplicate_custom_id",
-            f"The custom_id '{custom_id}' is used more than once.",
-            number,
-            "custom_id",
-        ), None
-    seen.add(custom_id)
-    if line.get("method") != "POST":
-        return _error(
-            "invalid_method", "Only the POST method is supported.", number, "method"
-        ), None
-    if line.get("url") != endpoint:
-        message = f"The url '{line.get('url')}' does not match the batch endpoint '{endpoint}'."
-        return _error("url_mismatch", message, number, "url"), None
-    if not isinstance(line.get("body"), dict):
-        return _error(
-            "missing_required_parameter", "Missing required parameter: 'body'.", number, "body"
-        ), None
-    return None, line
-
-
-def _parsed_lines(path: Path) -> Iterator[dict[str, Any]]:
-    with path.open("rb") as handle:
-        for raw in handle:
-            if not raw.strip():
-                continue
-            try:
-                line = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
-                yield line
-
-
-@dataclass
-class RunResult:
-    """Files and counts produced by running a batch's lines."""
-
-    output_path: Path | None
-    error_path: Path | None
-    total: int
-    succeeded: int
-    failed: int
-    input_tokens: int
-    output_tokens: int
-
-    def usage(self) -> dict[str, Any]:
-        """The batch-level ``usage`` aggregate."""
-        return {
-            "input_tokens": self.input_tokens,
-            "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": self.output_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0},
-            "total_tokens": self.input_tokens + self.output_tokens,
-        }
-
-
-class _Sink:
+class _Writer:
     """Buffered JSONL writer that creates its file only when the first line arrives."""
 
     def __init__(self, path: Path) -> None:
@@ -169,7 +98,7 @@ class _Sink:
     def add(self, line: bytes) -> None:
         self._buffer.append(line)
         self.count += 1
-        if len(self._buffer) >= _FLUSH_LINES:
+        if len(self._buffer) >= 8192:
             self.flush()
 
     def flush(self) -> None:
@@ -187,34 +116,159 @@ class _Sink:
         self._handle.close()
         return self.path
 
+    def discard(self) -> None:
+        if self._handle is not None:
+            self._handle.close()
+            self.path.unlink(missing_ok=True)
+        self._buffer.clear()
 
-class LineRunner:
-    """Runs parsed input lines through the OpenAI engine, writing output and error JSONL."""
+
+def unrun_line(prefix: str, index: int, custom_id: str, code: str) -> bytes:
+    """An error-file line for a request that never ran (``response: null``)."""
+    record = {
+        "id": f"batch_req_{prefix}{index:06x}",
+        "custom_id": custom_id,
+        "response": None,
+        "error": {"code": code, "message": UNRUN_MESSAGES[code]},
+    }
+    return orjson.dumps(record)
+
+
+def fast_chat(body: dict[str, Any]) -> tuple[bytes, int, int] | None:
+    """(content JSON, prompt tokens, completion tokens) for a plain chat body, else None."""
+    messages = body.get("messages")
+    if (
+        type(messages) is not list
+        or not messages
+        or body.get("response_format") is not None
+        or body.get("stream")
+        or type(body.get("model")) is not str
+    ):
+        return None
+    prompt = 3
+    last = ""
+    for message in messages:
+        if type(message) is not dict:
+            return None
+        content = message.get("content")
+        text = content if type(content) is str else content_text(content)
+        prompt += max(1, (len(text) + 3) // 4) + 3
+        if message.get("role") == "user":
+            last = text
+    reply = "echo: " + last
+    completion = max(1, (len(reply) + 3) // 4)
+    limit = body.get("max_completion_tokens") or body.get("max_tokens")
+    if type(limit) is int and 0 < limit < completion:
+        return None
+    return orjson.dumps(reply), prompt, completion
+
+
+class BatchPass:
+    """Validates and runs all lines of one batch input file in a single pass."""
 
     def __init__(self, state: "State", batch_id: str, endpoint: str) -> None:
         self.state = state
         self.endpoint = endpoint
         self.prefix = batch_id.removeprefix("batch_")
 
-    def run(self, lines: Path | list[dict[str, Any]], done: int, unrun_code: str) -> RunResult:
-        """Run the first ``done`` lines; the rest get ``unrun_code`` error lines."""
-        source = _parsed_lines(lines) if isinstance(lines, Path) else lines
-        out, err = _Sink(self.state.new_path()), _Sink(self.state.new_path())
-        engine, endpoint, prefix = self.state.openai, self.endpoint, self.prefix
-        active = engine.drawer.active
-        counts: Counter[str] = Counter()
-        billed: list[bytes] = []
-        tokens_in = tokens_out = 0
+    def run(self, path: Path, *, expire: bool, created: int) -> PassResult:
+        """Validate ``path``; when valid, run it (only the first half when ``expire``)."""
+        config = self.state.config
+        raw_lines, result = size_problem(path, config.openai_max_bytes, config.openai_max_requests)
+        if result.errors:
+            return result
+        cutoff = result.total // 2 if expire else result.total
+        out, err = _Writer(self.state.new_path()), _Writer(self.state.new_path())
+        self._lines(raw_lines, result, cutoff=cutoff, out=out, err=err, created=created)
+        if result.errors:
+            out.discard()
+            err.discard()
+            result.ok.clear()
+            result.failed.clear()
+            return result
+        result.output_path, result.error_path = out.close(), err.close()
+        return result
+
+    def _lines(  # noqa: PLR0912, PLR0915  (the hot loop is kept in one frame for speed)
+        self,
+        raw_lines: list[bytes],
+        result: PassResult,
+        *,
+        cutoff: int,
+        out: _Writer,
+        err: _Writer,
+        created: int,
+    ) -> None:
+        errors, endpoint = result.errors, self.endpoint
+        seen: set[str] = set()
+        engine = self.state.openai
+        fast = endpoint == CHAT and not engine.drawer.active
+        prefix = self.prefix
+        prefix_bytes = prefix.encode()
+        model_bytes = b""
+        loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
+        ok_append, failed_append = result.ok.append, result.failed.append
         index = -1
-        for index, line in enumerate(source):
+        for number, raw in enumerate(raw_lines, 1):
+            if not raw or raw.isspace():
+                continue
+            problem = None
+            try:
+                line = loads(raw)
+            except orjson.JSONDecodeError:
+                line = None
+                problem = _error(
+                    "invalid_json_line", "This line is not parseable as valid JSON.", number
+                )
+            if problem is None:
+                problem = _line_problem(line, number, endpoint, seen)
+            if problem is None:
+                model = line["body"].get("model")
+                if result.model is None:
+                    result.model = model
+                    model_bytes = dumps(model)
+                elif model != result.model:
+                    message = "All requests in a batch must use the same model."
+                    problem = _error("model_mismatch", message, number, "body.model")
+            if problem is not None:
+                if len(errors) < MAX_REPORTED_ERRORS:
+                    errors.append(problem)
+                continue
+            if errors:
+                continue
+            index += 1
             custom_id = line["custom_id"]
-            if index >= done:
-                err.add(_unrun_line(prefix, index, custom_id, unrun_code))
+            if index >= cutoff:
+                err.add(unrun_line(prefix, index, custom_id, "batch_expired"))
+                result.unrun += 1
                 continue
             body = line["body"]
-            canonical = orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
-            key = hashlib.blake2b(canonical, digest_size=16).digest() if active else None
-            outcome = engine.run(endpoint, body, key)
+            canonical = dumps(body, option=sort)
+            key = billing_key("openai", custom_id, canonical)
+            quick = fast_chat(body) if fast else None
+            if quick is not None:
+                content, prompt, completion = quick
+                out.add(
+                    _FAST_TEMPLATE
+                    % (
+                        prefix_bytes,
+                        index,
+                        dumps(custom_id),
+                        prefix_bytes,
+                        index,
+                        prefix_bytes,
+                        index,
+                        created,
+                        model_bytes,
+                        content,
+                        prompt,
+                        completion,
+                        prompt + completion,
+                    )
+                )
+                ok_append((index, key, prompt, completion))
+                continue
+            outcome = engine.run(endpoint, body, bytes_key(canonical))
             record = {
                 "id": f"batch_req_{prefix}{index:06x}",
                 "custom_id": custom_id,
@@ -225,32 +279,74 @@ class LineRunner:
                 },
                 "error": None,
             }
-            if outcome.fault is not None:
-                counts[f"fault_{outcome.fault}"] += 1
             if outcome.status == 200:
-                out.add(orjson.dumps(record))
-                billed.append(
-                    hashlib.blake2b(custom_id.encode() + b"\0" + canonical, digest_size=16).digest()
-                )
-                tokens_in += outcome.prompt_tokens
-                tokens_out += outcome.completion_tokens
+                out.add(dumps(record))
+                ok_append((index, key, outcome.prompt_tokens, outcome.completion_tokens))
             else:
-                err.add(orjson.dumps(record))
-        total = index + 1
-        counts["requests_received"] += min(done, total)
-        counts["batch_lines_processed"] += total
-        self.state.stats.merge(counts)
-        self.state.stats.bill(billed)
-        return RunResult(
-            out.close(), err.close(), total, out.count, err.count, tokens_in, tokens_out
-        )
+                err.add(dumps(record))
+                failed_append((index, outcome.fault))
 
 
-def _unrun_line(prefix: str, index: int, custom_id: str, code: str) -> bytes:
-    record = {
-        "id": f"batch_req_{prefix}{index:06x}",
-        "custom_id": custom_id,
-        "response": None,
-        "error": {"code": code, "message": _UNRUN_MESSAGES[code]},
-    }
-    return orjson.dumps(record)
+def _line_problem(line: Any, number: int, endpoint: str, seen: set[str]) -> dict[str, Any] | None:  # noqa: PLR0911  (one exit per rule)
+    if type(line) is not dict:
+        return _error("invalid_json_line", "Each line must be a JSON object.", number)
+    custom_id = line.get("custom_id")
+    if type(custom_id) is not str or not custom_id:
+        message = "Missing required parameter: 'custom_id'."
+        return _error("missing_required_parameter", message, number, "custom_id")
+    if custom_id in seen:
+        message = f"The custom_id '{custom_id}' is used more than once in this file."
+        return _error("duplicate_custom_id", message, number, "custom_id")
+    seen.add(custom_id)
+    if line.get("method") != "POST":
+        return _error("invalid_method", "Only the POST method is supported.", number, "method")
+    if line.get("url") != endpoint:
+        message = f"The url '{line.get('url')}' does not match the batch endpoint '{endpoint}'."
+        return _error("url_mismatch", message, number, "url")
+    if type(line.get("body")) is not dict:
+        message = "Missing required parameter: 'body'."
+        return _error("missing_required_parameter", message, number, "body")
+    return None
+
+
+def commit(state: "State", result: PassResult, done: int) -> tuple[int, int, int, int]:
+    """Add the counters of lines with index < ``done``; returns (ok, failed, tokens in, out)."""
+    stats: Counter[str] = Counter()
+    ok = [entry for entry in result.ok if entry[0] < done]
+    failed = [entry for entry in result.failed if entry[0] < done]
+    for _, fault in failed:
+        if fault is not None:
+            stats[f"fault_{fault}"] += 1
+    stats["requests_received"] += len(ok) + len(failed)
+    stats["batch_lines_processed"] += result.total
+    state.stats.merge(stats)
+    state.stats.bill(entry[1] for entry in ok)
+    return len(ok), len(failed), sum(e[2] for e in ok), sum(e[3] for e in ok)
+
+
+def cut_files(state: "State", result: PassResult, prefix: str, done: int) -> None:
+    """Rewrite a pass's files so that lines with index >= ``done`` become ``batch_cancelled``."""
+    unrun: list[tuple[int, str]] = []
+    paths: list[Path | None] = []
+    for path in (result.output_path, result.error_path):
+        if path is None:
+            paths.append(None)
+            continue
+        kept = _Writer(state.new_path())
+        with path.open("rb") as handle:
+            for raw in handle:
+                record = orjson.loads(raw)
+                index = int(record["id"][-6:], 16)
+                if index < done:
+                    kept.add(raw.rstrip(b"\n"))
+                else:
+                    unrun.append((index, record["custom_id"]))
+        path.unlink(missing_ok=True)
+        paths.append(kept.close())
+    errors = _Writer(state.new_path())
+    if paths[1] is not None:
+        errors.add(paths[1].read_bytes().rstrip(b"\n"))
+        paths[1].unlink()
+    for index, custom_id in sorted(unrun):
+        errors.add(unrun_line(prefix, index, custom_id, "batch_cancelled"))
+    result.output_path, result.error_path = paths[0], errors.close()

@@ -6,8 +6,8 @@ re-sent body gets a fresh draw. ``refused`` is drawn from ``(seed, body)`` only:
 stays refused, as with a real provider.
 """
 
-import hashlib
 import threading
+import zlib
 from collections.abc import Mapping
 
 import orjson
@@ -22,27 +22,39 @@ _PRECEDENCE = (
     "refused",
     "invalid_output",
 )
-_SCALE = float(1 << 32)
+_MASK = (1 << 64) - 1
 
 
-def body_key(body: object) -> bytes:
-    """A 16-byte digest of a request body, independent of key order."""
-    return hashlib.blake2b(orjson.dumps(body, option=orjson.OPT_SORT_KEYS), digest_size=16).digest()
+def canonical(body: object) -> bytes:
+    """A body serialised with sorted keys: equal bodies give equal bytes."""
+    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
 
 
-def bytes_key(data: bytes) -> bytes:
-    """A 16-byte digest of raw bytes."""
-    return hashlib.blake2b(data, digest_size=16).digest()
+def bytes_key(data: bytes) -> int:
+    """A stable 64-bit key of raw bytes (the same in every process and run)."""
+    return (zlib.crc32(data) << 32) | zlib.adler32(data)
+
+
+def body_key(body: object) -> int:
+    """A stable 64-bit key of a request body, independent of key order."""
+    return bytes_key(canonical(body))
+
+
+def _mix(value: int) -> int:
+    """splitmix64's finaliser: spreads any 64-bit input uniformly."""
+    value = (value ^ (value >> 30)) * 0xBF58476D1CE4E5B9 & _MASK
+    value = (value ^ (value >> 27)) * 0x94D049BB133111EB & _MASK
+    return value ^ (value >> 31)
 
 
 class FaultDrawer:
     """Draws fault classes for request bodies at configured rates, counting attempts per body."""
 
     def __init__(self, seed: int, rates: Mapping[str, float]) -> None:
-        self._seed = seed.to_bytes(8, "little", signed=True)
+        self._seed = _mix(seed & _MASK)
         self.rates = {name: rate for name, rate in rates.items() if rate > 0}
         self._order = [name for name in _PRECEDENCE if name in self.rates]
-        self._attempts: dict[bytes, int] = {}
+        self._attempts: dict[int, int] = {}
         self._lock = threading.Lock()
 
     @property
@@ -50,25 +62,27 @@ class FaultDrawer:
         """Whether any per-request fault class has a non-zero rate."""
         return bool(self._order)
 
-    def next_attempt(self, key: bytes) -> int:
+    def next_attempt(self, key: int) -> int:
         """How many times ``key`` was processed before; counts this processing."""
         with self._lock:
             attempt = self._attempts.get(key, 0)
             self._attempts[key] = attempt + 1
         return attempt
 
-    def uniform(self, name: str, key: bytes, attempt: int | None) -> float:
+    def uniform(self, name: str, key: int, attempt: int | None) -> float:
         """A number in [0, 1) fixed by the seed, the class, the key and the attempt."""
-        tail = b"" if attempt is None else attempt.to_bytes(4, "little")
-        digest = hashlib.blake2b(self._seed + name.encode() + key + tail, digest_size=4).digest()
-        return int.from_bytes(digest, "little") / _SCALE
+        salt = zlib.crc32(name.encode())
+        value = _mix(self._seed ^ _mix(key ^ (salt << 16)))
+        if attempt is not None:
+            value = _mix(value ^ (attempt + 1))
+        return value / float(1 << 64)
 
-    def hit(self, name: str, key: bytes, attempt: int | None) -> bool:
+    def hit(self, name: str, key: int, attempt: int | None) -> bool:
         """Whether fault ``name`` strikes this key and attempt."""
         rate = self.rates.get(name, 0.0)
         return rate > 0 and (rate >= 1.0 or self.uniform(name, key, attempt) < rate)
 
-    def draw(self, key: bytes, *, image: bool, schema: bool) -> str | None:
+    def draw(self, key: int, *, image: bool, schema: bool) -> str | None:
         """The fault class for one processing of a body, or None; counts the attempt."""
         if not self.active:
             return None

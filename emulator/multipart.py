@@ -28,7 +28,7 @@ class Upload:
     filename: str | None = None
     file_field: str | None = None
     file_size: int = 0
-    digest: bytes = b""
+    digest: int = 0
 
 
 def boundary_of(content_type: str) -> bytes:
@@ -84,4 +84,4 @@ def _store_part(
             chunk = data[offset : min(end, offset + _COPY_CHUNK)]
             digest.update(chunk)
             out.write(chunk)
-    upload.digest = digest.digest()
+    upload.digest = int.from_bytes(digest.digest()[:8], "little")

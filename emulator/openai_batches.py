@@ -2,18 +2,21 @@
 
 A batch's status is a function of the wall clock: with ``B = batch_seconds`` it is
 ``validating`` until ``created + 0.1 B``, ``in_progress`` until ``0.9 B``, ``finalizing`` until
-``B``, then ``completed`` (or ``expired`` for batches drawn by the ``expired`` fault). The input
-file is validated the first time the batch is observed past ``validating`` and processed into
-output and error files once, when it is first observed past its end (or by the finisher thread).
+``B``, then ``completed`` (or ``expired`` for batches drawn by the ``expired`` fault). One pass
+validates the input file and writes the output and error files, the first time the batch is
+observed past ``validating`` (the finisher thread does it then, too); the batch's counters are
+committed when it ends.
 """
 
 import threading
 import time
-from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from emulator.batch_lines import LineRunner, validate_lines
+import orjson
+
+from emulator.batch_lines import BatchPass, PassResult, commit, cut_files, unrun_line
 from emulator.state import State, StoredFile
 
 WINDOW_SECONDS = 24 * 3600
@@ -51,7 +54,7 @@ class OpenAIBatch:
     total: int = 0
     model: str | None = None
     final: Final | None = None
-    parsed: list[dict[str, Any]] | None = None
+    run: PassResult | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -76,57 +79,87 @@ class OpenAIBatch:
 
 
 def advance(state: State, batch: OpenAIBatch, now: float) -> None:
-    """Do whatever validation or processing ``now`` requires (at most once each)."""
+    """Do whatever ``now`` requires: run the single pass once, end the batch once."""
     with batch.lock:
         if batch.final is not None:
             return
-        if batch.cancel_at is not None:
-            settle = batch.cancel_at + 0.1 * batch.seconds
-            if now >= settle:
-                done = batch.done_by(batch.cancel_at)
-                _finish(state, batch, "cancelled", at=settle, done=done, unrun="batch_cancelled")
+        if batch.cancel_at is not None and batch.cancel_at < batch.in_progress_at:
+            if now >= batch.cancel_at + 0.1 * batch.seconds:
+                _cancel_unvalidated(state, batch)
             return
         if now < batch.in_progress_at:
             return
-        if batch.errors is None:
-            _validate(state, batch, keep=now >= batch.end)
+        if batch.run is None:
+            _run(state, batch)
         if batch.errors:
             batch.final = Final("failed", batch.in_progress_at)
             state.stats.add("batches_failed")
-            return
-        if now >= batch.end:
-            status, done = (
-                ("expired", batch.total // 2) if batch.expire else ("completed", batch.total)
-            )
-            _finish(state, batch, status, at=batch.end, done=done, unrun="batch_expired")
+        elif batch.cancel_at is not None:
+            settle = batch.cancel_at + 0.1 * batch.seconds
+            if now >= settle:
+                _finish(state, batch, "cancelled", at=settle, done=batch.done_by(batch.cancel_at))
+        elif now >= batch.end:
+            status = "expired" if batch.expire else "completed"
+            _finish(state, batch, status, at=batch.end, done=batch.total)
 
 
-def _validate(state: State, batch: OpenAIBatch, keep: bool) -> None:
-    config = state.config
-    result = validate_lines(
-        batch.input_file.path, batch.endpoint, config.openai_max_requests, config.openai_max_bytes
-    )
+def _run(state: State, batch: OpenAIBatch) -> None:
+    runner = BatchPass(state, batch.id, batch.endpoint)
+    result = runner.run(batch.input_file.path, expire=batch.expire, created=int(batch.created))
+    batch.run = result
     batch.errors, batch.total, batch.model = result.errors, result.total, result.model
-    batch.parsed = result.lines if keep and not result.errors else None
 
 
-def _finish(
-    state: State, batch: OpenAIBatch, status: str, *, at: float, done: int, unrun: str
-) -> None:
-    lines = batch.parsed
-    batch.parsed = None
-    runner = LineRunner(state, batch.id, batch.endpoint)
-    result = runner.run(batch.input_file.path if lines is None else lines, done, unrun)
+def _cancel_unvalidated(state: State, batch: OpenAIBatch) -> None:
+    """A batch cancelled while validating: every parseable line comes back ``batch_cancelled``."""
+    prefix = batch.id.removeprefix("batch_")
+    path = state.new_path()
+    count = 0
+    with batch.input_file.path.open("rb") as source, path.open("wb") as target:
+        for raw in source:
+            try:
+                line = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(line, dict) and isinstance(line.get("custom_id"), str):
+                target.write(
+                    unrun_line(prefix, count, line["custom_id"], "batch_cancelled") + b"\n"
+                )
+                count += 1
+    batch.total = count
+    at = batch.cancel_at + 0.1 * batch.seconds if batch.cancel_at is not None else time.time()
+    errors = _store(state, batch, "error", path if count else None)
+    batch.final = Final("cancelled", at, count, 0, count, None, errors, _usage(0, 0))
+    state.stats.add("batches_cancelled")
+
+
+def _finish(state: State, batch: OpenAIBatch, status: str, *, at: float, done: int) -> None:
+    result = batch.run
+    if result is None:
+        return
+    if done < result.total - result.unrun:
+        cut_files(state, result, batch.id.removeprefix("batch_"), done)
+    succeeded, _, tokens_in, tokens_out = commit(state, result, done)
     output = _store(state, batch, "output", result.output_path)
     errors = _store(state, batch, "error", result.error_path)
-    batch.total = result.total
-    batch.final = Final(
-        status, at, result.total, result.succeeded, result.failed, output, errors, result.usage()
-    )
-    state.stats.merge(Counter({f"batches_{status}": 1}))
+    failed = result.total - succeeded
+    usage = _usage(tokens_in, tokens_out)
+    batch.final = Final(status, at, result.total, succeeded, failed, output, errors, usage)
+    batch.run = PassResult(total=result.total)
+    state.stats.add(f"batches_{status}")
 
 
-def _store(state: State, batch: OpenAIBatch, kind: str, path: Any) -> str | None:
+def _usage(tokens_in: int, tokens_out: int) -> dict[str, Any]:
+    return {
+        "input_tokens": tokens_in,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": tokens_out,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": tokens_in + tokens_out,
+    }
+
+
+def _store(state: State, batch: OpenAIBatch, kind: str, path: Path | None) -> str | None:
     if path is None:
         return None
     stored = state.add_file(f"batch_{batch.id}_{kind}.jsonl", "batch_output", path)

@@ -97,7 +97,7 @@ class OpenAIEngine:
         self.drawer = drawer
         self.dimensions = embedding_dimensions
 
-    def run(self, url: str, body: Any, key: bytes | None = None) -> Outcome:
+    def run(self, url: str, body: Any, key: int | None = None) -> Outcome:
         """Run ``body`` as a request to ``url`` (``/v1/chat/completions`` or ``/v1/embeddings``)."""
         if not isinstance(body, dict):
             return Outcome(
@@ -107,7 +107,7 @@ class OpenAIEngine:
             return self.embeddings(body, key)
         return self.chat(body, key)
 
-    def chat(self, body: dict[str, Any], key: bytes | None = None) -> Outcome:
+    def chat(self, body: dict[str, Any], key: int | None = None) -> Outcome:
         """A ``chat.completion`` for ``body``."""
         messages = body.get("messages")
         if not isinstance(body.get("model"), str):
@@ -122,7 +122,7 @@ class OpenAIEngine:
         schema = response_schema(body)
         fault = None
         if self.drawer.active:
-            key = key or body_key(body)
+            key = body_key(body) if key is None else key
             fault = self.drawer.draw(key, image=has_image(messages), schema=schema is not None)
             failed = fault_outcome(fault, body["model"]) if fault else None
             if failed is not None:
@@ -176,7 +176,7 @@ class OpenAIEngine:
         }
         return Outcome(200, result, prompt, completion, fault)
 
-    def embeddings(self, body: dict[str, Any], key: bytes | None = None) -> Outcome:
+    def embeddings(self, body: dict[str, Any], key: int | None = None) -> Outcome:
         """A ``list`` of embeddings for ``body["input"]``."""
         if not isinstance(body.get("model"), str):
             return _missing("model")
@@ -184,7 +184,9 @@ class OpenAIEngine:
         if items is None:
             return _missing("input")
         if self.drawer.active:
-            fault = self.drawer.draw(key or body_key(body), image=False, schema=False)
+            fault = self.drawer.draw(
+                body_key(body) if key is None else key, image=False, schema=False
+            )
             failed = fault_outcome(fault, body["model"]) if fault and fault != "refused" else None
             if failed is not None:
                 return failed

@@ -246,9 +246,8 @@ async def create_batch(request: Request) -> Response:
     if isinstance(stored, Response):
         return stored
     drawer = state.drawer
-    expire_key = b"expired" + stored.digest
     expire = "expired" in drawer.rates and drawer.hit(
-        "expired", stored.digest, drawer.next_attempt(expire_key)
+        "expired", stored.digest, drawer.next_attempt(stored.digest ^ 0x5EED)
     )
     batch = OpenAIBatch(
         id=new_id("batch_"),
@@ -263,7 +262,8 @@ async def create_batch(request: Request) -> Response:
     with state.lock:
         state.openai_batches[batch.id] = batch
     state.stats.add("batches_created")
-    state.finisher.schedule(batch.end, lambda: openai_batches.advance(state, batch, time.time()))
+    for due in (batch.in_progress_at, batch.end):
+        state.finisher.schedule(due, lambda: openai_batches.advance(state, batch, time.time()))
     return openai_json(openai_batches.batch_json(batch, batch.created))
 
 

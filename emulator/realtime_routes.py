@@ -26,7 +26,7 @@ from emulator.ratelimit import Decision, anthropic_headers, openai_headers, retr
 from emulator.replies import echo_text
 from emulator.tokens import count_tokens, prompt_tokens
 
-_RT_PREFIX = b"realtime\0"
+_RT_PREFIX = "realtime"
 
 
 def _estimate(payload: Any) -> int:
@@ -40,7 +40,7 @@ def _estimate(payload: Any) -> int:
     return sum(count_tokens(item) for item in items if isinstance(item, str)) or 1
 
 
-def _account(request: Request, payload: Any, key: bytes, outcome: Outcome) -> None:
+def _account(request: Request, payload: Any, key: int, outcome: Outcome) -> None:
     stats = state_of(request).stats
     stats.add("requests_received")
     if outcome.fault is not None:
@@ -48,7 +48,7 @@ def _account(request: Request, payload: Any, key: bytes, outcome: Outcome) -> No
     if outcome.status == 429:
         stats.add("realtime_429")
     if outcome.status == 200:
-        stats.bill([_RT_PREFIX + key])
+        stats.bill([hash((_RT_PREFIX, key))])
 
 
 async def _admit(request: Request) -> tuple[Any, Decision | None, Response | None]:

@@ -41,7 +41,7 @@ class StoredFile:
     size: int
     created_at: int
     path: Path
-    digest: bytes = b""
+    digest: int = 0
 
     def as_json(self) -> dict[str, Any]:
         """The OpenAI ``file`` object."""
@@ -67,8 +67,8 @@ class Stats:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._counts: Counter[str] = Counter()
-        self._billed: set[bytes] = set()
-        self._twice: set[bytes] = set()
+        self._billed: set[int] = set()
+        self._twice: set[int] = set()
 
     def add(self, name: str, amount: int = 1) -> None:
         """Add ``amount`` to counter ``name``."""
@@ -80,7 +80,7 @@ class Stats:
         with self._lock:
             self._counts.update(counts)
 
-    def bill(self, keys: Iterable[bytes]) -> None:
+    def bill(self, keys: Iterable[int]) -> None:
         """Record successful (billed) requests; a key billed before counts as paid twice."""
         with self._lock:
             billed, twice = self._billed, self._twice
@@ -137,7 +137,7 @@ class State:
         """A fresh path under the emulator's directory."""
         return self.root / f"{new_id('f')}{suffix}"
 
-    def add_file(self, filename: str, purpose: str, path: Path, digest: bytes = b"") -> StoredFile:
+    def add_file(self, filename: str, purpose: str, path: Path, digest: int = 0) -> StoredFile:
         """Register bytes already written at ``path`` as a file."""
         stored = StoredFile(
             id=new_id("file-"),
