@@ -51,6 +51,7 @@ class JobSpec:
     image_column: str | None = None
     retries: dict[str, int] = dataclasses.field(default_factory=dict)
     budget_usd: float | None = None
+    allow_untracked_cost: bool = False
 
     def fingerprint(self) -> str:
         """Hash of the fields that change what is sent (not output path, budget or retries)."""

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import polars as pl
 
+from maple_assets.budget import within_budget
 from maple_assets.crashpoints import crash_point
 from maple_assets.merge import OutputTable, merge_shard, write_merged
 from maple_assets.policy import RetryPolicy
@@ -51,7 +52,11 @@ class Job:
         return str(getattr(self.provider, "mode", "batch"))
 
     def price(self) -> ModelPrice:
-        return self.prices.price(self.spec.model, self.provider.provider_name)
+        return self.prices.price(
+            self.spec.model,
+            self.provider.provider_name,
+            allow_untracked=self.spec.allow_untracked_cost,
+        )
 
 
 # -- input_shards ---------------------------------------------------------------------------
@@ -123,19 +128,6 @@ def spent_usd(state: JobState) -> float:
     return sum(s.cost_usd for s in summaries if s is not None)
 
 
-def check_budget(job: Job) -> None:
-    budget = job.spec.budget_usd
-    if budget is None:
-        return
-    spent = spent_usd(job.state)
-    if spent >= budget:
-        job.state.stop(
-            f"the job has spent ${spent:.4f} of its ${budget:.4f} budget: no more batches are "
-            "sent; raise budget_usd and rerun to finish",
-            kind="budget",
-        )
-
-
 def submit_shard(job: Job, shard: str) -> Submission | None:
     """Send the shard's next attempt unless it is already out, done, or the job has stopped."""
     progress = job.state.progress(shard)
@@ -143,13 +135,16 @@ def submit_shard(job: Job, shard: str) -> Submission | None:
         return progress.submission
     if progress.attempt > 1:
         check_age(job)
-    check_budget(job)
     if job.state.stop_reason() is not None:
         return None
     payload = payload_for(job, shard, progress.attempt)
     encode = getattr(job.provider, "encode", None)
     digest = content_hash([encode(payload.requests)]) if encode else ""
-    submission = _adopt(job, shard, progress.attempt, digest) or job.provider.submit(payload)
+    submission = _adopt(job, shard, progress.attempt, digest)
+    if submission is None:
+        if not within_budget(job, shard, progress.attempt):
+            return None  # the job is stopped: committed spend + this batch > budget
+        submission = job.provider.submit(payload)
     crash_point("after_create")
     job.state.record_submission(submission)
     return submission

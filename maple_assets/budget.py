@@ -1,0 +1,110 @@
+"""The budget guard: stop submitting before committed spend plus the next batch exceeds it.
+
+Committed spend = the ledger's actual cost of every collected attempt of the job + the estimates
+(`maple_assets.estimate`) of batches submitted but not yet collected. Before a new batch goes out,
+`within_budget` adds that batch's estimate; if the sum would exceed ``JobSpec.budget_usd`` the job
+stops (``stop.json`` of kind "budget") and nothing more is submitted. Batches
+already in flight finish and are collected, so the job never overshoots beyond the batch in
+flight and what estimates under-count. The estimate of each admitted batch is kept next to its
+submission (``<shard>/estimate-<n>.json``) so summing what is in flight reads small files only.
+
+Resuming: a budget stop records the budget it was hit at (``budget_stop.json``). A later run with
+a larger budget (or none) clears the stop (`resume_budget_stop`), and the guard then admits
+batches against the new budget.
+
+Limitation: the guard is checked per submission run. The CLI driver submits one shard at a time;
+under the Dagster daemon, submission runs that execute concurrently can each admit a batch.
+"""
+
+from typing import TYPE_CHECKING
+
+from maple_assets.estimate import Estimate, estimate_attempt
+
+if TYPE_CHECKING:
+    from maple_assets.steps import Job
+
+BUDGET_STOP = "budget"
+_TOLERANCE = 1e-9
+
+
+def _estimate_key(job: "Job", shard: str, attempt: int) -> str:
+    return job.state.key(shard, f"estimate-{attempt}.json")
+
+
+def attempt_estimate(job: "Job", shard: str, attempt: int) -> float:
+    """Estimated USD of one attempt of one shard, at the job's prices and mode."""
+    key = _estimate_key(job, shard, attempt)
+    if job.state.storage.exists(key):
+        return float(job.state.storage.read_json(key)["cost_usd"])
+    plan = estimate_attempt(job.state, job.spec, job.provider.provider_name, shard, attempt)
+    return plan.cost(job.price(), batch=job.mode == "batch")
+
+
+def spent(job: "Job") -> float:
+    """Actual USD of the job's collected attempts: the ledger, else the shard summaries."""
+    if job.costs is not None:
+        return job.costs.job_total(job.spec.name)
+    summaries = (job.state.summary(s.key) for s in job.state.manifest() or [])
+    return sum(s.cost_usd for s in summaries if s is not None)
+
+
+def in_flight(job: "Job") -> float:
+    """Estimated USD of the batches submitted but not collected yet."""
+    total = 0.0
+    for shard in job.state.manifest() or []:
+        progress = job.state.progress(shard.key)
+        if progress.action == "wait" and progress.submission is not None:
+            total += attempt_estimate(job, shard.key, progress.submission.attempt)
+    return total
+
+
+def within_budget(job: "Job", shard: str, attempt: int) -> bool:
+    """True if the shard's next batch fits the budget (its estimate is then recorded); else
+    stop the job with a message that says what to do, and return False."""
+    budget = job.spec.budget_usd
+    if budget is None:
+        return True
+    plan = estimate_attempt(job.state, job.spec, job.provider.provider_name, shard, attempt)
+    nxt = plan.cost(job.price(), batch=job.mode == "batch")
+    paid, flying = spent(job), in_flight(job)
+    committed = paid + flying
+    if committed + nxt > budget + _TOLERANCE:
+        job.state.storage.write_json(job.state.key("budget_stop.json"), {"budget_usd": budget})
+        job.state.stop(
+            f"{BUDGET_STOP} reached before shard {shard} attempt {attempt}: committed "
+            f"${committed:.6f} (spent ${paid:.6f} + in flight ${flying:.6f}) + next batch "
+            f"${nxt:.6f} ({plan.requests:,} requests) > budget ${budget:.6f}; rerun with a "
+            "larger --budget to continue",
+            kind=BUDGET_STOP,
+        )
+        return False
+    _record_estimate(job, shard, attempt, plan, nxt)
+    return True
+
+
+def _record_estimate(job: "Job", shard: str, attempt: int, plan: Estimate, usd: float) -> None:
+    job.state.storage.write_json(
+        _estimate_key(job, shard, attempt),
+        {
+            "cost_usd": usd,
+            "requests": plan.requests,
+            "input_tokens": plan.input_tokens,
+            "output_tokens": plan.output_tokens,
+        },
+    )
+
+
+def resume_budget_stop(job: "Job") -> bool:
+    """Clear a budget stop when the job now has a larger budget (or none); True if cleared."""
+    record = job.state.stop_record()
+    if record is None or record.get("kind") != BUDGET_STOP:
+        return False
+    key = job.state.key("budget_stop.json")
+    storage = job.state.storage
+    hit = float(storage.read_json(key)["budget_usd"]) if storage.exists(key) else None
+    budget = job.spec.budget_usd
+    if budget is not None and hit is not None and budget <= hit:
+        return False
+    job.state.clear_stop((BUDGET_STOP,))
+    storage.delete(key)
+    return True
