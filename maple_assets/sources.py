@@ -1,35 +1,21 @@
 """Streaming readers for the job's input: a CSV/Parquet path or URI, or an in-memory table."""
 
 from collections.abc import Iterator
-from typing import Any
 
 import polars as pl
 import pyarrow as pa
 
 from maple_assets.spec import file_format
 from resources.errors import ConfigError
-from resources.storage import filesystem_for, is_remote
+from resources.storage import polars_storage_options
 
 BLOCK_ROWS = 50_000
-
-
-def _storage_options(uri: str) -> dict[str, Any] | None:
-    if not is_remote(uri):
-        return None
-    fs, _ = filesystem_for(uri)
-    options: dict[str, Any] = {}
-    endpoint = (
-        (fs.client_kwargs or {}).get("endpoint_url") if hasattr(fs, "client_kwargs") else None
-    )
-    if endpoint:
-        options["aws_endpoint_url"] = endpoint
-    return options or None
 
 
 def scan(uri: str) -> pl.LazyFrame:
     """A lazy scan of the input; CSV columns stay strings so values round-trip unchanged."""
     fmt = file_format(uri)
-    options = _storage_options(uri)
+    options = polars_storage_options(uri)
     if fmt == "csv":
         return pl.scan_csv(uri, infer_schema=False, storage_options=options)
     return pl.scan_parquet(uri, storage_options=options)

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from pydantic import Field
 from upath import UPath
 
-from resources.storage import _s3_options, is_remote
+from resources.storage import _s3_options, is_remote, polars_storage_options
 
 
 class ParquetUPathIOManager(dg.UPathIOManager):
@@ -46,11 +46,7 @@ class ParquetUPathIOManager(dg.UPathIOManager):
 
 
 def _scan(path: str, fmt: str) -> pl.LazyFrame:
-    options = (
-        {"aws_endpoint_url": _s3_options()["client_kwargs"]["endpoint_url"]}
-        if (is_remote(path) and _s3_options())
-        else None
-    )
+    options = polars_storage_options(path)
     if fmt == "csv":
         return pl.scan_csv(path, infer_schema=False, storage_options=options)
     return pl.scan_parquet(path, storage_options=options)

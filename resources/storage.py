@@ -22,9 +22,17 @@ from pydantic import Field
 from resources.errors import StorageError
 
 
+def s3_endpoint() -> str | None:
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+
+
 def _s3_options() -> dict[str, Any]:
-    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
-    return {"client_kwargs": {"endpoint_url": endpoint}} if endpoint else {}
+    """s3fs options: the endpoint from the environment; no stale directory listings."""
+    options: dict[str, Any] = {"use_listings_cache": False}
+    endpoint = s3_endpoint()
+    if endpoint:
+        options["client_kwargs"] = {"endpoint_url": endpoint}
+    return options
 
 
 def filesystem_for(uri: str) -> tuple[Any, str]:
@@ -32,6 +40,21 @@ def filesystem_for(uri: str) -> tuple[Any, str]:
     options = _s3_options() if uri.startswith(("s3://", "s3a://")) else {}
     fs, path = fsspec.core.url_to_fs(uri, **options)
     return fs, str(path)
+
+
+def polars_storage_options(uri: str) -> dict[str, Any] | None:
+    """polars' ``storage_options`` for a URI (the S3 endpoint and region from the environment)."""
+    if not is_remote(uri):
+        return None
+    options: dict[str, Any] = {}
+    endpoint = s3_endpoint()
+    if endpoint:
+        options["aws_endpoint_url"] = endpoint
+        options["aws_allow_http"] = str(endpoint.startswith("http://")).lower()
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if region:
+        options["aws_region"] = region
+    return options or None
 
 
 def is_remote(uri: str) -> bool:

@@ -12,32 +12,65 @@ from polars.testing import assert_frame_equal
 from emulator.server import EmulatorServer
 
 LLM_COLUMNS = [
-    "llm_response", "llm_status", "llm_failure_class", "llm_error", "llm_attempts",
-    "llm_input_tokens", "llm_output_tokens", "llm_cost_usd", "llm_model", "llm_batch_id",
+    "llm_response",
+    "llm_status",
+    "llm_failure_class",
+    "llm_error",
+    "llm_attempts",
+    "llm_input_tokens",
+    "llm_output_tokens",
+    "llm_cost_usd",
+    "llm_model",
+    "llm_batch_id",
 ]
 
 
-def maple(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def maple(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {})}
     if "OPENAI_API_KEY" not in (env or {}):
         full_env.pop("OPENAI_API_KEY", None)
     return subprocess.run(
-        [sys.executable, "-m", "maple_assets.cli", *args], capture_output=True, text=True,
-        env=full_env, cwd=cwd, timeout=300, check=False,
+        [sys.executable, "-m", "maple_assets.cli", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=300,
+        check=False,
     )
 
 
-def enrich(server: EmulatorServer, source: Path, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def enrich(
+    server: EmulatorServer, source: Path, tmp_path: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
     return maple(
-        "enrich", str(source), "--prompt", "Brand of {title}: {description}", "--model", "gpt-4o-mini",
-        "--provider", "emulator", "--storage", str(tmp_path / "store"), "--poll-interval", "0.1",
-        "--max-requests-per-batch", "4", "--quiet", *extra,
+        "enrich",
+        str(source),
+        "--prompt",
+        "Brand of {title}: {description}",
+        "--model",
+        "gpt-4o-mini",
+        "--provider",
+        "emulator",
+        "--storage",
+        str(tmp_path / "store"),
+        "--poll-interval",
+        "0.1",
+        "--max-requests-per-batch",
+        "4",
+        "--quiet",
+        *extra,
         env={"MAPLE_EMULATOR_URL": server.url},
     )
 
 
 def expected_replies(table: pl.DataFrame) -> list[str]:
-    return [f"echo: Brand of {t or ''}: {d or ''}" for t, d in table.select("title", "description").iter_rows()]
+    return [
+        f"echo: Brand of {t or ''}: {d or ''}"
+        for t, d in table.select("title", "description").iter_rows()
+    ]
 
 
 def test_csv_in_csv_out(emulator_server: EmulatorServer, tricky_csv: Path, tmp_path: Path) -> None:
@@ -71,7 +104,9 @@ def test_parquet_in_parquet_out_keeps_types(
     assert merged["llm_response"].to_list() == expected_replies(original)
 
 
-def test_parquet_in_csv_out(emulator_server: EmulatorServer, tricky_parquet: Path, tmp_path: Path) -> None:
+def test_parquet_in_csv_out(
+    emulator_server: EmulatorServer, tricky_parquet: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "enriched.csv"
     result = enrich(emulator_server, tricky_parquet, tmp_path, "--output", str(out))
     assert result.returncode == 0, result.stderr
@@ -93,10 +128,22 @@ def test_rerun_resumes_without_resubmitting(
 def test_emulator_provider_runs_with_no_keys_and_no_server(tmp_path: Path) -> None:
     """The README's main-job command: the sample catalog on an in-process emulator."""
     result = maple(
-        "enrich", str(Path(__file__).parents[2] / "maple_assets" / "data" / "grocery_catalog.csv"),
-        "--prompt", "Extract the brand and size from: {title}", "--model", "gpt-4o-mini",
-        "--provider", "emulator", "--output", str(tmp_path / "out.parquet"),
-        "--storage", str(tmp_path / "store"), "--emulator-batch-seconds", "0", "--poll-interval", "0.1",
+        "enrich",
+        str(Path(__file__).parents[2] / "maple_assets" / "data" / "grocery_catalog.csv"),
+        "--prompt",
+        "Extract the brand and size from: {title}",
+        "--model",
+        "gpt-4o-mini",
+        "--provider",
+        "emulator",
+        "--output",
+        str(tmp_path / "out.parquet"),
+        "--storage",
+        str(tmp_path / "store"),
+        "--emulator-batch-seconds",
+        "0",
+        "--poll-interval",
+        "0.1",
     )
     assert result.returncode == 0, result.stderr
     out = pl.read_parquet(tmp_path / "out.parquet")
@@ -132,8 +179,18 @@ def test_bad_input_fails_before_anything_is_uploaded(
     elif setup == "clash":
         pl.DataFrame({"title": ["a"], "llm_status": ["x"]}).write_csv(source)
     args = [str(source) if a == "SELF" else a for a in args]
-    result = maple("enrich", str(source), *args, "--model", "gpt-4o-mini", "--provider", "emulator",
-                   "--storage", str(tmp_path / "store"), env={"MAPLE_EMULATOR_URL": emulator_server.url})
+    result = maple(
+        "enrich",
+        str(source),
+        *args,
+        "--model",
+        "gpt-4o-mini",
+        "--provider",
+        "emulator",
+        "--storage",
+        str(tmp_path / "store"),
+        env={"MAPLE_EMULATOR_URL": emulator_server.url},
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
@@ -144,19 +201,43 @@ def test_bad_input_fails_before_anything_is_uploaded(
 def test_missing_api_key_is_a_clear_error(tmp_path: Path) -> None:
     source = tmp_path / "in.csv"
     pl.DataFrame({"title": ["a"]}).write_csv(source)
-    result = maple("enrich", str(source), "--prompt", "{title}", "--model", "gpt-4o-mini",
-                   "--provider", "openai", "--storage", str(tmp_path / "store"))
+    result = maple(
+        "enrich",
+        str(source),
+        "--prompt",
+        "{title}",
+        "--model",
+        "gpt-4o-mini",
+        "--provider",
+        "openai",
+        "--storage",
+        str(tmp_path / "store"),
+    )
     assert result.returncode == 2
     assert "OPENAI_API_KEY is not set" in result.stderr
 
 
-def test_secrets_never_reach_output_or_state(emulator_server: EmulatorServer, tmp_path: Path) -> None:
+def test_secrets_never_reach_output_or_state(
+    emulator_server: EmulatorServer, tmp_path: Path
+) -> None:
     secret = "sk-test-SECRET-0123456789"
     source = tmp_path / "in.csv"
     pl.DataFrame({"title": ["a", "b"]}).write_csv(source)
-    result = maple("enrich", str(source), "--prompt", "{title}", "--model", "gpt-4o-mini",
-                   "--provider", "openai", "--storage", str(tmp_path / "store"), "--poll-interval", "0.1",
-                   env={"OPENAI_API_KEY": secret, "OPENAI_BASE_URL": f"{emulator_server.url}/v1"})
+    result = maple(
+        "enrich",
+        str(source),
+        "--prompt",
+        "{title}",
+        "--model",
+        "gpt-4o-mini",
+        "--provider",
+        "openai",
+        "--storage",
+        str(tmp_path / "store"),
+        "--poll-interval",
+        "0.1",
+        env={"OPENAI_API_KEY": secret, "OPENAI_BASE_URL": f"{emulator_server.url}/v1"},
+    )
     assert result.returncode == 0, result.stderr
     assert secret not in result.stdout + result.stderr
     for path in tmp_path.rglob("*"):

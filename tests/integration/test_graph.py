@@ -12,26 +12,39 @@ from maple_assets.factory import Enrichment, enrichment
 from maple_assets.wiring import maple_resources
 
 
-def run_graph(en: Enrichment, extra_assets: list[Any], resources: dict[str, Any],
-              instance: dg.DagsterInstance) -> list[str]:
+def run_graph(
+    en: Enrichment, extra_assets: list[Any], resources: dict[str, Any], instance: dg.DagsterInstance
+) -> list[str]:
     """Drive the graph as the daemon would: tick the sensor, launch what it requests."""
     assets = [*extra_assets, *en.assets]
-    defs = dg.Definitions(assets=assets, asset_checks=en.checks, sensors=en.sensors, resources=resources)
-    first = dg.materialize(assets, selection=[*(a.key for a in extra_assets), en.key("input_shards")],
-                           instance=instance, resources=resources)
+    defs = dg.Definitions(
+        assets=assets, asset_checks=en.checks, sensors=en.sensors, resources=resources
+    )
+    first = dg.materialize(
+        assets,
+        selection=[*(a.key for a in extra_assets), en.key("input_shards")],
+        instance=instance,
+        resources=resources,
+    )
     assert first.success
     launched: list[str] = []
     for _ in range(50):
         with (
             dg.partition_loading_context(dynamic_partitions_store=instance),
-            dg.build_sensor_context(instance=instance, resources=resources, definitions=defs) as ctx,
+            dg.build_sensor_context(
+                instance=instance, resources=resources, definitions=defs
+            ) as ctx,
         ):
             result = en.sensor.evaluate_tick(ctx)
         new = [r for r in result.run_requests or [] if r.run_key not in launched]
         for request in new:
-            outcome = dg.materialize([*assets, *en.checks], selection=request.asset_selection,
-                                     partition_key=request.partition_key, instance=instance,
-                                     resources=resources)
+            outcome = dg.materialize(
+                [*assets, *en.checks],
+                selection=request.asset_selection,
+                partition_key=request.partition_key,
+                instance=instance,
+                resources=resources,
+            )
             assert outcome.success
             launched.append(str(request.run_key))
         if any(key.startswith(f"{en.spec.name}:merged:") for key in launched):
@@ -43,14 +56,22 @@ def test_graph_from_an_upstream_asset(
     tmp_path: Path, emulator_server: EmulatorServer, tricky_table: pl.DataFrame, monkeypatch: Any
 ) -> None:
     monkeypatch.setenv("MAPLE_EMULATOR_URL", emulator_server.url)
-    big = pl.concat([tricky_table] * 5).with_row_index("n").with_columns(pl.col("n").cast(pl.String))
+    big = (
+        pl.concat([tricky_table] * 5).with_row_index("n").with_columns(pl.col("n").cast(pl.String))
+    )
 
     @dg.asset
     def items() -> pl.DataFrame:
         return big
 
-    en = enrichment(name="items_enriched", source=items, prompt="{n}: {title} / {description}",
-                    model="gpt-4o-mini", provider="emulator", max_requests_per_batch=7)
+    en = enrichment(
+        name="items_enriched",
+        source=items,
+        prompt="{n}: {title} / {description}",
+        model="gpt-4o-mini",
+        provider="emulator",
+        max_requests_per_batch=7,
+    )
     resources = maple_resources([en], storage_root=str(tmp_path / "store"))
     with dg.instance_for_test() as instance:
         launched = run_graph(en, [items], resources, instance)
@@ -67,7 +88,10 @@ def test_graph_from_an_upstream_asset(
 
     output = pl.read_parquet(tmp_path / "store" / "items_enriched" / "output" / "merged.parquet")
     assert_frame_equal(output.select(big.columns), big)
-    expected = [f"echo: {n}: {t or ''} / {d or ''}" for n, t, d in big.select("n", "title", "description").iter_rows()]
+    expected = [
+        f"echo: {n}: {t or ''} / {d or ''}"
+        for n, t, d in big.select("n", "title", "description").iter_rows()
+    ]
     assert output["llm_response"].to_list() == expected
     assert set(output["llm_status"]) == {"succeeded"}
     assert output["llm_attempts"].to_list() == [1] * 30
@@ -76,12 +100,19 @@ def test_graph_from_an_upstream_asset(
     assert emulator_server.stats()["bodies_billed_twice"] == 0
 
 
-def test_downstream_asset_reads_merged(tmp_path: Path, emulator_server: EmulatorServer, monkeypatch: Any) -> None:
+def test_downstream_asset_reads_merged(
+    tmp_path: Path, emulator_server: EmulatorServer, monkeypatch: Any
+) -> None:
     monkeypatch.setenv("MAPLE_EMULATOR_URL", emulator_server.url)
     source = tmp_path / "in.csv"
     pl.DataFrame({"name": ["a", "b", "c"]}).write_csv(source)
-    en = enrichment(name="small", source=str(source), prompt="hi {name}", model="gpt-4o-mini",
-                    provider="emulator")
+    en = enrichment(
+        name="small",
+        source=str(source),
+        prompt="hi {name}",
+        model="gpt-4o-mini",
+        provider="emulator",
+    )
 
     @dg.asset(ins={"enriched": dg.AssetIn(key=en.merged_key)}, io_manager_key="maple_io_manager")
     def answers(enriched: pl.LazyFrame) -> pl.DataFrame:
@@ -90,8 +121,9 @@ def test_downstream_asset_reads_merged(tmp_path: Path, emulator_server: Emulator
     resources = maple_resources([en], storage_root=str(tmp_path / "store"))
     with dg.instance_for_test() as instance:
         run_graph(en, [], resources, instance)
-        result = dg.materialize([*en.assets, answers], selection=[answers.key], instance=instance,
-                                resources=resources)
+        result = dg.materialize(
+            [*en.assets, answers], selection=[answers.key], instance=instance, resources=resources
+        )
         assert result.success
         value = result.output_for_node("answers")
     assert value["llm_response"].to_list() == ["echo: hi a", "echo: hi b", "echo: hi c"]

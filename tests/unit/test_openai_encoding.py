@@ -9,7 +9,9 @@ from resources.providers.openai_batch import OpenAIBatchProvider, _parse_line
 PROVIDER = OpenAIBatchProvider(api_key="unused")
 
 
-def bodies(spec: RequestSpec, texts: list[str | None], images: list[str] | None = None) -> list[dict]:
+def bodies(
+    spec: RequestSpec, texts: list[str | None], images: list[str] | None = None
+) -> list[dict]:
     frame = pl.DataFrame({"t": texts, "i": images or [""] * len(texts)})
     image = pl.col("i") if images else None
     expr = PROVIDER.body_expr(spec, pl.col("t").fill_null(""), image)
@@ -53,13 +55,46 @@ def test_line_size_is_exact_and_lines_parse(texts: list[str]) -> None:
 
 
 def test_parse_both_error_shapes() -> None:
-    http = _parse_line({"custom_id": "r1", "error": None, "response": {
-        "status_code": 429, "body": {"error": {"message": "slow down", "code": "rate_limit_exceeded"}}}})
-    assert (http["status"], http["failure_class"], http["error"]) == ("failed", "rate_limited", "slow down")
-    unrun = _parse_line({"custom_id": "r2", "response": None,
-                         "error": {"code": "batch_expired", "message": "expired"}})
+    http = _parse_line(
+        {
+            "custom_id": "r1",
+            "error": None,
+            "response": {
+                "status_code": 429,
+                "body": {"error": {"message": "slow down", "code": "rate_limit_exceeded"}},
+            },
+        }
+    )
+    assert (http["status"], http["failure_class"], http["error"]) == (
+        "failed",
+        "rate_limited",
+        "slow down",
+    )
+    unrun = _parse_line(
+        {
+            "custom_id": "r2",
+            "response": None,
+            "error": {"code": "batch_expired", "message": "expired"},
+        }
+    )
     assert (unrun["failure_class"], unrun["billed"]) == ("expired", False)
-    refusal = _parse_line({"custom_id": "r3", "error": None, "response": {"status_code": 200, "body": {
-        "choices": [{"message": {"content": None, "refusal": "no"}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 5, "completion_tokens": 1}}}})
-    assert (refusal["status"], refusal["failure_class"], refusal["billed"]) == ("failed", "refused", True)
+    refusal = _parse_line(
+        {
+            "custom_id": "r3",
+            "error": None,
+            "response": {
+                "status_code": 200,
+                "body": {
+                    "choices": [
+                        {"message": {"content": None, "refusal": "no"}, "finish_reason": "stop"}
+                    ],
+                    "usage": {"prompt_tokens": 5, "completion_tokens": 1},
+                },
+            },
+        }
+    )
+    assert (refusal["status"], refusal["failure_class"], refusal["billed"]) == (
+        "failed",
+        "refused",
+        True,
+    )

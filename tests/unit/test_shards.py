@@ -19,7 +19,12 @@ def cut(blocks: list[list[int]], max_requests: int, max_bytes: int) -> list[list
 
 def test_cuts_by_count_and_bytes_whichever_first() -> None:
     assert cut([[2, 2, 2, 2, 9, 1, 1, 1, 1], [5, 5, 5]], 3, 10) == [
-        [2, 2, 2], [2], [9, 1], [1, 1, 1], [5, 5], [5],
+        [2, 2, 2],
+        [2],
+        [9, 1],
+        [1, 1, 1],
+        [5, 5],
+        [5],
     ]
 
 

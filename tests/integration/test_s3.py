@@ -1,0 +1,145 @@
+"""S3 end to end against moto's S3 server on 127.0.0.1 (the real S3 API over HTTP)."""
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import dagster as dg
+import polars as pl
+import pytest
+from moto.server import ThreadedMotoServer
+from polars.testing import assert_frame_equal
+
+from emulator.server import EmulatorServer
+from resources.io_manager import ParquetIOManager
+from resources.storage import Storage
+
+BUCKET = "maple-test"
+
+
+@pytest.fixture
+def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"]).create_bucket(Bucket=BUCKET)
+    yield env
+    server.stop()
+
+
+def keys(prefix: str = "") -> list[str]:
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=prefix)
+    return [obj["Key"] for page in pages for obj in page.get("Contents", [])]
+
+
+def test_storage_round_trip(s3: dict[str, str]) -> None:
+    storage = Storage(f"s3://{BUCKET}/root")
+    storage.write_json("job/state/a.json", {"x": 1})
+    assert storage.exists("job/state/a.json") and not storage.exists("job/state/b.json")
+    storage.write_parquet("job/state/t.parquet", pl.DataFrame({"x": [1, 2]}))
+    assert storage.read_parquet("job/state/t.parquet")["x"].to_list() == [1, 2]
+    assert storage.list_keys("job/state") == ["job/state/a.json", "job/state/t.parquet"]
+    storage.delete("job/state/a.json")
+    assert not storage.exists("job/state/a.json")
+    assert sorted(keys("root/")) == ["root/job/state/t.parquet"]
+
+
+def test_io_manager_on_s3(s3: dict[str, str]) -> None:
+    parts = dg.StaticPartitionsDefinition(["a", "b"])
+
+    @dg.asset(partitions_def=parts, io_manager_key="io")
+    def numbers(context: dg.AssetExecutionContext) -> pl.DataFrame:
+        return pl.DataFrame({"part": [context.partition_key] * 3, "n": [1, 2, 3]})
+
+    @dg.asset(io_manager_key="io", ins={"numbers": dg.AssetIn()})
+    def total(numbers: dict[str, pl.DataFrame]) -> pl.DataFrame:
+        return (
+            pl.concat(list(numbers.values())).group_by("part").agg(pl.col("n").sum()).sort("part")
+        )
+
+    resources = {"io": ParquetIOManager(root=f"s3://{BUCKET}/io")}
+    with dg.instance_for_test() as instance:
+        for key in ("a", "b"):
+            assert dg.materialize(
+                [numbers], partition_key=key, resources=resources, instance=instance
+            ).success
+        result = dg.materialize(
+            [numbers, total], selection=[total], resources=resources, instance=instance
+        )
+    assert result.output_for_node("total")["n"].to_list() == [6, 6]
+    assert sorted(keys("io/")) == [
+        "io/numbers/a.parquet",
+        "io/numbers/b.parquet",
+        "io/total.parquet",
+    ]
+
+
+def test_cli_with_everything_on_s3(
+    s3: dict[str, str], tmp_path: Path, tricky_table: pl.DataFrame
+) -> None:
+    storage = Storage(f"s3://{BUCKET}")
+    storage.write_bytes("in/tricky.csv", tricky_table.write_csv().encode())
+    work = tmp_path / "cwd"
+    work.mkdir()
+    with EmulatorServer() as emulator:
+        env: dict[str, Any] = {
+            **os.environ,
+            **s3,
+            "MAPLE_EMULATOR_URL": emulator.url,
+            "DAGSTER_HOME": str(tmp_path / "dagster"),
+            "MAPLE_COST_DB": f"sqlite:///{tmp_path}/costs.db",
+        }
+        (tmp_path / "dagster").mkdir()
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "maple_assets.cli",
+                "enrich",
+                f"s3://{BUCKET}/in/tricky.csv",
+                "--prompt",
+                "{title} / {description}",
+                "--model",
+                "gpt-4o-mini",
+                "--provider",
+                "emulator",
+                "--storage",
+                f"s3://{BUCKET}/store",
+                "--output",
+                f"s3://{BUCKET}/out/enriched.parquet",
+                "--max-requests-per-batch",
+                "4",
+                "--poll-interval",
+                "0.1",
+                "--quiet",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=work,
+            timeout=300,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        assert emulator.stats()["bodies_billed_twice"] == 0
+    out = storage.read_parquet("out/enriched.parquet")
+    assert_frame_equal(out.select(tricky_table.columns), tricky_table)
+    assert out["llm_status"].to_list() == ["succeeded"] * 6
+    stored = keys("store/")
+    assert any(k.endswith("state/manifest.json") for k in stored)
+    assert sum("/state/shards/" in k for k in stored) == 2
+    local_parquet = [p for p in work.rglob("*.parquet")] + [p for p in tmp_path.rglob("*.parquet")]
+    assert local_parquet == []
