@@ -3,15 +3,23 @@
 from typing import Any
 
 from resources.errors import ConfigError
+from resources.providers.anthropic_batch import AnthropicBatchProvider
 from resources.providers.openai_batch import OpenAIBatchProvider
+from resources.providers.realtime import AnthropicRealtimeProvider, OpenAIRealtimeProvider
 
 BATCH_PROVIDERS = ("openai", "anthropic", "emulator")
 REALTIME_PROVIDERS = ("openai-realtime", "anthropic-realtime")
 PROVIDERS = (*BATCH_PROVIDERS, *REALTIME_PROVIDERS)
 
 
-def build_provider(name: str, emulator_url: str | None = None, **overrides: Any) -> Any:
-    """The provider resource for ``name``; ``emulator`` is OpenAI's batch API on the emulator."""
+def build_provider(
+    name: str, emulator_url: str | None = None, storage_root: str | None = None, **overrides: Any
+) -> Any:
+    """The provider resource for ``name``; ``emulator`` is OpenAI's batch API on the emulator.
+
+    ``storage_root`` is the job's storage root: the Anthropic batch provider keeps its create
+    intents there and the real-time providers their row checkpoints.
+    """
     if name == "openai":
         return OpenAIBatchProvider(**overrides)
     if name == "emulator":
@@ -20,4 +28,16 @@ def build_provider(name: str, emulator_url: str | None = None, **overrides: Any)
         return OpenAIBatchProvider(
             name="emulator", base_url=f"{emulator_url}/v1", api_key="emulator", **overrides
         )
+    if name == "anthropic":
+        if storage_root is not None:
+            overrides.setdefault("intent_root", storage_root)
+        return AnthropicBatchProvider(**overrides)
+    realtime = {
+        "openai-realtime": OpenAIRealtimeProvider,
+        "anthropic-realtime": AnthropicRealtimeProvider,
+    }
+    if name in realtime:
+        if storage_root is not None:
+            overrides.setdefault("checkpoint_root", storage_root)
+        return realtime[name](**overrides)
     raise ConfigError(f"Unknown provider {name!r}: choose one of {list(PROVIDERS)}.")

@@ -1,0 +1,384 @@
+"""Anthropic Message Batches provider: one JSON body of ``{custom_id, params}`` per shard.
+
+Anthropic batches carry no metadata, so ``find_orphans`` cannot ask the provider "which batches
+are job J's". Instead the provider keeps a durable *intent* per create call, under the storage
+root at ``<job>/state/anthropic-intents/<shard>-<attempt>.json``:
+
+1. before ``POST /v1/messages/batches``: ``{shard, attempt, hash, count, at}``;
+2. right after the create answers: the same record plus ``batch_id``.
+
+A crash after step 2 (before the submission is recorded) is recovered exactly: the intent names
+the batch. A crash between the create and step 2 leaves an intent without a batch id; it is
+matched to the newest-first batch list by request count (``request_counts`` always sums to the
+total) and ``created_at`` within [intent time - ``clock_skew_s``, + ``orphan_window_s``],
+skipping batches other intents already claim. Only a unique match is adopted. Residual risk: in
+that window another client of the same workspace creates a batch with exactly the same number of
+requests, and this one never reached the provider; then the other batch would be adopted (its
+results would not carry our custom ids, so every row comes back "not run" and is resubmitted -
+nothing is lost, and nothing is paid twice by us). If several candidates match, none is adopted
+and the shard is submitted again (the risk is then paying twice for that one shard).
+Listing stops at the first batch older than the oldest unmatched intent, so the common case
+(no crash) costs no list call at all.
+"""
+
+import os
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+import dagster as dg
+import httpx
+import orjson
+import polars as pl
+from pydantic import Field
+
+from resources.errors import AuthError, ProviderError, QuotaExhausted
+from resources.http import (
+    RETRYABLE_STATUS,
+    backoff_seconds,
+    error_detail,
+    is_quota_error,
+    make_client,
+    request,
+    retry_after_seconds,
+)
+from resources.providers.anthropic_messages import (
+    anthropic_base_url,
+    anthropic_headers,
+    message_body_expr,
+    parse_result_line,
+)
+from resources.providers.base import (
+    BatchState,
+    ProviderLimits,
+    RequestSpec,
+    ShardPayload,
+    Submission,
+    content_hash,
+    json_string_expr,
+    now_iso,
+    result_frame,
+)
+from resources.storage import Storage
+
+BATCHES = "/v1/messages/batches"
+LIST_PAGE = 100
+_HEAD = '{"custom_id":'
+_MID = ',"params":'
+_COLUMNS = (
+    "custom_id",
+    "status",
+    "failure_class",
+    "error",
+    "response",
+    "billed",
+    "input_tokens",
+    "cached_input_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+)
+
+
+def _default_root() -> str:
+    return os.environ.get("MAPLE_STORAGE", ".maple")
+
+
+def _epoch(value: Any) -> float:
+    text = str(value or "").replace("Z", "+00:00")
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return 0.0
+
+
+class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """Runs shards through Anthropic's Message Batches API: create, poll, download results."""
+
+    name: str = Field(
+        default="anthropic", description="Provider name recorded in costs and output."
+    )
+    api_key: str | None = Field(
+        default=None, description="API key; defaults to the ANTHROPIC_API_KEY environment variable."
+    )
+    base_url: str | None = Field(
+        default=None,
+        description="API base URL without /v1; defaults to ANTHROPIC_BASE_URL, else Anthropic's.",
+    )
+    intent_root: str = Field(
+        default_factory=_default_root,
+        description="Storage root for create intents (crash recovery); the job's storage root.",
+    )
+    timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
+    max_retries: int = Field(default=6, description="Retries of a control call on 429/5xx.")
+    max_requests: int = Field(default=100_000, description="Provider limit: requests per batch.")
+    max_bytes: int = Field(
+        default=256 * 1024 * 1024, description="Provider limit: bytes per batch."
+    )
+    clock_skew_s: float = Field(
+        default=60.0, description="Orphan matching: tolerated clock difference with the provider."
+    )
+    orphan_window_s: float = Field(
+        default=900.0, description="Orphan matching: how long after an intent a batch may appear."
+    )
+
+    @property
+    def provider_name(self) -> str:
+        return self.name
+
+    def limits(self) -> ProviderLimits:
+        return ProviderLimits(self.max_requests, self.max_bytes)
+
+    def check_credentials(self) -> None:
+        anthropic_headers(self.api_key)
+
+    def _client(self) -> httpx.Client:
+        headers = anthropic_headers(self.api_key)
+        return make_client(anthropic_base_url(self.base_url), headers, self.timeout_s)
+
+    # -- encoding ---------------------------------------------------------------------------
+    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+        return message_body_expr(spec, user, image)
+
+    def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
+        fixed = len(_HEAD) + len(_MID) + 1 + 1  # closing brace and the separating comma
+        return json_string_expr(custom_id).str.len_bytes() + request.str.len_bytes() + fixed
+
+    def encode(self, requests: pl.DataFrame) -> bytes:
+        """The create body, by concatenating the already-encoded request bodies."""
+        items = requests.select(
+            pl.concat_str(
+                [
+                    pl.lit(_HEAD),
+                    json_string_expr(pl.col("custom_id")),
+                    pl.lit(_MID),
+                    pl.col("request"),
+                    pl.lit("}"),
+                ]
+            )
+        ).to_series()
+        return ('{"requests":[' + ",".join(items.to_list()) + "]}").encode()
+
+    # -- intents ----------------------------------------------------------------------------
+    def _intents(self) -> Storage:
+        return Storage(self.intent_root)
+
+    @staticmethod
+    def _intent_key(job: str, shard: str, attempt: int) -> str:
+        return f"{job}/state/anthropic-intents/{shard}-{attempt}.json"
+
+    def _write_intent(self, payload: ShardPayload, record: dict[str, Any]) -> None:
+        key = self._intent_key(payload.job, payload.shard, payload.attempt)
+        self._intents().write_json(key, record)
+
+    def _read_intents(self, job: str) -> list[dict[str, Any]]:
+        storage = self._intents()
+        keys = storage.list_keys(f"{job}/state/anthropic-intents")
+        return [dict(storage.read_json(k)) for k in keys if k.endswith(".json")]
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def submit(self, payload: ShardPayload) -> Submission:
+        data = self.encode(payload.requests)
+        digest = content_hash([data])
+        intent = {
+            "shard": payload.shard,
+            "attempt": payload.attempt,
+            "hash": digest,
+            "count": payload.requests.height,
+            "at": time.time(),
+        }
+        self._write_intent(payload, intent)
+        what = f"create batch for job {payload.job} shard {payload.shard} attempt {payload.attempt}"
+        with self._client() as client:
+            batch = self._create(client, data, intent, what)
+        self._write_intent(payload, {**intent, "batch_id": batch["id"]})
+        return Submission(
+            provider=self.name,
+            job=payload.job,
+            shard=payload.shard,
+            attempt=payload.attempt,
+            batch_id=str(batch["id"]),
+            request_count=payload.requests.height,
+            content_hash=digest,
+            submitted_at=now_iso(),
+        )
+
+    def _create(
+        self, client: httpx.Client, data: bytes, intent: dict[str, Any], what: str
+    ) -> dict[str, Any]:
+        """POST the batch; after an ambiguous failure (timeout, 5xx) look for it, then resend."""
+        headers = {"content-type": "application/json"}
+        for attempt in range(self.max_retries + 1):
+            try:
+                response = client.post(BATCHES, content=data, headers=headers)
+            except httpx.TransportError as exc:
+                if attempt == self.max_retries:
+                    raise ProviderError(f"{what}: POST {BATCHES} failed: {exc!r}") from exc
+                response = None
+            if response is not None and response.status_code < 400:
+                return dict(response.json())
+            if response is not None and response.status_code not in RETRYABLE_STATUS:
+                raise_for_status(response, what, f"POST {BATCHES}")
+            if attempt == self.max_retries:
+                break
+            wait = retry_after_seconds(response)
+            time.sleep(wait if wait is not None else backoff_seconds(attempt))
+            if response is None or response.status_code != 429:  # the batch may exist
+                found = self._match(client, [intent], claimed=set())
+                if _ikey(intent) in found:
+                    return found[_ikey(intent)]
+        raise ProviderError(f"{what}: POST {BATCHES} kept failing after {self.max_retries} retries")
+
+    def _list_batches(self, client: httpx.Client) -> Iterator[dict[str, Any]]:
+        after: str | None = None
+        while True:
+            params: dict[str, Any] = {"limit": LIST_PAGE}
+            if after:
+                params["after_id"] = after
+            page = request(
+                client,
+                "GET",
+                BATCHES,
+                what="list message batches",
+                params=params,
+                max_retries=self.max_retries,
+            ).json()
+            yield from page["data"]
+            if not page.get("has_more") or not page["data"]:
+                return
+            after = page.get("last_id") or page["data"][-1]["id"]
+
+    def _match(
+        self, client: httpx.Client, open_intents: list[dict[str, Any]], claimed: set[str]
+    ) -> dict[str, dict[str, Any]]:
+        """Batches (newest first) that match each intent uniquely, keyed by ``shard-attempt``."""
+        oldest = min(float(i["at"]) for i in open_intents) - self.clock_skew_s
+        candidates: dict[str, list[dict[str, Any]]] = {_ikey(i): [] for i in open_intents}
+        for batch in self._list_batches(client):
+            created = _epoch(batch.get("created_at"))
+            if created < oldest:
+                break
+            if batch["id"] in claimed:
+                continue
+            total = sum(int(v) for v in (batch.get("request_counts") or {}).values())
+            for intent in open_intents:
+                start = float(intent["at"]) - self.clock_skew_s
+                if total == intent["count"] and start <= created <= start + self.orphan_window_s:
+                    candidates[_ikey(intent)].append(batch)
+        return {key: found[0] for key, found in candidates.items() if len(found) == 1}
+
+    def find_orphans(self, job: str) -> list[Submission]:
+        intents = self._read_intents(job)
+        known = [i for i in intents if i.get("batch_id")]
+        found = [(i, str(i["batch_id"]), _epoch_iso(i["at"])) for i in known]
+        open_intents = [i for i in intents if not i.get("batch_id")]
+        if open_intents:
+            claimed = {str(i["batch_id"]) for i in known}
+            with self._client() as client:
+                matches = self._match(client, open_intents, claimed)
+            for intent in open_intents:
+                batch = matches.get(_ikey(intent))
+                if batch is not None:
+                    found.append((intent, str(batch["id"]), str(batch.get("created_at", ""))))
+        return [
+            Submission(
+                provider=self.name,
+                job=job,
+                shard=str(intent["shard"]),
+                attempt=int(intent["attempt"]),
+                batch_id=batch_id,
+                request_count=int(intent["count"]),
+                content_hash=str(intent["hash"]),
+                submitted_at=at,
+                adopted=True,
+            )
+            for intent, batch_id, at in found
+        ]
+
+    def _state(self, batch: dict[str, Any]) -> BatchState:
+        counts = {k: int(v) for k, v in (batch.get("request_counts") or {}).items()}
+        status = str(batch.get("processing_status", ""))
+        return BatchState(
+            batch_id=str(batch["id"]),
+            status=status,
+            ended=status == "ended",
+            completed=counts.get("succeeded", 0),
+            failed=counts.get("errored", 0) + counts.get("canceled", 0) + counts.get("expired", 0),
+            total=sum(counts.values()),
+        )
+
+    def _get(self, client: httpx.Client, batch_id: str) -> dict[str, Any]:
+        got = request(
+            client,
+            "GET",
+            f"{BATCHES}/{batch_id}",
+            what=f"poll message batch {batch_id}",
+            max_retries=self.max_retries,
+        )
+        return dict(got.json())
+
+    def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
+        wanted = {s.batch_id for s in submissions}
+        states: dict[str, BatchState] = {}
+        with self._client() as client:
+            if len(wanted) > 3:  # one paged list call per tick instead of one call per batch
+                for batch in self._list_batches(client):
+                    if batch["id"] in wanted:
+                        states[batch["id"]] = self._state(batch)
+                    if len(states) == len(wanted):
+                        break
+            for batch_id in sorted(wanted - states.keys()):
+                states[batch_id] = self._state(self._get(client, batch_id))
+        return states
+
+    def cancel(self, submission: Submission) -> None:
+        with self._client() as client:
+            request(
+                client,
+                "POST",
+                f"{BATCHES}/{submission.batch_id}/cancel",
+                what=f"cancel message batch {submission.batch_id}",
+                max_retries=self.max_retries,
+            )
+
+    # -- results ----------------------------------------------------------------------------
+    def results(self, submission: Submission, state: BatchState) -> pl.DataFrame:
+        """Download ``results_url`` (absolute, with the same auth headers) and parse it."""
+        batch_id = submission.batch_id
+        with self._client() as client:
+            batch = self._get(client, batch_id)
+            url = batch.get("results_url") or f"{BATCHES}/{batch_id}/results"
+            content = request(
+                client,
+                "GET",
+                str(url),
+                what=f"download results of message batch {batch_id}",
+                max_retries=self.max_retries,
+            ).content
+        rows: dict[str, list[Any]] = {name: [] for name in (*_COLUMNS, "batch_id")}
+        for raw in content.splitlines():
+            if raw.strip():
+                parsed = parse_result_line(orjson.loads(raw))
+                for name in _COLUMNS:
+                    rows[name].append(parsed.get(name))
+                rows["batch_id"].append(batch_id)
+        return result_frame(rows)
+
+
+def raise_for_status(response: httpx.Response, what: str, call: str) -> None:
+    """The error for a non-retryable answer (no secrets: the call names the path only)."""
+    message, _, _ = error_detail(response)
+    if is_quota_error(response):
+        raise QuotaExhausted(f"{what}: the provider reports insufficient quota: {message}")
+    detail = f"{what}: {call} answered {response.status_code}: {message}"
+    if response.status_code in {401, 403}:
+        raise AuthError(f"{detail}. Check the API key.", response.status_code)
+    raise ProviderError(detail, response.status_code)
+
+
+def _ikey(intent: dict[str, Any]) -> str:
+    return f"{intent['shard']}-{intent['attempt']}"
+
+
+def _epoch_iso(epoch: Any) -> str:
+    return datetime.fromtimestamp(float(epoch)).astimezone().isoformat(timespec="seconds")

@@ -1,0 +1,190 @@
+"""Client-side rate limiting for the real-time providers, learned from response headers.
+
+- ``read_limits`` parses OpenAI's ``x-ratelimit-*`` (resets are Go durations: ``120ms``, ``1s``,
+  ``6m0s``) and Anthropic's ``anthropic-ratelimit-*`` (resets are RFC 3339 timestamps).
+- ``Pacer`` spaces request starts evenly so that both requests and estimated tokens stay at a
+  safety share of RPM and TPM. It grants no bursts: providers enforce limits over short windows,
+  and a burst at a window edge is what turns into 429s.
+- ``TokenEstimator`` calibrates the offline token estimate against the usage the provider bills.
+- ``Gate`` bounds the requests in flight; its limit adapts (start small, grow to what the learned
+  rate needs at the observed latency, halve on a rate-limit 429 when no limits are known).
+"""
+
+import asyncio
+import dataclasses
+import math
+import re
+from collections.abc import Mapping
+from datetime import datetime
+
+SAFETY = 0.97
+MIN_FACTOR = 0.5
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float | None:
+    """Seconds in a Go-style duration (``1m2.5s``, ``17ms``) or a plain number of seconds."""
+    parts = _DURATION.findall(text)
+    if parts:
+        return sum(float(value) * _UNIT[unit] for value, unit in parts)
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_reset(text: str | None, now_epoch: float) -> float | None:
+    """Seconds until a reset given as a duration or as an RFC 3339 timestamp."""
+    if not text:
+        return None
+    if "T" in text:
+        try:
+            moment = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+        return max(0.0, moment - now_epoch)
+    return parse_duration(text)
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one response said about the account's limits (None: not sent)."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+    remaining_requests: int | None = None
+    remaining_tokens: int | None = None
+    reset_requests: float | None = None
+    reset_tokens: float | None = None
+
+
+def read_limits(headers: Mapping[str, str], now_epoch: float) -> Limits:
+    """Limits from OpenAI or Anthropic rate-limit headers."""
+    if "anthropic-ratelimit-requests-limit" in headers:
+        req, tok, prefix = "requests", "tokens", "anthropic-ratelimit-"
+
+        def name(kind: str, what: str) -> str:
+            return f"{prefix}{kind}-{what}"
+    else:
+        req, tok, prefix = "requests", "tokens", "x-ratelimit-"
+
+        def name(kind: str, what: str) -> str:
+            return f"{prefix}{what}-{kind}"
+
+    return Limits(
+        rpm=_int(headers.get(name(req, "limit"))),
+        tpm=_int(headers.get(name(tok, "limit"))),
+        remaining_requests=_int(headers.get(name(req, "remaining"))),
+        remaining_tokens=_int(headers.get(name(tok, "remaining"))),
+        reset_requests=parse_reset(headers.get(name(req, "reset")), now_epoch),
+        reset_tokens=parse_reset(headers.get(name(tok, "reset")), now_epoch),
+    )
+
+
+class Pacer:
+    """Even spacing of request starts at ``SAFETY`` x the (explicit or learned) RPM and TPM."""
+
+    def __init__(self, rpm: int | None = None, tpm: int | None = None) -> None:
+        self.explicit = (rpm, tpm)
+        self.rpm, self.tpm = rpm, tpm
+        self.factor = SAFETY
+        self.next_at = 0.0
+        self.paused_until = 0.0
+
+    @property
+    def known(self) -> bool:
+        return bool(self.rpm or self.tpm)
+
+    def interval(self, tokens: float) -> float:
+        """Seconds one request of ``tokens`` estimated tokens occupies at the target rates."""
+        gap = 60.0 / (self.rpm * self.factor) if self.rpm else 0.0
+        if self.tpm:
+            gap = max(gap, 60.0 * tokens / (self.tpm * self.factor))
+        return gap
+
+    def reserve(self, tokens: float, now: float) -> float:
+        """Book the next start slot; returns how long to wait for it."""
+        start = max(now, self.next_at, self.paused_until)
+        self.next_at = start + self.interval(tokens)
+        return start - now
+
+    def learn(self, limits: Limits, now: float) -> None:
+        rpm, tpm = self.explicit
+        self.rpm = rpm or limits.rpm or self.rpm
+        self.tpm = tpm or limits.tpm or self.tpm
+        for left, reset in (
+            (limits.remaining_requests, limits.reset_requests),
+            (limits.remaining_tokens, limits.reset_tokens),
+        ):
+            if left == 0 and reset:
+                self.pause(min(reset, 2.0), now)
+
+    def pause(self, seconds: float, now: float) -> None:
+        self.paused_until = max(self.paused_until, now + seconds)
+
+    def slow_down(self) -> None:
+        self.factor = max(MIN_FACTOR, self.factor * 0.97)
+
+    def recover(self) -> None:
+        self.factor = min(SAFETY, self.factor + 0.0005)
+
+
+class TokenEstimator:
+    """Estimated tokens of a request: a raw offline estimate scaled by what usage showed."""
+
+    def __init__(self, output_guess: int) -> None:
+        self.output_guess = output_guess
+        self.raw_total = 0.0
+        self.actual_total = 0.0
+        self.samples = 0
+
+    def estimate(self, raw: int) -> float:
+        if self.samples < 5 or self.raw_total <= 0:
+            return float(raw + self.output_guess)
+        return raw * self.actual_total / self.raw_total
+
+    def observe(self, raw: int, actual: int) -> None:
+        if actual > 0:
+            self.raw_total += raw
+            self.actual_total += actual
+            self.samples += 1
+
+
+class Gate:
+    """At most ``limit`` holders at once; the limit can change while requests wait."""
+
+    def __init__(self, initial: int, maximum: int) -> None:
+        self.maximum = max(1, maximum)
+        self.limit = max(1, min(initial, self.maximum))
+        self.held = 0
+        self._changed = asyncio.Condition()
+
+    async def acquire(self) -> None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: self.held < self.limit)
+            self.held += 1
+
+    async def release(self) -> None:
+        async with self._changed:
+            self.held -= 1
+            self._changed.notify_all()
+
+    async def resize(self, limit: int) -> None:
+        limit = max(1, min(limit, self.maximum))
+        if limit != self.limit:
+            async with self._changed:
+                self.limit = limit
+                self._changed.notify_all()
+
+
+def needed_concurrency(rate_per_s: float, latency_s: float, floor: int) -> int:
+    """In-flight requests needed to sustain ``rate_per_s`` at ``latency_s``, with headroom."""
+    return max(floor, math.ceil(rate_per_s * latency_s * 1.5) + 2)
