@@ -96,7 +96,7 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         retries=opts.retries,
         check_images=not opts.no_image_check,
     )
-    provider = build_provider(opts.provider, emulator_url=emulator_url)
+    provider = build_provider(opts.provider, emulator_url=emulator_url, storage_root=opts.storage)
     check = getattr(provider, "check_credentials", None)
     if check is not None:
         check()

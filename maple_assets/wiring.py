@@ -28,5 +28,7 @@ def maple_resources(
         IO_MANAGER_KEY: ParquetIOManager(root=root),
     }
     for name in sorted({e.spec.provider for e in enrichments}):
-        resources[provider_key(name)] = build_provider(name, emulator_url=emulator_url)
+        resources[provider_key(name)] = build_provider(
+            name, emulator_url=emulator_url, storage_root=root
+        )
     return resources
