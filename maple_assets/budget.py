@@ -19,6 +19,8 @@ under the Dagster daemon, submission runs that execute concurrently can each adm
 from typing import TYPE_CHECKING
 
 from maple_assets.estimate import Estimate, estimate_attempt
+from maple_assets.state import JobState
+from resources.costs import CostTracker
 
 if TYPE_CHECKING:
     from maple_assets.steps import Job
@@ -94,17 +96,27 @@ def _record_estimate(job: "Job", shard: str, attempt: int, plan: Estimate, usd: 
     )
 
 
-def resume_budget_stop(job: "Job") -> bool:
-    """Clear a budget stop when the job now has a larger budget (or none); True if cleared."""
-    record = job.state.stop_record()
+def resume_budget_stop(state: JobState, budget: float | None) -> str | None:
+    """Lift a budget stop when the job now has a larger budget (or none): the lifted reason."""
+    record = state.stop_record()
     if record is None or record.get("kind") != BUDGET_STOP:
-        return False
-    key = job.state.key("budget_stop.json")
-    storage = job.state.storage
-    hit = float(storage.read_json(key)["budget_usd"]) if storage.exists(key) else None
-    budget = job.spec.budget_usd
+        return None
+    key = state.key("budget_stop.json")
+    hit = float(state.storage.read_json(key)["budget_usd"]) if state.storage.exists(key) else None
     if budget is not None and hit is not None and budget <= hit:
-        return False
-    job.state.clear_stop((BUDGET_STOP,))
-    storage.delete(key)
-    return True
+        return None
+    lifted = state.clear_stop((BUDGET_STOP,))
+    state.storage.delete(key)
+    return lifted
+
+
+def ledger_totals(costs: CostTracker | None, job: str) -> dict[str, float]:
+    """The job's ledger totals: paid, the same usage at real-time prices, and the saving."""
+    entries = costs.job_entries(job) if costs is not None else []
+    paid = sum(e.cost_usd for e in entries)
+    realtime = sum(e.realtime_cost_usd for e in entries)
+    return {
+        "ledger_cost_usd": round(paid, 6),
+        "realtime_cost_usd": round(realtime, 6),
+        "savings_usd": round(realtime - paid, 6),
+    }

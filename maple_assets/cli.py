@@ -135,6 +135,23 @@ def main() -> None:
     "--emulator-fail", multiple=True, help="With --provider emulator: inject CLASS=RATE faults."
 )
 @click.option("--quiet", is_flag=True, help="No progress line.")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the plan and the estimated tokens and cost; upload and submit nothing.",
+)
+@click.option(
+    "--budget",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Stop submitting batches before the job's spend (committed + next batch) exceeds "
+    "USD; rerun with a larger --budget to continue.",
+)
+@click.option(
+    "--allow-untracked-cost",
+    is_flag=True,
+    help="Run a model with no known price (its cost is recorded as 0).",
+)
 def enrich_command(
     input_path: str, prompt: str | None, prompt_file: str | None, **options: Any
 ) -> None:

@@ -7,11 +7,15 @@ from typing import Any
 import click
 import orjson
 
+from maple_assets.budget import ledger_totals, resume_budget_stop
+from maple_assets.estimate import MAX_TOKEN_PARAMS, estimate_job, output_tokens_per_request
 from maple_assets.factory import enrichment
 from maple_assets.runner import Runner, instance_for, resources_for
 from maple_assets.spec import JobSpec
 from maple_assets.state import JobState
+from resources.costs import CostTracker
 from resources.errors import ConfigError
+from resources.pricing import ModelPrice, PriceBook
 from resources.providers.registry import build_provider
 from resources.storage import Storage
 
@@ -38,6 +42,9 @@ class EnrichOptions:
     emulator_batch_seconds: float = 1.0
     emulator_fail: tuple[str, ...] = ()
     quiet: bool = False
+    dry_run: bool = False
+    budget: float | None = None
+    allow_untracked_cost: bool = False
 
 
 def load_schema(path: str | None) -> dict[str, Any] | None:
@@ -94,27 +101,74 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         image_column=opts.image_column,
         output=output,
         retries=opts.retries,
+        budget_usd=opts.budget,
+        allow_untracked_cost=opts.allow_untracked_cost,
         check_images=not opts.no_image_check,
     )
+    price = PriceBook().price(  # an unknown model fails here, before anything is sent
+        opts.model, opts.provider, allow_untracked=opts.allow_untracked_cost
+    )
     provider = build_provider(opts.provider, emulator_url=emulator_url, storage_root=opts.storage)
+    if opts.dry_run:
+        return dry_run(en.spec, provider, price, opts.storage)
     check = getattr(provider, "check_credentials", None)
     if check is not None:
         check()
     input_columns(opts.input_path)  # unreadable input fails here, before anything else
-    lifted = JobState(Storage(opts.storage), en.spec.name).clear_stop(("quota", "cancel"))
+    state = JobState(Storage(opts.storage), en.spec.name)
+    lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(state, opts.budget)
     if lifted and not opts.quiet:
         click.echo(f"resuming job {en.spec.name} (was stopped: {lifted})", err=True)
     resources = resources_for(opts.storage, opts.provider, provider, None)
     runner = Runner(en, resources, instance_for(opts.storage), opts.poll_interval, opts.quiet)
     try:
         table = runner.run()
+        print_summary(state, table.path, resources["maple_costs"])
     finally:
         resources["maple_costs"].close()
-    print_summary(JobState(Storage(opts.storage), en.spec.name), table.path)
     return 0
 
 
-def print_summary(state: JobState, output: str) -> None:
+def dry_run(spec: JobSpec, provider: Any, price: ModelPrice, storage: str) -> int:
+    """Print the plan and the estimate; no upload, no batch, no file written."""
+    plan = estimate_job(JobState(Storage(storage), spec.name), spec, provider)
+    batch, realtime = plan.cost(price, batch=True), plan.cost(price, batch=False)
+    per_request = output_tokens_per_request(spec.params)
+    rows = [
+        ("job", spec.name),
+        ("provider", spec.provider),
+        ("model", spec.model),
+        ("shards", f"{plan.shards:,}"),
+        ("requests", f"{plan.requests:,}"),
+        ("bytes", f"{plan.bytes:,}"),
+        ("input tokens", f"~{plan.input_tokens:,} (estimated: about 4 characters per token)"),
+        ("output tokens", f"<= {plan.output_tokens:,} ({_output_note(spec, per_request)})"),
+        ("batch USD", f"~{batch:.6f}"),
+        ("real-time USD", f"~{realtime:.6f}"),
+        ("batch saves", f"~{realtime - batch:.6f} USD{_percent(realtime - batch, realtime)}"),
+        ("price", price.source),
+    ]
+    if spec.budget_usd is not None:
+        expected = batch if getattr(provider, "mode", "batch") == "batch" else realtime
+        fits = "fits" if expected <= spec.budget_usd else "the job will stop before the end"
+        rows.append(("budget USD", f"{spec.budget_usd:.6f} ({fits})"))
+    click.echo("dry run: nothing uploaded, no batch created, nothing spent")
+    for label, value in rows:
+        click.echo(f"{label:<15}{value}")
+    return 0
+
+
+def _output_note(spec: JobSpec, per_request: int) -> str:
+    if any(name in spec.params for name in MAX_TOKEN_PARAMS):
+        return f"{per_request:,} per request: the max tokens parameter"
+    return f"{per_request:,} per request assumed; --param max_tokens=N sets a limit"
+
+
+def _percent(part: float, whole: float) -> str:
+    return f" ({part / whole:.0%})" if whole > 0 else ""
+
+
+def print_summary(state: JobState, output: str, costs: CostTracker | None = None) -> None:
     from maple_assets.responses import summarize
     from maple_assets.steps import shard_responses
 
@@ -136,6 +190,12 @@ def print_summary(state: JobState, output: str) -> None:
     click.echo(f"{'input tokens':<15}{totals['input_tokens']:,}")
     click.echo(f"{'output tokens':<15}{totals['output_tokens']:,}")
     click.echo(f"{'cost USD':<15}{totals['cost_usd']:.6f}")
+    if costs is not None:
+        ledger = ledger_totals(costs, state.job)
+        saved = ledger["savings_usd"]
+        share = _percent(saved, ledger["realtime_cost_usd"])
+        click.echo(f"{'real-time USD':<15}{ledger['realtime_cost_usd']:.6f}")
+        click.echo(f"{'saved USD':<15}{saved:.6f}{share} vs real-time prices")
     click.echo(f"{'output':<15}{output}")
     stop = state.stop_reason()
     if stop:

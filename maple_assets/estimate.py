@@ -24,6 +24,7 @@ import numpy as np
 import polars as pl
 
 from maple_assets.sharding import check_block, prepare_block
+from maple_assets.sources import iter_blocks
 from maple_assets.spec import CUSTOM_ID, JobSpec, validate_columns
 from maple_assets.state import JobState
 from maple_assets.templates import check_columns, parse_template, render_expr, template_columns
@@ -157,3 +158,12 @@ def estimate_input(spec: JobSpec, provider: Provider, blocks: Iterator[pl.DataFr
         raise ConfigError("The input table has no rows: there is nothing to enrich.")
     shards = cutter.shard + (1 if cutter.count else 0)
     return dataclasses.replace(total, shards=shards)
+
+
+def estimate_job(state: JobState, spec: JobSpec, provider: Provider) -> Estimate:
+    """The whole job: from its shard files once sharded, else streaming from the input."""
+    if state.manifest() is not None:
+        return estimate_shards(state, spec, provider.provider_name)
+    if spec.source is None:
+        raise ConfigError(f"Job {spec.name!r} has no input path and no shards to estimate yet.")
+    return estimate_input(spec, provider, iter_blocks(spec.source))

@@ -17,6 +17,7 @@ import dagster as dg
 import polars as pl
 import pyarrow as pa
 
+from maple_assets.budget import ledger_totals, resume_budget_stop
 from maple_assets.checks import build_checks
 from maple_assets.policy import RetryPolicy
 from maple_assets.sources import iter_blocks
@@ -109,6 +110,7 @@ def enrichment(
     output: str | None = None,
     retries: dict[str, int] | None = None,
     budget_usd: float | None = None,
+    allow_untracked_cost: bool = False,
     check_images: bool = True,
     poll_interval_s: int = 30,
 ) -> Enrichment:
@@ -130,6 +132,7 @@ def enrichment(
         image_column=image_column,
         retries=dict(retries or {}),
         budget_usd=budget_usd,
+        allow_untracked_cost=allow_untracked_cost,
     )
     validate_paths(spec)
     policy = dataclasses.replace(
@@ -327,6 +330,9 @@ def _totals(job: Job) -> dict[str, Any]:
         "succeeded": sum(s.succeeded for s in done),
         "failed": sum(s.failed for s in done),
         "cost_usd": round(sum(s.cost_usd for s in done), 6),
+        **ledger_totals(job.costs, job.spec.name),
+        **({"budget_usd": job.spec.budget_usd} if job.spec.budget_usd is not None else {}),
+        "stopped": job.state.stop_reason() or "",
     }
 
 
@@ -349,6 +355,9 @@ def _sensor(
     )
     def enrichment_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         job = job_for(spec, policy, context.resources)
+        lifted = resume_budget_stop(job.state, spec.budget_usd)
+        if lifted:
+            context.log.info(f"budget raised to {spec.budget_usd}: resuming ({lifted})")
         return dg.SensorResult(run_requests=run_requests(job, submissions_key, raw_key, merged_key))
 
     return enrichment_sensor

@@ -178,3 +178,25 @@ def summarize(combined: pl.DataFrame) -> dict[str, Any]:
         "cost_usd": float(combined["cost_usd"].sum()),
         "attempts": int(combined.select(pl.col("attempts").max().fill_null(0)).item()),
     }
+
+
+NOT_SENT = "not_sent"
+"""Failure class of rows never sent: the job stopped (budget, quota, cancel, age) first."""
+
+
+def unsent_responses(rows: pl.DataFrame, reason: str) -> pl.DataFrame:
+    """Responses for a shard that was never submitted: each row failed, unbilled, 0 attempts."""
+    return rows.select(ROW_ID, CUSTOM_ID).with_columns(
+        pl.col(CUSTOM_ID).alias("custom_id"),
+        pl.lit("failed").alias("status"),
+        pl.lit(NOT_SENT).alias("failure_class"),
+        pl.lit(reason, pl.String).alias("error"),
+        pl.lit(None, pl.String).alias("response"),
+        pl.lit(False).alias("billed"),
+        *(pl.lit(0, pl.Int64).alias(c) for c in _TOKENS),
+        pl.lit(None, pl.String).alias("batch_id"),
+        pl.lit(None, pl.String).alias("parsed"),
+        pl.lit(0, pl.Int64).alias("attempt"),
+        pl.lit(0, pl.Int64).alias("attempts"),
+        pl.lit(0.0).alias("cost_usd"),
+    )

@@ -22,6 +22,7 @@ from maple_assets.responses import (
     combine_attempts,
     plan_retries,
     summarize,
+    unsent_responses,
 )
 from maple_assets.sharding import ShardInfo, write_shards
 from maple_assets.spec import CUSTOM_ID, REQUEST, ROW_ID, JobSpec
@@ -270,6 +271,9 @@ def shard_responses(state: JobState, shard: str) -> pl.DataFrame:
     """The shard's merged responses over every collected attempt."""
     summary = state.summary(shard)
     attempts = summary.attempt if summary else 0
+    if attempts == 0:  # never collected: the job stopped before sending it
+        reason = state.stop_reason() or "not sent yet"
+        return unsent_responses(state.shard_frame(shard, columns=[ROW_ID, CUSTOM_ID]), reason)
     return combine_attempts([state.results(shard, n) for n in range(1, attempts + 1)])
 
 
