@@ -1,0 +1,127 @@
+"""Pure pieces: token counting, fault specs, schema instances, durations, the fast path."""
+
+import jsonschema
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from emulator.batch_lines import fast_chat
+from emulator.config import EmulatorConfig, parse_fail
+from emulator.faults import FaultDrawer
+from emulator.openai_engine import OpenAIEngine
+from emulator.ratelimit import go_duration
+from emulator.replies import instance_for_schema, invalid_instance
+from emulator.tokens import count_tokens, prompt_tokens
+
+
+def test_count_tokens_formula() -> None:
+    assert [count_tokens(t) for t in ("", "a", "abcd", "abcde", "x" * 400)] == [1, 1, 1, 2, 100]
+
+
+@given(st.text())
+def test_count_tokens_is_the_documented_formula(text: str) -> None:
+    assert count_tokens(text) == max(1, (len(text) + 3) // 4)
+
+
+def test_prompt_tokens_include_system_and_overheads() -> None:
+    messages = [{"role": "user", "content": "abcdefgh"}]
+    assert prompt_tokens(messages) == 3 + (2 + 3)
+    assert prompt_tokens(messages, system="abcd") == 3 + (2 + 3) + (1 + 3)
+
+
+def test_parse_fail() -> None:
+    assert parse_fail(["rate_limited=0.2", "refused=1"]) == {"rate_limited": 0.2, "refused": 1.0}
+    with pytest.raises(ValueError, match="valid classes: rate_limited"):
+        parse_fail(["nonsense=0.1"])
+    with pytest.raises(ValueError, match="CLASS=RATE"):
+        parse_fail(["rate_limited"])
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        parse_fail(["rate_limited=2"])
+
+
+SCHEMAS = [
+    {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "integer", "minimum": 5}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    },
+    {
+        "type": "object",
+        "properties": {
+            "items": {
+                "type": "array",
+                "items": {"type": "object", "properties": {"x": {"type": "number"}}},
+                "minItems": 2,
+            }
+        },
+    },
+    {
+        "type": "object",
+        "properties": {
+            "kind": {"enum": ["p", "q"]},
+            "maybe": {"anyOf": [{"type": "null"}, {"type": "boolean"}]},
+        },
+    },
+    {
+        "type": "object",
+        "properties": {
+            "ref": {"$ref": "#/$defs/Inner"},
+            "when": {"type": "string", "format": "date"},
+        },
+        "$defs": {
+            "Inner": {
+                "type": "object",
+                "properties": {"v": {"type": ["string", "null"], "minLength": 40}},
+            }
+        },
+    },
+]
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+def test_instances_validate(schema: dict[str, object]) -> None:
+    jsonschema.validate(instance_for_schema(schema, "echo: x"), schema)
+
+
+@pytest.mark.parametrize("schema", SCHEMAS)
+def test_invalid_instances_do_not(schema: dict[str, object]) -> None:
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(invalid_instance(schema, "echo: x"), schema)
+
+
+def test_go_durations() -> None:
+    assert [go_duration(s) for s in (0.12, 1.0, 1.5, 62.0)] == ["120ms", "1s", "1.5s", "1m2s"]
+
+
+def test_fault_draws_are_deterministic() -> None:
+    one, two = FaultDrawer(5, {"server_error": 0.5}), FaultDrawer(5, {"server_error": 0.5})
+    draws = [one.draw(k, image=False, schema=False) for k in range(200)]
+    assert draws == [two.draw(k, image=False, schema=False) for k in range(200)]
+    assert 60 < draws.count("server_error") < 140
+
+
+def test_fast_path_matches_general_path() -> None:
+    body = {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": "s"},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+            },
+        ],
+        "max_tokens": 50,
+    }
+    quick = fast_chat(body)
+    assert quick is not None
+    outcome = OpenAIEngine(FaultDrawer(0, {}), 16).run("/v1/chat/completions", body)
+    assert orjson.loads(quick[0]) == outcome.body["choices"][0]["message"]["content"]
+    assert quick[1:] == (outcome.prompt_tokens, outcome.completion_tokens)
+    assert fast_chat(body | {"response_format": {"type": "json_object"}}) is None
+
+
+def test_config_rejects_bad_faults() -> None:
+    with pytest.raises(ValueError, match="unknown fault class"):
+        EmulatorConfig(fail={"boom": 0.1})
