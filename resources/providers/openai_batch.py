@@ -6,7 +6,6 @@ from typing import Any
 
 import dagster as dg
 import httpx
-import orjson
 import polars as pl
 from pydantic import Field
 
@@ -29,6 +28,7 @@ from resources.providers.base import (
     splice_params,
     user_content_expr,
 )
+from resources.providers.openai_lines import parse_result_file
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 IMAGE_PART = '{"type":"image_url","image_url":{"url":{url}}}'
@@ -268,7 +268,7 @@ class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
                 max_retries=self.max_retries,
             )
             batch = got.json()
-            rows: dict[str, list[Any]] = {name: [] for name in _COLUMNS}
+            frames = [result_frame({})]
             for key in ("output_file_id", "error_file_id"):
                 file_id = batch.get(key)
                 if file_id:
@@ -279,36 +279,9 @@ class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
                         what=f"download {key} of batch {submission.batch_id}",
                         max_retries=self.max_retries,
                     ).content
-                    _parse_lines(content, submission.batch_id, rows)
+                    frames.append(parse_result_file(content, submission.batch_id, _parse_line))
                     crash_point("mid_download")
-        return result_frame(rows)
-
-
-_COLUMNS = (
-    "custom_id",
-    "status",
-    "failure_class",
-    "error",
-    "response",
-    "billed",
-    "input_tokens",
-    "cached_input_tokens",
-    "cache_write_tokens",
-    "output_tokens",
-    "batch_id",
-)
-
-
-def _parse_lines(content: bytes, batch_id: str, rows: dict[str, list[Any]]) -> None:
-    for raw in content.splitlines():
-        if raw.strip():
-            _append(rows, _parse_line(orjson.loads(raw)), batch_id)
-
-
-def _append(rows: dict[str, list[Any]], parsed: dict[str, Any], batch_id: str) -> None:
-    parsed["batch_id"] = batch_id
-    for name in _COLUMNS:
-        rows[name].append(parsed.get(name))
+        return pl.concat(frames)
 
 
 def _parse_line(line: dict[str, Any]) -> dict[str, Any]:

@@ -98,3 +98,65 @@ def test_parse_both_error_shapes() -> None:
         "refused",
         True,
     )
+
+
+def test_vectorised_parse_equals_the_line_parser() -> None:
+    from polars.testing import assert_frame_equal
+
+    from resources.providers.openai_lines import _slow, parse_result_file
+
+    def ok(i: int, content: str | None, refusal: str | None = None, cached: int = 0) -> dict:
+        return {
+            "id": f"b{i}",
+            "custom_id": f"r{i}",
+            "error": None,
+            "response": {
+                "status_code": 200,
+                "request_id": "q",
+                "body": {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {
+                                "role": "assistant",
+                                "content": content,
+                                "refusal": refusal,
+                            },
+                            "finish_reason": "stop",
+                        }
+                    ],
+                    "usage": {
+                        "prompt_tokens": 10 + i,
+                        "completion_tokens": i,
+                        "prompt_tokens_details": {"cached_tokens": cached},
+                    },
+                },
+            },
+        }
+
+    lines = [
+        ok(1, "echo: a"),
+        ok(2, 'échø "q"\n', cached=4),
+        ok(3, None, refusal="I can't"),
+        {
+            "id": "b4",
+            "custom_id": "r4",
+            "error": None,
+            "response": {
+                "status_code": 500,
+                "body": {"error": {"message": "boom", "type": "server_error", "code": None}},
+            },
+        },
+        {
+            "id": "b5",
+            "custom_id": "r5",
+            "response": None,
+            "error": {"code": "batch_expired", "message": "expired"},
+        },
+    ]
+    content = b"\n".join(orjson.dumps(line) for line in lines) + b"\n"
+    fast = parse_result_file(content, "batch_1", _parse_line).sort("custom_id")
+    slow = _slow(content, "batch_1", _parse_line).sort("custom_id")
+    assert_frame_equal(fast, slow)
+    assert fast["status"].to_list() == ["succeeded", "succeeded", "failed", "failed", "failed"]
+    assert fast["failure_class"].to_list() == [None, None, "refused", "server_error", "expired"]

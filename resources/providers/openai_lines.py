@@ -1,0 +1,117 @@
+"""Vectorised parsing of OpenAI batch output/error files into ``RESULT_SCHEMA`` rows.
+
+The common case (a 2xx chat completion) is decoded by polars in Rust with a fixed schema; only
+failed lines, usually few, go through the per-line Python classifier. A file polars cannot read
+with the schema (an unexpected type from some gateway) falls back to the per-line parser.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import polars as pl
+
+from resources.failures import FailureClass
+from resources.providers.base import RESULT_SCHEMA, result_frame
+
+_ERROR = pl.Struct({"message": pl.String, "code": pl.String, "type": pl.String})
+_LINE_FIELDS: dict[str, Any] = {
+    "custom_id": pl.String,
+    "response": pl.Struct(
+        {
+            "status_code": pl.Int64,
+            "body": pl.Struct(
+                {
+                    "choices": pl.List(
+                        pl.Struct(
+                            {
+                                "message": pl.Struct({"content": pl.String, "refusal": pl.String}),
+                                "finish_reason": pl.String,
+                            }
+                        )
+                    ),
+                    "usage": pl.Struct(
+                        {
+                            "prompt_tokens": pl.Int64,
+                            "completion_tokens": pl.Int64,
+                            "prompt_tokens_details": pl.Struct({"cached_tokens": pl.Int64}),
+                        }
+                    ),
+                    "error": _ERROR,
+                }
+            ),
+        }
+    ),
+    "error": pl.Struct({"code": pl.String, "message": pl.String}),
+}
+LINE_SCHEMA = pl.Schema(_LINE_FIELDS)
+
+
+LineParser = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def parse_result_file(content: bytes, batch_id: str, parse_line: LineParser) -> pl.DataFrame:
+    """All lines of one output or error file as result rows."""
+    if not content.strip():
+        return result_frame({})
+    try:
+        lines = pl.read_ndjson(content, schema=LINE_SCHEMA)
+    except pl.exceptions.PolarsError:
+        return _slow(content, batch_id, parse_line)
+    status = pl.col("response").struct.field("status_code")
+    ok = pl.col("error").is_null() & status.is_between(200, 299)
+    good = _successes(lines.filter(ok), batch_id)
+    failed_ids = lines.filter(~ok.fill_null(False))["custom_id"]
+    if failed_ids.is_empty():
+        return good
+    wanted = set(failed_ids.to_list())
+    failed = _slow(content, batch_id, parse_line, wanted)
+    return pl.concat([good, failed])
+
+
+def _successes(lines: pl.DataFrame, batch_id: str) -> pl.DataFrame:
+    body = pl.col("response").struct.field("body")
+    choice = body.struct.field("choices").list.first()
+    message = choice.struct.field("message")
+    usage = body.struct.field("usage")
+    refused = message.struct.field("refusal").is_not_null() | (
+        choice.struct.field("finish_reason") == "content_filter"
+    )
+    return lines.select(
+        pl.col("custom_id"),
+        pl.when(refused).then(pl.lit("failed")).otherwise(pl.lit("succeeded")).alias("status"),
+        pl.when(refused).then(pl.lit(FailureClass.REFUSED.value)).alias("failure_class"),
+        pl.when(refused)
+        .then(message.struct.field("refusal").fill_null("content filtered"))
+        .alias("error"),
+        pl.when(refused)
+        .then(None)
+        .otherwise(message.struct.field("content").fill_null(""))
+        .alias("response"),
+        pl.lit(True).alias("billed"),
+        usage.struct.field("prompt_tokens").fill_null(0).alias("input_tokens"),
+        usage.struct.field("prompt_tokens_details")
+        .struct.field("cached_tokens")
+        .fill_null(0)
+        .alias("cached_input_tokens"),
+        pl.lit(0, pl.Int64).alias("cache_write_tokens"),
+        usage.struct.field("completion_tokens").fill_null(0).alias("output_tokens"),
+        pl.lit(batch_id).alias("batch_id"),
+    ).cast(RESULT_SCHEMA)  # type: ignore[arg-type]
+
+
+def _slow(
+    content: bytes, batch_id: str, parse_line: LineParser, only: set[str] | None = None
+) -> pl.DataFrame:
+    rows: dict[str, list[Any]] = {name: [] for name in RESULT_SCHEMA}
+    for raw in content.splitlines():
+        if not raw.strip():
+            continue
+        line = orjson.loads(raw)
+        if only is not None and line.get("custom_id") not in only:
+            continue
+        parsed = parse_line(line)
+        parsed["batch_id"] = batch_id
+        for name in RESULT_SCHEMA:
+            rows[name].append(parsed.get(name))
+    return result_frame(rows)
