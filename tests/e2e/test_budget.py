@@ -1,0 +1,155 @@
+"""Estimates, ``--dry-run``, ``--budget`` and cost reconciliation, through ``maple enrich`` as a
+user runs it: a subprocess against an in-process emulator, checked against its billing counters
+and the cost ledger."""
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from emulator.config import EmulatorConfig
+from emulator.server import EmulatorServer
+from resources.costs import CostTracker
+
+CATALOG = Path(__file__).parents[2] / "maple_assets" / "data" / "grocery_catalog.csv"
+PROMPT = "Extract the brand and size from: {title} / {description}"
+JOB = "budget_job"
+ROWS = 300
+
+
+def maple(server: EmulatorServer, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in {"MAPLE_COST_DB", "MAPLE_PRICES"}}
+    clean.pop("OPENAI_API_KEY", None)
+    return subprocess.run(
+        [sys.executable, "-m", "maple_assets.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**clean, "MAPLE_EMULATOR_URL": server.url, **env},
+        timeout=600,
+        check=False,
+    )
+
+
+def enrich(
+    server: EmulatorServer, tmp_path: Path, *extra: str, shard_rows: int = 60
+) -> subprocess.CompletedProcess[str]:
+    return maple(
+        server,
+        "enrich", str(CATALOG), "--prompt", PROMPT, "--model", "gpt-4o-mini",
+        "--provider", "emulator", "--storage", str(tmp_path / "store"), "--job", JOB,
+        "--output", str(tmp_path / "out.parquet"), "--poll-interval", "0.2",
+        "--max-requests-per-batch", str(shard_rows), "--quiet", *extra,
+    )  # fmt: skip
+
+
+def plan_value(stdout: str, label: str) -> float:
+    """A number from the dry-run plan, e.g. ``batch USD      ~0.023845``."""
+    match = re.search(rf"^{label}\s+[~<= ]*([\d,.]+)", stdout, re.MULTILINE)
+    assert match, f"no {label!r} in:\n{stdout}"
+    return float(match.group(1).replace(",", ""))
+
+
+def ledger_total(tmp_path: Path) -> float:
+    with CostTracker(storage_root=str(tmp_path / "store")) as costs:
+        return costs.job_total(JOB)
+
+
+@pytest.fixture
+def server() -> Iterator[EmulatorServer]:
+    with EmulatorServer(EmulatorConfig(batch_seconds=0, seed=3)) as live:
+        yield live
+
+
+def test_dry_run_prints_the_plan_and_spends_nothing(server: EmulatorServer, tmp_path: Path) -> None:
+    result = enrich(server, tmp_path, "--dry-run", "--budget", "5")
+    assert result.returncode == 0, result.stderr
+    assert server.stats()["files_uploaded"] == 0
+    assert server.stats()["batches_created"] == 0
+    assert server.stats()["requests_received"] == 0
+    assert not (tmp_path / "store").exists()  # nothing written either
+    assert not (tmp_path / "out.parquet").exists()
+    out = result.stdout
+    assert plan_value(out, "shards") == 5
+    assert plan_value(out, "requests") == ROWS
+    assert plan_value(out, "input tokens") > 0 and plan_value(out, "bytes") > 0
+    assert plan_value(out, "output tokens") == ROWS * 256
+    batch, realtime = plan_value(out, "batch USD"), plan_value(out, "real-time USD")
+    assert 0 < batch < realtime
+    for text in ("provider       emulator", "model          gpt-4o-mini", "budget USD"):
+        assert text in out
+
+
+def test_budget_stops_before_overspending_and_a_larger_budget_finishes(
+    server: EmulatorServer, tmp_path: Path
+) -> None:
+    dry = enrich(server, tmp_path, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    per_batch = plan_value(dry.stdout, "batch USD") / 5  # 5 shards of 60 similar rows
+    budget = 2.5 * per_batch
+
+    stopped = enrich(server, tmp_path, "--budget", f"{budget:.8f}")
+    assert stopped.returncode == 0, stopped.stderr
+    assert "stopped: budget reached before shard s00002" in stopped.stderr
+    assert "rerun with a larger --budget to continue" in stopped.stderr
+    assert server.stats()["batches_created"] == 2
+    frame = pl.read_parquet(tmp_path / "out.parquet")
+    assert frame.height == ROWS
+    sent = frame.filter(pl.col("llm_status") == "succeeded")
+    unsent = frame.filter(pl.col("llm_failure_class") == "not_sent")
+    assert sent.height == 120 and unsent.height == 180
+    assert (unsent["llm_attempts"] == 0).all() and (unsent["llm_cost_usd"] == 0).all()
+    assert ledger_total(tmp_path) <= budget + per_batch * 1.05  # no overshoot past one batch
+
+    resumed = enrich(server, tmp_path, "--budget", "1")
+    assert resumed.returncode == 0, resumed.stderr
+    assert "stopped:" not in resumed.stderr
+    frame = pl.read_parquet(tmp_path / "out.parquet")
+    assert (frame["llm_status"] == "succeeded").all()
+    assert (frame["llm_attempts"] == 1).all()
+    stats = server.stats()
+    assert stats["batches_created"] == 5 and stats["bodies_billed_twice"] == 0
+    assert stats["requests_billed"] == ROWS
+    assert "saved USD" in resumed.stdout and "real-time USD" in resumed.stdout
+
+
+def test_ledger_reconciles_with_rows_after_retries(tmp_path: Path) -> None:
+    config = EmulatorConfig(batch_seconds=0, seed=11, fail={"rate_limited": 0.3}, control_fail=0)
+    with EmulatorServer(config) as flaky:
+        dry = enrich(flaky, tmp_path, "--dry-run", shard_rows=150)
+        result = enrich(flaky, tmp_path, shard_rows=150)
+    assert result.returncode == 0, result.stderr
+    frame = pl.read_parquet(tmp_path / "out.parquet")
+    assert (frame["llm_status"] == "succeeded").all()
+    assert frame["llm_attempts"].max() > 1  # rate-limited rows were retried
+    ledger = ledger_total(tmp_path)
+    assert abs(ledger - frame["llm_cost_usd"].sum()) < 1e-6
+    # the prompt estimate is exact against the emulator's counts of the successful attempts
+    assert plan_value(dry.stdout, "input tokens") == frame["llm_input_tokens"].sum()
+
+
+def test_unknown_model_fails_before_submitting_unless_untracked(
+    server: EmulatorServer, tmp_path: Path
+) -> None:
+    env = {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": f"{server.url}/v1"}
+    args = ["--provider", "openai", "--model", "acme-unpriced-1", "--max-requests-per-batch", "300"]
+    common = [
+        "enrich", str(CATALOG), "--prompt", PROMPT, "--storage", str(tmp_path / "store"),
+        "--output", str(tmp_path / "out.parquet"), "--poll-interval", "0.2", "--quiet", *args,
+    ]  # fmt: skip
+    refused = maple(server, *common, **env)
+    assert refused.returncode == 2
+    assert "No price known for model 'acme-unpriced-1'" in refused.stderr
+    assert "--allow-untracked-cost" in refused.stderr
+    assert server.stats()["files_uploaded"] == 0 and server.stats()["batches_created"] == 0
+
+    allowed = maple(server, *common, "--allow-untracked-cost", **env)
+    assert allowed.returncode == 0, allowed.stderr
+    frame = pl.read_parquet(tmp_path / "out.parquet")
+    assert (frame["llm_status"] == "succeeded").all()
+    assert (frame["llm_cost_usd"] == 0).all()
+    assert server.stats()["batches_created"] == 1
