@@ -148,6 +148,10 @@ def dry_run(spec: JobSpec, provider: Any, price: ModelPrice, storage: str) -> in
         ("batch saves", f"~{realtime - batch:.6f} USD{_percent(realtime - batch, realtime)}"),
         ("price", price.source),
     ]
+    with CostTracker(storage_root=storage) as costs:
+        paid = costs.job_total(spec.name)
+    if paid:
+        rows.append(("spent USD", f"{paid:.6f} so far (this job, from the ledger)"))
     if spec.budget_usd is not None:
         expected = batch if getattr(provider, "mode", "batch") == "batch" else realtime
         fits = "fits" if expected <= spec.budget_usd else "the job will stop before the end"
