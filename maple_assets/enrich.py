@@ -117,10 +117,16 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     input_columns(opts.input_path)  # unreadable input fails here, before anything else
     state = JobState(Storage(opts.storage), en.spec.name)
     lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(state, opts.budget)
-    if lifted and not opts.quiet:
+    if lifted:
         click.echo(f"resuming job {en.spec.name} (was stopped: {lifted})", err=True)
     resources = resources_for(opts.storage, opts.provider, provider, None)
-    runner = Runner(en, resources, instance_for(opts.storage), opts.poll_interval, opts.quiet)
+    runner = Runner(
+        en,
+        resources,
+        instance_for(opts.storage),
+        poll_interval_s=opts.poll_interval,
+        quiet=opts.quiet,
+    )
     try:
         table = runner.run()
         print_summary(state, table.path, resources["maple_costs"])

@@ -11,6 +11,7 @@ resource per provider name (``provider_key(provider)``).
 
 import dataclasses
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import dagster as dg
@@ -20,6 +21,7 @@ import pyarrow as pa
 from maple_assets.budget import ledger_totals, resume_budget_stop
 from maple_assets.checks import build_checks
 from maple_assets.policy import RetryPolicy
+from maple_assets.responses import summarize
 from maple_assets.sources import iter_blocks
 from maple_assets.spec import MB, JobSpec, validate_name, validate_paths
 from maple_assets.state import JobState
@@ -37,6 +39,7 @@ from partitions.shards import shard_partitions
 from resources.pricing import PriceBook
 
 IO_MANAGER_KEY = "maple_io_manager"
+SUBMIT_PARALLELISM = 4  # concurrent uploads in a multi-shard submissions run
 
 
 def provider_key(provider: str) -> str:
@@ -223,6 +226,34 @@ def _input_shards(
     return input_shards_from_asset
 
 
+def _per_shard(context: dg.AssetExecutionContext, work: Any, parallel: int = 1) -> dg.Output[Any]:
+    """Run ``work(shard) -> (frame, metadata)`` for every partition of the run.
+
+    A run may cover one shard (the sensor's per-shard runs) or a range of shards (the CLI driver
+    and single-run backfills); a multi-shard run returns one frame per partition key.
+    """
+    keys = context.partition_keys
+    if parallel > 1 and len(keys) > 1:
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            results = list(pool.map(work, keys))
+    else:
+        results = [work(key) for key in keys]
+    if len(keys) == 1:
+        frame, metadata = results[0]
+        return dg.Output(frame, metadata=metadata)
+    metadata = {"shards": len(keys), **_sum_metadata([m for _, m in results])}
+    return dg.Output({k: f for k, (f, _) in zip(keys, results, strict=True)}, metadata=metadata)
+
+
+def _sum_metadata(items: list[dict[str, Any]]) -> dict[str, Any]:
+    total: dict[str, Any] = {}
+    for item in items:
+        for key, value in item.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                total[key] = total.get(key, 0) + value
+    return total
+
+
 def _submissions(
     spec: JobSpec, policy: RetryPolicy, pdef: dg.DynamicPartitionsDefinition, keys: set[str]
 ) -> dg.AssetsDefinition:
@@ -233,25 +264,30 @@ def _submissions(
         deps=[dg.AssetKey([spec.name, "input_shards"])],
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
+        backfill_policy=dg.BackfillPolicy.single_run(),
         description="The provider batch of each shard attempt, recorded before the next starts.",
     )
-    def submissions(context: dg.AssetExecutionContext) -> dg.Output[pl.DataFrame]:
+    def submissions(context: dg.AssetExecutionContext) -> dg.Output[Any]:
         job = job_for(spec, policy, context.resources)
-        shard = context.partition_key
-        submit_shard(job, shard)
-        records = pl.DataFrame([s.to_json() for s in job.state.submissions(shard)])
-        stop = job.state.stop_reason()
-        if stop:
-            context.log.warning(f"job {spec.name} stopped submitting: {stop}")
-        return dg.Output(
-            records,
-            metadata={
+        job.prepare_submissions()
+
+        def one(shard: str) -> tuple[pl.DataFrame, dict[str, Any]]:
+            submit_shard(job, shard)
+            records = pl.DataFrame([s.to_json() for s in job.state.submissions(shard)])
+            return records, {
                 "attempts": records.height,
                 "batch_ids": ", ".join(records["batch_id"].to_list()) if records.height else "",
                 "requests": int(records["request_count"].sum()) if records.height else 0,
-                "stopped": stop or "",
-            },
-        )
+            }
+
+        # With a budget, shards go one by one so each check sees the batch before it.
+        parallel = 1 if spec.budget_usd is not None else SUBMIT_PARALLELISM
+        output = _per_shard(context, one, parallel=parallel)
+        stop = job.state.stop_reason()
+        if stop:
+            context.log.warning(f"job {spec.name} stopped submitting: {stop}")
+            output = output.with_metadata({**output.metadata, "stopped": stop})
+        return output
 
     return submissions
 
@@ -266,37 +302,43 @@ def _raw_responses(
         deps=[dg.AssetKey([spec.name, "submissions"])],
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
+        backfill_policy=dg.BackfillPolicy.single_run(),
         description="One row per request of the shard: status, failure class, reply, tokens, cost.",
     )
-    def raw_responses(context: dg.AssetExecutionContext) -> dg.Output[pl.DataFrame]:
-        from maple_assets.responses import summarize
-
+    def raw_responses(context: dg.AssetExecutionContext) -> dg.Output[Any]:
         job = job_for(spec, policy, context.resources)
-        shard = context.partition_key
-        progress = job.state.progress(shard)
-        if progress.action == "wait" and progress.submission is not None:
-            state = job.provider.poll([progress.submission])[progress.submission.batch_id]
-            if not state.ended:
-                raise dg.Failure(
-                    f"Batch {state.batch_id} of shard {shard} is still {state.status}; the "
-                    f"{spec.name}_sensor materializes this partition when the batch ends."
-                )
-            combined = collect_shard(job, shard, state)
-        else:
-            combined = shard_responses(job.state, shard)
-        info = summarize(combined)
-        summary = job.state.summary(shard)
-        return dg.Output(
-            combined,
-            metadata={
-                **{k: v for k, v in info.items() if k != "failed_by_class"},
-                "failed_by_class": dg.MetadataValue.json(info["failed_by_class"]),
-                "pending_retry": summary.pending_retry if summary else 0,
-                "batch_ids": ", ".join(s.batch_id for s in job.state.submissions(shard)),
-            },
-        )
+        waiting = [job.state.progress(k).submission for k in context.partition_keys]
+        subs = [s for s in waiting if s is not None]
+        states = job.provider.poll(subs) if subs else {}
+
+        def one(shard: str) -> tuple[pl.DataFrame, dict[str, Any]]:
+            progress = job.state.progress(shard)
+            if progress.action == "wait" and progress.submission is not None:
+                state = states[progress.submission.batch_id]
+                if not state.ended:
+                    raise dg.Failure(
+                        f"Batch {state.batch_id} of shard {shard} is still {state.status}; the "
+                        f"{spec.name}_sensor materializes this partition when the batch ends."
+                    )
+                combined = collect_shard(job, shard, state)
+            else:
+                combined = shard_responses(job.state, shard)
+            return combined, _responses_metadata(job, shard, combined)
+
+        return _per_shard(context, one)
 
     return raw_responses
+
+
+def _responses_metadata(job: Job, shard: str, combined: pl.DataFrame) -> dict[str, Any]:
+    info = summarize(combined)
+    summary = job.state.summary(shard)
+    return {
+        **{k: v for k, v in info.items() if k != "failed_by_class"},
+        "failed_by_class": dg.MetadataValue.json(info["failed_by_class"]),
+        "pending_retry": summary.pending_retry if summary else 0,
+        "batch_ids": ", ".join(s.batch_id for s in job.state.submissions(shard)),
+    }
 
 
 def _merged(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.AssetsDefinition:

@@ -8,6 +8,12 @@ import time
 from typing import Any
 
 import dagster as dg
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
+)
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_START_TAG as RANGE_START,
+)
 
 from maple_assets.factory import IO_MANAGER_KEY, Enrichment, job_for, provider_key
 from maple_assets.merge import OutputTable
@@ -70,6 +76,7 @@ class Runner:
         enrichment: Enrichment,
         resources: dict[str, Any],
         instance: dg.DagsterInstance,
+        *,
         poll_interval_s: float = 1.0,
         quiet: bool = False,
         log_level: str = "WARNING",
@@ -81,6 +88,9 @@ class Runner:
         self.poll_interval_s = poll_interval_s
         self.progress = Progress(quiet=quiet)
         self.executed: set[str] = set()
+        self.timings: dict[str, float] = {}
+        self.runs = 0
+        self.pdef_name = enrichment.partitions_def.name or ""
         self.definitions = dg.Definitions(
             assets=enrichment.assets,
             asset_checks=enrichment.checks,
@@ -91,18 +101,39 @@ class Runner:
     def job(self) -> Job:
         return job_for(self.enrichment.spec, self.enrichment.policy, _Namespace(self.resources))
 
-    def materialize(self, key: dg.AssetKey, partition: str | None = None) -> None:
+    def materialize(
+        self, key: dg.AssetKey, first: str | None = None, last: str | None = None
+    ) -> None:
+        """One in-process run of ``key``: unpartitioned, one shard, or the shards first..last."""
+        tags = {"maple/driver": "cli"}
+        if first is not None and last is not None and first != last:
+            tags |= {RANGE_START: first, RANGE_END: last}
+            first = None
+        started = time.monotonic()
         result = dg.materialize(
             [*self.enrichment.assets, *self.enrichment.checks],
             selection=dg.AssetSelection.assets(key),
-            partition_key=partition,
+            partition_key=first,
             instance=self.instance,
             resources=self.resources,
-            tags={"maple/driver": "cli"},
+            tags=tags,
             run_config={"loggers": {"console": {"config": {"log_level": self.log_level}}}},
         )
+        stage = key.path[-1]
+        self.timings[stage] = self.timings.get(stage, 0.0) + time.monotonic() - started
+        self.runs += 1
         if not result.success:
-            raise RuntimeError(f"run of {key.to_user_string()} [{partition}] failed")
+            raise RuntimeError(f"run of {key.to_user_string()} [{first}..{last}] failed")
+
+    def run_ranges(self, key: dg.AssetKey, shards: list[str]) -> None:
+        """Materialize ``shards`` as few runs as possible: one per contiguous range."""
+        order = {k: i for i, k in enumerate(self.instance.get_dynamic_partitions(self.pdef_name))}
+        ranked = sorted(shards, key=order.__getitem__)
+        start = 0
+        for i in range(1, len(ranked) + 1):
+            if i == len(ranked) or order[ranked[i]] != order[ranked[i - 1]] + 1:
+                self.materialize(key, ranked[start], ranked[i - 1])
+                start = i
 
     def tick(self) -> list[dg.RunRequest]:
         with (
@@ -115,20 +146,30 @@ class Runner:
         return [r for r in result.run_requests or [] if r.run_key not in self.executed]
 
     def run(self) -> OutputTable:
+        """Tick the sensor and execute what it asks for, batching shards into range runs."""
         self.materialize(self.enrichment.key("input_shards"))
         merged_key = self.enrichment.merged_key
         while True:
             requests = self.tick()
+            by_asset: dict[dg.AssetKey, list[str]] = {}
             for request in requests:
                 key = request.asset_selection[0] if request.asset_selection else merged_key
-                self.materialize(key, request.partition_key)
+                by_asset.setdefault(key, []).append(str(request.partition_key))
                 self.executed.add(str(request.run_key))
-                if key == merged_key:
-                    self._update()
-                    return self._output()
+            for key, shards in by_asset.items():
+                if key != merged_key:
+                    self.run_ranges(key, shards)
+            if merged_key in by_asset:
+                self.materialize(merged_key)
+                self._update()
+                return self._output()
             self._update()
             if not requests:
+                started = time.monotonic()
                 time.sleep(self.poll_interval_s)
+                self.timings["waiting"] = (
+                    self.timings.get("waiting", 0.0) + time.monotonic() - started
+                )
 
     def _update(self) -> None:
         job = self.job()

@@ -52,6 +52,13 @@ class Job:
     def mode(self) -> str:
         return str(getattr(self.provider, "mode", "batch"))
 
+    def prepare_submissions(self) -> None:
+        """List the provider's batches once, before shards are submitted (maybe in threads)."""
+        if self._orphans is None:
+            self._orphans = {
+                (s.shard, s.attempt): s for s in self.provider.find_orphans(self.spec.name)
+            }
+
     def price(self) -> ModelPrice:
         return self.prices.price(
             self.spec.model,

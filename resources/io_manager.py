@@ -30,7 +30,26 @@ class ParquetUPathIOManager(dg.UPathIOManager):
             raise TypeError(f"{context.asset_key}: expected a polars DataFrame, got {type(obj)}")
         with path.open("wb") as handle:
             pq.write_table(obj.to_arrow(), handle, compression="zstd")
-        context.add_output_metadata({"rows": obj.height, "columns": obj.columns})
+
+    def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
+        """Also persists a multi-partition run's ``{partition key: frame}`` output, per file."""
+        if context.has_asset_partitions and isinstance(obj, dict):
+            paths = self._get_paths_for_partitions(context)
+            missing = sorted(set(paths) - set(obj))
+            if missing:
+                raise ValueError(f"{context.asset_key}: no value for partitions {missing}")
+            for key, path in paths.items():
+                self.make_directory(path.parent)
+                self.dump_to_path(context=context, obj=obj[key], path=path)
+            rows = sum(v.height for v in obj.values() if isinstance(v, pl.DataFrame))
+            context.add_output_metadata({"partitions": len(paths), "rows": rows})
+            return
+        super().handle_output(context, obj)
+
+    def get_metadata(self, context: dg.OutputContext, obj: Any) -> dict[str, Any]:
+        if isinstance(obj, pl.DataFrame):
+            return {"rows": obj.height, "columns": obj.columns}
+        return {}
 
     def load_from_path(self, context: dg.InputContext, path: UPath) -> Any:
         pointer = path.with_suffix(".json")
