@@ -136,6 +136,9 @@ def main() -> None:
 )
 @click.option("--quiet", is_flag=True, help="No progress line.")
 @click.option(
+    "--timings-json", default=None, help="Write per-stage wall times (JSON) to this file."
+)
+@click.option(
     "--dry-run",
     is_flag=True,
     help="Print the plan and the estimated tokens and cost; upload and submit nothing.",

@@ -42,6 +42,7 @@ class EnrichOptions:
     emulator_batch_seconds: float = 1.0
     emulator_fail: tuple[str, ...] = ()
     quiet: bool = False
+    timings_json: str | None = None
     dry_run: bool = False
     budget: float | None = None
     allow_untracked_cost: bool = False
@@ -129,6 +130,10 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     )
     try:
         table = runner.run()
+        if opts.timings_json:
+            Path(opts.timings_json).write_bytes(
+                orjson.dumps({"stages": runner.timings, "runs": runner.runs})
+            )
         print_summary(state, table.path, resources["maple_costs"])
     finally:
         resources["maple_costs"].close()

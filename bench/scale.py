@@ -1,0 +1,170 @@
+"""Scale benchmark: N rows through ``maple enrich`` against the emulator, and a floor script.
+
+    python bench/scale.py                 # 1M rows
+    python bench/scale.py --rows 100000   # the 100k benchmark
+    python bench/scale.py --rows 10000000 --batch-seconds 1
+
+The emulator runs as its own process (``maple emulator``), as a provider would, so "platform
+time" is the wall time of ``maple enrich`` alone. The floor does the same data work in one
+process with no orchestration, storage, HTTP or retries: read, render, encode the JSONL, decode
+reply lines, join them back, write Parquet. Prints rows/s, wall time per stage, peak RSS, and
+the ratio to the floor.
+"""
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import orjson
+import polars as pl
+
+OUT = Path(__file__).resolve().parent / "out"
+PROMPT = "Extract the brand and the size from: {title} / {description}"
+
+
+def make_input(rows: int) -> Path:
+    path = OUT / f"catalog_{rows}.parquet"
+    if not path.exists():
+        n = pl.col("n")
+        pl.DataFrame({"n": pl.int_range(rows, eager=True)}).select(
+            pl.format("SKU-{}", n).alias("sku"),
+            pl.format("Brand {} organic item {} 500 g", n % 97, n).alias("title"),
+            pl.format('Item {}, stored cool and dry; "best" before 2027.', n).alias("description"),
+            ((n % 2000).cast(pl.Float64) / 100).alias("price"),
+        ).write_parquet(path)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_emulator(batch_seconds: float) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "maple_assets.cli",
+            "emulator",
+            "--port",
+            str(port),
+            "--batch-seconds",
+            str(batch_seconds),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(f"{url}/_emulator/stats", timeout=1).read()
+            return proc, url
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("the emulator did not start")
+
+
+def run_measured(args: list[str], env: dict[str, str]) -> tuple[float, int, int]:
+    """(wall seconds, peak RSS in MiB, exit code) of one child process."""
+    started = time.monotonic()
+    proc = subprocess.Popen(args, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    return time.monotonic() - started, usage.ru_maxrss // 1024, os.waitstatus_to_exitcode(status)
+
+
+def run_platform(source: Path, url: str, batch_seconds: float) -> dict[str, object]:
+    work = OUT / "platform"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    timings = work / "timings.json"
+    env = {**os.environ, "MAPLE_EMULATOR_URL": url, "DAGSTER_HOME": str(work / "dagster")}
+    (work / "dagster").mkdir()
+    args = [
+        sys.executable,
+        "-m",
+        "maple_assets.cli",
+        "enrich",
+        str(source),
+        "--prompt",
+        PROMPT,
+        "--model",
+        "gpt-4o-mini",
+        "--provider",
+        "emulator",
+        "--storage",
+        str(work / "store"),
+        "--output",
+        str(work / "enriched.parquet"),
+        "--poll-interval",
+        str(max(0.1, batch_seconds / 4)),
+        "--job",
+        "bench",
+        "--quiet",
+        "--timings-json",
+        str(timings),
+    ]
+    wall, rss, code = run_measured(args, env)
+    if code != 0:
+        raise RuntimeError(f"maple enrich exited {code}")
+    data = orjson.loads(timings.read_bytes())
+    return {"wall": wall, "rss_mib": rss, **data}
+
+
+def run_floor(source: Path) -> dict[str, object]:
+    out = OUT / "floor.parquet"
+    script = str(Path(__file__).with_name("floor.py"))
+    wall, rss, code = run_measured(
+        [sys.executable, script, str(source), str(out), PROMPT], dict(os.environ)
+    )
+    if code != 0:
+        raise RuntimeError("floor script failed")
+    return {"wall": wall, "rss_mib": rss}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--batch-seconds", type=float, default=0.5)
+    parser.add_argument("--no-floor", action="store_true")
+    args = parser.parse_args()
+    OUT.mkdir(exist_ok=True)
+    source = make_input(args.rows)
+    emulator, url = start_emulator(args.batch_seconds)
+    try:
+        platform = run_platform(source, url, args.batch_seconds)
+        stats = orjson.loads(urllib.request.urlopen(f"{url}/_emulator/stats").read())
+    finally:
+        emulator.terminate()
+        emulator.wait()
+    floor = None if args.no_floor else run_floor(source)
+    wall = float(platform["wall"])  # type: ignore[arg-type]
+    print(f"rows                 {args.rows:,}")
+    print(f"maple enrich wall    {wall:8.1f} s   ({args.rows / wall:,.0f} rows/s)")
+    print(f"peak RSS             {platform['rss_mib']} MiB")
+    print(f"dagster runs         {platform['runs']}")
+    for stage, seconds in sorted(platform["stages"].items(), key=lambda kv: -kv[1]):  # type: ignore[union-attr]
+        print(f"  {stage:<18} {seconds:8.1f} s")
+    print(
+        f"emulator             batches {stats['batches_created']}, billed "
+        f"{stats['requests_billed']:,}, billed twice {stats['bodies_billed_twice']}"
+    )
+    if floor is not None:
+        ratio = wall / float(floor["wall"])  # type: ignore[arg-type]
+        print(f"floor wall           {floor['wall']:8.1f} s   peak RSS {floor['rss_mib']} MiB")
+        print(f"ratio to floor       {ratio:8.2f}x")
+
+
+if __name__ == "__main__":
+    main()
