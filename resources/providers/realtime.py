@@ -260,6 +260,8 @@ class _Run:
             delay = self.pacer.reserve(self.tokens.estimate(raw), time.monotonic())
             if delay > 0:
                 await asyncio.sleep(delay)
+            if self.quota_message is not None:  # learned while this row waited for its turn
+                return _quota(self.quota_message)
             started = time.monotonic()
             try:
                 response = await client.post(self.p.endpoint(), content=body, headers=_JSON)

@@ -1,0 +1,192 @@
+"""Real-time providers against the emulator over real HTTP: ``maple enrich`` end to end, 429
+storms with retry-after, 5xx, timeouts, quota, and a SIGKILL mid-shard then resume."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+from click.testing import CliRunner
+from polars.testing import assert_frame_equal
+
+from emulator.config import EmulatorConfig
+from emulator.server import EmulatorServer
+from maple_assets.cli import main
+from resources.providers.base import RequestSpec, ShardPayload
+from resources.providers.checkpoints import RowCheckpoints
+from resources.providers.realtime import (
+    AnthropicRealtimeProvider,
+    OpenAIRealtimeProvider,
+    RealtimeProvider,
+)
+from resources.storage import Storage
+
+MODELS = {"openai-realtime": "gpt-4o-mini", "anthropic-realtime": "claude-haiku-4-5"}
+
+
+def point_at(server: EmulatorServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{server.url}/v1")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+    monkeypatch.setenv("MAPLE_EMULATOR_URL", server.url)
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
+    with EmulatorServer(EmulatorConfig(batch_seconds=0, rpm=6000)) as running:
+        point_at(running, monkeypatch)
+        yield running
+
+
+def catalog(path: Path, rows: int) -> Path:
+    titles = [f"Maple Farm item {i} «{i % 7}»" for i in range(rows)]
+    pl.DataFrame({"sku": [f"S-{i}" for i in range(rows)], "title": titles}).write_parquet(path)
+    return path
+
+
+def enrich_args(source: Path, out: Path, store: Path, provider: str) -> list[str]:
+    model = MODELS.get(provider, "gpt-4o-mini")
+    return [
+        *("enrich", str(source), "--prompt", "Brand of {title}", "--model", model),
+        *("--provider", provider, "--storage", str(store), "--output", str(out)),
+        *("--poll-interval", "0.1", "--quiet"),
+    ]
+
+
+def enrich(source: Path, out: Path, store: Path, provider: str) -> pl.DataFrame:
+    args = enrich_args(source, out, store, provider)
+    result = CliRunner().invoke(main, args, catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return pl.read_parquet(out)
+
+
+def test_enrich_output_matches_the_batch_path(server: EmulatorServer, tmp_path: Path) -> None:
+    source = catalog(tmp_path / "in.parquet", 60)
+    batch = enrich(source, tmp_path / "b.parquet", tmp_path / "b", "emulator")
+    for provider in ("openai-realtime", "anthropic-realtime"):
+        ours = enrich(source, tmp_path / f"{provider}.parquet", tmp_path / provider, provider)
+        assert ours.schema == batch.schema
+        assert ours.select("sku", "llm_response", "llm_status").equals(
+            batch.select("sku", "llm_response", "llm_status")
+        )
+        assert ours["llm_batch_id"].str.starts_with("rt-").all()
+        if provider == "openai-realtime":  # same model, no batch discount: twice the batch cost
+            ratio = ours["llm_cost_usd"].sum() / batch["llm_cost_usd"].sum()
+            assert ratio == pytest.approx(2.0, rel=1e-6)
+
+
+def shard(provider: RealtimeProvider, rows: int, model: str = "gpt-4o-mini") -> ShardPayload:
+    spec = RequestSpec(model, system="Be brief.")
+    frame = pl.DataFrame({"t": [f"row {i} " * 8 for i in range(rows)]})
+    requests = frame.select(
+        pl.format("r{}", pl.int_range(rows)).alias("custom_id"),
+        provider.body_expr(spec, pl.col("t"), None).alias("request"),
+    )
+    return ShardPayload("job", "s00000", 1, model, requests)
+
+
+def run(provider: RealtimeProvider, rows: int, model: str = "gpt-4o-mini") -> pl.DataFrame:
+    sub = provider.submit(shard(provider, rows, model))
+    state = provider.poll([sub])[sub.batch_id]
+    assert state.ended and state.completed == rows
+    return provider.results(sub, state)
+
+
+@pytest.mark.parametrize("cls", [OpenAIRealtimeProvider, AnthropicRealtimeProvider])
+def test_429_storm_is_absorbed_with_retry_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cls: type[RealtimeProvider]
+) -> None:
+    # 1200 RPM is 20 per one-second window; 40 requests start at once and half get a 429.
+    with EmulatorServer(EmulatorConfig(rpm=1200)) as running:
+        point_at(running, monkeypatch)
+        provider = cls(checkpoint_root=str(tmp_path), initial_concurrency=40, max_attempts=10)
+        model = "claude-haiku-4-5" if cls is AnthropicRealtimeProvider else "gpt-4o-mini"
+        started = time.monotonic()
+        rows = run(provider, 60, model)
+        elapsed = time.monotonic() - started
+        stats = running.stats()
+    assert rows["status"].unique().to_list() == ["succeeded"]
+    assert stats["realtime_429"] >= 10  # the storm happened...
+    assert stats["realtime_429"] < 60  # ...and pacing to the learned limit ended it
+    assert stats["bodies_billed_twice"] == 0 and stats["requests_billed"] == 60
+    assert elapsed < 10
+
+
+def test_server_errors_and_rate_limit_faults_are_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    faults = {"server_error": 0.3, "rate_limited": 0.2, "refused": 0.05}
+    with EmulatorServer(EmulatorConfig(fail=faults, seed=7)) as running:
+        point_at(running, monkeypatch)
+        provider = OpenAIRealtimeProvider(checkpoint_root=str(tmp_path), max_attempts=8)
+        monkeypatch.setattr("resources.providers.realtime.backoff_seconds", lambda *a, **k: 0.01)
+        rows = run(provider, 80)
+        stats = running.stats()
+    counts = dict(rows.group_by("failure_class").len().iter_rows())
+    assert set(counts) <= {None, "refused"} and counts[None] >= 70
+    assert stats["fault_server_error"] > 0 and stats["fault_rate_limited"] > 0
+    assert stats["bodies_billed_twice"] == 0
+
+
+def test_timeouts_fail_rows_as_server_error_after_bounded_sends(
+    server: EmulatorServer, tmp_path: Path
+) -> None:
+    provider = OpenAIRealtimeProvider(checkpoint_root=str(tmp_path), timeout_s=1e-6, max_attempts=2)
+    rows = run(provider, 4)
+    assert rows["failure_class"].unique().to_list() == ["server_error"]
+    assert rows["error"].str.contains("timed out").all()
+    assert rows["error"].str.contains("after 2 sends").all()
+
+
+def test_insufficient_quota_is_not_retried_and_stops_sending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with EmulatorServer(EmulatorConfig(fail={"insufficient_quota": 1.0})) as running:
+        point_at(running, monkeypatch)
+        rows = run(AnthropicRealtimeProvider(checkpoint_root=str(tmp_path)), 50, "claude-haiku-4-5")
+        sent = running.stats()["realtime_requests"]
+    assert rows["failure_class"].unique().to_list() == ["insufficient_quota"]
+    assert sent <= 4  # the first wave only
+
+
+def test_sigkill_mid_shard_then_resume_matches_an_uninterrupted_run(
+    server: EmulatorServer, tmp_path: Path
+) -> None:
+    source = catalog(tmp_path / "in.parquet", 500)
+    calm = enrich(source, tmp_path / "calm.parquet", tmp_path / "calm", "openai-realtime")
+    server.reset()
+    store, out = tmp_path / "killed", tmp_path / "killed.parquet"
+    args = enrich_args(source, out, store, "openai-realtime")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "maple_assets.cli", *args],
+        env=dict(os.environ),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while not list(store.glob("*/state/*/rt-1/chunk-*.parquet")):
+        assert child.poll() is None and time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.02)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    time.sleep(0.3)  # let requests the dead client left in flight finish on the server
+    (attempt_dir,) = store.glob("*/state/*/rt-1")
+    prefix = str(attempt_dir.relative_to(store))
+    checkpointed = RowCheckpoints(Storage(str(store)), prefix).load().height
+    billed_before = server.stats()["requests_billed"]
+    assert 0 < checkpointed < 500 and not out.exists()
+
+    resumed = enrich(source, out, store, "openai-realtime")
+    stats = server.stats()
+    assert_frame_equal(resumed, calm)
+    lost_in_flight = billed_before - checkpointed  # answered by the server, never received
+    assert 0 <= lost_in_flight <= 8  # bounded by what can be in flight at the kill
+    assert stats["bodies_billed_twice"] == lost_in_flight
+    assert stats["requests_billed"] == 500 + lost_in_flight
