@@ -57,7 +57,9 @@ def merge_shard(
     )
     merged = joined.select(*inputs, *llm_columns(joined, model, parsed is not None))
     if parsed is not None:
-        merged = merged.with_columns(pl.col("llm_parsed").str.json_decode(parsed))
+        decoded = pl.col("llm_parsed").str.json_decode(parsed)
+        ok = pl.col("llm_status") == "succeeded"  # a failed row's llm_parsed is null, not {null}
+        merged = merged.with_columns(pl.when(ok).then(decoded).otherwise(None).alias("llm_parsed"))
     return merged
 
 

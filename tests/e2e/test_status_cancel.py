@@ -1,0 +1,99 @@
+"""``maple status`` and ``maple cancel`` as a user runs them, next to a running ``maple enrich``."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import polars as pl
+
+from emulator.config import EmulatorConfig
+from emulator.server import EmulatorServer
+
+MAPLE = str(Path(sys.executable).parent / "maple")
+ROWS = 10
+
+
+def maple(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [MAPLE, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def enrich_args(table: Path, store: Path) -> list[str]:
+    return [
+        "enrich", str(table), "--prompt", "Name {title}", "--model", "gpt-4o-mini",
+        "--provider", "emulator", "--storage", str(store), "--job", "cat",
+        "--output", str(store.parent / "out.parquet"), "--max-requests-per-batch", "5",
+        "--poll-interval", "0.1", "--quiet",
+    ]  # fmt: skip
+
+
+def status(store: Path, env: dict[str, str], *job: str) -> Any:
+    result = maple("status", *job, "--storage", str(store), "--format", "json", env=env)
+    assert result.returncode == 0, result.stderr
+    return orjson.loads(result.stdout)
+
+
+def wait_for_batches(store: Path, count: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while len(list(store.glob("cat/state/*/submission-1.json"))) < count:
+        assert time.monotonic() < deadline, "the job never submitted its batches"
+        time.sleep(0.2)
+
+
+def test_cancel_then_rerun_resumes_and_status_reports_each_step(tmp_path: Path) -> None:
+    table = tmp_path / "items.csv"
+    pl.DataFrame({"title": [f"thing {i}" for i in range(ROWS)]}).write_csv(table)
+    store = tmp_path / "store"
+    # slow batches: the job is still waiting on them when it is cancelled
+    with EmulatorServer(EmulatorConfig(batch_seconds=20, control_fail=0)) as server:
+        env = {**os.environ, "MAPLE_EMULATOR_URL": server.url}
+        running = subprocess.Popen(
+            [MAPLE, *enrich_args(table, store)], env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        wait_for_batches(store, 2)
+        before = status(store, env, "cat")
+        assert before["phase"] == "running" and before["unfinished"] == ROWS
+        assert [s["state"] for s in before["shards"]] == ["in flight", "in flight"]
+
+        cancelled = maple("cancel", "cat", "--storage", str(store), env=env)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert "cancelled 2 batch(es)" in cancelled.stdout
+        _, err = running.communicate(timeout=90)  # collects the cancelled batches, then stops
+        assert running.returncode == 0, err
+        assert "stopped: cancelled with `maple cancel`" in err
+
+        after = status(store, env, "cat")
+        assert after["stopped"].startswith("cancelled")
+        assert after["succeeded"] + after["failed"] == ROWS
+        assert set(after["failed_by_class"]) == {"expired"}  # the rows the batches never ran
+        assert all(s["state"] == "stopped" for s in after["shards"])
+
+        server.config.batch_seconds = 0.2  # the rerun's batches finish quickly
+        resumed = maple(*enrich_args(table, store), env=env)
+        assert resumed.returncode == 0, resumed.stderr
+        assert "resuming job cat" in resumed.stderr
+        stats = server.stats()
+    final = status(store, env, "cat")
+    assert final["phase"] == "merged" and final["stopped"] is None
+    assert final["succeeded"] == ROWS and final["failed"] == 0 and final["cost_usd"] > 0
+    assert [s["attempts"] for s in final["shards"]] == [2, 2]
+    frame = pl.read_parquet(tmp_path / "out.parquet")
+    assert frame["llm_status"].to_list() == ["succeeded"] * ROWS
+    assert stats["bodies_billed_twice"] == 0 and stats["requests_billed"] == ROWS
+
+    listing = status(store, env)
+    assert [job["job"] for job in listing] == ["cat"]
+    table_view = maple("status", "cat", "--storage", str(store), env=env)
+    assert "s00001" in table_view.stdout and "merged" in table_view.stdout
+
+
+def test_status_of_an_unknown_job_says_how_to_find_jobs(tmp_path: Path) -> None:
+    result = maple("status", "nope", "--storage", str(tmp_path), env=dict(os.environ))
+    assert result.returncode == 2
+    assert "maple status" in result.stderr and "nope" in result.stderr
