@@ -10,6 +10,8 @@ resource per provider name (``provider_key(provider)``).
 """
 
 import dataclasses
+import time
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -144,12 +146,14 @@ def enrichment(
     pdef = shard_partitions(name)
     keys = _resource_keys(provider)
     upstream = None if isinstance(source, str) else _source_key(source)
-    assets = [
-        _input_shards(spec, policy, pdef, keys, upstream),
-        _submissions(spec, policy, pdef, keys),
-        _raw_responses(spec, policy, pdef, keys),
-        _merged(spec, policy, keys),
-    ]
+    with warnings.catch_warnings():  # single-run backfill policies are Beta in dagster 1.13
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        assets = [
+            _input_shards(spec, policy, pdef, keys, upstream),
+            _submissions(spec, policy, pdef, keys),
+            _raw_responses(spec, policy, pdef, keys),
+            _merged(spec, policy, keys),
+        ]
     sensor = _sensor(spec, policy, assets, keys, poll_interval_s)
     checks = build_checks(spec, keys)
     return Enrichment(spec, assets, sensor, checks, pdef, policy)
@@ -233,15 +237,17 @@ def _per_shard(context: dg.AssetExecutionContext, work: Any, parallel: int = 1) 
     and single-run backfills); a multi-shard run returns one frame per partition key.
     """
     keys = context.partition_keys
+    started = time.monotonic()
     if parallel > 1 and len(keys) > 1:
         with ThreadPoolExecutor(max_workers=parallel) as pool:
             results = list(pool.map(work, keys))
     else:
         results = [work(key) for key in keys]
+    duration = {"duration_s": round(time.monotonic() - started, 3)}
     if len(keys) == 1:
         frame, metadata = results[0]
-        return dg.Output(frame, metadata=metadata)
-    metadata = {"shards": len(keys), **_sum_metadata([m for _, m in results])}
+        return dg.Output(frame, metadata={**metadata, **duration})
+    metadata = {"shards": len(keys), **_sum_metadata([m for _, m in results]), **duration}
     return dg.Output({k: f for k, (f, _) in zip(keys, results, strict=True)}, metadata=metadata)
 
 

@@ -45,3 +45,19 @@ def test_definitions_load_with_the_example_graph() -> None:
     shards = graph.get(dg.AssetKey(["product_attributes", "raw_responses"]))
     assert isinstance(shards.partitions_def, dg.DynamicPartitionsDefinition)
     assert defs.resolve_sensor_def("product_attributes_sensor") is not None
+
+
+def test_dagster_validates_the_workspace() -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Validation successful" in result.stderr + result.stdout
