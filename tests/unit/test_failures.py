@@ -1,0 +1,139 @@
+"""The failure taxonomy, retry planning, batch splitting and job stops (pure logic, no HTTP)."""
+
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from maple_assets.policy import RetryPolicy
+from maple_assets.responses import IMAGE_GONE, plan_retries, unrun_failure
+from maple_assets.spec import CUSTOM_ID, ROW_ID, JobSpec
+from maple_assets.state import JobState, ShardSummary
+from maple_assets.steps import Job, _attempt_cap, check_age
+from resources.crashpoints import CrashPointReached, crash_point
+from resources.failures import batch_too_large
+from resources.providers.base import BatchState
+from resources.providers.openai_batch import OpenAIBatchProvider, _parse_line
+from resources.storage import Storage
+
+
+@pytest.mark.parametrize(
+    ("line", "cls"),
+    [
+        # shape 1: the request never ran (response null, error object)
+        ({"custom_id": "r1", "response": None, "error": {"code": "batch_expired"}}, "expired"),
+        ({"custom_id": "r1", "response": None, "error": {"code": "batch_cancelled"}}, "expired"),
+        ({"custom_id": "r1", "response": None, "error": {"code": "server_error"}}, "server_error"),
+        ({"custom_id": "r1", "response": None, "error": {"code": "x_unknown"}}, "invalid_request"),
+        # shape 2: it ran and answered an HTTP error (response.body.error)
+        (
+            {
+                "custom_id": "r1",
+                "response": {
+                    "status_code": 429,
+                    "body": {"error": {"code": "rate_limit_exceeded"}},
+                },
+                "error": None,
+            },
+            "rate_limited",
+        ),
+    ],
+)
+def test_openai_line_error_shapes(line: dict[str, object], cls: str) -> None:
+    assert _parse_line(line)["failure_class"] == cls
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "etype", "cls"),
+    [
+        (500, None, "server_error", "server_error"),
+        (400, "invalid_image_url", "invalid_request_error", "invalid_image"),
+        (429, "insufficient_quota", "insufficient_quota", "insufficient_quota"),
+        (400, None, "invalid_request_error", "invalid_request"),
+    ],
+)
+def test_openai_http_error_lines(status: int, code: str | None, etype: str, cls: str) -> None:
+    body = {"error": {"message": "m", "type": etype, "code": code}}
+    line = {"custom_id": "r1", "response": {"status_code": status, "body": body}, "error": None}
+    parsed = _parse_line(line)
+    assert (parsed["status"], parsed["failure_class"], parsed["billed"]) == ("failed", cls, False)
+
+
+def test_a_refusal_is_billed_and_refused() -> None:
+    body = {
+        "choices": [{"message": {"content": None, "refusal": "no"}}],
+        "usage": {"prompt_tokens": 3},
+    }
+    parsed = _parse_line({"custom_id": "r", "response": {"status_code": 200, "body": body}})
+    assert (parsed["failure_class"], parsed["billed"]) == ("refused", True)
+
+
+def _failed_batch(code: str, message: str = "") -> BatchState:
+    return BatchState("b1", "failed", True, errors=(message,), error_codes=(code,))
+
+
+def test_a_too_large_batch_is_split_until_it_fits() -> None:
+    too_many = _failed_batch("too_many_tasks", "The input file has 12 requests")
+    assert batch_too_large(too_many.error_codes, too_many.errors)
+    assert unrun_failure(too_many, can_split=True)[0] == "expired"
+    assert unrun_failure(too_many, can_split=False)[0] == "invalid_request"
+    assert _attempt_cap(None, too_many, 12) == 6
+    assert _attempt_cap(ShardSummary(2, 12, False, max_requests=6), too_many, 6) == 3
+    ok = BatchState("b2", "completed", True)
+    assert _attempt_cap(ShardSummary(3, 9, False, max_requests=3), ok, 3) == 3  # kept
+    assert unrun_failure(_failed_batch("model_mismatch"), can_split=True)[0] == "invalid_request"
+
+
+def _combined(rows: list[tuple[str, int, str]]) -> pl.DataFrame:
+    return pl.DataFrame(
+        {
+            ROW_ID: list(range(len(rows))),
+            CUSTOM_ID: [f"r{i}" for i in range(len(rows))],
+            "status": ["failed"] * len(rows),
+            "failure_class": [r[0] for r in rows],
+            "attempts": [r[1] for r in rows],
+            "error": [r[2] for r in rows],
+        }
+    )
+
+
+def test_retry_plan_follows_the_policy_and_queues_quota_rows() -> None:
+    combined = _combined(
+        [
+            ("refused", 3, "no"),  # 2 retries used up
+            ("refused", 2, "no"),
+            ("invalid_request", 1, "bad"),
+            ("insufficient_quota", 1, "quota"),  # queued behind the stop
+            ("invalid_image", 1, f"{IMAGE_GONE}image URL x answered HTTP 404"),
+            ("invalid_image", 1, "Invalid image URL"),
+            ("rate_limited", 40, "429"),
+        ]
+    )
+    decision = plan_retries(combined, RetryPolicy())
+    assert decision.quota_exhausted
+    assert decision.retry_ids[CUSTOM_ID].to_list() == ["r1", "r3", "r5", "r6"]
+    stingy = RetryPolicy().with_overrides({"rate_limited": 0, "refused": 5})
+    assert plan_retries(combined, stingy).retry_ids[CUSTOM_ID].to_list() == ["r0", "r1", "r3", "r5"]
+
+
+def test_max_job_age_stops_the_job_with_a_reason(tmp_path: Path) -> None:
+    state = JobState(Storage(str(tmp_path)), "old")
+    state.write_spec({"fingerprint": "f", "created_at": time.time() - 7200, "spec": {}})
+    job = Job(JobSpec(name="old", prompt="p", model="m"), state, OpenAIBatchProvider())
+    check_age(job)
+    assert state.stop_reason() is None
+    job.policy = RetryPolicy(max_job_age_s=3600)
+    check_age(job)
+    assert "past its max age of 1.0 h" in (state.stop_reason() or "")
+    assert state.clear_stop(("quota", "cancel")) is None  # an age stop is not lifted by a rerun
+    assert state.clear_stop(("age",)) is not None and state.stop_reason() is None
+
+
+def test_crash_point_is_inert_unless_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    crash_point("after_create")
+    monkeypatch.setenv("MAPLE_CRASH_AT", "after_create")
+    monkeypatch.setenv("MAPLE_CRASH_MODE", "raise")
+    crash_point("after_upload")
+    with pytest.raises(CrashPointReached):
+        crash_point("after_create")
