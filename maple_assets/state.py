@@ -8,8 +8,10 @@ Layout under ``<root>/<job>/state/``::
     <key>/plan-<n>.parquet          custom ids sent in attempt n
     <key>/submission-<n>.json       the provider batch of attempt n (written right after create)
     <key>/results-<n>.parquet       parsed results of attempt n
-    <key>/summary.json              after each collection: attempt, retries pending, final
-    stop.json                       why the job stopped submitting (quota, budget, age)
+    <key>/summary.json              after each collection: attempt, retries pending, final,
+                                    max requests per attempt after a too-large rejection
+    stop.json                       why the job stopped submitting, and its kind (quota, cancel,
+                                    budget, age); a rerun of `maple enrich` lifts quota/cancel
 """
 
 import dataclasses
