@@ -107,7 +107,8 @@ def test_budget_stops_before_overspending_and_a_larger_budget_finishes(
 
     resumed = enrich(server, tmp_path, "--budget", "1")
     assert resumed.returncode == 0, resumed.stderr
-    assert "stopped:" not in resumed.stderr
+    assert "resuming job budget_job (was stopped: budget reached" in resumed.stderr
+    assert "\nstopped:" not in resumed.stderr
     frame = pl.read_parquet(tmp_path / "out.parquet")
     assert (frame["llm_status"] == "succeeded").all()
     assert (frame["llm_attempts"] == 1).all()
