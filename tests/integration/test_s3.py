@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,9 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     }
     for key, value in env.items():
         monkeypatch.setenv(key, value)
+    # moto keeps its buckets in process-wide memory: start every test from an empty S3.
+    reset = urllib.request.Request(f"{env['AWS_ENDPOINT_URL']}/moto-api/reset", method="POST")
+    urllib.request.urlopen(reset, timeout=10).read()
     boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"]).create_bucket(Bucket=BUCKET)
     yield env
     server.stop()
@@ -85,6 +89,72 @@ def test_io_manager_on_s3(s3: dict[str, str]) -> None:
         "io/numbers/b.parquet",
         "io/total.parquet",
     ]
+
+
+def enrich_on_s3(
+    env: dict[str, str], tmp_path: Path, emulator: EmulatorServer, **extra_env: str
+) -> subprocess.CompletedProcess[str]:
+    full_env = {
+        **os.environ,
+        **env,
+        **extra_env,
+        "MAPLE_EMULATOR_URL": emulator.url,
+        "DAGSTER_HOME": str(tmp_path / "dagster"),
+        "MAPLE_COST_DB": f"sqlite:///{tmp_path}/costs.db",
+    }
+    (tmp_path / "dagster").mkdir(exist_ok=True)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "maple_assets.cli",
+            "enrich",
+            f"s3://{BUCKET}/in/tricky.csv",
+            "--prompt",
+            "{title} / {description}",
+            "--model",
+            "gpt-4o-mini",
+            "--provider",
+            "emulator",
+            "--storage",
+            f"s3://{BUCKET}/store",
+            "--output",
+            f"s3://{BUCKET}/out/enriched.parquet",
+            "--job",
+            "s3job",
+            "--max-requests-per-batch",
+            "2",
+            "--poll-interval",
+            "0.1",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("point", ["after_create", "after_results", "mid_merge"])
+def test_resume_after_kill_with_state_on_s3(
+    s3: dict[str, str], tmp_path: Path, tricky_table: pl.DataFrame, point: str
+) -> None:
+    storage = Storage(f"s3://{BUCKET}")
+    storage.write_bytes("in/tricky.csv", tricky_table.write_csv().encode())
+    with EmulatorServer() as emulator:
+        killed = enrich_on_s3(s3, tmp_path, emulator, MAPLE_CRASH_AT=point)
+        assert killed.returncode == -9, killed.stderr
+        again = enrich_on_s3(s3, tmp_path, emulator)
+        assert again.returncode == 0, again.stderr
+        stats = emulator.stats()
+    assert stats["bodies_billed_twice"] == 0
+    assert stats["requests_billed"] == tricky_table.height
+    out = storage.read_parquet("out/enriched.parquet")
+    assert_frame_equal(out.select(tricky_table.columns), tricky_table)
+    assert out["llm_status"].to_list() == ["succeeded"] * 6
+    assert out["llm_attempts"].to_list() == [1] * 6
 
 
 def test_cli_with_everything_on_s3(
