@@ -184,12 +184,12 @@ NOT_SENT = "not_sent"
 """Failure class of rows never sent: the job stopped (budget, quota, cancel, age) first."""
 
 
-def unsent_responses(rows: pl.DataFrame, reason: str) -> pl.DataFrame:
+def unsent_responses(rows: pl.DataFrame, reason: str, cls: str = NOT_SENT) -> pl.DataFrame:
     """Responses for a shard that was never submitted: each row failed, unbilled, 0 attempts."""
     return rows.select(ROW_ID, CUSTOM_ID).with_columns(
         pl.col(CUSTOM_ID).alias("custom_id"),
         pl.lit("failed").alias("status"),
-        pl.lit(NOT_SENT).alias("failure_class"),
+        pl.lit(cls).alias("failure_class"),
         pl.lit(reason, pl.String).alias("error"),
         pl.lit(None, pl.String).alias("response"),
         pl.lit(False).alias("billed"),

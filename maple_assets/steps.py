@@ -18,6 +18,7 @@ from maple_assets.merge import OutputTable, merge_shard, write_merged
 from maple_assets.policy import RetryPolicy
 from maple_assets.responses import (
     IMAGE_GONE,
+    NOT_SENT,
     attempt_results,
     combine_attempts,
     plan_retries,
@@ -279,8 +280,11 @@ def shard_responses(state: JobState, shard: str) -> pl.DataFrame:
     summary = state.summary(shard)
     attempts = summary.attempt if summary else 0
     if attempts == 0:  # never collected: the job stopped before sending it
-        reason = state.stop_reason() or "not sent yet"
-        return unsent_responses(state.shard_frame(shard, columns=[ROW_ID, CUSTOM_ID]), reason)
+        record = state.stop_record() or {}
+        quota = record.get("kind") == "quota"
+        cls = FailureClass.INSUFFICIENT_QUOTA.value if quota else NOT_SENT
+        rows = state.shard_frame(shard, columns=[ROW_ID, CUSTOM_ID])
+        return unsent_responses(rows, record.get("reason", "not sent yet"), cls)
     return combine_attempts([state.results(shard, n) for n in range(1, attempts + 1)])
 
 
