@@ -158,12 +158,12 @@ def test_a_failed_dagster_run_re_executed_gives_the_same_output(
         monkeypatch.setenv("MAPLE_CRASH_AT", "after_results")
         monkeypatch.setenv("MAPLE_CRASH_MODE", "raise")
         with pytest.raises(Exception, match="after_results"):  # Dagster wraps the error
-            Runner(en, resources, instance, 0.1, quiet=True).run()
+            Runner(en, resources, instance, poll_interval_s=0.1, quiet=True).run()
         failed = instance.get_runs(filters=_failed_runs())
         assert len(failed) == 1
         partition = failed[0].tags["dagster/partition"]
         monkeypatch.delenv("MAPLE_CRASH_AT")
-        runner = Runner(en, resources, instance, 0.1, quiet=True)
+        runner = Runner(en, resources, instance, poll_interval_s=0.1, quiet=True)
         runner.materialize(en.key("raw_responses"), partition)  # the re-execution
         runner.run()
         resources["maple_costs"].close()
