@@ -100,7 +100,7 @@ def validate_structured(frame: pl.DataFrame, schema: dict[str, Any] | None) -> p
         .otherwise(pl.col("failure_class"))
         .alias("failure_class"),
         pl.when(is_bad).then(bad).otherwise(pl.col("error")).alias("error"),
-        pl.when(pl.col("status") == "succeeded")
+        pl.when((pl.col("status") == "succeeded") & ~is_bad)
         .then(pl.col("response"))
         .otherwise(None)
         .alias("parsed"),

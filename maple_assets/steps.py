@@ -245,7 +245,11 @@ def check_images(
     )
     gone = missing_images(str(u) for u in urls[column].drop_nulls())
     problems = urls.select(
-        ROW_ID, pl.col(column).cast(pl.String).replace_strict(gone, default=None).alias("gone")
+        ROW_ID,
+        pl.col(column)
+        .cast(pl.String)
+        .replace_strict(gone, default=None, return_dtype=pl.String)
+        .alias("gone"),
     ).filter(pl.col("gone").is_not_null())
     joined = results.join(problems, on=ROW_ID, how="left", maintain_order="left")
     message = pl.concat_str([pl.lit(IMAGE_GONE), pl.col("gone")])

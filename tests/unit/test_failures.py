@@ -4,13 +4,21 @@ import time
 from pathlib import Path
 
 import polars as pl
+import pydantic
 import pytest
 
+from maple_assets.factory import schema_dict
 from maple_assets.policy import RetryPolicy
-from maple_assets.responses import IMAGE_GONE, plan_retries, unrun_failure
+from maple_assets.responses import (
+    IMAGE_GONE,
+    plan_retries,
+    unrun_failure,
+    validate_structured,
+)
 from maple_assets.spec import CUSTOM_ID, ROW_ID, JobSpec
 from maple_assets.state import JobState, ShardSummary
 from maple_assets.steps import Job, _attempt_cap, check_age
+from maple_assets.structured import schema_dtype
 from resources.crashpoints import CrashPointReached, crash_point
 from resources.failures import batch_too_large
 from resources.providers.base import BatchState
@@ -137,3 +145,31 @@ def test_crash_point_is_inert_unless_named(monkeypatch: pytest.MonkeyPatch) -> N
     crash_point("after_upload")
     with pytest.raises(CrashPointReached):
         crash_point("after_create")
+
+
+class _Attributes(pydantic.BaseModel):
+    brand: str
+    size_ml: int
+
+
+def test_pydantic_response_schema_and_invalid_output() -> None:
+    schema = schema_dict(_Attributes)
+    assert schema is not None and schema["required"] == ["brand", "size_ml"]
+    assert schema_dtype(schema) == pl.Struct({"brand": pl.String, "size_ml": pl.Int64})
+    frame = pl.DataFrame(
+        {
+            "status": ["succeeded", "succeeded", "succeeded", "failed"],
+            "failure_class": [None, None, None, "refused"],
+            "error": [None, None, None, "no"],
+            "response": ['{"brand":"b","size_ml":5}', '{"brand":"b"}', "not json", None],
+        }
+    )
+    checked = validate_structured(frame, schema)
+    assert checked["status"].to_list() == ["succeeded", "failed", "failed", "failed"]
+    assert checked["failure_class"].to_list() == [
+        None,
+        "invalid_output",
+        "invalid_output",
+        "refused",
+    ]
+    assert checked["parsed"].to_list() == ['{"brand":"b","size_ml":5}', None, None, None]
