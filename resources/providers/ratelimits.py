@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from datetime import datetime
 
-SAFETY = 0.97
+SAFETY = 0.98
 MIN_FACTOR = 0.5
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -98,6 +98,7 @@ class Pacer:
         self.factor = SAFETY
         self.next_at = 0.0
         self.paused_until = 0.0
+        self._slowed_at = -1.0
 
     @property
     def known(self) -> bool:
@@ -111,10 +112,15 @@ class Pacer:
         return gap
 
     def reserve(self, tokens: float, now: float) -> float:
-        """Book the next start slot; returns how long to wait for it."""
-        start = max(now, self.next_at, self.paused_until)
-        self.next_at = start + self.interval(tokens)
-        return start - now
+        """Book the next start slot; returns how long to wait for it.
+
+        Callers reserve one at a time and only when the previous caller's wait is over, so a
+        stalled event loop delays sends instead of releasing a burst of overdue slots (a send
+        that comes late may take back at most one slot it lost)."""
+        gap = self.interval(tokens)
+        start = max(now - gap, self.next_at, self.paused_until)  # one slot of catch-up at most
+        self.next_at = start + gap
+        return max(0.0, start - now)
 
     def learn(self, limits: Limits, now: float) -> None:
         rpm, tpm = self.explicit
@@ -130,11 +136,14 @@ class Pacer:
     def pause(self, seconds: float, now: float) -> None:
         self.paused_until = max(self.paused_until, now + seconds)
 
-    def slow_down(self) -> None:
-        self.factor = max(MIN_FACTOR, self.factor * 0.97)
+    def slow_down(self, now: float) -> None:
+        """A rate-limit 429: ease off by 3%, at most once a second (one 429 storm, one step)."""
+        if now - self._slowed_at >= 1.0:
+            self._slowed_at = now
+            self.factor = max(MIN_FACTOR, self.factor * 0.97)
 
     def recover(self) -> None:
-        self.factor = min(SAFETY, self.factor + 0.0005)
+        self.factor = min(SAFETY, self.factor + 0.001)
 
 
 class TokenEstimator:

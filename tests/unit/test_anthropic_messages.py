@@ -4,7 +4,7 @@ import polars as pl
 from resources.providers.anthropic_batch import AnthropicBatchProvider
 from resources.providers.anthropic_messages import parse_result_line
 from resources.providers.base import RequestSpec
-from resources.providers.ratelimits import Pacer, parse_duration, parse_reset, read_limits
+from resources.providers.ratelimits import SAFETY, Pacer, parse_duration, parse_reset, read_limits
 
 PROVIDER = AnthropicBatchProvider(api_key="unused", intent_root="/nonexistent")
 
@@ -107,7 +107,7 @@ def test_rate_limit_headers() -> None:
 def test_pacer_spaces_starts_by_requests_and_tokens() -> None:
     pacer = Pacer(rpm=600)
     waits = [pacer.reserve(10, now=0.0) for _ in range(4)]
-    assert all(abs(wait - n * 0.1 / 0.97) < 1e-9 for n, wait in enumerate(waits))
+    assert all(abs(wait - n * 0.1 / SAFETY) < 1e-9 for n, wait in enumerate(waits))
     tokens = Pacer(tpm=6000)  # 100 tokens/s: a 50-token request every ~0.5 s
     tokens.reserve(50, now=0.0)
-    assert abs(tokens.reserve(50, now=0.0) - 0.5 / 0.97) < 1e-9
+    assert abs(tokens.reserve(50, now=0.0) - 0.5 / SAFETY) < 1e-9

@@ -1,0 +1,215 @@
+"""The engine behind the real-time providers: one shard attempt's requests, sent concurrently.
+
+Workers pull rows; each send waits for a slot in the adaptive ``Gate`` (bounded in-flight
+requests) and for its turn from the ``Pacer`` (RPM/TPM), then posts the already-encoded body
+(no re-parsing). Answers are classified into rows; retryable ones (429, 5xx/529, timeouts) are
+sent again after ``retry-after`` or jittered exponential backoff, up to ``max_attempts``.
+Every finished row goes to the checkpoints at once.
+"""
+
+import asyncio
+import threading
+import time
+from collections.abc import Coroutine, Iterator
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import httpx
+import orjson
+
+from resources.errors import AuthError
+from resources.failures import FailureClass
+from resources.http import backoff_seconds, error_detail, retry_after_seconds
+from resources.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
+from resources.providers.anthropic_messages import failed_row
+from resources.providers.checkpoints import RowCheckpoints
+from resources.providers.ratelimits import (
+    Gate,
+    Pacer,
+    TokenEstimator,
+    needed_concurrency,
+    read_limits,
+)
+
+if TYPE_CHECKING:
+    from resources.providers.realtime import RealtimeProvider
+
+T = TypeVar("T")
+Row = dict[str, Any]
+_JSON = {"content-type": "application/json"}
+
+
+class _Retry(Exception):
+    """A send that may be retried: its failure class, message and the server's wait."""
+
+    def __init__(self, failure_class: str, message: str, wait: float | None) -> None:
+        super().__init__(message)
+        self.failure_class = failure_class
+        self.wait = wait
+
+
+class AttemptRun:
+    """One attempt's requests: workers, pacing, adaptive concurrency, checkpointing."""
+
+    def __init__(self, provider: "RealtimeProvider", checkpoints: RowCheckpoints, batch_id: str):
+        self.p = provider
+        self.checkpoints = checkpoints
+        self.batch_id = batch_id
+        self.pacer = Pacer(provider.rpm, provider.tpm)
+        self.tokens = TokenEstimator(DEFAULT_OUTPUT_ESTIMATE)
+        self.gate = Gate(provider.initial_concurrency, provider.max_concurrency)
+        self.turn = asyncio.Lock()  # one pacing reservation at a time
+        self.latency = 0.5
+        self.successes = 0
+        self.quota_message: str | None = None
+
+    async def run(self, rows: list[tuple[str, str]]) -> None:
+        if not rows:
+            return
+        queue = iter(rows)
+        timeout = httpx.Timeout(self.p.timeout_s, connect=min(10.0, self.p.timeout_s))
+        limits = httpx.Limits(
+            max_connections=self.p.max_concurrency, max_keepalive_connections=self.p.max_concurrency
+        )
+        headers = self.p.auth_headers()
+        async with httpx.AsyncClient(
+            base_url=self.p.resolved_base_url(), headers=headers, timeout=timeout, limits=limits
+        ) as client:
+            workers = min(len(rows), self.p.max_concurrency)
+            try:
+                async with asyncio.TaskGroup() as group:
+                    ticker = group.create_task(self._tick())
+                    tasks = [group.create_task(self._worker(client, queue)) for _ in range(workers)]
+                    await asyncio.gather(*tasks)
+                    ticker.cancel()
+            except* AuthError as errors:
+                raise errors.exceptions[0] from None
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(min(0.5, self.p.checkpoint_seconds))
+            if self.checkpoints.due():
+                self.checkpoints.flush()
+
+    async def _worker(self, client: httpx.AsyncClient, queue: Iterator[tuple[str, str]]) -> None:
+        for custom_id, body in queue:
+            self.checkpoints.add(await self._request(client, custom_id, body))
+
+    async def _request(self, client: httpx.AsyncClient, custom_id: str, body: str) -> Row:
+        raw = estimate_tokens(body)
+        last = _Retry(FailureClass.SERVER_ERROR.value, "not sent", None)
+        for attempt in range(self.p.max_attempts):
+            if self.quota_message is not None:
+                return self._row(custom_id, _quota(self.quota_message))
+            try:
+                return self._row(custom_id, await self._send(client, custom_id, body, raw))
+            except _Retry as retry:
+                last = retry
+            if attempt + 1 < self.p.max_attempts:
+                wait = last.wait if last.wait is not None else backoff_seconds(attempt, cap=20.0)
+                await asyncio.sleep(wait + backoff_seconds(0, base=0.05))
+        message = f"{last} (after {self.p.max_attempts} sends)"
+        return self._row(custom_id, failed_row(custom_id, last.failure_class, message))
+
+    def _row(self, custom_id: str, row: Row) -> Row:
+        row["custom_id"] = custom_id
+        row["batch_id"] = self.batch_id
+        return row
+
+    async def _send(self, client: httpx.AsyncClient, custom_id: str, body: str, raw: int) -> Row:
+        await self.gate.acquire()
+        try:
+            async with self.turn:
+                delay = self.pacer.reserve(self.tokens.estimate(raw), time.monotonic())
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            if self.quota_message is not None:  # learned while this row waited for its turn
+                return _quota(self.quota_message)
+            started = time.monotonic()
+            try:
+                response = await client.post(self.p.endpoint(), content=body, headers=_JSON)
+            except httpx.TimeoutException as exc:
+                raise _Retry(FailureClass.SERVER_ERROR.value, f"timed out: {exc!r}", None) from exc
+            except httpx.TransportError as exc:
+                raise _Retry(FailureClass.SERVER_ERROR.value, f"transport: {exc!r}", None) from exc
+            self.latency = 0.8 * self.latency + 0.2 * (time.monotonic() - started)
+        finally:
+            await self.gate.release()
+        self.pacer.learn(read_limits(response.headers, time.time()), time.monotonic())
+        await self._adapt()
+        return self._outcome(response, custom_id, raw)
+
+    def _outcome(self, response: httpx.Response, custom_id: str, raw: int) -> Row:
+        status = response.status_code
+        if status == 200:
+            try:
+                row = self.p.parse_body(custom_id, orjson.loads(response.content))
+            except (orjson.JSONDecodeError, AttributeError, TypeError) as exc:
+                message = f"unparseable 200 body: {exc}"
+                raise _Retry(FailureClass.SERVER_ERROR.value, message, None) from exc
+            billed = int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0)
+            self.tokens.observe(raw, billed)
+            self.successes += 1
+            self.pacer.recover()
+            return row
+        if status in {401, 403}:
+            message, _, _ = error_detail(response)
+            raise AuthError(
+                f"{self.p.name}: POST {self.p.endpoint()} answered {status}: {message}. "
+                "Check the API key.",
+                status,
+            )
+        failure_class, message = self.p.classify(response)
+        if failure_class == FailureClass.INSUFFICIENT_QUOTA.value:
+            self.quota_message = message
+            return _quota(message)
+        if status == 429 and response.headers.get("x-should-retry") == "false":
+            return failed_row(custom_id, FailureClass.INVALID_REQUEST.value, f"429: {message}")
+        wait = retry_after_seconds(response)
+        if status == 429:
+            self._rate_limited(response, wait)
+            raise _Retry(FailureClass.RATE_LIMITED.value, f"429: {message}", wait)
+        if status in {408, 409, 500, 502, 503, 504, 529}:
+            raise _Retry(FailureClass.SERVER_ERROR.value, f"{status}: {message}", wait)
+        return failed_row(custom_id, failure_class, f"{status}: {message}")
+
+    def _rate_limited(self, response: httpx.Response, wait: float | None) -> None:
+        limits = read_limits(response.headers, time.time())
+        exhausted = 0 in {limits.remaining_requests, limits.remaining_tokens}
+        unknown = limits.remaining_requests is None and limits.remaining_tokens is None
+        if exhausted or unknown:
+            self.pacer.pause(wait if wait is not None else 1.0, time.monotonic())
+            self.pacer.slow_down(time.monotonic())
+            if not self.pacer.known:
+                self.gate.limit = max(1, self.gate.limit // 2)
+
+    async def _adapt(self) -> None:
+        """Grow the in-flight bound to what the paced rate needs at the observed latency."""
+        if self.pacer.known:
+            rate = 1.0 / max(self.pacer.interval(self.tokens.estimate(1)), 1e-3)
+            target = needed_concurrency(rate, self.latency, self.p.initial_concurrency)
+        elif self.successes and self.successes % (4 * self.gate.limit) == 0:
+            target = self.gate.limit + 1  # no limits known: additive increase
+        else:
+            return
+        await self.gate.resize(target)
+
+
+def _quota(message: str) -> Row:
+    return failed_row(None, FailureClass.INSUFFICIENT_QUOTA.value, message)
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion, also from code that already runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    result: list[T] = []
+
+    def target() -> None:
+        result.append(asyncio.run(coro))
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    return result[0]
