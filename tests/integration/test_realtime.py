@@ -125,7 +125,6 @@ def test_server_errors_and_rate_limit_faults_are_retried(
     with EmulatorServer(EmulatorConfig(fail=faults, seed=7)) as running:
         point_at(running, monkeypatch)
         provider = OpenAIRealtimeProvider(checkpoint_root=str(tmp_path), max_attempts=8)
-        monkeypatch.setattr("resources.providers.realtime.backoff_seconds", lambda *a, **k: 0.01)
         rows = run(provider, 80)
         stats = running.stats()
     counts = dict(rows.group_by("failure_class").len().iter_rows())
