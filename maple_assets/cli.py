@@ -134,6 +134,24 @@ def main() -> None:
 @click.option(
     "--emulator-fail", multiple=True, help="With --provider emulator: inject CLASS=RATE faults."
 )
+@click.option(
+    "--rpm",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Real-time providers: requests per minute (default: learned from headers).",
+)
+@click.option(
+    "--tpm",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Real-time providers: tokens per minute (default: learned from headers).",
+)
+@click.option(
+    "--max-concurrency",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Real-time providers: most requests in flight at once.",
+)
 @click.option("--quiet", is_flag=True, help="No progress line.")
 @click.option(
     "--timings-json", default=None, help="Write per-stage wall times (JSON) to this file."

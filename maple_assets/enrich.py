@@ -42,10 +42,23 @@ class EnrichOptions:
     emulator_batch_seconds: float = 1.0
     emulator_fail: tuple[str, ...] = ()
     quiet: bool = False
+    rpm: int | None = None
+    tpm: int | None = None
+    max_concurrency: int | None = None
     timings_json: str | None = None
     dry_run: bool = False
     budget: float | None = None
     allow_untracked_cost: bool = False
+
+
+def realtime_limits(opts: EnrichOptions) -> dict[str, int]:
+    """Explicit --rpm/--tpm/--max-concurrency, which only real-time providers take."""
+    limits = {"rpm": opts.rpm, "tpm": opts.tpm, "max_concurrency": opts.max_concurrency}
+    given = {k: v for k, v in limits.items() if v is not None}
+    if given and not opts.provider.endswith("-realtime"):
+        flags = ", ".join(f"--{k.replace('_', '-')}" for k in given)
+        raise ConfigError(f"{flags} only apply to real-time providers (openai-realtime, ...).")
+    return given
 
 
 def load_schema(path: str | None) -> dict[str, Any] | None:
@@ -109,7 +122,9 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     price = PriceBook().price(  # an unknown model fails here, before anything is sent
         opts.model, opts.provider, allow_untracked=opts.allow_untracked_cost
     )
-    provider = build_provider(opts.provider, emulator_url=emulator_url, storage_root=opts.storage)
+    provider = build_provider(
+        opts.provider, emulator_url=emulator_url, storage_root=opts.storage, **realtime_limits(opts)
+    )
     if opts.dry_run:
         return dry_run(en.spec, provider, price, opts.storage)
     check = getattr(provider, "check_credentials", None)

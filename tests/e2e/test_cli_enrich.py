@@ -243,3 +243,40 @@ def test_secrets_never_reach_output_or_state(
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+def test_realtime_limits_from_the_command_line(
+    emulator_server: EmulatorServer, tricky_csv: Path, tmp_path: Path
+) -> None:
+    env = {"OPENAI_BASE_URL": f"{emulator_server.url}/v1", "OPENAI_API_KEY": "test"}
+    common = [
+        "enrich",
+        str(tricky_csv),
+        "--prompt",
+        "{title}",
+        "--model",
+        "gpt-4o-mini",
+        "--storage",
+        str(tmp_path / "store"),
+        "--poll-interval",
+        "0.1",
+        "--quiet",
+    ]
+    wrong = maple(*common, "--provider", "openai", "--rpm", "60", env=env)
+    assert wrong.returncode == 2
+    assert "--rpm only apply to real-time providers" in wrong.stderr
+    result = maple(
+        *common,
+        "--provider",
+        "openai-realtime",
+        "--rpm",
+        "600",
+        "--max-concurrency",
+        "2",
+        "--output",
+        str(tmp_path / "rt.csv"),
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert pl.read_csv(tmp_path / "rt.csv")["llm_status"].to_list() == ["succeeded"] * 6
+    assert emulator_server.stats()["realtime_requests"] == 6
