@@ -17,6 +17,15 @@ from typing import Any
 
 import polars as pl
 import pytest
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG as RANGE_END_TAG,
+)
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_START_TAG as RANGE_START_TAG,
+)
+from dagster._core.storage.tags import (
+    PARTITION_NAME_TAG as PARTITION_TAG,
+)
 from polars.testing import assert_frame_equal
 
 from emulator.config import EmulatorConfig
@@ -161,10 +170,12 @@ def test_a_failed_dagster_run_re_executed_gives_the_same_output(
             Runner(en, resources, instance, poll_interval_s=0.1, quiet=True).run()
         failed = instance.get_runs(filters=_failed_runs())
         assert len(failed) == 1
-        partition = failed[0].tags["dagster/partition"]
+        tags = failed[0].tags  # one shard, or a range of shards in one run
+        first = tags.get(PARTITION_TAG) or tags[RANGE_START_TAG]
+        last = tags.get(PARTITION_TAG) or tags[RANGE_END_TAG]
         monkeypatch.delenv("MAPLE_CRASH_AT")
         runner = Runner(en, resources, instance, poll_interval_s=0.1, quiet=True)
-        runner.materialize(en.key("raw_responses"), partition)  # the re-execution
+        runner.materialize(en.key("raw_responses"), first, last)  # the re-execution
         runner.run()
         resources["maple_costs"].close()
         stats = server.stats()
