@@ -199,18 +199,17 @@ def _percent(part: float, whole: float) -> str:
 
 
 def print_summary(state: JobState, output: str, costs: CostTracker | None = None) -> None:
-    from maple_assets.responses import summarize
+    from maple_assets.responses import add_summary, summarize
     from maple_assets.steps import shard_responses
 
-    keys = ("rows", "succeeded", "failed", "input_tokens", "output_tokens", "cost_usd")
-    totals: dict[str, Any] = dict.fromkeys(keys, 0)
-    by_class: dict[str, int] = {}
-    for shard in state.manifest() or []:
-        info = summarize(shard_responses(state, shard.key))
-        for key in keys:
-            totals[key] += info[key]
-        for cls, count in info["failed_by_class"].items():
-            by_class[cls] = by_class.get(cls, 0) + count
+    merged = state.key("merged.json")
+    totals: dict[str, Any] = {}
+    if state.storage.exists(merged):  # written by the merge that just ran
+        totals = dict(state.storage.read_json(merged).get("totals") or {})
+    if not totals:
+        for shard in state.manifest() or []:
+            add_summary(totals, summarize(shard_responses(state, shard.key)))
+    by_class: dict[str, int] = totals.get("failed_by_class", {})
     click.echo("", err=True)
     click.echo(f"{'job':<15}{state.job}")
     for key in ("rows", "succeeded", "failed"):

@@ -120,6 +120,10 @@ def _schema_problem(validator: jsonschema.Draft202012Validator, text: str | None
 
 def combine_attempts(attempts: list[pl.DataFrame]) -> pl.DataFrame:
     """Per row: the latest attempt's outcome, how often it was sent, the cost of all attempts."""
+    if len(attempts) == 1:  # the common case: no retries, nothing to merge
+        only = attempts[0].with_columns(pl.lit(1, pl.Int64).alias("attempts"))
+        columns = [c for c in only.columns if c not in {"attempts", "cost_usd"}]
+        return only.select(*columns, "attempts", "cost_usd").sort(ROW_ID)
     every = pl.concat(attempts, how="vertical_relaxed")
     totals = every.group_by(ROW_ID).agg(
         pl.len().cast(pl.Int64).alias("attempts"), pl.col("cost_usd").sum().alias("total_cost_usd")
@@ -178,6 +182,19 @@ def summarize(combined: pl.DataFrame) -> dict[str, Any]:
         "cost_usd": float(combined["cost_usd"].sum()),
         "attempts": int(combined.select(pl.col("attempts").max().fill_null(0)).item()),
     }
+
+
+def add_summary(total: dict[str, Any], info: dict[str, Any]) -> None:
+    """Accumulate one shard's ``summarize`` into a job total (counts, tokens, cost, classes)."""
+    for key, value in info.items():
+        if key == "failed_by_class":
+            classes = total.setdefault(key, {})
+            for cls, count in value.items():
+                classes[cls] = classes.get(cls, 0) + count
+        elif key == "attempts":
+            total[key] = max(total.get(key, 0), value)
+        else:
+            total[key] = total.get(key, 0) + value
 
 
 NOT_SENT = "not_sent"

@@ -9,6 +9,7 @@ import dataclasses
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 import polars as pl
 
@@ -19,6 +20,7 @@ from maple_assets.policy import RetryPolicy
 from maple_assets.responses import (
     IMAGE_GONE,
     NOT_SENT,
+    add_summary,
     attempt_results,
     combine_attempts,
     plan_retries,
@@ -352,15 +354,24 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
     schema = job.spec.response_schema
     parsed = schema_dtype(schema) if schema is not None else None
 
+    totals: dict[str, Any] = {}
+
     def frames() -> Iterator[pl.DataFrame]:
         for shard in manifest:
             rows = job.state.shard_frame(shard.key).drop(REQUEST, CUSTOM_ID)
-            yield merge_shard(rows, shard_responses(job.state, shard.key), job.spec.model, parsed)
+            responses = shard_responses(job.state, shard.key)
+            add_summary(totals, summarize(responses))
+            yield merge_shard(rows, responses, job.spec.model, parsed)
             crash_point("mid_merge")
 
     table = write_merged(frames(), path, job.spec.output_format())
     job.state.storage.write_json(
         job.state.key("merged.json"),
-        {"path": table.path, "rows": table.rows, "at": datetime.now(UTC).isoformat()},
+        {
+            "path": table.path,
+            "rows": table.rows,
+            "at": datetime.now(UTC).isoformat(),
+            "totals": totals,
+        },
     )
     return table
