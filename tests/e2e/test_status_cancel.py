@@ -9,9 +9,11 @@ from typing import Any
 
 import orjson
 import polars as pl
+from click.testing import CliRunner
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
+from maple_assets.cli import main
 
 MAPLE = str(Path(sys.executable).parent / "maple")
 ROWS = 10
@@ -33,8 +35,10 @@ def enrich_args(table: Path, store: Path) -> list[str]:
 
 
 def status(store: Path, env: dict[str, str], *job: str) -> Any:
-    result = maple("status", *job, "--storage", str(store), "--format", "json", env=env)
-    assert result.returncode == 0, result.stderr
+    """``maple status --format json`` (in-process: it only reads state files)."""
+    args = ["status", *job, "--storage", str(store), "--format", "json"]
+    result = CliRunner().invoke(main, args, env=env)
+    assert result.exit_code == 0, result.output
     return orjson.loads(result.stdout)
 
 
