@@ -317,7 +317,7 @@ def _raw_responses(
         subs = [s for s in waiting if s is not None]
         states = job.provider.poll(subs) if subs else {}
 
-        def one(shard: str) -> tuple[pl.DataFrame, dict[str, Any]]:
+        def one(shard: str) -> tuple[pl.DataFrame | pl.LazyFrame, dict[str, Any]]:
             progress = job.state.progress(shard)
             if progress.action == "wait" and progress.submission is not None:
                 state = states[progress.submission.batch_id]
@@ -329,7 +329,12 @@ def _raw_responses(
                 combined = collect_shard(job, shard, state)
             else:
                 combined = shard_responses(job.state, shard)
-            return combined, _responses_metadata(job, shard, combined)
+            metadata = _responses_metadata(job, shard, combined)
+            responses = job.state.responses_key(shard)
+            if len(context.partition_keys) > 1 and job.state.storage.exists(responses):
+                # Hold one shard at a time: the IO manager reads each back as it writes it.
+                return job.state.storage.scan_parquet(responses), metadata
+            return combined, metadata
 
         return _per_shard(context, one)
 

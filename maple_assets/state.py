@@ -8,6 +8,7 @@ Layout under ``<root>/<job>/state/``::
     <key>/plan-<n>.parquet          custom ids sent in attempt n
     <key>/submission-<n>.json       the provider batch of attempt n (written right after create)
     <key>/results-<n>.parquet       parsed results of attempt n
+    <key>/responses.parquet         every attempt merged: one row per request of the shard
     <key>/summary.json              after each collection: attempt, retries pending, final,
                                     max requests per attempt after a too-large rejection
     stop.json                       why the job stopped submitting, and its kind (quota, cancel,
@@ -107,6 +108,12 @@ class JobState:
 
     def write_results(self, shard: str, attempt: int, frame: pl.DataFrame) -> None:
         self.storage.write_parquet(self.key(shard, f"results-{attempt}.parquet"), frame)
+
+    def responses_key(self, shard: str) -> str:
+        return self.key(shard, "responses.parquet")
+
+    def write_responses(self, shard: str, frame: pl.DataFrame) -> None:
+        self.storage.write_parquet(self.responses_key(shard), frame)
 
     def summary(self, shard: str) -> ShardSummary | None:
         key = self.key(shard, "summary.json")

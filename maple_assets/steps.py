@@ -203,6 +203,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         retry = combined.filter(pl.col(CUSTOM_ID).is_in(decision.retry_ids[CUSTOM_ID].implode()))
         retry = retry.select(ROW_ID, CUSTOM_ID)
         job.state.write_plan(shard, attempt + 1, retry.head(cap) if cap else retry)
+    job.state.write_responses(shard, combined)
     crash_point("before_summary")
     info = summarize(combined)
     summary = ShardSummary(
@@ -285,6 +286,8 @@ def shard_responses(state: JobState, shard: str) -> pl.DataFrame:
     """The shard's merged responses over every collected attempt."""
     summary = state.summary(shard)
     attempts = summary.attempt if summary else 0
+    if attempts and state.storage.exists(state.responses_key(shard)):
+        return state.storage.read_parquet(state.responses_key(shard))
     if attempts == 0:  # never collected: the job stopped before sending it
         record = state.stop_record() or {}
         quota = record.get("kind") == "quota"

@@ -26,6 +26,8 @@ class ParquetUPathIOManager(dg.UPathIOManager):
             payload = orjson.dumps({"pointer": dataclasses.asdict(obj)})  # type: ignore[arg-type]
             path.with_suffix(".json").write_bytes(payload)
             return
+        if isinstance(obj, pl.LazyFrame):  # e.g. one shard of a multi-shard run, read now
+            obj = obj.collect()
         if not isinstance(obj, pl.DataFrame):
             raise TypeError(f"{context.asset_key}: expected a polars DataFrame, got {type(obj)}")
         with path.open("wb") as handle:
@@ -41,8 +43,7 @@ class ParquetUPathIOManager(dg.UPathIOManager):
             for key, path in paths.items():
                 self.make_directory(path.parent)
                 self.dump_to_path(context=context, obj=obj[key], path=path)
-            rows = sum(v.height for v in obj.values() if isinstance(v, pl.DataFrame))
-            context.add_output_metadata({"partitions": len(paths), "rows": rows})
+            context.add_output_metadata({"partitions": len(paths)})
             return
         super().handle_output(context, obj)
 

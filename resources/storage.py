@@ -139,6 +139,11 @@ class Storage:
         with self.open_read(key) as handle:
             return pl.read_parquet(handle, columns=columns)
 
+    def scan_parquet(self, key: str) -> pl.LazyFrame:
+        """A lazy scan: nothing is read until the frame is collected or sunk."""
+        uri = self.uri(key)
+        return pl.scan_parquet(uri, storage_options=polars_storage_options(uri))
+
     def write_parquet(self, key: str, frame: pl.DataFrame | pa.Table) -> None:
         table = frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame
         with self.open_write(key) as handle:
