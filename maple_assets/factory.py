@@ -41,7 +41,8 @@ from partitions.shards import shard_partitions
 from resources.pricing import PriceBook
 
 IO_MANAGER_KEY = "maple_io_manager"
-SUBMIT_PARALLELISM = 4  # concurrent uploads in a multi-shard submissions run
+SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
+COLLECT_PARALLELISM = 2  # shards downloaded and parsed at once (memory: that many shards)
 
 
 def provider_key(provider: str) -> str:
@@ -287,7 +288,9 @@ def _submissions(
             }
 
         # With a budget, shards go one by one so each check sees the batch before it.
-        parallel = 1 if spec.budget_usd is not None else SUBMIT_PARALLELISM
+        # Real-time providers pace one shard at a time against the provider's rate limit.
+        serial = spec.budget_usd is not None or job.mode == "realtime"
+        parallel = 1 if serial else SUBMIT_PARALLELISM
         output = _per_shard(context, one, parallel=parallel)
         stop = job.state.stop_reason()
         if stop:
@@ -336,7 +339,7 @@ def _raw_responses(
                 return job.state.storage.scan_parquet(responses), metadata
             return combined, metadata
 
-        return _per_shard(context, one)
+        return _per_shard(context, one, parallel=COLLECT_PARALLELISM)
 
     return raw_responses
 
