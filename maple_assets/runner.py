@@ -90,6 +90,7 @@ class Runner:
         self.executed: set[str] = set()
         self.timings: dict[str, float] = {}
         self.runs = 0
+        self.ticks = 0
         self.pdef_name = enrichment.partitions_def.name or ""
         self.definitions = dg.Definitions(
             assets=enrichment.assets,
@@ -136,6 +137,16 @@ class Runner:
                 start = i
 
     def tick(self) -> list[dg.RunRequest]:
+        started = time.monotonic()
+        try:
+            return self._tick()
+        finally:
+            self.timings["sensor_ticks"] = (
+                self.timings.get("sensor_ticks", 0.0) + time.monotonic() - started
+            )
+            self.ticks += 1
+
+    def _tick(self) -> list[dg.RunRequest]:
         with (
             dg.partition_loading_context(dynamic_partitions_store=self.instance),
             dg.build_sensor_context(
