@@ -35,6 +35,8 @@ from resources.providers.base import Submission
 from resources.providers.openai_batch import OpenAIBatchProvider
 from resources.storage import Storage
 
+UTF8 = st.characters(exclude_categories=("Cs",))  # lone surrogates are not UTF-8
+
 CATALOG = Path(__file__).parents[2] / "maple_assets" / "data" / "grocery_catalog.csv"
 PROMPT = "Extract the brand and size from: {title} / {description}"
 
@@ -92,8 +94,8 @@ def test_prompt_estimate_matches_the_emulator_for_anthropic_bodies(system: str |
 
 
 @given(
-    texts=st.lists(st.text(max_size=40), min_size=1, max_size=8),
-    system=st.one_of(st.none(), st.text(min_size=1, max_size=20)),
+    texts=st.lists(st.text(UTF8, max_size=40), min_size=1, max_size=8),
+    system=st.one_of(st.none(), st.text(UTF8, min_size=1, max_size=20)),
 )
 def test_vectorised_estimate_equals_the_scalar_formula(
     texts: list[str], system: str | None
