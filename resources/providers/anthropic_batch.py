@@ -58,6 +58,7 @@ from resources.providers.base import (
     content_hash,
     json_string_expr,
     now_iso,
+    poll_batches,
     result_frame,
 )
 from resources.storage import Storage
@@ -318,18 +319,13 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         return dict(got.json())
 
     def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
-        wanted = {s.batch_id for s in submissions}
-        states: dict[str, BatchState] = {}
         with self._client() as client:
-            if len(wanted) > 3:  # one paged list call per tick instead of one call per batch
-                for batch in self._list_batches(client):
-                    if batch["id"] in wanted:
-                        states[batch["id"]] = self._state(batch)
-                    if len(states) == len(wanted):
-                        break
-            for batch_id in sorted(wanted - states.keys()):
-                states[batch_id] = self._state(self._get(client, batch_id))
-        return states
+            return poll_batches(
+                {s.batch_id for s in submissions},
+                lambda: self._list_batches(client),
+                lambda batch_id: self._get(client, batch_id),
+                self._state,
+            )
 
     def cancel(self, submission: Submission) -> None:
         with self._client() as client:

@@ -7,7 +7,7 @@ provider-neutral ``RESULT_SCHEMA``. Batch APIs (OpenAI, Anthropic) and real-time
 
 import dataclasses
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -127,6 +127,26 @@ class Provider(Protocol):
     def cancel(self, submission: Submission) -> None: ...
 
     def find_orphans(self, job: str) -> list[Submission]: ...
+
+
+def poll_batches(
+    wanted: set[str],
+    listing: Callable[[], Iterable[dict[str, Any]]],
+    fetch: Callable[[str], dict[str, Any]],
+    state_of: Callable[[dict[str, Any]], BatchState],
+) -> dict[str, BatchState]:
+    """States of the ``wanted`` batches: one paged list call covers many (one call per sensor
+    tick, not one per shard); batches the listing did not reach are fetched one by one."""
+    states: dict[str, BatchState] = {}
+    if len(wanted) > 3:
+        for batch in listing():
+            if batch["id"] in wanted:
+                states[batch["id"]] = state_of(batch)
+            if len(states) == len(wanted):
+                break
+    for batch_id in sorted(wanted - states.keys()):
+        states[batch_id] = state_of(fetch(batch_id))
+    return states
 
 
 def now_iso() -> str:

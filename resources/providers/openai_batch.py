@@ -24,6 +24,7 @@ from resources.providers.base import (
     json_literal,
     json_string_expr,
     now_iso,
+    poll_batches,
     result_frame,
     splice_params,
     user_content_expr,
@@ -203,26 +204,24 @@ class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
                 return
             after = page["data"][-1]["id"]
 
+    def _get(self, client: httpx.Client, batch_id: str) -> dict[str, Any]:
+        got = request(
+            client,
+            "GET",
+            f"/batches/{batch_id}",
+            what=f"poll batch {batch_id}",
+            max_retries=self.max_retries,
+        )
+        return dict(got.json())
+
     def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
-        wanted = {s.batch_id for s in submissions}
-        states: dict[str, BatchState] = {}
         with self._client() as client:
-            if len(wanted) > 3:  # one paged list call per tick instead of one call per batch
-                for batch in self._list_batches(client):
-                    if batch["id"] in wanted:
-                        states[batch["id"]] = self._state(batch)
-                    if len(states) == len(wanted):
-                        break
-            for batch_id in sorted(wanted - states.keys()):
-                got = request(
-                    client,
-                    "GET",
-                    f"/batches/{batch_id}",
-                    what=f"poll batch {batch_id}",
-                    max_retries=self.max_retries,
-                )
-                states[batch_id] = self._state(got.json())
-        return states
+            return poll_batches(
+                {s.batch_id for s in submissions},
+                lambda: self._list_batches(client),
+                lambda batch_id: self._get(client, batch_id),
+                self._state,
+            )
 
     def cancel(self, submission: Submission) -> None:
         with self._client() as client:
