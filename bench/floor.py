@@ -14,6 +14,7 @@ import polars as pl
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from maple_assets.sources import iter_blocks
 from maple_assets.templates import parse_template, render_expr
 from resources.providers.base import RequestSpec, json_string_expr
 from resources.providers.openai_batch import OpenAIBatchProvider
@@ -50,7 +51,7 @@ def main(source: str, output: str, prompt: str) -> None:
     text = render_expr(parse_template(prompt))
     writer: pq.ParquetWriter | None = None
     offset = 0
-    for block in pl.scan_parquet(source).collect_batches(chunk_size=50_000):
+    for block in iter_blocks(source):  # the same pull-based reader the platform uses
         ids = pl.int_range(offset, offset + block.height)
         frame = block.with_columns(pl.format("r{}", ids).alias("custom_id"), text.alias("text"))
         body = provider.body_expr(RequestSpec("gpt-4o-mini"), pl.col("text"), None)

@@ -4,12 +4,15 @@ from collections.abc import Iterator
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 
 from maple_assets.spec import file_format
 from resources.errors import ConfigError
-from resources.storage import polars_storage_options
+from resources.storage import filesystem_for, polars_storage_options
 
 BLOCK_ROWS = 50_000
+CSV_BLOCK_BYTES = 8 << 20
 
 
 def scan(uri: str) -> pl.LazyFrame:
@@ -42,8 +45,42 @@ def iter_blocks(
         yield from source.iter_slices(rows)
         return
     try:
-        yield from scan(source).collect_batches(chunk_size=rows)
-    except (pl.exceptions.PolarsError, OSError) as exc:
+        yield from _read_blocks(source, rows)
+    except (pl.exceptions.PolarsError, pa.ArrowException, OSError) as exc:
         raise ConfigError(
             f"Cannot read the input {source!r}: {exc}. Give a readable CSV or Parquet file."
         ) from exc
+
+
+def _read_blocks(uri: str, rows: int) -> Iterator[pl.DataFrame]:
+    """Pull-based readers (pyarrow): the next block is read only when asked for.
+
+    polars' ``collect_batches`` runs its engine ahead of the consumer and can buffer the whole
+    input, so peak memory would grow with the file; these readers hold one block (a Parquet
+    row group slice, or a CSV block of ``CSV_BLOCK_BYTES``) at a time.
+    """
+    fs, path = filesystem_for(uri)
+    with fs.open(path, "rb") as handle:
+        if file_format(uri) == "parquet":
+            for batch in pq.ParquetFile(handle).iter_batches(batch_size=rows):
+                yield _frame(batch)
+            return
+        names = input_columns(uri)
+        reader = pacsv.open_csv(
+            handle,
+            read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES),
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(
+                column_types=dict.fromkeys(names, pa.string()),
+                strings_can_be_null=True,  # an empty field is null, as polars reads it
+                quoted_strings_can_be_null=False,  # "" stays an empty string
+            ),
+        )
+        for batch in reader:
+            yield _frame(batch)
+
+
+def _frame(batch: pa.RecordBatch) -> pl.DataFrame:
+    frame = pl.from_arrow(batch)
+    assert isinstance(frame, pl.DataFrame)
+    return frame
