@@ -153,6 +153,7 @@ def main() -> None:
     print(f"rows                 {args.rows:,}")
     print(f"maple enrich wall    {wall:8.1f} s   ({args.rows / wall:,.0f} rows/s)")
     print(f"peak RSS             {platform['rss_mib']} MiB")
+    print(f"  high-water mark after each stage, MiB: {platform['peak_rss_mib']}")
     print(f"dagster runs         {platform['runs']}   sensor ticks {platform['ticks']}")
     for stage, seconds in sorted(platform["stages"].items(), key=lambda kv: -kv[1]):  # type: ignore[union-attr]
         print(f"  {stage:<18} {seconds:8.1f} s")

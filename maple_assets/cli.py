@@ -12,6 +12,7 @@ import orjson
 
 from maple_assets.cli_costs import costs_command
 from maple_assets.cli_status import cancel_command, status_command
+from maple_assets.memory import tune_allocator
 from maple_assets.policy import parse_retry_options
 from maple_assets.spec import MB, file_format
 from resources.errors import MapleError
@@ -70,6 +71,7 @@ def emulator_url(
 @click.version_option(package_name="maple-dagster")
 def main() -> None:
     """Maple: run LLM prompts over tables through provider batch APIs, as Dagster assets."""
+    tune_allocator()
 
 
 @main.command("enrich")

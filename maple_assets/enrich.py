@@ -147,7 +147,14 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         table = runner.run()
         if opts.timings_json:
             Path(opts.timings_json).write_bytes(
-                orjson.dumps({"stages": runner.timings, "runs": runner.runs, "ticks": runner.ticks})
+                orjson.dumps(
+                    {
+                        "stages": runner.timings,
+                        "runs": runner.runs,
+                        "ticks": runner.ticks,
+                        "peak_rss_mib": runner.peak_rss_mib,
+                    }
+                )
             )
         print_summary(state, table.path, resources["maple_costs"])
     finally:

@@ -3,6 +3,7 @@ Dagster instance, ticking the enrichment's own sensor until every shard is final
 
 import dataclasses
 import os
+import resource
 import sys
 import time
 from typing import Any
@@ -90,6 +91,7 @@ class Runner:
         self.executed: set[str] = set()
         self.timings: dict[str, float] = {}
         self.runs = 0
+        self.peak_rss_mib: dict[str, int] = {}  # process high-water mark after each stage
         self.ticks = 0
         self.pdef_name = enrichment.partitions_def.name or ""
         self.definitions = dg.Definitions(
@@ -122,6 +124,7 @@ class Runner:
         )
         stage = key.path[-1]
         self.timings[stage] = self.timings.get(stage, 0.0) + time.monotonic() - started
+        self.peak_rss_mib[stage] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
         self.runs += 1
         if not result.success:
             raise RuntimeError(f"run of {key.to_user_string()} [{first}..{last}] failed")
