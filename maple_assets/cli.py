@@ -10,6 +10,7 @@ from typing import Any
 import click
 import orjson
 
+from emulator.cli import emulator_command
 from maple_assets.cli_costs import costs_command
 from maple_assets.cli_status import cancel_command, status_command
 from maple_assets.memory import tune_allocator
@@ -205,15 +206,7 @@ def enrich_command(
 main.add_command(costs_command)
 main.add_command(status_command)
 main.add_command(cancel_command)
-
-
-def _register_optional() -> None:
-    from emulator.cli import emulator_command
-
-    main.add_command(emulator_command)
-
-
-_register_optional()
+main.add_command(emulator_command)
 
 
 if __name__ == "__main__":
