@@ -6,7 +6,6 @@ import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import boto3
 import dagster as dg
@@ -92,7 +91,14 @@ def test_io_manager_on_s3(s3: dict[str, str]) -> None:
 
 
 def enrich_on_s3(
-    env: dict[str, str], tmp_path: Path, emulator: EmulatorServer, **extra_env: str
+    env: dict[str, str],
+    tmp_path: Path,
+    emulator: EmulatorServer,
+    *,
+    per_batch: str = "2",
+    job: tuple[str, ...] = ("--job", "s3job"),
+    cwd: Path | None = None,
+    **extra_env: str,
 ) -> subprocess.CompletedProcess[str]:
     full_env = {
         **os.environ,
@@ -120,10 +126,9 @@ def enrich_on_s3(
             f"s3://{BUCKET}/store",
             "--output",
             f"s3://{BUCKET}/out/enriched.parquet",
-            "--job",
-            "s3job",
+            *job,
             "--max-requests-per-batch",
-            "2",
+            per_batch,
             "--poll-interval",
             "0.1",
             "--quiet",
@@ -131,7 +136,7 @@ def enrich_on_s3(
         capture_output=True,
         text=True,
         env=full_env,
-        cwd=tmp_path,
+        cwd=cwd or tmp_path,
         timeout=300,
         check=False,
     )
@@ -165,44 +170,7 @@ def test_cli_with_everything_on_s3(
     work = tmp_path / "cwd"
     work.mkdir()
     with EmulatorServer() as emulator:
-        env: dict[str, Any] = {
-            **os.environ,
-            **s3,
-            "MAPLE_EMULATOR_URL": emulator.url,
-            "DAGSTER_HOME": str(tmp_path / "dagster"),
-            "MAPLE_COST_DB": f"sqlite:///{tmp_path}/costs.db",
-        }
-        (tmp_path / "dagster").mkdir()
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "maple_assets.cli",
-                "enrich",
-                f"s3://{BUCKET}/in/tricky.csv",
-                "--prompt",
-                "{title} / {description}",
-                "--model",
-                "gpt-4o-mini",
-                "--provider",
-                "emulator",
-                "--storage",
-                f"s3://{BUCKET}/store",
-                "--output",
-                f"s3://{BUCKET}/out/enriched.parquet",
-                "--max-requests-per-batch",
-                "4",
-                "--poll-interval",
-                "0.1",
-                "--quiet",
-            ],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=work,
-            timeout=300,
-            check=False,
-        )
+        result = enrich_on_s3(s3, tmp_path, emulator, per_batch="4", job=(), cwd=work)
         assert result.returncode == 0, result.stderr
         assert emulator.stats()["bodies_billed_twice"] == 0
     out = storage.read_parquet("out/enriched.parquet")
