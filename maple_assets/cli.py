@@ -24,18 +24,6 @@ def storage_root(storage: str | None) -> str:
     return storage or os.environ.get("MAPLE_STORAGE") or ".maple"
 
 
-def default_output(source: str) -> str:
-    stem, dot, ext = source.rpartition(".")
-    return f"{stem}_enriched.{ext}" if dot else f"{source}_enriched.parquet"
-
-
-def default_job_name(source: str, fingerprint: str) -> str:
-    stem = Path(source.split("?", 1)[0]).stem
-    clean = "".join(c if c.isalnum() else "_" for c in stem).strip("_") or "job"
-    prefix = clean if clean[0].isalpha() else f"job_{clean}"
-    return f"{prefix}_{fingerprint[:8]}"
-
-
 def parse_params(specs: tuple[str, ...]) -> dict[str, Any]:
     params: dict[str, Any] = {}
     for spec in specs:

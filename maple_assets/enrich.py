@@ -73,29 +73,41 @@ def load_schema(path: str | None) -> dict[str, Any] | None:
     return schema
 
 
+def default_output(source: str) -> str:
+    stem, dot, ext = source.rpartition(".")
+    return f"{stem}_enriched.{ext}" if dot else f"{source}_enriched.parquet"
+
+
+def default_job_name(source: str, fingerprint: str) -> str:
+    stem = Path(source.split("?", 1)[0]).stem
+    clean = "".join(c if c.isalnum() else "_" for c in stem).strip("_") or "job"
+    prefix = clean if clean[0].isalpha() else f"job_{clean}"
+    return f"{prefix}_{fingerprint[:8]}"
+
+
+def spec_fields(opts: EnrichOptions, schema: dict[str, Any] | None) -> dict[str, Any]:
+    """The options that decide what is sent (and so the job's fingerprint)."""
+    return {
+        "prompt": opts.prompt,
+        "model": opts.model,
+        "provider": opts.provider,
+        "system": opts.system,
+        "params": opts.params,
+        "response_schema": schema,
+        "image_column": opts.image_column,
+        "max_requests_per_batch": opts.max_requests_per_batch,
+        "max_batch_bytes": opts.max_batch_bytes,
+    }
+
+
 def job_name(opts: EnrichOptions, schema: dict[str, Any] | None) -> str:
     if opts.job_name:
         return opts.job_name
-    from maple_assets.cli import default_job_name
-
-    probe = JobSpec(
-        name="probe",
-        prompt=opts.prompt,
-        model=opts.model,
-        provider=opts.provider,
-        system=opts.system,
-        params=opts.params,
-        source=opts.input_path,
-        response_schema=schema,
-        image_column=opts.image_column,
-        max_requests_per_batch=opts.max_requests_per_batch,
-        max_batch_bytes=opts.max_batch_bytes,
-    )
+    probe = JobSpec(name="probe", source=opts.input_path, **spec_fields(opts, schema))
     return default_job_name(opts.input_path, probe.fingerprint())
 
 
 def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
-    from maple_assets.cli import default_output
     from maple_assets.sources import input_columns
 
     schema = load_schema(opts.response_schema)
@@ -103,17 +115,9 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     en = enrichment(
         name=job_name(opts, schema),
         source=opts.input_path,
-        prompt=opts.prompt,
-        model=opts.model,
-        provider=opts.provider,
         team=opts.team,
-        system=opts.system,
-        params=opts.params,
-        max_requests_per_batch=opts.max_requests_per_batch,
-        max_batch_bytes=opts.max_batch_bytes,
-        response_schema=schema,
-        image_column=opts.image_column,
         output=output,
+        **spec_fields(opts, schema),
         retries=opts.retries,
         budget_usd=opts.budget,
         allow_untracked_cost=opts.allow_untracked_cost,
