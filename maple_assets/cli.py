@@ -164,6 +164,16 @@ def main() -> None:
     is_flag=True,
     help="Run a model with no known price (its cost is recorded as 0).",
 )
+@click.option(
+    "--no-reuse",
+    is_flag=True,
+    help="Send every row, even those whose request has a stored answer from an earlier run.",
+)
+@click.option(
+    "--retry-failed",
+    is_flag=True,
+    help="Send again the rows whose stored outcome is a failure, each with a fresh retry budget.",
+)
 def enrich_command(
     input_path: str, prompt: str | None, prompt_file: str | None, **options: Any
 ) -> None:

@@ -49,6 +49,8 @@ class EnrichOptions:
     dry_run: bool = False
     budget: float | None = None
     allow_untracked_cost: bool = False
+    no_reuse: bool = False
+    retry_failed: bool = False
 
 
 def realtime_limits(opts: EnrichOptions) -> dict[str, int]:
@@ -122,6 +124,7 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         budget_usd=opts.budget,
         allow_untracked_cost=opts.allow_untracked_cost,
         check_images=not opts.no_image_check,
+        reuse=not opts.no_reuse,
     )
     price = PriceBook().price(  # an unknown model fails here, before anything is sent
         opts.model, opts.provider, allow_untracked=opts.allow_untracked_cost
@@ -146,6 +149,7 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         instance_for(opts.storage),
         poll_interval_s=opts.poll_interval,
         quiet=opts.quiet,
+        shard_config={"retry_failed": opts.retry_failed} if opts.retry_failed else None,
     )
     try:
         table = runner.run()
@@ -227,6 +231,9 @@ def print_summary(state: JobState, output: str, costs: CostTracker | None = None
         click.echo(f"{key:<15}{totals[key]:,}")
     for cls, count in sorted(by_class.items()):
         click.echo(f"  {cls:<13}{count:,}")
+    if "sent" in totals:
+        click.echo(f"{'sent':<15}{totals['sent']:,}")
+        click.echo(f"{'reused':<15}{totals.get('reused', 0):,}  (answers from the response store)")
     click.echo(f"{'input tokens':<15}{totals['input_tokens']:,}")
     click.echo(f"{'output tokens':<15}{totals['output_tokens']:,}")
     click.echo(f"{'cost USD':<15}{totals['cost_usd']:.6f}")

@@ -19,12 +19,13 @@ from typing import Any
 import dagster as dg
 import polars as pl
 import pyarrow as pa
+from pydantic import Field
 
 from maple_assets.budget import ledger_totals, resume_budget_stop
 from maple_assets.checks import build_checks
 from maple_assets.policy import RetryPolicy
+from maple_assets.rerun import shard_input
 from maple_assets.responses import summarize
-from maple_assets.sources import iter_blocks
 from maple_assets.spec import MB, JobSpec, validate_name, validate_paths
 from maple_assets.state import JobState
 from maple_assets.steps import (
@@ -33,7 +34,6 @@ from maple_assets.steps import (
     generation,
     merge_job,
     pending_work,
-    shard_input,
     shard_responses,
     submit_shard,
 )
@@ -119,6 +119,7 @@ def enrichment(
     allow_untracked_cost: bool = False,
     check_images: bool = True,
     poll_interval_s: int = 30,
+    reuse: bool = True,
 ) -> Enrichment:
     """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI."""
     validate_name(name)
@@ -139,6 +140,7 @@ def enrichment(
         retries=dict(retries or {}),
         budget_usd=budget_usd,
         allow_untracked_cost=allow_untracked_cost,
+        reuse=reuse,
     )
     validate_paths(spec)
     policy = dataclasses.replace(
@@ -172,6 +174,20 @@ def _source_key(source: Any) -> dg.AssetKey:
     return source.key  # type: ignore[no-any-return]
 
 
+class InputShardsConfig(dg.Config):
+    """Run options of ``input_shards`` (the launchpad's config in the UI)."""
+
+    retry_failed: bool = Field(
+        default=False,
+        description="Send again the rows whose stored outcome is a failure, each with a fresh "
+        "retry budget (otherwise a failed row stays failed until its request changes).",
+    )
+    no_reuse: bool = Field(
+        default=False,
+        description="Send every row, even those whose request has a stored answer.",
+    )
+
+
 def _input_shards(
     spec: JobSpec,
     policy: RetryPolicy,
@@ -179,26 +195,38 @@ def _input_shards(
     keys: set[str],
     upstream: dg.AssetKey | None,
 ) -> dg.AssetsDefinition:
-    def body(context: dg.AssetExecutionContext, table: Any) -> dg.Output[pl.DataFrame]:
-        job = job_for(spec, policy, context.resources)
-        shards = shard_input(job, iter_blocks(table))
+    def body(
+        context: dg.AssetExecutionContext, config: InputShardsConfig, table: Any
+    ) -> dg.Output[pl.DataFrame]:
+        run_spec = dataclasses.replace(spec, reuse=spec.reuse and not config.no_reuse)
+        job = job_for(run_spec, policy, context.resources)
+        shards, version, counts = shard_input(job, table, retry_failed=config.retry_failed)
         existing = set(context.instance.get_dynamic_partitions(pdef.name or ""))
         new = [s.key for s in shards if s.key not in existing]
         if new:
             context.instance.add_dynamic_partitions(pdef.name or "", new)
         manifest = pl.DataFrame([dataclasses.asdict(s) for s in shards])
+        warnings.filterwarnings("ignore", category=dg.BetaWarning)  # data_version is Beta
         return dg.Output(
             manifest,
+            data_version=dg.DataVersion(version.input_digest),
             metadata={
+                "rows": counts.rows,
+                "to_send": counts.sent,
+                "reused": counts.reused,
+                "duplicates": counts.duplicates,
+                "version": version.number,
                 "shards": len(shards),
-                "rows": int(manifest["rows"].sum()),
                 "bytes": int(manifest["bytes"].sum()),
                 "max_shard_rows": int(manifest.select(pl.col("rows").max()).item()),
             },
         )
 
     key = dg.AssetKey([spec.name, "input_shards"])
-    description = f"Input of {spec.name} rendered into provider requests and cut into shards."
+    description = (
+        f"Input of {spec.name} rendered into provider requests and cut into shards; rows whose "
+        "request has a stored answer are filled from the response store, not sent."
+    )
     if upstream is None:
 
         @dg.asset(
@@ -207,9 +235,12 @@ def _input_shards(
             required_resource_keys=keys,
             io_manager_key=IO_MANAGER_KEY,
             description=description,
+            code_version=spec.fingerprint(),
         )
-        def input_shards(context: dg.AssetExecutionContext) -> dg.Output[pl.DataFrame]:
-            return body(context, spec.source)
+        def input_shards(
+            context: dg.AssetExecutionContext, config: InputShardsConfig
+        ) -> dg.Output[pl.DataFrame]:
+            return body(context, config, spec.source)
 
         return input_shards
 
@@ -219,14 +250,17 @@ def _input_shards(
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         description=description,
+        code_version=spec.fingerprint(),
         ins={"table": dg.AssetIn(key=upstream)},
     )
     def input_shards_from_asset(
-        context: dg.AssetExecutionContext, table: Any
+        context: dg.AssetExecutionContext, config: InputShardsConfig, table: Any
     ) -> dg.Output[pl.DataFrame]:
+        if isinstance(table, pl.LazyFrame):
+            table = table.collect()
         if not isinstance(table, (pl.DataFrame, pa.Table)):
             table = pl.DataFrame(table)
-        return body(context, table)
+        return body(context, config, table)
 
     return input_shards_from_asset
 
@@ -272,6 +306,7 @@ def _submissions(
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         backfill_policy=dg.BackfillPolicy.single_run(),
+        code_version=spec.fingerprint(),
         description="The provider batch of each shard attempt, recorded before the next starts.",
     )
     def submissions(context: dg.AssetExecutionContext) -> dg.Output[Any]:
@@ -312,6 +347,7 @@ def _raw_responses(
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         backfill_policy=dg.BackfillPolicy.single_run(),
+        code_version=spec.fingerprint(),
         description="One row per request of the shard: status, failure class, reply, tokens, cost.",
     )
     def raw_responses(context: dg.AssetExecutionContext) -> dg.Output[Any]:
@@ -362,6 +398,7 @@ def _merged(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.AssetsDefi
         deps=[dg.AssetKey([spec.name, "raw_responses"])],
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
+        code_version=spec.fingerprint(),
         description="The input table, unchanged and in order, with the model's answers (llm_*).",
     )
     def merged(context: dg.AssetExecutionContext) -> dg.Output[Any]:
@@ -380,12 +417,15 @@ def _merged(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.AssetsDefi
 
 
 def _totals(job: Job) -> dict[str, Any]:
-    summaries = [job.state.summary(s.key) for s in job.state.manifest() or []]
-    done = [s for s in summaries if s is not None]
+    """The run's totals as the merge counted them (cost: this run's new spend)."""
+    merged = job.state.storage.read_json(job.state.key("merged.json"))
+    totals = merged.get("totals") or {}
     return {
-        "succeeded": sum(s.succeeded for s in done),
-        "failed": sum(s.failed for s in done),
-        "cost_usd": round(sum(s.cost_usd for s in done), 6),
+        "succeeded": int(totals.get("succeeded", 0)),
+        "failed": int(totals.get("failed", 0)),
+        "sent": int(totals.get("sent", 0)),
+        "reused": int(totals.get("reused", 0)),
+        "cost_usd": round(float(totals.get("cost_usd", 0.0)), 6),
         **ledger_totals(job.costs, job.spec.name),
         **({"budget_usd": job.spec.budget_usd} if job.spec.budget_usd is not None else {}),
         "stopped": job.state.stop_reason() or "",

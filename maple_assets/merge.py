@@ -43,6 +43,7 @@ def llm_columns(responses: pl.DataFrame, model: str, structured: bool) -> list[p
         pl.col("cost_usd").cast(pl.Float64).alias("llm_cost_usd"),
         pl.lit(model, pl.String).alias("llm_model"),
         pl.col("batch_id").cast(pl.String).alias("llm_batch_id"),
+        pl.col("reused").fill_null(False).cast(pl.Boolean).alias("llm_reused"),
     ]
     return columns
 

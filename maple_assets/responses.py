@@ -217,3 +217,44 @@ def unsent_responses(rows: pl.DataFrame, reason: str, cls: str = NOT_SENT) -> pl
         pl.lit(0, pl.Int64).alias("attempts"),
         pl.lit(0.0).alias("cost_usd"),
     )
+
+
+REUSED = "reused"
+"""Column of a merged shard's responses: the answer came from the response store."""
+
+
+def fill_responses(found: pl.DataFrame) -> pl.DataFrame:
+    """Responses of the rows a version did not send, from their stored records.
+
+    A row with no stored record is the copy of a request this run sent and did not answer
+    (its retries are pending, or the job stopped): it is failed, ``not_sent``."""
+    if found.is_empty():
+        return found
+    missing = pl.col("status").is_null()
+    reason = "not sent: an identical request of this run (sent once for all) was not answered"
+    return found.with_columns(
+        (~missing).alias(REUSED),
+        pl.col("status").fill_null("failed"),
+        pl.when(missing)
+        .then(pl.lit(NOT_SENT))
+        .otherwise(pl.col("failure_class"))
+        .alias("failure_class"),
+        pl.when(missing).then(pl.lit(reason)).otherwise(pl.col("error")).alias("error"),
+        *(pl.col(c).fill_null(0) for c in (*_TOKENS, "attempts")),
+        pl.col("cost_usd").fill_null(0.0),
+    ).drop("model", "at", strict=False)
+
+
+def add_run_summary(total: dict[str, Any], sent: pl.DataFrame, filled: pl.DataFrame) -> None:
+    """Accumulate a shard into a run total: outcomes over every row; tokens and cost over what
+    this run sent (reused answers were paid before); rows sent and reused."""
+    add_summary(total, summarize(sent))
+    total["sent"] = total.get("sent", 0) + sent.height
+    if filled.height:
+        info = summarize(filled)
+        for key in ("rows", "succeeded", "failed"):
+            total[key] = total.get(key, 0) + info[key]
+        classes = total.setdefault("failed_by_class", {})
+        for cls, count in info["failed_by_class"].items():
+            classes[cls] = classes.get(cls, 0) + count
+        total["reused"] = total.get("reused", 0) + int(filled[REUSED].sum())

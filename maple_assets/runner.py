@@ -81,7 +81,9 @@ class Runner:
         poll_interval_s: float = 1.0,
         quiet: bool = False,
         log_level: str = "WARNING",
+        shard_config: dict[str, Any] | None = None,
     ) -> None:
+        self.shard_config = shard_config or {}
         self.log_level = log_level
         self.enrichment = enrichment
         self.resources = resources
@@ -105,7 +107,11 @@ class Runner:
         return job_for(self.enrichment.spec, self.enrichment.policy, _Namespace(self.resources))
 
     def materialize(
-        self, key: dg.AssetKey, first: str | None = None, last: str | None = None
+        self,
+        key: dg.AssetKey,
+        first: str | None = None,
+        last: str | None = None,
+        config: dict[str, Any] | None = None,
     ) -> None:
         """One in-process run of ``key``: unpartitioned, one shard, or the shards first..last."""
         tags = {"maple/driver": "cli"}
@@ -120,7 +126,10 @@ class Runner:
             instance=self.instance,
             resources=self.resources,
             tags=tags,
-            run_config={"loggers": {"console": {"config": {"log_level": self.log_level}}}},
+            run_config={
+                "loggers": {"console": {"config": {"log_level": self.log_level}}},
+                **({"ops": {"__".join(key.path): {"config": config}}} if config else {}),
+            },
         )
         stage = key.path[-1]
         self.timings[stage] = self.timings.get(stage, 0.0) + time.monotonic() - started
@@ -161,7 +170,7 @@ class Runner:
 
     def run(self) -> OutputTable:
         """Tick the sensor and execute what it asks for, batching shards into range runs."""
-        self.materialize(self.enrichment.key("input_shards"))
+        self.materialize(self.enrichment.key("input_shards"), config=self.shard_config)
         merged_key = self.enrichment.merged_key
         while True:
             requests = self.tick()

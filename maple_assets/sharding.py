@@ -1,13 +1,14 @@
 """input_shards: render one request per row and cut the stream into shard Parquet files."""
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import polars as pl
 
 from maple_assets.crashpoints import crash_point
-from maple_assets.spec import CUSTOM_ID, REQUEST, ROW_ID, JobSpec, validate_columns
+from maple_assets.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID, JobSpec, validate_columns
+from maple_assets.store import request_key
 from maple_assets.templates import check_columns, parse_template, render_expr
 from partitions.shards import ShardCutter, shard_key
 from resources.errors import ConfigError
@@ -40,7 +41,7 @@ def shard_path(job: str, key: str) -> str:
 def prepare_block(
     block: pl.DataFrame, offset: int, spec: JobSpec, provider: Provider
 ) -> pl.DataFrame:
-    """Add row id, custom id, the encoded request and its encoded size (``_size``)."""
+    """Add row id, custom id, the encoded request, its request key and its size (``_size``)."""
     parts = parse_template(spec.prompt)
     image = pl.col(spec.image_column).cast(pl.String) if spec.image_column else None
     body = provider.body_expr(request_spec(spec), render_expr(parts), image)
@@ -50,7 +51,8 @@ def prepare_block(
         body.alias(REQUEST),
     )
     return framed.with_columns(
-        provider.line_bytes_expr(pl.col(CUSTOM_ID), pl.col(REQUEST)).cast(pl.Int64).alias("_size")
+        request_key(spec.provider, pl.col(REQUEST)).alias(KEY),
+        provider.line_bytes_expr(pl.col(CUSTOM_ID), pl.col(REQUEST)).cast(pl.Int64).alias("_size"),
     )
 
 
@@ -66,9 +68,17 @@ def check_block(block: pl.DataFrame, spec: JobSpec, limit: int) -> None:
 
 
 def write_shards(
-    storage: Storage, spec: JobSpec, blocks: Iterator[pl.DataFrame], provider: Provider
+    storage: Storage,
+    spec: JobSpec,
+    blocks: Iterator[pl.DataFrame],
+    provider: Provider,
+    *,
+    key_for: Callable[[int], str] = shard_key,
+    on_block: Callable[[pl.DataFrame], None] | None = None,
 ) -> list[ShardInfo]:
-    """Stream blocks into shard files; memory holds at most one shard plus one block."""
+    """Stream blocks into shard files; memory holds at most one shard plus one block.
+
+    ``key_for`` names the shard at an index; ``on_block`` sees every prepared block."""
     limits = provider.limits()
     max_requests = min(spec.max_requests_per_batch, limits.max_requests)
     max_bytes = min(spec.max_batch_bytes, limits.max_bytes)
@@ -82,7 +92,7 @@ def write_shards(
     def flush() -> None:
         if pending:
             frame = pl.concat(pending)
-            shards.append(_write_shard(storage, spec.name, pending_shard, frame))
+            shards.append(_write_shard(storage, spec.name, key_for(pending_shard), frame))
             pending.clear()
 
     for block in blocks:
@@ -93,6 +103,8 @@ def write_shards(
             continue
         prepared = prepare_block(block, offset, spec, provider)
         check_block(prepared, spec, max_bytes)
+        if on_block is not None:
+            on_block(prepared)
         sizes = prepared.get_column("_size").to_numpy().astype(np.int64)
         for piece in cutter.feed(sizes):
             if piece.shard != pending_shard:
@@ -109,8 +121,7 @@ def write_shards(
     return shards
 
 
-def _write_shard(storage: Storage, job: str, index: int, frame: pl.DataFrame) -> ShardInfo:
-    key = shard_key(index)
+def _write_shard(storage: Storage, job: str, key: str, frame: pl.DataFrame) -> ShardInfo:
     size = int(frame.get_column("_size").sum())
     storage.write_parquet(shard_path(job, key), frame.drop("_size"))
     crash_point("shard_written")

@@ -13,7 +13,8 @@ from resources.storage import is_remote
 ROW_ID = "_maple_row_id"
 CUSTOM_ID = "_maple_custom_id"
 REQUEST = "_maple_request"
-INTERNAL_COLUMNS = (ROW_ID, CUSTOM_ID, REQUEST)
+KEY = "_maple_key"  # the request key (maple_assets.store)
+INTERNAL_COLUMNS = (ROW_ID, CUSTOM_ID, REQUEST, KEY)
 
 OUTPUT_COLUMNS = (
     "llm_response",
@@ -27,6 +28,7 @@ OUTPUT_COLUMNS = (
     "llm_cost_usd",
     "llm_model",
     "llm_batch_id",
+    "llm_reused",
 )
 
 MB = 1_000_000
@@ -52,6 +54,7 @@ class JobSpec:
     retries: dict[str, int] = dataclasses.field(default_factory=dict)
     budget_usd: float | None = None
     allow_untracked_cost: bool = False
+    reuse: bool = True  # fill rows from the response store (False: send every row)
 
     def fingerprint(self) -> str:
         """Hash of the fields that change what is sent (not output path, budget or retries)."""

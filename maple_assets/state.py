@@ -2,8 +2,10 @@
 
 Layout under ``<root>/<job>/state/``::
 
-    spec.json                       the job's spec and fingerprint (a rerun must agree)
-    manifest.json                   the shards, written once every shard file exists
+    spec.json                       the current version's spec and fingerprint
+    version.json                    the current version (`maple_assets.versions`)
+    manifest.json                   the current version's shards, written once every shard
+                                    file and attempt-1 plan exists; rows sent and reused
     shards/<key>.parquet            input columns + row id + encoded request
     <key>/plan-<n>.parquet          custom ids sent in attempt n
     <key>/submission-<n>.json       the provider batch of attempt n (written right after create)
@@ -21,6 +23,7 @@ from typing import Any
 import polars as pl
 
 from maple_assets.sharding import ShardInfo
+from maple_assets.versions import Version
 from resources.providers.base import Submission
 from resources.storage import Storage
 
@@ -65,16 +68,24 @@ class JobState:
     def write_spec(self, spec: dict[str, Any]) -> None:
         self.storage.write_json(self.key("spec.json"), spec)
 
-    def manifest(self) -> list[ShardInfo] | None:
+    def manifest_record(self) -> dict[str, Any] | None:
         key = self.key("manifest.json")
-        if not self.storage.exists(key):
-            return None
-        return [ShardInfo(**s) for s in self.storage.read_json(key)["shards"]]
+        return dict(self.storage.read_json(key)) if self.storage.exists(key) else None
 
-    def write_manifest(self, shards: list[ShardInfo]) -> None:
-        self.storage.write_json(
-            self.key("manifest.json"), {"shards": [dataclasses.asdict(s) for s in shards]}
-        )
+    def manifest(self) -> list[ShardInfo] | None:
+        record = self.manifest_record()
+        return None if record is None else [ShardInfo(**s) for s in record["shards"]]
+
+    def write_manifest(self, shards: list[ShardInfo], **info: Any) -> None:
+        record = {"shards": [dataclasses.asdict(s) for s in shards], **info}
+        self.storage.write_json(self.key("manifest.json"), record)
+
+    def version(self) -> Version | None:
+        key = self.key("version.json")
+        return Version(**self.storage.read_json(key)) if self.storage.exists(key) else None
+
+    def write_version(self, version: Version) -> None:
+        self.storage.write_json(self.key("version.json"), version.to_json())
 
     def shard_frame(self, key: str, columns: list[str] | None = None) -> pl.DataFrame:
         return self.storage.read_parquet(self.key("shards", f"{key}.parquet"), columns=columns)

@@ -20,17 +20,20 @@ from maple_assets.policy import RetryPolicy
 from maple_assets.responses import (
     IMAGE_GONE,
     NOT_SENT,
-    add_summary,
+    REUSED,
+    add_run_summary,
     attempt_results,
     combine_attempts,
+    fill_responses,
     plan_retries,
     summarize,
     unsent_responses,
 )
-from maple_assets.sharding import ShardInfo, write_shards
-from maple_assets.spec import CUSTOM_ID, REQUEST, ROW_ID, JobSpec
+from maple_assets.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID, JobSpec
 from maple_assets.state import JobState, ShardSummary
+from maple_assets.store import ResponseStore
 from maple_assets.structured import schema_dtype
+from maple_assets.versions import prepare_fills, shard_fills
 from resources.costs import AttemptCost, CostTracker
 from resources.errors import ConfigError
 from resources.failures import FailureClass, batch_too_large
@@ -70,38 +73,10 @@ class Job:
         )
 
 
-# -- input_shards ---------------------------------------------------------------------------
-def check_spec(job: Job) -> None:
-    """Record the spec on first run; a rerun of the same job must send the same requests."""
-    stored = job.state.read_spec()
-    fingerprint = job.spec.fingerprint()
-    if stored is None:
-        job.state.write_spec(
-            {"fingerprint": fingerprint, "created_at": time.time(), "spec": job.spec.to_json()}
-        )
-    elif stored["fingerprint"] != fingerprint:
-        raise ConfigError(
-            f"Job {job.spec.name!r} already exists in {job.state.storage.root} with a different "
-            "input, prompt, model or provider. Use a new --job name, or rerun with the original "
-            "settings to resume it."
-        )
-
-
-def shard_input(job: Job, blocks: Iterator[pl.DataFrame]) -> list[ShardInfo]:
-    check_spec(job)
-    job.price()  # an unknown model is an error before anything is sent
-    existing = job.state.manifest()
-    if existing is not None:
-        return existing
-    shards = write_shards(job.state.storage, job.spec, blocks, job.provider)
-    job.state.write_manifest(shards)
-    return shards
-
-
 # -- submissions ----------------------------------------------------------------------------
 def _plan(job: Job, shard: str, attempt: int) -> pl.DataFrame:
     plan = job.state.plan(shard, attempt)
-    if plan is None:  # attempt 1 sends the whole shard
+    if plan is None:  # written when the version was planned; a shard of old state sends all
         plan = job.state.shard_frame(shard, columns=[ROW_ID, CUSTOM_ID])
         job.state.write_plan(shard, attempt, plan)
     return plan
@@ -131,12 +106,6 @@ def check_age(job: Job) -> None:
             f"{job.policy.max_job_age_s / 3600:.1f} h: no more retries are sent",
             kind="age",
         )
-
-
-def spent_usd(state: JobState) -> float:
-    """What the job's collected attempts cost so far (from the shard summaries)."""
-    summaries = (state.summary(s.key) for s in state.manifest() or [])
-    return sum(s.cost_usd for s in summaries if s is not None)
 
 
 def submit_shard(job: Job, shard: str) -> Submission | None:
@@ -204,6 +173,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         retry = retry.select(ROW_ID, CUSTOM_ID)
         job.state.write_plan(shard, attempt + 1, retry.head(cap) if cap else retry)
     job.state.write_responses(shard, combined)
+    store_outcomes(job, shard, attempt, combined, decision.retry_ids)
     crash_point("before_summary")
     info = summarize(combined)
     summary = ShardSummary(
@@ -211,6 +181,20 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
     )
     job.state.write_summary(shard, summary)
     return combined
+
+
+def store_outcomes(
+    job: Job, shard: str, attempt: int, combined: pl.DataFrame, retry_ids: pl.DataFrame
+) -> None:
+    """Put the outcomes this attempt made final (no retry left) in the response store."""
+    final = combined.filter(pl.col("attempt") == attempt).join(retry_ids, on=CUSTOM_ID, how="anti")
+    if final.is_empty():
+        return
+    keys = job.state.shard_frame(shard, columns=[ROW_ID, KEY])
+    records = final.join(keys, on=ROW_ID, how="inner")
+    ResponseStore(job.state.storage, job.spec.name).write(
+        f"{shard}-a{attempt}", records, job.spec.model
+    )
 
 
 def _attempt_cap(previous: ShardSummary | None, state: BatchState, sent: int) -> int:
@@ -288,11 +272,13 @@ def shard_responses(state: JobState, shard: str) -> pl.DataFrame:
     attempts = summary.attempt if summary else 0
     if attempts and state.storage.exists(state.responses_key(shard)):
         return state.storage.read_parquet(state.responses_key(shard))
-    if attempts == 0:  # never collected: the job stopped before sending it
+    if attempts == 0:  # never collected: nothing to send, or the job stopped before sending
+        rows = state.plan(shard, 1)
+        if rows is None:
+            rows = state.shard_frame(shard, columns=[ROW_ID, CUSTOM_ID])
         record = state.stop_record() or {}
         quota = record.get("kind") == "quota"
         cls = FailureClass.INSUFFICIENT_QUOTA.value if quota else NOT_SENT
-        rows = state.shard_frame(shard, columns=[ROW_ID, CUSTOM_ID])
         return unsent_responses(rows, record.get("reason", "not sent yet"), cls)
     return combine_attempts([state.results(shard, n) for n in range(1, attempts + 1)])
 
@@ -351,19 +337,33 @@ def default_output(job: Job) -> str:
 
 
 def merge_job(job: Job, output: str | None = None) -> OutputTable:
-    """Stream every shard's input rows joined with its responses into the output file."""
+    """Stream every shard's input rows joined with its responses into the output file.
+
+    Rows the version sent take their responses from its attempts; the other rows are filled
+    from the response store (``llm_reused``)."""
     manifest = job.state.manifest() or []
     path = output or job.spec.output or default_output(job)
     schema = job.spec.response_schema
     parsed = schema_dtype(schema) if schema is not None else None
+    version = job.state.version()
+    number = version.number if version is not None else 0
+    if number:
+        prepare_fills(job.state.storage, job.spec.name, number)
 
-    totals: dict[str, Any] = {}
+    totals: dict[str, Any] = {"sent": 0, "reused": 0}
 
     def frames() -> Iterator[pl.DataFrame]:
         for shard in manifest:
-            rows = job.state.shard_frame(shard.key).drop(REQUEST, CUSTOM_ID)
-            responses = shard_responses(job.state, shard.key)
-            add_summary(totals, summarize(responses))
+            rows = job.state.shard_frame(shard.key).drop(REQUEST, CUSTOM_ID, KEY, strict=False)
+            sent = shard_responses(job.state, shard.key).with_columns(pl.lit(False).alias(REUSED))
+            filled = pl.DataFrame()
+            if number:
+                found = shard_fills(
+                    job.state.storage, job.spec.name, number, shard.first_row, shard.last_row
+                )
+                filled = fill_responses(found)
+            add_run_summary(totals, sent, filled)
+            responses = pl.concat([sent, filled], how="diagonal_relaxed") if filled.height else sent
             yield merge_shard(rows, responses, job.spec.model, parsed)
             crash_point("mid_merge")
 
@@ -373,6 +373,7 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
         {
             "path": table.path,
             "rows": table.rows,
+            "version": number,
             "at": datetime.now(UTC).isoformat(),
             "totals": totals,
         },

@@ -34,7 +34,15 @@ class ParquetUPathIOManager(dg.UPathIOManager):
             pq.write_table(obj.to_arrow(), handle, compression="zstd")
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
-        """Also persists a multi-partition run's ``{partition key: frame}`` output, per file."""
+        """Also persists a multi-partition run's ``{partition key: frame}`` output, per file.
+
+        A pointer's metadata ``path`` is the real output file, not the pointer's own."""
+        if dataclasses.is_dataclass(obj) and hasattr(obj, "path") and not context.has_partition_key:
+            path = self._get_path(context)
+            self.make_directory(path.parent)
+            self.dump_to_path(context=context, obj=obj, path=path)
+            context.add_output_metadata({"path": dg.MetadataValue.path(str(obj.path))})
+            return
         if context.has_asset_partitions and isinstance(obj, dict):
             paths = self._get_paths_for_partitions(context)
             missing = sorted(set(paths) - set(obj))
