@@ -37,9 +37,12 @@ def shard_status(state: JobState, shard: str, rows: int) -> dict[str, Any]:
     progress = state.progress(shard)
     summary = progress.summary
     subs = state.submissions(shard)
+    first = state.plan(shard, 1)
+    to_send = rows if first is None else first.height
     info: dict[str, Any] = {
         "shard": shard,
         "rows": rows,
+        "reused": rows - to_send,  # filled from the response store, not sent
         "state": {"submit": "queued", "wait": "in flight", "done": "final"}[progress.action],
         "attempts": len(subs),
         "collected": summary.attempt if summary else 0,
@@ -60,7 +63,7 @@ def shard_status(state: JobState, shard: str, rows: int) -> dict[str, Any]:
             failed_by_class=totals["failed_by_class"],
             cost_usd=totals["cost_usd"],
         )
-    info["unfinished"] = rows - info["succeeded"] - info["failed"]
+    info["unfinished"] = to_send - info["succeeded"] - info["failed"]
     return info
 
 
@@ -86,9 +89,11 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
         "provider": spec["spec"].get("provider"),
         "phase": _phase(state, manifest is not None, shards),
         "stopped": state.stop_reason(),
+        "version": version.number if (version := state.version()) else None,
         "rows": sum(s["rows"] for s in shards),
         "succeeded": sum(s["succeeded"] for s in shards),
         "failed": sum(s["failed"] for s in shards),
+        "reused": sum(s["reused"] for s in shards),
         "failed_by_class": dict(sorted(by_class.items())),
         "unfinished": sum(s["unfinished"] for s in shards),
         "cost_usd": round(sum(s["cost_usd"] for s in shards), 8),
@@ -100,7 +105,11 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
 def _phase(state: JobState, sharded: bool, shards: list[dict[str, Any]]) -> str:
     if not sharded:
         return "sharding"
-    if state.storage.exists(state.key("merged.json")):
+    merged = state.key("merged.json")
+    version = state.version()
+    if state.storage.exists(merged) and (
+        version is None or state.storage.read_json(merged).get("version") == version.number
+    ):
         return "merged"
     if state.stop_reason() is not None:
         return "stopped"
@@ -111,7 +120,8 @@ def _table(status: dict[str, Any]) -> str:
     lines = [
         f"job {status['job']}  ({status['provider']}, {status['model']})  {status['phase']}",
         f"rows {status['rows']:,}  succeeded {status['succeeded']:,}  failed "
-        f"{status['failed']:,}  unfinished {status['unfinished']:,}  cost "
+        f"{status['failed']:,}  reused {status['reused']:,}  unfinished "
+        f"{status['unfinished']:,}  cost "
         f"${status['cost_usd']:.6f}",
     ]
     for cls, count in status["failed_by_class"].items():

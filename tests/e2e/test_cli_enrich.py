@@ -22,6 +22,7 @@ LLM_COLUMNS = [
     "llm_cost_usd",
     "llm_model",
     "llm_batch_id",
+    "llm_reused",
 ]
 
 
