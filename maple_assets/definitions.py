@@ -38,6 +38,7 @@ product_attributes = enrichment(
     group_name="catalog",
     ins={"enriched": dg.AssetIn(key=product_attributes.merged_key)},
     io_manager_key="maple_io_manager",
+    automation_condition=dg.AutomationCondition.eager(),  # refreshes when merged does
     description="Enriched items per category: how many, how many answered, what it cost.",
 )
 def category_report(enriched: pl.LazyFrame) -> pl.DataFrame:

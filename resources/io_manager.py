@@ -56,8 +56,10 @@ class ParquetUPathIOManager(dg.UPathIOManager):
         super().handle_output(context, obj)
 
     def get_metadata(self, context: dg.OutputContext, obj: Any) -> dict[str, Any]:
+        """The stored frame's columns; each asset reports its own ``rows`` (the IO manager's
+        would hide them: ``input_shards`` stores one row per shard, not per input row)."""
         if isinstance(obj, pl.DataFrame):
-            return {"rows": obj.height, "columns": obj.columns}
+            return {"columns": obj.columns}
         return {}
 
     def load_from_path(self, context: dg.InputContext, path: UPath) -> Any:
