@@ -181,3 +181,28 @@ def test_cli_with_everything_on_s3(
     assert sum("/state/shards/" in k for k in stored) == 2
     local_parquet = [p for p in work.rglob("*.parquet")] + [p for p in tmp_path.rglob("*.parquet")]
     assert local_parquet == []
+
+
+def test_response_store_on_s3_sends_only_new_rows(
+    s3: dict[str, str], tmp_path: Path, tricky_table: pl.DataFrame
+) -> None:
+    storage = Storage(f"s3://{BUCKET}")
+    storage.write_bytes("in/tricky.csv", tricky_table.write_csv().encode())
+    grown = pl.concat([tricky_table, tricky_table.with_columns(pl.col("sku") + "-2")])
+    grown = grown.with_columns(
+        pl.when(pl.int_range(pl.len()) >= 6)
+        .then(pl.concat_str([pl.lit("new "), pl.col("title").fill_null("")]))
+        .otherwise(pl.col("title"))
+        .alias("title")
+    )
+    with EmulatorServer() as emulator:
+        assert enrich_on_s3(s3, tmp_path, emulator).returncode == 0
+        storage.write_bytes("in/tricky.csv", grown.write_csv().encode())
+        again = enrich_on_s3(s3, tmp_path, emulator)
+        assert again.returncode == 0, again.stderr
+        stats = emulator.stats()
+    assert stats["requests_received"] == 12 and stats["bodies_billed_twice"] == 0
+    assert any("/store/" in k for k in keys("store/s3job/store/"))
+    out = storage.read_parquet("out/enriched.parquet")
+    assert_frame_equal(out.select(grown.columns), grown)
+    assert out["llm_reused"].to_list() == [True] * 6 + [False] * 6
