@@ -1,6 +1,7 @@
 """The budget guard: stop submitting before committed spend plus the next batch exceeds it.
 
-Committed spend = the ledger's actual cost of every collected attempt of the job + the estimates
+Committed spend = the actual cost of every collected attempt of the current run (its shard
+summaries, the same sums the ledger holds; a budget bounds one run of a living job) + the estimates
 (`maple_assets.estimate`) of batches submitted but not yet collected. Before a new batch goes out,
 `within_budget` adds that batch's estimate; if the sum would exceed ``JobSpec.budget_usd`` the job
 stops (``stop.json`` of kind "budget") and nothing more is submitted. Batches
@@ -43,9 +44,8 @@ def attempt_estimate(job: "Job", shard: str, attempt: int) -> float:
 
 
 def spent(job: "Job") -> float:
-    """Actual USD of the job's collected attempts: the ledger, else the shard summaries."""
-    if job.costs is not None:
-        return job.costs.job_total(job.spec.name)
+    """Actual USD of the current run's collected attempts (its shard summaries): a budget
+    bounds one run of a living job, not everything the job ever spent."""
     summaries = (job.state.summary(s.key) for s in job.state.manifest() or [])
     return sum(s.cost_usd for s in summaries if s is not None)
 
@@ -110,9 +110,14 @@ def resume_budget_stop(state: JobState, budget: float | None) -> str | None:
     return lifted
 
 
-def ledger_totals(costs: CostTracker | None, job: str) -> dict[str, float]:
-    """The job's ledger totals: paid, the same usage at real-time prices, and the saving."""
+def ledger_totals(
+    costs: CostTracker | None, job: str, shards: set[str] | None = None
+) -> dict[str, float]:
+    """The job's ledger totals (of ``shards`` only, when given: one run's): paid, the same
+    usage at real-time prices, and the saving."""
     entries = costs.job_entries(job) if costs is not None else []
+    if shards is not None:
+        entries = [e for e in entries if e.shard in shards]
     paid = sum(e.cost_usd for e in entries)
     realtime = sum(e.realtime_cost_usd for e in entries)
     return {

@@ -238,7 +238,8 @@ def print_summary(state: JobState, output: str, costs: CostTracker | None = None
     click.echo(f"{'output tokens':<15}{totals['output_tokens']:,}")
     click.echo(f"{'cost USD':<15}{totals['cost_usd']:.6f}")
     if costs is not None:
-        ledger = ledger_totals(costs, state.job)
+        shards = {s.key for s in state.manifest() or []}
+        ledger = ledger_totals(costs, state.job, shards)  # this run's spend
         saved = ledger["savings_usd"]
         share = _percent(saved, ledger["realtime_cost_usd"])
         click.echo(f"{'real-time USD':<15}{ledger['realtime_cost_usd']:.6f}")

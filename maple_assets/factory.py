@@ -426,7 +426,7 @@ def _totals(job: Job) -> dict[str, Any]:
         "sent": int(totals.get("sent", 0)),
         "reused": int(totals.get("reused", 0)),
         "cost_usd": round(float(totals.get("cost_usd", 0.0)), 6),
-        **ledger_totals(job.costs, job.spec.name),
+        **ledger_totals(job.costs, job.spec.name, {s.key for s in job.state.manifest() or []}),
         **({"budget_usd": job.spec.budget_usd} if job.spec.budget_usd is not None else {}),
         "stopped": job.state.stop_reason() or "",
     }
