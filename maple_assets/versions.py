@@ -210,7 +210,7 @@ def prepare_fills(storage: Storage, job: str, number: int) -> None:
             storage.delete(out)
             continue
         fill = storage.read_parquet(fill_key)
-        records = store.best(bucket, fill.lazy()).collect()
+        records = store.best(bucket, fill.lazy())
         joined = fill.join(records, on=KEY, how="left").sort(ROW_ID).drop(KEY)
         with storage.open_write(out) as handle:
             pq.write_table(
