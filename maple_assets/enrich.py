@@ -8,10 +8,13 @@ import click
 import orjson
 
 from maple_assets.budget import ledger_totals, resume_budget_stop
+from maple_assets.cli_errors import marks_interrupt, outcome_code
 from maple_assets.estimate import MAX_TOKEN_PARAMS, estimate_job, output_tokens_per_request
 from maple_assets.factory import enrichment
+from maple_assets.preflight import preflight
 from maple_assets.runner import Runner, instance_for, resources_for
-from maple_assets.spec import JobSpec
+from maple_assets.schema_checks import check_response_schema
+from maple_assets.spec import MAX_JOB_NAME, JobSpec
 from maple_assets.state import JobState
 from resources.costs import CostTracker
 from resources.errors import ConfigError
@@ -49,6 +52,7 @@ class EnrichOptions:
     dry_run: bool = False
     budget: float | None = None
     allow_untracked_cost: bool = False
+    debug: bool = False
 
 
 def realtime_limits(opts: EnrichOptions) -> dict[str, int]:
@@ -61,7 +65,7 @@ def realtime_limits(opts: EnrichOptions) -> dict[str, int]:
     return given
 
 
-def load_schema(path: str | None) -> dict[str, Any] | None:
+def load_schema(path: str | None, provider: str) -> dict[str, Any] | None:
     if path is None:
         return None
     try:
@@ -70,6 +74,7 @@ def load_schema(path: str | None) -> dict[str, Any] | None:
         raise ConfigError(f"--response-schema {path}: not valid JSON ({exc}).") from exc
     if not isinstance(schema, dict):
         raise ConfigError(f"--response-schema {path}: a JSON schema must be an object.")
+    check_response_schema(schema, provider, f"--response-schema {path}")
     return schema
 
 
@@ -82,7 +87,8 @@ def default_job_name(source: str, fingerprint: str) -> str:
     stem = Path(source.split("?", 1)[0]).stem
     clean = "".join(c if c.isalnum() else "_" for c in stem).strip("_") or "job"
     prefix = clean if clean[0].isalpha() else f"job_{clean}"
-    return f"{prefix}_{fingerprint[:8]}"
+    short = prefix.encode()[: MAX_JOB_NAME - 9].decode(errors="ignore")  # room for _<8 hex>
+    return f"{short}_{fingerprint[:8]}"
 
 
 def spec_fields(opts: EnrichOptions, schema: dict[str, Any] | None) -> dict[str, Any]:
@@ -108,9 +114,7 @@ def job_name(opts: EnrichOptions, schema: dict[str, Any] | None) -> str:
 
 
 def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
-    from maple_assets.sources import input_columns
-
-    schema = load_schema(opts.response_schema)
+    schema = load_schema(opts.response_schema, opts.provider)
     output = opts.output or default_output(opts.input_path)
     en = enrichment(
         name=job_name(opts, schema),
@@ -123,6 +127,7 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         allow_untracked_cost=opts.allow_untracked_cost,
         check_images=not opts.no_image_check,
     )
+    preflight(en.spec, opts.storage)
     price = PriceBook().price(  # an unknown model fails here, before anything is sent
         opts.model, opts.provider, allow_untracked=opts.allow_untracked_cost
     )
@@ -134,7 +139,6 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     check = getattr(provider, "check_credentials", None)
     if check is not None:
         check()
-    input_columns(opts.input_path)  # unreadable input fails here, before anything else
     state = JobState(Storage(opts.storage), en.spec.name)
     lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(state, opts.budget)
     if lifted:
@@ -146,9 +150,11 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         instance_for(opts.storage),
         poll_interval_s=opts.poll_interval,
         quiet=opts.quiet,
+        log_level="WARNING" if opts.debug else "CRITICAL",  # errors reach the user as one line
     )
     try:
-        table = runner.run()
+        with marks_interrupt(state):
+            table = runner.run()
         if opts.timings_json:
             Path(opts.timings_json).write_bytes(
                 orjson.dumps(
@@ -160,10 +166,10 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
                     }
                 )
             )
-        print_summary(state, table.path, resources["maple_costs"])
+        totals = print_summary(state, table.path, resources["maple_costs"])
     finally:
         resources["maple_costs"].close()
-    return 0
+    return outcome_code(totals, state.stop_record())
 
 
 def dry_run(spec: JobSpec, provider: Any, price: ModelPrice, storage: str) -> int:
@@ -209,7 +215,7 @@ def _percent(part: float, whole: float) -> str:
     return f" ({part / whole:.0%})" if whole > 0 else ""
 
 
-def print_summary(state: JobState, output: str, costs: CostTracker | None = None) -> None:
+def print_summary(state: JobState, output: str, costs: CostTracker | None = None) -> dict[str, Any]:
     from maple_assets.responses import add_summary, summarize
     from maple_assets.steps import shard_responses
 
@@ -240,3 +246,4 @@ def print_summary(state: JobState, output: str, costs: CostTracker | None = None
     stop = state.stop_reason()
     if stop:
         click.echo(f"stopped: {stop}", err=True)
+    return totals

@@ -23,6 +23,7 @@ import pyarrow as pa
 from maple_assets.budget import ledger_totals, resume_budget_stop
 from maple_assets.checks import build_checks
 from maple_assets.policy import RetryPolicy
+from maple_assets.preflight import check_declaration
 from maple_assets.responses import summarize
 from maple_assets.sources import iter_blocks
 from maple_assets.spec import MB, JobSpec, validate_name, validate_paths
@@ -141,6 +142,7 @@ def enrichment(
         allow_untracked_cost=allow_untracked_cost,
     )
     validate_paths(spec)
+    check_declaration(spec)
     policy = dataclasses.replace(
         RetryPolicy().with_overrides(spec.retries), check_images=check_images
     )
