@@ -166,11 +166,12 @@ def enrich_command(
     stopped early (budget, quota, cancel, max age); 2 usage or validation error (nothing was
     uploaded); 1 anything unexpected; 130 interrupted (rerun the same command to resume).
     """
-    from maple_assets.cli_errors import reported
+    from maple_assets.cli_errors import quiet_interrupts, reported
     from maple_assets.enrich import EnrichOptions, run_enrich
 
     if (prompt is None) == (prompt_file is None):
         raise click.UsageError("Give exactly one of --prompt or --prompt-file.")
+    quiet_interrupts(bool(options.get("debug")))
     with reported(bool(options.get("debug"))):
         template = prompt if prompt is not None else read_prompt_file(str(prompt_file))
         file_format(input_path)

@@ -11,9 +11,12 @@
 """
 
 import contextlib
+import logging
+import signal
 import sys
 import traceback
 from collections.abc import Iterator
+from types import FrameType
 from typing import Any, NoReturn
 
 import click
@@ -106,3 +109,17 @@ def marks_interrupt(state: Any) -> Iterator[None]:
         if is_interrupt(exc):
             state.storage.write_json(key, {"reason": INTERRUPTED_MESSAGE})
         raise
+
+
+def quiet_interrupts(debug: bool) -> None:
+    """Ctrl-C raises KeyboardInterrupt as usual; without ``--debug`` it also silences the
+    logging and "Exception ignored" noise libraries print while they unwind."""
+    if debug or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        return  # --debug, or SIGINT ignored / handled by whoever started us
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        logging.disable(logging.CRITICAL)
+        sys.unraisablehook = lambda _: None
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
