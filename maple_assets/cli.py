@@ -171,8 +171,8 @@ def enrich_command(
 
     if (prompt is None) == (prompt_file is None):
         raise click.UsageError("Give exactly one of --prompt or --prompt-file.")
-    quiet_interrupts(bool(options.get("debug")))
-    with reported(bool(options.get("debug"))):
+    debug = bool(options.get("debug"))
+    with quiet_interrupts(debug), reported(debug):
         template = prompt if prompt is not None else read_prompt_file(str(prompt_file))
         file_format(input_path)
         opts = EnrichOptions(

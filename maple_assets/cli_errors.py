@@ -111,11 +111,14 @@ def marks_interrupt(state: Any) -> Iterator[None]:
         raise
 
 
-def quiet_interrupts(debug: bool) -> None:
+@contextlib.contextmanager
+def quiet_interrupts(debug: bool) -> Iterator[None]:
     """Ctrl-C raises KeyboardInterrupt as usual; without ``--debug`` it also silences the
     logging and "Exception ignored" noise libraries print while they unwind."""
-    if debug or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        return  # --debug, or SIGINT ignored / handled by whoever started us
+    previous = signal.getsignal(signal.SIGINT)
+    if debug or previous is not signal.default_int_handler:
+        yield  # --debug, or SIGINT ignored / handled by whoever started us
+        return
 
     def handler(signum: int, frame: FrameType | None) -> None:
         logging.disable(logging.CRITICAL)
@@ -123,3 +126,7 @@ def quiet_interrupts(debug: bool) -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
