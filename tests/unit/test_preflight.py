@@ -173,3 +173,15 @@ def test_parquet_output_keeps_the_input_types(tmp_path: Path) -> None:
     assert schema.field("l").type == pa.list_(pa.int32())
     assert schema.field("d").type == pa.dictionary(pa.int32(), pa.string())
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "out.parquet"]
+
+
+def test_concurrent_writers_of_one_path_never_share_a_temporary_file(tmp_path: Path) -> None:
+    from maple_assets.merge import OutputWriter
+
+    out = str(tmp_path / "out.parquet")
+    first, second = OutputWriter(out, "parquet"), OutputWriter(out, "parquet")
+    with first, second:  # both open at once, as two jobs writing the same --output would be
+        first.write(pl.DataFrame({"n": [1, 1]}))
+        second.write(pl.DataFrame({"n": [2, 2, 2]}))
+    assert pl.read_parquet(out)["n"].to_list() in ([1, 1], [2, 2, 2])  # whole, not mixed
+    assert os.listdir(tmp_path) == ["out.parquet"]
