@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import orjson
 
 from emulator.cli import emulator_command
 from maple_assets.cli_costs import costs_command
@@ -16,7 +15,7 @@ from maple_assets.cli_status import cancel_command, status_command
 from maple_assets.memory import tune_allocator
 from maple_assets.policy import parse_retry_options
 from maple_assets.spec import MB, file_format
-from resources.errors import MapleError
+from resources.errors import ConfigError
 from resources.providers.registry import PROVIDERS
 
 
@@ -25,16 +24,9 @@ def storage_root(storage: str | None) -> str:
 
 
 def parse_params(specs: tuple[str, ...]) -> dict[str, Any]:
-    params: dict[str, Any] = {}
-    for spec in specs:
-        name, sep, value = spec.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{spec!r}: expected NAME=VALUE", param_hint="--param")
-        try:
-            params[name] = orjson.loads(value)
-        except orjson.JSONDecodeError:
-            params[name] = value
-    return params
+    from maple_assets.preflight import parse_param
+
+    return dict(parse_param(spec) for spec in specs)
 
 
 @contextlib.contextmanager
@@ -174,16 +166,24 @@ def main() -> None:
     is_flag=True,
     help="Send again the rows whose stored outcome is a failure, each with a fresh retry budget.",
 )
+@click.option("--debug", is_flag=True, help="Show tracebacks and Dagster's warnings.")
 def enrich_command(
     input_path: str, prompt: str | None, prompt_file: str | None, **options: Any
 ) -> None:
-    """Enrich INPUT (CSV or Parquet, local or s3://) with one model reply per row."""
+    """Enrich INPUT (CSV or Parquet, local or s3://) with one model reply per row.
+
+    Exit codes: 0 every row succeeded; 3 the job finished but some rows failed; 4 the job
+    stopped early (budget, quota, cancel, max age); 2 usage or validation error (nothing was
+    uploaded); 1 anything unexpected; 130 interrupted (rerun the same command to resume).
+    """
+    from maple_assets.cli_errors import quiet_interrupts, reported
     from maple_assets.enrich import EnrichOptions, run_enrich
 
     if (prompt is None) == (prompt_file is None):
         raise click.UsageError("Give exactly one of --prompt or --prompt-file.")
-    template = prompt if prompt is not None else Path(str(prompt_file)).read_text(encoding="utf-8")
-    try:
+    debug = bool(options.get("debug"))
+    with quiet_interrupts(debug), reported(debug):
+        template = prompt if prompt is not None else read_prompt_file(str(prompt_file))
         file_format(input_path)
         opts = EnrichOptions(
             input_path=input_path,
@@ -195,10 +195,14 @@ def enrich_command(
         )
         with emulator_url(opts.provider, opts.emulator_batch_seconds, opts.emulator_fail) as url:
             code = run_enrich(opts, url)
-    except MapleError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
     sys.exit(code)
+
+
+def read_prompt_file(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--prompt-file {path}: not UTF-8 text ({exc.reason}).") from exc
 
 
 main.add_command(costs_command)

@@ -13,6 +13,7 @@ from typing import Any
 import click
 import orjson
 
+from maple_assets.cli_errors import INTERRUPTED_KEY
 from maple_assets.responses import summarize
 from maple_assets.state import JobState
 from maple_assets.steps import shard_responses
@@ -113,6 +114,8 @@ def _phase(state: JobState, sharded: bool, shards: list[dict[str, Any]]) -> str:
         return "merged"
     if state.stop_reason() is not None:
         return "stopped"
+    if state.storage.exists(state.key(INTERRUPTED_KEY)):
+        return "interrupted"  # Ctrl-C: nothing runs here until the command is run again
     return "final" if all(s["state"] == "final" for s in shards) else "running"
 
 

@@ -8,10 +8,13 @@ import click
 import orjson
 
 from maple_assets.budget import ledger_totals, resume_budget_stop
+from maple_assets.cli_errors import marks_interrupt, outcome_code
 from maple_assets.estimate import MAX_TOKEN_PARAMS, estimate_job, output_tokens_per_request
 from maple_assets.factory import enrichment
+from maple_assets.preflight import preflight
 from maple_assets.runner import Runner, instance_for, resources_for
-from maple_assets.spec import JobSpec
+from maple_assets.schema_checks import check_response_schema
+from maple_assets.spec import MAX_JOB_NAME, JobSpec
 from maple_assets.state import JobState
 from resources.costs import CostTracker
 from resources.errors import ConfigError
@@ -51,6 +54,7 @@ class EnrichOptions:
     allow_untracked_cost: bool = False
     no_reuse: bool = False
     retry_failed: bool = False
+    debug: bool = False
 
 
 def realtime_limits(opts: EnrichOptions) -> dict[str, int]:
@@ -63,7 +67,7 @@ def realtime_limits(opts: EnrichOptions) -> dict[str, int]:
     return given
 
 
-def load_schema(path: str | None) -> dict[str, Any] | None:
+def load_schema(path: str | None, provider: str) -> dict[str, Any] | None:
     if path is None:
         return None
     try:
@@ -72,6 +76,7 @@ def load_schema(path: str | None) -> dict[str, Any] | None:
         raise ConfigError(f"--response-schema {path}: not valid JSON ({exc}).") from exc
     if not isinstance(schema, dict):
         raise ConfigError(f"--response-schema {path}: a JSON schema must be an object.")
+    check_response_schema(schema, provider, f"--response-schema {path}")
     return schema
 
 
@@ -84,7 +89,8 @@ def default_job_name(source: str, fingerprint: str) -> str:
     stem = Path(source.split("?", 1)[0]).stem
     clean = "".join(c if c.isalnum() else "_" for c in stem).strip("_") or "job"
     prefix = clean if clean[0].isalpha() else f"job_{clean}"
-    return f"{prefix}_{fingerprint[:8]}"
+    short = prefix.encode()[: MAX_JOB_NAME - 9].decode(errors="ignore")  # room for _<8 hex>
+    return f"{short}_{fingerprint[:8]}"
 
 
 def spec_fields(opts: EnrichOptions, schema: dict[str, Any] | None) -> dict[str, Any]:
@@ -110,9 +116,7 @@ def job_name(opts: EnrichOptions, schema: dict[str, Any] | None) -> str:
 
 
 def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
-    from maple_assets.sources import input_columns
-
-    schema = load_schema(opts.response_schema)
+    schema = load_schema(opts.response_schema, opts.provider)
     output = opts.output or default_output(opts.input_path)
     en = enrichment(
         name=job_name(opts, schema),
@@ -126,6 +130,7 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         check_images=not opts.no_image_check,
         reuse=not opts.no_reuse,
     )
+    preflight(en.spec, opts.storage)
     price = PriceBook().price(  # an unknown model fails here, before anything is sent
         opts.model, opts.provider, allow_untracked=opts.allow_untracked_cost
     )
@@ -137,7 +142,6 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     check = getattr(provider, "check_credentials", None)
     if check is not None:
         check()
-    input_columns(opts.input_path)  # unreadable input fails here, before anything else
     state = JobState(Storage(opts.storage), en.spec.name)
     lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(state, opts.budget)
     if lifted:
@@ -150,9 +154,11 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         poll_interval_s=opts.poll_interval,
         quiet=opts.quiet,
         shard_config={"retry_failed": opts.retry_failed} if opts.retry_failed else None,
+        log_level="WARNING" if opts.debug else "CRITICAL",  # errors reach the user as one line
     )
     try:
-        table = runner.run()
+        with marks_interrupt(state):
+            table = runner.run()
         if opts.timings_json:
             Path(opts.timings_json).write_bytes(
                 orjson.dumps(
@@ -164,10 +170,10 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
                     }
                 )
             )
-        print_summary(state, table.path, resources["maple_costs"])
+        totals = print_summary(state, table.path, resources["maple_costs"])
     finally:
         resources["maple_costs"].close()
-    return 0
+    return outcome_code(totals, state.stop_record())
 
 
 def dry_run(spec: JobSpec, provider: Any, price: ModelPrice, storage: str) -> int:
@@ -213,7 +219,7 @@ def _percent(part: float, whole: float) -> str:
     return f" ({part / whole:.0%})" if whole > 0 else ""
 
 
-def print_summary(state: JobState, output: str, costs: CostTracker | None = None) -> None:
+def print_summary(state: JobState, output: str, costs: CostTracker | None = None) -> dict[str, Any]:
     from maple_assets.responses import add_summary, summarize
     from maple_assets.steps import shard_responses
 
@@ -248,3 +254,4 @@ def print_summary(state: JobState, output: str, costs: CostTracker | None = None
     stop = state.stop_reason()
     if stop:
         click.echo(f"stopped: {stop}", err=True)
+    return totals

@@ -23,11 +23,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from maple_assets.input_checks import check_context_window, check_input_schema
 from maple_assets.sharding import check_block, prepare_block
 from maple_assets.sources import iter_blocks
-from maple_assets.spec import CUSTOM_ID, JobSpec, validate_columns
+from maple_assets.spec import CUSTOM_ID, JobSpec
 from maple_assets.state import JobState
-from maple_assets.templates import check_columns, parse_template, render_expr, template_columns
+from maple_assets.templates import parse_template, render_expr, template_columns
 from partitions.shards import ShardCutter
 from resources.errors import ConfigError
 from resources.pricing import (
@@ -137,17 +138,16 @@ def estimate_input(spec: JobSpec, provider: Provider, blocks: Iterator[pl.DataFr
     max_requests = min(spec.max_requests_per_batch, limits.max_requests)
     max_bytes = min(spec.max_batch_bytes, limits.max_bytes)
     cutter = ShardCutter(max_requests, max_bytes)
-    parts = parse_template(spec.prompt)
     total = Estimate()
     offset = 0
     for block in blocks:
         if offset == 0:
-            validate_columns(block.columns, spec)
-            check_columns(parts, block.columns)
+            check_input_schema(block.schema, spec)
         if block.height == 0:
             continue
         prepared = prepare_block(block, offset, spec, provider)
         check_block(prepared, spec, max_bytes)
+        check_context_window(prepared, spec)
         sizes = prepared.get_column("_size").to_numpy().astype(np.int64)
         for _ in cutter.feed(sizes):
             pass

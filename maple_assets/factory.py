@@ -24,6 +24,7 @@ from pydantic import Field
 from maple_assets.budget import ledger_totals, resume_budget_stop
 from maple_assets.checks import build_checks
 from maple_assets.policy import RetryPolicy
+from maple_assets.preflight import check_declaration
 from maple_assets.rerun import shard_input
 from maple_assets.responses import summarize
 from maple_assets.spec import MB, JobSpec, validate_name, validate_paths
@@ -143,6 +144,7 @@ def enrichment(
         reuse=reuse,
     )
     validate_paths(spec)
+    check_declaration(spec)
     policy = dataclasses.replace(
         RetryPolicy().with_overrides(spec.retries), check_images=check_images
     )

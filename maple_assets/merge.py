@@ -1,13 +1,15 @@
 """merged: the input columns unchanged and in order, then the ``llm_*`` columns, streamed."""
 
 import dataclasses
+import uuid
 from collections.abc import Iterator
 from typing import IO, Any
 
 import polars as pl
+import pyarrow as pa
 import pyarrow.parquet as pq
 
-from maple_assets.spec import CUSTOM_ID, INTERNAL_COLUMNS, ROW_ID
+from maple_assets.spec import CUSTOM_ID, INTERNAL_COLUMNS, ROW_ID, file_format
 from resources.storage import filesystem_for
 
 
@@ -67,12 +69,14 @@ def merge_shard(
 class OutputWriter:
     """Appends frames to one Parquet or CSV file on local disk or S3, then commits it."""
 
-    def __init__(self, path: str, fmt: str) -> None:
+    def __init__(self, path: str, fmt: str, input_schema: pa.Schema | None = None) -> None:
         self.path = path
         self.fmt = fmt
+        self.input_schema = input_schema
         self.fs, fs_path = filesystem_for(path)
         self._target = fs_path
-        self._tmp = fs_path if "://" in path else f"{fs_path}.partial"
+        # A unique temporary name: concurrent writers never share one.
+        self._tmp = fs_path if "://" in path else f"{fs_path}.{uuid.uuid4().hex[:12]}.partial"
         self._handle: IO[bytes] | None = None
         self._parquet: pq.ParquetWriter | None = None
         self.rows = 0
@@ -91,7 +95,8 @@ class OutputWriter:
         else:
             table = frame.to_arrow()
             if self._parquet is None:
-                self._parquet = pq.ParquetWriter(self._handle, table.schema, compression="zstd")
+                schema = keep_input_types(table, self.input_schema)
+                self._parquet = pq.ParquetWriter(self._handle, schema, compression="zstd")
             self._parquet.write_table(table.cast(self._parquet.schema))
         self.rows += frame.height
 
@@ -106,8 +111,45 @@ class OutputWriter:
             self.fs.rm(self._tmp)
 
 
-def write_merged(frames: Iterator[pl.DataFrame], path: str, fmt: str) -> OutputTable:
-    with OutputWriter(path, fmt) as writer:
+def keep_input_types(table: pa.Table, input_schema: pa.Schema | None) -> pa.Schema:
+    """``table``'s schema with the input's own Arrow type for every input column.
+
+    polars hands back ``large_string`` for ``string``, ``large_list`` for ``list`` and so on;
+    the output keeps what the input said. A column whose type cannot be restored keeps polars'.
+    """
+    if input_schema is None:
+        return table.schema
+    fields = []
+    for field in table.schema:
+        index = input_schema.get_field_index(field.name)
+        original = input_schema.field(index) if index >= 0 else None
+        keep = original is not None and original.type != field.type and _castable(table, original)
+        fields.append(field.with_type(original.type) if keep and original else field)
+    return pa.schema(fields)
+
+
+def _castable(table: pa.Table, field: pa.Field) -> bool:
+    try:
+        table.column(field.name).cast(field.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
+    return True
+
+
+def parquet_schema(source: str | None) -> pa.Schema | None:
+    """The Arrow schema of a Parquet input (read from its footer), else None."""
+    if source is None or file_format(source, strict=False) != "parquet":
+        return None
+    fs, path = filesystem_for(source)
+    with fs.open(path, "rb") as handle:
+        return pq.read_schema(handle)
+
+
+def write_merged(
+    frames: Iterator[pl.DataFrame], path: str, fmt: str, source: str | None = None
+) -> OutputTable:
+    """Stream ``frames`` into ``path``; a Parquet ``source``'s column types are kept."""
+    with OutputWriter(path, fmt, parquet_schema(source)) as writer:
         for frame in frames:
             writer.write(frame)
     return OutputTable(path=path, format=fmt, rows=writer.rows)

@@ -54,5 +54,10 @@ def parse_retry_options(specs: list[str]) -> dict[str, int]:
             count = UNLIMITED if value.strip() == "unlimited" else int(value)
         except ValueError as exc:
             raise ConfigError(f"--retry {spec!r}: N must be an integer or 'unlimited'.") from exc
+        if count < 0 and value.strip() != "unlimited":
+            raise ConfigError(
+                f"--retry {spec!r}: a retry count cannot be negative; give 0 or more, or "
+                f"'unlimited' (e.g. --retry {name.strip()}=0)."
+            )
         overrides[name.strip()] = count
     return overrides

@@ -2,7 +2,6 @@
 Dagster instance, ticking the enrichment's own sensor until every shard is final (no daemon)."""
 
 import dataclasses
-import os
 import resource
 import sys
 import time
@@ -16,25 +15,18 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG as RANGE_START,
 )
 
+from maple_assets import dagster_home
 from maple_assets.factory import IO_MANAGER_KEY, Enrichment, job_for, provider_key
 from maple_assets.merge import OutputTable
 from maple_assets.steps import Job
 from resources.costs import CostTracker
 from resources.io_manager import ParquetIOManager
-from resources.storage import StorageResource, is_remote
+from resources.storage import StorageResource
 
 
 def instance_for(storage_root: str) -> dg.DagsterInstance:
     """``DAGSTER_HOME`` if set, else a persistent instance under the (local) storage root."""
-    if os.environ.get("DAGSTER_HOME"):
-        return dg.DagsterInstance.get()
-    home = (
-        os.path.join(os.path.expanduser("~"), ".maple", "dagster")
-        if is_remote(storage_root)
-        else os.path.join(os.path.abspath(storage_root), "dagster")
-    )
-    os.makedirs(home, exist_ok=True)
-    return dg.DagsterInstance.from_config(home)
+    return dagster_home.instance_for(storage_root)
 
 
 def resources_for(

@@ -7,9 +7,10 @@ import numpy as np
 import polars as pl
 
 from maple_assets.crashpoints import crash_point
-from maple_assets.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID, JobSpec, validate_columns
+from maple_assets.input_checks import check_context_window, check_input_schema
+from maple_assets.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID, JobSpec
 from maple_assets.store import request_key
-from maple_assets.templates import check_columns, parse_template, render_expr
+from maple_assets.templates import parse_template, render_expr
 from partitions.shards import ShardCutter, shard_key
 from resources.errors import ConfigError
 from resources.providers.base import Provider, RequestSpec
@@ -87,7 +88,6 @@ def write_shards(
     pending: list[pl.DataFrame] = []
     pending_shard = 0
     offset = 0
-    parts = parse_template(spec.prompt)
 
     def flush() -> None:
         if pending:
@@ -97,12 +97,12 @@ def write_shards(
 
     for block in blocks:
         if offset == 0:
-            validate_columns(block.columns, spec)
-            check_columns(parts, block.columns)
+            check_input_schema(block.schema, spec)
         if block.height == 0:
             continue
         prepared = prepare_block(block, offset, spec, provider)
         check_block(prepared, spec, max_bytes)
+        check_context_window(prepared, spec)
         if on_block is not None:
             on_block(prepared)
         sizes = prepared.get_column("_size").to_numpy().astype(np.int64)

@@ -25,8 +25,12 @@ def scan(uri: str) -> pl.LazyFrame:
 
 
 def input_columns(uri: str) -> list[str]:
+    return input_schema(uri).names()
+
+
+def input_schema(uri: str) -> pl.Schema:
     try:
-        return scan(uri).collect_schema().names()
+        return scan(uri).collect_schema()
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise ConfigError(
             f"Cannot read the input {uri!r}: {exc}. Give a readable CSV (with a header row) "

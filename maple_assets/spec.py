@@ -32,6 +32,7 @@ OUTPUT_COLUMNS = (
 )
 
 MB = 1_000_000
+MAX_JOB_NAME = 100  # bytes: a file name component on every store, with room for suffixes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,6 +105,11 @@ def validate_name(name: str) -> None:
         raise ConfigError(
             f"Job name {name!r} is not usable as a Dagster name: use letters, digits, '_' and '-', "
             "starting with a letter (e.g. product_attributes)."
+        )
+    if len(name.encode()) > MAX_JOB_NAME:
+        raise ConfigError(
+            f"Job name {name[:20]}... is {len(name.encode())} bytes long: it names folders and "
+            f"files on every store, so keep it to {MAX_JOB_NAME} bytes (shorten --job)."
         )
 
 

@@ -367,7 +367,7 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
             yield merge_shard(rows, responses, job.spec.model, parsed)
             crash_point("mid_merge")
 
-    table = write_merged(frames(), path, job.spec.output_format())
+    table = write_merged(frames(), path, job.spec.output_format(), job.spec.source)
     job.state.storage.write_json(
         job.state.key("merged.json"),
         {

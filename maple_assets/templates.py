@@ -1,15 +1,23 @@
-"""Prompt templates: ``{column}`` placeholders, ``{{`` / ``}}`` escapes, rendered by polars."""
+"""Prompt templates: ``{column}`` placeholders, ``{{`` / ``}}`` escapes, rendered by polars.
+
+``{column:json}`` renders a list or struct column (or any column) as JSON text; a plain
+``{column}`` must name a scalar column.
+"""
 
 import dataclasses
 
+import orjson
 import polars as pl
 
 from resources.errors import ConfigError
+
+JSON_SUFFIX = ":json"
 
 
 @dataclasses.dataclass(frozen=True)
 class Placeholder:
     column: str
+    as_json: bool = False
 
 
 Part = str | Placeholder
@@ -40,7 +48,7 @@ def parse_template(template: str) -> list[Part]:
             if literal:
                 parts.append("".join(literal))
                 literal = []
-            parts.append(Placeholder(inner))
+            parts.append(_placeholder(inner))
             i = end + 1
             continue
         literal.append(char)
@@ -48,6 +56,12 @@ def parse_template(template: str) -> list[Part]:
     if literal:
         parts.append("".join(literal))
     return parts
+
+
+def _placeholder(inner: str) -> Placeholder:
+    if inner.endswith(JSON_SUFFIX) and inner[: -len(JSON_SUFFIX)].strip():
+        return Placeholder(inner[: -len(JSON_SUFFIX)], as_json=True)
+    return Placeholder(inner)
 
 
 def _malformed(template: str, position: int, what: str) -> str:
@@ -75,8 +89,14 @@ def render_expr(parts: list[Part]) -> pl.Expr:
     """A polars expression rendering the template per row; nulls render as empty strings."""
     if not parts:
         return pl.lit("")
-    exprs = [
-        pl.lit(p) if isinstance(p, str) else pl.col(p.column).cast(pl.String).fill_null("")
-        for p in parts
-    ]
+    exprs = [pl.lit(p) if isinstance(p, str) else _value(p) for p in parts]
     return pl.concat_str(exprs)
+
+
+def _value(part: Placeholder) -> pl.Expr:
+    if not part.as_json:
+        return pl.col(part.column).cast(pl.String).fill_null("")
+    # polars has no JSON encoder for lists: encode {"column": value} and cut the key off.
+    key = orjson.dumps(part.column).decode()
+    wrapped = pl.struct(pl.col(part.column).alias(part.column)).struct.json_encode()
+    return wrapped.str.slice(len(key) + 2).str.head(-1).fill_null("null")

@@ -365,3 +365,18 @@ def _rates(prices: Any) -> Rates | None:
         cached_input_per_mtok=_default(_mtok(prices.cache_read_mtok), input_price),
         cache_write_per_mtok=_default(_mtok(prices.cache_write_mtok), input_price),
     )
+
+
+def context_window(model: str, provider: str) -> int | None:
+    """The model's context window in tokens per genai-prices, or None when it is not known."""
+    from genai_prices import data_snapshot
+
+    families = ["openai", "anthropic"] if provider == _EMULATOR else [_family(provider)]
+    for family in families:
+        try:
+            _, info = data_snapshot.get_snapshot().find_provider_model(model, None, family, None)
+        except LookupError:
+            continue
+        window = getattr(info, "context_window", None)
+        return int(window) if window else None
+    return None

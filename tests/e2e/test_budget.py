@@ -93,7 +93,7 @@ def test_budget_stops_before_overspending_and_a_larger_budget_finishes(
     budget = 2.5 * per_batch
 
     stopped = enrich(server, tmp_path, "--budget", f"{budget:.8f}")
-    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.returncode == 4, stopped.stderr
     assert "stopped: budget reached before shard s00002" in stopped.stderr
     assert "rerun with a larger --budget to continue" in stopped.stderr
     assert server.stats()["batches_created"] == 2

@@ -54,11 +54,11 @@ def run(
     )
 
 
-def sent_by(server: EmulatorServer, *args: object, **kwargs: object) -> int:
+def sent_by(server: EmulatorServer, *args: object, failed: bool = False, **kwargs: object) -> int:
     """Run ``maple enrich`` and return how many requests reached the emulator."""
     before = server.stats()["requests_received"]
     result = run(server, *args, **kwargs)  # type: ignore[arg-type]
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == (3 if failed else 0), result.stderr
     return int(server.stats()["requests_received"] - before)
 
 
@@ -147,17 +147,18 @@ def test_retry_failed_resends_only_failed_rows_with_a_fresh_budget(tmp_path: Pat
     source, storage = tmp_path / "items.parquet", tmp_path / "store"
     catalog(40).write_parquet(source)
     with EmulatorServer(config) as server:
-        assert sent_by(server, source, storage, "--retry", "server_error=0") == 40
+        assert sent_by(server, source, storage, "--retry", "server_error=0", failed=True) == 40
         failed = output(source).filter(pl.col("llm_status") == "failed")
         assert failed.height > 0
         assert set(failed["llm_failure_class"]) == {"server_error"}
 
         # A plain rerun keeps the failures: nothing is sent.
-        assert sent_by(server, source, storage, "--retry", "server_error=0") == 0
+        assert sent_by(server, source, storage, "--retry", "server_error=0", failed=True) == 0
         assert output(source).filter(pl.col("llm_status") == "failed").height == failed.height
 
         # --retry-failed sends exactly the failed rows again.
-        sent = sent_by(server, source, storage, "--retry", "server_error=0", "--retry-failed")
+        retry = ("--retry", "server_error=0", "--retry-failed")
+        sent = sent_by(server, source, storage, *retry, failed=True)
         assert sent == failed.height
         after = output(source)
         resent = after.filter(pl.col("sku").is_in(failed["sku"].implode()))

@@ -50,8 +50,12 @@ def run(
         "--quiet", *extra,
     ]  # fmt: skip
     result = CliRunner().invoke(main, args, env={"MAPLE_EMULATOR_URL": server.url})
-    assert result.exit_code == 0, (result.output, result.exception)
-    return result, pl.read_parquet(out)
+    assert result.exit_code in (0, 3, 4), (result.output, result.exception)
+    frame = pl.read_parquet(out)
+    failed = frame.filter(pl.col("llm_status") == "failed").height
+    stopped = any(line.startswith("stopped:") for line in result.stderr.splitlines())
+    assert result.exit_code == (4 if stopped else 3 if failed else 0), result.output
+    return result, frame
 
 
 def emulator(**config: Any) -> EmulatorServer:

@@ -1,0 +1,47 @@
+"""The Dagster instance ``maple enrich`` runs against, quiet on a fresh machine.
+
+``DAGSTER_HOME`` when set (created if missing), else ``<storage root>/dagster`` (or
+``~/.maple/dagster`` for an S3 storage root). A home without a ``dagster.yaml`` gets one that
+turns telemetry off, so a first run prints neither Dagster's telemetry banner nor its
+"No dagster.yaml found" warning.
+"""
+
+import os
+
+import dagster as dg
+
+from resources.errors import ConfigError
+from resources.storage import is_remote
+
+DAGSTER_YAML = "telemetry:\n  enabled: false\n"
+
+
+def dagster_home(storage_root: str) -> str:
+    if os.environ.get("DAGSTER_HOME"):
+        return os.path.abspath(os.path.expanduser(os.environ["DAGSTER_HOME"]))
+    if is_remote(storage_root):
+        return os.path.join(os.path.expanduser("~"), ".maple", "dagster")
+    return os.path.join(os.path.abspath(storage_root), "dagster")
+
+
+def prepare_home(home: str) -> None:
+    """Create the folder and a ``dagster.yaml`` (telemetry off) unless one exists."""
+    try:
+        os.makedirs(home, exist_ok=True)
+        config = os.path.join(home, "dagster.yaml")
+        if not os.path.exists(config):
+            with open(config, "x", encoding="utf-8") as handle:
+                handle.write(DAGSTER_YAML)
+    except FileExistsError:
+        pass  # another process wrote it first
+    except OSError as exc:
+        raise ConfigError(
+            f"Cannot prepare the Dagster home {home!r} ({exc.strerror}): set DAGSTER_HOME to a "
+            "writable folder."
+        ) from exc
+
+
+def instance_for(storage_root: str) -> dg.DagsterInstance:
+    home = dagster_home(storage_root)
+    prepare_home(home)
+    return dg.DagsterInstance.from_config(home)
