@@ -10,6 +10,7 @@ from starlette.routing import Route
 
 from emulator import anthropic_routes, openai_routes, realtime_routes
 from emulator.config import EmulatorConfig
+from emulator.gemini_app import GEMINI_ROUTES
 from emulator.http_common import JSONResponse, provider_error, state_of
 from emulator.state import State
 
@@ -48,6 +49,7 @@ async def _crash(request: Request, exc: Exception) -> Response:
 
 
 ROUTES = [
+    *GEMINI_ROUTES,
     Route("/v1/files", openai_routes.create_file, methods=["POST"]),
     Route("/v1/files", openai_routes.list_files, methods=["GET"]),
     Route("/v1/files/{file_id}", openai_routes.get_file, methods=["GET"]),

@@ -37,6 +37,8 @@ class EmulatorConfig:
     openai_max_bytes: int = 200 * 1024 * 1024
     anthropic_max_requests: int = 100_000
     anthropic_max_bytes: int = 256 * 1024 * 1024
+    gemini_max_inline_bytes: int = 20 * 1024 * 1024
+    gemini_max_file_bytes: int = 2 * 1024 * 1024 * 1024
 
     def __post_init__(self) -> None:
         for name, rate in self.fail.items():

@@ -14,6 +14,8 @@ from emulator.anthropic_engine import AnthropicEngine
 from emulator.config import EmulatorConfig
 from emulator.faults import FaultDrawer
 from emulator.finisher import Finisher
+from emulator.gemini_batches import GeminiStore
+from emulator.gemini_engine import GeminiEngine
 from emulator.openai_engine import OpenAIEngine, new_id
 from emulator.ratelimit import RateLimiter
 
@@ -119,6 +121,8 @@ class State:
         self.control_drawer = FaultDrawer(config.seed, {"server_error": config.control_fail_rate})
         self.openai = OpenAIEngine(self.drawer, config.embedding_dimensions)
         self.anthropic = AnthropicEngine(self.drawer)
+        self.gemini = GeminiStore()
+        self.gemini_engine = GeminiEngine(self.drawer)
         self.limiter = RateLimiter(config.rpm, config.tpm)
 
     def reset(self) -> None:
