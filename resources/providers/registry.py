@@ -4,10 +4,11 @@ from typing import Any
 
 from resources.errors import ConfigError
 from resources.providers.anthropic_batch import AnthropicBatchProvider
+from resources.providers.gemini_batch import GeminiBatchProvider
 from resources.providers.openai_batch import OpenAIBatchProvider
 from resources.providers.realtime import AnthropicRealtimeProvider, OpenAIRealtimeProvider
 
-BATCH_PROVIDERS = ("openai", "anthropic", "emulator")
+BATCH_PROVIDERS = ("openai", "anthropic", "gemini", "emulator")
 REALTIME_PROVIDERS = ("openai-realtime", "anthropic-realtime")
 PROVIDERS = (*BATCH_PROVIDERS, *REALTIME_PROVIDERS)
 
@@ -28,6 +29,8 @@ def build_provider(
         return OpenAIBatchProvider(
             name="emulator", base_url=f"{emulator_url}/v1", api_key="emulator", **overrides
         )
+    if name == "gemini":
+        return GeminiBatchProvider(**overrides)
     if name == "anthropic":
         if storage_root is not None:
             overrides.setdefault("intent_root", storage_root)
