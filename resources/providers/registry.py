@@ -5,11 +5,12 @@ from typing import Any
 from resources.errors import ConfigError
 from resources.providers.anthropic_batch import AnthropicBatchProvider
 from resources.providers.gemini_batch import GeminiBatchProvider
+from resources.providers.gemini_realtime import GeminiRealtimeProvider
 from resources.providers.openai_batch import OpenAIBatchProvider
 from resources.providers.realtime import AnthropicRealtimeProvider, OpenAIRealtimeProvider
 
 BATCH_PROVIDERS = ("openai", "anthropic", "gemini", "emulator")
-REALTIME_PROVIDERS = ("openai-realtime", "anthropic-realtime")
+REALTIME_PROVIDERS = ("openai-realtime", "anthropic-realtime", "gemini-realtime")
 PROVIDERS = (*BATCH_PROVIDERS, *REALTIME_PROVIDERS)
 
 
@@ -38,6 +39,7 @@ def build_provider(
     realtime = {
         "openai-realtime": OpenAIRealtimeProvider,
         "anthropic-realtime": AnthropicRealtimeProvider,
+        "gemini-realtime": GeminiRealtimeProvider,
     }
     if name in realtime:
         if storage_root is not None:

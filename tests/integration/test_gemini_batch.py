@@ -16,6 +16,7 @@ from emulator.server import EmulatorServer
 from maple_assets.cli import main
 from maple_assets.factory import enrichment
 from maple_assets.wiring import maple_resources
+from resources.pricing import PriceBook, TokenUsage, cost_usd
 from resources.providers.base import RequestSpec, ShardPayload
 from resources.providers.gemini_batch import GeminiBatchProvider
 from tests.integration.test_graph import run_graph
@@ -168,3 +169,26 @@ def test_dagster_sensor_finishes_the_job(server: EmulatorServer, tmp_path: Path)
     assert output["llm_response"].to_list() == [f"echo: {i}: t{i}" for i in range(12)]
     assert output["llm_batch_id"].n_unique() == 3
     assert server.stats()["bodies_billed_twice"] == 0
+
+
+def test_gemini_realtime_enrich_with_faults(
+    catalog: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = EmulatorConfig(fail={"rate_limited": 0.2, "server_error": 0.1}, seed=4, rpm=6000)
+    with EmulatorServer(config) as running:
+        monkeypatch.setenv("GEMINI_BASE_URL", running.url)
+        monkeypatch.setenv("GEMINI_API_KEY", "test-key")
+        out = tmp_path / "rt.parquet"
+        enrich(catalog, out, tmp_path / "s", "gemini-realtime", MODEL, "--quiet")
+        stats = running.stats()
+    frame = pl.read_parquet(out)
+    titles = pl.read_parquet(catalog)["title"]
+    assert frame["llm_status"].to_list() == ["succeeded"] * ROWS
+    assert frame["llm_response"].to_list() == [f"echo: Brand of {t}" for t in titles]
+    assert frame["llm_batch_id"].str.starts_with("rt-").all()
+    assert stats["realtime_429"] > 0 and stats["bodies_billed_twice"] == 0
+    assert stats["requests_billed"] == ROWS
+    price = PriceBook(use_env=False).price(MODEL, "gemini-realtime")
+    first = frame.row(0, named=True)
+    usage = TokenUsage(first["llm_input_tokens"], output_tokens=first["llm_output_tokens"])
+    assert first["llm_cost_usd"] == pytest.approx(cost_usd(price, usage, batch=False))
