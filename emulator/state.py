@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.anthropic_engine import AnthropicEngine
+from emulator.bedrock_jobs import S3Access
 from emulator.config import EmulatorConfig
 from emulator.faults import FaultDrawer
 from emulator.finisher import Finisher
@@ -122,6 +123,8 @@ class State:
         self.openai = OpenAIEngine(self.drawer, config.embedding_dimensions)
         self.anthropic = AnthropicEngine(self.drawer)
         self.gemini = GeminiStore()
+        self.bedrock_jobs: dict[str, Any] = {}
+        self.s3 = S3Access(config.s3_endpoint)
         self.gemini_engine = GeminiEngine(self.drawer)
         self.limiter = RateLimiter(config.rpm, config.tpm)
 
