@@ -4,12 +4,13 @@ from typing import Any
 
 from resources.errors import ConfigError
 from resources.providers.anthropic_batch import AnthropicBatchProvider
+from resources.providers.bedrock_batch import BedrockBatchProvider
 from resources.providers.gemini_batch import GeminiBatchProvider
 from resources.providers.gemini_realtime import GeminiRealtimeProvider
 from resources.providers.openai_batch import OpenAIBatchProvider
 from resources.providers.realtime import AnthropicRealtimeProvider, OpenAIRealtimeProvider
 
-BATCH_PROVIDERS = ("openai", "anthropic", "gemini", "emulator")
+BATCH_PROVIDERS = ("openai", "anthropic", "gemini", "bedrock", "emulator")
 REALTIME_PROVIDERS = ("openai-realtime", "anthropic-realtime", "gemini-realtime")
 PROVIDERS = (*BATCH_PROVIDERS, *REALTIME_PROVIDERS)
 
@@ -32,6 +33,10 @@ def build_provider(
         )
     if name == "gemini":
         return GeminiBatchProvider(**overrides)
+    if name == "bedrock":
+        if storage_root is not None:
+            overrides.setdefault("storage_root", storage_root)
+        return BedrockBatchProvider(**overrides)
     if name == "anthropic":
         if storage_root is not None:
             overrides.setdefault("intent_root", storage_root)
