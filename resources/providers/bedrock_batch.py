@@ -55,6 +55,7 @@ STATES = {
     "Stopped": "cancelled",
     "Expired": "expired",
 }
+BELOW_MINIMUM = "not-sent-below-minimum:"
 ACTIVE = frozenset({"Submitted", "Validating", "Scheduled", "InProgress", "Stopping"})
 _ENDED = {"completed", "failed", "cancelled", "expired"}
 _COLUMNS = (
@@ -133,11 +134,6 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     def _check_quota(self, payload: ShardPayload, data: bytes) -> None:
         count, where = payload.requests.height, f"job {payload.job} shard {payload.shard}"
         where += f" attempt {payload.attempt}"
-        if count < self.min_records:
-            raise ConfigError(
-                f"{where} has {count} records; a Bedrock batch inference job needs at least "
-                f"{self.min_records}. Use a larger table, or --provider anthropic for small runs."
-            )
         if count > self.max_records or len(data) > self.max_bytes:
             raise ConfigError(
                 f"{where} has {count} records / {len(data)} bytes; Bedrock allows at most "
@@ -149,6 +145,8 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         data = self.encode(payload.requests)
         self._check_quota(payload, data)
         digest = content_hash([data])
+        if payload.requests.height < self.min_records:
+            return self._below_minimum(payload, digest)
         stem = f"{payload.shard}-a{payload.attempt}"
         key = f"{payload.job}/bedrock/input/{stem}-{digest}.jsonl"
         storage = Storage(self.storage_root)
@@ -182,6 +180,36 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
             file_id=storage.uri(key),
         )
 
+    def _below_minimum(self, payload: ShardPayload, digest: str) -> Submission:
+        """An attempt smaller than Bedrock's minimum job: not sent; its rows come back failed.
+
+        Bedrock refuses jobs under ``min_records`` records (a small table, the table's last
+        shard, or a retry of a few rows) and padding them would pay for rows again, so those
+        rows end ``invalid_request`` with this reason instead of stopping the whole job.
+        """
+        name = f"{BELOW_MINIMUM}{payload.job}/{payload.shard}/{payload.attempt}"
+        return Submission(
+            provider=self.name,
+            job=payload.job,
+            shard=payload.shard,
+            attempt=payload.attempt,
+            batch_id=f"{name}/{payload.requests.height}",
+            request_count=payload.requests.height,
+            content_hash=digest,
+            submitted_at=now_iso(),
+        )
+
+    def _below_minimum_state(self, batch_id: str) -> BatchState:
+        count = batch_id.rsplit("/", 1)[-1]
+        message = (
+            f"not sent: this batch has {count} rows and a Bedrock batch inference job needs at "
+            f"least {self.min_records} records (a small table, its last shard, or a retry); "
+            "send these rows with another provider, e.g. --provider anthropic"
+        )
+        return BatchState(
+            batch_id, "failed", ended=True, errors=(message,), error_codes=("below_minimum",)
+        )
+
     def _wait_for_slot(self, calls: BedrockCalls) -> None:
         deadline = time.monotonic() + self.slot_wait_s
         while sum(1 for job in calls.jobs() if job.get("status") in ACTIVE) >= self.max_jobs:
@@ -208,15 +236,18 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
         calls = self._calls()
-        return poll_batches(
-            {s.batch_id for s in submissions},
+        small = {s.batch_id for s in submissions if s.batch_id.startswith(BELOW_MINIMUM)}
+        states = {batch_id: self._below_minimum_state(batch_id) for batch_id in small}
+        return states | poll_batches(
+            {s.batch_id for s in submissions} - small,
             lambda: ({**job, "id": job["jobArn"]} for job in calls.jobs("maple-")),
             calls.get,
             self._state,
         )
 
     def cancel(self, submission: Submission) -> None:
-        self._calls().stop(submission.batch_id)
+        if not submission.batch_id.startswith(BELOW_MINIMUM):
+            self._calls().stop(submission.batch_id)
 
     def find_orphans(self, job: str) -> list[Submission]:
         found = []
@@ -245,6 +276,8 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     # -- results ----------------------------------------------------------------------------
     def results(self, submission: Submission, state: BatchState) -> pl.DataFrame:
+        if submission.batch_id.startswith(BELOW_MINIMUM):
+            return result_frame({})
         job = self._calls().get(submission.batch_id)
         output = job["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"].rstrip("/")
         source = job["inputDataConfig"]["s3InputDataConfig"]["s3Uri"]

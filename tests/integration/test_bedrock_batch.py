@@ -18,7 +18,6 @@ from emulator.server import EmulatorServer
 from maple_assets.cli import main
 from maple_assets.factory import enrichment, provider_key
 from maple_assets.wiring import maple_resources
-from resources.errors import ConfigError
 from resources.providers.base import RequestSpec, ShardPayload
 from resources.providers.bedrock_batch import BedrockBatchProvider
 from tests.integration.test_graph import run_graph
@@ -68,7 +67,7 @@ def table(path: Path, rows: int) -> Path:
 
 
 def test_enrich_on_s3(s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    rows = 240
+    rows, sent = 250, 240  # shards of 120, 120 and 10: the last is under Bedrock's minimum
     with bedrock_emulator(s3_url, monkeypatch) as server:
         args = [
             "enrich", str(table(tmp_path / "in.parquet", rows)), "--prompt", "Name {title}",
@@ -80,11 +79,16 @@ def test_enrich_on_s3(s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert result.exit_code == 0, result.output
         stats = server.stats()
     out = pl.read_parquet(tmp_path / "out.parquet")
-    assert out["llm_response"].to_list() == [f"echo: Name t{i}" for i in range(rows)]
-    assert out["llm_batch_id"].str.contains("model-invocation-job/").all()
-    assert out["llm_batch_id"].n_unique() == 2
-    assert (out["llm_cost_usd"] > 0).all()
-    assert stats["requests_billed"] == rows and stats["bodies_billed_twice"] == 0
+    done, small = out.head(sent), out.tail(rows - sent)
+    assert done["llm_response"].to_list() == [f"echo: Name t{i}" for i in range(sent)]
+    assert done["llm_batch_id"].str.contains("model-invocation-job/").all()
+    assert done["llm_batch_id"].n_unique() == 2
+    assert (done["llm_cost_usd"] > 0).all()
+    assert small["llm_failure_class"].to_list() == ["invalid_request"] * (rows - sent)
+    assert small["llm_error"].str.contains("needs at least 100 records").all()
+    assert (small["llm_cost_usd"] == 0).all()
+    assert stats["requests_billed"] == sent and stats["bodies_billed_twice"] == 0
+    assert stats["batches_created"] == 2
     keys = [
         o["Key"]
         for o in boto3.client("s3").list_objects_v2(Bucket=BUCKET, Prefix="root/")["Contents"]
@@ -117,8 +121,10 @@ def payload(provider: BedrockBatchProvider, rows: int, shard: str) -> ShardPaylo
 def test_limits_orphans_and_stop(s3_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     with bedrock_emulator(s3_url, monkeypatch, batch_seconds=3, bedrock_min_records=2):
         provider = BedrockBatchProvider(storage_root=f"s3://{BUCKET}/r", min_records=2, max_jobs=2)
-        with pytest.raises(ConfigError, match="at least 2"):
-            provider.submit(payload(provider, 1, "s00000"))
+        small = provider.submit(payload(provider, 1, "s00000"))  # under the minimum: not sent
+        state = provider.poll([small])[small.batch_id]
+        assert state.ended and state.status == "failed" and "at least 2 records" in state.errors[0]
+        assert provider.results(small, state).is_empty()
         first = provider.submit(payload(provider, 3, "s00001"))
         second = provider.submit(payload(provider, 4, "s00002"))
         found = {s.shard: s for s in provider.find_orphans("job")}
