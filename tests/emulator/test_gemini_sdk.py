@@ -114,3 +114,15 @@ def test_generate_content_and_missing_key(gemini: genai.Client, emulator: Emulat
     assert response.json()["error"]["status"] == "PERMISSION_DENIED"
     with pytest.raises(errors.ClientError):
         gemini.batches.get(name="batches/nope")
+
+
+def test_unreadable_input_file_fails_the_batch(gemini: genai.Client) -> None:
+    data = b'{"key": "a", "request": {"contents": []}}\nnot json\n'
+    uploaded = gemini.files.upload(
+        file=io.BytesIO(data), config=types.UploadFileConfig(mime_type="jsonl")
+    )
+    assert uploaded.name is not None
+    job = gemini.batches.create(model=MODEL, src=uploaded.name)
+    assert job.name is not None
+    done = wait(gemini, job.name)
+    assert done.state is not None and done.state.value == "JOB_STATE_FAILED"
