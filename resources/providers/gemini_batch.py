@@ -283,8 +283,11 @@ class GeminiBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         with self._client() as client:
             for batch in self._list_batches(client):
                 meta = batch.get("metadata") or {}
-                parts = str(meta.get("displayName") or "").split("/")
-                if len(parts) != 5 or parts[0] != "maple" or parts[1] != job:
+                label = str(meta.get("displayName") or "")
+                if not label.startswith("maple/"):
+                    continue
+                parts = label.removeprefix("maple/").rsplit("/", 3)
+                if len(parts) != 4 or parts[0] != job or not parts[2].isdigit():
                     continue
                 if meta.get("state") == "BATCH_STATE_FAILED":
                     continue
@@ -292,11 +295,11 @@ class GeminiBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
                     Submission(
                         provider=self.name,
                         job=job,
-                        shard=parts[2],
-                        attempt=int(parts[3]),
+                        shard=parts[1],
+                        attempt=int(parts[2]),
                         batch_id=str(batch["name"]),
                         request_count=int((meta.get("batchStats") or {}).get("requestCount") or 0),
-                        content_hash=parts[4],
+                        content_hash=parts[3],
                         submitted_at=str(meta.get("createTime", "")),
                         adopted=True,
                     )

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import orjson
 import polars as pl
 import pytest
 from click.testing import CliRunner
@@ -67,6 +68,17 @@ def test_enrich_writes_the_same_output_table(
     assert ours["llm_batch_id"].str.starts_with("batches/").all()
     assert (ours["llm_cost_usd"] > 0).all()
     assert server.stats()["bodies_billed_twice"] == 0
+
+
+def test_structured_output_is_parsed(server: EmulatorServer, catalog: Path, tmp_path: Path) -> None:
+    schema = {"type": "object", "properties": {"brand": {"type": "string"}}, "required": ["brand"]}
+    (tmp_path / "schema.json").write_bytes(orjson.dumps(schema))
+    extra = ("--response-schema", str(tmp_path / "schema.json"), "--quiet")
+    enrich(catalog, tmp_path / "j.parquet", tmp_path / "sj", "gemini", MODEL, *extra)
+    out = pl.read_parquet(tmp_path / "j.parquet")
+    assert out["llm_status"].to_list() == ["succeeded"] * ROWS
+    brands = out["llm_parsed"].struct.field("brand").to_list()
+    assert brands[3] == "echo: Brand of Maple Farm item 3 «3»"
 
 
 def test_faults_and_expiry_map_to_failure_classes(
