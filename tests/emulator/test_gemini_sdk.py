@@ -126,3 +126,16 @@ def test_unreadable_input_file_fails_the_batch(gemini: genai.Client) -> None:
     assert job.name is not None
     done = wait(gemini, job.name)
     assert done.state is not None and done.state.value == "JOB_STATE_FAILED"
+
+
+def test_inline_and_file_size_limits(make_emulator: MakeEmulator) -> None:
+    with make_emulator(gemini_max_inline_bytes=300, gemini_max_file_bytes=50) as server:
+        client = client_for(server)
+        with pytest.raises(errors.ClientError) as inline:
+            client.batches.create(model=MODEL, src=[request("x" * 400)])
+        assert inline.value.code == 400 and "exceeds the limit" in str(inline.value.message)
+        with pytest.raises(errors.ClientError) as big:
+            client.files.upload(
+                file=io.BytesIO(b"y" * 100), config=types.UploadFileConfig(mime_type="jsonl")
+            )
+        assert big.value.code == 400
