@@ -9,6 +9,7 @@ from starlette.responses import Response
 
 from emulator import gemini_batches as gb
 from emulator.faults import body_key, bytes_key
+from emulator.gemini_engine import RETRY_INFO, error_status
 from emulator.gemini_routes import _guard, _observe, gemini_error
 from emulator.http_common import JSONResponse, state_of
 from emulator.openai_engine import new_id
@@ -195,9 +196,9 @@ async def generate_content(request: Request) -> Response:
     decision = state.limiter.check(max(1, len(await request.body()) // 4))
     if not decision.allowed:
         state.stats.add("realtime_429")
-        wait = f"{max(1, round(decision.retry_after))}"
-        return gemini_error(429, "Resource has been exhausted (e.g. check quota).",
-                            {"retry-after": wait})  # fmt: skip
+        body = error_status(429, "Resource has been exhausted (e.g. check quota).")
+        body["details"] = [{"@type": RETRY_INFO, "retryDelay": f"{decision.retry_after:.3f}s"}]
+        return JSONResponse({"error": body}, 429)
     key = bytes_key(await request.body())
     outcome = state.gemini_engine.run(payload, _model(request), key)
     state.stats.add("requests_received")

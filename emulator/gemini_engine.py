@@ -26,6 +26,7 @@ STATUS_NAMES = {
     503: "UNAVAILABLE",
     504: "DEADLINE_EXCEEDED",
 }
+RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
 #: The same codes as gRPC numbers: batch result lines carry ``google.rpc.Status`` with these.
 GRPC_CODES = {
     "INVALID_ARGUMENT": 3,
@@ -52,10 +53,16 @@ _FAULTS = {
 
 
 def error_status(status: int, message: str, grpc: bool = False) -> dict[str, Any]:
-    """A ``google.rpc.Status``: HTTP code (envelope) or gRPC code number (batch result line)."""
+    """A ``google.rpc.Status``: HTTP code (envelope) or gRPC code number (batch result line).
+
+    A 429 carries ``google.rpc.RetryInfo`` with the wait, as Google's API does.
+    """
     name = STATUS_NAMES.get(status, "UNKNOWN")
     code = GRPC_CODES.get(name, 2) if grpc else status
-    return {"code": code, "message": message, "status": name}
+    body: dict[str, Any] = {"code": code, "message": message, "status": name}
+    if status == 429:
+        body["details"] = [{"@type": RETRY_INFO, "retryDelay": "1s"}]
+    return body
 
 
 def _get(obj: Any, camel: str, snake: str) -> Any:

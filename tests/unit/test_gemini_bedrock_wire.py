@@ -130,3 +130,15 @@ def test_bedrock_input_labels_round_trip() -> None:
     uri = "s3://b/root/my_job/bedrock/input/s00003-a2-0123abcd.jsonl"
     assert bedrock_wire.parse_input_name(uri) == ("s00003", 2, "0123abcd")
     assert bedrock_wire.parse_input_name("s3://b/other.jsonl") is None
+
+
+def test_google_retry_info_sets_the_wait() -> None:
+    import httpx
+
+    from resources.http import retry_after_seconds
+
+    detail = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "13s"}
+    body = {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "details": [detail]}}
+    assert retry_after_seconds(httpx.Response(429, json=body)) == 13.0
+    assert retry_after_seconds(httpx.Response(429, json={"error": {"code": 429}})) is None
+    assert retry_after_seconds(httpx.Response(429, headers={"retry-after": "2"})) == 2.0
