@@ -10,7 +10,6 @@ Gemini batches carry no metadata map, so the batch's ``displayName`` carries the
 ``maple/<job>/<shard>/<attempt>/<hash>``; ``find_orphans`` reads them back from the list.
 """
 
-from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
@@ -33,6 +32,7 @@ from resources.providers.base import (
     poll_batches,
     result_frame,
 )
+from resources.providers.gemini_api import get_batch, list_batches, upload_file
 from resources.providers.gemini_wire import (
     API_VERSION,
     gemini_api_key,
@@ -43,8 +43,6 @@ from resources.providers.gemini_wire import (
 )
 
 _HEAD, _MID = '{"key":', ',"request":'
-_CHUNK = 8 * 1024 * 1024
-LIST_PAGE = 100
 #: REST batch state -> the platform's batch status (``ENDED_STATES`` are the terminal ones).
 STATES = {
     "BATCH_STATE_PENDING": "pending",
@@ -146,7 +144,7 @@ class GeminiBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         with self._client() as client:
             file_name = None
             if len(inline) > self.inline_max_bytes:
-                file_name = self._upload(client, data, label, what)
+                file_name = upload_file(client, data, label, what, self.max_retries)
                 crash_point("after_upload")
                 config = b'{"fileName":' + orjson.dumps(file_name) + b"}"
             else:
@@ -174,42 +172,6 @@ class GeminiBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
             file_id=file_name,
         )
 
-    def _upload(self, client: httpx.Client, data: bytes, label: str, what: str) -> str:
-        """Files API resumable upload: start a session, then send the bytes in chunks."""
-        start = request(
-            client,
-            "POST",
-            f"/upload/{API_VERSION}/files",
-            what=f"start upload for {what}",
-            max_retries=self.max_retries,
-            json={"file": {"displayName": label}},
-            headers={
-                "X-Goog-Upload-Protocol": "resumable",
-                "X-Goog-Upload-Command": "start",
-                "X-Goog-Upload-Header-Content-Length": str(len(data)),
-                "X-Goog-Upload-Header-Content-Type": "application/jsonl",
-            },
-        )
-        url, offset = start.headers["x-goog-upload-url"], 0
-        while True:
-            chunk = data[offset : offset + _CHUNK]
-            last = offset + len(chunk) >= len(data)
-            answer = request(
-                client,
-                "POST",
-                url,
-                what=f"upload {what}",
-                max_retries=self.max_retries,
-                content=chunk,
-                headers={
-                    "X-Goog-Upload-Command": "upload, finalize" if last else "upload",
-                    "X-Goog-Upload-Offset": str(offset),
-                },
-            )
-            offset += len(chunk)
-            if last:
-                return str(answer.json()["file"]["name"])
-
     def _state(self, batch: dict[str, Any]) -> BatchState:
         meta = batch.get("metadata") or {}
         status = STATES.get(str(meta.get("state")), "pending")
@@ -229,42 +191,12 @@ class GeminiBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
             total=int(stats.get("requestCount") or 0),
         )
 
-    def _list_batches(self, client: httpx.Client) -> Iterator[dict[str, Any]]:
-        token: str | None = None
-        while True:
-            params: dict[str, Any] = {"pageSize": LIST_PAGE}
-            if token:
-                params["pageToken"] = token
-            page = request(
-                client,
-                "GET",
-                f"/{API_VERSION}/batches",
-                what="list batches",
-                params=params,
-                max_retries=self.max_retries,
-            ).json()
-            for batch in page.get("operations") or []:
-                yield {**batch, "id": batch["name"]}
-            token = page.get("nextPageToken")
-            if not token:
-                return
-
-    def _get(self, client: httpx.Client, name: str) -> dict[str, Any]:
-        got = request(
-            client,
-            "GET",
-            f"/{API_VERSION}/{name}",
-            what=f"poll {name}",
-            max_retries=self.max_retries,
-        )
-        return dict(got.json())
-
     def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
         with self._client() as client:
             return poll_batches(
                 {s.batch_id for s in submissions},
-                lambda: self._list_batches(client),
-                lambda name: self._get(client, name),
+                lambda: list_batches(client, self.max_retries),
+                lambda name: get_batch(client, name, self.max_retries),
                 self._state,
             )
 
@@ -281,7 +213,7 @@ class GeminiBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     def find_orphans(self, job: str) -> list[Submission]:
         found: list[Submission] = []
         with self._client() as client:
-            for batch in self._list_batches(client):
+            for batch in list_batches(client, self.max_retries):
                 meta = batch.get("metadata") or {}
                 label = str(meta.get("displayName") or "")
                 if not label.startswith("maple/"):
@@ -310,7 +242,9 @@ class GeminiBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     def results(self, submission: Submission, state: BatchState) -> pl.DataFrame:
         name = submission.batch_id
         with self._client() as client:
-            output = (self._get(client, name).get("metadata") or {}).get("output") or {}
+            output = (get_batch(client, name, self.max_retries).get("metadata") or {}).get(
+                "output"
+            ) or {}
             lines: list[dict[str, Any]] = list(
                 (output.get("inlinedResponses") or {}).get("inlinedResponses") or []
             )
