@@ -9,7 +9,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from emulator import anthropic_routes, openai_routes, realtime_routes
+from emulator.bedrock_routes import BEDROCK_ROUTES
 from emulator.config import EmulatorConfig
+from emulator.gemini_app import GEMINI_ROUTES
 from emulator.http_common import JSONResponse, provider_error, state_of
 from emulator.state import State
 
@@ -48,6 +50,8 @@ async def _crash(request: Request, exc: Exception) -> Response:
 
 
 ROUTES = [
+    *GEMINI_ROUTES,
+    *BEDROCK_ROUTES,
     Route("/v1/files", openai_routes.create_file, methods=["POST"]),
     Route("/v1/files", openai_routes.list_files, methods=["GET"]),
     Route("/v1/files/{file_id}", openai_routes.get_file, methods=["GET"]),

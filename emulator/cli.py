@@ -32,6 +32,12 @@ from emulator.server import serve
 @click.option(
     "--tpm", type=int, default=None, help="Real-time tokens per minute (enforced per second)."
 )
+@click.option(
+    "--s3-endpoint",
+    default=None,
+    metavar="URL",
+    help="S3 API the Bedrock batch jobs read inputs from and write outputs to.",
+)
 def emulator_command(
     *,
     host: str,
@@ -41,8 +47,9 @@ def emulator_command(
     fail: tuple[str, ...],
     rpm: int | None,
     tpm: int | None,
+    s3_endpoint: str | None,
 ) -> None:
-    """Serve a local emulator of the OpenAI and Anthropic batch and real-time APIs."""
+    """Serve a local emulator of the OpenAI, Anthropic, Gemini and Bedrock batch APIs."""
     try:
         rates = parse_fail(list(fail))
         config = EmulatorConfig(
@@ -53,6 +60,7 @@ def emulator_command(
             fail=rates,
             rpm=rpm,
             tpm=tpm,
+            s3_endpoint=s3_endpoint,
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
@@ -60,8 +68,12 @@ def emulator_command(
     click.echo(f"Maple provider emulator on {base}")
     click.echo(f"  OpenAI base URL:    {base}/v1")
     click.echo(f"  Anthropic base URL: {base}")
+    click.echo(f"  Gemini base URL:    {base}")
+    click.echo(f"  Bedrock endpoint:   {base}")
     click.echo("Export these to point clients at it:")
     click.echo(f"  export OPENAI_BASE_URL={base}/v1")
     click.echo(f"  export ANTHROPIC_BASE_URL={base}")
+    click.echo(f"  export GEMINI_BASE_URL={base}")
+    click.echo(f"  export AWS_ENDPOINT_URL_BEDROCK={base}")
     click.echo(f"Stats: {base}/_emulator/stats  (Ctrl-C to stop)")
     serve(config)

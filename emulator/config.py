@@ -37,6 +37,15 @@ class EmulatorConfig:
     openai_max_bytes: int = 200 * 1024 * 1024
     anthropic_max_requests: int = 100_000
     anthropic_max_bytes: int = 256 * 1024 * 1024
+    gemini_max_inline_bytes: int = 20 * 1024 * 1024
+    gemini_max_file_bytes: int = 2 * 1024 * 1024 * 1024
+    #: Bedrock batch inference: where the emulator reads inputs and writes outputs, and the
+    #: default quotas (records per job 100-50,000, 1 GB per input file, 20 jobs in flight).
+    s3_endpoint: str | None = None
+    bedrock_min_records: int = 100
+    bedrock_max_records: int = 50_000
+    bedrock_max_bytes: int = 1024 * 1024 * 1024
+    bedrock_max_jobs: int = 20
 
     def __post_init__(self) -> None:
         for name, rate in self.fail.items():

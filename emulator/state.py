@@ -11,9 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from emulator.anthropic_engine import AnthropicEngine
+from emulator.bedrock_jobs import S3Access
 from emulator.config import EmulatorConfig
 from emulator.faults import FaultDrawer
 from emulator.finisher import Finisher
+from emulator.gemini_batches import GeminiStore
+from emulator.gemini_engine import GeminiEngine
 from emulator.openai_engine import OpenAIEngine, new_id
 from emulator.ratelimit import RateLimiter
 
@@ -119,6 +122,10 @@ class State:
         self.control_drawer = FaultDrawer(config.seed, {"server_error": config.control_fail_rate})
         self.openai = OpenAIEngine(self.drawer, config.embedding_dimensions)
         self.anthropic = AnthropicEngine(self.drawer)
+        self.gemini = GeminiStore()
+        self.bedrock_jobs: dict[str, Any] = {}
+        self.s3 = S3Access(config.s3_endpoint)
+        self.gemini_engine = GeminiEngine(self.drawer)
         self.limiter = RateLimiter(config.rpm, config.tpm)
 
     def reset(self) -> None:

@@ -37,6 +37,19 @@ def retry_after_seconds(response: httpx.Response | None) -> float | None:
                 return min(MAX_RETRY_AFTER_S, max(0.0, float(value) * scale))
             except ValueError:
                 continue
+    delay = _google_retry_delay(response) if response.status_code == 429 else None
+    return None if delay is None else min(MAX_RETRY_AFTER_S, delay)
+
+
+def _google_retry_delay(response: httpx.Response) -> float | None:
+    """Google's wait: ``google.rpc.RetryInfo.retryDelay`` (e.g. ``"13s"``) in the error details."""
+    try:
+        details = orjson.loads(response.content)["error"]["details"]
+        for detail in details:
+            if str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
+                return max(0.0, float(str(detail["retryDelay"]).removesuffix("s")))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return None
     return None
 
 

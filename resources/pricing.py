@@ -17,7 +17,9 @@ used as they are (e.g. OpenAI's Batch table has no cached-input rate for gpt-4o-
 input keeps its standard rate there); otherwise the providers' published batch discount (50% for
 OpenAI and Anthropic) is applied to the standard rates.
 
-Providers: `openai-realtime` is priced as `openai` and `anthropic-realtime` as `anthropic`. The
+Providers: `openai-realtime` is priced as `openai` and `anthropic-realtime` as `anthropic`;
+`gemini` and `gemini-realtime` use genai-prices' `google` provider (Gemini's batch rates are
+published there), `bedrock` its `aws` provider (Bedrock model ids; batch = 50% of on-demand). The
 local `emulator` serves any model name: it is priced as OpenAI, then Anthropic, and a model neither
 knows is priced as gpt-4o-mini (the `source` says so), so emulator runs show realistic costs.
 
@@ -51,6 +53,9 @@ _PROVIDER_FAMILY = {
     "openai-realtime": "openai",
     "anthropic": "anthropic",
     "anthropic-realtime": "anthropic",
+    "gemini": "google",
+    "gemini-realtime": "google",
+    "bedrock": "aws",
 }
 _EMULATOR = "emulator"
 

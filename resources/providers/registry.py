@@ -4,11 +4,14 @@ from typing import Any
 
 from resources.errors import ConfigError
 from resources.providers.anthropic_batch import AnthropicBatchProvider
+from resources.providers.bedrock_batch import BedrockBatchProvider
+from resources.providers.gemini_batch import GeminiBatchProvider
+from resources.providers.gemini_realtime import GeminiRealtimeProvider
 from resources.providers.openai_batch import OpenAIBatchProvider
 from resources.providers.realtime import AnthropicRealtimeProvider, OpenAIRealtimeProvider
 
-BATCH_PROVIDERS = ("openai", "anthropic", "emulator")
-REALTIME_PROVIDERS = ("openai-realtime", "anthropic-realtime")
+BATCH_PROVIDERS = ("openai", "anthropic", "gemini", "bedrock", "emulator")
+REALTIME_PROVIDERS = ("openai-realtime", "anthropic-realtime", "gemini-realtime")
 PROVIDERS = (*BATCH_PROVIDERS, *REALTIME_PROVIDERS)
 
 
@@ -28,6 +31,12 @@ def build_provider(
         return OpenAIBatchProvider(
             name="emulator", base_url=f"{emulator_url}/v1", api_key="emulator", **overrides
         )
+    if name == "gemini":
+        return GeminiBatchProvider(**overrides)
+    if name == "bedrock":
+        if storage_root is not None:
+            overrides.setdefault("storage_root", storage_root)
+        return BedrockBatchProvider(**overrides)
     if name == "anthropic":
         if storage_root is not None:
             overrides.setdefault("intent_root", storage_root)
@@ -35,6 +44,7 @@ def build_provider(
     realtime = {
         "openai-realtime": OpenAIRealtimeProvider,
         "anthropic-realtime": AnthropicRealtimeProvider,
+        "gemini-realtime": GeminiRealtimeProvider,
     }
     if name in realtime:
         if storage_root is not None:

@@ -1,0 +1,212 @@
+"""Gemini Batch API endpoints and real-time ``generateContent``."""
+
+import time
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+
+from emulator import gemini_batches as gb
+from emulator.faults import body_key, bytes_key
+from emulator.gemini_engine import RETRY_INFO, error_status
+from emulator.gemini_routes import _guard, _observe, gemini_error
+from emulator.http_common import JSONResponse, state_of
+from emulator.openai_engine import new_id
+from emulator.state import State
+
+
+def _model(request: Request) -> str:
+    return "models/" + str(request.path_params["model"]).removeprefix("models/")
+
+
+def _inline_requests(config: dict[str, Any]) -> list[tuple[str, dict[str, Any]]] | str:
+    items = (config.get("requests") or {}).get("requests")
+    if not isinstance(items, list) or not items:
+        return "batch.input_config.requests: at least one request is required."
+    requests = []
+    for index, item in enumerate(items):
+        request = item.get("request") if isinstance(item, dict) else None
+        if not isinstance(request, dict):
+            return f"batch.input_config.requests.requests[{index}].request is required."
+        key = ((item.get("metadata") or {}).get("key")) or str(index)
+        requests.append((str(key), request))
+    return requests
+
+
+def _file_requests(state: State, name: str) -> tuple[list[Any], str | None] | Response:
+    stored = state.gemini.files.get(name)
+    if stored is None:
+        return gemini_error(404, f"Input file {name} not found. Upload it with the Files API.")
+    return gb.read_file_requests(stored.path)
+
+
+async def create_batch(request: Request) -> Response:
+    """``POST /v1beta/models/{model}:batchGenerateContent`` (inline or file input)."""
+    if (refused := await _guard(request)) is not None:
+        return refused
+    state = state_of(request)
+    raw = await request.body()
+    limit = state.config.gemini_max_inline_bytes
+    try:
+        batch_spec = (await request.json()).get("batch") or {}
+    except ValueError:
+        return gemini_error(400, "Invalid JSON payload received.")
+    config = batch_spec.get("inputConfig") or batch_spec.get("input_config") or {}
+    error = None
+    if config.get("fileName") or config.get("file_name"):
+        found = await run_in_threadpool(
+            _file_requests, state, str(config.get("fileName") or config.get("file_name"))
+        )
+        if isinstance(found, Response):
+            return found
+        requests, error = found
+        inline = False
+    else:
+        if len(raw) > limit:
+            return gemini_error(400, f"Request payload size exceeds the limit: {limit} bytes.")
+        parsed = _inline_requests(config)
+        if isinstance(parsed, str):
+            return gemini_error(400, parsed)
+        requests, inline = parsed, True
+    return JSONResponse(
+        gb.batch_json(
+            _register(
+                request, state, spec=batch_spec, requests=requests, inline=inline, error=error
+            )
+        )
+    )
+
+
+def _register(
+    request: Request,
+    state: State,
+    *,
+    spec: dict[str, Any],
+    requests: list[Any],
+    inline: bool,
+    error: str | None,
+) -> gb.GeminiBatch:
+    drawer = state.drawer
+    expire = False
+    if "expired" in drawer.rates and requests:
+        key = body_key([r for _, r in requests])
+        expire = drawer.hit("expired", key, drawer.next_attempt(key))
+    batch = gb.GeminiBatch(
+        name=f"batches/{new_id('')[:16].lower()}",
+        model=_model(request),
+        display_name=str(spec.get("displayName") or spec.get("display_name") or ""),
+        created=time.time(),
+        seconds=state.config.batch_seconds,
+        expire=expire,
+        inline=inline,
+        requests=requests or None,
+        total=len(requests),
+        error=error,
+    )
+    with state.gemini.lock:
+        state.gemini.batches[batch.name] = batch
+    state.stats.add("batches_created")
+    state.finisher.schedule(batch.created + batch.seconds, lambda: _advance(state, batch))
+    return batch
+
+
+def _advance(state: State, batch: gb.GeminiBatch) -> None:
+    _observe(state, batch)
+
+
+def _batch_or_404(request: Request) -> gb.GeminiBatch | Response:
+    name = "batches/" + request.path_params["batch_id"]
+    batch = state_of(request).gemini.batches.get(name)
+    return batch if batch is not None else gemini_error(404, f"Batch {name} not found.")
+
+
+async def get_batch(request: Request) -> Response:
+    """``GET /v1beta/batches/{id}``."""
+    if (refused := await _guard(request)) is not None:
+        return refused
+    batch = _batch_or_404(request)
+    if isinstance(batch, Response):
+        return batch
+    return JSONResponse(await run_in_threadpool(_observe, state_of(request), batch))
+
+
+async def list_batches(request: Request) -> Response:
+    """``GET /v1beta/batches?pageSize=&pageToken=``: newest first, ``nextPageToken`` cursor."""
+    if (refused := await _guard(request)) is not None:
+        return refused
+    raw = request.query_params.get("pageSize", "50")
+    if not raw.isdigit() or int(raw) < 1:
+        return gemini_error(400, "pageSize must be a positive integer.")
+    size = min(int(raw), 1000)
+    state = state_of(request)
+    batches = list(reversed(state.gemini.batches.values()))
+    token = request.query_params.get("pageToken")
+    start = int(token) if token and token.isdigit() else 0
+    window = batches[start : start + size]
+    body: dict[str, Any] = {
+        "operations": [await run_in_threadpool(_observe, state, b) for b in window]
+    }
+    if start + size < len(batches):
+        body["nextPageToken"] = str(start + size)
+    return JSONResponse(body)
+
+
+async def cancel_batch(request: Request) -> Response:
+    """``POST /v1beta/batches/{id}:cancel``: settles ``0.1 B`` later as CANCELLED."""
+    if (refused := await _guard(request)) is not None:
+        return refused
+    state = state_of(request)
+    batch = _batch_or_404(request)
+    if isinstance(batch, Response):
+        return batch
+    view = await run_in_threadpool(_observe, state, batch)
+    if view.get("done"):
+        return gemini_error(400, f"Batch {batch.name} has already ended; it cannot be cancelled.")
+    with batch.lock:
+        if batch.cancel_at is None:
+            batch.cancel_at = time.time()
+    settle = batch.cancel_at + 0.1 * batch.seconds
+    state.finisher.schedule(settle, lambda: _advance(state, batch))
+    return JSONResponse({})
+
+
+async def delete_batch(request: Request) -> Response:
+    """``DELETE /v1beta/batches/{id}``."""
+    if (refused := await _guard(request)) is not None:
+        return refused
+    state = state_of(request)
+    with state.gemini.lock:
+        batch = state.gemini.batches.pop("batches/" + request.path_params["batch_id"], None)
+    if batch is None:
+        return gemini_error(404, "Batch not found.")
+    return JSONResponse({})
+
+
+async def generate_content(request: Request) -> Response:
+    """``POST /v1beta/models/{model}:generateContent`` (real time, rate-limited)."""
+    state = state_of(request)
+    state.stats.add("realtime_requests")
+    if (refused := await _guard(request)) is not None:
+        return refused
+    try:
+        payload = await request.json()
+    except ValueError:
+        return gemini_error(400, "Invalid JSON payload received.")
+    decision = state.limiter.check(max(1, len(await request.body()) // 4))
+    if not decision.allowed:
+        state.stats.add("realtime_429")
+        body = error_status(429, "Resource has been exhausted (e.g. check quota).")
+        body["details"] = [{"@type": RETRY_INFO, "retryDelay": f"{decision.retry_after:.3f}s"}]
+        return JSONResponse({"error": body}, 429)
+    key = bytes_key(await request.body())
+    outcome = state.gemini_engine.run(payload, _model(request), key)
+    state.stats.add("requests_received")
+    if outcome.fault is not None:
+        state.stats.add(f"fault_{outcome.fault}")
+    if outcome.status == 429:
+        state.stats.add("realtime_429")
+    if outcome.status == 200:
+        state.stats.bill([hash(("gemini-realtime", key))])
+        return JSONResponse(outcome.body)
+    return JSONResponse({"error": outcome.body}, outcome.status)

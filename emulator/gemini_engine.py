@@ -1,0 +1,166 @@
+"""Gemini ``GenerateContentRequest`` in, ``GenerateContentResponse`` (or a google.rpc.Status) out.
+
+Shared by ``generateContent`` (real time) and the Batch API. Requests are accepted in the proto
+JSON spelling (camelCase) and in snake_case, as Google's endpoints do. Token counts follow
+``emulator.tokens``: each ``contents`` entry (and the system instruction) is one message.
+"""
+
+from typing import Any
+
+import orjson
+
+from emulator.faults import FaultDrawer, body_key
+from emulator.openai_engine import Outcome
+from emulator.replies import ECHO_PREFIX, instance_for_schema, invalid_instance
+from emulator.tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, count_tokens
+
+#: HTTP status -> canonical google.rpc code name, as in Google's JSON error envelope.
+STATUS_NAMES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ALREADY_EXISTS",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
+RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+#: The same codes as gRPC numbers: batch result lines carry ``google.rpc.Status`` with these.
+GRPC_CODES = {
+    "INVALID_ARGUMENT": 3,
+    "DEADLINE_EXCEEDED": 4,
+    "NOT_FOUND": 5,
+    "ALREADY_EXISTS": 6,
+    "PERMISSION_DENIED": 7,
+    "RESOURCE_EXHAUSTED": 8,
+    "INTERNAL": 13,
+    "UNAVAILABLE": 14,
+    "UNAUTHENTICATED": 16,
+}
+
+_FAULTS = {
+    "rate_limited": (429, "Resource has been exhausted (e.g. check quota)."),
+    "insufficient_quota": (
+        429,
+        "You exceeded your current quota, please check your plan and billing details.",
+    ),
+    "server_error": (500, "An internal error has occurred. Please retry or report it."),
+    "invalid_request": (400, "Request contains an invalid argument."),
+    "invalid_image": (400, "Unable to process input image. Please retry or report it."),
+}
+
+
+def error_status(status: int, message: str, grpc: bool = False) -> dict[str, Any]:
+    """A ``google.rpc.Status``: HTTP code (envelope) or gRPC code number (batch result line).
+
+    A 429 carries ``google.rpc.RetryInfo`` with the wait, as Google's API does.
+    """
+    name = STATUS_NAMES.get(status, "UNKNOWN")
+    code = GRPC_CODES.get(name, 2) if grpc else status
+    body: dict[str, Any] = {"code": code, "message": message, "status": name}
+    if status == 429:
+        body["details"] = [{"@type": RETRY_INFO, "retryDelay": "1s"}]
+    return body
+
+
+def _get(obj: Any, camel: str, snake: str) -> Any:
+    if not isinstance(obj, dict):
+        return None
+    return obj.get(camel, obj.get(snake))
+
+
+def _parts_text(content: Any) -> str:
+    parts = _get(content, "parts", "parts") or []
+    return " ".join(p["text"] for p in parts if isinstance(p, dict) and "text" in p)
+
+
+def _has_image(contents: list[Any]) -> bool:
+    for content in contents:
+        for part in _get(content, "parts", "parts") or []:
+            if isinstance(part, dict) and (
+                _get(part, "fileData", "file_data") or _get(part, "inlineData", "inline_data")
+            ):
+                return True
+    return False
+
+
+def check_request(request: Any) -> str | None:
+    """Why a GenerateContentRequest is invalid (message of a 400), or None."""
+    if not isinstance(request, dict):
+        return "Invalid JSON payload received. Expected an object."
+    contents = request.get("contents")
+    if not isinstance(contents, list) or not contents:
+        return "* GenerateContentRequest.contents: contents is not specified"
+    for index, content in enumerate(contents):
+        if not _get(content, "parts", "parts"):
+            where = f"GenerateContentRequest.contents[{index}].parts"
+            return f"* {where}: contents.parts must not be empty."
+    return None
+
+
+def _schema(request: dict[str, Any]) -> Any:
+    config = _get(request, "generationConfig", "generation_config") or {}
+    schema = _get(config, "responseJsonSchema", "response_json_schema")
+    return schema if schema is not None else _get(config, "responseSchema", "response_schema")
+
+
+def _prompt_tokens(request: dict[str, Any]) -> int:
+    total = REPLY_PRIMING
+    system = _get(request, "systemInstruction", "system_instruction")
+    if system and _parts_text(system):
+        total += count_tokens(_parts_text(system)) + MESSAGE_OVERHEAD
+    for content in request["contents"]:
+        total += count_tokens(_parts_text(content)) + MESSAGE_OVERHEAD
+    return total
+
+
+class GeminiEngine:
+    """Runs GenerateContentRequests with the configured faults."""
+
+    def __init__(self, drawer: FaultDrawer) -> None:
+        self.drawer = drawer
+
+    def run(self, request: Any, model: str, key: int | None = None, grpc: bool = False) -> Outcome:
+        """A GenerateContentResponse (status 200) or an error Status for ``request``."""
+        problem = check_request(request)
+        if problem is not None:
+            return Outcome(400, error_status(400, problem, grpc))
+        schema = _schema(request)
+        fault = None
+        if self.drawer.active:
+            key = body_key(request) if key is None else key
+            image = _has_image(request["contents"])
+            fault = self.drawer.draw(key, image=image, schema=schema is not None)
+            if fault in _FAULTS:
+                status, message = _FAULTS[fault]
+                return Outcome(status, error_status(status, message, grpc), fault=fault)
+        return self._response(request, model, schema, fault)
+
+    def _response(
+        self, request: dict[str, Any], model: str, schema: Any, fault: str | None
+    ) -> Outcome:
+        users = [c for c in request["contents"] if _get(c, "role", "role") in (None, "user")]
+        text = ECHO_PREFIX + (_parts_text(users[-1]) if users else "")
+        if schema is not None and fault != "refused":
+            maker = invalid_instance if fault == "invalid_output" else instance_for_schema
+            text = orjson.dumps(maker(schema, text)).decode()
+        prompt = _prompt_tokens(request)
+        if fault == "refused":
+            candidate: dict[str, Any] = {"finishReason": "SAFETY", "index": 0}
+            completion = 0
+        else:
+            completion = count_tokens(text)
+            content = {"parts": [{"text": text}], "role": "model"}
+            candidate = {"content": content, "finishReason": "STOP", "index": 0}
+        body = {
+            "candidates": [candidate],
+            "usageMetadata": {
+                "promptTokenCount": prompt,
+                "candidatesTokenCount": completion,
+                "totalTokenCount": prompt + completion,
+            },
+            "modelVersion": model.removeprefix("models/"),
+        }
+        return Outcome(200, body, prompt, completion, fault)

@@ -1,0 +1,136 @@
+"""boto3's ``bedrock`` client against the emulator, which reads inputs from and writes outputs to
+moto's S3 server on 127.0.0.1 (``--s3-endpoint``)."""
+
+import time
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import orjson
+import pytest
+from botocore.exceptions import ClientError
+from moto.server import ThreadedMotoServer
+
+from emulator.config import EmulatorConfig
+from emulator.server import EmulatorServer
+
+BUCKET = "bedrock-test"
+ROLE = "arn:aws:iam::123456789012:role/maple-bedrock"
+MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
+DONE = {"Completed", "PartiallyCompleted", "Failed", "Stopped", "Expired"}
+
+
+@pytest.fixture
+def s3_url(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    url = f"http://{host}:{port}"
+    for key, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST")).read()
+    boto3.client("s3", endpoint_url=url).create_bucket(Bucket=BUCKET)
+    yield url
+    server.stop()
+
+
+def record(record_id: str, text: str) -> dict[str, Any]:
+    body = {
+        "anthropic_version": "bedrock-2023-05-31",
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": text}],
+    }
+    return {"recordId": record_id, "modelInput": body}
+
+
+def put_input(s3_url: str, key: str, count: int) -> str:
+    lines = b"".join(orjson.dumps(record(f"R{i:010d}", f"item {i}")) + b"\n" for i in range(count))
+    boto3.client("s3", endpoint_url=s3_url).put_object(Bucket=BUCKET, Key=key, Body=lines)
+    return f"s3://{BUCKET}/{key}"
+
+
+def create(client: Any, source: str, name: str = "job-1", **extra: Any) -> str:
+    answer = client.create_model_invocation_job(
+        jobName=name,
+        roleArn=ROLE,
+        modelId=MODEL,
+        inputDataConfig={"s3InputDataConfig": {"s3Uri": source}},
+        outputDataConfig={"s3OutputDataConfig": {"s3Uri": f"s3://{BUCKET}/out/"}},
+        **extra,
+    )
+    return str(answer["jobArn"])
+
+
+def wait(client: Any, arn: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 10
+    while True:
+        job: dict[str, Any] = client.get_model_invocation_job(jobIdentifier=arn)
+        if job["status"] in DONE:
+            return job
+        assert time.monotonic() < deadline, job["status"]
+        time.sleep(0.05)
+
+
+def bedrock(server: EmulatorServer) -> Any:
+    return boto3.client("bedrock", endpoint_url=server.url, region_name="us-east-1")
+
+
+def test_job_round_trip_through_s3(s3_url: str) -> None:
+    config = EmulatorConfig(batch_seconds=0.3, s3_endpoint=s3_url, bedrock_min_records=2)
+    with EmulatorServer(config) as server:
+        client = bedrock(server)
+        arn = create(client, put_input(s3_url, "in/records.jsonl", 3), clientRequestToken="t1")
+        assert arn.startswith("arn:aws:bedrock:") and "model-invocation-job/" in arn
+        again = create(client, f"s3://{BUCKET}/in/records.jsonl", clientRequestToken="t1")
+        assert again == arn  # the idempotency token returns the same job
+        listed = client.list_model_invocation_jobs(nameContains="job-")
+        assert [j["jobArn"] for j in listed["invocationJobSummaries"]] == [arn]
+        job = wait(client, arn)
+        assert job["status"] == "Completed" and job["successRecordCount"] == 3
+        stats = server.stats()
+    s3 = boto3.client("s3", endpoint_url=s3_url)
+    job_id = arn.rsplit("/", 1)[-1]
+    out = s3.get_object(Bucket=BUCKET, Key=f"out/{job_id}/records.jsonl.out")["Body"].read()
+    lines = [orjson.loads(line) for line in out.splitlines()]
+    assert [line["recordId"] for line in lines] == [f"R{i:010d}" for i in range(3)]
+    assert lines[0]["modelOutput"]["content"][0]["text"] == "echo: item 0"
+    manifest = s3.get_object(Bucket=BUCKET, Key=f"out/{job_id}/manifest.json.out")["Body"].read()
+    assert orjson.loads(manifest)["successRecordCount"] == 3
+    assert stats["requests_billed"] == 3 and stats["batches_created"] == 1
+
+
+def test_stop_limits_and_validation(s3_url: str) -> None:
+    config = EmulatorConfig(
+        batch_seconds=2, s3_endpoint=s3_url, bedrock_min_records=2, bedrock_max_jobs=1
+    )
+    with EmulatorServer(config) as server:
+        client = bedrock(server)
+        source = put_input(s3_url, "in/a.jsonl", 4)
+        arn = create(client, source)
+        with pytest.raises(ClientError) as quota:
+            create(client, source, name="job-2")
+        assert quota.value.response["Error"]["Code"] == "ServiceQuotaExceededException"
+        client.stop_model_invocation_job(jobIdentifier=arn)
+        assert wait(client, arn)["status"] == "Stopped"
+        few = create(client, put_input(s3_url, "in/one.jsonl", 1), name="job-3")
+        failed = wait(client, few)
+        assert failed["status"] == "Failed" and "between 2 and" in failed["message"]
+        with pytest.raises(ClientError) as missing:
+            client.get_model_invocation_job(jobIdentifier="abcdefabcdef")
+        assert missing.value.response["Error"]["Code"] == "ResourceNotFoundException"
+
+
+def test_without_an_s3_endpoint_create_is_refused(
+    emulator: EmulatorServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    with pytest.raises(ClientError) as refused:
+        create(bedrock(emulator), f"s3://{BUCKET}/in/x.jsonl")
+    assert refused.value.response["Error"]["Code"] == "ValidationException"
+    assert "--s3-endpoint" in refused.value.response["Error"]["Message"]

@@ -1,0 +1,141 @@
+"""The official google-genai client against the emulator's Gemini API, unchanged."""
+
+import io
+import time
+from collections.abc import Iterator
+
+import orjson
+import pytest
+from google import genai
+from google.genai import errors, types
+
+from emulator.server import EmulatorServer
+from emulator.testing import MakeEmulator
+
+MODEL = "gemini-2.5-flash"
+DONE = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"}
+
+
+def client_for(server: EmulatorServer) -> genai.Client:
+    return genai.Client(api_key="test-key", http_options={"base_url": server.url})
+
+
+@pytest.fixture
+def gemini(emulator: EmulatorServer) -> Iterator[genai.Client]:
+    yield client_for(emulator)
+
+
+def request(text: str) -> dict[str, object]:
+    return {"contents": [{"role": "user", "parts": [{"text": text}]}]}
+
+
+def wait(client: genai.Client, name: str) -> types.BatchJob:
+    deadline = time.monotonic() + 10
+    while True:
+        job = client.batches.get(name=name)
+        if job.state is not None and job.state.value in DONE:
+            return job
+        assert time.monotonic() < deadline, job.state
+        time.sleep(0.05)
+
+
+def test_inline_batch_round_trip(gemini: genai.Client) -> None:
+    inline = [
+        {"contents": [{"parts": [{"text": "Tell me a one-sentence joke."}], "role": "user"}]},
+        {"contents": [{"parts": [{"text": "Why is the sky blue?"}], "role": "user"}]},
+    ]
+    job = gemini.batches.create(model=MODEL, src=inline, config={"display_name": "inline-1"})
+    assert job.name is not None and job.name.startswith("batches/")
+    assert job.display_name == "inline-1"
+    assert job.state is not None and job.state.value in {"JOB_STATE_PENDING", "JOB_STATE_RUNNING"}
+    done = wait(gemini, job.name)
+    assert done.state is not None and done.state.value == "JOB_STATE_SUCCEEDED"
+    assert done.dest is not None and done.dest.inlined_responses is not None
+    texts = [r.response.text for r in done.dest.inlined_responses if r.response is not None]
+    assert texts == ["echo: Tell me a one-sentence joke.", "echo: Why is the sky blue?"]
+    usage = done.dest.inlined_responses[0].response.usage_metadata  # type: ignore[union-attr]
+    assert usage is not None and usage.prompt_token_count and usage.candidates_token_count
+
+
+def test_file_batch_upload_list_and_download(gemini: genai.Client) -> None:
+    lines = [{"key": f"request-{i}", "request": request(f"item {i}")} for i in range(3)]
+    data = b"".join(orjson.dumps(line) + b"\n" for line in lines)
+    uploaded = gemini.files.upload(
+        file=io.BytesIO(data),
+        config=types.UploadFileConfig(display_name="in", mime_type="jsonl"),
+    )
+    assert uploaded.name is not None and uploaded.name.startswith("files/")
+    assert uploaded.size_bytes == len(data)
+    job = gemini.batches.create(model=MODEL, src=uploaded.name, config={"display_name": "file-1"})
+    assert job.name is not None
+    listed = [j.name for j in gemini.batches.list(config={"page_size": 10})]
+    assert job.name in listed
+    done = wait(gemini, job.name)
+    assert done.dest is not None and done.dest.file_name is not None
+    content = gemini.files.download(file=done.dest.file_name)
+    out = [orjson.loads(line) for line in content.splitlines()]
+    assert [o["key"] for o in out] == ["request-0", "request-1", "request-2"]
+    text = out[1]["response"]["candidates"][0]["content"]["parts"][0]["text"]
+    assert text == "echo: item 1"
+
+
+def test_cancel_then_cancelled(make_emulator: MakeEmulator) -> None:
+    with make_emulator(batch_seconds=5) as server:
+        client = client_for(server)
+        job = client.batches.create(model=MODEL, src=[request("a"), request("b")])
+        assert job.name is not None
+        client.batches.cancel(name=job.name)
+        done = client.batches.get(name=job.name)
+        while done.state is not None and done.state.value not in DONE:
+            time.sleep(0.05)
+            done = client.batches.get(name=job.name)
+        assert done.state is not None and done.state.value == "JOB_STATE_CANCELLED"
+
+
+def test_faults_come_back_as_status_errors(make_emulator: MakeEmulator) -> None:
+    with make_emulator(fail={"server_error": 1.0}, control_fail=0.0) as server:
+        client = client_for(server)
+        job = client.batches.create(model=MODEL, src=[request("a")])
+        assert job.name is not None
+        done = wait(client, job.name)
+        assert done.dest is not None and done.dest.inlined_responses is not None
+        error = done.dest.inlined_responses[0].error
+        assert error is not None and error.code == 13  # google.rpc.Code.INTERNAL
+        assert server.stats()["requests_billed"] == 0
+
+
+def test_generate_content_and_missing_key(gemini: genai.Client, emulator: EmulatorServer) -> None:
+    reply = gemini.models.generate_content(model=MODEL, contents="hello there")
+    assert reply.text == "echo: hello there"
+    import httpx
+
+    response = httpx.get(f"{emulator.url}/v1beta/batches", timeout=5)
+    assert response.status_code == 403
+    assert response.json()["error"]["status"] == "PERMISSION_DENIED"
+    with pytest.raises(errors.ClientError):
+        gemini.batches.get(name="batches/nope")
+
+
+def test_unreadable_input_file_fails_the_batch(gemini: genai.Client) -> None:
+    data = b'{"key": "a", "request": {"contents": []}}\nnot json\n'
+    uploaded = gemini.files.upload(
+        file=io.BytesIO(data), config=types.UploadFileConfig(mime_type="jsonl")
+    )
+    assert uploaded.name is not None
+    job = gemini.batches.create(model=MODEL, src=uploaded.name)
+    assert job.name is not None
+    done = wait(gemini, job.name)
+    assert done.state is not None and done.state.value == "JOB_STATE_FAILED"
+
+
+def test_inline_and_file_size_limits(make_emulator: MakeEmulator) -> None:
+    with make_emulator(gemini_max_inline_bytes=300, gemini_max_file_bytes=50) as server:
+        client = client_for(server)
+        with pytest.raises(errors.ClientError) as inline:
+            client.batches.create(model=MODEL, src=[request("x" * 400)])
+        assert inline.value.code == 400 and "exceeds the limit" in str(inline.value.message)
+        with pytest.raises(errors.ClientError) as big:
+            client.files.upload(
+                file=io.BytesIO(b"y" * 100), config=types.UploadFileConfig(mime_type="jsonl")
+            )
+        assert big.value.code == 400
