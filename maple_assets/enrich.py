@@ -8,8 +8,9 @@ import click
 import orjson
 
 from maple_assets.budget import ledger_totals, resume_budget_stop
+from maple_assets.claims import driver_lease
 from maple_assets.estimate import MAX_TOKEN_PARAMS, estimate_job, output_tokens_per_request
-from maple_assets.factory import enrichment
+from maple_assets.factory import Enrichment, enrichment
 from maple_assets.runner import Runner, instance_for, resources_for
 from maple_assets.spec import JobSpec
 from maple_assets.state import JobState
@@ -49,6 +50,7 @@ class EnrichOptions:
     dry_run: bool = False
     budget: float | None = None
     allow_untracked_cost: bool = False
+    wait: bool = False
 
 
 def realtime_limits(opts: EnrichOptions) -> dict[str, int]:
@@ -136,6 +138,13 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         check()
     input_columns(opts.input_path)  # unreadable input fails here, before anything else
     state = JobState(Storage(opts.storage), en.spec.name)
+    lease = driver_lease(state.storage, state.key("driver"), en.spec.name, opts.wait)
+    with lease.hold():
+        return _drive(opts, en, provider, state)
+
+
+def _drive(opts: EnrichOptions, en: Enrichment, provider: Any, state: JobState) -> int:
+    """Run the job to the end (this process holds the job's driver lease)."""
     lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(state, opts.budget)
     if lifted:
         click.echo(f"resuming job {en.spec.name} (was stopped: {lifted})", err=True)
