@@ -38,6 +38,7 @@ import sqlalchemy as sa
 from pydantic import Field, PrivateAttr
 from sqlalchemy.dialects import postgresql, sqlite
 
+from resources.admissions import Admission, admissions_table, admit
 from resources.errors import ConfigError, StorageError
 from resources.pricing import ModelPrice, cost_expr
 
@@ -152,7 +153,14 @@ def _migration_1(conn: sa.Connection) -> None:
     _attempt_costs_v1(sa.MetaData()).create(conn)
 
 
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_migration_1]
+budget_admissions = admissions_table(metadata)
+
+
+def _migration_2(conn: sa.Connection) -> None:
+    admissions_table(sa.MetaData()).create(conn)
+
+
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [_migration_1, _migration_2]
 
 
 def default_sqlite_path(storage_root: str) -> Path:
@@ -231,6 +239,19 @@ class CostTracker(dg.ConfigurableResource):  # type: ignore[type-arg]
                 return 0.0
             q = sa.select(sa.func.sum(attempt_costs.c.cost_usd)).where(attempt_costs.c.job == job)
             return float(conn.execute(q).scalar() or 0.0)
+
+    def admit(self, key: tuple[str, str, int], estimate_usd: float, budget_usd: float) -> Admission:
+        """Atomically admit attempt ``key`` (job, shard, attempt) under ``budget_usd``
+        (`resources.admissions`)."""
+        with self._write() as conn:
+            return admit(
+                conn,
+                attempt_costs,
+                budget_admissions,
+                key,
+                estimate_usd=estimate_usd,
+                budget_usd=budget_usd,
+            )
 
     def job_entries(self, job: str) -> list[AttemptCost]:
         """Every recorded attempt of `job`, ordered by shard and attempt."""
