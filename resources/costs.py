@@ -39,6 +39,7 @@ from pydantic import Field, PrivateAttr
 from sqlalchemy.dialects import postgresql, sqlite
 
 from resources.admissions import Admission, admissions_table, admit
+from resources.deployment import require_shared
 from resources.errors import ConfigError, StorageError
 from resources.pricing import ModelPrice, cost_expr
 
@@ -268,6 +269,18 @@ class CostTracker(dg.ConfigurableResource):  # type: ignore[type-arg]
             if self._engine is not None:
                 self._engine.dispose()
                 self._engine = None
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """At run start: refuse a SQLite ledger when runs do not share a machine."""
+        url = sa.make_url(self.resolved_url())
+        if url.get_backend_name() == "sqlite":
+            where = url.render_as_string(hide_password=True)
+            require_shared(
+                context.instance,
+                "cost ledger",
+                where,
+                f"Set {COST_DB_ENV} to postgresql+psycopg2://user:password@host/db",
+            )
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         self.close()

@@ -20,7 +20,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
+from resources.deployment import require_shared
 from resources.errors import StorageError
+from resources.memory import tune_allocator
 
 
 def s3_endpoint() -> str | None:
@@ -215,6 +217,17 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         default_factory=lambda: os.environ.get("MAPLE_STORAGE", ".maple"),
         description="Storage root (folder or s3:// URI); default MAPLE_STORAGE, else ./.maple.",
     )
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """At run start: flat memory in run workers; refuse a local root across machines."""
+        tune_allocator()
+        if not is_remote(self.root):
+            require_shared(
+                context.instance,
+                "storage root",
+                os.path.abspath(self.root),
+                "Set MAPLE_STORAGE to s3://bucket/prefix",
+            )
 
     def storage(self) -> Storage:
         return Storage(self.root)
