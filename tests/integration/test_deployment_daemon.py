@@ -41,7 +41,7 @@ pytest.importorskip("dagster_postgres", reason="install the postgres extra")
 pytestmark = pytest.mark.postgres
 __all__ = ["pg_url", "s3_endpoint", "server_url"]  # fixtures
 DAGSTER = str(Path(sys.executable).parent / "dagster")
-ROWS, PER_BATCH = 10, 5  # two shards per enrichment
+ROWS, PER_BATCH = 5, 5  # one shard per enrichment: fewer runs, each ~2 CPU-s
 DEFS = textwrap.dedent(
     """
     import os
@@ -180,6 +180,7 @@ def merged(root: Storage, job: str) -> dict[str, Any] | None:
     return dict(root.read_json(key)) if root.exists(key) else None
 
 
+@pytest.mark.slow
 def test_daemon_carries_two_enrichments_to_merged_through_a_killed_step(
     deployment: dict[str, Any],
 ) -> None:
@@ -189,7 +190,7 @@ def test_daemon_carries_two_enrichments_to_merged_through_a_killed_step(
     instance = dg.DagsterInstance.get()
     killed = kill_a_submission_step(instance, timeout=90)
     storage = Storage(os.environ["MAPLE_STORAGE"])
-    deadline = time.monotonic() + 150
+    deadline = time.monotonic() + 300  # minutes when the machine is loaded
     while not all(merged(storage, j) for j in ("alpha", "beta")):
         assert time.monotonic() < deadline, (work / "dev.log").read_text()[-4000:]
         time.sleep(1.0)
