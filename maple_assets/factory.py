@@ -24,6 +24,7 @@ from maple_assets.budget import ledger_totals, resume_budget_stop
 from maple_assets.checks import build_checks
 from maple_assets.policy import RetryPolicy
 from maple_assets.responses import summarize
+from maple_assets.sensor_cursor import fresh_requests
 from maple_assets.sources import iter_blocks
 from maple_assets.spec import MB, JobSpec, validate_name, validate_paths
 from maple_assets.state import JobState
@@ -414,7 +415,9 @@ def _sensor(
         lifted = resume_budget_stop(job.state, spec.budget_usd)
         if lifted:
             context.log.info(f"budget raised to {spec.budget_usd}: resuming ({lifted})")
-        return dg.SensorResult(run_requests=run_requests(job, submissions_key, raw_key, merged_key))
+        wanted = run_requests(job, submissions_key, raw_key, merged_key)
+        fresh, cursor = fresh_requests(wanted, context.cursor)
+        return dg.SensorResult(run_requests=fresh, cursor=cursor)
 
     return enrichment_sensor
 
