@@ -28,7 +28,7 @@ def fetch_or_lost(
     for batch in listing():
         if batch.get("id") == batch_id:
             return batch
-    return {"id": batch_id, "status": LOST}
+    return {"id": batch_id, "status": LOST, "processing_status": LOST}  # OpenAI, Anthropic
 
 
 def ignore_missing(cancel: Callable[[], Any]) -> None:

@@ -13,21 +13,23 @@ from pathlib import Path
 
 import httpx
 import polars as pl
+import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 
 MAPLE = str(Path(sys.executable).parent / "maple")
 ROWS, PER_BATCH = 8, 4
+MODELS = {"emulator": "gpt-4o-mini", "anthropic": "claude-haiku-4-5"}
 
 
-def command(tmp_path: Path) -> list[str]:
+def command(tmp_path: Path, provider: str = "emulator") -> list[str]:
     table = tmp_path / "items.parquet"
     if not table.exists():
         pl.DataFrame({"title": [f"thing {i}" for i in range(ROWS)]}).write_parquet(table)
     return [
-        MAPLE, "enrich", str(table), "--prompt", "Name {title}", "--model", "gpt-4o-mini",
-        "--provider", "emulator", "--storage", str(tmp_path / "store"), "--job", "lost",
+        MAPLE, "enrich", str(table), "--prompt", "Name {title}", "--model", MODELS[provider],
+        "--provider", provider, "--storage", str(tmp_path / "store"), "--job", "lost",
         "--output", str(tmp_path / "out.parquet"), "--max-requests-per-batch", str(PER_BATCH),
         "--poll-interval", "0.2", "--quiet",
     ]  # fmt: skip
@@ -45,17 +47,23 @@ def forget_batches(server: EmulatorServer) -> None:
     httpx.post(f"{server.url}/_emulator/reset", timeout=10).raise_for_status()
 
 
-def start(tmp_path: Path, server: EmulatorServer) -> subprocess.Popen[str]:
-    env = {**os.environ, "MAPLE_EMULATOR_URL": server.url}
+def start(
+    tmp_path: Path, server: EmulatorServer, provider: str = "emulator"
+) -> subprocess.Popen[str]:
+    env = {
+        **os.environ, "MAPLE_EMULATOR_URL": server.url, "ANTHROPIC_BASE_URL": server.url,
+        "ANTHROPIC_API_KEY": "test-key",
+    }  # fmt: skip
     return subprocess.Popen(
-        command(tmp_path), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+        command(tmp_path, provider), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
     )  # fmt: skip
 
 
-def test_lost_batches_are_confirmed_then_their_rows_resent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("provider", ["emulator", "anthropic"])
+def test_lost_batches_are_confirmed_then_their_rows_resent(tmp_path: Path, provider: str) -> None:
     with EmulatorServer(EmulatorConfig(batch_seconds=3.0)) as server:
-        proc = start(tmp_path, server)
+        proc = start(tmp_path, server, provider)
         wait_for_batches(tmp_path, proc)
         forget_batches(server)
         _, err = proc.communicate(timeout=180)
