@@ -31,6 +31,11 @@ class Finisher:
             heapq.heappush(self._queue, (due, next(self._order), job))
             self._wake.notify()
 
+    def clear(self) -> None:
+        """Drop the pending jobs (their batches were forgotten)."""
+        with self._wake:
+            self._queue.clear()
+
     def stop(self) -> None:
         """Stop the thread; pending jobs are dropped (observation still processes batches)."""
         with self._wake:

@@ -80,6 +80,21 @@ class EmulatorServer:
         self._thread.join(timeout=10)
         self.state.close()
 
+    def pause(self) -> None:
+        """Stop answering (connections are refused) but keep every batch and counter: an
+        outage. `resume` serves the same state on the same port again."""
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    def resume(self) -> None:
+        self._server = uvicorn.Server(
+            _uvicorn_config(self.config, self._server.config.app, self.port)
+        )
+        self._thread = threading.Thread(
+            target=self._server.run, name="emulator-server", daemon=True
+        )
+        self.start()
+
     def stats(self) -> dict[str, Any]:
         """The counters from ``GET /_emulator/stats``."""
         response = httpx.get(f"{self.url}/_emulator/stats", timeout=10)

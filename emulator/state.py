@@ -131,6 +131,7 @@ class State:
     def reset(self) -> None:
         """Forget every file, batch, counter and attempt."""
         with self.lock:
+            self.finisher.clear()  # forgotten batches must not be processed (and billed) later
             shutil.rmtree(self.root, ignore_errors=True)
             self.root.mkdir(parents=True, exist_ok=True)
             self._fresh()

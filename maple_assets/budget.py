@@ -13,8 +13,9 @@ Resuming: a budget stop records the budget it was hit at (``budget_stop.json``).
 a larger budget (or none) clears the stop (`resume_budget_stop`), and the guard then admits
 batches against the new budget.
 
-Limitation: the guard is checked per submission run. The CLI driver submits one shard at a time;
-under the Dagster daemon, submission runs that execute concurrently can each admit a batch.
+With a cost ledger (always, under the CLI and the definitions) the admission is one atomic
+transaction in the ledger (`resources.admissions`), so concurrent submission runs (the daemon's,
+a UI run beside a CLI run) can not overshoot the budget by more than one batch in total.
 """
 
 from typing import TYPE_CHECKING
@@ -68,9 +69,15 @@ def within_budget(job: "Job", shard: str, attempt: int) -> bool:
         return True
     plan = estimate_attempt(job.state, job.spec, job.provider.provider_name, shard, attempt)
     nxt = plan.cost(job.price(), batch=job.mode == "batch")
-    paid, flying = spent(job), in_flight(job)
+    if job.costs is not None:  # one atomic admission in the ledger, shared by every run
+        run = {s.key for s in job.state.manifest() or []}  # a budget bounds one run
+        admission = job.costs.admit((job.spec.name, shard, attempt), nxt, budget, run)
+        admitted, paid, flying = admission.admitted, admission.spent_usd, admission.in_flight_usd
+    else:
+        paid, flying = spent(job), in_flight(job)
+        admitted = paid + flying + nxt <= budget + _TOLERANCE
     committed = paid + flying
-    if committed + nxt > budget + _TOLERANCE:
+    if not admitted:
         job.state.storage.write_json(job.state.key("budget_stop.json"), {"budget_usd": budget})
         job.state.stop(
             f"{BUDGET_STOP} reached before shard {shard} attempt {attempt}: committed "

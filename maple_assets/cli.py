@@ -137,6 +137,12 @@ def main() -> None:
 )
 @click.option("--quiet", is_flag=True, help="No progress line.")
 @click.option(
+    "--wait",
+    is_flag=True,
+    help="If another maple enrich drives this job, wait for it, then print the result "
+    "(default: exit at once with code 2, saying where and since when it runs).",
+)
+@click.option(
     "--timings-json", default=None, help="Write per-stage wall times (JSON) to this file."
 )
 @click.option(

@@ -8,9 +8,10 @@ import click
 import orjson
 
 from maple_assets.budget import ledger_totals, resume_budget_stop
+from maple_assets.claims import driver_lease
 from maple_assets.cli_errors import marks_interrupt, outcome_code
 from maple_assets.estimate import MAX_TOKEN_PARAMS, estimate_job, output_tokens_per_request
-from maple_assets.factory import enrichment
+from maple_assets.factory import Enrichment, enrichment
 from maple_assets.preflight import preflight
 from maple_assets.runner import Runner, instance_for, resources_for
 from maple_assets.schema_checks import check_response_schema
@@ -55,6 +56,7 @@ class EnrichOptions:
     no_reuse: bool = False
     retry_failed: bool = False
     debug: bool = False
+    wait: bool = False
 
 
 def realtime_limits(opts: EnrichOptions) -> dict[str, int]:
@@ -143,6 +145,13 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     if check is not None:
         check()
     state = JobState(Storage(opts.storage), en.spec.name)
+    lease = driver_lease(state.storage, state.key("driver"), en.spec.name, opts.wait)
+    with lease.hold():
+        return _drive(opts, en, provider, state)
+
+
+def _drive(opts: EnrichOptions, en: Enrichment, provider: Any, state: JobState) -> int:
+    """Run the job to the end (this process holds the job's driver lease)."""
     lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(state, opts.budget)
     if lifted:
         click.echo(f"resuming job {en.spec.name} (was stopped: {lifted})", err=True)

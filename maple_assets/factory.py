@@ -27,6 +27,7 @@ from maple_assets.policy import RetryPolicy
 from maple_assets.preflight import check_declaration
 from maple_assets.rerun import shard_input
 from maple_assets.responses import summarize
+from maple_assets.sensor_cursor import fresh_requests
 from maple_assets.spec import MB, JobSpec, validate_name, validate_paths
 from maple_assets.state import JobState
 from maple_assets.steps import (
@@ -456,7 +457,9 @@ def _sensor(
         lifted = resume_budget_stop(job.state, spec.budget_usd)
         if lifted:
             context.log.info(f"budget raised to {spec.budget_usd}: resuming ({lifted})")
-        return dg.SensorResult(run_requests=run_requests(job, submissions_key, raw_key, merged_key))
+        wanted = run_requests(job, submissions_key, raw_key, merged_key)
+        fresh, cursor = fresh_requests(wanted, context.cursor)
+        return dg.SensorResult(run_requests=fresh, cursor=cursor)
 
     return enrichment_sensor
 

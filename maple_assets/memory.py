@@ -1,28 +1,5 @@
-"""Keep the process's memory flat over long jobs (glibc malloc tuning).
+"""Re-exports `resources.memory` (the storage resource tunes run workers with it too)."""
 
-A job downloads and parses shard after shard: tens of MB of response bytes at a time, from
-worker threads. glibc raises its mmap threshold after the first such buffer is freed and then
-serves the next ones from per-thread heap arenas, which fragment: measured here, a loop parsing
-50k-line result files grew to 760 MiB and stayed there; with a fixed 1 MiB mmap threshold and
-two arenas it stayed at 360 MiB. Elsewhere (musl, macOS) this does nothing.
-"""
+from resources.memory import tune_allocator
 
-import contextlib
-import ctypes
-import ctypes.util
-import sys
-
-M_MMAP_THRESHOLD = -3
-M_ARENA_MAX = -8
-
-
-def tune_allocator(mmap_threshold: int = 1 << 20, arenas: int = 2) -> bool:
-    """Large buffers go straight to mmap (returned on free); at most ``arenas`` heap arenas."""
-    if not sys.platform.startswith("linux"):
-        return False
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return bool(libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(
-            libc.mallopt(M_ARENA_MAX, arenas)
-        )
-    return False
+__all__ = ["tune_allocator"]

@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 
 from maple_assets.budget import within_budget
+from maple_assets.claims import claim_batch
 from maple_assets.crashpoints import crash_point
 from maple_assets.merge import OutputTable, merge_shard, write_merged
 from maple_assets.policy import RetryPolicy
@@ -117,12 +118,27 @@ def submit_shard(job: Job, shard: str) -> Submission | None:
         check_age(job)
     if job.state.stop_reason() is not None:
         return None
-    payload = payload_for(job, shard, progress.attempt)
+    attempt = progress.attempt
+    return claim_batch(
+        job.state.storage,
+        job.state.key(shard, f"claim-{attempt}"),
+        lambda: job.state.submission(shard, attempt),
+        lambda taken_over: _create(job, shard, attempt, taken_over),
+    )
+
+
+def _create(job: Job, shard: str, attempt: int, taken_over: bool) -> Submission | None:
+    """Under the attempt's claim: adopt the batch a dead claimant created, else create one."""
+    if job.state.stop_reason() is not None:
+        return None
+    if taken_over:
+        job._orphans = None  # list again: the previous claimant may have created the batch
+    payload = payload_for(job, shard, attempt)
     encode = getattr(job.provider, "encode", None)
     digest = content_hash([encode(payload.requests)]) if encode else ""
-    submission = _adopt(job, shard, progress.attempt, digest)
+    submission = _adopt(job, shard, attempt, digest)
     if submission is None:
-        if not within_budget(job, shard, progress.attempt):
+        if not within_budget(job, shard, attempt):
             return None  # the job is stopped: committed spend + this batch > budget
         submission = job.provider.submit(payload)
     crash_point("after_create")

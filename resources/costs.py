@@ -24,7 +24,7 @@ code is refused rather than written.
 
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
@@ -38,6 +38,8 @@ import sqlalchemy as sa
 from pydantic import Field, PrivateAttr
 from sqlalchemy.dialects import postgresql, sqlite
 
+from resources.admissions import Admission, admissions_table, admit
+from resources.deployment import require_shared
 from resources.errors import ConfigError, StorageError
 from resources.pricing import ModelPrice, cost_expr
 
@@ -152,7 +154,14 @@ def _migration_1(conn: sa.Connection) -> None:
     _attempt_costs_v1(sa.MetaData()).create(conn)
 
 
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_migration_1]
+budget_admissions = admissions_table(metadata)
+
+
+def _migration_2(conn: sa.Connection) -> None:
+    admissions_table(sa.MetaData()).create(conn)
+
+
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [_migration_1, _migration_2]
 
 
 def default_sqlite_path(storage_root: str) -> Path:
@@ -232,6 +241,26 @@ class CostTracker(dg.ConfigurableResource):  # type: ignore[type-arg]
             q = sa.select(sa.func.sum(attempt_costs.c.cost_usd)).where(attempt_costs.c.job == job)
             return float(conn.execute(q).scalar() or 0.0)
 
+    def admit(
+        self,
+        key: tuple[str, str, int],
+        estimate_usd: float,
+        budget_usd: float,
+        scope: Collection[str] | None = None,
+    ) -> Admission:
+        """Atomically admit attempt ``key`` (job, shard, attempt) under ``budget_usd``, counting
+        the spend of the shards in ``scope`` (default: the whole job; `resources.admissions`)."""
+        with self._write() as conn:
+            return admit(
+                conn,
+                attempt_costs,
+                budget_admissions,
+                key,
+                estimate_usd=estimate_usd,
+                budget_usd=budget_usd,
+                scope=scope,
+            )
+
     def job_entries(self, job: str) -> list[AttemptCost]:
         """Every recorded attempt of `job`, ordered by shard and attempt."""
         t = attempt_costs.c
@@ -247,6 +276,18 @@ class CostTracker(dg.ConfigurableResource):  # type: ignore[type-arg]
             if self._engine is not None:
                 self._engine.dispose()
                 self._engine = None
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """At run start: refuse a SQLite ledger when runs do not share a machine."""
+        url = sa.make_url(self.resolved_url())
+        if url.get_backend_name() == "sqlite":
+            where = url.render_as_string(hide_password=True)
+            require_shared(
+                context.instance,
+                "cost ledger",
+                where,
+                f"Set {COST_DB_ENV} to postgresql+psycopg2://user:password@host/db",
+            )
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         self.close()

@@ -1,5 +1,6 @@
 """The one place that builds httpx clients and retries provider control calls politely."""
 
+import os
 import random
 import time
 from typing import Any
@@ -75,6 +76,21 @@ def is_quota_error(response: httpx.Response) -> bool:
     return "insufficient_quota" in {code, error_type} or error_type == "billing_error"
 
 
+OUTAGE_ENV = "MAPLE_OUTAGE_WINDOW_S"
+DEFAULT_OUTAGE_WINDOW_S = 1800.0
+OUTAGE_BACKOFF_CAP_S = 15.0
+
+
+def outage_window_s() -> float:
+    """How long control calls keep retrying through a provider outage (default 30 minutes)."""
+    return float(os.environ.get(OUTAGE_ENV) or DEFAULT_OUTAGE_WINDOW_S)
+
+
+def _idempotent(method: str, url: str) -> bool:
+    """Calls that are safe to repeat for as long as an outage lasts: reads, and cancels."""
+    return method in {"GET", "HEAD", "DELETE"} or url.rstrip("/").endswith("/cancel")
+
+
 def request(
     client: httpx.Client,
     method: str,
@@ -86,29 +102,47 @@ def request(
 ) -> httpx.Response:
     """Send a control call, retrying 408/409/429/5xx and transport errors with backoff.
 
-    ``what`` names the call in errors (e.g. "create batch for job j shard s00001"); the URL in
-    messages is the path only, so neither keys nor query secrets reach logs.
+    Idempotent calls (poll, list, download, cancel) keep retrying connection errors, timeouts
+    and 5xx for the outage window (``MAPLE_OUTAGE_WINDOW_S``, default 30 minutes) instead of
+    ``max_retries`` times; creates stop after ``max_retries`` (a repeated create could pay
+    twice). ``what`` names the call in errors (e.g. "create batch for job j shard s00001"); the
+    URL in messages is the path only, so neither keys nor query secrets reach logs.
     """
-    for attempt in range(max_retries + 1):
+    window = outage_window_s() if _idempotent(method, url) else 0.0
+    started = time.monotonic()
+    attempt = 0
+    while True:
+        more = attempt < max_retries or time.monotonic() - started < window
+        wait = backoff_seconds(attempt, cap=OUTAGE_BACKOFF_CAP_S)
         try:
             response = client.request(method, url, **kwargs)
         except httpx.TransportError as exc:
-            if attempt == max_retries:
-                raise ProviderError(f"{what}: {method} {url} failed: {exc!r}") from exc
-            time.sleep(backoff_seconds(attempt))
+            if not more:
+                raise ProviderError(
+                    f"{what}: {method} {url} failed: {exc!r}{_for(started)}"
+                ) from exc
+            time.sleep(wait)
+            attempt += 1
             continue
         if response.status_code < 400:
             return response
         if response.status_code == 429 and is_quota_error(response):
             message, _, _ = error_detail(response)
             raise QuotaExhausted(f"{what}: the provider reports insufficient quota: {message}")
-        if response.status_code in RETRYABLE_STATUS and attempt < max_retries:
-            wait = retry_after_seconds(response)
-            time.sleep(wait if wait is not None else backoff_seconds(attempt))
+        if response.status_code in RETRYABLE_STATUS and more:
+            retry_after = retry_after_seconds(response)
+            time.sleep(retry_after if retry_after is not None else wait)
+            attempt += 1
             continue
         message, _, _ = error_detail(response)
         detail = f"{what}: {method} {url} answered {response.status_code}: {message}"
         if response.status_code in {401, 403}:
             raise AuthError(f"{detail}. Check the API key.", response.status_code)
         raise ProviderError(detail, response.status_code)
-    raise AssertionError("unreachable")
+
+
+def _for(started: float) -> str:
+    elapsed = time.monotonic() - started
+    if elapsed < 60:
+        return ""
+    return f" (retried for {elapsed / 60:.1f} min; {OUTAGE_ENV} sets how long)"

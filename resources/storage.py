@@ -7,6 +7,7 @@ appears when its (multipart) upload completes.
 
 import contextlib
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from typing import IO, Any
@@ -19,7 +20,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import Field
 
+from resources.deployment import require_shared
 from resources.errors import StorageError
+from resources.memory import tune_allocator
 
 
 def s3_endpoint() -> str | None:
@@ -55,6 +58,38 @@ def polars_storage_options(uri: str) -> dict[str, Any] | None:
     if region:
         options["aws_region"] = region
     return options or None
+
+
+def create_exclusive_s3(fs: Any, path: str, data: bytes) -> bool:
+    """PutObject with ``If-None-Match: *``: True if created, False if the key already existed.
+
+    A 412 after a retried request may be our own first write landing: the stored bytes decide
+    (callers put a unique token in ``data``). A 409 (a concurrent conditional write in flight)
+    is retried.
+    """
+    bucket, _, key = path.partition("/")
+    for attempt in range(5):
+        try:
+            fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+            return True
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            code = _s3_error_code(exc)
+            if code == "ConditionalRequestConflict":
+                time.sleep(0.1 * (attempt + 1))
+                continue
+            if code != "PreconditionFailed":
+                raise StorageError(f"s3://{path}: conditional create failed: {exc}") from exc
+        with fs.open(path, "rb") as handle:
+            return bool(handle.read() == data)
+    raise StorageError(f"s3://{path}: conditional create kept conflicting; try again")
+
+
+def _s3_error_code(exc: BaseException) -> str | None:
+    cause = exc.__cause__
+    response = getattr(cause, "response", None) or {}
+    return str(response.get("Error", {}).get("Code")) if response else None
 
 
 def is_remote(uri: str) -> bool:
@@ -121,6 +156,31 @@ class Storage:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp)
 
+    def create_exclusive(self, key: str, data: bytes) -> bool:
+        """Create ``key`` with ``data`` only if it does not exist: True if this call created it.
+
+        Atomic across processes and machines: on S3 a PutObject with ``If-None-Match: *`` (S3
+        and S3-compatible stores answer 412 when the key exists); on a local root the content is
+        written beside the target and hard-linked into place, which fails if the target exists.
+        """
+        if self.remote:
+            return create_exclusive_s3(self.fs, self._path(key), data)
+        target = self._path(key)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        tmp = f"{target}.{uuid.uuid4().hex}.tmp"
+        try:
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.link(tmp, target)
+        except FileExistsError:
+            return False
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
+        return True
+
     def read_bytes(self, key: str) -> bytes:
         with self.open_read(key) as handle:
             return handle.read()
@@ -157,6 +217,17 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         default_factory=lambda: os.environ.get("MAPLE_STORAGE", ".maple"),
         description="Storage root (folder or s3:// URI); default MAPLE_STORAGE, else ./.maple.",
     )
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        """At run start: flat memory in run workers; refuse a local root across machines."""
+        tune_allocator()
+        if not is_remote(self.root):
+            require_shared(
+                context.instance,
+                "storage root",
+                os.path.abspath(self.root),
+                "Set MAPLE_STORAGE to s3://bucket/prefix",
+            )
 
     def storage(self) -> Storage:
         return Storage(self.root)

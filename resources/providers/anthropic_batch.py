@@ -61,6 +61,7 @@ from resources.providers.base import (
     poll_batches,
     result_frame,
 )
+from resources.providers.lost import LOST, fetch_or_lost, ignore_missing
 from resources.storage import Storage
 
 BATCHES = "/v1/messages/batches"
@@ -302,7 +303,7 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         return BatchState(
             batch_id=str(batch["id"]),
             status=status,
-            ended=status == "ended",
+            ended=status in {"ended", LOST},
             completed=counts.get("succeeded", 0),
             failed=counts.get("errored", 0) + counts.get("canceled", 0) + counts.get("expired", 0),
             total=sum(counts.values()),
@@ -323,23 +324,29 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
             return poll_batches(
                 {s.batch_id for s in submissions},
                 lambda: self._list_batches(client),
-                lambda batch_id: self._get(client, batch_id),
+                lambda batch_id: fetch_or_lost(
+                    lambda b: self._get(client, b), lambda: self._list_batches(client), batch_id
+                ),
                 self._state,
             )
 
     def cancel(self, submission: Submission) -> None:
         with self._client() as client:
-            request(
-                client,
-                "POST",
-                f"{BATCHES}/{submission.batch_id}/cancel",
-                what=f"cancel message batch {submission.batch_id}",
-                max_retries=self.max_retries,
+            ignore_missing(
+                lambda: request(
+                    client,
+                    "POST",
+                    f"{BATCHES}/{submission.batch_id}/cancel",
+                    what=f"cancel message batch {submission.batch_id}",
+                    max_retries=self.max_retries,
+                )
             )
 
     # -- results ----------------------------------------------------------------------------
     def results(self, submission: Submission, state: BatchState) -> pl.DataFrame:
         """Download ``results_url`` (absolute, with the same auth headers) and parse it."""
+        if state.status == LOST:  # no result lines: every row is unrun and sent again
+            return result_frame({})
         batch_id = submission.batch_id
         with self._client() as client:
             batch = self._get(client, batch_id)

@@ -29,7 +29,8 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "batch_id": pl.String(),
 }
 
-ENDED_STATES = frozenset({"completed", "failed", "expired", "cancelled", "ended"})
+# "lost": a batch the provider no longer knows (resources.providers.lost).
+ENDED_STATES = frozenset({"completed", "failed", "expired", "cancelled", "ended", "lost"})
 
 
 @dataclasses.dataclass(frozen=True)

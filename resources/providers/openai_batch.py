@@ -29,6 +29,7 @@ from resources.providers.base import (
     splice_params,
     user_content_expr,
 )
+from resources.providers.lost import LOST, fetch_or_lost, ignore_missing
 from resources.providers.openai_lines import parse_result_file
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -219,18 +220,22 @@ class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
             return poll_batches(
                 {s.batch_id for s in submissions},
                 lambda: self._list_batches(client),
-                lambda batch_id: self._get(client, batch_id),
+                lambda batch_id: fetch_or_lost(
+                    lambda b: self._get(client, b), lambda: self._list_batches(client), batch_id
+                ),
                 self._state,
             )
 
     def cancel(self, submission: Submission) -> None:
         with self._client() as client:
-            request(
-                client,
-                "POST",
-                f"/batches/{submission.batch_id}/cancel",
-                what=f"cancel batch {submission.batch_id}",
-                max_retries=self.max_retries,
+            ignore_missing(
+                lambda: request(
+                    client,
+                    "POST",
+                    f"/batches/{submission.batch_id}/cancel",
+                    what=f"cancel batch {submission.batch_id}",
+                    max_retries=self.max_retries,
+                )
             )
 
     def find_orphans(self, job: str) -> list[Submission]:
@@ -258,6 +263,8 @@ class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     # -- results ----------------------------------------------------------------------------
     def results(self, submission: Submission, state: BatchState) -> pl.DataFrame:
+        if state.status == LOST:  # no result lines: every row is unrun and sent again
+            return result_frame({})
         with self._client() as client:
             got = request(
                 client,

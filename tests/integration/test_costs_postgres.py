@@ -260,3 +260,13 @@ def test_cli_against_postgres(pg_url: str, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)[0]["team"] == "catalog"
     assert not (tmp_path / "costs.sqlite").exists()
+
+
+def test_concurrent_budget_admissions_never_pass_the_budget(pg_url: str) -> None:
+    """Processes admitting batches of one job at once: the advisory lock serialises them."""
+    from tests.integration.test_budget_admission import BUDGET, ESTIMATE, admitted, run_admitters
+
+    run_admitters(pg_url)
+    estimates = admitted(pg_url)
+    assert len(estimates) == int(BUDGET // ESTIMATE)
+    assert sum(estimates) <= BUDGET

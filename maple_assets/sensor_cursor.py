@@ -1,0 +1,22 @@
+"""The enrichment sensor's cursor: the run keys it asked for last tick.
+
+Dagster drops a run request whose ``run_key`` already ran and logs "Skipping ... already
+completed" at INFO, so a sensor that asks for the same runs on every tick (a finished job's
+``merged``, a collect whose run is still queued) logs a line per tick per job forever. The
+cursor keeps the run keys of the last tick's requests; a request already in it is not sent
+again. The cursor holds only what the job still asks for, so it stays small, and it is cleared
+of keys the job no longer asks for on the next tick.
+"""
+
+import dagster as dg
+import orjson
+
+
+def fresh_requests(
+    requests: list[dg.RunRequest], cursor: str | None
+) -> tuple[list[dg.RunRequest], str]:
+    """The requests not asked for last tick, and the cursor to store for the next tick."""
+    asked = set(orjson.loads(cursor).get("asked", [])) if cursor else set()
+    fresh = [r for r in requests if r.run_key not in asked]
+    keys = sorted({str(r.run_key) for r in requests})
+    return fresh, orjson.dumps({"asked": keys}).decode()

@@ -1,0 +1,57 @@
+"""The exclusive create behind batch claims and driver leases, on moto's S3 server over HTTP:
+a PutObject with ``If-None-Match: *``."""
+
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import boto3
+import pytest
+from moto.server import ThreadedMotoServer
+
+from resources.leases import Lease
+from resources.storage import Storage
+
+BUCKET = "maple-claims"
+
+
+@pytest.fixture
+def s3_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    for key, value in {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")
+    urllib.request.urlopen(reset, timeout=10).read()
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
+    yield f"s3://{BUCKET}/root"
+    server.stop()
+
+
+def test_conditional_put_lets_exactly_one_writer_win(s3_root: str) -> None:
+    storage = Storage(s3_root)
+    assert storage.create_exclusive("job/claim.json", b"first")
+    assert not storage.create_exclusive("job/claim.json", b"second")
+    assert storage.read_bytes("job/claim.json") == b"first"
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        wins = list(pool.map(lambda i: storage.create_exclusive("race", b"%d" % i), range(12)))
+    assert wins.count(True) == 1
+    assert storage.read_bytes("race") == b"%d" % wins.index(True)
+
+
+def test_a_lease_on_s3_is_held_once_and_handed_on_after_release(s3_root: str) -> None:
+    storage = Storage(s3_root)
+    first, second = Lease(storage, "job/driver", "first"), Lease(storage, "job/driver", "second")
+    assert first.acquire() and not second.acquire()
+    first.beat()
+    holder = second.holder()
+    assert holder is not None and holder.what == "first"
+    first.release()
+    assert second.acquire() and second.generation == 2

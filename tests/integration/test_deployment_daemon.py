@@ -1,0 +1,208 @@
+"""A real multi-process Dagster deployment on this machine.
+
+``dagster dev`` (webserver, daemon and their code servers as separate processes) on a Dagster
+instance from deploy/dagster.yaml on a throwaway PostgreSQL server, the storage root on moto's
+S3 server, the ledger on PostgreSQL, the emulator in this process. A run of both enrichments'
+``input_shards`` is launched over GraphQL; the daemon's sensors carry both to ``merged`` at
+once. Meanwhile the process executing a shard's submission step is killed with SIGKILL: the run
+fails, the daemon retries it (run_retries in deploy/dagster.yaml), and the jobs still finish
+with every batch created once and nothing billed twice (the emulator's counters).
+
+With Dagster's default run launcher a killed *run worker* is never noticed (only the K8s, ECS
+and Docker launchers report worker health to run monitoring), so the test kills the step process
+the run worker executes the shard in, which the run worker does notice.
+"""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import orjson
+import polars as pl
+import pytest
+
+from emulator.config import EmulatorConfig
+from emulator.server import EmulatorServer
+from resources.storage import Storage
+from tests.integration.test_costs_postgres import pg_url, server_url
+from tests.integration.test_deployment_postgres import deployment_env, s3_endpoint
+
+pytest.importorskip("dagster_postgres", reason="install the postgres extra")
+pytestmark = pytest.mark.postgres
+__all__ = ["pg_url", "s3_endpoint", "server_url"]  # fixtures
+DAGSTER = str(Path(sys.executable).parent / "dagster")
+ROWS, PER_BATCH = 5, 5  # one shard per enrichment: fewer runs, each ~2 CPU-s
+DEFS = textwrap.dedent(
+    """
+    import os
+    import dagster as dg
+    from maple_assets.factory import enrichment
+    from maple_assets.wiring import maple_resources
+
+    jobs = [
+        enrichment(name=name, source=os.environ["T_TABLE"], prompt=name + " {title}",
+                   model="gpt-4o-mini", provider="emulator", max_requests_per_batch=5,
+                   poll_interval_s=1)
+        for name in ("alpha", "beta")
+    ]
+    defs = dg.Definitions(
+        assets=[a for j in jobs for a in j.assets],
+        asset_checks=[c for j in jobs for c in j.checks],
+        sensors=[s for j in jobs for s in j.sensors],
+        resources=maple_resources(jobs),
+    )
+    """
+)
+LAUNCH = """
+mutation($params: ExecutionParams!) {
+  launchRun(executionParams: $params) {
+    __typename
+    ... on LaunchRunSuccess { run { runId } }
+    ... on PythonError { message }
+    ... on InvalidSubsetError { message }
+    ... on RunConfigValidationInvalid { errors { message } }
+  }
+}
+"""
+
+
+STEP_PROCESS = re.compile(r"Capturing logs for process \(pid: (\d+)\)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def deployment(
+    tmp_path: Path, pg_url: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[dict[str, Any]]:
+    table = tmp_path / "items.parquet"
+    pl.DataFrame({"title": [f"item {i}" for i in range(ROWS)]}).write_parquet(table)
+    (tmp_path / "defs.py").write_text(DEFS)
+    (tmp_path / "workspace.yaml").write_text(
+        "load_from:\n  - python_file:\n      relative_path: defs.py\n      location_name: maple\n"
+    )
+    with EmulatorServer(EmulatorConfig(batch_seconds=1.0)) as emulator:
+        env = deployment_env(tmp_path, pg_url, s3_endpoint, emulator.url) | {"T_TABLE": str(table)}
+        for key, value in env.items():
+            if key.startswith(("DAGSTER_", "AWS_", "MAPLE_")):
+                monkeypatch.setenv(key, value)
+        port = free_port()
+        with (tmp_path / "dev.log").open("wb") as log:
+            dev = subprocess.Popen(
+                [DAGSTER, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+                cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+        try:
+            yield {"url": f"http://127.0.0.1:{port}", "emulator": emulator, "dir": tmp_path}
+        finally:
+            os.killpg(dev.pid, signal.SIGTERM)
+            try:
+                dev.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(dev.pid, signal.SIGKILL)
+
+
+def graphql(url: str, query: str, variables: dict[str, Any] | None = None) -> Any:
+    body = orjson.dumps({"query": query, "variables": variables or {}})
+    request = urllib.request.Request(
+        f"{url}/graphql", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return orjson.loads(response.read())
+
+
+def wait_ready(url: str, log: Path) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            data = graphql(url, "{ repositoriesOrError { __typename } }")
+            if data["data"]["repositoriesOrError"]["__typename"] == "RepositoryConnection":
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError(f"dagster dev did not come up:\n{log.read_text()[-3000:]}")
+
+
+def launch_input_shards(url: str) -> str:
+    params = {
+        "selector": {
+            "repositoryLocationName": "maple",
+            "repositoryName": "__repository__",
+            "jobName": "__ASSET_JOB",
+            "assetSelection": [{"path": [n, "input_shards"]} for n in ("alpha", "beta")],
+        },
+        "runConfigData": {},
+    }
+    got = graphql(url, LAUNCH, {"params": params})["data"]["launchRun"]
+    assert got["__typename"] == "LaunchRunSuccess", got
+    return str(got["run"]["runId"])
+
+
+def kill_a_submission_step(instance: dg.DagsterInstance, timeout: float) -> str:
+    """SIGKILL the process executing a submissions step once the step has started (the
+    multiprocess executor's step process, whose pid the step logs)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for run in instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])):
+            if not any(k.path[-1] == "submissions" for k in run.asset_selection or ()):
+                continue
+            logs = instance.all_logs(run.run_id)
+            pids = [int(m[1]) for e in logs if (m := STEP_PROCESS.search(e.user_message or ""))]
+            if pids and any(e.dagster_event.is_step_start for e in logs if e.dagster_event):
+                os.kill(pids[0], signal.SIGKILL)  # the process executing the shard's step
+                return run.run_id
+        time.sleep(0.05)
+    seen = []
+    for run in instance.get_runs():
+        logs = instance.all_logs(run.run_id)
+        seen.append((run.status, run.asset_selection, [e.user_message[:80] for e in logs][:12]))
+    raise AssertionError(f"no submission step was seen running: {seen}")
+
+
+def merged(root: Storage, job: str) -> dict[str, Any] | None:
+    key = f"{job}/state/merged.json"
+    return dict(root.read_json(key)) if root.exists(key) else None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_daemon_carries_two_enrichments_to_merged_through_a_killed_step(
+    deployment: dict[str, Any],
+) -> None:
+    url, emulator, work = deployment["url"], deployment["emulator"], deployment["dir"]
+    wait_ready(url, work / "dev.log")
+    launch_input_shards(url)
+    instance = dg.DagsterInstance.get()
+    killed = kill_a_submission_step(instance, timeout=90)
+    storage = Storage(os.environ["MAPLE_STORAGE"])
+    deadline = time.monotonic() + 600  # minutes when the machine is loaded
+    while not all(merged(storage, j) for j in ("alpha", "beta")):
+        assert time.monotonic() < deadline, (work / "dev.log").read_text()[-4000:]
+        time.sleep(1.0)
+    for job in ("alpha", "beta"):
+        info = merged(storage, job)
+        assert info is not None and info["rows"] == ROWS
+        assert info["totals"]["succeeded"] == ROWS, info
+    stats = emulator.stats()
+    assert stats["bodies_billed_twice"] == 0, stats
+    assert stats["requests_billed"] == 2 * ROWS, stats
+    assert stats["batches_created"] == 2 * ROWS // PER_BATCH, stats
+    assert instance.get_run_by_id(killed).status == dg.DagsterRunStatus.FAILURE
+    retries = instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": killed}))
+    assert retries and retries[0].status == dg.DagsterRunStatus.SUCCESS

@@ -1,0 +1,118 @@
+"""Exclusive create, leases and batch claims on a local storage root, across threads and
+processes (the S3 flavour runs against moto in tests/integration/test_claims_s3.py)."""
+
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from maple_assets.claims import JobRunning, claim_batch, driver_lease
+from resources.leases import Lease
+from resources.providers.base import Submission
+from resources.storage import Storage
+
+REPO = Path(__file__).parents[2]
+DIE_HOLDING = """
+import os, sys
+from resources.leases import Lease
+from resources.storage import Storage
+assert Lease(Storage(sys.argv[1]), sys.argv[2], what="doomed").acquire()
+os._exit(0)  # dies holding the lease: no release, no more beats
+"""
+
+
+def submission(shard: str, batch: str) -> Submission:
+    return Submission("emulator", "job", shard, 1, batch, 3, "h", "now")
+
+
+def die_holding(root: Path, folder: str) -> None:
+    env = {"PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-c", DIE_HOLDING, str(root), folder], env=env, check=True)
+
+
+def test_create_exclusive_lets_exactly_one_of_many_threads_win(tmp_path: Path) -> None:
+    storage = Storage(str(tmp_path))
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        wins = list(pool.map(lambda i: storage.create_exclusive("a/b.json", b"%d" % i), range(32)))
+    assert wins.count(True) == 1
+    assert storage.read_bytes("a/b.json") == b"%d" % wins.index(True)
+    assert [p.name for p in (tmp_path / "a").iterdir()] == ["b.json"]  # no temp files left
+
+
+def test_a_held_lease_is_refused_then_free_once_released(tmp_path: Path) -> None:
+    storage = Storage(str(tmp_path))
+    first, second = Lease(storage, "L", "first"), Lease(storage, "L", "second")
+    assert first.acquire() and not first.taken_over
+    assert not second.acquire()
+    holder = second.holder()
+    assert holder is not None and "first (pid" in holder.describe()
+    first.release()
+    assert second.holder() is None
+    assert second.acquire() and second.taken_over and second.generation == 2
+
+
+def test_a_lease_whose_holder_died_is_taken_over(tmp_path: Path) -> None:
+    die_holding(tmp_path, "L")
+    lease = Lease(Storage(str(tmp_path)), "L", "heir", ttl_s=3600)  # not by age: pid is gone
+    assert lease.acquire() and lease.taken_over
+
+
+def test_a_lease_expires_without_beats_and_stays_held_while_beating(tmp_path: Path) -> None:
+    storage = Storage(str(tmp_path))
+    holder = Lease(storage, "L", "holder", ttl_s=0.4)
+    assert holder.acquire()
+    with holder.hold():  # beats every 0.1 s
+        time.sleep(1.0)
+        assert not Lease(storage, "L", "other", ttl_s=0.4).acquire()
+    silent = Lease(storage, "M", "silent", ttl_s=0.3)
+    assert silent.acquire()
+    time.sleep(0.5)  # alive (same pid) but silent past its TTL
+    assert Lease(storage, "M", "other", ttl_s=0.3).acquire()
+
+
+def test_one_claimant_creates_the_batch_and_the_others_adopt_it(tmp_path: Path) -> None:
+    storage = Storage(str(tmp_path))
+    recorded: list[Submission] = []
+    created: list[bool] = []
+    lock = threading.Lock()
+
+    def create(taken_over: bool) -> Submission:
+        time.sleep(0.3)  # the upload: long enough for every thread to try the claim
+        with lock:
+            created.append(taken_over)
+            recorded.append(submission("s1", f"batch_{len(created)}"))
+        return recorded[-1]
+
+    def claim(_: int) -> Submission | None:
+        return claim_batch(storage, "claim", lambda: recorded[-1] if recorded else None, create)
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        got = list(pool.map(claim, range(6)))
+    assert created == [False]
+    assert {s.batch_id for s in got if s is not None} == {"batch_1"} and None not in got
+
+
+def test_a_dead_claimants_claim_is_taken_over_and_told_so(tmp_path: Path) -> None:
+    die_holding(tmp_path, "claim")
+    storage = Storage(str(tmp_path))
+    seen: list[bool] = []
+
+    def create(taken_over: bool) -> Submission:
+        seen.append(taken_over)
+        return submission("s1", "adopted_or_new")
+
+    assert claim_batch(storage, "claim", lambda: None, create) is not None
+    assert seen == [True]  # the caller lists the provider's batches again before creating
+
+
+def test_a_second_driver_fails_at_once_saying_who_runs_the_job(tmp_path: Path) -> None:
+    storage = Storage(str(tmp_path))
+    lease = driver_lease(storage, "job/state/driver", "job", wait=False)
+    with pytest.raises(JobRunning, match=r"job 'job' is already running: maple enrich on .*pid"):
+        driver_lease(storage, "job/state/driver", "job", wait=False)
+    lease.release()
+    driver_lease(storage, "job/state/driver", "job", wait=False).release()
