@@ -1,6 +1,6 @@
-"""``maple enrich --provider gemini`` killed with SIGKILL mid-job, then rerun: same output as an
-uninterrupted run, and the emulator bills no request twice (the batch created just before the
-kill is adopted from its ``displayName`` labels, not created again)."""
+"""``maple enrich --provider gemini`` killed with SIGKILL right after a batch create, then
+rerun: same output as an uninterrupted run (faults on), no request billed twice, and the batch
+created just before the kill adopted from its ``displayName`` labels, not created again."""
 
 import os
 import signal
@@ -19,7 +19,7 @@ from emulator.server import EmulatorServer
 
 MAPLE = str(Path(sys.executable).parent / "maple")
 ROWS = 16
-POINTS = ("after_create", "after_results")
+POINTS = ("after_create",)  # the provider-specific one: adopt the orphan batch
 
 
 def emulator() -> EmulatorServer:
