@@ -388,6 +388,7 @@ def _responses_metadata(job: Job, shard: str, combined: pl.DataFrame) -> dict[st
     summary = job.state.summary(shard)
     return {
         **{k: v for k, v in info.items() if k != "failed_by_class"},
+        "cost_usd": round(info["cost_usd"], 6),  # micro-dollars
         "failed_by_class": dg.MetadataValue.json(info["failed_by_class"]),
         "pending_retry": summary.pending_retry if summary else 0,
         "batch_ids": ", ".join(s.batch_id for s in job.state.submissions(shard)),

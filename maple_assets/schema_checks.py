@@ -72,14 +72,21 @@ def check_response_schema(schema: dict[str, Any] | None, provider: str, where: s
 
 
 def _family(provider: str) -> str:
-    return "Anthropic" if provider.startswith("anthropic") else "OpenAI"
+    if provider.startswith(("anthropic", "bedrock")):  # Bedrock batches run Claude
+        return "Anthropic"
+    return "Gemini" if provider.startswith("gemini") else "OpenAI"
 
 
 def subset_problem(schema: dict[str, Any], provider: str) -> str | None:
     """The first way ``schema`` leaves the provider's subset, or None."""
     if schema.get("type") != "object":
         return 'the root must be an object schema ({"type": "object", ...})'
-    anthropic = provider.startswith("anthropic")
+    family = _family(provider)
+    return None if family == "Gemini" else _strict_problem(schema, family == "Anthropic")
+
+
+def _strict_problem(schema: dict[str, Any], anthropic: bool) -> str | None:
+    """OpenAI's strict subset, or Anthropic's (Gemini's OpenAPI subset: only the root check)."""
     banned = ANTHROPIC_UNSUPPORTED if anthropic else UNSUPPORTED
     properties = 0
     for path, node, depth in _walk(schema, "#", 1):

@@ -38,12 +38,20 @@ def catalog(tmp_path: Path) -> Path:
     return path
 
 
-def enrich(source: Path, out: Path, store: Path, provider: str, model: str, *extra: str) -> None:
+def enrich(
+    source: Path,
+    out: Path,
+    store: Path,
+    provider: str,
+    model: str,
+    *extra: str,
+    failed: bool = False,
+) -> None:
     args = ["enrich", str(source), "--prompt", "Brand of {title}", "--model", model]
     args += ["--provider", provider, "--storage", str(store), "--output", str(out)]
     args += ["--poll-interval", "0.1", "--quiet", *extra]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == (3 if failed else 0), result.output  # 3: some rows failed
 
 
 def test_enrich_output_matches_the_openai_batch_path(
@@ -68,7 +76,14 @@ def test_errors_refusals_and_expiry_map_to_failure_classes(
     with EmulatorServer(EmulatorConfig(batch_seconds=0.1, fail=faults, seed=3)) as running:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", running.url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-        enrich(catalog, tmp_path / "f.parquet", tmp_path / "s", "anthropic", "claude-haiku-4-5")
+        enrich(
+            catalog,
+            tmp_path / "f.parquet",
+            tmp_path / "s",
+            "anthropic",
+            "claude-haiku-4-5",
+            failed=True,
+        )
         stats = running.stats()
     out = pl.read_parquet(tmp_path / "f.parquet")
     assert out.height == ROWS and out["sku"].to_list() == [f"S-{i}" for i in range(ROWS)]

@@ -46,12 +46,20 @@ def catalog(tmp_path: Path) -> Path:
     return path
 
 
-def enrich(source: Path, out: Path, store: Path, provider: str, model: str, *extra: str) -> str:
+def enrich(
+    source: Path,
+    out: Path,
+    store: Path,
+    provider: str,
+    model: str,
+    *extra: str,
+    failed: bool = False,
+) -> str:
     args = ["enrich", str(source), "--prompt", "Brand of {title}", "--model", model]
     args += ["--provider", provider, "--storage", str(store), "--output", str(out)]
     args += ["--poll-interval", "0.1", *extra]
     result = CliRunner().invoke(main, args, catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == (3 if failed else 0), result.output  # 3: some rows failed
     return result.output
 
 
@@ -90,7 +98,7 @@ def test_faults_and_expiry_map_to_failure_classes(
         monkeypatch.setenv("GEMINI_BASE_URL", running.url)
         monkeypatch.setenv("GEMINI_API_KEY", "test-key")
         args = ("--max-requests-per-batch", "10", "--quiet")
-        enrich(catalog, tmp_path / "f.parquet", tmp_path / "s", "gemini", MODEL, *args)
+        enrich(catalog, tmp_path / "f.parquet", tmp_path / "s", "gemini", MODEL, *args, failed=True)
         stats = running.stats()
     out = pl.read_parquet(tmp_path / "f.parquet")
     assert out.height == ROWS and out["sku"].to_list() == [f"S-{i}" for i in range(ROWS)]

@@ -145,6 +145,12 @@ def test_upstream_change_and_prompt_edit_in_the_ui(
         assert record is not None and record.asset_materialization is not None
         metadata = record.asset_materialization.metadata
         assert metadata["rows"].value == 50 and metadata["to_send"].value == 32
+        merged = instance.get_latest_materialization_event(en.merged_key)
+        assert merged is not None and merged.asset_materialization is not None
+        told = merged.asset_materialization.metadata
+        assert Path(str(told["path"].value)) == tmp_path / "store/living/output/merged.parquet"
+        assert told["sent"].value == 32 and told["reused"].value == 18
+        assert told["cost_usd"].value == round(told["cost_usd"].value, 6) > 0
 
         # A prompt edited in code: a new code version, stale, and a run without error.
         edited = living("Name the brand of {title}")
