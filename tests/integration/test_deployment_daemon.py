@@ -4,9 +4,10 @@
 instance from deploy/dagster.yaml on a throwaway PostgreSQL server, the storage root on moto's
 S3 server, the ledger on PostgreSQL, the emulator in this process. A run of both enrichments'
 ``input_shards`` is launched over GraphQL; the daemon's sensors carry both to ``merged`` at
-once. Meanwhile the process executing a shard's submission step is killed with SIGKILL: the run
-fails, the daemon retries it (run_retries in deploy/dagster.yaml), and the jobs still finish
-with every batch created once and nothing billed twice (the emulator's counters).
+once. Meanwhile the process executing a shard's step (submit or collect) is killed with
+SIGKILL: the run fails, the daemon retries it (run_retries in deploy/dagster.yaml), and the
+jobs still finish with every batch created once and nothing billed twice (the emulator's
+counters).
 
 With Dagster's default run launcher a killed *run worker* is never noticed (only the K8s, ECS
 and Docker launchers report worker health to run monitoring), so the test kills the step process
@@ -76,6 +77,7 @@ mutation($params: ExecutionParams!) {
 """
 
 
+SHARD_STEPS = ("submissions", "raw_responses")  # a shard's steps: submit, collect
 STEP_PROCESS = re.compile(r"Capturing logs for process \(pid: (\d+)\)")
 
 
@@ -154,13 +156,13 @@ def launch_input_shards(url: str) -> str:
     return str(got["run"]["runId"])
 
 
-def kill_a_submission_step(instance: dg.DagsterInstance, timeout: float) -> str:
-    """SIGKILL the process executing a submissions step once the step has started (the
-    multiprocess executor's step process, whose pid the step logs)."""
+def kill_a_shard_step(instance: dg.DagsterInstance, timeout: float) -> str:
+    """SIGKILL the process executing a shard's step (submit or collect) once the step has
+    started (the multiprocess executor's step process, whose pid the step logs)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for run in instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])):
-            if not any(k.path[-1] == "submissions" for k in run.asset_selection or ()):
+            if not any(k.path[-1] in SHARD_STEPS for k in run.asset_selection or ()):
                 continue
             logs = instance.all_logs(run.run_id)
             pids = [int(m[1]) for e in logs if (m := STEP_PROCESS.search(e.user_message or ""))]
@@ -172,7 +174,7 @@ def kill_a_submission_step(instance: dg.DagsterInstance, timeout: float) -> str:
     for run in instance.get_runs():
         logs = instance.all_logs(run.run_id)
         seen.append((run.status, run.asset_selection, [e.user_message[:80] for e in logs][:12]))
-    raise AssertionError(f"no submission step was seen running: {seen}")
+    raise AssertionError(f"no shard step was seen running: {seen}")
 
 
 def merged(root: Storage, job: str) -> dict[str, Any] | None:
@@ -189,7 +191,7 @@ def test_daemon_carries_two_enrichments_to_merged_through_a_killed_step(
     wait_ready(url, work / "dev.log")
     launch_input_shards(url)
     instance = dg.DagsterInstance.get()
-    killed = kill_a_submission_step(instance, timeout=90)
+    killed = kill_a_shard_step(instance, timeout=400)  # as soon as one is seen
     storage = Storage(os.environ["MAPLE_STORAGE"])
     deadline = time.monotonic() + 600  # minutes when the machine is loaded
     while not all(merged(storage, j) for j in ("alpha", "beta")):

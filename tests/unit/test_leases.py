@@ -63,11 +63,11 @@ def test_a_lease_whose_holder_died_is_taken_over(tmp_path: Path) -> None:
 
 def test_a_lease_expires_without_beats_and_stays_held_while_beating(tmp_path: Path) -> None:
     storage = Storage(str(tmp_path))
-    holder = Lease(storage, "L", "holder", ttl_s=0.4)
+    holder = Lease(storage, "L", "holder", ttl_s=2.0)
     assert holder.acquire()
-    with holder.hold():  # beats every 0.1 s
-        time.sleep(1.0)
-        assert not Lease(storage, "L", "other", ttl_s=0.4).acquire()
+    with holder.hold():  # beats every 0.5 s: still held well past one TTL
+        time.sleep(3.0)
+        assert not Lease(storage, "L", "other", ttl_s=2.0).acquire()
     silent = Lease(storage, "M", "silent", ttl_s=0.3)
     assert silent.acquire()
     time.sleep(0.5)  # alive (same pid) but silent past its TTL
