@@ -57,7 +57,11 @@ def main() -> None:
 
 @main.command("enrich")
 @click.argument("input_path", metavar="INPUT")
-@click.option("--prompt", help="Prompt template with {column} placeholders ({{ }} for braces).")
+@click.option(
+    "--prompt",
+    help="Prompt template with {column} placeholders ({column:json} for list/struct columns, "
+    "{{ }} for braces).",
+)
 @click.option(
     "--prompt-file",
     type=click.Path(exists=True, dir_okay=False),

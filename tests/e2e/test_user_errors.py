@@ -31,7 +31,7 @@ NO_AWS = {
 CASES = ["bad_schema", "schema_subset", "nested_csv_output", "output_unwritable"]
 CASES += ["output_s3_unreachable", "storage_s3_no_credentials", "param_not_json"]
 CASES += ["retry_negative", "list_column_in_prompt", "long_job", "storage_read_only"]
-CASES += ["missing_placeholder"]
+CASES += ["missing_placeholder", "output_s3_no_credentials"]
 IN_GRAPH = ["ragged_csv", "non_utf8_csv", "context_window"]  # found by input_shards
 
 
@@ -47,7 +47,7 @@ def maple(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
     )
 
 
-def enrich_args(server: EmulatorServer, source: Path, tmp: Path, *extra: str) -> list[str]:
+def enrich_args(server: EmulatorServer, source: Path | str, tmp: Path, *extra: str) -> list[str]:
     return [
         "enrich",
         str(source),
@@ -72,7 +72,11 @@ def enrich(
 
 
 def enrich_in_process(
-    server: EmulatorServer, source: Path, tmp: Path, *extra: str, env: dict[str, str] | None = None
+    server: EmulatorServer,
+    source: Path | str,
+    tmp: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     from maple_assets.cli import main
 
@@ -112,6 +116,7 @@ def setup_case(case: str, tmp: Path) -> tuple[Path, list[str], dict[str, str]]:
         "output_unwritable": (source, ["--output", str(blocker / "out.parquet")], {}),
         "output_s3_unreachable": (source, ["--output", "s3://bucket/out.parquet"], s3),
         "storage_s3_no_credentials": (source, ["--storage", "s3://bucket/root"], {}),
+        "output_s3_no_credentials": (source, ["--output", "s3://bucket/out.parquet"], {}),
         "param_not_json": (source, ["--param", "temperature={bad"], {}),
         "retry_negative": (source, ["--retry", "server_error=-1"], {}),
         "list_column_in_prompt": (source, ["--prompt", "{title}: {tags}"], {}),
@@ -132,6 +137,7 @@ EXPECTED = {
     "output_unwritable": "is a file, not a folder",
     "output_s3_unreachable": f"cannot reach S3 at {DEAD}",
     "storage_s3_no_credentials": "no AWS credentials found",
+    "output_s3_no_credentials": "no AWS credentials found",
     "param_not_json": """quote a string: --param 'temperature="{bad"'""",
     "retry_negative": "cannot be negative",
     "list_column_in_prompt": "write {tags:json}",
@@ -268,3 +274,61 @@ def test_ctrl_c_is_one_line_exit_130_and_the_rerun_resumes(table: Path, tmp_path
         assert server.stats()["batches_created"] == 1  # the rerun adopted the batch
     status = maple("status", "ctrl_c", "--storage", str(tmp_path / "store"))
     assert "merged" in status.stdout.splitlines()[0], status.stdout
+
+
+@pytest.fixture
+def moto_s3() -> Iterator[dict[str, str]]:
+    """moto's S3 server on 127.0.0.1 with one empty bucket, ``maple-test``."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    env = {
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    client = boto3.client(
+        "s3",
+        endpoint_url=env["AWS_ENDPOINT_URL"],
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+    client.create_bucket(Bucket="maple-test")
+    yield env
+    server.stop()
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("input", "does not exist (check the bucket and key)"),
+        ("storage", "the bucket 'no-such-bucket' does not exist"),
+        ("output", "the bucket 'no-such-bucket' does not exist"),
+    ],
+)
+def test_s3_locations_are_checked_before_anything_is_uploaded(
+    emulator_server: EmulatorServer,
+    moto_s3: dict[str, str],
+    tmp_path: Path,
+    where: str,
+    message: str,
+) -> None:
+    table = tmp_path / "in.csv"
+    pl.DataFrame({"title": ["a"]}).write_csv(table)
+    missing = {
+        "input": [],
+        "storage": ["--storage", "s3://no-such-bucket/root"],
+        "output": ["--output", "s3://no-such-bucket/out.csv"],
+    }[where]
+    source = "s3://maple-test/missing.csv" if where == "input" else table
+    result = enrich_in_process(emulator_server, source, tmp_path, *missing, env=moto_s3)
+    assert result.returncode == 2, result.stderr
+    line = one_line(result)
+    assert message in line and "s3://" in line
+    stats = emulator_server.stats()
+    assert (stats["files_uploaded"], stats["batches_created"]) == (0, 0)
