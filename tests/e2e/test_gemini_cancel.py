@@ -45,7 +45,7 @@ def test_cancel_stops_a_running_gemini_job(tmp_path: Path) -> None:
         assert cancelled.returncode == 0, cancelled.stderr
         assert "cancelled 2 batch(es)" in cancelled.stdout
         _, err = running.communicate(timeout=90)
-        assert running.returncode == 0, err
+        assert running.returncode == 4, err  # 4: stopped early (cancel)
         assert "stopped: cancelled with `maple cancel`" in err
         states = [b.state for b in server.state.gemini.batches.values()]
         assert states == ["BATCH_STATE_CANCELLED"] * 2
