@@ -248,7 +248,10 @@ def print_summary(state: JobState, output: str, costs: CostTracker | None = None
         click.echo(f"  {cls:<13}{count:,}")
     if "sent" in totals:
         click.echo(f"{'sent':<15}{totals['sent']:,}")
-        click.echo(f"{'reused':<15}{totals.get('reused', 0):,}  (answers from the response store)")
+        reused = totals.get("reused", 0)
+        click.echo(
+            f"{'reused':<15}{reused:,}  (not sent: answered by an earlier run or an identical row)"
+        )
     click.echo(f"{'input tokens':<15}{totals['input_tokens']:,}")
     click.echo(f"{'output tokens':<15}{totals['output_tokens']:,}")
     click.echo(f"{'cost USD':<15}{totals['cost_usd']:.6f}")
