@@ -23,6 +23,7 @@ from pydantic import Field
 
 from maple_assets.budget import ledger_totals, resume_budget_stop
 from maple_assets.checks import build_checks
+from maple_assets.listed import ListedStorage
 from maple_assets.policy import RetryPolicy
 from maple_assets.preflight import check_declaration
 from maple_assets.rerun import shard_input
@@ -455,6 +456,8 @@ def _sensor(
     )
     def enrichment_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         job = job_for(spec, policy, context.resources)
+        # One listing of the job's state answers the tick's reads (maple_assets.listed).
+        job.state = JobState(ListedStorage(job.state.storage, job.state.key()), spec.name)
         lifted = resume_budget_stop(job.state, spec.budget_usd)
         if lifted:
             context.log.info(f"budget raised to {spec.budget_usd}: resuming ({lifted})")
