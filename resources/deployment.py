@@ -17,7 +17,7 @@ from typing import Any
 from resources.errors import ConfigError
 
 SHARE_ENV = "MAPLE_RUNS_SHARE_MACHINE"
-LOCAL_LAUNCHERS = frozenset({"DefaultRunLauncher", "SyncInMemoryRunLauncher"})
+LOCAL_LAUNCHERS = frozenset({"DefaultRunLauncher", "LocalRunLauncher", "SyncInMemoryRunLauncher"})
 
 
 def launcher_name(instance: Any) -> str | None:
