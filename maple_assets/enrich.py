@@ -10,7 +10,13 @@ import orjson
 from maple_assets.budget import ledger_totals, resume_budget_stop
 from maple_assets.claims import driver_lease
 from maple_assets.cli_errors import marks_interrupt, outcome_code
-from maple_assets.estimate import MAX_TOKEN_PARAMS, estimate_job, output_tokens_per_request
+from maple_assets.dry_plan import SendPlan
+from maple_assets.estimate import (
+    MAX_TOKEN_PARAMS,
+    estimate_job,
+    estimate_sends,
+    output_tokens_per_request,
+)
 from maple_assets.factory import Enrichment, enrichment
 from maple_assets.preflight import preflight
 from maple_assets.runner import Runner, instance_for, resources_for
@@ -140,7 +146,7 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         opts.provider, emulator_url=emulator_url, storage_root=opts.storage, **realtime_limits(opts)
     )
     if opts.dry_run:
-        return dry_run(en.spec, provider, price, opts.storage)
+        return dry_run(en.spec, provider, price, opts.storage, opts.retry_failed)
     check = getattr(provider, "check_credentials", None)
     if check is not None:
         check()
@@ -185,9 +191,17 @@ def _drive(opts: EnrichOptions, en: Enrichment, provider: Any, state: JobState) 
     return outcome_code(totals, state.stop_record())
 
 
-def dry_run(spec: JobSpec, provider: Any, price: ModelPrice, storage: str) -> int:
-    """Print the plan and the estimate; no upload, no batch, no file written."""
-    plan = estimate_job(JobState(Storage(storage), spec.name), spec, provider)
+def dry_run(
+    spec: JobSpec, provider: Any, price: ModelPrice, storage: str, retry_failed: bool = False
+) -> int:
+    """Print the plan and the estimate of what a run would send now (rows the response store
+    answers are not sent, nor priced); no upload, no batch, no file written."""
+    if spec.source is not None:
+        plan, sends = estimate_sends(spec, provider, Storage(storage), retry_failed=retry_failed)
+        requests = f"{plan.requests:,} to send of {sends.rows:,} rows" + _not_sent(sends)
+    else:
+        plan = estimate_job(JobState(Storage(storage), spec.name), spec, provider)
+        requests = f"{plan.requests:,}"
     batch, realtime = plan.cost(price, batch=True), plan.cost(price, batch=False)
     per_request = output_tokens_per_request(spec.params)
     rows = [
@@ -195,7 +209,7 @@ def dry_run(spec: JobSpec, provider: Any, price: ModelPrice, storage: str) -> in
         ("provider", spec.provider),
         ("model", spec.model),
         ("shards", f"{plan.shards:,}"),
-        ("requests", f"{plan.requests:,}"),
+        ("requests", requests),
         ("bytes", f"{plan.bytes:,}"),
         ("input tokens", f"~{plan.input_tokens:,} (estimated: about 4 characters per token)"),
         ("output tokens", f"<= {plan.output_tokens:,} ({_output_note(spec, per_request)})"),
@@ -216,6 +230,15 @@ def dry_run(spec: JobSpec, provider: Any, price: ModelPrice, storage: str) -> in
     for label, value in rows:
         click.echo(f"{label:<15}{value}")
     return 0
+
+
+def _not_sent(sends: SendPlan) -> str:
+    parts = []
+    if sends.reused:
+        parts.append(f"{sends.reused:,} answered by the response store: --no-reuse sends them")
+    if sends.duplicates:
+        parts.append(f"{sends.duplicates:,} repeat an identical request: answered once")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _output_note(spec: JobSpec, per_request: int) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from maple_assets.dry_plan import TOKENS, SendPlan, plan_sends
 from maple_assets.input_checks import check_context_window, check_input_schema
 from maple_assets.sharding import check_block, prepare_block
 from maple_assets.sources import iter_blocks
@@ -39,6 +40,7 @@ from resources.pricing import (
     estimate_tokens,
 )
 from resources.providers.base import Provider
+from resources.storage import Storage
 
 MESSAGE_OVERHEAD = 3
 REPLY_PRIMING = 3
@@ -131,14 +133,12 @@ def estimate_attempt(
     return frame_estimate(frame, spec, provider)
 
 
-def estimate_input(spec: JobSpec, provider: Provider, blocks: Iterator[pl.DataFrame]) -> Estimate:
-    """Estimate straight from the input, streaming: the same shard plan the job would cut
-    (by request count and encoded bytes), without writing anything."""
-    limits = provider.limits()
-    max_requests = min(spec.max_requests_per_batch, limits.max_requests)
-    max_bytes = min(spec.max_batch_bytes, limits.max_bytes)
-    cutter = ShardCutter(max_requests, max_bytes)
-    total = Estimate()
+def _prepared(
+    spec: JobSpec, provider: Provider, blocks: Iterator[pl.DataFrame], cutter: ShardCutter
+) -> Iterator[pl.DataFrame]:
+    """The input's rows as the job would encode them (row id, key, ``_size``), with each row's
+    estimated prompt tokens (``_tokens``); checked as sharding checks them, and cut into the
+    same shard plan (by request count and encoded bytes) in ``cutter``."""
     offset = 0
     for block in blocks:
         if offset == 0:
@@ -146,18 +146,52 @@ def estimate_input(spec: JobSpec, provider: Provider, blocks: Iterator[pl.DataFr
         if block.height == 0:
             continue
         prepared = prepare_block(block, offset, spec, provider)
-        check_block(prepared, spec, max_bytes)
+        check_block(prepared, spec, cutter.max_bytes)
         check_context_window(prepared, spec)
         sizes = prepared.get_column("_size").to_numpy().astype(np.int64)
         for _ in cutter.feed(sizes):
             pass
-        total += frame_estimate(block, spec, provider.provider_name)
-        total += Estimate(bytes=int(sizes.sum()))
+        yield prepared.with_columns(prompt_tokens_expr(spec, provider.provider_name).alias(TOKENS))
         offset += block.height
     if offset == 0:
         raise ConfigError("The input table has no rows: there is nothing to enrich.")
-    shards = cutter.shard + (1 if cutter.count else 0)
-    return dataclasses.replace(total, shards=shards)
+
+
+def _cutter(spec: JobSpec, provider: Provider) -> ShardCutter:
+    limits = provider.limits()
+    max_requests = min(spec.max_requests_per_batch, limits.max_requests)
+    return ShardCutter(max_requests, min(spec.max_batch_bytes, limits.max_bytes))
+
+
+def _shards(cutter: ShardCutter) -> int:
+    return cutter.shard + (1 if cutter.count else 0)
+
+
+def estimate_input(spec: JobSpec, provider: Provider, blocks: Iterator[pl.DataFrame]) -> Estimate:
+    """Estimate straight from the input, streaming: the same shard plan the job would cut
+    (by request count and encoded bytes), without writing anything."""
+    cutter = _cutter(spec, provider)
+    per_request = output_tokens_per_request(spec.params)
+    total = Estimate()
+    for rows in _prepared(spec, provider, blocks, cutter):
+        tokens, size = rows.select(pl.col(TOKENS).sum(), pl.col("_size").sum()).row(0)
+        total += Estimate(rows.height, int(tokens), per_request * rows.height, 0, int(size))
+    return dataclasses.replace(total, shards=_shards(cutter))
+
+
+def estimate_sends(
+    spec: JobSpec, provider: Provider, storage: Storage, *, retry_failed: bool = False
+) -> tuple[Estimate, SendPlan]:
+    """What a run of the job would send now: the input's requests minus those the response
+    store answers and the repeats of identical requests (`maple_assets.dry_plan`)."""
+    if spec.source is None:
+        raise ConfigError(f"Job {spec.name!r} has no input path to estimate from.")
+    cutter = _cutter(spec, provider)
+    rows = _prepared(spec, provider, iter_blocks(spec.source), cutter)
+    plan = plan_sends(storage, spec.name, rows, reuse=spec.reuse, retry_failed=retry_failed)
+    output = output_tokens_per_request(spec.params) * plan.sent
+    estimate = Estimate(plan.sent, plan.input_tokens, output, _shards(cutter), plan.bytes)
+    return estimate, plan
 
 
 def estimate_job(state: JobState, spec: JobSpec, provider: Provider) -> Estimate:

@@ -188,3 +188,32 @@ def test_kill_during_incremental_rerun_then_resume_pays_nothing_twice(
     stats = server.stats()
     assert stats["bodies_billed_twice"] == 0
     assert stats["requests_billed"] == 30
+
+
+def test_dry_run_of_a_rerun_prices_only_what_it_would_send(
+    server: EmulatorServer, tmp_path: Path
+) -> None:
+    source, storage = tmp_path / "items.parquet", tmp_path / "store"
+    catalog(30).write_parquet(source)
+    assert sent_by(server, source, storage) == 30
+    first = run(server, source, storage, "--dry-run")  # nothing changed: nothing to send
+    assert first.returncode == 0, first.stderr
+    assert "0 to send of 30 rows (30 answered by the response store" in first.stdout
+    assert "batch USD      ~0.000000" in first.stdout
+
+    edited = catalog(30).with_columns(
+        pl.when(pl.col("sku").is_in(["SKU-3", "SKU-4"]))
+        .then(pl.lit("a new description"))
+        .otherwise(pl.col("description"))
+        .alias("description")
+    )
+    pl.concat([edited, catalog(2, start=100), catalog(1, start=100)]).write_parquet(source)
+    before = server.stats()["requests_received"]
+    dry = run(server, source, storage, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert server.stats()["requests_received"] == before  # a dry run sends nothing
+    # 2 edited + 2 new (one of them twice): 4 requests; 28 stored answers; 1 repeat.
+    assert "4 to send of 33 rows (28 answered by the response store" in dry.stdout, dry.stdout
+    assert "1 repeat an identical request" in dry.stdout
+    assert not list(storage.glob("catalog/state/versions/2"))  # nothing written for it
+    assert sent_by(server, source, storage) == 4  # what the dry run said
