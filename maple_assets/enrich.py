@@ -11,6 +11,7 @@ from maple_assets.budget import ledger_totals, resume_budget_stop
 from maple_assets.claims import driver_lease
 from maple_assets.cli_errors import marks_interrupt, outcome_code
 from maple_assets.estimate import MAX_TOKEN_PARAMS, estimate_job, output_tokens_per_request
+from maple_assets.deadline import realtime_twin
 from maple_assets.factory import Enrichment, enrichment
 from maple_assets.preflight import preflight
 from maple_assets.runner import Runner, instance_for, resources_for
@@ -57,6 +58,9 @@ class EnrichOptions:
     retry_failed: bool = False
     debug: bool = False
     wait: bool = False
+    max_enqueued_tokens: int | None = None
+    priority: int = 0
+    deadline: str | None = None
 
 
 def realtime_limits(opts: EnrichOptions) -> dict[str, int]:
@@ -131,6 +135,9 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         allow_untracked_cost=opts.allow_untracked_cost,
         check_images=not opts.no_image_check,
         reuse=not opts.no_reuse,
+        max_enqueued_tokens=opts.max_enqueued_tokens,
+        priority=opts.priority,
+        deadline=opts.deadline,
     )
     preflight(en.spec, opts.storage)
     price = PriceBook().price(  # an unknown model fails here, before anything is sent
@@ -139,6 +146,8 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     provider = build_provider(
         opts.provider, emulator_url=emulator_url, storage_root=opts.storage, **realtime_limits(opts)
     )
+    if en.spec.deadline_s is not None and getattr(provider, "mode", "batch") == "batch":
+        realtime_twin(provider, opts.storage)  # no real-time API to fall back on: fail now
     if opts.dry_run:
         return dry_run(en.spec, provider, price, opts.storage)
     check = getattr(provider, "check_credentials", None)
