@@ -72,11 +72,11 @@ async def create_batch(request: Request) -> Response:
         total=len(requests),
     )
     with state.lock:
-        refused = anthropic_refusal(state, batch.total, batch.created)
-        if refused is None:
+        full = anthropic_refusal(state, batch.total, batch.created)
+        if full is None:
             state.anthropic_batches[batch.id] = batch
-    if refused is not None:
-        return anthropic_error(429, refused, {"retry-after": "1"})
+    if full is not None:
+        return anthropic_error(429, full, {"retry-after": "1"})
     state.stats.add("batches_created")
     end = batch.created + batch.seconds
     state.finisher.schedule(end, lambda: anthropic_batches.advance(state, batch, time.time()))

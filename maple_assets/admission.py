@@ -23,8 +23,13 @@ def plan_submissions(job: "Job", work: "Work") -> dict[str, str]:
     if queue.deadline_due(job):
         cancelled = cancel_for_deadline(job, work.states)
         if cancelled:
-            _note(job, {"deadline": f"deadline near: cancelled {len(cancelled)} batch(es); "
-                        "their unrun rows and every unsent shard go through real-time"})
+            _note(
+                job,
+                {
+                    "deadline": f"deadline near: cancelled {len(cancelled)} batch(es); "
+                    "their unrun rows and every unsent shard go through real-time"
+                },
+            )
     admitted, waits = queue.gate(job, work)
     if waits:
         shard, reason = next(iter(waits.items()))

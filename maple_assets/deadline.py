@@ -137,3 +137,27 @@ def cancel_for_deadline(job: Any, states: list[tuple[Submission, BatchState]]) -
         job.state.storage.write_json(marker, {"batch_id": sub.batch_id, "at": time.time()})
         cancelled.append(sub.batch_id)
     return cancelled
+
+
+def deadline_split(costs: Any, job: str, shards: set[str], price: Any) -> dict[str, Any]:
+    """How the run's billed rows went (batch / real-time) and what the real-time ones cost,
+    with the premium over the same usage at batch prices (what the deadline cost)."""
+    from resources.pricing import TokenUsage, cost_usd
+
+    entries = [
+        e for e in (costs.job_entries(job) if costs is not None else []) if e.shard in shards
+    ]
+    late = [e for e in entries if e.mode == "realtime"]
+    paid = sum(e.cost_usd for e in late)
+    usage = TokenUsage(
+        input_tokens=sum(e.input_tokens for e in late),
+        cached_input_tokens=sum(e.cached_input_tokens for e in late),
+        output_tokens=sum(e.output_tokens for e in late),
+    )
+    at_batch = cost_usd(price, usage, True) if late and price is not None else paid
+    return {
+        "batch_rows": sum(e.requests for e in entries if e.mode == "batch"),
+        "realtime_rows": sum(e.requests for e in late),
+        "realtime_cost_usd": round(paid, 6),
+        "deadline_cost_usd": round(paid - at_batch, 6),
+    }

@@ -10,8 +10,8 @@ import orjson
 from maple_assets.budget import ledger_totals, resume_budget_stop
 from maple_assets.claims import driver_lease
 from maple_assets.cli_errors import marks_interrupt, outcome_code
+from maple_assets.deadline import deadline_split, realtime_twin
 from maple_assets.estimate import MAX_TOKEN_PARAMS, estimate_job, output_tokens_per_request
-from maple_assets.deadline import realtime_twin
 from maple_assets.factory import Enrichment, enrichment
 from maple_assets.preflight import preflight
 from maple_assets.runner import Runner, instance_for, resources_for
@@ -188,7 +188,7 @@ def _drive(opts: EnrichOptions, en: Enrichment, provider: Any, state: JobState) 
                     }
                 )
             )
-        totals = print_summary(state, table.path, resources["maple_costs"])
+        totals = print_summary(state, table.path, resources["maple_costs"], en.spec)
     finally:
         resources["maple_costs"].close()
     return outcome_code(totals, state.stop_record())
@@ -237,7 +237,9 @@ def _percent(part: float, whole: float) -> str:
     return f" ({part / whole:.0%})" if whole > 0 else ""
 
 
-def print_summary(state: JobState, output: str, costs: CostTracker | None = None) -> dict[str, Any]:
+def print_summary(
+    state: JobState, output: str, costs: CostTracker | None = None, spec: JobSpec | None = None
+) -> dict[str, Any]:
     from maple_assets.responses import add_summary, summarize
     from maple_assets.steps import shard_responses
 
@@ -271,8 +273,24 @@ def print_summary(state: JobState, output: str, costs: CostTracker | None = None
         share = _percent(saved, ledger["realtime_cost_usd"])
         click.echo(f"{'real-time USD':<15}{ledger['realtime_cost_usd']:.6f}")
         click.echo(f"{'saved USD':<15}{saved:.6f}{share} vs real-time prices")
+        if spec is not None and spec.deadline_s is not None:
+            _print_deadline(state, costs, shards, spec)
     click.echo(f"{'output':<15}{output}")
     stop = state.stop_reason()
     if stop:
         click.echo(f"stopped: {stop}", err=True)
     return totals
+
+
+def _print_deadline(state: JobState, costs: CostTracker, shards: set[str], spec: JobSpec) -> None:
+    """With a deadline: how many rows went by batch and by real-time, and what it cost."""
+    price = PriceBook().price(spec.model, spec.provider, allow_untracked=True)
+    split = deadline_split(costs, state.job, shards, price)
+    click.echo(f"{'batch rows':<15}{split['batch_rows']:,}")
+    click.echo(
+        f"{'real-time rows':<15}{split['realtime_rows']:,}  (sent real-time to meet the deadline)"
+    )
+    click.echo(
+        f"{'deadline USD':<15}{split['deadline_cost_usd']:.6f}  (real-time rows cost "
+        f"{split['realtime_cost_usd']:.6f}; this much more than at batch prices)"
+    )

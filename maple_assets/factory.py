@@ -13,8 +13,8 @@ import dataclasses
 import time
 import warnings
 from collections.abc import Sequence
-from datetime import timedelta
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 import dagster as dg
@@ -24,8 +24,8 @@ from pydantic import Field
 
 from maple_assets.admission import plan_submissions, wait_message, wait_note
 from maple_assets.budget import ledger_totals, resume_budget_stop
-from maple_assets.deadline import with_deadline
 from maple_assets.checks import build_checks
+from maple_assets.deadline import deadline_split, with_deadline
 from maple_assets.policy import RetryPolicy
 from maple_assets.preflight import check_declaration
 from maple_assets.rerun import shard_input
@@ -437,14 +437,20 @@ def _totals(job: Job) -> dict[str, Any]:
     """The run's totals as the merge counted them (cost: this run's new spend)."""
     merged = job.state.storage.read_json(job.state.key("merged.json"))
     totals = merged.get("totals") or {}
+    shards = {s.key for s in job.state.manifest() or []}
     return {
         "succeeded": int(totals.get("succeeded", 0)),
         "failed": int(totals.get("failed", 0)),
         "sent": int(totals.get("sent", 0)),
         "reused": int(totals.get("reused", 0)),
         "cost_usd": round(float(totals.get("cost_usd", 0.0)), 6),
-        **ledger_totals(job.costs, job.spec.name, {s.key for s in job.state.manifest() or []}),
+        **ledger_totals(job.costs, job.spec.name, shards),
         **({"budget_usd": job.spec.budget_usd} if job.spec.budget_usd is not None else {}),
+        **(
+            deadline_split(job.costs, job.spec.name, shards, job.price())
+            if job.spec.deadline_s
+            else {}
+        ),
         "stopped": job.state.stop_reason() or "",
     }
 

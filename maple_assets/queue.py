@@ -23,7 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 from resources.errors import ConfigError, QueueFull
 from resources.providers.base import BatchState, ShardPayload, Submission
-from resources.queue_ledger import Decision, Slot, admit_slot, forget_waiting, mark
+from resources.queue_ledger import (
+    Decision,
+    Slot,
+    admit_slot,
+    forget_waiting,
+    mark,
+    mark_sent,
+    refused,
+)
 from resources.storage import Storage
 
 if TYPE_CHECKING:
@@ -215,33 +223,21 @@ def admitted(job: "Job", shard: str, attempt: int) -> bool:
 
 def submit(job: "Job", payload: ShardPayload) -> Submission | None:
     """Send the batch; a provider that refuses it as queue-full teaches the limit (None)."""
+    queue = queue_of(job)
+    key = (payload.job, payload.shard, payload.attempt)
     try:
-        return job.provider.submit(payload)
+        submission = job.provider.submit(payload)
     except QueueFull as exc:
-        queue = queue_of(job)
-        if queue is None:
+        if queue is None or job.costs is None:
             raise
-        key = (payload.job, payload.shard, payload.attempt)
-        assert job.costs is not None
         with job.costs.transaction() as conn:
-            table = _table()
-            mark(conn, table, [key], released=True)
-            enqueued = _enqueued(conn, table, queue.name)
-        _learn(job, queue, enqueued or None, str(exc), cooldown=not enqueued)
-        with job.costs.transaction() as conn:  # wait again, from scratch
-            conn.execute(_table().delete().where(_slot_key(_table(), key)))
+            out = refused(conn, _table(), queue.name)
+        _learn(job, queue, out or None, str(exc), cooldown=not out)
         return None
-
-
-def _slot_key(t: Any, key: tuple[str, str, int]) -> Any:
-    return (t.c.job == key[0]) & (t.c.shard == key[1]) & (t.c.attempt == key[2])
-
-
-def _enqueued(conn: Any, t: Any, queue: str) -> int:
-    import sqlalchemy as sa
-
-    live = (t.c.queue == queue) & t.c.released_at.is_(None) & t.c.enqueued_at.is_not(None)
-    return int(conn.execute(sa.select(sa.func.coalesce(sa.func.sum(t.c.units), 0)).where(live)).scalar_one())
+    if queue is not None and job.costs is not None and not deadline_due(job):
+        with job.costs.transaction() as conn:
+            mark_sent(conn, _table(), key)
+    return submission
 
 
 def observe(job: "Job", work: "Work") -> None:
@@ -257,7 +253,9 @@ def observe(job: "Job", work: "Work") -> None:
             ended.append(key)
             if LIMIT_CODE in state.error_codes:
                 known = limit_of(job, queue)
-                _learn(job, queue, parse_limit(state.errors), " ".join(state.errors), known is not None)
+                _learn(
+                    job, queue, parse_limit(state.errors), " ".join(state.errors), known is not None
+                )
         elif state.status not in ("validating", "created"):
             validated.append(key)
     assert job.costs is not None
@@ -266,5 +264,7 @@ def observe(job: "Job", work: "Work") -> None:
         mark(conn, _table(), ended, released=True)
 
 
-def waiting_states(subs: list[Submission], states: dict[str, BatchState]) -> list[tuple[Submission, BatchState]]:
+def waiting_states(
+    subs: list[Submission], states: dict[str, BatchState]
+) -> list[tuple[Submission, BatchState]]:
     return [(s, states[s.batch_id]) for s in subs if s.batch_id in states]

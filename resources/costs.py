@@ -39,10 +39,10 @@ from pydantic import Field, PrivateAttr
 from sqlalchemy.dialects import postgresql, sqlite
 
 from resources.admissions import Admission, admissions_table, admit
-from resources.queue_ledger import queue_table
 from resources.deployment import require_shared
 from resources.errors import ConfigError, StorageError
 from resources.pricing import ModelPrice, cost_expr
+from resources.queue_ledger import queue_table
 
 COST_DB_ENV = "MAPLE_COST_DB"
 Mode = Literal["batch", "realtime"]

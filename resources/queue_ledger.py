@@ -40,6 +40,7 @@ def queue_table(md: sa.MetaData) -> sa.Table:
         sa.Column("waiting_since", sa.DateTime, nullable=False),  # naive UTC
         sa.Column("seen_at", sa.DateTime, nullable=False),
         sa.Column("enqueued_at", sa.DateTime, nullable=True),
+        sa.Column("sent_at", sa.DateTime, nullable=True),  # the provider accepted the batch
         sa.Column("validated", sa.Boolean, nullable=False, default=False),
         sa.Column("released_at", sa.DateTime, nullable=True),
     )
@@ -92,7 +93,9 @@ def admit_slot(conn: sa.Connection, t: sa.Table, slot: Slot, limit: int | None) 
     now = _now()
     key = (t.c.job == slot.job) & (t.c.shard == slot.shard) & (t.c.attempt == slot.attempt)
     row = conn.execute(sa.select(t.c.enqueued_at, t.c.released_at).where(key)).first()
-    live = conn.execute(sa.select(t.c.team, t.c.units, t.c.validated).where(_live(t, slot.queue, now)))
+    live = conn.execute(
+        sa.select(t.c.team, t.c.units, t.c.validated).where(_live(t, slot.queue, now))
+    )
     usage: dict[str, int] = {}
     unvalidated = 0
     for team, units, validated in live:
@@ -102,21 +105,26 @@ def admit_slot(conn: sa.Connection, t: sa.Table, slot: Slot, limit: int | None) 
     if row is not None and row.enqueued_at is not None:
         return Decision(True, "", enqueued, row.enqueued_at)
     if row is None:
-        values = dataclasses.asdict(slot) | {"waiting_since": now, "seen_at": now, "validated": False}
+        values = dataclasses.asdict(slot) | {
+            "waiting_since": now,
+            "seen_at": now,
+            "validated": False,
+        }
         conn.execute(t.insert().values(**values))
     else:
         conn.execute(t.update().where(key).values(seen_at=now, units=slot.units))
-    reason = _why_wait(conn, t, slot, limit, usage, unvalidated, now)
+    reason = _why_wait(conn, t, slot, limit=limit, usage=usage, unvalidated=unvalidated, now=now)
     if reason:
         return Decision(False, reason, enqueued)
     conn.execute(t.update().where(key).values(enqueued_at=now, released_at=None))
     return Decision(True, "", enqueued, now)
 
 
-def _why_wait(  # noqa: PLR0913  (the facts of one decision)
+def _why_wait(
     conn: sa.Connection,
     t: sa.Table,
     slot: Slot,
+    *,
     limit: int | None,
     usage: dict[str, int],
     unvalidated: int,
@@ -171,6 +179,26 @@ def mark(
         values = {"released_at": now, "validated": True} if released else {"validated": True}
         condition = t.c.released_at.is_(None) if released else t.c.validated.is_(False)
         conn.execute(t.update().where(key, condition).values(**values))
+
+
+def mark_sent(conn: sa.Connection, t: sa.Table, key: tuple[str, str, int]) -> None:
+    job, shard, attempt = key
+    where = (t.c.job == job) & (t.c.shard == shard) & (t.c.attempt == attempt)
+    conn.execute(t.update().where(where).values(sent_at=_now()))
+
+
+def refused(conn: sa.Connection, t: sa.Table, queue: str) -> int:
+    """The provider refused a batch as queue-full: every admitted batch not sent yet waits
+    again; returns the units of the batches sent and still out (a lower bound of the limit)."""
+    _lock(conn, queue)
+    now = _now()
+    conn.execute(
+        t.update()
+        .where(_live(t, queue, now), t.c.sent_at.is_(None))
+        .values(enqueued_at=None, seen_at=now)
+    )
+    total = sa.func.coalesce(sa.func.sum(t.c.units), 0)
+    return int(conn.execute(sa.select(total).where(_live(t, queue, now))).scalar_one())
 
 
 def forget_waiting(conn: sa.Connection, t: sa.Table, job: str) -> None:

@@ -33,13 +33,15 @@ def maple(url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def enrich_args(tmp_path: Path, job: str, *extra: str, provider: str = "emulator") -> list[str]:
+def enrich_args(
+    tmp_path: Path, job: str, *extra: str, provider: str = "emulator", shard_rows: int = SHARD_ROWS
+) -> list[str]:
     model = "claude-haiku-4-5" if provider == "anthropic" else "gpt-4o-mini"
     return [
         "enrich", str(CATALOG), "--prompt", PROMPT, "--model", model, "--provider", provider,
         "--storage", str(tmp_path / "store"), "--job", job, "--quiet",
         "--output", str(tmp_path / f"{job}.parquet"), "--poll-interval", "0.2",
-        "--max-requests-per-batch", str(SHARD_ROWS), *extra,
+        "--max-requests-per-batch", str(shard_rows), *extra,
     ]  # fmt: skip
 
 
@@ -59,10 +61,17 @@ def all_succeeded(path: Path) -> None:
     assert out["llm_status"].to_list() == ["succeeded"] * ROWS
 
 
-@pytest.mark.parametrize("configured", [False, True], ids=["learned", "configured"])
-def test_job_five_times_the_enqueued_limit(tmp_path: Path, configured: bool) -> None:
+@pytest.mark.parametrize(
+    ("configured", "batch_seconds"),
+    [pytest.param(False, 3.0, marks=pytest.mark.slow, id="learned"), (True, 1.0)],
+)
+def test_job_five_times_the_enqueued_limit(
+    tmp_path: Path, configured: bool, batch_seconds: float
+) -> None:
+    """The learned case needs batches long enough for the queue to fill while the limit is
+    unknown (one batch at a time then): about 45 s, so it is marked slow."""
     limit = total_tokens(tmp_path) // 5
-    config = EmulatorConfig(batch_seconds=0.6, enqueued_token_limit=limit)
+    config = EmulatorConfig(batch_seconds=batch_seconds, enqueued_token_limit=limit)
     extra = ("--max-enqueued-tokens", str(limit)) if configured else ()
     with EmulatorServer(config) as server:
         result = maple(server.url, *enrich_args(tmp_path, "big", *extra))
@@ -81,13 +90,15 @@ def test_job_five_times_the_enqueued_limit(tmp_path: Path, configured: bool) -> 
 
 
 def test_anthropic_queue_limit(tmp_path: Path) -> None:
-    config = EmulatorConfig(batch_seconds=0.6, anthropic_queue_limit=2 * SHARD_ROWS)
+    """Six batches of 50 requests into a queue of 100: the first refusal teaches the limit."""
+    config = EmulatorConfig(batch_seconds=0.6, anthropic_queue_limit=100)
     with EmulatorServer(config) as server:
         env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key"}
-        result = maple(server.url, *enrich_args(tmp_path, "claude", provider="anthropic"), **env)
+        args = enrich_args(tmp_path, "claude", provider="anthropic", shard_rows=50)
+        result = maple(server.url, *args, **env)
         stats = server.stats()
     assert result.returncode == 0, result.stderr + result.stdout
     all_succeeded(tmp_path / "claude.parquet")
-    assert stats["max_anthropic_queued_requests"] <= 2 * SHARD_ROWS
+    assert stats["max_anthropic_queued_requests"] <= 100
     assert 1 <= stats["anthropic_queue_429"] <= 2  # learned from the first refusal
     assert stats["bodies_billed_twice"] == 0
