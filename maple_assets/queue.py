@@ -11,7 +11,8 @@ The limit is ``max_enqueued_tokens`` (``--max-enqueued-tokens``) when given, els
 from the provider and kept under the storage root (``_queues/<provider>/<model>.json``): from the
 first batch that fails with ``token_limit_exceeded`` (its message carries the limit), or from
 an Anthropic 429. Until an OpenAI limit is known, a batch goes out only when every batch already
-in the queue has passed validation, so at most one batch fails while the limit is learned.
+in the queue has passed validation, so at most one batch fails while the limit is learned;
+what the queue was seen to hold is remembered (``proven``), and up to it batches go out at once.
 """
 
 import dataclasses
@@ -31,6 +32,7 @@ from resources.queue_ledger import (
     mark,
     mark_sent,
     refused,
+    validated_units,
 )
 from resources.storage import Storage
 
@@ -173,7 +175,8 @@ def _admit(job: "Job", queue: Queue, shard: str, attempt: int) -> Decision:
     assert job.costs is not None
     with job.costs.transaction() as conn:
         probe_limit = limit if limit is not None or queue.probe else 2**62
-        return admit_slot(conn, _table(), slot, probe_limit)
+        proven = int(learned(job.state.storage, queue).get("proven", 0))
+        return admit_slot(conn, _table(), slot, probe_limit, proven)
 
 
 def _table() -> Any:
@@ -261,7 +264,11 @@ def observe(job: "Job", work: "Work") -> None:
     assert job.costs is not None
     with job.costs.transaction() as conn:
         mark(conn, _table(), validated, released=False)
+        held = validated_units(conn, _table(), queue.name) if validated else 0
         mark(conn, _table(), ended, released=True)
+    record = learned(job.state.storage, queue)
+    if queue.probe and record.get("limit") is None and held > int(record.get("proven", 0)):
+        job.state.storage.write_json(queue.key, {**record, "proven": held, "unit": queue.unit})
 
 
 def waiting_states(

@@ -87,8 +87,13 @@ def _live(t: sa.Table, queue: str, now: datetime) -> sa.ColumnElement[bool]:
     )
 
 
-def admit_slot(conn: sa.Connection, t: sa.Table, slot: Slot, limit: int | None) -> Decision:
-    """Admit ``slot`` into its queue now, or record it as waiting and say why."""
+def admit_slot(
+    conn: sa.Connection, t: sa.Table, slot: Slot, limit: int | None, proven: int = 0
+) -> Decision:
+    """Admit ``slot`` into its queue now, or record it as waiting and say why.
+
+    ``proven``: with no limit known, units the queue is known to have held (batches validated
+    together before): up to it, batches go out without waiting for validations."""
     _lock(conn, slot.queue)
     now = _now()
     key = (t.c.job == slot.job) & (t.c.shard == slot.shard) & (t.c.attempt == slot.attempt)
@@ -113,6 +118,8 @@ def admit_slot(conn: sa.Connection, t: sa.Table, slot: Slot, limit: int | None) 
         conn.execute(t.insert().values(**values))
     else:
         conn.execute(t.update().where(key).values(seen_at=now, units=slot.units))
+    if limit is None and enqueued + slot.units <= proven:
+        unvalidated = 0
     reason = _why_wait(conn, t, slot, limit=limit, usage=usage, unvalidated=unvalidated, now=now)
     if reason:
         return Decision(False, reason, enqueued)
@@ -199,6 +206,13 @@ def refused(conn: sa.Connection, t: sa.Table, queue: str) -> int:
     )
     total = sa.func.coalesce(sa.func.sum(t.c.units), 0)
     return int(conn.execute(sa.select(total).where(_live(t, queue, now))).scalar_one())
+
+
+def validated_units(conn: sa.Connection, t: sa.Table, queue: str) -> int:
+    """Units of the queue's batches out now that passed validation (the queue held them)."""
+    live = _live(t, queue, _now()) & t.c.validated.is_(True)
+    total = sa.func.coalesce(sa.func.sum(t.c.units), 0)
+    return int(conn.execute(sa.select(total).where(live)).scalar_one())
 
 
 def forget_waiting(conn: sa.Connection, t: sa.Table, job: str) -> None:
