@@ -21,7 +21,7 @@ def ledger(tmp_path: Path) -> Iterator[CostTracker]:
         yield costs
 
 
-def ask(  # noqa: PLR0913  (one slot's facts)
+def ask(
     ledger: CostTracker,
     job: str,
     shard: str,
