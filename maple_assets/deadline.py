@@ -13,7 +13,7 @@ import re
 import time
 from typing import Any
 
-from resources.errors import ConfigError
+from resources.errors import ConfigError, ProviderError
 from resources.providers.base import BatchState, ShardPayload, Submission
 from resources.storage import Storage
 
@@ -133,7 +133,11 @@ def cancel_for_deadline(job: Any, states: list[tuple[Submission, BatchState]]) -
         marker = job.state.key(sub.shard, f"deadline-cancel-{sub.attempt}.json")
         if job.state.storage.exists(marker):
             continue
-        job.provider.cancel(sub)
+        try:
+            job.provider.cancel(sub)
+        except ProviderError as exc:
+            if exc.status != 400:  # 400: it ended meanwhile; its results are collected as usual
+                raise
         job.state.storage.write_json(marker, {"batch_id": sub.batch_id, "at": time.time()})
         cancelled.append(sub.batch_id)
     return cancelled

@@ -43,6 +43,7 @@ from maple_assets.steps import (
     submit_shard,
 )
 from partitions.shards import shard_partitions
+from resources.errors import ConfigError
 from resources.pricing import PriceBook
 
 IO_MANAGER_KEY = "maple_io_manager"
@@ -159,6 +160,11 @@ def enrichment(
     )
     validate_paths(spec)
     check_declaration(spec)
+    if spec.deadline_s is not None and provider == "bedrock":
+        raise ConfigError(
+            "deadline= needs a real-time API to fall back on, and bedrock has none here: "
+            "drop the deadline or use openai, anthropic or gemini."
+        )
     policy = dataclasses.replace(
         RetryPolicy().with_overrides(spec.retries), check_images=check_images
     )
