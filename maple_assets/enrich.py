@@ -10,7 +10,7 @@ import orjson
 from maple_assets.budget import ledger_totals, resume_budget_stop
 from maple_assets.claims import driver_lease
 from maple_assets.cli_errors import marks_interrupt, outcome_code
-from maple_assets.deadline import deadline_split, realtime_twin
+from maple_assets.deadline import deadline_split, parse_duration, realtime_twin
 from maple_assets.estimate import MAX_TOKEN_PARAMS, estimate_job, output_tokens_per_request
 from maple_assets.factory import Enrichment, enrichment
 from maple_assets.preflight import preflight
@@ -137,7 +137,7 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         reuse=not opts.no_reuse,
         max_enqueued_tokens=opts.max_enqueued_tokens,
         priority=opts.priority,
-        deadline=opts.deadline,
+        deadline=parse_duration(opts.deadline, "--deadline") if opts.deadline else None,
     )
     preflight(en.spec, opts.storage)
     price = PriceBook().price(  # an unknown model fails here, before anything is sent

@@ -148,7 +148,7 @@ def units(job: "Job", queue: Queue, shard: str, attempt: int) -> int:
     return count
 
 
-def _admit(job: "Job", queue: Queue, shard: str, attempt: int) -> Decision:
+def _admit(job: "Job", queue: Queue, shard: str, attempt: int, probe: bool = True) -> Decision:
     retry_at = float(learned(job.state.storage, queue).get("retry_at", 0))
     if retry_at > time.time():
         wait = retry_at - time.time()
@@ -175,7 +175,7 @@ def _admit(job: "Job", queue: Queue, shard: str, attempt: int) -> Decision:
     assert job.costs is not None
     with job.costs.transaction() as conn:
         probe_limit = limit if limit is not None or queue.probe else 2**62
-        proven = int(learned(job.state.storage, queue).get("proven", 0))
+        proven = int(learned(job.state.storage, queue).get("proven", 0)) if probe else 2**62
         return admit_slot(conn, _table(), slot, probe_limit, proven)
 
 
@@ -219,9 +219,15 @@ def _ticket(moment: datetime | None) -> str:
 
 
 def admitted(job: "Job", shard: str, attempt: int) -> bool:
-    """At submit time: is the attempt admitted into the queue (admitting it if it fits)?"""
+    """At submit time: is the attempt admitted into the queue (admitting it if it fits)?
+
+    The sensor admitted it already unless the run was launched without it (a backfill from
+    the UI): then a known limit and the fair shares still hold, but nothing waits for
+    validations (only the sensor sees them)."""
     queue = queue_of(job)
-    return queue is None or deadline_due(job) or _admit(job, queue, shard, attempt).admitted
+    if queue is None or deadline_due(job):
+        return True
+    return _admit(job, queue, shard, attempt, probe=False).admitted
 
 
 def submit(job: "Job", payload: ShardPayload) -> Submission | None:
@@ -267,7 +273,8 @@ def observe(job: "Job", work: "Work") -> None:
         held = validated_units(conn, _table(), queue.name) if validated else 0
         mark(conn, _table(), ended, released=True)
     record = learned(job.state.storage, queue)
-    if queue.probe and record.get("limit") is None and held > int(record.get("proven", 0)):
+    unknown = record.get("limit") is None and job.spec.max_enqueued_tokens is None
+    if queue.probe and unknown and held > int(record.get("proven", 0)):
         job.state.storage.write_json(queue.key, {**record, "proven": held, "unit": queue.unit})
 
 
