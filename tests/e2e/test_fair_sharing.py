@@ -34,7 +34,14 @@ def start(url: str, tmp_path: Path, job: str, team: str, source: Path) -> subpro
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**clean, "MAPLE_EMULATOR_URL": url, "MAPLE_TEAM_WEIGHTS": "red=1,blue=1"},
+        env={
+            **clean,
+            "MAPLE_EMULATOR_URL": url,
+            "MAPLE_TEAM_WEIGHTS": "red=1,blue=1",
+            # one storage root and ledger, but each its own Dagster instance: two processes
+            # creating one SQLite instance at the same moment race in its schema migration
+            "DAGSTER_HOME": str(tmp_path / f"dagster_{job}"),
+        },
     )
 
 
