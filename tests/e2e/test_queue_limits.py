@@ -63,13 +63,17 @@ def all_succeeded(path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("configured", "batch_seconds"),
-    [pytest.param(False, 3.0, marks=pytest.mark.slow, id="learned"), (True, 1.0)],
+    [
+        pytest.param(False, 3.0, marks=pytest.mark.slow, id="learned"),
+        pytest.param(True, 1.0, marks=pytest.mark.slow, id="configured"),
+    ],
 )
 def test_job_five_times_the_enqueued_limit(
     tmp_path: Path, configured: bool, batch_seconds: float
 ) -> None:
-    """The learned case needs batches long enough for the queue to fill while the limit is
-    unknown (one batch at a time then): about 45 s, so it is marked slow."""
+    """Both about 20 s alone (the learned case 35 s: its batches must be long enough for the
+    queue to fill while the limit is unknown, one batch at a time then), so marked slow; the
+    emulator's limit and the sensor's gating have fast tests in the default suite."""
     limit = total_tokens(tmp_path) // 5
     config = EmulatorConfig(batch_seconds=batch_seconds, enqueued_token_limit=limit)
     extra = ("--max-enqueued-tokens", str(limit)) if configured else ()
@@ -89,6 +93,7 @@ def test_job_five_times_the_enqueued_limit(
         assert remembered.read_json(key)["limit"] == limit  # learned from the message, kept
 
 
+@pytest.mark.slow  # about 20 s alone
 def test_anthropic_queue_limit(tmp_path: Path) -> None:
     """Six batches of 50 requests into a queue of 100: the first refusal teaches the limit."""
     config = EmulatorConfig(batch_seconds=0.6, anthropic_queue_limit=100)
