@@ -20,6 +20,7 @@ from emulator.http_common import (
     state_of,
 )
 from emulator.openai_engine import new_id
+from emulator.queue_limits import anthropic_refusal
 from emulator.state import State
 
 
@@ -71,7 +72,11 @@ async def create_batch(request: Request) -> Response:
         total=len(requests),
     )
     with state.lock:
-        state.anthropic_batches[batch.id] = batch
+        full = anthropic_refusal(state, batch.total, batch.created)
+        if full is None:
+            state.anthropic_batches[batch.id] = batch
+    if full is not None:
+        return anthropic_error(429, full, {"retry-after": "1"})
     state.stats.add("batches_created")
     end = batch.created + batch.seconds
     state.finisher.schedule(end, lambda: anthropic_batches.advance(state, batch, time.time()))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from emulator.faults import bytes_key
-from emulator.tokens import content_text
+from emulator.tokens import content_text, count_tokens, prompt_tokens
 
 if TYPE_CHECKING:
     from emulator.state import State
@@ -61,6 +61,8 @@ class PassResult:
     #: per failed line that ran: (index, fault class or None)
     failed: list[tuple[int, str | None]] = field(default_factory=list)
     unrun: int = 0
+    #: prompt tokens of every valid line (what OpenAI's enqueued-token limit counts)
+    prompt_tokens: int = 0
 
 
 def _count_requests(raw_lines: list[bytes]) -> int:
@@ -238,14 +240,15 @@ class BatchPass:
                 continue
             index += 1
             custom_id = line["custom_id"]
+            body = line["body"]
+            quick = fast_chat(body) if fast else None
+            result.prompt_tokens += quick[1] if quick is not None else line_tokens(body)
             if index >= cutoff:
                 err.add(unrun_line(prefix, index, custom_id, "batch_expired"))
                 result.unrun += 1
                 continue
-            body = line["body"]
             canonical = dumps(body, option=sort)
             key = billing_key("openai", custom_id, canonical)
-            quick = fast_chat(body) if fast else None
             if quick is not None:
                 content, prompt, completion = quick
                 out.add(
@@ -285,6 +288,16 @@ class BatchPass:
             else:
                 err.add(dumps(record))
                 failed_append((index, outcome.fault))
+
+
+def line_tokens(body: dict[str, Any]) -> int:
+    """Prompt tokens of one request body: chat messages, or embedding inputs."""
+    messages = body.get("messages")
+    if isinstance(messages, list):
+        return prompt_tokens(messages)
+    items = body.get("input")
+    items = items if isinstance(items, list) else [items]
+    return sum(count_tokens(item) for item in items if isinstance(item, str))
 
 
 def _line_problem(line: Any, number: int, endpoint: str, seen: set[str]) -> dict[str, Any] | None:  # noqa: PLR0911  (one exit per rule)

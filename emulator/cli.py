@@ -38,6 +38,21 @@ from emulator.server import serve
     metavar="URL",
     help="S3 API the Bedrock batch jobs read inputs from and write outputs to.",
 )
+@click.option(
+    "--enqueued-token-limit",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="OpenAI batches: prompt tokens enqueued per model (validating, in progress, "
+    "finalizing); a batch past it fails with token_limit_exceeded.",
+)
+@click.option(
+    "--anthropic-queue-limit",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Anthropic Message Batches: requests in unfinished batches; a create past it gets 429.",
+)
 def emulator_command(
     *,
     host: str,
@@ -48,6 +63,8 @@ def emulator_command(
     rpm: int | None,
     tpm: int | None,
     s3_endpoint: str | None,
+    enqueued_token_limit: int | None,
+    anthropic_queue_limit: int | None,
 ) -> None:
     """Serve a local emulator of the OpenAI, Anthropic, Gemini and Bedrock batch APIs."""
     try:
@@ -61,6 +78,8 @@ def emulator_command(
             rpm=rpm,
             tpm=tpm,
             s3_endpoint=s3_endpoint,
+            enqueued_token_limit=enqueued_token_limit,
+            anthropic_queue_limit=anthropic_queue_limit,
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc

@@ -46,10 +46,18 @@ class EmulatorConfig:
     bedrock_max_records: int = 50_000
     bedrock_max_bytes: int = 1024 * 1024 * 1024
     bedrock_max_jobs: int = 20
+    #: Queue limits (None: unlimited): OpenAI's prompt tokens enqueued per model, and the
+    #: requests in unfinished Anthropic Message Batches (``emulator.queue_limits``).
+    enqueued_token_limit: int | None = None
+    anthropic_queue_limit: int | None = None
 
     def __post_init__(self) -> None:
         for name, rate in self.fail.items():
             _check_fault(name, rate)
+        for name in ("enqueued_token_limit", "anthropic_queue_limit"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be at least 1, got {value}")
         if self.batch_seconds < 0:
             raise ValueError(f"batch_seconds must be >= 0, got {self.batch_seconds}")
 

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from emulator.batch_lines import BatchPass, PassResult, commit, cut_files, unrun_line
+from emulator.queue_limits import admit_openai
 from emulator.state import State, StoredFile
 
 WINDOW_SECONDS = 24 * 3600
@@ -55,6 +56,7 @@ class OpenAIBatch:
     model: str | None = None
     final: Final | None = None
     run: PassResult | None = None
+    enqueued_tokens: int = 0  # prompt tokens counted against the enqueued-token limit
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -108,6 +110,22 @@ def _run(state: State, batch: OpenAIBatch) -> None:
     result = runner.run(batch.input_file.path, expire=batch.expire, created=int(batch.created))
     batch.run = result
     batch.errors, batch.total, batch.model = result.errors, result.total, result.model
+    if not result.errors:
+        refused = admit_openai(
+            state, batch, result.prompt_tokens, lambda other: advance(state, other, time.time())
+        )
+        if refused is not None:
+            _discard(result)
+            batch.errors = [refused]
+
+
+def _discard(result: PassResult) -> None:
+    for path in (result.output_path, result.error_path):
+        if path is not None:
+            path.unlink(missing_ok=True)
+    result.ok.clear()
+    result.failed.clear()
+    result.output_path = result.error_path = None
 
 
 def _cancel_unvalidated(state: State, batch: OpenAIBatch) -> None:

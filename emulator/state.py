@@ -31,6 +31,9 @@ _STAT_NAMES = (
     "realtime_429",
     "batch_lines_processed",
     "control_500",
+    "max_enqueued_tokens",
+    "batches_failed_token_limit",
+    "anthropic_queue_429",
 )
 
 
@@ -77,6 +80,11 @@ class Stats:
         """Add ``amount`` to counter ``name``."""
         with self._lock:
             self._counts[name] += amount
+
+    def maximum(self, name: str, value: int) -> None:
+        """Raise counter ``name`` to ``value`` if it is lower (a high-water mark)."""
+        with self._lock:
+            self._counts[name] = max(self._counts[name], value)
 
     def merge(self, counts: Counter[str]) -> None:
         """Add a batch's local counters in one step."""

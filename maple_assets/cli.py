@@ -176,6 +176,27 @@ def main() -> None:
     is_flag=True,
     help="Send again the rows whose stored outcome is a failure, each with a fresh retry budget.",
 )
+@click.option(
+    "--max-enqueued-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The provider queue's limit for this model (OpenAI: prompt tokens enqueued in "
+    "batches); shards wait locally instead of failing. Default: learned from the provider.",
+)
+@click.option(
+    "--priority",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Among waiting jobs of the same team on one provider queue, higher goes first.",
+)
+@click.option(
+    "--deadline",
+    default=None,
+    metavar="DURATION",
+    help="e.g. 6h, 90s, 1h30m: rows still in batches when it approaches are cancelled there "
+    "and sent through the real-time API (at real-time prices).",
+)
 @click.option("--debug", is_flag=True, help="Show tracebacks and Dagster's warnings.")
 def enrich_command(
     input_path: str, prompt: str | None, prompt_file: str | None, **options: Any

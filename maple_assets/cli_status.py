@@ -14,6 +14,7 @@ import click
 import orjson
 
 from maple_assets.cli_errors import INTERRUPTED_KEY
+from maple_assets.cli_queues import job_queue_note, queue_lines, queue_status
 from maple_assets.responses import summarize
 from maple_assets.state import JobState
 from maple_assets.steps import shard_responses
@@ -99,6 +100,7 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
         "unfinished": sum(s["unfinished"] for s in shards),
         "cost_usd": round(sum(s["cost_usd"] for s in shards), 8),
         "output": storage.read_json(merged)["path"] if storage.exists(merged) else None,
+        "queue": job_queue_note(storage, job) or None,
         "shards": shards,
     }
 
@@ -133,6 +135,8 @@ def _table(status: dict[str, Any]) -> str:
         lines.append(f"stopped: {status['stopped']}")
     if status["output"]:
         lines.append(f"output: {status['output']}")
+    if status.get("queue") and status["phase"] == "running":
+        lines.append(f"queue: {status['queue']}")
     header = f"{'shard':<10}{'state':<11}{'attempts':>9}{'rows':>9}{'ok':>9}{'failed':>9}"
     lines += [header + f"{'cost USD':>12}  failed by class / batches"]
     for s in status["shards"]:
@@ -171,6 +175,9 @@ def status_command(job: str | None, storage: str | None, fmt: str) -> None:
                 f"{s['job']:<32}{s['phase']:<10}{s['rows']:>10,} rows  "
                 f"{s['succeeded']:>10,} ok  {s['failed']:>8,} failed  ${s['cost_usd']:.6f}"
             )
+    if not job and fmt == "table":
+        for line in queue_lines(queue_status(store)):
+            click.echo(line)
 
 
 def provider_for(state: JobState) -> Provider:

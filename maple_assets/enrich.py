@@ -10,6 +10,7 @@ import orjson
 from maple_assets.budget import ledger_totals, resume_budget_stop
 from maple_assets.claims import driver_lease
 from maple_assets.cli_errors import marks_interrupt, outcome_code
+from maple_assets.deadline import deadline_split, parse_duration, realtime_twin
 from maple_assets.dry_plan import SendPlan
 from maple_assets.estimate import (
     MAX_TOKEN_PARAMS,
@@ -63,6 +64,9 @@ class EnrichOptions:
     retry_failed: bool = False
     debug: bool = False
     wait: bool = False
+    max_enqueued_tokens: int | None = None
+    priority: int = 0
+    deadline: str | None = None
 
 
 def realtime_limits(opts: EnrichOptions) -> dict[str, int]:
@@ -137,6 +141,9 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         allow_untracked_cost=opts.allow_untracked_cost,
         check_images=not opts.no_image_check,
         reuse=not opts.no_reuse,
+        max_enqueued_tokens=opts.max_enqueued_tokens,
+        priority=opts.priority,
+        deadline=parse_duration(opts.deadline, "--deadline") if opts.deadline else None,
     )
     preflight(en.spec, opts.storage)
     price = PriceBook().price(  # an unknown model fails here, before anything is sent
@@ -145,6 +152,8 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     provider = build_provider(
         opts.provider, emulator_url=emulator_url, storage_root=opts.storage, **realtime_limits(opts)
     )
+    if en.spec.deadline_s is not None and getattr(provider, "mode", "batch") == "batch":
+        realtime_twin(provider, opts.storage)  # no real-time API to fall back on: fail now
     if opts.dry_run:
         return dry_run(en.spec, provider, price, opts.storage, opts.retry_failed)
     check = getattr(provider, "check_credentials", None)
@@ -185,7 +194,7 @@ def _drive(opts: EnrichOptions, en: Enrichment, provider: Any, state: JobState) 
                     }
                 )
             )
-        totals = print_summary(state, table.path, resources["maple_costs"])
+        totals = print_summary(state, table.path, resources["maple_costs"], en.spec)
     finally:
         resources["maple_costs"].close()
     return outcome_code(totals, state.stop_record())
@@ -251,7 +260,9 @@ def _percent(part: float, whole: float) -> str:
     return f" ({part / whole:.0%})" if whole > 0 else ""
 
 
-def print_summary(state: JobState, output: str, costs: CostTracker | None = None) -> dict[str, Any]:
+def print_summary(
+    state: JobState, output: str, costs: CostTracker | None = None, spec: JobSpec | None = None
+) -> dict[str, Any]:
     from maple_assets.responses import add_summary, summarize
     from maple_assets.steps import shard_responses
 
@@ -285,8 +296,24 @@ def print_summary(state: JobState, output: str, costs: CostTracker | None = None
         share = _percent(saved, ledger["realtime_cost_usd"])
         click.echo(f"{'real-time USD':<15}{ledger['realtime_cost_usd']:.6f}")
         click.echo(f"{'saved USD':<15}{saved:.6f}{share} vs real-time prices")
+        if spec is not None and spec.deadline_s is not None:
+            _print_deadline(state, costs, shards, spec)
     click.echo(f"{'output':<15}{output}")
     stop = state.stop_reason()
     if stop:
         click.echo(f"stopped: {stop}", err=True)
     return totals
+
+
+def _print_deadline(state: JobState, costs: CostTracker, shards: set[str], spec: JobSpec) -> None:
+    """With a deadline: how many rows went by batch and by real-time, and what it cost."""
+    price = PriceBook().price(spec.model, spec.provider, allow_untracked=True)
+    split = deadline_split(costs, state.job, shards, price)
+    click.echo(f"{'batch rows':<15}{split['batch_rows']:,}")
+    click.echo(
+        f"{'real-time rows':<15}{split['realtime_rows']:,}  (sent real-time to meet the deadline)"
+    )
+    click.echo(
+        f"{'deadline USD':<15}{split['deadline_cost_usd']:.6f}  (real-time rows cost "
+        f"{split['realtime_cost_usd']:.6f}; this much more than at batch prices)"
+    )

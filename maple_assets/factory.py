@@ -14,6 +14,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 import dagster as dg
@@ -21,15 +22,17 @@ import polars as pl
 import pyarrow as pa
 from pydantic import Field
 
+from maple_assets.admission import plan_submissions, wait_message, wait_note
 from maple_assets.budget import ledger_totals, resume_budget_stop
 from maple_assets.checks import build_checks
+from maple_assets.deadline import deadline_split, with_deadline
 from maple_assets.listed import ListedStorage
 from maple_assets.policy import RetryPolicy
 from maple_assets.preflight import check_declaration
 from maple_assets.rerun import shard_input
 from maple_assets.responses import summarize
 from maple_assets.sensor_cursor import fresh_requests
-from maple_assets.spec import MB, JobSpec, validate_name, validate_paths
+from maple_assets.spec import MB, JobSpec, check_queue_options, validate_name, validate_paths
 from maple_assets.state import JobState
 from maple_assets.steps import (
     Job,
@@ -41,6 +44,7 @@ from maple_assets.steps import (
     submit_shard,
 )
 from partitions.shards import shard_partitions
+from resources.errors import ConfigError
 from resources.pricing import PriceBook
 
 IO_MANAGER_KEY = "maple_io_manager"
@@ -92,10 +96,11 @@ class Enrichment:
 
 def job_for(spec: JobSpec, policy: RetryPolicy, resources: Any) -> Job:
     storage = resources.maple_storage.storage()
+    provider = getattr(resources, provider_key(spec.provider))
     return Job(
         spec=spec,
         state=JobState(storage, spec.name),
-        provider=getattr(resources, provider_key(spec.provider)),
+        provider=with_deadline(provider, storage, spec.name, spec.deadline_s),
         costs=resources.maple_costs,
         prices=PriceBook(),
         policy=policy,
@@ -123,9 +128,17 @@ def enrichment(
     check_images: bool = True,
     poll_interval_s: int = 30,
     reuse: bool = True,
+    max_enqueued_tokens: int | None = None,
+    priority: int = 0,
+    deadline: "str | float | timedelta | None" = None,
 ) -> Enrichment:
-    """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI."""
+    """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI.
+
+    ``max_enqueued_tokens``: the provider queue's limit for this model (else learned);
+    ``priority``: goes first among the waiting jobs of its team; ``deadline`` ("6h", seconds or
+    a timedelta): rows still in batches when it approaches go through the real-time API."""
     validate_name(name)
+    queue_options = check_queue_options(max_enqueued_tokens, priority, deadline)
     spec = JobSpec(
         name=name,
         prompt=prompt,
@@ -144,9 +157,15 @@ def enrichment(
         budget_usd=budget_usd,
         allow_untracked_cost=allow_untracked_cost,
         reuse=reuse,
+        **queue_options,
     )
     validate_paths(spec)
     check_declaration(spec)
+    if spec.deadline_s is not None and provider == "bedrock":
+        raise ConfigError(
+            "deadline= needs a real-time API to fall back on, and bedrock has none here: "
+            "drop the deadline or use openai, anthropic or gemini."
+        )
     policy = dataclasses.replace(
         RetryPolicy().with_overrides(spec.retries), check_images=check_images
     )
@@ -425,14 +444,20 @@ def _totals(job: Job) -> dict[str, Any]:
     """The run's totals as the merge counted them (cost: this run's new spend)."""
     merged = job.state.storage.read_json(job.state.key("merged.json"))
     totals = merged.get("totals") or {}
+    shards = {s.key for s in job.state.manifest() or []}
     return {
         "succeeded": int(totals.get("succeeded", 0)),
         "failed": int(totals.get("failed", 0)),
         "sent": int(totals.get("sent", 0)),
         "reused": int(totals.get("reused", 0)),
         "cost_usd": round(float(totals.get("cost_usd", 0.0)), 6),
-        **ledger_totals(job.costs, job.spec.name, {s.key for s in job.state.manifest() or []}),
+        **ledger_totals(job.costs, job.spec.name, shards),
         **({"budget_usd": job.spec.budget_usd} if job.spec.budget_usd is not None else {}),
+        **(
+            deadline_split(job.costs, job.spec.name, shards, job.price())
+            if job.spec.deadline_s
+            else {}
+        ),
         "stopped": job.state.stop_reason() or "",
     }
 
@@ -463,7 +488,11 @@ def _sensor(
             context.log.info(f"budget raised to {spec.budget_usd}: resuming ({lifted})")
         wanted = run_requests(job, submissions_key, raw_key, merged_key)
         fresh, cursor = fresh_requests(wanted, context.cursor)
-        return dg.SensorResult(run_requests=fresh, cursor=cursor)
+        waiting = wait_message(wait_note(job))
+        if waiting and context.log_key:  # the daemon keeps tick logs; the CLI has its own line
+            context.log.info(f"{spec.name}: {waiting}")
+        skip = waiting if waiting and not fresh else None
+        return dg.SensorResult(run_requests=fresh, cursor=cursor, skip_reason=skip)
 
     return enrichment_sensor
 
@@ -474,13 +503,14 @@ def run_requests(
     """The runs a job needs now; run keys are deterministic so a request is never doubled."""
     work = pending_work(job)
     name = job.spec.name
+    admitted = plan_submissions(job, work)  # the queue's room and the deadline decide
     requests = [
         dg.RunRequest(
-            run_key=f"{name}:{shard}:submit:{job.state.progress(shard).attempt}",
+            run_key=f"{name}:{shard}:submit:{job.state.progress(shard).attempt}{ticket}",
             asset_selection=[submissions_key],
             partition_key=shard,
         )
-        for shard in work.submit
+        for shard, ticket in admitted.items()
     ]
     requests += [
         dg.RunRequest(

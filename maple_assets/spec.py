@@ -56,6 +56,9 @@ class JobSpec:
     budget_usd: float | None = None
     allow_untracked_cost: bool = False
     reuse: bool = True  # fill rows from the response store (False: send every row)
+    max_enqueued_tokens: int | None = None  # the provider queue's limit (None: learn it)
+    priority: int = 0  # among the waiting jobs of one team, higher goes first
+    deadline_s: float | None = None  # rows still in batches then go through real-time
 
     def fingerprint(self) -> str:
         """Hash of the fields that change what is sent (not output path, budget or retries)."""
@@ -146,3 +149,31 @@ def validate_columns(columns: list[str], spec: JobSpec) -> None:
             f"--image-column {spec.image_column!r} is not a column of the input. "
             f"Available columns: {columns}."
         )
+
+
+def check_queue_options(
+    max_enqueued_tokens: int | None, priority: int, deadline: Any
+) -> dict[str, Any]:
+    """The queue and deadline settings of a job, checked before anything is sent."""
+    from datetime import timedelta
+
+    from maple_assets.deadline import parse_duration
+
+    if max_enqueued_tokens is not None and (
+        isinstance(max_enqueued_tokens, bool) or int(max_enqueued_tokens) < 1
+    ):
+        raise ConfigError(
+            f"max_enqueued_tokens={max_enqueued_tokens!r}: give the provider queue's limit as a "
+            "positive number of tokens (e.g. 2000000), or leave it unset to learn it."
+        )
+    if isinstance(deadline, timedelta):
+        deadline = deadline.total_seconds()
+    if isinstance(deadline, str):
+        deadline = parse_duration(deadline, "deadline")
+    if deadline is not None and float(deadline) <= 0:
+        raise ConfigError(f"deadline={deadline!r} must be longer than zero (e.g. '6h').")
+    return {
+        "max_enqueued_tokens": int(max_enqueued_tokens) if max_enqueued_tokens else None,
+        "priority": int(priority),
+        "deadline_s": float(deadline) if deadline is not None else None,
+    }

@@ -9,13 +9,15 @@ import dataclasses
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 
+from maple_assets import queue
 from maple_assets.budget import within_budget
 from maple_assets.claims import claim_batch
 from maple_assets.crashpoints import crash_point
+from maple_assets.deadline import REALTIME_PREFIX
 from maple_assets.merge import OutputTable, merge_shard, write_merged
 from maple_assets.policy import RetryPolicy
 from maple_assets.responses import (
@@ -138,9 +140,13 @@ def _create(job: Job, shard: str, attempt: int, taken_over: bool) -> Submission 
     digest = content_hash([encode(payload.requests)]) if encode else ""
     submission = _adopt(job, shard, attempt, digest)
     if submission is None:
+        if not queue.admitted(job, shard, attempt):
+            return None  # no room in the provider's queue yet: the sensor asks again later
         if not within_budget(job, shard, attempt):
             return None  # the job is stopped: committed spend + this batch > budget
-        submission = job.provider.submit(payload)
+        submission = queue.submit(job, payload)
+        if submission is None:
+            return None  # the provider refused it as queue-full: it waits again
     crash_point("after_create")
     job.state.record_submission(submission)
     return submission
@@ -166,7 +172,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         state,
         attempt=attempt,
         price=job.price(),
-        batch_pricing=job.mode == "batch",
+        batch_pricing=_mode(job, submission) == "batch",
         schema=job.spec.response_schema,
     )
     earlier = [job.state.results(shard, n) for n in range(1, attempt)]
@@ -264,6 +270,13 @@ def check_images(
     ).drop("gone")
 
 
+def _mode(job: Job, submission: Submission) -> Literal["batch", "realtime"]:
+    """How the attempt was sent: a deadline sends batch jobs' late attempts real-time."""
+    if job.mode != "batch" or submission.batch_id.startswith(REALTIME_PREFIX):
+        return "realtime"
+    return "batch"
+
+
 def _record_cost(job: Job, shard: str, submission: Submission, results: pl.DataFrame) -> None:
     if job.costs is None:
         return
@@ -274,7 +287,7 @@ def _record_cost(job: Job, shard: str, submission: Submission, results: pl.DataF
         team=job.spec.team,
         model=job.spec.model,
         provider=job.provider.provider_name,
-        mode="batch" if job.mode == "batch" else "realtime",
+        mode=_mode(job, submission),
         shard=shard,
         attempt=submission.attempt,
         batch_id=submission.batch_id,
@@ -309,6 +322,8 @@ class Work:
     waiting: int
     done: int
     total: int
+    #: every batch still out at the last poll, with its state (the queue budget reads it)
+    states: list[tuple[Submission, BatchState]] = dataclasses.field(default_factory=list)
 
     @property
     def finished(self) -> bool:
@@ -334,7 +349,8 @@ def pending_work(job: Job) -> Work:
     if job.state.stop_reason() is not None:
         done += len(submit)
         submit = []
-    return Work(submit, ended, len(waiting) - len(ended), done, len(manifest))
+    polled = [(s, states[s.batch_id]) for s in waiting]
+    return Work(submit, ended, len(waiting) - len(ended), done, len(manifest), polled)
 
 
 def generation(job: Job) -> str:

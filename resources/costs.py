@@ -42,6 +42,7 @@ from resources.admissions import Admission, admissions_table, admit
 from resources.deployment import require_shared
 from resources.errors import ConfigError, StorageError
 from resources.pricing import ModelPrice, cost_expr
+from resources.queue_ledger import queue_table
 
 COST_DB_ENV = "MAPLE_COST_DB"
 Mode = Literal["batch", "realtime"]
@@ -161,7 +162,14 @@ def _migration_2(conn: sa.Connection) -> None:
     admissions_table(sa.MetaData()).create(conn)
 
 
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_migration_1, _migration_2]
+queue_slots = queue_table(metadata)
+
+
+def _migration_3(conn: sa.Connection) -> None:
+    queue_table(sa.MetaData()).create(conn)
+
+
+MIGRATIONS: list[Callable[[sa.Connection], None]] = [_migration_1, _migration_2, _migration_3]
 
 
 def default_sqlite_path(storage_root: str) -> Path:
@@ -260,6 +268,12 @@ class CostTracker(dg.ConfigurableResource):  # type: ignore[type-arg]
                 budget_usd=budget_usd,
                 scope=scope,
             )
+
+    @contextmanager
+    def transaction(self) -> Iterator[sa.Connection]:
+        """One write transaction on the ledger (the shared queue budget uses it)."""
+        with self._write() as conn:
+            yield conn
 
     def job_entries(self, job: str) -> list[AttemptCost]:
         """Every recorded attempt of `job`, ordered by shard and attempt."""

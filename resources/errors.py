@@ -6,7 +6,8 @@ Every message names what went wrong, where (job, shard, row, URL without secrets
     ├── ConfigError          bad input or settings, found before anything is uploaded
     ├── StorageError         the storage root cannot be read or written
     ├── ProviderError        a provider call failed after the polite retries
-    │   └── AuthError        the provider rejected the credentials
+    │   ├── AuthError        the provider rejected the credentials
+    │   └── QueueFull        the provider's batch queue refused a new batch (try later)
     ├── QuotaExhausted       the provider reports insufficient quota: new submissions stop
     └── BudgetExceeded       the next batch would push the job over its budget
 """
@@ -34,6 +35,12 @@ class ProviderError(MapleError):
 
 class AuthError(ProviderError):
     """The provider rejected the API key (401/403)."""
+
+
+class QueueFull(ProviderError):
+    """The provider refused a new batch because its batch queue is full; nothing was created.
+
+    The batch waits locally and goes out once earlier batches end (`maple_assets.queue`)."""
 
 
 class QuotaExhausted(MapleError):

@@ -33,7 +33,7 @@ import orjson
 import polars as pl
 from pydantic import Field
 
-from resources.errors import AuthError, ProviderError, QuotaExhausted
+from resources.errors import AuthError, ProviderError, QueueFull, QuotaExhausted
 from resources.http import (
     RETRYABLE_STATUS,
     backoff_seconds,
@@ -219,6 +219,8 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
                 response = None
             if response is not None and response.status_code < 400:
                 return dict(response.json())
+            if response is not None and _queue_full(response):
+                raise QueueFull(f"{what}: {error_detail(response)[0]}", 429)
             if response is not None and response.status_code not in RETRYABLE_STATUS:
                 raise_for_status(response, what, f"POST {BATCHES}")
             if attempt == self.max_retries:
@@ -385,3 +387,8 @@ def _ikey(intent: dict[str, Any]) -> str:
 
 def _epoch_iso(epoch: Any) -> str:
     return datetime.fromtimestamp(float(epoch)).astimezone().isoformat(timespec="seconds")
+
+
+def _queue_full(response: httpx.Response) -> bool:
+    """A 429 saying the Message Batches processing queue is full (no batch was created)."""
+    return response.status_code == 429 and "queue" in error_detail(response)[0].lower()

@@ -43,7 +43,10 @@ def enrich(
         "enrich", str(CATALOG), "--prompt", PROMPT, "--model", "gpt-4o-mini",
         "--provider", "emulator", "--storage", str(tmp_path / "store"), "--job", JOB,
         "--output", str(tmp_path / "out.parquet"), "--poll-interval", "0.2",
-        "--max-requests-per-batch", str(shard_rows), "--quiet", *extra,
+        "--max-requests-per-batch", str(shard_rows), "--quiet",
+        # A known queue limit: batches go out together (an unknown one is probed batch by
+        # batch, and these budget checks need batches in flight together).
+        "--max-enqueued-tokens", "100000000", *extra,
     )  # fmt: skip
 
 

@@ -1,0 +1,109 @@
+"""Provider queue limits through ``maple enrich`` as a user runs it, against the emulator over
+HTTP: a job 5x the enqueued-token limit, the limit configured, and Anthropic's queue limit."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from emulator.config import EmulatorConfig
+from emulator.server import EmulatorServer
+from maple_assets.queue import Queue
+from resources.storage import Storage
+
+CATALOG = Path(__file__).parents[2] / "maple_assets" / "data" / "grocery_catalog.csv"
+PROMPT = "Extract the brand and size from: {title} / {description}"
+ROWS = 300
+SHARD_ROWS = 30  # 10 shards
+
+
+def maple(url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if k not in {"MAPLE_COST_DB", "MAPLE_PRICES"}}
+    return subprocess.run(
+        [sys.executable, "-m", "maple_assets.cli", *args],
+        capture_output=True,
+        text=True,
+        env={**clean, "MAPLE_EMULATOR_URL": url, **env},
+        timeout=300,
+        check=False,
+    )
+
+
+def enrich_args(
+    tmp_path: Path, job: str, *extra: str, provider: str = "emulator", shard_rows: int = SHARD_ROWS
+) -> list[str]:
+    model = "claude-haiku-4-5" if provider == "anthropic" else "gpt-4o-mini"
+    return [
+        "enrich", str(CATALOG), "--prompt", PROMPT, "--model", model, "--provider", provider,
+        "--storage", str(tmp_path / "store"), "--job", job, "--quiet",
+        "--output", str(tmp_path / f"{job}.parquet"), "--poll-interval", "0.2",
+        "--max-requests-per-batch", str(shard_rows), *extra,
+    ]  # fmt: skip
+
+
+def total_tokens(tmp_path: Path) -> int:
+    """The job's prompt tokens, from ``--dry-run`` (the emulator's own formula)."""
+    with EmulatorServer(EmulatorConfig(batch_seconds=0)) as probe:
+        result = maple(probe.url, *enrich_args(tmp_path, "probe", "--dry-run"))
+    assert result.returncode == 0, result.stderr
+    match = re.search(r"^input tokens\s+~([\d,]+)", result.stdout, re.MULTILINE)
+    assert match, result.stdout
+    return int(match.group(1).replace(",", ""))
+
+
+def all_succeeded(path: Path) -> None:
+    out = pl.read_parquet(path)
+    assert out.height == ROWS
+    assert out["llm_status"].to_list() == ["succeeded"] * ROWS
+
+
+@pytest.mark.parametrize(
+    ("configured", "batch_seconds"),
+    [
+        pytest.param(False, 3.0, marks=pytest.mark.slow, id="learned"),
+        pytest.param(True, 1.0, marks=pytest.mark.slow, id="configured"),
+    ],
+)
+def test_job_five_times_the_enqueued_limit(
+    tmp_path: Path, configured: bool, batch_seconds: float
+) -> None:
+    """Both about 20 s alone (the learned case 35 s: its batches must be long enough for the
+    queue to fill while the limit is unknown, one batch at a time then), so marked slow; the
+    emulator's limit and the sensor's gating have fast tests in the default suite."""
+    limit = total_tokens(tmp_path) // 5
+    config = EmulatorConfig(batch_seconds=batch_seconds, enqueued_token_limit=limit)
+    extra = ("--max-enqueued-tokens", str(limit)) if configured else ()
+    with EmulatorServer(config) as server:
+        result = maple(server.url, *enrich_args(tmp_path, "big", *extra))
+        stats = server.stats()
+    assert result.returncode == 0, result.stderr + result.stdout
+    all_succeeded(tmp_path / "big.parquet")
+    assert 0 < stats["max_enqueued_tokens"] <= limit
+    assert stats["batches_failed_token_limit"] == (0 if configured else 1)
+    assert stats["bodies_billed_twice"] == 0
+    remembered = Storage(str(tmp_path / "store"))
+    key = Queue("emulator", "gpt-4o-mini", "tokens", probe=True).key
+    if configured:
+        assert not remembered.exists(key)
+    else:
+        assert remembered.read_json(key)["limit"] == limit  # learned from the message, kept
+
+
+@pytest.mark.slow  # about 20 s alone
+def test_anthropic_queue_limit(tmp_path: Path) -> None:
+    """Six batches of 50 requests into a queue of 100: the first refusal teaches the limit."""
+    config = EmulatorConfig(batch_seconds=0.6, anthropic_queue_limit=100)
+    with EmulatorServer(config) as server:
+        env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key"}
+        args = enrich_args(tmp_path, "claude", provider="anthropic", shard_rows=50)
+        result = maple(server.url, *args, **env)
+        stats = server.stats()
+    assert result.returncode == 0, result.stderr + result.stdout
+    all_succeeded(tmp_path / "claude.parquet")
+    assert stats["max_anthropic_queued_requests"] <= 100
+    assert 1 <= stats["anthropic_queue_429"] <= 2  # learned from the first refusal
+    assert stats["bodies_billed_twice"] == 0

@@ -1,0 +1,110 @@
+"""The shared queue budget (`resources.queue_ledger`) on a real SQLite ledger, and the parsers
+of the queue limit and deadline options."""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from maple_assets.deadline import margin, parse_duration
+from maple_assets.queue import parse_limit
+from resources.costs import CostTracker, queue_slots
+from resources.errors import ConfigError
+from resources.queue_ledger import Decision, Slot, admit_slot, mark
+
+QUEUE = "openai:gpt-4o-mini"
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[CostTracker]:
+    with CostTracker(storage_root=str(tmp_path)) as costs:
+        yield costs
+
+
+def ask(
+    ledger: CostTracker,
+    job: str,
+    shard: str,
+    units: int,
+    limit: int | None = 100,
+    *,
+    team: str = "a",
+    weight: float = 1.0,
+    priority: int = 0,
+) -> Decision:
+    slot = Slot(job, shard, 1, QUEUE, team, weight, priority, units)
+    with ledger.transaction() as conn:
+        return admit_slot(conn, queue_slots, slot, limit)
+
+
+def release(ledger: CostTracker, job: str, shard: str) -> None:
+    with ledger.transaction() as conn:
+        mark(conn, queue_slots, [(job, shard, 1)], released=True)
+
+
+def test_fills_the_queue_but_never_past_the_limit(ledger: CostTracker) -> None:
+    assert ask(ledger, "j", "s1", 60).admitted
+    again = ask(ledger, "j", "s1", 60)  # asking again (a rerun) is the same admission
+    assert again.admitted and again.enqueued == 60
+    full = ask(ledger, "j", "s2", 50)
+    assert not full.admitted and "full" in full.reason and "limit 100" in full.reason
+    assert ask(ledger, "j", "s3", 40).admitted  # fits exactly
+    release(ledger, "j", "s1")
+    assert ask(ledger, "j", "s2", 50).admitted
+
+
+def test_equal_weights_take_turns(ledger: CostTracker) -> None:
+    assert ask(ledger, "red", "r1", 50, team="red").admitted
+    assert ask(ledger, "red", "r2", 50, team="red").admitted
+    assert not ask(ledger, "blue", "b1", 50, team="blue").admitted  # full: blue waits
+    release(ledger, "red", "r1")
+    turn = ask(ledger, "red", "r3", 50, team="red")
+    assert not turn.admitted and "fair share: team blue" in turn.reason
+    assert ask(ledger, "blue", "b1", 50, team="blue").admitted
+
+
+@pytest.mark.parametrize(("weight", "goes"), [(3.0, True), (1.0, False)])
+def test_weights_split_the_queue(ledger: CostTracker, weight: float, goes: bool) -> None:
+    assert ask(ledger, "small", "s1", 20, team="small").admitted
+    assert ask(ledger, "big", "x1", 50, team="big", weight=weight).admitted
+    assert not ask(ledger, "small", "s2", 40, team="small").admitted  # 110 > 100: waits
+    # big holds 50 per weight 3 (16.7) < small's 20 per weight 1: big may take the room left
+    assert ask(ledger, "big", "x2", 25, team="big", weight=weight).admitted is goes
+
+
+def test_priority_within_a_team(ledger: CostTracker) -> None:
+    assert ask(ledger, "j1", "s1", 100, team="t").admitted
+    assert not ask(ledger, "urgent", "u1", 50, team="t", priority=5).admitted
+    release(ledger, "j1", "s1")
+    low = ask(ledger, "j1", "s2", 50, team="t")
+    assert not low.admitted and "higher priority" in low.reason
+    assert ask(ledger, "urgent", "u1", 50, team="t", priority=5).admitted
+
+
+def test_unknown_limit_waits_for_validation(ledger: CostTracker) -> None:
+    assert ask(ledger, "j", "s1", 10, limit=None).admitted
+    wait = ask(ledger, "j", "s2", 10, limit=None)
+    assert not wait.admitted and "not known yet" in wait.reason
+    with ledger.transaction() as conn:
+        mark(conn, queue_slots, [("j", "s1", 1)], released=False)  # passed validation
+    assert ask(ledger, "j", "s2", 10, limit=None).admitted
+
+
+def test_parse_limit_from_openai_message() -> None:
+    message = (
+        "Enqueued token limit reached for gpt-4o in organization org-x. Limit: 90,000 enqueued "
+        "tokens. Please try submitting your batch again later."
+    )
+    assert parse_limit(("other", message)) == 90_000
+    assert parse_limit(("no number here",)) is None
+
+
+def test_parse_duration() -> None:
+    assert parse_duration("90s") == 90
+    assert parse_duration("6h") == 6 * 3600
+    assert parse_duration("1h30m") == 5400
+    assert parse_duration("1.5d") == 1.5 * 86400
+    for bad in ("6 hours", "", "h", "10", "0s", "-5m"):
+        with pytest.raises(ConfigError, match="--deadline"):
+            parse_duration(bad)
+    assert margin(6) == 1.0 and margin(6 * 3600) == 1800.0 and margin(600) == 60.0
