@@ -27,10 +27,19 @@ from emulator.server import serve
     help=f"Inject a fault class at a rate in [0, 1] (repeatable): {', '.join(FAULT_CLASSES)}.",
 )
 @click.option(
-    "--rpm", type=int, default=None, help="Real-time requests per minute (enforced per second)."
+    "--rpm", type=int, default=None, help="Real-time requests per minute (see --burst-seconds)."
 )
 @click.option(
-    "--tpm", type=int, default=None, help="Real-time tokens per minute (enforced per second)."
+    "--tpm", type=int, default=None, help="Real-time tokens per minute (see --burst-seconds)."
+)
+@click.option(
+    "--burst-seconds",
+    "burst_seconds",
+    default=1.0,
+    show_default=True,
+    type=float,
+    metavar="S",
+    help="Enforce --rpm/--tpm over S-second windows holding S/60 of the limit (60: full minute).",
 )
 @click.option(
     "--s3-endpoint",
@@ -47,6 +56,7 @@ def emulator_command(
     fail: tuple[str, ...],
     rpm: int | None,
     tpm: int | None,
+    burst_seconds: float,
     s3_endpoint: str | None,
 ) -> None:
     """Serve a local emulator of the OpenAI, Anthropic, Gemini and Bedrock batch APIs."""
@@ -60,6 +70,7 @@ def emulator_command(
             fail=rates,
             rpm=rpm,
             tpm=tpm,
+            burst_seconds=burst_seconds,
             s3_endpoint=s3_endpoint,
         )
     except ValueError as exc:
