@@ -192,24 +192,33 @@ class Pacer:
 
 
 class TokenEstimator:
-    """Estimated tokens of a request: a raw offline estimate scaled by what usage showed."""
+    """Estimated tokens of a request: a line fitted to (raw offline estimate, billed usage).
+
+    A straight line, not a ratio: a request's fixed framing (JSON keys, the system prompt, the
+    reply) does not scale with its length, and a ratio then under-counts short requests."""
 
     def __init__(self, output_guess: int) -> None:
         self.output_guess = output_guess
-        self.raw_total = 0.0
-        self.actual_total = 0.0
         self.samples = 0
+        self._sx = self._sy = self._sxx = self._sxy = 0.0
 
     def estimate(self, raw: int) -> float:
-        if self.samples < 5 or self.raw_total <= 0:
+        if self.samples < 5 or self._sx <= 0:
             return float(raw + self.output_guess)
-        return raw * self.actual_total / self.raw_total
+        n, mean_x, mean_y = self.samples, self._sx / self.samples, self._sy / self.samples
+        spread = self._sxx - n * mean_x * mean_x
+        if spread <= 1e-9 * max(1.0, self._sxx):  # all raw estimates alike: a ratio will do
+            return raw * self._sy / self._sx
+        slope = (self._sxy - n * mean_x * mean_y) / spread
+        return max(1.0, mean_y + slope * (raw - mean_x))
 
     def observe(self, raw: int, actual: int) -> None:
         if actual > 0:
-            self.raw_total += raw
-            self.actual_total += actual
             self.samples += 1
+            self._sx += raw
+            self._sy += actual
+            self._sxx += raw * raw
+            self._sxy += raw * actual
 
 
 class Gate:

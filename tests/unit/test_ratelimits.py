@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from resources.providers.ratelimits import EDGE_GUARD_S, Gate, Pacer, WindowClock
+from resources.providers.ratelimits import EDGE_GUARD_S, Gate, Pacer, TokenEstimator, WindowClock
 
 
 def test_window_clock_learns_edges_and_length_from_resets() -> None:
@@ -46,3 +46,11 @@ def test_gate_wakes_one_waiter_per_release_and_grows_on_resize() -> None:
         return seen
 
     assert asyncio.run(scenario()) == [0, 1, 3, 3]
+
+
+def test_token_estimator_fits_fixed_framing_as_well_as_length() -> None:
+    estimator = TokenEstimator(output_guess=100)
+    assert estimator.estimate(40) == 140  # before any usage: raw + the output guess
+    for raw in range(10, 60, 5):
+        estimator.observe(raw, actual=raw // 2 + 30)  # billed: half the raw, plus 30 fixed
+    assert abs(estimator.estimate(20) - 40) < 1 and abs(estimator.estimate(100) - 80) < 1
