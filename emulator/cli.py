@@ -3,7 +3,6 @@
 import click
 
 from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail
-from emulator.server import serve
 
 
 @click.command("emulator")
@@ -87,4 +86,6 @@ def emulator_command(
     click.echo(f"  export GEMINI_BASE_URL={base}")
     click.echo(f"  export AWS_ENDPOINT_URL_BEDROCK={base}")
     click.echo(f"Stats: {base}/_emulator/stats  (Ctrl-C to stop)")
+    from emulator.server import serve  # starlette and uvicorn: only when serving
+
     serve(config)
