@@ -1,7 +1,7 @@
 """Run bespokelabs-curator over a prompts file against the emulator (bench/peers.py runs this).
 
-Runs in the peer's own virtual environment (``pip install '.[peers]'`` there, or
-``pip install bespokelabs-curator``), not the project's:
+Runs in the peer's own virtual environment (``pip install bespokelabs-curator==0.1.31``, the
+pin of the project's ``peers`` extra), not the project's:
 
     python bench/peer_curator.py URL {batch,online} PROMPTS.parquet CACHE_DIR [RPM]
 

@@ -6,7 +6,8 @@ other against one emulator process, for the batch mode (OpenAI Batch API) and th
 wall time, CPU time (user + system, children included) and peak RSS of each, with the ratios
 maple / curator per pair and their medians.
 
-    python -m venv /work/venv-peers && /work/venv-peers/bin/pip install '.[peers]'
+    python -m venv /work/venv-peers
+    /work/venv-peers/bin/pip install bespokelabs-curator==0.1.31   # the 'peers' extra's pin
     python bench/peers.py --peer-python /work/venv-peers/bin/python
     python bench/peers.py --batch-rows 100000 --online-rows 3000 --rpm 2700 --pairs 3
 

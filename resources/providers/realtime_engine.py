@@ -15,10 +15,8 @@ import time
 from collections.abc import Coroutine, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import aiohttp
 import httpx
 import orjson
-from multidict import CIMultiDictProxy
 
 from resources.errors import AuthError
 from resources.failures import FailureClass
@@ -34,7 +32,10 @@ from resources.providers.ratelimits import (
     read_limits,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # aiohttp loads when a real-time attempt runs, not with the CLI
+    import aiohttp
+    from multidict import CIMultiDictProxy
+
     from resources.providers.realtime import RealtimeProvider
 
 T = TypeVar("T")
@@ -70,6 +71,8 @@ class AttemptRun:
     async def run(self, rows: list[tuple[str, str]]) -> None:
         if not rows:
             return
+        import aiohttp
+
         queue = iter(rows)
         self.url = self.p.resolved_base_url().rstrip("/") + self.p.endpoint()
         timeout = aiohttp.ClientTimeout(total=self.p.timeout_s, connect=min(10.0, self.p.timeout_s))
@@ -95,12 +98,12 @@ class AttemptRun:
                 self.checkpoints.flush()
 
     async def _worker(
-        self, client: aiohttp.ClientSession, queue: Iterator[tuple[str, str]]
+        self, client: "aiohttp.ClientSession", queue: Iterator[tuple[str, str]]
     ) -> None:
         for custom_id, body in queue:
             self.checkpoints.add(await self._request(client, custom_id, body))
 
-    async def _request(self, client: aiohttp.ClientSession, custom_id: str, body: str) -> Row:
+    async def _request(self, client: "aiohttp.ClientSession", custom_id: str, body: str) -> Row:
         raw = estimate_tokens(body)
         last = _Retry(FailureClass.SERVER_ERROR.value, "not sent", None)
         for attempt in range(self.p.max_attempts):
@@ -122,7 +125,7 @@ class AttemptRun:
         return row
 
     async def _send(
-        self, client: aiohttp.ClientSession, custom_id: str, body: str, raw: int
+        self, client: "aiohttp.ClientSession", custom_id: str, body: str, raw: int
     ) -> Row:
         await self.gate.acquire()
         try:
@@ -132,6 +135,8 @@ class AttemptRun:
                     await asyncio.sleep(delay)
             if self.quota_message is not None:  # learned while this row waited for its turn
                 return _quota(self.quota_message)
+            import aiohttp
+
             started = time.monotonic()
             try:
                 async with client.post(self.url, data=body.encode()) as answer:
@@ -151,7 +156,7 @@ class AttemptRun:
         return self._outcome(self._response(status, headers, content), custom_id)
 
     def _response(
-        self, status: int, headers: CIMultiDictProxy[str], content: bytes
+        self, status: int, headers: "CIMultiDictProxy[str]", content: bytes
     ) -> httpx.Response:
         request = httpx.Request("POST", self.url)
         return httpx.Response(
