@@ -105,19 +105,23 @@ class WindowClock:
     def __init__(self) -> None:
         self.edge: float | None = None
         self.length: float | None = None
+        self.longest_reset = 0.0
 
     def observe(self, sent_at: float, reset: float | None) -> None:
         if reset is None or not 0 < reset <= 5.0:
             return
+        self.longest_reset = max(self.longest_reset, reset)
         edge = sent_at + reset
-        if self.edge is None or edge < self.edge - 0.05:
-            self.edge = edge if self.edge is None else self.edge
-            return
-        if edge > self.edge + 0.05:  # the next window
+        # A late-counted request's estimate falls short by its delay (tens of ms on a busy
+        # machine); the next window's edge is at least half a window further on.
+        apart = max(0.25, 0.5 * self.longest_reset)
+        if self.edge is None:
+            self.edge = edge
+        elif edge > self.edge + apart:  # the next window (or a later one)
             step = edge - self.edge
             self.length = step if self.length is None else min(self.length, step)
             self.edge = edge
-        else:
+        elif edge > self.edge - apart:
             self.edge = max(self.edge, edge)
 
     def clear_of_edges(self, moment: float) -> float:

@@ -54,3 +54,12 @@ def test_token_estimator_fits_fixed_framing_as_well_as_length() -> None:
     for raw in range(10, 60, 5):
         estimator.observe(raw, actual=raw // 2 + 30)  # billed: half the raw, plus 30 fixed
     assert abs(estimator.estimate(20) - 40) < 1 and abs(estimator.estimate(100) - 80) < 1
+
+
+def test_window_clock_is_not_fooled_by_a_late_counted_request() -> None:
+    clock = WindowClock()
+    clock.observe(sent_at=10.00, reset=0.940)  # counted 60 ms late: the edge looks early
+    clock.observe(sent_at=10.20, reset=0.800)  # on time: the same window's edge, at 11.0
+    assert clock.edge == pytest.approx(11.0) and clock.length is None
+    clock.observe(sent_at=11.10, reset=0.900)
+    assert clock.length == pytest.approx(1.0)
