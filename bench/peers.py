@@ -123,7 +123,7 @@ def pair(mode: str, args: argparse.Namespace, source: Path, env: dict[str, str])
 
 
 def report(mode: str, rows: int, runs: list[list[tuple]]) -> None:
-    print(f"\n{mode}: {rows:,} prompts, {len(runs)} pairs")
+    print(f"\n{mode}: {rows:,} prompts, {len(runs)} pairs (load {os.getloadavg()[0]:.1f})")
     print(f"{'':8} {'wall s':>8} {'CPU s':>8} {'RSS MiB':>8}")
     for i, ((_, cw, cc, cr), (_, mw, mc, mr)) in enumerate(runs):
         print(
