@@ -1,21 +1,31 @@
 """Real-time provider throughput at the rate limit, against the emulator.
 
-Starts the emulator in a separate process (``maple emulator --rpm/--tpm``) so that server and
-client do not share a GIL, runs a few thousand rows through the real-time provider without
-telling it the limits (it learns them from the headers), and prints the achieved requests (or
-tokens) per minute as a share of the limit and the share of requests answered 429.
+Starts the emulator in a separate process (``maple emulator --rpm/--tpm --burst-seconds``) so
+that server and client do not share a GIL, runs a few thousand rows through the real-time
+provider without telling it the limits (it learns them from the headers), and prints:
 
-    python bench/realtime.py                     # RPM-bound (3000 RPM) and TPM-bound cases
-    python bench/realtime.py --rows 5000 --provider anthropic-realtime
+- the achieved rate as a share of the limit over the whole run and in steady state (from 5 s
+  after the first request to the last 5%, read from the emulator's counters);
+- 429s in all and in steady state, and rows billed twice;
+- the client's CPU per request (this process's user + system time while it sends, less the
+  thread that reads the emulator's counters);
+- start-up: ``maple enrich --provider openai-realtime`` from launch to its first request.
+
+    python bench/realtime.py                       # per-second windows, then a full minute
+    python bench/realtime.py --burst-seconds 2 --rows 5000
+    python bench/realtime.py --provider anthropic-realtime
 """
 
 import argparse
 import os
+import resource
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from pathlib import Path
 
 import httpx
 import polars as pl
@@ -27,6 +37,8 @@ from resources.providers.realtime import (
     RealtimeProvider,
 )
 
+WARM_S = 5.0
+
 
 def free_port() -> int:
     with socket.socket() as probe:
@@ -34,11 +46,14 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_emulator(rpm: int | None, tpm: int | None) -> tuple[subprocess.Popen[bytes], str]:
+def start_emulator(
+    rpm: int | None, tpm: int | None, burst: float, batch_seconds: float = 2.0
+) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [sys.executable, "-m", "maple_assets.cli", "emulator", "--port", str(port)]
     cmd += ["--rpm", str(rpm)] if rpm else []
     cmd += ["--tpm", str(tpm)] if tpm else []
+    cmd += ["--burst-seconds", str(burst), "--batch-seconds", str(batch_seconds)]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -63,38 +78,105 @@ def payload(provider: RealtimeProvider, rows: int, model: str) -> ShardPayload:
     return ShardPayload("bench", "s00000", 1, model, requests)
 
 
-def case(name: str, provider_name: str, rows: int, rpm: int | None, tpm: int | None) -> None:
-    proc, url = start_emulator(rpm, tpm)
+class Sampler(threading.Thread):
+    """Reads the emulator's counters every 0.5 s: (time, billed, 429s); ``cpu`` is its own."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url, self.samples, self.stop = url, list[tuple[float, int, int]](), threading.Event()
+        self.cpu = 0.0
+
+    def run(self) -> None:
+        with httpx.Client(timeout=5) as http:
+            while not self.stop.wait(0.5):
+                stats = http.get(f"{self.url}/_emulator/stats").json()
+                self.samples.append(
+                    (time.monotonic(), stats["requests_billed"], stats["realtime_429"])
+                )
+        self.cpu = time.thread_time()  # this thread's CPU, not the client's
+
+    def steady(self, rows: int) -> tuple[float, int]:
+        """Requests per second and 429s from WARM_S after the first request to 95% done."""
+        first = next(t for t, billed, _ in self.samples if billed > 0)
+        window = [s for s in self.samples if s[0] >= first + WARM_S and s[1] <= 0.95 * rows]
+        if len(window) < 2:
+            return float("nan"), -1
+        (t0, b0, e0), (t1, b1, e1) = window[0], window[-1]
+        return (b1 - b0) / (t1 - t0), e1 - e0
+
+
+def case(args: argparse.Namespace, name: str, rpm: int | None, tpm: int | None) -> None:
+    proc, url = start_emulator(rpm, tpm, args.burst_seconds)
     try:
         os.environ.update(OPENAI_API_KEY="bench", ANTHROPIC_API_KEY="bench")
         root = tempfile.mkdtemp(prefix="maple-bench-")
         provider: RealtimeProvider
-        if provider_name == "anthropic-realtime":
+        if args.provider == "anthropic-realtime":
             provider = AnthropicRealtimeProvider(base_url=url, checkpoint_root=root)
             model = "claude-haiku-4-5"
         else:
             provider = OpenAIRealtimeProvider(base_url=f"{url}/v1", checkpoint_root=root)
             model = "gpt-4o-mini"
-        work = payload(provider, rows, model)
-        started = time.monotonic()
+        work = payload(provider, args.rows, model)
+        sampler = Sampler(url)
+        sampler.start()
+        cpu0, started = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
         sub = provider.submit(work)
-        minutes = (time.monotonic() - started) / 60
+        cpu1, minutes = resource.getrusage(resource.RUSAGE_SELF), (time.monotonic() - started) / 60
+        sampler.stop.set()
+        sampler.join()
         results = provider.results(sub, provider.poll([sub])[sub.batch_id])
         stats = httpx.get(f"{url}/_emulator/stats", timeout=10).json()
     finally:
         proc.terminate()
         proc.wait()
+    rows = args.rows
+    cpu = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime - sampler.cpu
     ok = int((results["status"] == "succeeded").sum())
     tokens = int(results["input_tokens"].sum() + results["output_tokens"].sum())
-    achieved_rpm, achieved_tpm = rows / minutes, tokens / minutes
-    share = achieved_rpm / rpm if rpm and not tpm else achieved_tpm / (tpm or 1)
-    bound = "RPM" if rpm and not tpm else "TPM"
+    rate, steady_429 = sampler.steady(rows)
+    if rpm and not tpm:
+        share, steady = rows / minutes / rpm, rate * 60 / rpm
+    else:  # tokens per request are uniform enough here to convert the steady request rate
+        share, steady = tokens / minutes / (tpm or 1), rate * 60 * tokens / rows / (tpm or 1)
     print(
-        f"{name:<10} {provider_name:<19} rows {rows:>5}  ok {ok:>5}  "
-        f"{minutes * 60:6.1f}s  {achieved_rpm:7.0f} req/min  {achieved_tpm:9.0f} tok/min  "
-        f"{bound} share {share:6.1%}  429s {stats['realtime_429']:>4} "
-        f"({stats['realtime_429'] / max(1, stats['realtime_requests']):.2%})  "
-        f"billed twice {stats['bodies_billed_twice']}"
+        f"{name:<9} {args.provider} S={args.burst_seconds:g}s rows {rows} ok {ok}  "
+        f"{minutes * 60:5.1f}s  share {share:6.1%}  steady {steady:6.2%}  "
+        f"429s {stats['realtime_429']} (steady {steady_429})  "
+        f"billed twice {stats['bodies_billed_twice']}  CPU/request {cpu / rows * 1000:.2f} ms",
+        flush=True,
+    )
+
+
+def startup(args: argparse.Namespace) -> None:
+    """Seconds from launching ``maple enrich`` to the emulator's first real-time request."""
+    proc, url = start_emulator(None, None, 1.0)
+    tmp = Path(tempfile.mkdtemp(prefix="maple-bench-"))
+    pl.DataFrame({"title": [f"item {i}" for i in range(20)]}).write_parquet(tmp / "in.parquet")
+    env = dict(os.environ, OPENAI_API_KEY="bench", OPENAI_BASE_URL=f"{url}/v1")
+    cmd = [
+        *(sys.executable, "-m", "maple_assets.cli", "enrich", str(tmp / "in.parquet")),
+        *("--prompt", "{title}", "--model", "gpt-4o-mini", "--provider", "openai-realtime"),
+        *("--storage", str(tmp / "store"), "--output", str(tmp / "out.parquet"), "--quiet"),
+    ]
+    try:
+        with httpx.Client(timeout=5) as http:
+            started = time.monotonic()
+            child = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+            while http.get(f"{url}/_emulator/stats").json()["realtime_requests"] == 0:
+                if child.poll() is not None:
+                    raise RuntimeError(f"maple enrich exited with {child.returncode}")
+                time.sleep(0.01)
+            first = time.monotonic() - started
+            child.wait()
+            total = time.monotonic() - started
+    finally:
+        proc.terminate()
+        proc.wait()
+    print(
+        f"start-up  maple enrich --provider openai-realtime: first request after {first:.2f}s "
+        f"(20 rows done in {total:.2f}s)",
+        flush=True,
     )
 
 
@@ -104,9 +186,19 @@ def main() -> None:
     parser.add_argument("--provider", default="openai-realtime")
     parser.add_argument("--rpm", type=int, default=3000)
     parser.add_argument("--tpm", type=int, default=120_000)
+    parser.add_argument(
+        "--burst-seconds", type=float, default=None, help="Window length (default: 1, then 60)."
+    )
+    parser.add_argument("--no-tpm", action="store_true", help="Skip the TPM-bound case.")
+    parser.add_argument("--no-startup", action="store_true", help="Skip the start-up probe.")
     args = parser.parse_args()
-    case("rpm-bound", args.provider, args.rows, args.rpm, None)
-    case("tpm-bound", args.provider, args.rows, 100_000, args.tpm)
+    if not args.no_startup:
+        startup(args)
+    for burst in [args.burst_seconds] if args.burst_seconds else [1.0, 60.0]:
+        args.burst_seconds = burst
+        case(args, "rpm-bound", args.rpm, None)
+        if not args.no_tpm:
+            case(args, "tpm-bound", 100_000, args.tpm)
 
 
 if __name__ == "__main__":

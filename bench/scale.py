@@ -41,6 +41,10 @@ def make_input(rows: int) -> Path:
     return path
 
 
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -74,12 +78,17 @@ def start_emulator(batch_seconds: float) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("the emulator did not start")
 
 
-def run_measured(args: list[str], env: dict[str, str]) -> tuple[float, int, int]:
-    """(wall seconds, peak RSS in MiB, exit code) of one child process."""
+def run_measured(args: list[str], env: dict[str, str]) -> tuple[float, int, int, float]:
+    """(wall seconds, peak RSS in MiB, exit code, CPU seconds) of one child process.
+
+    Generate the input in an earlier process (``make_input`` runs before anything large is
+    loaded here): a child inherits its parent's RSS high-water mark across fork."""
     started = time.monotonic()
     proc = subprocess.Popen(args, env=env)
     _, status, usage = os.wait4(proc.pid, 0)
-    return time.monotonic() - started, usage.ru_maxrss // 1024, os.waitstatus_to_exitcode(status)
+    cpu = usage.ru_utime + usage.ru_stime
+    wall = time.monotonic() - started
+    return wall, usage.ru_maxrss // 1024, os.waitstatus_to_exitcode(status), cpu
 
 
 def run_platform(source: Path, url: str, batch_seconds: float) -> dict[str, object]:
@@ -113,22 +122,22 @@ def run_platform(source: Path, url: str, batch_seconds: float) -> dict[str, obje
         "--timings-json",
         str(timings),
     ]
-    wall, rss, code = run_measured(args, env)
+    wall, rss, code, cpu = run_measured(args, env)
     if code != 0:
         raise RuntimeError(f"maple enrich exited {code}")
     data = orjson.loads(timings.read_bytes())
-    return {"wall": wall, "rss_mib": rss, **data}
+    return {"wall": wall, "rss_mib": rss, "cpu": cpu, **data}
 
 
 def run_floor(source: Path) -> dict[str, object]:
     out = OUT / "floor.parquet"
     script = str(Path(__file__).with_name("floor.py"))
-    wall, rss, code = run_measured(
+    wall, rss, code, cpu = run_measured(
         [sys.executable, script, str(source), str(out), PROMPT], dict(os.environ)
     )
     if code != 0:
         raise RuntimeError("floor script failed")
-    return {"wall": wall, "rss_mib": rss}
+    return {"wall": wall, "rss_mib": rss, "cpu": cpu}
 
 
 def main() -> None:
@@ -152,6 +161,7 @@ def main() -> None:
     wall = float(platform["wall"])  # type: ignore[arg-type]
     print(f"rows                 {args.rows:,}")
     print(f"maple enrich wall    {wall:8.1f} s   ({args.rows / wall:,.0f} rows/s)")
+    print(f"maple enrich CPU     {platform['cpu']:8.1f} s   (user + system; load {load()})")
     print(f"peak RSS             {platform['rss_mib']} MiB")
     print(f"  high-water mark after each stage, MiB: {platform['peak_rss_mib']}")
     print(f"dagster runs         {platform['runs']}   sensor ticks {platform['ticks']}")
@@ -163,7 +173,10 @@ def main() -> None:
     )
     if floor is not None:
         ratio = wall / float(floor["wall"])  # type: ignore[arg-type]
-        print(f"floor wall           {floor['wall']:8.1f} s   peak RSS {floor['rss_mib']} MiB")
+        print(
+            f"floor wall           {floor['wall']:8.1f} s   CPU {floor['cpu']:.1f} s   "
+            f"peak RSS {floor['rss_mib']} MiB"
+        )
         print(f"ratio to floor       {ratio:8.2f}x")
 
 

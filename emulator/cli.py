@@ -3,7 +3,6 @@
 import click
 
 from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail
-from emulator.server import serve
 
 
 @click.command("emulator")
@@ -27,10 +26,19 @@ from emulator.server import serve
     help=f"Inject a fault class at a rate in [0, 1] (repeatable): {', '.join(FAULT_CLASSES)}.",
 )
 @click.option(
-    "--rpm", type=int, default=None, help="Real-time requests per minute (enforced per second)."
+    "--rpm", type=int, default=None, help="Real-time requests per minute (see --burst-seconds)."
 )
 @click.option(
-    "--tpm", type=int, default=None, help="Real-time tokens per minute (enforced per second)."
+    "--tpm", type=int, default=None, help="Real-time tokens per minute (see --burst-seconds)."
+)
+@click.option(
+    "--burst-seconds",
+    "burst_seconds",
+    default=1.0,
+    show_default=True,
+    type=float,
+    metavar="S",
+    help="Enforce --rpm/--tpm over S-second windows holding S/60 of the limit (60: full minute).",
 )
 @click.option(
     "--s3-endpoint",
@@ -62,6 +70,7 @@ def emulator_command(
     fail: tuple[str, ...],
     rpm: int | None,
     tpm: int | None,
+    burst_seconds: float,
     s3_endpoint: str | None,
     enqueued_token_limit: int | None,
     anthropic_queue_limit: int | None,
@@ -77,6 +86,7 @@ def emulator_command(
             fail=rates,
             rpm=rpm,
             tpm=tpm,
+            burst_seconds=burst_seconds,
             s3_endpoint=s3_endpoint,
             enqueued_token_limit=enqueued_token_limit,
             anthropic_queue_limit=anthropic_queue_limit,
@@ -95,4 +105,6 @@ def emulator_command(
     click.echo(f"  export GEMINI_BASE_URL={base}")
     click.echo(f"  export AWS_ENDPOINT_URL_BEDROCK={base}")
     click.echo(f"Stats: {base}/_emulator/stats  (Ctrl-C to stop)")
+    from emulator.server import serve  # starlette and uvicorn: only when serving
+
     serve(config)

@@ -31,6 +31,9 @@ class EmulatorConfig:
     fail: dict[str, float] = field(default_factory=dict)
     rpm: int | None = None
     tpm: int | None = None
+    #: Length of the windows the RPM/TPM limits are enforced over (1: per second; 60: a full
+    #: minute). Each window holds its share of the per-minute limit.
+    burst_seconds: float = 1.0
     control_fail: float | None = None
     embedding_dimensions: int = 16
     openai_max_requests: int = 50_000
@@ -60,6 +63,8 @@ class EmulatorConfig:
                 raise ValueError(f"{name} must be at least 1, got {value}")
         if self.batch_seconds < 0:
             raise ValueError(f"batch_seconds must be >= 0, got {self.batch_seconds}")
+        if not 0 < self.burst_seconds <= 60:
+            raise ValueError(f"burst_seconds must be in (0, 60], got {self.burst_seconds}")
 
     @property
     def control_fail_rate(self) -> float:

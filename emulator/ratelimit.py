@@ -1,8 +1,10 @@
 """Real-time rate limiting over fixed windows, as providers enforce per-minute limits.
 
-A limit of N per minute is enforced as N/60 per one-second window (60,000 RPM is about 1,000
-requests in any given second). Below 60 per minute the window grows so that it holds one
-request (30 RPM: one request per two seconds).
+A limit of N per minute is enforced over windows of ``burst_seconds`` S holding N x S / 60
+requests, as OpenAI enforces 60,000 RPM as about 1,000 requests in any given second. The
+default S = 1 is that per-second enforcement; S = 60 is a full-minute bucket. When a window
+would hold less than one request it grows so that it holds one (30 RPM at S = 1: one request
+per two seconds).
 """
 
 import math
@@ -19,14 +21,18 @@ NOMINAL_TPM = 10_000_000
 class _Window:
     per_minute: int
     enforced: bool
+    burst_seconds: float = 1.0
     capacity: float = 0.0
     length: float = 1.0
     start: float = 0.0
     used: float = 0.0
 
     def __post_init__(self) -> None:
-        per_second = self.per_minute / 60
-        self.capacity, self.length = (per_second, 1.0) if per_second >= 1 else (1.0, 1 / per_second)
+        per_window = self.per_minute * self.burst_seconds / 60
+        if per_window >= 1:
+            self.capacity, self.length = per_window, self.burst_seconds
+        else:
+            self.capacity, self.length = 1.0, 60 / self.per_minute
 
     def roll(self, now: float) -> None:
         start = math.floor(now / self.length) * self.length
@@ -59,10 +65,12 @@ class Decision:
 class RateLimiter:
     """Requests-per-minute and tokens-per-minute limits over fixed windows."""
 
-    def __init__(self, rpm: int | None, tpm: int | None) -> None:
+    def __init__(self, rpm: int | None, tpm: int | None, burst_seconds: float = 1.0) -> None:
+        if not 0 < burst_seconds <= 60:
+            raise ValueError(f"burst_seconds must be in (0, 60], got {burst_seconds}")
         self._lock = threading.Lock()
-        self._requests = _Window(rpm or NOMINAL_RPM, rpm is not None)
-        self._tokens = _Window(tpm or NOMINAL_TPM, tpm is not None)
+        self._requests = _Window(rpm or NOMINAL_RPM, rpm is not None, burst_seconds)
+        self._tokens = _Window(tpm or NOMINAL_TPM, tpm is not None, burst_seconds)
 
     def check(self, tokens: int, now: float | None = None) -> Decision:
         """Admit (and count) a request of ``tokens`` tokens, or refuse it with a retry delay."""

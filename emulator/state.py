@@ -134,7 +134,7 @@ class State:
         self.bedrock_jobs: dict[str, Any] = {}
         self.s3 = S3Access(config.s3_endpoint)
         self.gemini_engine = GeminiEngine(self.drawer)
-        self.limiter = RateLimiter(config.rpm, config.tpm)
+        self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_seconds)
 
     def reset(self) -> None:
         """Forget every file, batch, counter and attempt."""

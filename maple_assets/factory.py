@@ -45,6 +45,7 @@ from maple_assets.steps import (
 )
 from partitions.shards import shard_partitions
 from resources.errors import ConfigError
+from resources.io_manager import StoredParquet
 from resources.pricing import PriceBook
 
 IO_MANAGER_KEY = "maple_io_manager"
@@ -379,7 +380,7 @@ def _raw_responses(
         subs = [s for s in waiting if s is not None]
         states = job.provider.poll(subs) if subs else {}
 
-        def one(shard: str) -> tuple[pl.DataFrame | pl.LazyFrame, dict[str, Any]]:
+        def one(shard: str) -> tuple[pl.DataFrame | StoredParquet, dict[str, Any]]:
             progress = job.state.progress(shard)
             if progress.action == "wait" and progress.submission is not None:
                 state = states[progress.submission.batch_id]
@@ -394,8 +395,8 @@ def _raw_responses(
             metadata = _responses_metadata(job, shard, combined)
             responses = job.state.responses_key(shard)
             if len(context.partition_keys) > 1 and job.state.storage.exists(responses):
-                # Hold one shard at a time: the IO manager reads each back as it writes it.
-                return job.state.storage.scan_parquet(responses), metadata
+                # Hold one shard at a time: the IO manager copies each shard's file.
+                return StoredParquet(job.state.storage, responses), metadata
             return combined, metadata
 
         return _per_shard(context, one, parallel=COLLECT_PARALLELISM)

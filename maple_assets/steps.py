@@ -137,7 +137,7 @@ def _create(job: Job, shard: str, attempt: int, taken_over: bool) -> Submission 
         job._orphans = None  # list again: the previous claimant may have created the batch
     payload = payload_for(job, shard, attempt)
     encode = getattr(job.provider, "encode", None)
-    digest = content_hash([encode(payload.requests)]) if encode else ""
+    digest = payload.encoded(encode)[1] if encode else ""
     submission = _adopt(job, shard, attempt, digest)
     if submission is None:
         if not queue.admitted(job, shard, attempt):

@@ -1,7 +1,9 @@
 """The one place that builds httpx clients and retries provider control calls politely."""
 
+import functools
 import os
 import random
+import ssl
 import time
 from typing import Any
 
@@ -23,8 +25,20 @@ def make_client(
     """An httpx client with explicit timeouts (connect is short; reads may stream files)."""
     timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
     return httpx.Client(
-        base_url=base_url.rstrip("/"), headers=headers, timeout=timeout, transport=transport
+        base_url=base_url.rstrip("/"),
+        headers=headers,
+        timeout=timeout,
+        transport=transport,
+        verify=_tls_context(),
     )
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context per process, built as httpx builds its default (certifi, or SSL_CERT_FILE
+    / SSL_CERT_DIR): building one loads the CA bundle (~10-30 ms) and control calls make a
+    client per call."""
+    return httpx.create_ssl_context()
 
 
 def retry_after_seconds(response: httpx.Response | None) -> float | None:

@@ -6,6 +6,7 @@ gives downstream assets a lazy scan of the real output, so nothing large is read
 """
 
 import dataclasses
+import shutil
 from typing import Any
 
 import dagster as dg
@@ -18,10 +19,23 @@ from upath import UPath
 from resources.storage import _s3_options, is_remote, polars_storage_options
 
 
+@dataclasses.dataclass(frozen=True)
+class StoredParquet:
+    """A Parquet file the asset already wrote (``storage.open_read(key)``): the IO manager
+    copies its bytes instead of reading the frame and encoding it again."""
+
+    storage: Any
+    key: str
+
+
 class ParquetUPathIOManager(dg.UPathIOManager):
     extension: str = ".parquet"
 
     def dump_to_path(self, context: dg.OutputContext, obj: Any, path: UPath) -> None:
+        if isinstance(obj, StoredParquet):
+            with obj.storage.open_read(obj.key) as source, path.open("wb") as handle:
+                shutil.copyfileobj(source, handle, 1 << 20)
+            return
         if dataclasses.is_dataclass(obj) and hasattr(obj, "path"):
             payload = orjson.dumps({"pointer": dataclasses.asdict(obj)})  # type: ignore[arg-type]
             path.with_suffix(".json").write_bytes(payload)

@@ -55,7 +55,6 @@ from resources.providers.base import (
     RequestSpec,
     ShardPayload,
     Submission,
-    content_hash,
     json_string_expr,
     now_iso,
     poll_batches,
@@ -180,8 +179,7 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     # -- lifecycle --------------------------------------------------------------------------
     def submit(self, payload: ShardPayload) -> Submission:
-        data = self.encode(payload.requests)
-        digest = content_hash([data])
+        data, digest = payload.encoded(self.encode)
         intent = {
             "shard": payload.shard,
             "attempt": payload.attempt,

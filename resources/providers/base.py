@@ -59,6 +59,18 @@ class ShardPayload:
     attempt: int
     model: str
     requests: pl.DataFrame  # custom_id, request (encoded JSON body)
+    _encoded: tuple[bytes, str] | None = dataclasses.field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def encoded(self, encode: Callable[[pl.DataFrame], bytes]) -> tuple[bytes, str]:
+        """``(encode(requests), its content hash)``, computed once per payload: the check for
+        an orphaned batch and the upload share the bytes instead of encoding twice."""
+        if self._encoded is None:
+            data = encode(self.requests)
+            object.__setattr__(self, "_encoded", (data, content_hash([data])))
+        assert self._encoded is not None
+        return self._encoded
 
     def metadata(self, content_hash: str) -> dict[str, str]:
         return {

@@ -34,7 +34,6 @@ from resources.providers.base import (
     RequestSpec,
     ShardPayload,
     Submission,
-    content_hash,
     json_string_expr,
     now_iso,
     poll_batches,
@@ -142,9 +141,8 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def submit(self, payload: ShardPayload) -> Submission:
         self.check_credentials()
-        data = self.encode(payload.requests)
+        data, digest = payload.encoded(self.encode)
         self._check_quota(payload, data)
-        digest = content_hash([data])
         if payload.requests.height < self.min_records:
             return self._below_minimum(payload, digest)
         stem = f"{payload.shard}-a{payload.attempt}"

@@ -26,7 +26,6 @@ from resources.providers.base import (
     RequestSpec,
     ShardPayload,
     Submission,
-    content_hash,
     json_string_expr,
     now_iso,
     poll_batches,
@@ -136,8 +135,7 @@ class GeminiBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     # -- lifecycle --------------------------------------------------------------------------
     def submit(self, payload: ShardPayload) -> Submission:
-        data = self.encode(payload.requests)
-        digest = content_hash([data])
+        data, digest = payload.encoded(self.encode)
         label = display_name(payload, digest)
         what = f"job {payload.job} shard {payload.shard} attempt {payload.attempt}"
         inline = self._inline(payload.requests)

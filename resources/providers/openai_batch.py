@@ -20,7 +20,6 @@ from resources.providers.base import (
     RequestSpec,
     ShardPayload,
     Submission,
-    content_hash,
     json_literal,
     json_string_expr,
     now_iso,
@@ -130,8 +129,7 @@ class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     # -- lifecycle --------------------------------------------------------------------------
     def submit(self, payload: ShardPayload) -> Submission:
-        data = self.encode(payload.requests)
-        digest = content_hash([data])
+        data, digest = payload.encoded(self.encode)
         what = f"job {payload.job} shard {payload.shard} attempt {payload.attempt}"
         with self._client() as client:
             upload = request(

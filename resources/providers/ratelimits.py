@@ -5,19 +5,24 @@
 - ``Pacer`` spaces request starts evenly so that both requests and estimated tokens stay at a
   safety share of RPM and TPM. It grants no bursts: providers enforce limits over short windows,
   and a burst at a window edge is what turns into 429s.
+- ``WindowClock`` learns where fixed rate-limit windows end from the reset headers, so that the
+  pacer keeps sends a few milliseconds clear of each edge: a send that lands just across an edge
+  is what puts one request too many in a window when pacing at 99.9% of the limit.
 - ``TokenEstimator`` calibrates the offline token estimate against the usage the provider bills.
 - ``Gate`` bounds the requests in flight; its limit adapts (start small, grow to what the learned
   rate needs at the observed latency, halve on a rate-limit 429 when no limits are known).
 """
 
 import asyncio
+import collections
 import dataclasses
 import math
 import re
 from collections.abc import Mapping
 from datetime import datetime
 
-SAFETY = 0.98
+SAFETY = 0.999
+EDGE_GUARD_S = 0.004
 MIN_FACTOR = 0.5
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -89,6 +94,44 @@ def read_limits(headers: Mapping[str, str], now_epoch: float) -> Limits:
     )
 
 
+class WindowClock:
+    """Where the provider's short fixed windows end, learned from reset headers.
+
+    A response to a request sent at ``sent_at`` whose window resets in ``reset`` seconds puts
+    the edge at or after ``sent_at + reset`` (the server counted it after it was sent); the
+    latest such estimate within one window is the tightest. Two successive edges give the
+    window length. Resets over 5 s (minute buckets, token buckets) teach nothing here."""
+
+    def __init__(self) -> None:
+        self.edge: float | None = None
+        self.length: float | None = None
+        self.longest_reset = 0.0
+
+    def observe(self, sent_at: float, reset: float | None) -> None:
+        if reset is None or not 0 < reset <= 5.0:
+            return
+        self.longest_reset = max(self.longest_reset, reset)
+        edge = sent_at + reset
+        # A late-counted request's estimate falls short by its delay (tens of ms on a busy
+        # machine); the next window's edge is at least half a window further on.
+        apart = max(0.25, 0.5 * self.longest_reset)
+        if self.edge is None:
+            self.edge = edge
+        elif edge > self.edge + apart:  # the next window (or a later one)
+            step = edge - self.edge
+            self.length = step if self.length is None else min(self.length, step)
+            self.edge = edge
+        elif edge > self.edge - apart:
+            self.edge = max(self.edge, edge)
+
+    def clear_of_edges(self, moment: float) -> float:
+        """``moment``, or just after the nearest window edge when it falls within the guard."""
+        if self.edge is None or self.length is None:
+            return moment
+        nearest = self.edge + round((moment - self.edge) / self.length) * self.length
+        return nearest + EDGE_GUARD_S if abs(moment - nearest) < EDGE_GUARD_S else moment
+
+
 class Pacer:
     """Even spacing of request starts at ``SAFETY`` x the (explicit or learned) RPM and TPM."""
 
@@ -99,6 +142,7 @@ class Pacer:
         self.next_at = 0.0
         self.paused_until = 0.0
         self._slowed_at = -1.0
+        self.windows = WindowClock()
         self.senders = 1  # processes sharing the limit (``rate_shares``): pace to 1/senders
 
     @property
@@ -120,10 +164,15 @@ class Pacer:
         that comes late may take back at most one slot it lost)."""
         gap = self.interval(tokens)
         start = max(now - gap, self.next_at, self.paused_until)  # one slot of catch-up at most
+        send = self.windows.clear_of_edges(max(start, now))
+        if send > max(start, now):  # moved past a window edge: the schedule resumes from there
+            start = send
         self.next_at = start + gap
-        return max(0.0, start - now)
+        return max(0.0, send - now)
 
-    def learn(self, limits: Limits, now: float) -> None:
+    def learn(self, limits: Limits, now: float, sent_at: float | None = None) -> None:
+        if sent_at is not None:
+            self.windows.observe(sent_at, limits.reset_requests)
         rpm, tpm = self.explicit
         self.rpm = rpm or limits.rpm or self.rpm
         self.tpm = tpm or limits.tpm or self.tpm
@@ -148,51 +197,73 @@ class Pacer:
 
 
 class TokenEstimator:
-    """Estimated tokens of a request: a raw offline estimate scaled by what usage showed."""
+    """Estimated tokens of a request: a line fitted to (raw offline estimate, billed usage).
+
+    A straight line, not a ratio: a request's fixed framing (JSON keys, the system prompt, the
+    reply) does not scale with its length, and a ratio then under-counts short requests."""
 
     def __init__(self, output_guess: int) -> None:
         self.output_guess = output_guess
-        self.raw_total = 0.0
-        self.actual_total = 0.0
         self.samples = 0
+        self._sx = self._sy = self._sxx = self._sxy = 0.0
 
     def estimate(self, raw: int) -> float:
-        if self.samples < 5 or self.raw_total <= 0:
+        if self.samples < 5 or self._sx <= 0:
             return float(raw + self.output_guess)
-        return raw * self.actual_total / self.raw_total
+        n, mean_x, mean_y = self.samples, self._sx / self.samples, self._sy / self.samples
+        spread = self._sxx - n * mean_x * mean_x
+        if spread <= 1e-9 * max(1.0, self._sxx):  # all raw estimates alike: a ratio will do
+            return raw * self._sy / self._sx
+        slope = (self._sxy - n * mean_x * mean_y) / spread
+        return max(1.0, mean_y + slope * (raw - mean_x))
 
     def observe(self, raw: int, actual: int) -> None:
         if actual > 0:
-            self.raw_total += raw
-            self.actual_total += actual
             self.samples += 1
+            self._sx += raw
+            self._sy += actual
+            self._sxx += raw * raw
+            self._sxy += raw * actual
 
 
 class Gate:
-    """At most ``limit`` holders at once; the limit can change while requests wait."""
+    """At most ``limit`` holders at once; the limit can change while requests wait.
+
+    Waiters queue in order and a release wakes exactly one of them (no thundering herd)."""
 
     def __init__(self, initial: int, maximum: int) -> None:
         self.maximum = max(1, maximum)
         self.limit = max(1, min(initial, self.maximum))
         self.held = 0
-        self._changed = asyncio.Condition()
+        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
 
     async def acquire(self) -> None:
-        async with self._changed:
-            await self._changed.wait_for(lambda: self.held < self.limit)
+        if self.held < self.limit and not self._waiters:
             self.held += 1
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        try:
+            await waiter  # the waker counted us in
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self.release()
+            raise
 
-    async def release(self) -> None:
-        async with self._changed:
-            self.held -= 1
-            self._changed.notify_all()
+    def release(self) -> None:
+        self.held -= 1
+        self._wake()
 
-    async def resize(self, limit: int) -> None:
-        limit = max(1, min(limit, self.maximum))
-        if limit != self.limit:
-            async with self._changed:
-                self.limit = limit
-                self._changed.notify_all()
+    def resize(self, limit: int) -> None:
+        self.limit = max(1, min(limit, self.maximum))
+        self._wake()
+
+    def _wake(self) -> None:
+        while self.held < self.limit and self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                self.held += 1
+                waiter.set_result(None)
 
 
 def needed_concurrency(rate_per_s: float, latency_s: float, floor: int) -> int:

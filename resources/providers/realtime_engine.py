@@ -2,7 +2,9 @@
 
 Workers pull rows; each send waits for a slot in the adaptive ``Gate`` (bounded in-flight
 requests) and for its turn from the ``Pacer`` (RPM/TPM), then posts the already-encoded body
-(no re-parsing). Answers are classified into rows; retryable ones (429, 5xx/529, timeouts) are
+(no re-parsing) with aiohttp, whose client costs a fraction of httpx's CPU per request
+(DESIGN.md section 9); the rare non-200 answer is wrapped as an ``httpx.Response`` for the
+shared error helpers. Answers are classified into rows; retryable ones (429, 5xx/529, timeouts) are
 sent again after ``retry-after`` or jittered exponential backoff, up to ``max_attempts``.
 Every finished row goes to the checkpoints at once.
 """
@@ -31,7 +33,10 @@ from resources.providers.ratelimits import (
     read_limits,
 )
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # aiohttp loads when a real-time attempt runs, not with the CLI
+    import aiohttp
+    from multidict import CIMultiDictProxy
+
     from resources.providers.realtime import RealtimeProvider
 
 T = TypeVar("T")
@@ -67,20 +72,22 @@ class AttemptRun:
         self.gate = Gate(provider.initial_concurrency, provider.max_concurrency)
         self.turn = asyncio.Lock()  # one pacing reservation at a time
         self.latency = 0.5
+        self.url = ""
         self.successes = 0
         self.quota_message: str | None = None
 
     async def run(self, rows: list[tuple[str, str]]) -> None:
         if not rows:
             return
+        import aiohttp
+
         queue = iter(rows)
-        timeout = httpx.Timeout(self.p.timeout_s, connect=min(10.0, self.p.timeout_s))
-        limits = httpx.Limits(
-            max_connections=self.p.max_concurrency, max_keepalive_connections=self.p.max_concurrency
-        )
-        headers = self.p.auth_headers()
-        async with httpx.AsyncClient(
-            base_url=self.p.resolved_base_url(), headers=headers, timeout=timeout, limits=limits
+        self.url = self.p.resolved_base_url().rstrip("/") + self.p.endpoint()
+        timeout = aiohttp.ClientTimeout(total=self.p.timeout_s, connect=min(10.0, self.p.timeout_s))
+        connector = aiohttp.TCPConnector(limit=self.p.max_concurrency)
+        headers = self.p.auth_headers() | _JSON
+        async with aiohttp.ClientSession(
+            headers=headers, timeout=timeout, connector=connector, raise_for_status=False
         ) as client:
             workers = min(len(rows), self.p.max_concurrency)
             await self._share()
@@ -108,11 +115,13 @@ class AttemptRun:
         if self.share is not None:
             self.pacer.senders = await asyncio.to_thread(self.share.beat)
 
-    async def _worker(self, client: httpx.AsyncClient, queue: Iterator[tuple[str, str]]) -> None:
+    async def _worker(
+        self, client: "aiohttp.ClientSession", queue: Iterator[tuple[str, str]]
+    ) -> None:
         for custom_id, body in queue:
             self.checkpoints.add(await self._request(client, custom_id, body))
 
-    async def _request(self, client: httpx.AsyncClient, custom_id: str, body: str) -> Row:
+    async def _request(self, client: "aiohttp.ClientSession", custom_id: str, body: str) -> Row:
         raw = estimate_tokens(body)
         last = _Retry(FailureClass.SERVER_ERROR.value, "not sent", None)
         for attempt in range(self.p.max_attempts):
@@ -133,7 +142,9 @@ class AttemptRun:
         row["batch_id"] = self.batch_id
         return row
 
-    async def _send(self, client: httpx.AsyncClient, custom_id: str, body: str, raw: int) -> Row:
+    async def _send(
+        self, client: "aiohttp.ClientSession", custom_id: str, body: str, raw: int
+    ) -> Row:
         await self.gate.acquire()
         try:
             async with self.turn:
@@ -142,33 +153,48 @@ class AttemptRun:
                     await asyncio.sleep(delay)
             if self.quota_message is not None:  # learned while this row waited for its turn
                 return _quota(self.quota_message)
+            import aiohttp
+
             started = time.monotonic()
             try:
-                response = await client.post(self.p.endpoint(), content=body, headers=_JSON)
-            except httpx.TimeoutException as exc:
+                async with client.post(self.url, data=body.encode()) as answer:
+                    content = await answer.read()
+                    status, headers = answer.status, answer.headers
+            except TimeoutError as exc:
                 raise _Retry(FailureClass.SERVER_ERROR.value, f"timed out: {exc!r}", None) from exc
-            except httpx.TransportError as exc:
+            except aiohttp.ClientError as exc:
                 raise _Retry(FailureClass.SERVER_ERROR.value, f"transport: {exc!r}", None) from exc
             self.latency = 0.8 * self.latency + 0.2 * (time.monotonic() - started)
         finally:
-            await self.gate.release()
-        self.pacer.learn(read_limits(response.headers, time.time()), time.monotonic())
-        await self._adapt()
-        return self._outcome(response, custom_id, raw)
-
-    def _outcome(self, response: httpx.Response, custom_id: str, raw: int) -> Row:
-        status = response.status_code
+            self.gate.release()
+        self.pacer.learn(read_limits(headers, time.time()), time.monotonic(), started)
+        self._adapt()
         if status == 200:
-            try:
-                row = self.p.parse_body(custom_id, orjson.loads(response.content))
-            except (orjson.JSONDecodeError, AttributeError, TypeError) as exc:
-                message = f"unparseable 200 body: {exc}"
-                raise _Retry(FailureClass.SERVER_ERROR.value, message, None) from exc
-            billed = int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0)
-            self.tokens.observe(raw, billed)
-            self.successes += 1
-            self.pacer.recover()
-            return row
+            return self._succeeded(custom_id, content, raw)
+        return self._outcome(self._response(status, headers, content), custom_id)
+
+    def _response(
+        self, status: int, headers: "CIMultiDictProxy[str]", content: bytes
+    ) -> httpx.Response:
+        request = httpx.Request("POST", self.url)
+        return httpx.Response(
+            status, headers=list(headers.items()), content=content, request=request
+        )
+
+    def _succeeded(self, custom_id: str, content: bytes, raw: int) -> Row:
+        try:
+            row = self.p.parse_body(custom_id, orjson.loads(content))
+        except (orjson.JSONDecodeError, AttributeError, TypeError) as exc:
+            message = f"unparseable 200 body: {exc}"
+            raise _Retry(FailureClass.SERVER_ERROR.value, message, None) from exc
+        billed = int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0)
+        self.tokens.observe(raw, billed)
+        self.successes += 1
+        self.pacer.recover()
+        return row
+
+    def _outcome(self, response: httpx.Response, custom_id: str) -> Row:
+        status = response.status_code
         if status in {401, 403}:
             message, _, _ = error_detail(response)
             raise AuthError(
@@ -200,7 +226,7 @@ class AttemptRun:
             if not self.pacer.known:
                 self.gate.limit = max(1, self.gate.limit // 2)
 
-    async def _adapt(self) -> None:
+    def _adapt(self) -> None:
         """Grow the in-flight bound to what the paced rate needs at the observed latency."""
         if self.pacer.known:
             rate = 1.0 / max(self.pacer.interval(self.tokens.estimate(1)), 1e-3)
@@ -209,7 +235,7 @@ class AttemptRun:
             target = self.gate.limit + 1  # no limits known: additive increase
         else:
             return
-        await self.gate.resize(target)
+        self.gate.resize(target)
 
 
 def _quota(message: str) -> Row:

@@ -10,7 +10,7 @@ from emulator.batch_lines import fast_chat
 from emulator.config import EmulatorConfig, parse_fail
 from emulator.faults import FaultDrawer
 from emulator.openai_engine import OpenAIEngine
-from emulator.ratelimit import go_duration
+from emulator.ratelimit import RateLimiter, go_duration
 from emulator.replies import instance_for_schema, invalid_instance
 from emulator.tokens import count_tokens, prompt_tokens
 
@@ -125,3 +125,25 @@ def test_fast_path_matches_general_path() -> None:
 def test_config_rejects_bad_faults() -> None:
     with pytest.raises(ValueError, match="unknown fault class"):
         EmulatorConfig(fail={"boom": 0.1})
+
+
+@pytest.mark.parametrize("burst", [1.0, 2.0, 60.0])
+def test_limiter_enforces_the_limit_over_burst_windows(burst: float) -> None:
+    limiter = RateLimiter(rpm=3000, tpm=None, burst_seconds=burst)
+    start = 1_200_000.0  # a window boundary for every burst length above
+    admitted = [limiter.check(1, now=start + i * 0.0002).allowed for i in range(4000)]
+    holds = round(3000 * burst / 60)
+    assert sum(admitted) == min(holds, 4000) and all(admitted[:holds])
+    refused = limiter.check(1, now=start + 3.9999)
+    if burst < 4:  # a later window admits again; a minute bucket still refuses until it resets
+        assert refused.allowed
+    else:
+        assert not refused.allowed and 56 < refused.retry_after <= 60
+        assert refused.requests[1] == 0  # remaining
+
+
+def test_limiter_windows_grow_to_hold_one_request() -> None:
+    limiter = RateLimiter(rpm=30, tpm=None, burst_seconds=1)  # one request per two seconds
+    assert [limiter.check(1, now=10.0 + t).allowed for t in (0, 1, 2)] == [True, False, True]
+    with pytest.raises(ValueError, match="burst_seconds"):
+        RateLimiter(rpm=30, tpm=None, burst_seconds=0)

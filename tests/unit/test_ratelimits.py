@@ -1,0 +1,65 @@
+"""The real-time pacing pieces: window edges learned from reset headers, the in-flight gate."""
+
+import asyncio
+
+import pytest
+
+from resources.providers.ratelimits import EDGE_GUARD_S, Gate, Pacer, TokenEstimator, WindowClock
+
+
+def test_window_clock_learns_edges_and_length_from_resets() -> None:
+    clock = WindowClock()
+    clock.observe(sent_at=10.30, reset=0.699)  # counted 1 ms after it was sent
+    clock.observe(sent_at=10.50, reset=0.500)
+    assert clock.edge == pytest.approx(11.0) and clock.length is None
+    clock.observe(sent_at=11.20, reset=0.800)  # the next window
+    assert clock.edge == pytest.approx(12.0) and clock.length == pytest.approx(1.0)
+    clock.observe(sent_at=11.40, reset=30.0)  # a minute bucket's reset teaches nothing
+    assert clock.edge == pytest.approx(12.0)
+    assert clock.clear_of_edges(12.5) == 12.5
+    assert clock.clear_of_edges(12.999) == pytest.approx(13.0 + EDGE_GUARD_S)
+    assert clock.clear_of_edges(14.001) == pytest.approx(14.0 + EDGE_GUARD_S)
+
+
+def test_pacer_keeps_sends_clear_of_window_edges() -> None:
+    pacer = Pacer(rpm=6000)  # a send every ~10 ms
+    pacer.windows.observe(0.0, 1.0)
+    pacer.windows.observe(1.0, 1.0)  # edges at 1.0, 2.0, ...
+    assert pacer.reserve(1, now=1.998) == pytest.approx(0.002 + EDGE_GUARD_S)
+    after = pacer.reserve(1, now=1.998)  # the schedule resumes after the moved send
+    assert after == pytest.approx(0.002 + EDGE_GUARD_S + pacer.interval(1))
+
+
+def test_gate_wakes_one_waiter_per_release_and_grows_on_resize() -> None:
+    async def scenario() -> list[int]:
+        gate = Gate(initial=1, maximum=3)
+        await gate.acquire()
+        waiters = [asyncio.create_task(gate.acquire()) for _ in range(3)]
+        await asyncio.sleep(0)
+        seen = [sum(w.done() for w in waiters)]
+        gate.release()
+        await asyncio.sleep(0)
+        seen.append(sum(w.done() for w in waiters))
+        gate.resize(3)
+        await asyncio.sleep(0)
+        seen += [sum(w.done() for w in waiters), gate.held]
+        return seen
+
+    assert asyncio.run(scenario()) == [0, 1, 3, 3]
+
+
+def test_token_estimator_fits_fixed_framing_as_well_as_length() -> None:
+    estimator = TokenEstimator(output_guess=100)
+    assert estimator.estimate(40) == 140  # before any usage: raw + the output guess
+    for raw in range(10, 60, 5):
+        estimator.observe(raw, actual=raw // 2 + 30)  # billed: half the raw, plus 30 fixed
+    assert abs(estimator.estimate(20) - 40) < 1 and abs(estimator.estimate(100) - 80) < 1
+
+
+def test_window_clock_is_not_fooled_by_a_late_counted_request() -> None:
+    clock = WindowClock()
+    clock.observe(sent_at=10.00, reset=0.940)  # counted 60 ms late: the edge looks early
+    clock.observe(sent_at=10.20, reset=0.800)  # on time: the same window's edge, at 11.0
+    assert clock.edge == pytest.approx(11.0) and clock.length is None
+    clock.observe(sent_at=11.10, reset=0.900)
+    assert clock.length == pytest.approx(1.0)
