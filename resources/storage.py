@@ -2,7 +2,8 @@
 
 Built on fsspec (``s3fs`` for S3; any S3-compatible endpoint through ``AWS_ENDPOINT_URL``).
 Writes are atomic: a local file is written beside its target and renamed; an S3 object only
-appears when its (multipart) upload completes.
+appears when its (multipart) upload completes, and a write that raises is discarded (fsspec's own
+file would upload what it had on ``__exit__``, leaving a truncated object behind).
 """
 
 import contextlib
@@ -92,6 +93,52 @@ def _s3_error_code(exc: BaseException) -> str | None:
     return str(response.get("Error", {}).get("Code")) if response else None
 
 
+@contextlib.contextmanager
+def atomic_write(fs: Any, path: str) -> Iterator[IO[bytes]]:
+    """Open ``path`` on ``fs`` for writing: readers see the old content or the whole new one.
+
+    Every writer goes through here. A local file is written beside its target, synced and
+    renamed into place; a remote object is uploaded on a clean exit only. If the body raises,
+    nothing is committed: the temporary file is removed, the multipart upload aborted.
+    """
+    if _is_local(fs):
+        yield from _atomic_local(fs, path)
+        return
+    handle = fs.open(path, "wb")
+    try:
+        yield handle
+    except BaseException:
+        discard(handle)
+        raise
+    handle.close()
+
+
+def discard(handle: Any) -> None:
+    """Throw away an unfinished fsspec write: abort its upload, and never let close() send it."""
+    with contextlib.suppress(Exception):  # best effort: the write's own error is what matters
+        handle.discard()
+    handle.closed = True
+
+
+def _is_local(fs: Any) -> bool:
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return protocol in ("file", "local")
+
+
+def _atomic_local(fs: Any, path: str) -> Iterator[IO[bytes]]:
+    fs.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    try:
+        with open(tmp, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+
+
 def is_remote(uri: str) -> bool:
     return "://" in uri and not uri.startswith("file://")
 
@@ -139,22 +186,8 @@ class Storage:
     @contextlib.contextmanager
     def open_write(self, key: str) -> Iterator[IO[bytes]]:
         """Write ``key`` atomically: readers see the old content or the whole new one."""
-        target = self._path(key)
-        if self.remote:
-            with self.fs.open(target, "wb") as handle:
-                yield handle
-            return
-        self.fs.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = f"{target}.{uuid.uuid4().hex}.tmp"
-        try:
-            with open(tmp, "wb") as handle:
-                yield handle
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, target)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(tmp)
+        with atomic_write(self.fs, self._path(key)) as handle:
+            yield handle
 
     def create_exclusive(self, key: str, data: bytes) -> bool:
         """Create ``key`` with ``data`` only if it does not exist: True if this call created it.
