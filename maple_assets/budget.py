@@ -32,7 +32,7 @@ _TOLERANCE = 1e-9
 
 
 def _estimate_key(job: "Job", shard: str, attempt: int) -> str:
-    return job.state.key(shard, f"estimate-{attempt}.json")
+    return job.state.paths.estimate(shard, attempt)
 
 
 def attempt_estimate(job: "Job", shard: str, attempt: int) -> float:
@@ -78,7 +78,7 @@ def within_budget(job: "Job", shard: str, attempt: int) -> bool:
         admitted = paid + flying + nxt <= budget + _TOLERANCE
     committed = paid + flying
     if not admitted:
-        job.state.storage.write_json(job.state.key("budget_stop.json"), {"budget_usd": budget})
+        job.state.storage.write_json(job.state.paths.budget_stop, {"budget_usd": budget})
         job.state.stop(
             f"{BUDGET_STOP} reached before shard {shard} attempt {attempt}: committed "
             f"${committed:.6f} (spent ${paid:.6f} + in flight ${flying:.6f}) + next batch "
@@ -108,7 +108,7 @@ def resume_budget_stop(state: JobState, budget: float | None) -> str | None:
     record = state.stop_record()
     if record is None or record.get("kind") != BUDGET_STOP:
         return None
-    key = state.key("budget_stop.json")
+    key = state.paths.budget_stop
     hit = float(state.storage.read_json(key)["budget_usd"]) if state.storage.exists(key) else None
     if budget is not None and hit is not None and budget <= hit:
         return None

@@ -145,7 +145,7 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     if check is not None:
         check()
     state = JobState(Storage(opts.storage), en.spec.name)
-    lease = driver_lease(state.storage, state.key("driver"), en.spec.name, opts.wait)
+    lease = driver_lease(state.storage, state.paths.driver, en.spec.name, opts.wait)
     with lease.hold():
         return _drive(opts, en, provider, state)
 
@@ -232,7 +232,7 @@ def print_summary(state: JobState, output: str, costs: CostTracker | None = None
     from maple_assets.responses import add_summary, summarize
     from maple_assets.steps import shard_responses
 
-    merged = state.key("merged.json")
+    merged = state.paths.merged
     totals: dict[str, Any] = {}
     if state.storage.exists(merged):  # written by the merge that just ran
         totals = dict(state.storage.read_json(merged).get("totals") or {})

@@ -372,7 +372,7 @@ def _raw_responses(
             else:
                 combined = shard_responses(job.state, shard)
             metadata = _responses_metadata(job, shard, combined)
-            responses = job.state.responses_key(shard)
+            responses = job.state.paths.responses(shard)
             if len(context.partition_keys) > 1 and job.state.storage.exists(responses):
                 # Hold one shard at a time: the IO manager reads each back as it writes it.
                 return job.state.storage.scan_parquet(responses), metadata
@@ -422,7 +422,7 @@ def _merged(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.AssetsDefi
 
 def _totals(job: Job) -> dict[str, Any]:
     """The run's totals as the merge counted them (cost: this run's new spend)."""
-    merged = job.state.storage.read_json(job.state.key("merged.json"))
+    merged = job.state.storage.read_json(job.state.paths.merged)
     totals = merged.get("totals") or {}
     return {
         "succeeded": int(totals.get("succeeded", 0)),

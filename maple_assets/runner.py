@@ -201,7 +201,7 @@ class Runner:
         self.progress.show()
 
     def _output(self) -> OutputTable:
-        data = self.job().state.storage.read_json(self.job().state.key("merged.json"))
+        data = self.job().state.storage.read_json(self.job().state.paths.merged)
         fmt = self.enrichment.spec.output_format()
         return OutputTable(path=data["path"], format=fmt, rows=int(data["rows"]))
 

@@ -121,7 +121,7 @@ def submit_shard(job: Job, shard: str) -> Submission | None:
     attempt = progress.attempt
     return claim_batch(
         job.state.storage,
-        job.state.key(shard, f"claim-{attempt}"),
+        job.state.paths.claim(shard, attempt),
         lambda: job.state.submission(shard, attempt),
         lambda taken_over: _create(job, shard, attempt, taken_over),
     )
@@ -286,8 +286,8 @@ def shard_responses(state: JobState, shard: str) -> pl.DataFrame:
     """The shard's merged responses over every collected attempt."""
     summary = state.summary(shard)
     attempts = summary.attempt if summary else 0
-    if attempts and state.storage.exists(state.responses_key(shard)):
-        return state.storage.read_parquet(state.responses_key(shard))
+    if attempts and state.storage.exists(state.paths.responses(shard)):
+        return state.storage.read_parquet(state.paths.responses(shard))
     if attempts == 0:  # never collected: nothing to send, or the job stopped before sending
         rows = state.plan(shard, 1)
         if rows is None:
@@ -349,7 +349,7 @@ def generation(job: Job) -> str:
 
 # -- merged ---------------------------------------------------------------------------------
 def default_output(job: Job) -> str:
-    return job.state.storage.uri(f"{job.spec.name}/output/merged.{job.spec.output_format()}")
+    return job.state.storage.uri(job.state.paths.output(job.spec.output_format()))
 
 
 def merge_job(job: Job, output: str | None = None) -> OutputTable:
@@ -385,7 +385,7 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
 
     table = write_merged(frames(), path, job.spec.output_format(), job.spec.source)
     job.state.storage.write_json(
-        job.state.key("merged.json"),
+        job.state.paths.merged,
         {
             "path": table.path,
             "rows": table.rows,

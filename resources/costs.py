@@ -41,6 +41,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from resources.admissions import Admission, admissions_table, admit
 from resources.deployment import require_shared
 from resources.errors import ConfigError, StorageError
+from resources.layout import COSTS_DB
 from resources.pricing import ModelPrice, cost_expr
 
 COST_DB_ENV = "MAPLE_COST_DB"
@@ -167,8 +168,8 @@ MIGRATIONS: list[Callable[[sa.Connection], None]] = [_migration_1, _migration_2]
 def default_sqlite_path(storage_root: str) -> Path:
     """`<storage_root>/costs.sqlite` for a local root; `~/.maple/costs.sqlite` for a remote one."""
     if "://" in storage_root and not storage_root.startswith("file://"):
-        return Path.home() / ".maple" / "costs.sqlite"
-    return Path(storage_root.removeprefix("file://")).expanduser().resolve() / "costs.sqlite"
+        return Path.home() / ".maple" / COSTS_DB
+    return Path(storage_root.removeprefix("file://")).expanduser().resolve() / COSTS_DB
 
 
 class CostTracker(dg.ConfigurableResource):  # type: ignore[type-arg]

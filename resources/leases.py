@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from resources.errors import StorageError
+from resources.layout import join
 from resources.storage import Storage
 
 TTL_ENV = "MAPLE_LEASE_TTL_S"
@@ -147,7 +148,7 @@ class Lease:
             self.release()
 
     def _key(self, generation: int) -> str:
-        return f"{self.folder}/{generation:08d}.json"
+        return join(self.folder, f"{generation:08d}.json")
 
 
 def _encode(holder: Holder) -> bytes:

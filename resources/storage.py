@@ -23,6 +23,7 @@ from pydantic import Field
 
 from resources.deployment import require_shared
 from resources.errors import StorageError
+from resources.layout import join
 from resources.memory import tune_allocator
 
 
@@ -155,10 +156,10 @@ class Storage:
         return f"Storage({self.root!r})"
 
     def uri(self, key: str) -> str:
-        return f"{self.root}/{key}"
+        return join(self.root, key)
 
     def _path(self, key: str) -> str:
-        return f"{self._base}/{key}"
+        return join(self._base, key)
 
     def exists(self, key: str) -> bool:
         return bool(self.fs.exists(self._path(key)))
@@ -171,7 +172,7 @@ class Storage:
         except FileNotFoundError:
             return []
         names = sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries)
-        return [f"{prefix}/{name}" for name in names]
+        return [join(prefix, name) for name in names]
 
     def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):

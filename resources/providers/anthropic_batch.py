@@ -43,6 +43,7 @@ from resources.http import (
     request,
     retry_after_seconds,
 )
+from resources.layout import JobLayout
 from resources.providers.anthropic_messages import (
     anthropic_base_url,
     anthropic_headers,
@@ -167,7 +168,7 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     @staticmethod
     def _intent_key(job: str, shard: str, attempt: int) -> str:
-        return f"{job}/state/anthropic-intents/{shard}-{attempt}.json"
+        return JobLayout(job).anthropic_intent(shard, attempt)
 
     def _write_intent(self, payload: ShardPayload, record: dict[str, Any]) -> None:
         key = self._intent_key(payload.job, payload.shard, payload.attempt)
@@ -175,7 +176,7 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def _read_intents(self, job: str) -> list[dict[str, Any]]:
         storage = self._intents()
-        keys = storage.list_keys(f"{job}/state/anthropic-intents")
+        keys = storage.list_keys(JobLayout(job).anthropic_intents)
         return [dict(storage.read_json(k)) for k in keys if k.endswith(".json")]
 
     # -- lifecycle --------------------------------------------------------------------------

@@ -27,6 +27,7 @@ from pydantic import Field
 
 from resources.crashpoints import crash_point
 from resources.errors import ConfigError, ProviderError
+from resources.layout import JobLayout, join, last_part
 from resources.providers import bedrock_wire as wire
 from resources.providers.base import (
     BatchState,
@@ -148,7 +149,7 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         if payload.requests.height < self.min_records:
             return self._below_minimum(payload, digest)
         stem = f"{payload.shard}-a{payload.attempt}"
-        key = f"{payload.job}/bedrock/input/{stem}-{digest}.jsonl"
+        key = JobLayout(payload.job).bedrock_input(stem, digest)
         storage = Storage(self.storage_root)
         storage.write_bytes(key, data)
         crash_point("after_upload")
@@ -163,7 +164,7 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
             inputDataConfig={"s3InputDataConfig": {"s3Uri": storage.uri(key)}},
             outputDataConfig={
                 "s3OutputDataConfig": {
-                    "s3Uri": storage.uri(f"{payload.job}/bedrock/output/{stem}/")
+                    "s3Uri": storage.uri(JobLayout(payload.job).bedrock_output(stem))
                 }
             },
             timeoutDurationInHours=self.timeout_hours,
@@ -282,7 +283,7 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         output = job["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"].rstrip("/")
         source = job["inputDataConfig"]["s3InputDataConfig"]["s3Uri"]
         job_id = submission.batch_id.rsplit("/", 1)[-1]
-        uri = f"{output}/{job_id}/{source.rsplit('/', 1)[-1]}.out"
+        uri = join(output, job_id, f"{last_part(source)}.out")
         fs, path = filesystem_for(uri)
         content = fs.cat_file(path) if fs.exists(path) else b""
         crash_point("mid_download")

@@ -26,6 +26,7 @@ from pydantic import Field
 
 from resources.failures import FailureClass, classify_http
 from resources.http import error_detail, is_quota_error
+from resources.layout import JobLayout
 from resources.providers.anthropic_messages import (
     anthropic_base_url,
     anthropic_headers,
@@ -115,7 +116,7 @@ class RealtimeProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     def _checkpoints(self, job: str, shard: str, attempt: int) -> RowCheckpoints:
         return RowCheckpoints(
             Storage(self.checkpoint_root),
-            f"{job}/state/{shard}/rt-{attempt}",
+            JobLayout(job).checkpoints(shard, attempt),
             self.checkpoint_rows,
             self.checkpoint_seconds,
         )
