@@ -6,7 +6,6 @@ records a ``cancel`` stop; rerunning ``maple enrich`` with the same ``--job`` li
 collects what the cancelled batches ran, and resends the rest.
 """
 
-import os
 import sys
 from typing import Any
 
@@ -20,11 +19,12 @@ from resources.errors import ConfigError, MapleError, ProviderError
 from resources.layout import JobLayout, job_names
 from resources.providers.base import Provider, Submission
 from resources.providers.registry import build_provider
+from resources.settings import Settings
 from resources.storage import Storage
 
 
 def _storage(root: str | None) -> Storage:
-    return Storage(root or os.environ.get("MAPLE_STORAGE") or ".maple")
+    return Storage(Settings.load(storage=root).storage_root)
 
 
 def list_jobs(storage: Storage) -> list[str]:
@@ -179,8 +179,10 @@ def provider_for(state: JobState) -> Provider:
     if spec is None:
         raise ConfigError(f"No job {state.job!r} under {state.storage.root}.")
     name = str(spec["spec"]["provider"])
-    url = os.environ.get("MAPLE_EMULATOR_URL")
-    provider: Provider = build_provider(name, emulator_url=url.rstrip("/") if url else None)
+    settings = Settings.load(storage=state.storage.root)
+    provider: Provider = build_provider(
+        name, emulator_url=settings.emulator_url, storage_root=settings.storage_root
+    )
     return provider
 
 

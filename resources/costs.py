@@ -22,7 +22,6 @@ one) and update the `attempt_costs` table below to the resulting shape. A databa
 code is refused rather than written.
 """
 
-import os
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
@@ -43,8 +42,8 @@ from resources.deployment import require_shared
 from resources.errors import ConfigError, StorageError
 from resources.layout import COSTS_DB
 from resources.pricing import ModelPrice, cost_expr
+from resources.settings import COST_DB_ENV, Settings
 
-COST_DB_ENV = "MAPLE_COST_DB"
 Mode = Literal["batch", "realtime"]
 GroupBy = Literal["team", "job", "model", "day"]
 _KEY = ("job", "shard", "attempt")
@@ -191,7 +190,7 @@ class CostTracker(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def resolved_url(self) -> str:
         """The database URL in use."""
-        url = self.database_url or os.environ.get(COST_DB_ENV)
+        url = self.database_url or Settings.load().cost_db
         return url or f"sqlite:///{default_sqlite_path(self.storage_root)}"
 
     def record(self, entry: AttemptCost) -> None:

@@ -1,6 +1,5 @@
 """The one place that builds httpx clients and retries provider control calls politely."""
 
-import os
 import random
 import time
 from typing import Any
@@ -9,6 +8,7 @@ import httpx
 import orjson
 
 from resources.errors import AuthError, ProviderError, QuotaExhausted
+from resources.settings import knob
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 MAX_RETRY_AFTER_S = 60.0
@@ -83,7 +83,7 @@ OUTAGE_BACKOFF_CAP_S = 15.0
 
 def outage_window_s() -> float:
     """How long control calls keep retrying through a provider outage (default 30 minutes)."""
-    return float(os.environ.get(OUTAGE_ENV) or DEFAULT_OUTAGE_WINDOW_S)
+    return float(knob(OUTAGE_ENV) or DEFAULT_OUTAGE_WINDOW_S)
 
 
 def _idempotent(method: str, url: str) -> bool:

@@ -25,6 +25,7 @@ from resources.deployment import require_shared
 from resources.errors import StorageError
 from resources.layout import join
 from resources.memory import tune_allocator
+from resources.settings import default_storage_root
 
 
 def s3_endpoint() -> str | None:
@@ -248,7 +249,7 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """The storage root every job writes under: a local folder or ``s3://bucket/prefix``."""
 
     root: str = Field(
-        default_factory=lambda: os.environ.get("MAPLE_STORAGE", ".maple"),
+        default_factory=default_storage_root,
         description="Storage root (folder or s3:// URI); default MAPLE_STORAGE, else ./.maple.",
     )
 

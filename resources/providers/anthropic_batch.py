@@ -21,7 +21,6 @@ Listing stops at the first batch older than the oldest unmatched intent, so the 
 (no crash) costs no list call at all.
 """
 
-import os
 import time
 from collections.abc import Iterator
 from datetime import datetime
@@ -63,6 +62,7 @@ from resources.providers.base import (
     result_frame,
 )
 from resources.providers.lost import LOST, fetch_or_lost, ignore_missing
+from resources.settings import default_storage_root
 from resources.storage import Storage
 
 BATCHES = "/v1/messages/batches"
@@ -81,10 +81,6 @@ _COLUMNS = (
     "cache_write_tokens",
     "output_tokens",
 )
-
-
-def _default_root() -> str:
-    return os.environ.get("MAPLE_STORAGE", ".maple")
 
 
 def _epoch(value: Any) -> float:
@@ -109,7 +105,7 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         description="API base URL without /v1; defaults to ANTHROPIC_BASE_URL, else Anthropic's.",
     )
     intent_root: str = Field(
-        default_factory=_default_root,
+        default_factory=default_storage_root,
         description="Storage root for create intents (crash recovery); the job's storage root.",
     )
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")

@@ -16,7 +16,6 @@ Bedrock's quotas are checked before a job is created: records per job (``min_rec
 """
 
 import hashlib
-import os
 import time
 from typing import Any
 
@@ -42,6 +41,7 @@ from resources.providers.base import (
     result_frame,
 )
 from resources.providers.bedrock_aws import BedrockCalls
+from resources.settings import Settings, default_storage_root
 from resources.storage import Storage, filesystem_for, is_remote
 
 STATES = {
@@ -65,10 +65,6 @@ _COLUMNS = (
 )  # fmt: skip
 
 
-def _default_root() -> str:
-    return os.environ.get("MAPLE_STORAGE", ".maple")
-
-
 class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     """Runs shards as Bedrock batch inference jobs (Claude models; 50% of on-demand prices)."""
 
@@ -78,7 +74,7 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         description="Service role Bedrock assumes to read/write S3; MAPLE_BEDROCK_ROLE_ARN.",
     )
     storage_root: str = Field(
-        default_factory=_default_root, description="The job's storage root; must be s3://."
+        default_factory=default_storage_root, description="The job's storage root; must be s3://."
     )
     region: str | None = Field(default=None, description="AWS region; default: the AWS chain.")
     max_retries: int = Field(default=6, description="Retries of a control call (botocore).")
@@ -100,7 +96,7 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         return ProviderLimits(self.max_records, self.max_bytes)
 
     def resolved_role(self) -> str:
-        role = self.role_arn or os.environ.get("MAPLE_BEDROCK_ROLE_ARN")
+        role = self.role_arn or Settings.load().bedrock_role_arn
         if not role:
             raise ConfigError(
                 "MAPLE_BEDROCK_ROLE_ARN is not set: export the ARN of the IAM service role "

@@ -45,13 +45,10 @@ from resources.providers.base import (
 from resources.providers.checkpoints import RowCheckpoints
 from resources.providers.openai_batch import OpenAIBatchProvider, parse_chat_completion
 from resources.providers.realtime_engine import AttemptRun, run_sync
+from resources.settings import default_storage_root
 from resources.storage import Storage
 
 Row = dict[str, Any]
-
-
-def _default_root() -> str:
-    return os.environ.get("MAPLE_STORAGE", ".maple")
 
 
 class RealtimeProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -61,7 +58,7 @@ class RealtimeProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     api_key: str | None = Field(default=None, description="API key; defaults to the env var.")
     base_url: str | None = Field(default=None, description="API base URL; defaults to env var.")
     checkpoint_root: str = Field(
-        default_factory=_default_root,
+        default_factory=default_storage_root,
         description="Storage root for row checkpoints (the job's root): MAPLE_STORAGE or .maple.",
     )
     rpm: int | None = Field(default=None, description="Requests per minute; None: learn it.")
