@@ -10,13 +10,14 @@ import orjson
 from maple_assets.budget import ledger_totals, resume_budget_stop
 from maple_assets.claims import driver_lease
 from maple_assets.cli_errors import marks_interrupt, outcome_code
-from maple_assets.estimate import MAX_TOKEN_PARAMS, estimate_job, output_tokens_per_request
+from maple_assets.estimate import estimate_job
 from maple_assets.factory import Enrichment, enrichment
 from maple_assets.preflight import preflight
 from maple_assets.runner import Runner, instance_for, resources_for
 from maple_assets.schema_checks import check_response_schema
 from maple_assets.spec import MAX_JOB_NAME, JobSpec
 from maple_assets.state import JobState
+from maple_assets.tokens import MAX_TOKEN_PARAMS, output_tokens_per_request
 from resources.costs import CostTracker
 from resources.errors import ConfigError
 from resources.pricing import ModelPrice, PriceBook
@@ -141,9 +142,7 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     )
     if opts.dry_run:
         return dry_run(en.spec, provider, price, opts.storage)
-    check = getattr(provider, "check_credentials", None)
-    if check is not None:
-        check()
+    provider.check_credentials()
     state = JobState(Storage(opts.storage), en.spec.name)
     lease = driver_lease(state.storage, state.paths.driver, en.spec.name, opts.wait)
     with lease.hold():
@@ -209,7 +208,7 @@ def dry_run(spec: JobSpec, provider: Any, price: ModelPrice, storage: str) -> in
     if paid:
         rows.append(("spent USD", f"{paid:.6f} so far (this job, from the ledger)"))
     if spec.budget_usd is not None:
-        expected = batch if getattr(provider, "mode", "batch") == "batch" else realtime
+        expected = batch if provider.mode == "batch" else realtime
         fits = "fits" if expected <= spec.budget_usd else "the job will stop before the end"
         rows.append(("budget USD", f"{spec.budget_usd:.6f} ({fits})"))
     click.echo("dry run: nothing uploaded, no batch created, nothing spent")

@@ -23,6 +23,7 @@ from pydantic import Field
 
 from maple_assets.budget import ledger_totals, resume_budget_stop
 from maple_assets.checks import build_checks
+from maple_assets.job import Job
 from maple_assets.policy import RetryPolicy
 from maple_assets.preflight import check_declaration
 from maple_assets.rerun import shard_input
@@ -31,7 +32,6 @@ from maple_assets.sensor_cursor import fresh_requests
 from maple_assets.spec import MB, JobSpec, validate_name, validate_paths
 from maple_assets.state import JobState
 from maple_assets.steps import (
-    Job,
     collect_shard,
     generation,
     merge_job,

@@ -6,10 +6,10 @@ See `maple_assets.versions` for what a version is and how its rows are chosen.
 import time
 from typing import Any
 
+from maple_assets.job import Job
 from maple_assets.sharding import ShardInfo, write_shards
 from maple_assets.sources import iter_blocks
 from maple_assets.state import ShardSummary
-from maple_assets.steps import Job
 from maple_assets.versions import KeySpill, Version, VersionPlan, attempt_one, input_digest
 from maple_assets.versions import plan_version as plan_rows
 from resources.errors import ConfigError

@@ -17,8 +17,8 @@ from dagster._core.storage.tags import (
 
 from maple_assets import dagster_home
 from maple_assets.factory import IO_MANAGER_KEY, Enrichment, job_for, provider_key
+from maple_assets.job import Job
 from maple_assets.merge import OutputTable
-from maple_assets.steps import Job
 from resources.costs import CostTracker
 from resources.io_manager import ParquetIOManager
 from resources.storage import StorageResource

@@ -16,8 +16,8 @@ import polars as pl
 from maple_assets.budget import within_budget
 from maple_assets.claims import claim_batch
 from maple_assets.crashpoints import crash_point
+from maple_assets.job import Job
 from maple_assets.merge import OutputTable, merge_shard, write_merged
-from maple_assets.policy import RetryPolicy
 from maple_assets.responses import (
     IMAGE_GONE,
     NOT_SENT,
@@ -30,48 +30,16 @@ from maple_assets.responses import (
     summarize,
     unsent_responses,
 )
-from maple_assets.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID, JobSpec
+from maple_assets.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID
 from maple_assets.state import JobState, ShardSummary
 from maple_assets.store import ResponseStore
 from maple_assets.structured import schema_dtype
 from maple_assets.versions import prepare_fills, shard_fills
-from resources.costs import AttemptCost, CostTracker
+from resources.costs import AttemptCost
 from resources.errors import ConfigError
 from resources.failures import FailureClass, batch_too_large
 from resources.images import missing_images
-from resources.pricing import ModelPrice, PriceBook
-from resources.providers.base import BatchState, Provider, ShardPayload, Submission, content_hash
-
-
-@dataclasses.dataclass
-class Job:
-    """One enrichment job bound to its storage, provider, prices and cost ledger."""
-
-    spec: JobSpec
-    state: JobState
-    provider: Provider
-    costs: CostTracker | None = None
-    prices: PriceBook = dataclasses.field(default_factory=PriceBook)
-    policy: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
-    _orphans: dict[tuple[str, int], Submission] | None = None
-
-    @property
-    def mode(self) -> str:
-        return str(getattr(self.provider, "mode", "batch"))
-
-    def prepare_submissions(self) -> None:
-        """List the provider's batches once, before shards are submitted (maybe in threads)."""
-        if self._orphans is None:
-            self._orphans = {
-                (s.shard, s.attempt): s for s in self.provider.find_orphans(self.spec.name)
-            }
-
-    def price(self) -> ModelPrice:
-        return self.prices.price(
-            self.spec.model,
-            self.provider.provider_name,
-            allow_untracked=self.spec.allow_untracked_cost,
-        )
+from resources.providers.base import BatchState, ShardPayload, Submission, content_hash
 
 
 # -- submissions ----------------------------------------------------------------------------
@@ -134,8 +102,7 @@ def _create(job: Job, shard: str, attempt: int, taken_over: bool) -> Submission 
     if taken_over:
         job._orphans = None  # list again: the previous claimant may have created the batch
     payload = payload_for(job, shard, attempt)
-    encode = getattr(job.provider, "encode", None)
-    digest = content_hash([encode(payload.requests)]) if encode else ""
+    digest = content_hash([job.provider.encode(payload.requests)])
     submission = _adopt(job, shard, attempt, digest)
     if submission is None:
         if not within_budget(job, shard, attempt):

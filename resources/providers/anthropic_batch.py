@@ -125,6 +125,10 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     def provider_name(self) -> str:
         return self.name
 
+    @property
+    def mode(self) -> str:
+        return "batch"
+
     def limits(self) -> ProviderLimits:
         return ProviderLimits(self.max_requests, self.max_bytes)
 

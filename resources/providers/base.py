@@ -113,7 +113,20 @@ class Provider(Protocol):
     @property
     def provider_name(self) -> str: ...
 
+    @property
+    def mode(self) -> str:
+        """``batch`` (a provider batch API) or ``realtime`` (one call per row)."""
+        ...
+
+    def check_credentials(self) -> None:
+        """Raise `ConfigError` naming the missing setting if the provider cannot authenticate."""
+        ...
+
     def limits(self) -> ProviderLimits: ...
+
+    def encode(self, requests: pl.DataFrame) -> bytes:
+        """The attempt's requests as the provider receives them (its content hash)."""
+        ...
 
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr: ...
 

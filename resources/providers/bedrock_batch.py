@@ -92,6 +92,10 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     def provider_name(self) -> str:
         return self.name
 
+    @property
+    def mode(self) -> str:
+        return "batch"
+
     def limits(self) -> ProviderLimits:
         return ProviderLimits(self.max_records, self.max_bytes)
 

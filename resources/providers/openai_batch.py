@@ -1,6 +1,5 @@
 """OpenAI Batch API provider (files + batches), for any OpenAI-compatible base URL."""
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,9 +9,9 @@ import polars as pl
 from pydantic import Field
 
 from resources.crashpoints import crash_point
-from resources.errors import ConfigError
 from resources.failures import FailureClass, classify_http, classify_line_error
 from resources.http import make_client, request
+from resources.providers import openai_wire as wire
 from resources.providers.base import (
     ENDED_STATES,
     BatchState,
@@ -26,14 +25,10 @@ from resources.providers.base import (
     now_iso,
     poll_batches,
     result_frame,
-    splice_params,
-    user_content_expr,
 )
 from resources.providers.lost import LOST, fetch_or_lost, ignore_missing
 from resources.providers.openai_lines import parse_result_file
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-IMAGE_PART = '{"type":"image_url","image_url":{"url":{url}}}'
 LIST_PAGE = 100
 
 
@@ -62,48 +57,24 @@ class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     def limits(self) -> ProviderLimits:
         return ProviderLimits(self.max_requests, self.max_bytes)
 
+    @property
+    def mode(self) -> str:
+        return "batch"
+
     def resolved_base_url(self) -> str:
-        return (self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        return wire.openai_base_url(self.base_url)
 
     def check_credentials(self) -> None:
-        if not (self.api_key or os.environ.get("OPENAI_API_KEY")):
-            raise ConfigError(
-                "OPENAI_API_KEY is not set: export it (or pass api_key to the provider "
-                "resource), or use --provider emulator to try the platform without a key."
-            )
+        wire.openai_headers(self.api_key)
 
     def _client(self) -> httpx.Client:
-        self.check_credentials()
-        key = self.api_key or os.environ.get("OPENAI_API_KEY", "")
         return make_client(
-            self.resolved_base_url(), {"Authorization": f"Bearer {key}"}, self.timeout_s
+            self.resolved_base_url(), wire.openai_headers(self.api_key), self.timeout_s
         )
 
     # -- encoding ---------------------------------------------------------------------------
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        head: dict[str, Any] = {"model": spec.model, **spec.params}
-        if spec.response_schema is not None:
-            head["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": spec.schema_name,
-                    "schema": spec.response_schema,
-                    "strict": True,
-                },
-            }
-        system = (
-            '{"role":"system","content":' + json_literal(spec.system) + "},"
-            if spec.system is not None
-            else ""
-        )
-        body = pl.concat_str(
-            [
-                pl.lit('{"messages":[' + system + '{"role":"user","content":'),
-                user_content_expr(user, image, IMAGE_PART),
-                pl.lit("}]}"),
-            ]
-        )
-        return splice_params(body, head)
+        return wire.chat_body_expr(spec, user, image)
 
     def _line_prefix(self) -> tuple[str, str]:
         return '{"custom_id":', ',"method":"POST","url":' + json_literal(self.endpoint) + ',"body":'
@@ -304,7 +275,7 @@ def _parse_line(line: dict[str, Any]) -> dict[str, Any]:
         detail = body.get("error") or error or {}
         cls = classify_http(status, detail.get("code"), detail.get("type"))
         return _failed(custom_id, cls, detail.get("message") or f"HTTP {status}")
-    return parse_chat_completion(custom_id, body)
+    return wire.parse_chat_completion(custom_id, body)
 
 
 def _failed(custom_id: Any, cls: FailureClass, message: Any) -> dict[str, Any]:
@@ -315,25 +286,3 @@ def _failed(custom_id: Any, cls: FailureClass, message: Any) -> dict[str, Any]:
         "error": str(message),
         "billed": False,
     }
-
-
-def parse_chat_completion(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:
-    """A chat.completion body -> a result row; refusals and content filters are ``refused``."""
-    usage = body.get("usage") or {}
-    cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-    row: dict[str, Any] = {
-        "custom_id": custom_id,
-        "billed": True,
-        "input_tokens": int(usage.get("prompt_tokens") or 0),
-        "cached_input_tokens": cached,
-        "cache_write_tokens": 0,
-        "output_tokens": int(usage.get("completion_tokens") or 0),
-    }
-    choice = (body.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
-    if message.get("refusal") or choice.get("finish_reason") == "content_filter":
-        reason = message.get("refusal") or "content filtered"
-        row.update(status="failed", failure_class=FailureClass.REFUSED.value, error=str(reason))
-        return row
-    row.update(status="succeeded", response=message.get("content") or "")
-    return row

@@ -15,7 +15,6 @@ row is reported failed with its class and the pipeline's retry policy takes over
 attempt from sending further rows. 401/403 abort the attempt with ``AuthError``.
 """
 
-import os
 from typing import Any
 
 import dagster as dg
@@ -27,6 +26,7 @@ from pydantic import Field
 from resources.failures import FailureClass, classify_http
 from resources.http import error_detail, is_quota_error
 from resources.layout import JobLayout
+from resources.providers import openai_wire
 from resources.providers.anthropic_messages import (
     anthropic_base_url,
     anthropic_headers,
@@ -43,7 +43,6 @@ from resources.providers.base import (
     now_iso,
 )
 from resources.providers.checkpoints import RowCheckpoints
-from resources.providers.openai_batch import OpenAIBatchProvider, parse_chat_completion
 from resources.providers.realtime_engine import AttemptRun, run_sync
 from resources.settings import default_storage_root
 from resources.storage import Storage
@@ -110,6 +109,10 @@ class RealtimeProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
         return request.str.len_bytes()
 
+    def encode(self, requests: pl.DataFrame) -> bytes:
+        """The attempt's request bodies, one a line (what its content hash is taken over)."""
+        return ("\n".join(requests["request"].to_list()) + "\n").encode()
+
     def _checkpoints(self, job: str, shard: str, attempt: int) -> RowCheckpoints:
         return RowCheckpoints(
             Storage(self.checkpoint_root),
@@ -170,18 +173,16 @@ class OpenAIRealtimeProvider(RealtimeProvider):
         return "/chat/completions"
 
     def resolved_base_url(self) -> str:
-        return OpenAIBatchProvider(base_url=self.base_url).resolved_base_url()
+        return openai_wire.openai_base_url(self.base_url)
 
     def auth_headers(self) -> dict[str, str]:
-        probe = OpenAIBatchProvider(api_key=self.api_key)
-        probe.check_credentials()
-        return {"Authorization": f"Bearer {self.api_key or os.environ['OPENAI_API_KEY']}"}
+        return openai_wire.openai_headers(self.api_key)
 
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return OpenAIBatchProvider().body_expr(spec, user, image)
+        return openai_wire.chat_body_expr(spec, user, image)
 
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> Row:
-        return parse_chat_completion(custom_id, body)
+        return openai_wire.parse_chat_completion(custom_id, body)
 
     def classify(self, response: httpx.Response) -> tuple[str, str]:
         message, code, error_type = error_detail(response)
