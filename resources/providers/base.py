@@ -188,6 +188,23 @@ def result_frame(rows: dict[str, list[Any]]) -> pl.DataFrame:
     return pl.DataFrame(columns)
 
 
+def rows_frame(rows: list[dict[str, Any]], batch_id: str) -> pl.DataFrame:
+    """A RESULT_SCHEMA frame from parsed result rows of one batch."""
+    columns = {key: [row.get(key) for row in rows] for key in RESULT_SCHEMA if key != "batch_id"}
+    return result_frame({**columns, "batch_id": [batch_id] * len(rows)})
+
+
+def failed_row(custom_id: Any, failure_class: str, message: str) -> dict[str, Any]:
+    """A result row for a request that failed unbilled."""
+    return {
+        "custom_id": custom_id,
+        "status": "failed",
+        "failure_class": failure_class,
+        "error": message,
+        "billed": False,
+    }
+
+
 def json_string_expr(value: pl.Expr) -> pl.Expr:
     """JSON-encode a string column (quotes and escapes) without per-row Python."""
     return pl.struct(v=value).struct.json_encode().str.slice(5).str.head(-1)

@@ -39,7 +39,9 @@ from resources.providers.base import (
     now_iso,
     poll_batches,
     result_frame,
+    rows_frame,
 )
+from resources.providers.batch_api import BatchProviderBasics
 from resources.providers.bedrock_aws import BedrockCalls
 from resources.settings import Settings, default_storage_root
 from resources.storage import Storage, filesystem_for, is_remote
@@ -59,13 +61,9 @@ STATES = {
 BELOW_MINIMUM = "not-sent-below-minimum:"
 ACTIVE = frozenset({"Submitted", "Validating", "Scheduled", "InProgress", "Stopping"})
 _ENDED = {"completed", "failed", "cancelled", "expired"}
-_COLUMNS = (
-    "custom_id", "status", "failure_class", "error", "response", "billed", "input_tokens",
-    "cached_input_tokens", "cache_write_tokens", "output_tokens",
-)  # fmt: skip
 
 
-class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
+class BedrockBatchProvider(BatchProviderBasics, dg.ConfigurableResource):  # type: ignore[type-arg]
     """Runs shards as Bedrock batch inference jobs (Claude models; 50% of on-demand prices)."""
 
     name: str = Field(default="bedrock", description="Provider name recorded in costs and output.")
@@ -87,14 +85,6 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     slot_wait_s: float = Field(default=3600.0, description="Longest wait for a free job slot.")
     slot_poll_s: float = Field(default=5.0, description="Seconds between job-slot checks.")
     timeout_hours: int = Field(default=24, description="Job timeout (Bedrock: 24-168 hours).")
-
-    @property
-    def provider_name(self) -> str:
-        return self.name
-
-    @property
-    def mode(self) -> str:
-        return "batch"
 
     def limits(self) -> ProviderLimits:
         return ProviderLimits(self.max_records, self.max_bytes)
@@ -288,5 +278,4 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         content = fs.cat_file(path) if fs.exists(path) else b""
         crash_point("mid_download")
         rows = [wire.parse_output_line(orjson.loads(r)) for r in content.splitlines() if r.strip()]
-        columns = {key: [row.get(key) for row in rows] for key in _COLUMNS}
-        return result_frame({**columns, "batch_id": [submission.batch_id] * len(rows)})
+        return rows_frame(rows, submission.batch_id)

@@ -1,6 +1,5 @@
 """OpenAI Batch API provider (files + batches), for any OpenAI-compatible base URL."""
 
-from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
@@ -21,18 +20,23 @@ from resources.providers.base import (
     Submission,
     content_hash,
     json_literal,
-    json_string_expr,
     now_iso,
-    poll_batches,
     result_frame,
 )
-from resources.providers.lost import LOST, fetch_or_lost, ignore_missing
+from resources.providers.batch_api import (
+    BatchCollection,
+    BatchProviderBasics,
+    RestBatchCalls,
+    jsonl,
+    wrapped_bytes_expr,
+)
+from resources.providers.lost import LOST
 from resources.providers.openai_lines import parse_result_file
 
 LIST_PAGE = 100
 
 
-class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
+class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, dg.ConfigurableResource):  # type: ignore[type-arg]
     """Runs shards through the OpenAI Batch API: upload JSONL, create, poll, download, parse."""
 
     name: str = Field(default="openai", description="Provider name recorded in costs and output.")
@@ -80,24 +84,10 @@ class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         return '{"custom_id":', ',"method":"POST","url":' + json_literal(self.endpoint) + ',"body":'
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
-        head, mid = self._line_prefix()
-        fixed = len(head) + len(mid) + 1 + 1  # closing brace and newline
-        return json_string_expr(custom_id).str.len_bytes() + request.str.len_bytes() + fixed
+        return wrapped_bytes_expr(custom_id, request, *self._line_prefix())
 
     def encode(self, requests: pl.DataFrame) -> bytes:
-        head, mid = self._line_prefix()
-        lines = requests.select(
-            pl.concat_str(
-                [
-                    pl.lit(head),
-                    json_string_expr(pl.col("custom_id")),
-                    pl.lit(mid),
-                    pl.col("request"),
-                    pl.lit("}"),
-                ]
-            )
-        ).to_series()
-        return ("\n".join(lines.to_list()) + "\n").encode()
+        return jsonl(requests, *self._line_prefix())
 
     # -- lifecycle --------------------------------------------------------------------------
     def submit(self, payload: ShardPayload) -> Submission:
@@ -157,62 +147,13 @@ class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
             total=int(counts.get("total", 0)),
         )
 
-    def _list_batches(self, client: httpx.Client) -> Iterator[dict[str, Any]]:
-        after: str | None = None
-        while True:
-            params: dict[str, Any] = {"limit": LIST_PAGE}
-            if after:
-                params["after"] = after
-            page = request(
-                client,
-                "GET",
-                "/batches",
-                what="list batches",
-                params=params,
-                max_retries=self.max_retries,
-            ).json()
-            yield from page["data"]
-            if not page.get("has_more") or not page["data"]:
-                return
-            after = page["data"][-1]["id"]
-
-    def _get(self, client: httpx.Client, batch_id: str) -> dict[str, Any]:
-        got = request(
-            client,
-            "GET",
-            f"/batches/{batch_id}",
-            what=f"poll batch {batch_id}",
-            max_retries=self.max_retries,
-        )
-        return dict(got.json())
-
-    def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
-        with self._client() as client:
-            return poll_batches(
-                {s.batch_id for s in submissions},
-                lambda: self._list_batches(client),
-                lambda batch_id: fetch_or_lost(
-                    lambda b: self._get(client, b), lambda: self._list_batches(client), batch_id
-                ),
-                self._state,
-            )
-
-    def cancel(self, submission: Submission) -> None:
-        with self._client() as client:
-            ignore_missing(
-                lambda: request(
-                    client,
-                    "POST",
-                    f"/batches/{submission.batch_id}/cancel",
-                    what=f"cancel batch {submission.batch_id}",
-                    max_retries=self.max_retries,
-                )
-            )
+    def _batches(self) -> BatchCollection:
+        return BatchCollection("/batches", "batch", "after", self.max_retries)
 
     def find_orphans(self, job: str) -> list[Submission]:
         found: list[Submission] = []
         with self._client() as client:
-            for batch in self._list_batches(client):
+            for batch in self._batches().listing(client):
                 meta = batch.get("metadata") or {}
                 if meta.get("maple_job") != job or batch.get("status") in {"failed"}:
                     continue
