@@ -54,7 +54,6 @@ from resources.providers.base import (
     ShardPayload,
     Submission,
     content_hash,
-    now_iso,
     result_frame,
     rows_frame,
 )
@@ -164,16 +163,7 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, dg.Configurabl
         with self._client() as client:
             batch = self._create(client, data, intent, what)
         self._write_intent(payload, {**intent, "batch_id": batch["id"]})
-        return Submission(
-            provider=self.name,
-            job=payload.job,
-            shard=payload.shard,
-            attempt=payload.attempt,
-            batch_id=str(batch["id"]),
-            request_count=payload.requests.height,
-            content_hash=digest,
-            submitted_at=now_iso(),
-        )
+        return payload.submission(self.name, str(batch["id"]), digest)
 
     def _create(
         self, client: httpx.Client, data: bytes, intent: dict[str, Any], what: str

@@ -60,6 +60,22 @@ class ShardPayload:
     model: str
     requests: pl.DataFrame  # custom_id, request (encoded JSON body)
 
+    def submission(
+        self, provider: str, batch_id: str, content_hash: str, file_id: str | None = None
+    ) -> "Submission":
+        """The record of this attempt, submitted now as ``batch_id``."""
+        return Submission(
+            provider=provider,
+            job=self.job,
+            shard=self.shard,
+            attempt=self.attempt,
+            batch_id=batch_id,
+            request_count=self.requests.height,
+            content_hash=content_hash,
+            submitted_at=now_iso(),
+            file_id=file_id,
+        )
+
     def metadata(self, content_hash: str) -> dict[str, str]:
         return {
             "maple_job": self.job,

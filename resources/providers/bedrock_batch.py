@@ -36,7 +36,6 @@ from resources.providers.base import (
     Submission,
     content_hash,
     json_string_expr,
-    now_iso,
     poll_batches,
     result_frame,
     rows_frame,
@@ -159,17 +158,7 @@ class BedrockBatchProvider(BatchProviderBasics, dg.ConfigurableResource):  # typ
             },
             timeoutDurationInHours=self.timeout_hours,
         )
-        return Submission(
-            provider=self.name,
-            job=payload.job,
-            shard=payload.shard,
-            attempt=payload.attempt,
-            batch_id=arn,
-            request_count=payload.requests.height,
-            content_hash=digest,
-            submitted_at=now_iso(),
-            file_id=storage.uri(key),
-        )
+        return payload.submission(self.name, arn, digest, file_id=storage.uri(key))
 
     def _below_minimum(self, payload: ShardPayload, digest: str) -> Submission:
         """An attempt smaller than Bedrock's minimum job: not sent; its rows come back failed.
@@ -179,16 +168,7 @@ class BedrockBatchProvider(BatchProviderBasics, dg.ConfigurableResource):  # typ
         rows end ``invalid_request`` with this reason instead of stopping the whole job.
         """
         name = f"{BELOW_MINIMUM}{payload.job}/{payload.shard}/{payload.attempt}"
-        return Submission(
-            provider=self.name,
-            job=payload.job,
-            shard=payload.shard,
-            attempt=payload.attempt,
-            batch_id=f"{name}/{payload.requests.height}",
-            request_count=payload.requests.height,
-            content_hash=digest,
-            submitted_at=now_iso(),
-        )
+        return payload.submission(self.name, f"{name}/{payload.requests.height}", digest)
 
     def _below_minimum_state(self, batch_id: str) -> BatchState:
         count = batch_id.rsplit("/", 1)[-1]

@@ -27,7 +27,6 @@ from resources.providers.base import (
     Submission,
     content_hash,
     json_string_expr,
-    now_iso,
     poll_batches,
     rows_frame,
 )
@@ -141,17 +140,7 @@ class GeminiBatchProvider(BatchProviderBasics, dg.ConfigurableResource):  # type
                 content=body,
                 headers={"content-type": "application/json"},
             ).json()
-        return Submission(
-            provider=self.name,
-            job=payload.job,
-            shard=payload.shard,
-            attempt=payload.attempt,
-            batch_id=str(created["name"]),
-            request_count=payload.requests.height,
-            content_hash=digest,
-            submitted_at=now_iso(),
-            file_id=file_name,
-        )
+        return payload.submission(self.name, str(created["name"]), digest, file_id=file_name)
 
     def _state(self, batch: dict[str, Any]) -> BatchState:
         meta = batch.get("metadata") or {}

@@ -20,7 +20,6 @@ from resources.providers.base import (
     Submission,
     content_hash,
     json_literal,
-    now_iso,
     result_frame,
 )
 from resources.providers.batch_api import (
@@ -121,17 +120,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, dg.ConfigurableRe
                     "metadata": payload.metadata(digest),
                 },
             )
-        return Submission(
-            provider=self.name,
-            job=payload.job,
-            shard=payload.shard,
-            attempt=payload.attempt,
-            batch_id=str(created.json()["id"]),
-            request_count=payload.requests.height,
-            content_hash=digest,
-            submitted_at=now_iso(),
-            file_id=file_id,
-        )
+        return payload.submission(self.name, str(created.json()["id"]), digest, file_id=file_id)
 
     def _state(self, batch: dict[str, Any]) -> BatchState:
         errors = (batch.get("errors") or {}).get("data") or []

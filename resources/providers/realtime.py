@@ -40,7 +40,6 @@ from resources.providers.base import (
     RequestSpec,
     ShardPayload,
     Submission,
-    now_iso,
 )
 from resources.providers.checkpoints import RowCheckpoints
 from resources.providers.realtime_engine import AttemptRun, run_sync
@@ -131,16 +130,7 @@ class RealtimeProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
             run_sync(AttemptRun(self, checkpoints, batch_id).run(rows))
         finally:
             checkpoints.close()
-        return Submission(
-            provider=self.name,
-            job=payload.job,
-            shard=payload.shard,
-            attempt=payload.attempt,
-            batch_id=batch_id,
-            request_count=payload.requests.height,
-            content_hash="",
-            submitted_at=now_iso(),
-        )
+        return payload.submission(self.name, batch_id, "")
 
     def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
         states = {}
