@@ -1,6 +1,7 @@
 """A job: one enrichment bound to its storage, provider, prices and cost ledger."""
 
 import dataclasses
+from typing import Any
 
 from maple_assets.policy import RetryPolicy
 from maple_assets.spec import JobSpec
@@ -39,3 +40,22 @@ class Job:
             self.provider.provider_name,
             allow_untracked=self.spec.allow_untracked_cost,
         )
+
+
+IO_MANAGER_KEY = "maple_io_manager"
+
+
+def provider_key(provider: str) -> str:
+    return "provider_" + provider.replace("-", "_")
+
+
+def job_for(spec: JobSpec, policy: RetryPolicy, resources: Any) -> Job:
+    storage = resources.maple_storage.storage()
+    return Job(
+        spec=spec,
+        state=JobState(storage, spec.name),
+        provider=getattr(resources, provider_key(spec.provider)),
+        costs=resources.maple_costs,
+        prices=PriceBook(),
+        policy=policy,
+    )

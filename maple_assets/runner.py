@@ -16,8 +16,8 @@ from dagster._core.storage.tags import (
 )
 
 from maple_assets import dagster_home
-from maple_assets.factory import IO_MANAGER_KEY, Enrichment, job_for, provider_key
-from maple_assets.job import Job
+from maple_assets.factory import Enrichment
+from maple_assets.job import IO_MANAGER_KEY, Job, job_for, provider_key
 from maple_assets.merge import OutputTable
 from resources.costs import CostTracker
 from resources.io_manager import ParquetIOManager

@@ -2,7 +2,8 @@
 
 from typing import Any
 
-from maple_assets.factory import IO_MANAGER_KEY, Enrichment, provider_key
+from maple_assets.factory import Enrichment
+from maple_assets.job import IO_MANAGER_KEY, provider_key
 from resources.costs import CostTracker
 from resources.io_manager import ParquetIOManager
 from resources.providers.registry import build_provider

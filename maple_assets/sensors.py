@@ -1,0 +1,70 @@
+"""The sensor of one enrichment: polls the provider and requests the runs each shard needs."""
+
+from collections.abc import Sequence
+
+import dagster as dg
+
+from maple_assets.budget import resume_budget_stop
+from maple_assets.job import Job, job_for
+from maple_assets.policy import RetryPolicy
+from maple_assets.sensor_cursor import fresh_requests
+from maple_assets.spec import JobSpec
+from maple_assets.steps import generation, pending_work
+
+
+def enrichment_sensor(
+    spec: JobSpec,
+    policy: RetryPolicy,
+    assets: Sequence[dg.AssetsDefinition],
+    keys: set[str],
+    interval: int,
+) -> dg.SensorDefinition:
+    submissions_key, raw_key, merged_key = (a.key for a in assets[1:])
+
+    @dg.sensor(
+        name=f"{spec.name}_sensor",
+        minimum_interval_seconds=interval,
+        asset_selection=[submissions_key, raw_key, merged_key],
+        required_resource_keys=keys,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Polls the provider for {spec.name} and requests the next runs.",
+    )
+    def enrichment_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        job = job_for(spec, policy, context.resources)
+        lifted = resume_budget_stop(job.state, spec.budget_usd)
+        if lifted:
+            context.log.info(f"budget raised to {spec.budget_usd}: resuming ({lifted})")
+        wanted = run_requests(job, submissions_key, raw_key, merged_key)
+        fresh, cursor = fresh_requests(wanted, context.cursor)
+        return dg.SensorResult(run_requests=fresh, cursor=cursor)
+
+    return enrichment_sensor
+
+
+def run_requests(
+    job: Job, submissions_key: dg.AssetKey, raw_key: dg.AssetKey, merged_key: dg.AssetKey
+) -> list[dg.RunRequest]:
+    """The runs a job needs now; run keys are deterministic so a request is never doubled."""
+    work = pending_work(job)
+    name = job.spec.name
+    requests = [
+        dg.RunRequest(
+            run_key=f"{name}:{shard}:submit:{job.state.progress(shard).attempt}",
+            asset_selection=[submissions_key],
+            partition_key=shard,
+        )
+        for shard in work.submit
+    ]
+    requests += [
+        dg.RunRequest(
+            run_key=f"{name}:{shard}:collect:{sub.batch_id}:{sub.attempt}",
+            asset_selection=[raw_key],
+            partition_key=shard,
+        )
+        for shard, sub, _ in work.collect
+    ]
+    if work.finished:
+        requests.append(
+            dg.RunRequest(run_key=f"{name}:merged:{generation(job)}", asset_selection=[merged_key])
+        )
+    return requests
