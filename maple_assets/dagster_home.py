@@ -6,6 +6,7 @@ turns telemetry off, so a first run prints neither Dagster's telemetry banner no
 "No dagster.yaml found" warning.
 """
 
+import fcntl
 import os
 
 import dagster as dg
@@ -42,6 +43,14 @@ def prepare_home(home: str) -> None:
 
 
 def instance_for(storage_root: str) -> dg.DagsterInstance:
+    """The instance at the home; opened under a file lock, because the first open of a
+    SQLite-backed home creates its tables and two processes doing that at once fail ("table
+    runs already exists")."""
     home = dagster_home(storage_root)
     prepare_home(home)
-    return dg.DagsterInstance.from_config(home)
+    with open(os.path.join(home, ".open.lock"), "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return dg.DagsterInstance.from_config(home)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

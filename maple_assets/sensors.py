@@ -6,9 +6,11 @@ import dagster as dg
 
 from maple_assets.budget import resume_budget_stop
 from maple_assets.job import Job, job_for
+from maple_assets.listed import ListedStorage
 from maple_assets.policy import RetryPolicy
 from maple_assets.sensor_cursor import fresh_requests
 from maple_assets.spec import JobSpec
+from maple_assets.state import JobState
 from maple_assets.steps import generation, pending_work
 
 
@@ -31,6 +33,8 @@ def enrichment_sensor(
     )
     def enrichment_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         job = job_for(spec, policy, context.resources)
+        # One listing of the job's state answers the tick's reads (maple_assets.listed).
+        job.state = JobState(ListedStorage(job.state.storage, job.state.paths.state()), spec.name)
         lifted = resume_budget_stop(job.state, spec.budget_usd)
         if lifted:
             context.log.info(f"budget raised to {spec.budget_usd}: resuming ({lifted})")

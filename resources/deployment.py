@@ -17,7 +17,7 @@ from resources.errors import ConfigError
 from resources.settings import knob
 
 SHARE_ENV = "MAPLE_RUNS_SHARE_MACHINE"
-LOCAL_LAUNCHERS = frozenset({"DefaultRunLauncher", "SyncInMemoryRunLauncher"})
+LOCAL_LAUNCHERS = frozenset({"DefaultRunLauncher", "LocalRunLauncher", "SyncInMemoryRunLauncher"})
 
 
 def launcher_name(instance: Any) -> str | None:

@@ -33,6 +33,8 @@ Layout of one job ``<job>``::
     <job>/output/merged.<fmt>           the merged output when no --output is given
     <job>/bedrock/input/<stem>-<digest>.jsonl, <job>/bedrock/output/<stem>/
                                         Bedrock batch inference's input and output objects
+    _ratelimits/<provider>/<account>/<model>/<sender>~<expiry>.json
+                                        real-time senders' heartbeats (their share of a limit)
     costs.sqlite                        the default cost ledger of a local root
 """
 
@@ -171,6 +173,11 @@ class JobLayout:
 
     def store_file(self, bucket: str, name: str) -> str:
         return join(self.store_bucket(bucket), f"{name}.parquet")
+
+
+def rate_share_folder(provider: str, account: str, model: str) -> str:
+    """Where the real-time senders of one provider account and model keep their heartbeats."""
+    return join("_ratelimits", provider, account, model)
 
 
 def job_names(listed: list[str]) -> list[str]:

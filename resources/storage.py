@@ -141,6 +141,12 @@ def _atomic_local(fs: Any, path: str) -> Iterator[IO[bytes]]:
             os.remove(tmp)
 
 
+def _token(info: dict[str, Any]) -> str:
+    """What changes when an object is rewritten: S3's ETag; a local file's inode, mtime, size
+    (every local write renames a new file into place, so the inode alone would do)."""
+    return str(info.get("ETag") or f"{info.get('ino')}:{info.get('mtime')}:{info.get('size')}")
+
+
 def is_remote(uri: str) -> bool:
     return "://" in uri and not uri.startswith("file://")
 
@@ -174,6 +180,16 @@ class Storage:
             return []
         names = sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries)
         return [join(prefix, name) for name in names]
+
+    def list_tree(self, prefix: str) -> dict[str, str]:
+        """Every key under ``prefix`` (recursively) with a token that changes when it is
+        rewritten (S3: the ETag; local: inode, mtime and size). One paginated LIST on S3."""
+        try:
+            found = self.fs.find(self._path(prefix), detail=True)
+        except FileNotFoundError:
+            return {}
+        start = len(self._base) + 1
+        return {str(path)[start:]: _token(info) for path, info in found.items()}
 
     def delete(self, key: str) -> None:
         with contextlib.suppress(FileNotFoundError):
@@ -217,8 +233,13 @@ class Storage:
         return True
 
     def read_bytes(self, key: str) -> bytes:
-        with self.open_read(key) as handle:
-            return handle.read()
+        """The whole object in one GET (opening it as a file, or s3fs's concurrent ranged
+        read, costs a HEAD first): for the small JSON objects of job state."""
+        single = {"max_concurrency": 1} if self.remote else {}
+        try:
+            return bytes(self.fs.cat_file(self._path(key), **single))
+        except FileNotFoundError as exc:
+            raise StorageError(f"{self.uri(key)} does not exist") from exc
 
     def write_bytes(self, key: str, data: bytes) -> None:
         with self.open_write(key) as handle:

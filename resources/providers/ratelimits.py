@@ -99,6 +99,7 @@ class Pacer:
         self.next_at = 0.0
         self.paused_until = 0.0
         self._slowed_at = -1.0
+        self.senders = 1  # processes sharing the limit (``rate_shares``): pace to 1/senders
 
     @property
     def known(self) -> bool:
@@ -109,7 +110,7 @@ class Pacer:
         gap = 60.0 / (self.rpm * self.factor) if self.rpm else 0.0
         if self.tpm:
             gap = max(gap, 60.0 * tokens / (self.tpm * self.factor))
-        return gap
+        return gap * self.senders
 
     def reserve(self, tokens: float, now: float) -> float:
         """Book the next start slot; returns how long to wait for it.

@@ -42,6 +42,7 @@ from resources.providers.base import (
     Submission,
 )
 from resources.providers.checkpoints import RowCheckpoints
+from resources.providers.rate_shares import RateShare, account_digest
 from resources.providers.realtime_engine import AttemptRun, run_sync
 from resources.settings import default_storage_root
 from resources.storage import Storage
@@ -120,6 +121,12 @@ class RealtimeProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
             self.checkpoint_seconds,
         )
 
+    def _share(self, model: str) -> RateShare:
+        """This run's share of the account's limit for ``model``, among every live sender."""
+        headers = repr(sorted(self.auth_headers().items()))
+        account = account_digest(self.resolved_base_url(), headers)
+        return RateShare(Storage(self.checkpoint_root), self.name, account, model)
+
     def submit(self, payload: ShardPayload) -> Submission:
         checkpoints = self._checkpoints(payload.job, payload.shard, payload.attempt)
         batch_id = f"rt-{payload.job}-{payload.shard}-{payload.attempt}"
@@ -127,7 +134,7 @@ class RealtimeProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         todo = payload.requests.filter(~pl.col("custom_id").is_in(list(done)))
         rows = list(zip(todo["custom_id"].to_list(), todo["request"].to_list(), strict=True))
         try:
-            run_sync(AttemptRun(self, checkpoints, batch_id).run(rows))
+            run_sync(AttemptRun(self, checkpoints, batch_id, self._share(payload.model)).run(rows))
         finally:
             checkpoints.close()
         return payload.submission(self.name, batch_id, "")

@@ -22,6 +22,7 @@ from resources.http import backoff_seconds, error_detail, retry_after_seconds
 from resources.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
 from resources.providers.anthropic_messages import failed_row
 from resources.providers.checkpoints import RowCheckpoints
+from resources.providers.rate_shares import RateShare
 from resources.providers.ratelimits import (
     Gate,
     Pacer,
@@ -50,8 +51,15 @@ class _Retry(Exception):
 class AttemptRun:
     """One attempt's requests: workers, pacing, adaptive concurrency, checkpointing."""
 
-    def __init__(self, provider: "RealtimeProvider", checkpoints: RowCheckpoints, batch_id: str):
+    def __init__(
+        self,
+        provider: "RealtimeProvider",
+        checkpoints: RowCheckpoints,
+        batch_id: str,
+        share: RateShare | None = None,
+    ):
         self.p = provider
+        self.share = share
         self.checkpoints = checkpoints
         self.batch_id = batch_id
         self.pacer = Pacer(provider.rpm, provider.tpm)
@@ -75,6 +83,7 @@ class AttemptRun:
             base_url=self.p.resolved_base_url(), headers=headers, timeout=timeout, limits=limits
         ) as client:
             workers = min(len(rows), self.p.max_concurrency)
+            await self._share()
             try:
                 async with asyncio.TaskGroup() as group:
                     ticker = group.create_task(self._tick())
@@ -83,12 +92,21 @@ class AttemptRun:
                     ticker.cancel()
             except* AuthError as errors:
                 raise errors.exceptions[0] from None
+            finally:
+                if self.share is not None:
+                    await asyncio.to_thread(self.share.leave)
 
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(min(0.5, self.p.checkpoint_seconds))
             if self.checkpoints.due():
                 self.checkpoints.flush()
+            await self._share()
+
+    async def _share(self) -> None:
+        """Pace to this process's share of the account's limit (``rate_shares``)."""
+        if self.share is not None:
+            self.pacer.senders = await asyncio.to_thread(self.share.beat)
 
     async def _worker(self, client: httpx.AsyncClient, queue: Iterator[tuple[str, str]]) -> None:
         for custom_id, body in queue:

@@ -4,18 +4,13 @@
 instance from deploy/dagster.yaml on a throwaway PostgreSQL server, the storage root on moto's
 S3 server, the ledger on PostgreSQL, the emulator in this process. A run of both enrichments'
 ``input_shards`` is launched over GraphQL; the daemon's sensors carry both to ``merged`` at
-once. Meanwhile the process executing a shard's step (submit or collect) is killed with
-SIGKILL: the run fails, the daemon retries it (run_retries in deploy/dagster.yaml), and the
-jobs still finish with every batch created once and nothing billed twice (the emulator's
-counters).
-
-With Dagster's default run launcher a killed *run worker* is never noticed (only the K8s, ECS
-and Docker launchers report worker health to run monitoring), so the test kills the step process
-the run worker executes the shard in, which the run worker does notice.
+once. Meanwhile the run worker of a shard run (submit or collect) is killed with SIGKILL mid
+step: run monitoring notices (deploy/dagster.yaml's LocalRunLauncher checks the worker's pid),
+fails the run, the daemon retries it (run_retries), and the jobs still finish with every batch
+created once and nothing billed twice (the emulator's counters).
 """
 
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -34,6 +29,7 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
+from resources.run_launcher import worker_pid
 from resources.storage import Storage
 from tests.integration.test_costs_postgres import pg_url, server_url
 from tests.integration.test_deployment_postgres import deployment_env, s3_endpoint
@@ -78,7 +74,6 @@ mutation($params: ExecutionParams!) {
 
 
 SHARD_STEPS = ("submissions", "raw_responses")  # a shard's steps: submit, collect
-STEP_PROCESS = re.compile(r"Capturing logs for process \(pid: (\d+)\)")
 
 
 def free_port() -> int:
@@ -156,18 +151,18 @@ def launch_input_shards(url: str) -> str:
     return str(got["run"]["runId"])
 
 
-def kill_a_shard_step(instance: dg.DagsterInstance, timeout: float) -> str:
-    """SIGKILL the process executing a shard's step (submit or collect) once the step has
-    started (the multiprocess executor's step process, whose pid the step logs)."""
+def kill_a_shard_run_worker(instance: dg.DagsterInstance, timeout: float) -> str:
+    """SIGKILL the run worker of a shard run (submit or collect) once its step has started: the
+    process the code server started for the run, whose pid it reports in its first event."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for run in instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])):
             if not any(k.path[-1] in SHARD_STEPS for k in run.asset_selection or ()):
                 continue
             logs = instance.all_logs(run.run_id)
-            pids = [int(m[1]) for e in logs if (m := STEP_PROCESS.search(e.user_message or ""))]
-            if pids and any(e.dagster_event.is_step_start for e in logs if e.dagster_event):
-                os.kill(pids[0], signal.SIGKILL)  # the process executing the shard's step
+            pid = worker_pid(instance, run.run_id)
+            if pid and any(e.dagster_event.is_step_start for e in logs if e.dagster_event):
+                os.kill(pid, signal.SIGKILL)  # the run worker itself
                 return run.run_id
         time.sleep(0.05)
     seen = []
@@ -184,14 +179,14 @@ def merged(root: Storage, job: str) -> dict[str, Any] | None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_daemon_carries_two_enrichments_to_merged_through_a_killed_step(
+def test_daemon_carries_two_enrichments_to_merged_through_a_killed_run_worker(
     deployment: dict[str, Any],
 ) -> None:
     url, emulator, work = deployment["url"], deployment["emulator"], deployment["dir"]
     wait_ready(url, work / "dev.log")
     launch_input_shards(url)
     instance = dg.DagsterInstance.get()
-    killed = kill_a_shard_step(instance, timeout=400)  # as soon as one is seen
+    killed = kill_a_shard_run_worker(instance, timeout=400)  # as soon as one is seen
     storage = Storage(os.environ["MAPLE_STORAGE"])
     deadline = time.monotonic() + 600  # minutes when the machine is loaded
     while not all(merged(storage, j) for j in ("alpha", "beta")):
@@ -205,6 +200,18 @@ def test_daemon_carries_two_enrichments_to_merged_through_a_killed_step(
     assert stats["bodies_billed_twice"] == 0, stats
     assert stats["requests_billed"] == 2 * ROWS, stats
     assert stats["batches_created"] == 2 * ROWS // PER_BATCH, stats
+    # Run monitoring saw the worker gone and failed the run; run retries re-executed it (the
+    # jobs may finish first: the killed worker's step process can outlive it).
+    deadline = time.monotonic() + 300
+    while True:
+        retries = instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": killed}))
+        if retries and retries[0].status == dg.DagsterRunStatus.SUCCESS:
+            break
+        assert time.monotonic() < deadline, (
+            instance.get_run_by_id(killed),
+            retries,
+            (work / "dev.log").read_text()[-4000:],
+        )
+        time.sleep(1.0)
     assert instance.get_run_by_id(killed).status == dg.DagsterRunStatus.FAILURE
-    retries = instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": killed}))
-    assert retries and retries[0].status == dg.DagsterRunStatus.SUCCESS
+    assert emulator.stats()["bodies_billed_twice"] == 0

@@ -189,3 +189,40 @@ def test_sigkill_mid_shard_then_resume_matches_an_uninterrupted_run(
     assert 0 <= lost_in_flight <= 8  # bounded by what can be in flight at the kill
     assert stats["bodies_billed_twice"] == lost_in_flight
     assert stats["requests_billed"] == 500 + lost_in_flight
+
+
+@pytest.mark.slow
+def test_two_processes_on_one_model_share_its_limit(tmp_path: Path) -> None:
+    """Two `maple enrich` processes (two jobs, one account and model) pace to half the learned
+    limit each, so together they stay under it: a 1,200 RPM limit enforced per second (20 per
+    window), 160 rows each. Measured: 3 429s; each pacing to the whole limit: 46."""
+    with EmulatorServer(EmulatorConfig(batch_seconds=0, rpm=1200)) as running:
+        env = {
+            **os.environ,
+            "OPENAI_BASE_URL": f"{running.url}/v1",
+            "OPENAI_API_KEY": "test-key",
+            "MAPLE_EMULATOR_URL": running.url,
+        }
+        store = tmp_path / "store"  # the root both share (as runs on one deployment do)
+        children = []
+        for name in ("one", "two"):
+            source = tmp_path / f"{name}.parquet"
+            pl.DataFrame({"title": [f"{name} item {i}" for i in range(160)]}).write_parquet(source)
+            args = enrich_args(source, tmp_path / f"{name}.out.parquet", store, "openai-realtime")
+            children.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "maple_assets.cli", *args, "--job", name],
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                )
+            )
+        outputs = [child.communicate(timeout=120)[0] for child in children]
+        stats = running.stats()
+    assert [child.returncode for child in children] == [0, 0], outputs
+    assert stats["requests_billed"] == 320 and stats["bodies_billed_twice"] == 0
+    # Before the second sender's first heartbeat reaches the first (at most 2 s), both may
+    # pace to the whole limit; after that, never.
+    assert stats["realtime_429"] <= 15, stats
+    assert not list((store / "_ratelimits").rglob("*.json"))  # both senders left
