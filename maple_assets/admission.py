@@ -13,9 +13,8 @@ from maple_assets import queue
 from maple_assets.deadline import cancel_for_deadline
 
 if TYPE_CHECKING:
-    from maple_assets.steps import Job, Work
-
-WAIT_FILE = "queue_wait.json"
+    from maple_assets.job import Job
+    from maple_assets.steps import Work
 
 
 def plan_submissions(job: "Job", work: "Work") -> dict[str, str]:
@@ -36,17 +35,17 @@ def plan_submissions(job: "Job", work: "Work") -> dict[str, str]:
         waiting = len(work.submit) - len(admitted)
         _note(job, {"shard": shard, "waiting_shards": waiting, "reason": reason})
     elif not queue.deadline_due(job):
-        job.state.storage.delete(job.state.key(WAIT_FILE))
+        job.state.storage.delete(job.state.paths.queue_wait)
     return admitted
 
 
 def _note(job: "Job", record: dict[str, Any]) -> None:
-    job.state.storage.write_json(job.state.key(WAIT_FILE), {**record, "at": time.time()})
+    job.state.storage.write_json(job.state.paths.queue_wait, {**record, "at": time.time()})
 
 
 def wait_note(job: "Job") -> dict[str, Any] | None:
     """Why the job's next shard waits (or what the deadline did), if anything."""
-    key = job.state.key(WAIT_FILE)
+    key = job.state.paths.queue_wait
     return dict(job.state.storage.read_json(key)) if job.state.storage.exists(key) else None
 
 

@@ -18,24 +18,20 @@ transaction in the ledger (`resources.admissions`), so concurrent submission run
 a UI run beside a CLI run) can not overshoot the budget by more than one batch in total.
 """
 
-from typing import TYPE_CHECKING
-
 from maple_assets.estimate import Estimate, estimate_attempt
+from maple_assets.job import Job
 from maple_assets.state import JobState
 from resources.costs import CostTracker
-
-if TYPE_CHECKING:
-    from maple_assets.steps import Job
 
 BUDGET_STOP = "budget"
 _TOLERANCE = 1e-9
 
 
-def _estimate_key(job: "Job", shard: str, attempt: int) -> str:
-    return job.state.key(shard, f"estimate-{attempt}.json")
+def _estimate_key(job: Job, shard: str, attempt: int) -> str:
+    return job.state.paths.estimate(shard, attempt)
 
 
-def attempt_estimate(job: "Job", shard: str, attempt: int) -> float:
+def attempt_estimate(job: Job, shard: str, attempt: int) -> float:
     """Estimated USD of one attempt of one shard, at the job's prices and mode."""
     key = _estimate_key(job, shard, attempt)
     if job.state.storage.exists(key):
@@ -44,14 +40,14 @@ def attempt_estimate(job: "Job", shard: str, attempt: int) -> float:
     return plan.cost(job.price(), batch=job.mode == "batch")
 
 
-def spent(job: "Job") -> float:
+def spent(job: Job) -> float:
     """Actual USD of the current run's collected attempts (its shard summaries): a budget
     bounds one run of a living job, not everything the job ever spent."""
     summaries = (job.state.summary(s.key) for s in job.state.manifest() or [])
     return sum(s.cost_usd for s in summaries if s is not None)
 
 
-def in_flight(job: "Job") -> float:
+def in_flight(job: Job) -> float:
     """Estimated USD of the batches submitted but not collected yet."""
     total = 0.0
     for shard in job.state.manifest() or []:
@@ -61,7 +57,7 @@ def in_flight(job: "Job") -> float:
     return total
 
 
-def within_budget(job: "Job", shard: str, attempt: int) -> bool:
+def within_budget(job: Job, shard: str, attempt: int) -> bool:
     """True if the shard's next batch fits the budget (its estimate is then recorded); else
     stop the job with a message that says what to do, and return False."""
     budget = job.spec.budget_usd
@@ -78,7 +74,7 @@ def within_budget(job: "Job", shard: str, attempt: int) -> bool:
         admitted = paid + flying + nxt <= budget + _TOLERANCE
     committed = paid + flying
     if not admitted:
-        job.state.storage.write_json(job.state.key("budget_stop.json"), {"budget_usd": budget})
+        job.state.storage.write_json(job.state.paths.budget_stop, {"budget_usd": budget})
         job.state.stop(
             f"{BUDGET_STOP} reached before shard {shard} attempt {attempt}: committed "
             f"${committed:.6f} (spent ${paid:.6f} + in flight ${flying:.6f}) + next batch "
@@ -91,7 +87,7 @@ def within_budget(job: "Job", shard: str, attempt: int) -> bool:
     return True
 
 
-def _record_estimate(job: "Job", shard: str, attempt: int, plan: Estimate, usd: float) -> None:
+def _record_estimate(job: Job, shard: str, attempt: int, plan: Estimate, usd: float) -> None:
     job.state.storage.write_json(
         _estimate_key(job, shard, attempt),
         {
@@ -108,7 +104,7 @@ def resume_budget_stop(state: JobState, budget: float | None) -> str | None:
     record = state.stop_record()
     if record is None or record.get("kind") != BUDGET_STOP:
         return None
-    key = state.key("budget_stop.json")
+    key = state.paths.budget_stop
     hit = float(state.storage.read_json(key)["budget_usd"]) if state.storage.exists(key) else None
     if budget is not None and hit is not None and budget <= hit:
         return None

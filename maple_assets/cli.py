@@ -1,7 +1,6 @@
 """The ``maple`` command line: enrich, status, cancel, costs, emulator."""
 
 import contextlib
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,10 +16,7 @@ from maple_assets.policy import parse_retry_options
 from maple_assets.spec import MB, file_format
 from resources.errors import ConfigError
 from resources.providers.registry import PROVIDERS
-
-
-def storage_root(storage: str | None) -> str:
-    return storage or os.environ.get("MAPLE_STORAGE") or ".maple"
+from resources.settings import Settings
 
 
 def parse_params(specs: tuple[str, ...]) -> dict[str, Any]:
@@ -31,14 +27,14 @@ def parse_params(specs: tuple[str, ...]) -> dict[str, Any]:
 
 @contextlib.contextmanager
 def emulator_url(
-    provider: str, batch_seconds: float, fail: tuple[str, ...]
+    provider: str, batch_seconds: float, fail: tuple[str, ...], settings: Settings
 ) -> Iterator[str | None]:
     """The emulator's URL for ``--provider emulator``: MAPLE_EMULATOR_URL, or one started here."""
     if provider != "emulator":
         yield None
         return
-    if os.environ.get("MAPLE_EMULATOR_URL"):
-        yield os.environ["MAPLE_EMULATOR_URL"].rstrip("/")
+    if settings.emulator_url:
+        yield settings.emulator_url
         return
     from emulator.config import EmulatorConfig, parse_fail
     from emulator.server import EmulatorServer
@@ -216,15 +212,19 @@ def enrich_command(
     with quiet_interrupts(debug), reported(debug):
         template = prompt if prompt is not None else read_prompt_file(str(prompt_file))
         file_format(input_path)
+        settings = Settings.load(storage=options.pop("storage"))
         opts = EnrichOptions(
             input_path=input_path,
             prompt=template,
             params=parse_params(options.pop("params")),
             retries=parse_retry_options(list(options.pop("retry_specs"))),
-            storage=storage_root(options.pop("storage")),
+            storage=settings.storage_root,
             **options,
         )
-        with emulator_url(opts.provider, opts.emulator_batch_seconds, opts.emulator_fail) as url:
+        emulator = emulator_url(
+            opts.provider, opts.emulator_batch_seconds, opts.emulator_fail, settings
+        )
+        with emulator as url:
             code = run_enrich(opts, url)
     sys.exit(code)
 

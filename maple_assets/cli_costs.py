@@ -11,7 +11,8 @@ from typing import Any, get_args
 
 import click
 
-from resources.costs import COST_DB_ENV, CostTracker, GroupBy
+from resources.costs import CostTracker, GroupBy
+from resources.settings import COST_DB_ENV, Settings
 
 FORMATS = ("table", "csv", "json")
 _NUMBERS = ("requests", "input_tokens", "cached_input_tokens", "output_tokens")
@@ -43,24 +44,23 @@ _MONEY = ("cost_usd", "savings_usd")
 )
 @click.option(
     "--storage",
-    envvar="MAPLE_STORAGE",
-    default="./.maple",
-    show_default=True,
-    help="Storage root whose costs.sqlite is the default ledger [env: MAPLE_STORAGE].",
+    default=None,
+    help="Storage root whose costs.sqlite is the default ledger [env: MAPLE_STORAGE; "
+    "default: ./.maple].",
 )
 @click.option(
     "--db",
     "db",
-    envvar=COST_DB_ENV,
     default=None,
     help=f"Ledger database URL, e.g. postgresql+psycopg2://... [env: {COST_DB_ENV}].",
 )
 def costs_command(
-    by: GroupBy, since: datetime | None, fmt: str, storage: str, db: str | None
+    by: GroupBy, since: datetime | None, fmt: str, storage: str | None, db: str | None
 ) -> None:
     """Show recorded LLM spend and batch savings, grouped by team, job, model or day."""
     since_day: date | None = since.date() if since is not None else None
-    with CostTracker(database_url=db or None, storage_root=storage) as tracker:
+    settings = Settings.load(storage=storage, cost_db=db)
+    with CostTracker(database_url=settings.cost_db, storage_root=settings.storage_root) as tracker:
         rows = tracker.report(by=by, since=since_day)
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))

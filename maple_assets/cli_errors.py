@@ -29,7 +29,6 @@ USAGE = 2
 ROWS_FAILED = 3
 STOPPED = 4
 INTERRUPTED = 130
-INTERRUPTED_KEY = "interrupted.json"
 INTERRUPTED_MESSAGE = (
     "stopped; batches already submitted keep running at the provider; rerun the same command "
     "to resume"
@@ -101,7 +100,7 @@ def reported(debug: bool) -> Iterator[None]:
 def marks_interrupt(state: Any) -> Iterator[None]:
     """While a job runs, a Ctrl-C leaves ``interrupted.json`` in its state (``maple status``
     shows ``interrupted``, not ``running``); the next run of the job removes it."""
-    key = state.key(INTERRUPTED_KEY)
+    key = state.paths.interrupted
     state.storage.delete(key)
     try:
         yield

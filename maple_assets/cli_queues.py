@@ -1,19 +1,18 @@
 """``maple status``'s view of the provider queues: per provider and model, the work enqueued in
 batches and the work waiting locally, with the limit in force (configured jobs say theirs)."""
 
-import os
 from typing import Any
 
-from maple_assets.admission import WAIT_FILE, wait_message
-from maple_assets.queue import QUEUES
-from resources.costs import COST_DB_ENV, CostTracker, default_sqlite_path, queue_slots
+from maple_assets.admission import wait_message
+from resources.costs import CostTracker, default_sqlite_path, queue_slots
+from resources.layout import QUEUES, JobLayout
 from resources.queue_ledger import usage_by_queue
+from resources.settings import Settings
 from resources.storage import Storage
 
 
 def _ledger_exists(root: str) -> bool:
-    url = os.environ.get(COST_DB_ENV)
-    if url:
+    if Settings.load().cost_db:
         return True
     return default_sqlite_path(root).exists()
 
@@ -58,5 +57,5 @@ def queue_lines(queues: list[dict[str, Any]]) -> list[str]:
 
 
 def job_queue_note(storage: Storage, job: str) -> str:
-    key = f"{job}/state/{WAIT_FILE}"
+    key = JobLayout(job).queue_wait
     return wait_message(dict(storage.read_json(key))) if storage.exists(key) else ""

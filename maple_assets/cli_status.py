@@ -6,32 +6,32 @@ records a ``cancel`` stop; rerunning ``maple enrich`` with the same ``--job`` li
 collects what the cancelled batches ran, and resends the rest.
 """
 
-import os
 import sys
 from typing import Any
 
 import click
 import orjson
 
-from maple_assets.cli_errors import INTERRUPTED_KEY
 from maple_assets.cli_queues import job_queue_note, queue_lines, queue_status
 from maple_assets.responses import summarize
 from maple_assets.state import JobState
 from maple_assets.steps import shard_responses
 from resources.errors import ConfigError, MapleError, ProviderError
+from resources.layout import JobLayout, job_names
 from resources.providers.base import Provider, Submission
 from resources.providers.registry import build_provider
+from resources.settings import Settings
 from resources.storage import Storage
 
 
 def _storage(root: str | None) -> Storage:
-    return Storage(root or os.environ.get("MAPLE_STORAGE") or ".maple")
+    return Storage(Settings.load(storage=root).storage_root)
 
 
 def list_jobs(storage: Storage) -> list[str]:
     """Names of the jobs under the storage root (folders with a ``state/spec.json``)."""
-    names = [key.strip("/").rsplit("/", 1)[-1] for key in storage.list_keys("")]
-    return [n for n in names if n and storage.exists(f"{n}/state/spec.json")]
+    names = job_names(storage.list_keys(""))
+    return [n for n in names if storage.exists(JobLayout(n).spec)]
 
 
 def shard_status(state: JobState, shard: str, rows: int) -> dict[str, Any]:
@@ -84,7 +84,7 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
     for shard in shards:
         for cls, count in shard["failed_by_class"].items():
             by_class[cls] = by_class.get(cls, 0) + count
-    merged = state.key("merged.json")
+    merged = state.paths.merged
     return {
         "job": job,
         "model": spec["spec"].get("model"),
@@ -108,7 +108,7 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
 def _phase(state: JobState, sharded: bool, shards: list[dict[str, Any]]) -> str:
     if not sharded:
         return "sharding"
-    merged = state.key("merged.json")
+    merged = state.paths.merged
     version = state.version()
     if state.storage.exists(merged) and (
         version is None or state.storage.read_json(merged).get("version") == version.number
@@ -116,7 +116,7 @@ def _phase(state: JobState, sharded: bool, shards: list[dict[str, Any]]) -> str:
         return "merged"
     if state.stop_reason() is not None:
         return "stopped"
-    if state.storage.exists(state.key(INTERRUPTED_KEY)):
+    if state.storage.exists(state.paths.interrupted):
         return "interrupted"  # Ctrl-C: nothing runs here until the command is run again
     return "final" if all(s["state"] == "final" for s in shards) else "running"
 
@@ -186,8 +186,10 @@ def provider_for(state: JobState) -> Provider:
     if spec is None:
         raise ConfigError(f"No job {state.job!r} under {state.storage.root}.")
     name = str(spec["spec"]["provider"])
-    url = os.environ.get("MAPLE_EMULATOR_URL")
-    provider: Provider = build_provider(name, emulator_url=url.rstrip("/") if url else None)
+    settings = Settings.load(storage=state.storage.root)
+    provider: Provider = build_provider(
+        name, emulator_url=settings.emulator_url, storage_root=settings.storage_root
+    )
     return provider
 
 

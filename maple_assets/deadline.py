@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from resources.errors import ConfigError, ProviderError
+from resources.layout import JobLayout
 from resources.providers.base import BatchState, ShardPayload, Submission
 from resources.storage import Storage
 
@@ -87,7 +88,7 @@ class DeadlineProvider:
         return self._realtime
 
     def deadline_at(self) -> float | None:
-        key = f"{self.job}/state/version.json"
+        key = JobLayout(self.job).version
         if not self.storage.exists(key):
             return None
         return float(self.storage.read_json(key)["created_at"]) + self.duration_s
@@ -130,7 +131,7 @@ def cancel_for_deadline(job: Any, states: list[tuple[Submission, BatchState]]) -
     for sub, state in states:
         if state.ended or is_realtime(sub) or state.status in ("cancelling", "canceling"):
             continue
-        marker = job.state.key(sub.shard, f"deadline-cancel-{sub.attempt}.json")
+        marker = job.state.paths.deadline_cancel(sub.shard, sub.attempt)
         if job.state.storage.exists(marker):
             continue
         try:

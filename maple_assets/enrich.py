@@ -12,18 +12,14 @@ from maple_assets.claims import driver_lease
 from maple_assets.cli_errors import marks_interrupt, outcome_code
 from maple_assets.deadline import deadline_split, parse_duration, realtime_twin
 from maple_assets.dry_plan import SendPlan
-from maple_assets.estimate import (
-    MAX_TOKEN_PARAMS,
-    estimate_job,
-    estimate_sends,
-    output_tokens_per_request,
-)
+from maple_assets.estimate import estimate_job, estimate_sends
 from maple_assets.factory import Enrichment, enrichment
 from maple_assets.preflight import preflight
 from maple_assets.runner import Runner, instance_for, resources_for
 from maple_assets.schema_checks import check_response_schema
 from maple_assets.spec import MAX_JOB_NAME, JobSpec
 from maple_assets.state import JobState
+from maple_assets.tokens import MAX_TOKEN_PARAMS, output_tokens_per_request
 from resources.costs import CostTracker
 from resources.errors import ConfigError
 from resources.pricing import ModelPrice, PriceBook
@@ -156,11 +152,9 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         realtime_twin(provider, opts.storage)  # no real-time API to fall back on: fail now
     if opts.dry_run:
         return dry_run(en.spec, provider, price, opts.storage, opts.retry_failed)
-    check = getattr(provider, "check_credentials", None)
-    if check is not None:
-        check()
+    provider.check_credentials()
     state = JobState(Storage(opts.storage), en.spec.name)
-    lease = driver_lease(state.storage, state.key("driver"), en.spec.name, opts.wait)
+    lease = driver_lease(state.storage, state.paths.driver, en.spec.name, opts.wait)
     with lease.hold():
         return _drive(opts, en, provider, state)
 
@@ -232,7 +226,7 @@ def dry_run(
     if paid:
         rows.append(("spent USD", f"{paid:.6f} so far (this job, from the ledger)"))
     if spec.budget_usd is not None:
-        expected = batch if getattr(provider, "mode", "batch") == "batch" else realtime
+        expected = batch if provider.mode == "batch" else realtime
         fits = "fits" if expected <= spec.budget_usd else "the job will stop before the end"
         rows.append(("budget USD", f"{spec.budget_usd:.6f} ({fits})"))
     click.echo("dry run: nothing uploaded, no batch created, nothing spent")
@@ -266,7 +260,7 @@ def print_summary(
     from maple_assets.responses import add_summary, summarize
     from maple_assets.steps import shard_responses
 
-    merged = state.key("merged.json")
+    merged = state.paths.merged
     totals: dict[str, Any] = {}
     if state.storage.exists(merged):  # written by the merge that just ran
         totals = dict(state.storage.read_json(merged).get("totals") or {})

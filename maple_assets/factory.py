@@ -10,51 +10,26 @@ resource per provider name (``provider_key(provider)``).
 """
 
 import dataclasses
-import time
 import warnings
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from typing import Any
 
 import dagster as dg
-import polars as pl
-import pyarrow as pa
-from pydantic import Field
 
-from maple_assets.admission import plan_submissions, wait_message, wait_note
-from maple_assets.budget import ledger_totals, resume_budget_stop
+from maple_assets.assets import (
+    input_shards_asset,
+    merged_asset,
+    raw_responses_asset,
+    submissions_asset,
+)
 from maple_assets.checks import build_checks
-from maple_assets.deadline import deadline_split, with_deadline
-from maple_assets.listed import ListedStorage
+from maple_assets.job import provider_key
 from maple_assets.policy import RetryPolicy
 from maple_assets.preflight import check_declaration
-from maple_assets.rerun import shard_input
-from maple_assets.responses import summarize
-from maple_assets.sensor_cursor import fresh_requests
+from maple_assets.sensors import enrichment_sensor
 from maple_assets.spec import MB, JobSpec, check_queue_options, validate_name, validate_paths
-from maple_assets.state import JobState
-from maple_assets.steps import (
-    Job,
-    collect_shard,
-    generation,
-    merge_job,
-    pending_work,
-    shard_responses,
-    submit_shard,
-)
 from partitions.shards import shard_partitions
 from resources.errors import ConfigError
-from resources.io_manager import StoredParquet
-from resources.pricing import PriceBook
-
-IO_MANAGER_KEY = "maple_io_manager"
-SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
-COLLECT_PARALLELISM = 2  # shards downloaded and parsed at once (memory: that many shards)
-
-
-def provider_key(provider: str) -> str:
-    return "provider_" + provider.replace("-", "_")
 
 
 def schema_dict(response_schema: Any) -> dict[str, Any] | None:
@@ -93,19 +68,6 @@ class Enrichment:
     @property
     def resource_keys(self) -> set[str]:
         return {"maple_storage", "maple_costs", provider_key(self.spec.provider)}
-
-
-def job_for(spec: JobSpec, policy: RetryPolicy, resources: Any) -> Job:
-    storage = resources.maple_storage.storage()
-    provider = getattr(resources, provider_key(spec.provider))
-    return Job(
-        spec=spec,
-        state=JobState(storage, spec.name),
-        provider=with_deadline(provider, storage, spec.name, spec.deadline_s),
-        costs=resources.maple_costs,
-        prices=PriceBook(),
-        policy=policy,
-    )
 
 
 def enrichment(
@@ -176,12 +138,12 @@ def enrichment(
     with warnings.catch_warnings():  # single-run backfill policies are Beta in dagster 1.13
         warnings.simplefilter("ignore", dg.BetaWarning)
         assets = [
-            _input_shards(spec, policy, pdef, keys, upstream),
-            _submissions(spec, policy, pdef, keys),
-            _raw_responses(spec, policy, pdef, keys),
-            _merged(spec, policy, keys),
+            input_shards_asset(spec, policy, pdef, keys, upstream),
+            submissions_asset(spec, policy, pdef, keys),
+            raw_responses_asset(spec, policy, pdef, keys),
+            merged_asset(spec, policy, keys),
         ]
-    sensor = _sensor(spec, policy, assets, keys, poll_interval_s)
+    sensor = enrichment_sensor(spec, policy, assets, keys, poll_interval_s)
     checks = build_checks(spec, keys)
     return Enrichment(spec, assets, sensor, checks, pdef, policy)
 
@@ -196,333 +158,3 @@ def _source_key(source: Any) -> dg.AssetKey:
     if isinstance(source, dg.AssetsDefinition):
         return source.key
     return source.key  # type: ignore[no-any-return]
-
-
-class InputShardsConfig(dg.Config):
-    """Run options of ``input_shards`` (the launchpad's config in the UI)."""
-
-    retry_failed: bool = Field(
-        default=False,
-        description="Send again the rows whose stored outcome is a failure, each with a fresh "
-        "retry budget (otherwise a failed row stays failed until its request changes).",
-    )
-    no_reuse: bool = Field(
-        default=False,
-        description="Send every row, even those whose request has a stored answer.",
-    )
-
-
-def _input_shards(
-    spec: JobSpec,
-    policy: RetryPolicy,
-    pdef: dg.DynamicPartitionsDefinition,
-    keys: set[str],
-    upstream: dg.AssetKey | None,
-) -> dg.AssetsDefinition:
-    def body(
-        context: dg.AssetExecutionContext, config: InputShardsConfig, table: Any
-    ) -> dg.Output[pl.DataFrame]:
-        run_spec = dataclasses.replace(spec, reuse=spec.reuse and not config.no_reuse)
-        job = job_for(run_spec, policy, context.resources)
-        shards, version, counts = shard_input(job, table, retry_failed=config.retry_failed)
-        existing = set(context.instance.get_dynamic_partitions(pdef.name or ""))
-        new = [s.key for s in shards if s.key not in existing]
-        if new:
-            context.instance.add_dynamic_partitions(pdef.name or "", new)
-        manifest = pl.DataFrame([dataclasses.asdict(s) for s in shards])
-        warnings.filterwarnings("ignore", category=dg.BetaWarning)  # data_version is Beta
-        return dg.Output(
-            manifest,
-            data_version=dg.DataVersion(version.input_digest),
-            metadata={
-                "rows": counts.rows,
-                "to_send": counts.sent,
-                "reused": counts.reused,
-                "duplicates": counts.duplicates,
-                "version": version.number,
-                "shards": len(shards),
-                "bytes": int(manifest["bytes"].sum()),
-                "max_shard_rows": int(manifest.select(pl.col("rows").max()).item()),
-            },
-        )
-
-    key = dg.AssetKey([spec.name, "input_shards"])
-    description = (
-        f"Input of {spec.name} rendered into provider requests and cut into shards; rows whose "
-        "request has a stored answer are filled from the response store, not sent."
-    )
-    if upstream is None:
-
-        @dg.asset(
-            key=key,
-            group_name=spec.name,
-            required_resource_keys=keys,
-            io_manager_key=IO_MANAGER_KEY,
-            description=description,
-            code_version=spec.fingerprint(),
-        )
-        def input_shards(
-            context: dg.AssetExecutionContext, config: InputShardsConfig
-        ) -> dg.Output[pl.DataFrame]:
-            return body(context, config, spec.source)
-
-        return input_shards
-
-    @dg.asset(
-        key=key,
-        group_name=spec.name,
-        required_resource_keys=keys,
-        io_manager_key=IO_MANAGER_KEY,
-        description=description,
-        code_version=spec.fingerprint(),
-        ins={"table": dg.AssetIn(key=upstream)},
-    )
-    def input_shards_from_asset(
-        context: dg.AssetExecutionContext, config: InputShardsConfig, table: Any
-    ) -> dg.Output[pl.DataFrame]:
-        if isinstance(table, pl.LazyFrame):
-            table = table.collect()
-        if not isinstance(table, (pl.DataFrame, pa.Table)):
-            table = pl.DataFrame(table)
-        return body(context, config, table)
-
-    return input_shards_from_asset
-
-
-def _per_shard(context: dg.AssetExecutionContext, work: Any, parallel: int = 1) -> dg.Output[Any]:
-    """Run ``work(shard) -> (frame, metadata)`` for every partition of the run.
-
-    A run may cover one shard (the sensor's per-shard runs) or a range of shards (the CLI driver
-    and single-run backfills); a multi-shard run returns one frame per partition key.
-    """
-    keys = context.partition_keys
-    started = time.monotonic()
-    if parallel > 1 and len(keys) > 1:
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            results = list(pool.map(work, keys))
-    else:
-        results = [work(key) for key in keys]
-    duration = {"duration_s": round(time.monotonic() - started, 3)}
-    if len(keys) == 1:
-        frame, metadata = results[0]
-        return dg.Output(frame, metadata={**metadata, **duration})
-    metadata = {"shards": len(keys), **_sum_metadata([m for _, m in results]), **duration}
-    return dg.Output({k: f for k, (f, _) in zip(keys, results, strict=True)}, metadata=metadata)
-
-
-def _sum_metadata(items: list[dict[str, Any]]) -> dict[str, Any]:
-    total: dict[str, Any] = {}
-    for item in items:
-        for key, value in item.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                total[key] = total.get(key, 0) + value
-    return total
-
-
-def _submissions(
-    spec: JobSpec, policy: RetryPolicy, pdef: dg.DynamicPartitionsDefinition, keys: set[str]
-) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=dg.AssetKey([spec.name, "submissions"]),
-        group_name=spec.name,
-        partitions_def=pdef,
-        deps=[dg.AssetKey([spec.name, "input_shards"])],
-        required_resource_keys=keys,
-        io_manager_key=IO_MANAGER_KEY,
-        backfill_policy=dg.BackfillPolicy.single_run(),
-        code_version=spec.fingerprint(),
-        description="The provider batch of each shard attempt, recorded before the next starts.",
-    )
-    def submissions(context: dg.AssetExecutionContext) -> dg.Output[Any]:
-        job = job_for(spec, policy, context.resources)
-        job.prepare_submissions()
-
-        def one(shard: str) -> tuple[pl.DataFrame, dict[str, Any]]:
-            submit_shard(job, shard)
-            records = pl.DataFrame([s.to_json() for s in job.state.submissions(shard)])
-            return records, {
-                "attempts": records.height,
-                "batch_ids": ", ".join(records["batch_id"].to_list()) if records.height else "",
-                "requests": int(records["request_count"].sum()) if records.height else 0,
-            }
-
-        # With a budget, shards go one by one so each check sees the batch before it.
-        # Real-time providers pace one shard at a time against the provider's rate limit.
-        serial = spec.budget_usd is not None or job.mode == "realtime"
-        parallel = 1 if serial else SUBMIT_PARALLELISM
-        output = _per_shard(context, one, parallel=parallel)
-        stop = job.state.stop_reason()
-        if stop:
-            context.log.warning(f"job {spec.name} stopped submitting: {stop}")
-            output = output.with_metadata({**output.metadata, "stopped": stop})
-        return output
-
-    return submissions
-
-
-def _raw_responses(
-    spec: JobSpec, policy: RetryPolicy, pdef: dg.DynamicPartitionsDefinition, keys: set[str]
-) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=dg.AssetKey([spec.name, "raw_responses"]),
-        group_name=spec.name,
-        partitions_def=pdef,
-        deps=[dg.AssetKey([spec.name, "submissions"])],
-        required_resource_keys=keys,
-        io_manager_key=IO_MANAGER_KEY,
-        backfill_policy=dg.BackfillPolicy.single_run(),
-        code_version=spec.fingerprint(),
-        description="One row per request of the shard: status, failure class, reply, tokens, cost.",
-    )
-    def raw_responses(context: dg.AssetExecutionContext) -> dg.Output[Any]:
-        job = job_for(spec, policy, context.resources)
-        waiting = [job.state.progress(k).submission for k in context.partition_keys]
-        subs = [s for s in waiting if s is not None]
-        states = job.provider.poll(subs) if subs else {}
-
-        def one(shard: str) -> tuple[pl.DataFrame | StoredParquet, dict[str, Any]]:
-            progress = job.state.progress(shard)
-            if progress.action == "wait" and progress.submission is not None:
-                state = states[progress.submission.batch_id]
-                if not state.ended:
-                    raise dg.Failure(
-                        f"Batch {state.batch_id} of shard {shard} is still {state.status}; the "
-                        f"{spec.name}_sensor materializes this partition when the batch ends."
-                    )
-                combined = collect_shard(job, shard, state)
-            else:
-                combined = shard_responses(job.state, shard)
-            metadata = _responses_metadata(job, shard, combined)
-            responses = job.state.responses_key(shard)
-            if len(context.partition_keys) > 1 and job.state.storage.exists(responses):
-                # Hold one shard at a time: the IO manager copies each shard's file.
-                return StoredParquet(job.state.storage, responses), metadata
-            return combined, metadata
-
-        return _per_shard(context, one, parallel=COLLECT_PARALLELISM)
-
-    return raw_responses
-
-
-def _responses_metadata(job: Job, shard: str, combined: pl.DataFrame) -> dict[str, Any]:
-    info = summarize(combined)
-    summary = job.state.summary(shard)
-    return {
-        **{k: v for k, v in info.items() if k != "failed_by_class"},
-        "cost_usd": round(info["cost_usd"], 6),  # micro-dollars
-        "failed_by_class": dg.MetadataValue.json(info["failed_by_class"]),
-        "pending_retry": summary.pending_retry if summary else 0,
-        "batch_ids": ", ".join(s.batch_id for s in job.state.submissions(shard)),
-    }
-
-
-def _merged(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=dg.AssetKey([spec.name, "merged"]),
-        group_name=spec.name,
-        deps=[dg.AssetKey([spec.name, "raw_responses"])],
-        required_resource_keys=keys,
-        io_manager_key=IO_MANAGER_KEY,
-        code_version=spec.fingerprint(),
-        description="The input table, unchanged and in order, with the model's answers (llm_*).",
-    )
-    def merged(context: dg.AssetExecutionContext) -> dg.Output[Any]:
-        job = job_for(spec, policy, context.resources)
-        work = pending_work(job)
-        if not work.finished:
-            raise dg.Failure(
-                f"{work.total - work.done} of {work.total} shards of {spec.name} are not final "
-                "yet; the sensor materializes merged once every shard is."
-            )
-        table = merge_job(job)
-        totals = _totals(job)
-        return dg.Output(table, metadata={"path": table.path, "rows": table.rows, **totals})
-
-    return merged
-
-
-def _totals(job: Job) -> dict[str, Any]:
-    """The run's totals as the merge counted them (cost: this run's new spend)."""
-    merged = job.state.storage.read_json(job.state.key("merged.json"))
-    totals = merged.get("totals") or {}
-    shards = {s.key for s in job.state.manifest() or []}
-    return {
-        "succeeded": int(totals.get("succeeded", 0)),
-        "failed": int(totals.get("failed", 0)),
-        "sent": int(totals.get("sent", 0)),
-        "reused": int(totals.get("reused", 0)),
-        "cost_usd": round(float(totals.get("cost_usd", 0.0)), 6),
-        **ledger_totals(job.costs, job.spec.name, shards),
-        **({"budget_usd": job.spec.budget_usd} if job.spec.budget_usd is not None else {}),
-        **(
-            deadline_split(job.costs, job.spec.name, shards, job.price())
-            if job.spec.deadline_s
-            else {}
-        ),
-        "stopped": job.state.stop_reason() or "",
-    }
-
-
-def _sensor(
-    spec: JobSpec,
-    policy: RetryPolicy,
-    assets: Sequence[dg.AssetsDefinition],
-    keys: set[str],
-    interval: int,
-) -> dg.SensorDefinition:
-    submissions_key, raw_key, merged_key = (a.key for a in assets[1:])
-
-    @dg.sensor(
-        name=f"{spec.name}_sensor",
-        minimum_interval_seconds=interval,
-        asset_selection=[submissions_key, raw_key, merged_key],
-        required_resource_keys=keys,
-        default_status=dg.DefaultSensorStatus.RUNNING,
-        description=f"Polls the provider for {spec.name} and requests the next runs.",
-    )
-    def enrichment_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        job = job_for(spec, policy, context.resources)
-        # One listing of the job's state answers the tick's reads (maple_assets.listed).
-        job.state = JobState(ListedStorage(job.state.storage, job.state.key()), spec.name)
-        lifted = resume_budget_stop(job.state, spec.budget_usd)
-        if lifted:
-            context.log.info(f"budget raised to {spec.budget_usd}: resuming ({lifted})")
-        wanted = run_requests(job, submissions_key, raw_key, merged_key)
-        fresh, cursor = fresh_requests(wanted, context.cursor)
-        waiting = wait_message(wait_note(job))
-        if waiting and context.log_key:  # the daemon keeps tick logs; the CLI has its own line
-            context.log.info(f"{spec.name}: {waiting}")
-        skip = waiting if waiting and not fresh else None
-        return dg.SensorResult(run_requests=fresh, cursor=cursor, skip_reason=skip)
-
-    return enrichment_sensor
-
-
-def run_requests(
-    job: Job, submissions_key: dg.AssetKey, raw_key: dg.AssetKey, merged_key: dg.AssetKey
-) -> list[dg.RunRequest]:
-    """The runs a job needs now; run keys are deterministic so a request is never doubled."""
-    work = pending_work(job)
-    name = job.spec.name
-    admitted = plan_submissions(job, work)  # the queue's room and the deadline decide
-    requests = [
-        dg.RunRequest(
-            run_key=f"{name}:{shard}:submit:{job.state.progress(shard).attempt}{ticket}",
-            asset_selection=[submissions_key],
-            partition_key=shard,
-        )
-        for shard, ticket in admitted.items()
-    ]
-    requests += [
-        dg.RunRequest(
-            run_key=f"{name}:{shard}:collect:{sub.batch_id}:{sub.attempt}",
-            asset_selection=[raw_key],
-            partition_key=shard,
-        )
-        for shard, sub, _ in work.collect
-    ]
-    if work.finished:
-        requests.append(
-            dg.RunRequest(run_key=f"{name}:merged:{generation(job)}", asset_selection=[merged_key])
-        )
-    return requests

@@ -9,6 +9,7 @@ import polars as pl
 
 from maple_assets.spec import ROW_ID, JobSpec, validate_columns
 from maple_assets.templates import JSON_SUFFIX, Placeholder, check_columns, parse_template
+from maple_assets.tokens import MAX_TOKEN_PARAMS, prompt_tokens_expr
 from resources.errors import ConfigError
 from resources.pricing import context_window
 
@@ -60,7 +61,6 @@ def check_context_window(frame: pl.DataFrame, spec: JobSpec) -> None:
     window = context_window(spec.model, spec.provider)
     if window is None or frame.height == 0:
         return
-    from maple_assets.estimate import MAX_TOKEN_PARAMS, prompt_tokens_expr
 
     limits = [spec.params.get(p) for p in MAX_TOKEN_PARAMS]
     reserved = next((v for v in limits if isinstance(v, int) and not isinstance(v, bool)), 0)

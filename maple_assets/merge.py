@@ -1,7 +1,7 @@
 """merged: the input columns unchanged and in order, then the ``llm_*`` columns, streamed."""
 
 import dataclasses
-import uuid
+import sys
 from collections.abc import Iterator
 from typing import IO, Any
 
@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from maple_assets.spec import CUSTOM_ID, INTERNAL_COLUMNS, ROW_ID, file_format
-from resources.storage import filesystem_for
+from resources.storage import atomic_write, filesystem_for
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,24 +67,22 @@ def merge_shard(
 
 
 class OutputWriter:
-    """Appends frames to one Parquet or CSV file on local disk or S3, then commits it."""
+    """Appends frames to one Parquet or CSV file on local disk or S3, then commits it.
+
+    Nothing is committed if the writing raises (see ``resources.storage.atomic_write``)."""
 
     def __init__(self, path: str, fmt: str, input_schema: pa.Schema | None = None) -> None:
         self.path = path
         self.fmt = fmt
         self.input_schema = input_schema
-        self.fs, fs_path = filesystem_for(path)
-        self._target = fs_path
-        # A unique temporary name: concurrent writers never share one.
-        self._tmp = fs_path if "://" in path else f"{fs_path}.{uuid.uuid4().hex[:12]}.partial"
+        self.fs, self._target = filesystem_for(path)
+        self._commit = atomic_write(self.fs, self._target)
         self._handle: IO[bytes] | None = None
         self._parquet: pq.ParquetWriter | None = None
         self.rows = 0
 
     def __enter__(self) -> "OutputWriter":
-        parent = self._target.rsplit("/", 1)[0] if "/" in self._target else "."
-        self.fs.makedirs(parent, exist_ok=True)
-        self._handle = self.fs.open(self._tmp, "wb")
+        self._handle = self._commit.__enter__()
         return self
 
     def write(self, frame: pl.DataFrame) -> None:
@@ -101,14 +99,13 @@ class OutputWriter:
         self.rows += frame.height
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        assert self._handle is not None
-        if self._parquet is not None:
-            self._parquet.close()
-        self._handle.close()
-        if exc_type is None and self._tmp != self._target:
-            self.fs.mv(self._tmp, self._target)
-        elif exc_type is not None and self._tmp != self._target:
-            self.fs.rm(self._tmp)
+        try:
+            if self._parquet is not None:  # its footer goes nowhere if the write is discarded
+                self._parquet.close()
+        except BaseException:
+            self._commit.__exit__(*sys.exc_info())
+            raise
+        self._commit.__exit__(exc_type, exc, tb)
 
 
 def keep_input_types(table: pa.Table, input_schema: pa.Schema | None) -> pa.Schema:

@@ -16,13 +16,13 @@ what the queue was seen to hold is remembered (``proven``), and up to it batches
 """
 
 import dataclasses
-import os
 import re
 import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from resources.errors import ConfigError, QueueFull
+from resources.layout import queue_file
 from resources.providers.base import BatchState, ShardPayload, Submission
 from resources.queue_ledger import (
     Decision,
@@ -34,12 +34,13 @@ from resources.queue_ledger import (
     refused,
     validated_units,
 )
+from resources.settings import knob
 from resources.storage import Storage
 
 if TYPE_CHECKING:
-    from maple_assets.steps import Job, Work
+    from maple_assets.job import Job
+    from maple_assets.steps import Work
 
-QUEUES = "_queues"
 TEAM_WEIGHTS_ENV = "MAPLE_TEAM_WEIGHTS"
 LIMIT_CODE = "token_limit_exceeded"
 COOLDOWN_S = 15.0  # after the provider refused a batch although the limit seemed to allow it
@@ -62,7 +63,7 @@ class Queue:
 
     @property
     def key(self) -> str:
-        return f"{QUEUES}/{_SAFE.sub('_', self.provider)}/{_SAFE.sub('_', self.model)}.json"
+        return queue_file(_SAFE.sub("_", self.provider), _SAFE.sub("_", self.model))
 
 
 def deadline_due(job: "Job") -> bool:
@@ -119,7 +120,7 @@ def _learn(job: "Job", queue: Queue, limit: int | None, message: str, cooldown: 
 
 def team_weight(team: str) -> float:
     """The team's weight from ``MAPLE_TEAM_WEIGHTS`` ("catalog=2,search=1"); default 1."""
-    for item in os.environ.get(TEAM_WEIGHTS_ENV, "").split(","):
+    for item in (knob(TEAM_WEIGHTS_ENV) or "").split(","):
         name, _, value = item.partition("=")
         if name.strip() == team and value.strip():
             try:
@@ -139,7 +140,7 @@ def units(job: "Job", queue: Queue, shard: str, attempt: int) -> int:
     """Prompt tokens (or requests) of one shard attempt, estimated once and kept."""
     from maple_assets.estimate import estimate_attempt
 
-    key = job.state.key(shard, f"queue-{attempt}.json")
+    key = job.state.paths.queue_units(shard, attempt)
     if job.state.storage.exists(key):
         return int(job.state.storage.read_json(key)["units"])
     plan = estimate_attempt(job.state, job.spec, job.provider.provider_name, shard, attempt)

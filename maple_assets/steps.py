@@ -18,8 +18,8 @@ from maple_assets.budget import within_budget
 from maple_assets.claims import claim_batch
 from maple_assets.crashpoints import crash_point
 from maple_assets.deadline import REALTIME_PREFIX
+from maple_assets.job import Job
 from maple_assets.merge import OutputTable, merge_shard, write_merged
-from maple_assets.policy import RetryPolicy
 from maple_assets.responses import (
     IMAGE_GONE,
     NOT_SENT,
@@ -32,48 +32,16 @@ from maple_assets.responses import (
     summarize,
     unsent_responses,
 )
-from maple_assets.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID, JobSpec
+from maple_assets.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID
 from maple_assets.state import JobState, ShardSummary
 from maple_assets.store import ResponseStore
 from maple_assets.structured import schema_dtype
 from maple_assets.versions import prepare_fills, shard_fills
-from resources.costs import AttemptCost, CostTracker
+from resources.costs import AttemptCost
 from resources.errors import ConfigError
 from resources.failures import FailureClass, batch_too_large
 from resources.images import missing_images
-from resources.pricing import ModelPrice, PriceBook
-from resources.providers.base import BatchState, Provider, ShardPayload, Submission, content_hash
-
-
-@dataclasses.dataclass
-class Job:
-    """One enrichment job bound to its storage, provider, prices and cost ledger."""
-
-    spec: JobSpec
-    state: JobState
-    provider: Provider
-    costs: CostTracker | None = None
-    prices: PriceBook = dataclasses.field(default_factory=PriceBook)
-    policy: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
-    _orphans: dict[tuple[str, int], Submission] | None = None
-
-    @property
-    def mode(self) -> str:
-        return str(getattr(self.provider, "mode", "batch"))
-
-    def prepare_submissions(self) -> None:
-        """List the provider's batches once, before shards are submitted (maybe in threads)."""
-        if self._orphans is None:
-            self._orphans = {
-                (s.shard, s.attempt): s for s in self.provider.find_orphans(self.spec.name)
-            }
-
-    def price(self) -> ModelPrice:
-        return self.prices.price(
-            self.spec.model,
-            self.provider.provider_name,
-            allow_untracked=self.spec.allow_untracked_cost,
-        )
+from resources.providers.base import BatchState, ShardPayload, Submission, content_hash
 
 
 # -- submissions ----------------------------------------------------------------------------
@@ -123,7 +91,7 @@ def submit_shard(job: Job, shard: str) -> Submission | None:
     attempt = progress.attempt
     return claim_batch(
         job.state.storage,
-        job.state.key(shard, f"claim-{attempt}"),
+        job.state.paths.claim(shard, attempt),
         lambda: job.state.submission(shard, attempt),
         lambda taken_over: _create(job, shard, attempt, taken_over),
     )
@@ -136,8 +104,7 @@ def _create(job: Job, shard: str, attempt: int, taken_over: bool) -> Submission 
     if taken_over:
         job._orphans = None  # list again: the previous claimant may have created the batch
     payload = payload_for(job, shard, attempt)
-    encode = getattr(job.provider, "encode", None)
-    digest = payload.encoded(encode)[1] if encode else ""
+    digest = payload.encoded(job.provider.encode)[1]  # encoded once: adoption and upload
     submission = _adopt(job, shard, attempt, digest)
     if submission is None:
         if not queue.admitted(job, shard, attempt):
@@ -299,8 +266,8 @@ def shard_responses(state: JobState, shard: str) -> pl.DataFrame:
     """The shard's merged responses over every collected attempt."""
     summary = state.summary(shard)
     attempts = summary.attempt if summary else 0
-    if attempts and state.storage.exists(state.responses_key(shard)):
-        return state.storage.read_parquet(state.responses_key(shard))
+    if attempts and state.storage.exists(state.paths.responses(shard)):
+        return state.storage.read_parquet(state.paths.responses(shard))
     if attempts == 0:  # never collected: nothing to send, or the job stopped before sending
         rows = state.plan(shard, 1)
         if rows is None:
@@ -365,7 +332,7 @@ def generation(job: Job) -> str:
 
 # -- merged ---------------------------------------------------------------------------------
 def default_output(job: Job) -> str:
-    return job.state.storage.uri(f"{job.spec.name}/output/merged.{job.spec.output_format()}")
+    return job.state.storage.uri(job.state.paths.output(job.spec.output_format()))
 
 
 def merge_job(job: Job, output: str | None = None) -> OutputTable:
@@ -401,7 +368,7 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
 
     table = write_merged(frames(), path, job.spec.output_format(), job.spec.source)
     job.state.storage.write_json(
-        job.state.key("merged.json"),
+        job.state.paths.merged,
         {
             "path": table.path,
             "rows": table.rows,

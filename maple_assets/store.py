@@ -4,10 +4,8 @@ A request key is the SHA-256 (first 128 bits, hex) of the canonical request: the
 and the encoded request body, which holds the model, parameters, system prompt, rendered
 prompt, image URL and response schema. Two rows with the same key are the same work.
 
-Layout under ``<root>/<job>/store/``::
-
-    <b>/<shard>-a<attempt>.parquet   outcomes that one collection made final, for the keys whose
-                                     first hex digit is <b> (16 buckets)
+Files: ``<root>/<job>/store/<b>/<shard>-a<attempt>.parquet`` (`resources.layout`), the outcomes
+that one collection made final, for the keys whose first hex digit is <b> (16 buckets).
 
 A collection writes its files before the shard's summary, so a shard never counts as collected
 before its answers are durable; a rerun after a crash rewrites the same names with the same rows.
@@ -24,6 +22,7 @@ import polars as pl
 import polars_hash  # noqa: F401  (registers the ``chash`` expression namespace)
 
 from maple_assets.spec import KEY
+from resources.layout import JobLayout
 from resources.storage import Storage
 
 BUCKETS = "0123456789abcdef"
@@ -81,7 +80,7 @@ class ResponseStore:
         self.job = job
 
     def _bucket(self, bucket: str) -> str:
-        return f"{self.job}/store/{bucket}"
+        return JobLayout(self.job).store_bucket(bucket)
 
     def write(self, name: str, records: pl.DataFrame, model: str) -> None:
         """Store ``records`` (KEY + outcome columns) as ``<bucket>/<name>.parquet`` files."""
@@ -93,7 +92,7 @@ class ResponseStore:
         frame = frame.cast(_SCHEMA)  # type: ignore[arg-type]
         for part in by_bucket(frame):
             bucket = str(part[KEY][0])[0]
-            self.storage.write_parquet(f"{self._bucket(bucket)}/{name}.parquet", part)
+            self.storage.write_parquet(JobLayout(self.job).store_file(bucket, name), part)
 
     def files(self, bucket: str) -> list[str]:
         return [k for k in self.storage.list_keys(self._bucket(bucket)) if k.endswith(".parquet")]

@@ -12,12 +12,7 @@ its attempt-1 plans hold only the rows to send:
 - of the rows with the same new key, the first is sent and the others are filled with its answer;
 - with reuse off, every row is sent.
 
-Layout under ``<root>/<job>/state/``::
-
-    version.json                    the current version: number, fingerprint, input digest, flags
-    versions/<n>/keys/<b>.parquet   row id and request key of every row, by key bucket
-    versions/<n>/fill/<b>.parquet   row id and key of the rows not sent (filled at merge)
-    versions/<n>/fills/<b>.parquet  those rows joined with their stored records, by row id
+Its files (keys, fills) are laid out by `resources.layout.JobLayout`.
 """
 
 import contextlib
@@ -33,6 +28,7 @@ import pyarrow.parquet as pq
 from maple_assets.spec import CUSTOM_ID, KEY, ROW_ID
 from maple_assets.store import BUCKETS, ResponseStore, by_bucket
 from partitions.shards import shard_key
+from resources.layout import JobLayout
 from resources.storage import Storage, filesystem_for
 
 _KEYS_SCHEMA = pa.schema([(ROW_ID, pa.int64()), (KEY, pa.large_string())])
@@ -63,10 +59,6 @@ class Version:
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-
-def version_dir(job: str, number: int) -> str:
-    return f"{job}/state/versions/{number}"
 
 
 # -- input digest ---------------------------------------------------------------------------
@@ -114,7 +106,9 @@ class KeySpill:
 
     def __init__(self, storage: Storage, job: str, number: int) -> None:
         self.storage = storage
-        self.prefix = f"{version_dir(job, number)}/keys"
+        self.paths = JobLayout(job)
+        self.number = number
+        self.prefix = self.paths.version_keys_dir(number)
         self._stack = contextlib.ExitStack()
         self._writers: dict[str, pq.ParquetWriter] = {}
 
@@ -132,7 +126,7 @@ class KeySpill:
     def _writer(self, bucket: str) -> pq.ParquetWriter:
         if bucket not in self._writers:
             handle: IO[bytes] = self._stack.enter_context(
-                self.storage.open_write(f"{self.prefix}/{bucket}.parquet")
+                self.storage.open_write(self.paths.version_keys(self.number, bucket))
             )
             writer = pq.ParquetWriter(handle, _KEYS_SCHEMA, compression="zstd")
             self._stack.callback(writer.close)
@@ -165,10 +159,10 @@ def plan_version(
     store = ResponseStore(storage, job)
     send = np.zeros(rows, dtype=bool)
     reused = duplicates = 0
-    base = version_dir(job, version.number)
+    paths = JobLayout(job)
     for bucket in BUCKETS:
-        key = f"{base}/keys/{bucket}.parquet"
-        fill_key = f"{base}/fill/{bucket}.parquet"
+        key = paths.version_keys(version.number, bucket)
+        fill_key = paths.version_fill(version.number, bucket)
         storage.delete(fill_key)
         if not storage.exists(key):
             continue
@@ -202,10 +196,10 @@ def attempt_one(send: Mask, first: int, last: int) -> pl.DataFrame:
 def prepare_fills(storage: Storage, job: str, number: int) -> None:
     """Join every bucket's unsent rows with their stored records, sorted by row id."""
     store = ResponseStore(storage, job)
-    base = version_dir(job, number)
+    paths = JobLayout(job)
     for bucket in BUCKETS:
-        fill_key = f"{base}/fill/{bucket}.parquet"
-        out = f"{base}/fills/{bucket}.parquet"
+        fill_key = paths.version_fill(number, bucket)
+        out = paths.version_fills(number, bucket)
         if not storage.exists(fill_key):
             storage.delete(out)
             continue
@@ -220,10 +214,9 @@ def prepare_fills(storage: Storage, job: str, number: int) -> None:
 
 def shard_fills(storage: Storage, job: str, number: int, first: int, last: int) -> pl.DataFrame:
     """The filled rows ``first..last`` of a version (read through row-group statistics)."""
-    base = version_dir(job, number)
     parts = [
         storage.scan_parquet(k).filter(pl.col(ROW_ID).is_between(first, last))
-        for k in storage.list_keys(f"{base}/fills")
+        for k in storage.list_keys(JobLayout(job).version_fills_dir(number))
         if k.endswith(".parquet")
     ]
     if not parts:

@@ -1,27 +1,23 @@
 """Resources for a set of enrichments: storage, cost ledger, IO manager, their providers."""
 
-import os
 from typing import Any
 
-from maple_assets.factory import IO_MANAGER_KEY, Enrichment, provider_key
+from maple_assets.factory import Enrichment
+from maple_assets.job import IO_MANAGER_KEY, provider_key
 from resources.costs import CostTracker
 from resources.io_manager import ParquetIOManager
 from resources.providers.registry import build_provider
+from resources.settings import Settings
 from resources.storage import StorageResource
-
-DEFAULT_EMULATOR_URL = "http://127.0.0.1:8787"
-
-
-def default_storage_root() -> str:
-    return os.environ.get("MAPLE_STORAGE", ".maple")
 
 
 def maple_resources(
     enrichments: list[Enrichment], storage_root: str | None = None
 ) -> dict[str, Any]:
     """Resources the enrichments need; ``emulator`` points at MAPLE_EMULATOR_URL (no I/O here)."""
-    root = storage_root or default_storage_root()
-    emulator_url = os.environ.get("MAPLE_EMULATOR_URL", DEFAULT_EMULATOR_URL).rstrip("/")
+    settings = Settings.load(storage=storage_root)
+    root = settings.storage_root
+    emulator_url = settings.emulator_url_or_default()
     resources: dict[str, Any] = {
         "maple_storage": StorageResource(root=root),
         "maple_costs": CostTracker(storage_root=root),

@@ -22,7 +22,6 @@ one) and update the `attempt_costs` table below to the resulting shape. A databa
 code is refused rather than written.
 """
 
-import os
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
@@ -41,10 +40,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from resources.admissions import Admission, admissions_table, admit
 from resources.deployment import require_shared
 from resources.errors import ConfigError, StorageError
+from resources.layout import COSTS_DB
 from resources.pricing import ModelPrice, cost_expr
 from resources.queue_ledger import queue_table
+from resources.settings import COST_DB_ENV, Settings
 
-COST_DB_ENV = "MAPLE_COST_DB"
 Mode = Literal["batch", "realtime"]
 GroupBy = Literal["team", "job", "model", "day"]
 _KEY = ("job", "shard", "attempt")
@@ -175,8 +175,8 @@ MIGRATIONS: list[Callable[[sa.Connection], None]] = [_migration_1, _migration_2,
 def default_sqlite_path(storage_root: str) -> Path:
     """`<storage_root>/costs.sqlite` for a local root; `~/.maple/costs.sqlite` for a remote one."""
     if "://" in storage_root and not storage_root.startswith("file://"):
-        return Path.home() / ".maple" / "costs.sqlite"
-    return Path(storage_root.removeprefix("file://")).expanduser().resolve() / "costs.sqlite"
+        return Path.home() / ".maple" / COSTS_DB
+    return Path(storage_root.removeprefix("file://")).expanduser().resolve() / COSTS_DB
 
 
 class CostTracker(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -198,7 +198,7 @@ class CostTracker(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def resolved_url(self) -> str:
         """The database URL in use."""
-        url = self.database_url or os.environ.get(COST_DB_ENV)
+        url = self.database_url or Settings.load().cost_db
         return url or f"sqlite:///{default_sqlite_path(self.storage_root)}"
 
     def record(self, entry: AttemptCost) -> None:

@@ -21,6 +21,8 @@ Points, in the order a job meets them:
 import os
 import signal
 
+from resources.settings import knob
+
 ENV = "MAPLE_CRASH_AT"
 MODE_ENV = "MAPLE_CRASH_MODE"
 POINTS = (
@@ -40,8 +42,8 @@ class CrashPointReached(RuntimeError):
 
 def crash_point(name: str) -> None:
     """SIGKILL this process (or raise) when ``MAPLE_CRASH_AT`` names this point."""
-    if os.environ.get(ENV) != name:
+    if knob(ENV) != name:
         return
-    if os.environ.get(MODE_ENV) == "raise":
+    if knob(MODE_ENV) == "raise":
         raise CrashPointReached(f"crash point {name!r} reached ({ENV}={name})")
     os.kill(os.getpid(), signal.SIGKILL)

@@ -11,10 +11,10 @@ subprocess of the code server) or when there is no instance (``maple enrich``, t
 behind the default launcher) or ``=1`` to override the detection.
 """
 
-import os
 from typing import Any
 
 from resources.errors import ConfigError
+from resources.settings import knob
 
 SHARE_ENV = "MAPLE_RUNS_SHARE_MACHINE"
 LOCAL_LAUNCHERS = frozenset({"DefaultRunLauncher", "LocalRunLauncher", "SyncInMemoryRunLauncher"})
@@ -32,7 +32,7 @@ def launcher_name(instance: Any) -> str | None:
 
 
 def runs_share_machine(instance: Any) -> bool:
-    setting = os.environ.get(SHARE_ENV, "").strip().lower()
+    setting = (knob(SHARE_ENV) or "").strip().lower()
     if setting:
         return setting in {"1", "true", "yes"}
     name = launcher_name(instance)

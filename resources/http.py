@@ -1,7 +1,6 @@
 """The one place that builds httpx clients and retries provider control calls politely."""
 
 import functools
-import os
 import random
 import ssl
 import time
@@ -9,8 +8,10 @@ from typing import Any
 
 import httpx
 import orjson
+import tenacity
 
 from resources.errors import AuthError, ProviderError, QuotaExhausted
+from resources.settings import knob
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 MAX_RETRY_AFTER_S = 60.0
@@ -97,7 +98,7 @@ OUTAGE_BACKOFF_CAP_S = 15.0
 
 def outage_window_s() -> float:
     """How long control calls keep retrying through a provider outage (default 30 minutes)."""
-    return float(os.environ.get(OUTAGE_ENV) or DEFAULT_OUTAGE_WINDOW_S)
+    return float(knob(OUTAGE_ENV) or DEFAULT_OUTAGE_WINDOW_S)
 
 
 def _idempotent(method: str, url: str) -> bool:
@@ -124,35 +125,69 @@ def request(
     """
     window = outage_window_s() if _idempotent(method, url) else 0.0
     started = time.monotonic()
-    attempt = 0
-    while True:
-        more = attempt < max_retries or time.monotonic() - started < window
-        wait = backoff_seconds(attempt, cap=OUTAGE_BACKOFF_CAP_S)
-        try:
-            response = client.request(method, url, **kwargs)
-        except httpx.TransportError as exc:
-            if not more:
-                raise ProviderError(
-                    f"{what}: {method} {url} failed: {exc!r}{_for(started)}"
-                ) from exc
-            time.sleep(wait)
-            attempt += 1
-            continue
-        if response.status_code < 400:
-            return response
-        if response.status_code == 429 and is_quota_error(response):
-            message, _, _ = error_detail(response)
-            raise QuotaExhausted(f"{what}: the provider reports insufficient quota: {message}")
-        if response.status_code in RETRYABLE_STATUS and more:
-            retry_after = retry_after_seconds(response)
-            time.sleep(retry_after if retry_after is not None else wait)
-            attempt += 1
-            continue
-        message, _, _ = error_detail(response)
-        detail = f"{what}: {method} {url} answered {response.status_code}: {message}"
-        if response.status_code in {401, 403}:
-            raise AuthError(f"{detail}. Check the API key.", response.status_code)
-        raise ProviderError(detail, response.status_code)
+    try:
+        response = control_retrying(max_retries, window, started)(
+            _send, client, method, url, kwargs
+        )
+    except httpx.TransportError as exc:
+        raise ProviderError(f"{what}: {method} {url} failed: {exc!r}{_for(started)}") from exc
+    except _Retryable as exc:  # retries used up: report the last answer
+        response = exc.response
+    return _checked(response, what, method, url)
+
+
+class _Retryable(Exception):
+    """A 408/409/429/5xx answer worth sending again (after its ``retry-after``, if any)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def _send(client: httpx.Client, method: str, url: str, kwargs: dict[str, Any]) -> httpx.Response:
+    response = client.request(method, url, **kwargs)
+    quota = response.status_code == 429 and is_quota_error(response)
+    if response.status_code in RETRYABLE_STATUS and not quota:
+        raise _Retryable(response)
+    return response
+
+
+def control_retrying(max_retries: int, window: float, started: float) -> tenacity.Retrying:
+    """The one retry policy of control calls: transport errors and retryable answers are sent
+    again with jittered exponential backoff (or the answer's ``retry-after``), up to
+    ``max_retries`` retries, or for as long as ``window`` seconds since ``started`` allow."""
+
+    def stop(state: tenacity.RetryCallState) -> bool:
+        retries = state.attempt_number - 1
+        return not (retries < max_retries or time.monotonic() - started < window)
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(error, _Retryable):
+            after = retry_after_seconds(error.response)
+            if after is not None:
+                return after
+        return backoff_seconds(state.attempt_number - 1, cap=OUTAGE_BACKOFF_CAP_S)
+
+    return tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type((httpx.TransportError, _Retryable)),
+        stop=stop,
+        wait=wait,
+        sleep=time.sleep,  # looked up per call: tests may patch time.sleep
+        reraise=True,
+    )
+
+
+def _checked(response: httpx.Response, what: str, method: str, url: str) -> httpx.Response:
+    if response.status_code < 400:
+        return response
+    message, _, _ = error_detail(response)
+    if response.status_code == 429 and is_quota_error(response):
+        raise QuotaExhausted(f"{what}: the provider reports insufficient quota: {message}")
+    detail = f"{what}: {method} {url} answered {response.status_code}: {message}"
+    if response.status_code in {401, 403}:
+        raise AuthError(f"{detail}. Check the API key.", response.status_code)
+    raise ProviderError(detail, response.status_code)
 
 
 def _for(started: float) -> str:

@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 from pydantic import Field
 from upath import UPath
 
-from resources.storage import _s3_options, is_remote, polars_storage_options
+from resources.storage import _s3_options, atomic_write, is_remote, polars_storage_options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,13 +38,14 @@ class ParquetUPathIOManager(dg.UPathIOManager):
             return
         if dataclasses.is_dataclass(obj) and hasattr(obj, "path"):
             payload = orjson.dumps({"pointer": dataclasses.asdict(obj)})  # type: ignore[arg-type]
-            path.with_suffix(".json").write_bytes(payload)
+            with atomic_write(path.fs, path.with_suffix(".json").path) as handle:
+                handle.write(payload)
             return
         if isinstance(obj, pl.LazyFrame):  # e.g. one shard of a multi-shard run, read now
             obj = obj.collect()
         if not isinstance(obj, pl.DataFrame):
             raise TypeError(f"{context.asset_key}: expected a polars DataFrame, got {type(obj)}")
-        with path.open("wb") as handle:
+        with atomic_write(path.fs, path.path) as handle:
             pq.write_table(obj.to_arrow(), handle, compression="zstd")
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:

@@ -27,14 +27,16 @@ from typing import Any
 import orjson
 
 from resources.errors import StorageError
+from resources.layout import join
+from resources.settings import knob
 from resources.storage import Storage
 
-TTL_ENV = "MAPLE_LEASE_TTL_S"
+TTL_ENV = "MAPLE_LEASE_TTL_S"  # a `resources.settings` knob
 DEFAULT_TTL_S = 120.0
 
 
 def default_ttl() -> float:
-    return float(os.environ.get(TTL_ENV) or DEFAULT_TTL_S)
+    return float(knob(TTL_ENV) or DEFAULT_TTL_S)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -147,7 +149,7 @@ class Lease:
             self.release()
 
     def _key(self, generation: int) -> str:
-        return f"{self.folder}/{generation:08d}.json"
+        return join(self.folder, f"{generation:08d}.json")
 
 
 def _encode(holder: Holder) -> bytes:

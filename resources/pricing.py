@@ -29,7 +29,6 @@ threshold (200k input tokens for Claude Sonnet 4.x, 272k for gpt-5.4) is under-p
 """
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,8 +40,8 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from resources.errors import ConfigError
+from resources.settings import PRICES_ENV, Settings
 
-PRICES_ENV = "MAPLE_PRICES"
 DEFAULT_BATCH_DISCOUNT = 0.5
 EMULATOR_FALLBACK_MODEL = "gpt-4o-mini"
 DEFAULT_OUTPUT_ESTIMATE = 256
@@ -251,7 +250,7 @@ class PriceBook:
     """Looks up a `ModelPrice` per (model, provider): overrides first, then genai-prices."""
 
     def __init__(self, overrides_path: str | Path | None = None, *, use_env: bool = True) -> None:
-        path = overrides_path or (os.environ.get(PRICES_ENV) if use_env else None)
+        path = overrides_path or (Settings.load().prices if use_env else None)
         self.overrides_path = Path(path) if path else None
         self._overrides = _load_overrides(self.overrides_path) if self.overrides_path else {}
         self._cache: dict[tuple[str, str, bool], ModelPrice] = {}

@@ -2,7 +2,8 @@
 
 Built on fsspec (``s3fs`` for S3; any S3-compatible endpoint through ``AWS_ENDPOINT_URL``).
 Writes are atomic: a local file is written beside its target and renamed; an S3 object only
-appears when its (multipart) upload completes.
+appears when its (multipart) upload completes, and a write that raises is discarded (fsspec's own
+file would upload what it had on ``__exit__``, leaving a truncated object behind).
 """
 
 import contextlib
@@ -22,7 +23,9 @@ from pydantic import Field
 
 from resources.deployment import require_shared
 from resources.errors import StorageError
+from resources.layout import join
 from resources.memory import tune_allocator
+from resources.settings import default_storage_root
 
 
 def s3_endpoint() -> str | None:
@@ -92,6 +95,52 @@ def _s3_error_code(exc: BaseException) -> str | None:
     return str(response.get("Error", {}).get("Code")) if response else None
 
 
+@contextlib.contextmanager
+def atomic_write(fs: Any, path: str) -> Iterator[IO[bytes]]:
+    """Open ``path`` on ``fs`` for writing: readers see the old content or the whole new one.
+
+    Every writer goes through here. A local file is written beside its target, synced and
+    renamed into place; a remote object is uploaded on a clean exit only. If the body raises,
+    nothing is committed: the temporary file is removed, the multipart upload aborted.
+    """
+    if _is_local(fs):
+        yield from _atomic_local(fs, path)
+        return
+    handle = fs.open(path, "wb")
+    try:
+        yield handle
+    except BaseException:
+        discard(handle)
+        raise
+    handle.close()
+
+
+def discard(handle: Any) -> None:
+    """Throw away an unfinished fsspec write: abort its upload, and never let close() send it."""
+    with contextlib.suppress(Exception):  # best effort: the write's own error is what matters
+        handle.discard()
+    handle.closed = True
+
+
+def _is_local(fs: Any) -> bool:
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return protocol in ("file", "local")
+
+
+def _atomic_local(fs: Any, path: str) -> Iterator[IO[bytes]]:
+    fs.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    try:
+        with open(tmp, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+
+
 def _token(info: dict[str, Any]) -> str:
     """What changes when an object is rewritten: S3's ETag; a local file's inode, mtime, size
     (every local write renames a new file into place, so the inode alone would do)."""
@@ -114,10 +163,10 @@ class Storage:
         return f"Storage({self.root!r})"
 
     def uri(self, key: str) -> str:
-        return f"{self.root}/{key}"
+        return join(self.root, key)
 
     def _path(self, key: str) -> str:
-        return f"{self._base}/{key}"
+        return join(self._base, key)
 
     def exists(self, key: str) -> bool:
         return bool(self.fs.exists(self._path(key)))
@@ -130,7 +179,7 @@ class Storage:
         except FileNotFoundError:
             return []
         names = sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries)
-        return [f"{prefix}/{name}" for name in names]
+        return [join(prefix, name) for name in names]
 
     def list_tree(self, prefix: str) -> dict[str, str]:
         """Every key under ``prefix`` (recursively) with a token that changes when it is
@@ -155,22 +204,8 @@ class Storage:
     @contextlib.contextmanager
     def open_write(self, key: str) -> Iterator[IO[bytes]]:
         """Write ``key`` atomically: readers see the old content or the whole new one."""
-        target = self._path(key)
-        if self.remote:
-            with self.fs.open(target, "wb") as handle:
-                yield handle
-            return
-        self.fs.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = f"{target}.{uuid.uuid4().hex}.tmp"
-        try:
-            with open(tmp, "wb") as handle:
-                yield handle
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, target)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(tmp)
+        with atomic_write(self.fs, self._path(key)) as handle:
+            yield handle
 
     def create_exclusive(self, key: str, data: bytes) -> bool:
         """Create ``key`` with ``data`` only if it does not exist: True if this call created it.
@@ -235,7 +270,7 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """The storage root every job writes under: a local folder or ``s3://bucket/prefix``."""
 
     root: str = Field(
-        default_factory=lambda: os.environ.get("MAPLE_STORAGE", ".maple"),
+        default_factory=default_storage_root,
         description="Storage root (folder or s3:// URI); default MAPLE_STORAGE, else ./.maple.",
     )
 

@@ -21,9 +21,7 @@ Listing stops at the first batch older than the oldest unmatched intent, so the 
 (no crash) costs no list call at all.
 """
 
-import os
 import time
-from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -43,6 +41,7 @@ from resources.http import (
     request,
     retry_after_seconds,
 )
+from resources.layout import JobLayout
 from resources.providers.anthropic_messages import (
     anthropic_base_url,
     anthropic_headers,
@@ -51,38 +50,26 @@ from resources.providers.anthropic_messages import (
 )
 from resources.providers.base import (
     BatchState,
-    ProviderLimits,
     RequestSpec,
     ShardPayload,
     Submission,
-    json_string_expr,
-    now_iso,
-    poll_batches,
     result_frame,
+    rows_frame,
 )
-from resources.providers.lost import LOST, fetch_or_lost, ignore_missing
+from resources.providers.batch_api import (
+    BatchCollection,
+    BatchProviderBasics,
+    RestBatchCalls,
+    wrapped_bytes_expr,
+    wrapped_requests,
+)
+from resources.providers.lost import LOST
+from resources.settings import default_storage_root
 from resources.storage import Storage
 
 BATCHES = "/v1/messages/batches"
-LIST_PAGE = 100
 _HEAD = '{"custom_id":'
 _MID = ',"params":'
-_COLUMNS = (
-    "custom_id",
-    "status",
-    "failure_class",
-    "error",
-    "response",
-    "billed",
-    "input_tokens",
-    "cached_input_tokens",
-    "cache_write_tokens",
-    "output_tokens",
-)
-
-
-def _default_root() -> str:
-    return os.environ.get("MAPLE_STORAGE", ".maple")
 
 
 def _epoch(value: Any) -> float:
@@ -93,7 +80,7 @@ def _epoch(value: Any) -> float:
         return 0.0
 
 
-class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
+class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, dg.ConfigurableResource):  # type: ignore[type-arg]
     """Runs shards through Anthropic's Message Batches API: create, poll, download results."""
 
     name: str = Field(
@@ -107,7 +94,7 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         description="API base URL without /v1; defaults to ANTHROPIC_BASE_URL, else Anthropic's.",
     )
     intent_root: str = Field(
-        default_factory=_default_root,
+        default_factory=default_storage_root,
         description="Storage root for create intents (crash recovery); the job's storage root.",
     )
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
@@ -123,13 +110,6 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         default=900.0, description="Orphan matching: how long after an intent a batch may appear."
     )
 
-    @property
-    def provider_name(self) -> str:
-        return self.name
-
-    def limits(self) -> ProviderLimits:
-        return ProviderLimits(self.max_requests, self.max_bytes)
-
     def check_credentials(self) -> None:
         anthropic_headers(self.api_key)
 
@@ -142,23 +122,12 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         return message_body_expr(spec, user, image)
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
-        fixed = len(_HEAD) + len(_MID) + 1 + 1  # closing brace and the separating comma
-        return json_string_expr(custom_id).str.len_bytes() + request.str.len_bytes() + fixed
+        return wrapped_bytes_expr(custom_id, request, _HEAD, _MID)
 
     def encode(self, requests: pl.DataFrame) -> bytes:
         """The create body, by concatenating the already-encoded request bodies."""
-        items = requests.select(
-            pl.concat_str(
-                [
-                    pl.lit(_HEAD),
-                    json_string_expr(pl.col("custom_id")),
-                    pl.lit(_MID),
-                    pl.col("request"),
-                    pl.lit("}"),
-                ]
-            )
-        ).to_series()
-        return ('{"requests":[' + ",".join(items.to_list()) + "]}").encode()
+        items = wrapped_requests(requests, _HEAD, _MID)
+        return ('{"requests":[' + ",".join(items) + "]}").encode()
 
     # -- intents ----------------------------------------------------------------------------
     def _intents(self) -> Storage:
@@ -166,7 +135,7 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     @staticmethod
     def _intent_key(job: str, shard: str, attempt: int) -> str:
-        return f"{job}/state/anthropic-intents/{shard}-{attempt}.json"
+        return JobLayout(job).anthropic_intent(shard, attempt)
 
     def _write_intent(self, payload: ShardPayload, record: dict[str, Any]) -> None:
         key = self._intent_key(payload.job, payload.shard, payload.attempt)
@@ -174,7 +143,7 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def _read_intents(self, job: str) -> list[dict[str, Any]]:
         storage = self._intents()
-        keys = storage.list_keys(f"{job}/state/anthropic-intents")
+        keys = storage.list_keys(JobLayout(job).anthropic_intents)
         return [dict(storage.read_json(k)) for k in keys if k.endswith(".json")]
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -192,16 +161,7 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         with self._client() as client:
             batch = self._create(client, data, intent, what)
         self._write_intent(payload, {**intent, "batch_id": batch["id"]})
-        return Submission(
-            provider=self.name,
-            job=payload.job,
-            shard=payload.shard,
-            attempt=payload.attempt,
-            batch_id=str(batch["id"]),
-            request_count=payload.requests.height,
-            content_hash=digest,
-            submitted_at=now_iso(),
-        )
+        return payload.submission(self.name, str(batch["id"]), digest)
 
     def _create(
         self, client: httpx.Client, data: bytes, intent: dict[str, Any], what: str
@@ -231,32 +191,13 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
                     return found[_ikey(intent)]
         raise ProviderError(f"{what}: POST {BATCHES} kept failing after {self.max_retries} retries")
 
-    def _list_batches(self, client: httpx.Client) -> Iterator[dict[str, Any]]:
-        after: str | None = None
-        while True:
-            params: dict[str, Any] = {"limit": LIST_PAGE}
-            if after:
-                params["after_id"] = after
-            page = request(
-                client,
-                "GET",
-                BATCHES,
-                what="list message batches",
-                params=params,
-                max_retries=self.max_retries,
-            ).json()
-            yield from page["data"]
-            if not page.get("has_more") or not page["data"]:
-                return
-            after = page.get("last_id") or page["data"][-1]["id"]
-
     def _match(
         self, client: httpx.Client, open_intents: list[dict[str, Any]], claimed: set[str]
     ) -> dict[str, dict[str, Any]]:
         """Batches (newest first) that match each intent uniquely, keyed by ``shard-attempt``."""
         oldest = min(float(i["at"]) for i in open_intents) - self.clock_skew_s
         candidates: dict[str, list[dict[str, Any]]] = {_ikey(i): [] for i in open_intents}
-        for batch in self._list_batches(client):
+        for batch in self._batches().listing(client):
             created = _epoch(batch.get("created_at"))
             if created < oldest:
                 break
@@ -309,38 +250,8 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
             total=sum(counts.values()),
         )
 
-    def _get(self, client: httpx.Client, batch_id: str) -> dict[str, Any]:
-        got = request(
-            client,
-            "GET",
-            f"{BATCHES}/{batch_id}",
-            what=f"poll message batch {batch_id}",
-            max_retries=self.max_retries,
-        )
-        return dict(got.json())
-
-    def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
-        with self._client() as client:
-            return poll_batches(
-                {s.batch_id for s in submissions},
-                lambda: self._list_batches(client),
-                lambda batch_id: fetch_or_lost(
-                    lambda b: self._get(client, b), lambda: self._list_batches(client), batch_id
-                ),
-                self._state,
-            )
-
-    def cancel(self, submission: Submission) -> None:
-        with self._client() as client:
-            ignore_missing(
-                lambda: request(
-                    client,
-                    "POST",
-                    f"{BATCHES}/{submission.batch_id}/cancel",
-                    what=f"cancel message batch {submission.batch_id}",
-                    max_retries=self.max_retries,
-                )
-            )
+    def _batches(self) -> BatchCollection:
+        return BatchCollection(BATCHES, "message batch", "after_id", self.max_retries)
 
     # -- results ----------------------------------------------------------------------------
     def results(self, submission: Submission, state: BatchState) -> pl.DataFrame:
@@ -349,7 +260,7 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
             return result_frame({})
         batch_id = submission.batch_id
         with self._client() as client:
-            batch = self._get(client, batch_id)
+            batch = self._batches().get(client, batch_id)
             url = batch.get("results_url") or f"{BATCHES}/{batch_id}/results"
             content = request(
                 client,
@@ -358,14 +269,8 @@ class AnthropicBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
                 what=f"download results of message batch {batch_id}",
                 max_retries=self.max_retries,
             ).content
-        rows: dict[str, list[Any]] = {name: [] for name in (*_COLUMNS, "batch_id")}
-        for raw in content.splitlines():
-            if raw.strip():
-                parsed = parse_result_line(orjson.loads(raw))
-                for name in _COLUMNS:
-                    rows[name].append(parsed.get(name))
-                rows["batch_id"].append(batch_id)
-        return result_frame(rows)
+        rows = [parse_result_line(orjson.loads(r)) for r in content.splitlines() if r.strip()]
+        return rows_frame(rows, batch_id)
 
 
 def raise_for_status(response: httpx.Response, what: str, call: str) -> None:

@@ -15,7 +15,9 @@ import polars as pl
 
 from resources.errors import ConfigError
 from resources.failures import FailureClass, classify_http
-from resources.providers.base import RequestSpec, splice_params, user_content_expr
+from resources.providers.base import RequestSpec, failed_row, splice_params, user_content_expr
+
+__all__ = ["failed_row"]  # re-exported: the real-time engine imports it from here
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
@@ -52,10 +54,14 @@ def anthropic_base_url(base_url: str | None) -> str:
     return (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
 
 
-def message_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-    """``{"messages":[...],"model","max_tokens","system"?,"output_config"?, params...}``."""
+def message_body_expr(
+    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, lead: dict[str, Any] | None = None
+) -> pl.Expr:
+    """``{"messages":[...],"model","max_tokens","system"?,"output_config"?, params...}``.
+
+    ``lead`` replaces ``model`` with other leading members (Bedrock's ``anthropic_version``)."""
     head: dict[str, Any] = {
-        "model": spec.model,
+        **({"model": spec.model} if lead is None else lead),
         "max_tokens": DEFAULT_MAX_TOKENS,
         **spec.params,
     }
@@ -63,13 +69,8 @@ def message_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -
         head["system"] = spec.system
     if spec.response_schema is not None:
         head["output_config"] = {"format": {"type": "json_schema", "schema": spec.response_schema}}
-    body = pl.concat_str(
-        [
-            pl.lit('{"messages":[{"role":"user","content":'),
-            user_content_expr(user, image, IMAGE_PART),
-            pl.lit("}]}"),
-        ]
-    )
+    content = user_content_expr(user, image, IMAGE_PART)
+    body = pl.concat_str([pl.lit('{"messages":[{"role":"user","content":'), content, pl.lit("}]}")])
     return splice_params(body, head)
 
 
@@ -111,16 +112,6 @@ def parse_message(custom_id: Any, message: dict[str, Any]) -> dict[str, Any]:
     text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
     row.update(status="succeeded", response=text)
     return row
-
-
-def failed_row(custom_id: Any, failure_class: str, message: str) -> dict[str, Any]:
-    return {
-        "custom_id": custom_id,
-        "status": "failed",
-        "failure_class": failure_class,
-        "error": message,
-        "billed": False,
-    }
 
 
 def parse_result_line(line: dict[str, Any]) -> dict[str, Any]:

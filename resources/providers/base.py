@@ -72,6 +72,22 @@ class ShardPayload:
         assert self._encoded is not None
         return self._encoded
 
+    def submission(
+        self, provider: str, batch_id: str, content_hash: str, file_id: str | None = None
+    ) -> "Submission":
+        """The record of this attempt, submitted now as ``batch_id``."""
+        return Submission(
+            provider=provider,
+            job=self.job,
+            shard=self.shard,
+            attempt=self.attempt,
+            batch_id=batch_id,
+            request_count=self.requests.height,
+            content_hash=content_hash,
+            submitted_at=now_iso(),
+            file_id=file_id,
+        )
+
     def metadata(self, content_hash: str) -> dict[str, str]:
         return {
             "maple_job": self.job,
@@ -125,7 +141,20 @@ class Provider(Protocol):
     @property
     def provider_name(self) -> str: ...
 
+    @property
+    def mode(self) -> str:
+        """``batch`` (a provider batch API) or ``realtime`` (one call per row)."""
+        ...
+
+    def check_credentials(self) -> None:
+        """Raise `ConfigError` naming the missing setting if the provider cannot authenticate."""
+        ...
+
     def limits(self) -> ProviderLimits: ...
+
+    def encode(self, requests: pl.DataFrame) -> bytes:
+        """The attempt's requests as the provider receives them (its content hash)."""
+        ...
 
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr: ...
 
@@ -185,6 +214,23 @@ def result_frame(rows: dict[str, list[Any]]) -> pl.DataFrame:
         for name, dtype in RESULT_SCHEMA.items()
     }
     return pl.DataFrame(columns)
+
+
+def rows_frame(rows: list[dict[str, Any]], batch_id: str) -> pl.DataFrame:
+    """A RESULT_SCHEMA frame from parsed result rows of one batch."""
+    columns = {key: [row.get(key) for row in rows] for key in RESULT_SCHEMA if key != "batch_id"}
+    return result_frame({**columns, "batch_id": [batch_id] * len(rows)})
+
+
+def failed_row(custom_id: Any, failure_class: str, message: str) -> dict[str, Any]:
+    """A result row for a request that failed unbilled."""
+    return {
+        "custom_id": custom_id,
+        "status": "failed",
+        "failure_class": failure_class,
+        "error": message,
+        "billed": False,
+    }
 
 
 def json_string_expr(value: pl.Expr) -> pl.Expr:

@@ -16,7 +16,6 @@ Bedrock's quotas are checked before a job is created: records per job (``min_rec
 """
 
 import hashlib
-import os
 import time
 from typing import Any
 
@@ -27,6 +26,7 @@ from pydantic import Field
 
 from resources.crashpoints import crash_point
 from resources.errors import ConfigError, ProviderError
+from resources.layout import JobLayout, join, last_part
 from resources.providers import bedrock_wire as wire
 from resources.providers.base import (
     BatchState,
@@ -35,11 +35,13 @@ from resources.providers.base import (
     ShardPayload,
     Submission,
     json_string_expr,
-    now_iso,
     poll_batches,
     result_frame,
+    rows_frame,
 )
+from resources.providers.batch_api import BatchProviderBasics
 from resources.providers.bedrock_aws import BedrockCalls
+from resources.settings import Settings, default_storage_root
 from resources.storage import Storage, filesystem_for, is_remote
 
 STATES = {
@@ -57,17 +59,9 @@ STATES = {
 BELOW_MINIMUM = "not-sent-below-minimum:"
 ACTIVE = frozenset({"Submitted", "Validating", "Scheduled", "InProgress", "Stopping"})
 _ENDED = {"completed", "failed", "cancelled", "expired"}
-_COLUMNS = (
-    "custom_id", "status", "failure_class", "error", "response", "billed", "input_tokens",
-    "cached_input_tokens", "cache_write_tokens", "output_tokens",
-)  # fmt: skip
 
 
-def _default_root() -> str:
-    return os.environ.get("MAPLE_STORAGE", ".maple")
-
-
-class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
+class BedrockBatchProvider(BatchProviderBasics, dg.ConfigurableResource):  # type: ignore[type-arg]
     """Runs shards as Bedrock batch inference jobs (Claude models; 50% of on-demand prices)."""
 
     name: str = Field(default="bedrock", description="Provider name recorded in costs and output.")
@@ -76,7 +70,7 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         description="Service role Bedrock assumes to read/write S3; MAPLE_BEDROCK_ROLE_ARN.",
     )
     storage_root: str = Field(
-        default_factory=_default_root, description="The job's storage root; must be s3://."
+        default_factory=default_storage_root, description="The job's storage root; must be s3://."
     )
     region: str | None = Field(default=None, description="AWS region; default: the AWS chain.")
     max_retries: int = Field(default=6, description="Retries of a control call (botocore).")
@@ -90,15 +84,11 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     slot_poll_s: float = Field(default=5.0, description="Seconds between job-slot checks.")
     timeout_hours: int = Field(default=24, description="Job timeout (Bedrock: 24-168 hours).")
 
-    @property
-    def provider_name(self) -> str:
-        return self.name
-
     def limits(self) -> ProviderLimits:
         return ProviderLimits(self.max_records, self.max_bytes)
 
     def resolved_role(self) -> str:
-        role = self.role_arn or os.environ.get("MAPLE_BEDROCK_ROLE_ARN")
+        role = self.role_arn or Settings.load().bedrock_role_arn
         if not role:
             raise ConfigError(
                 "MAPLE_BEDROCK_ROLE_ARN is not set: export the ARN of the IAM service role "
@@ -146,7 +136,7 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         if payload.requests.height < self.min_records:
             return self._below_minimum(payload, digest)
         stem = f"{payload.shard}-a{payload.attempt}"
-        key = f"{payload.job}/bedrock/input/{stem}-{digest}.jsonl"
+        key = JobLayout(payload.job).bedrock_input(stem, digest)
         storage = Storage(self.storage_root)
         storage.write_bytes(key, data)
         crash_point("after_upload")
@@ -161,22 +151,12 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
             inputDataConfig={"s3InputDataConfig": {"s3Uri": storage.uri(key)}},
             outputDataConfig={
                 "s3OutputDataConfig": {
-                    "s3Uri": storage.uri(f"{payload.job}/bedrock/output/{stem}/")
+                    "s3Uri": storage.uri(JobLayout(payload.job).bedrock_output(stem))
                 }
             },
             timeoutDurationInHours=self.timeout_hours,
         )
-        return Submission(
-            provider=self.name,
-            job=payload.job,
-            shard=payload.shard,
-            attempt=payload.attempt,
-            batch_id=arn,
-            request_count=payload.requests.height,
-            content_hash=digest,
-            submitted_at=now_iso(),
-            file_id=storage.uri(key),
-        )
+        return payload.submission(self.name, arn, digest, file_id=storage.uri(key))
 
     def _below_minimum(self, payload: ShardPayload, digest: str) -> Submission:
         """An attempt smaller than Bedrock's minimum job: not sent; its rows come back failed.
@@ -186,16 +166,7 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         rows end ``invalid_request`` with this reason instead of stopping the whole job.
         """
         name = f"{BELOW_MINIMUM}{payload.job}/{payload.shard}/{payload.attempt}"
-        return Submission(
-            provider=self.name,
-            job=payload.job,
-            shard=payload.shard,
-            attempt=payload.attempt,
-            batch_id=f"{name}/{payload.requests.height}",
-            request_count=payload.requests.height,
-            content_hash=digest,
-            submitted_at=now_iso(),
-        )
+        return payload.submission(self.name, f"{name}/{payload.requests.height}", digest)
 
     def _below_minimum_state(self, batch_id: str) -> BatchState:
         count = batch_id.rsplit("/", 1)[-1]
@@ -280,10 +251,9 @@ class BedrockBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         output = job["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"].rstrip("/")
         source = job["inputDataConfig"]["s3InputDataConfig"]["s3Uri"]
         job_id = submission.batch_id.rsplit("/", 1)[-1]
-        uri = f"{output}/{job_id}/{source.rsplit('/', 1)[-1]}.out"
+        uri = join(output, job_id, f"{last_part(source)}.out")
         fs, path = filesystem_for(uri)
         content = fs.cat_file(path) if fs.exists(path) else b""
         crash_point("mid_download")
         rows = [wire.parse_output_line(orjson.loads(r)) for r in content.splitlines() if r.strip()]
-        columns = {key: [row.get(key) for row in rows] for key in _COLUMNS}
-        return result_frame({**columns, "batch_id": [submission.batch_id] * len(rows)})
+        return rows_frame(rows, submission.batch_id)

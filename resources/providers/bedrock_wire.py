@@ -13,8 +13,9 @@ import polars as pl
 
 from resources.errors import ConfigError
 from resources.failures import FailureClass, classify_http
-from resources.providers.anthropic_messages import DEFAULT_MAX_TOKENS, failed_row, parse_message
-from resources.providers.base import RequestSpec, json_string_expr, splice_params
+from resources.providers.anthropic_messages import message_body_expr, parse_message
+from resources.providers.base import RequestSpec, failed_row
+from resources.providers.batch_api import jsonl
 
 BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
 HEAD, MID = '{"recordId":', ',"modelInput":'
@@ -37,34 +38,11 @@ def claude_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) ->
             "--provider bedrock cannot send image URLs: Claude on Bedrock takes images as "
             "base64 data only. Drop --image-column or use --provider anthropic."
         )
-    head: dict[str, Any] = {
-        "anthropic_version": BEDROCK_ANTHROPIC_VERSION,
-        "max_tokens": DEFAULT_MAX_TOKENS,
-        **spec.params,
-    }
-    if spec.system is not None:
-        head["system"] = spec.system
-    if spec.response_schema is not None:
-        head["output_config"] = {"format": {"type": "json_schema", "schema": spec.response_schema}}
-    body = pl.concat_str(
-        [pl.lit('{"messages":[{"role":"user","content":'), json_string_expr(user), pl.lit("}]}")]
-    )
-    return splice_params(body, head)
+    return message_body_expr(spec, user, None, {"anthropic_version": BEDROCK_ANTHROPIC_VERSION})
 
 
 def record_lines(requests: pl.DataFrame) -> bytes:
-    lines = requests.select(
-        pl.concat_str(
-            [
-                pl.lit(HEAD),
-                json_string_expr(pl.col("custom_id")),
-                pl.lit(MID),
-                pl.col("request"),
-                pl.lit("}"),
-            ]
-        )
-    ).to_series()
-    return ("\n".join(lines.to_list()) + "\n").encode()
+    return jsonl(requests, HEAD, MID)
 
 
 def parse_output_line(line: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import IO, Any
 import orjson
 import polars as pl
 
+from resources.layout import join
 from resources.providers.base import RESULT_SCHEMA, result_frame
 from resources.storage import Storage
 
@@ -82,7 +83,7 @@ class RowCheckpoints:
         """Compact leftover logs into chunks, start a new log; returns the finished custom ids."""
         for key in self._keys(_WAL):
             number = _number(key)
-            chunk = f"{self.prefix}/{_CHUNK}{number:05d}.parquet"
+            chunk = join(self.prefix, f"{_CHUNK}{number:05d}.parquet")
             rows = self._wal_rows(key)
             if rows and not self.storage.exists(chunk):
                 self.storage.write_parquet(chunk, _frame(rows))
@@ -114,7 +115,7 @@ class RowCheckpoints:
         if not self._buffer:
             return
         self.storage.write_parquet(
-            f"{self.prefix}/{_CHUNK}{self._next:05d}.parquet", _frame(self._buffer)
+            join(self.prefix, f"{_CHUNK}{self._next:05d}.parquet"), _frame(self._buffer)
         )
         self._buffer = []
         self._close_wal(delete=True)

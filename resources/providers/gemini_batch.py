@@ -22,15 +22,14 @@ from resources.crashpoints import crash_point
 from resources.http import make_client, request
 from resources.providers.base import (
     BatchState,
-    ProviderLimits,
     RequestSpec,
     ShardPayload,
     Submission,
     json_string_expr,
-    now_iso,
     poll_batches,
-    result_frame,
+    rows_frame,
 )
+from resources.providers.batch_api import BatchProviderBasics, jsonl, wrapped_bytes_expr
 from resources.providers.gemini_api import get_batch, list_batches, upload_file
 from resources.providers.gemini_wire import (
     API_VERSION,
@@ -58,7 +57,7 @@ def display_name(payload: ShardPayload, digest: str) -> str:
     return f"maple/{payload.job}/{payload.shard}/{payload.attempt}/{digest}"
 
 
-class GeminiBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
+class GeminiBatchProvider(BatchProviderBasics, dg.ConfigurableResource):  # type: ignore[type-arg]
     """Runs shards through the Gemini Batch API (50% of real-time prices)."""
 
     name: str = Field(default="gemini", description="Provider name recorded in costs and output.")
@@ -81,13 +80,6 @@ class GeminiBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         description="Create bodies up to this size go inline (Google: the request under 20 MB).",
     )
 
-    @property
-    def provider_name(self) -> str:
-        return self.name
-
-    def limits(self) -> ProviderLimits:
-        return ProviderLimits(self.max_requests, self.max_bytes)
-
     def check_credentials(self) -> None:
         gemini_api_key(self.api_key)
 
@@ -100,23 +92,11 @@ class GeminiBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
         return gemini_body_expr(spec, user, image)
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
-        fixed = len(_HEAD) + len(_MID) + 1 + 1  # closing brace and newline
-        return json_string_expr(custom_id).str.len_bytes() + request.str.len_bytes() + fixed
+        return wrapped_bytes_expr(custom_id, request, _HEAD, _MID)
 
     def encode(self, requests: pl.DataFrame) -> bytes:
         """The input file: one ``{"key", "request"}`` line per request."""
-        lines = requests.select(
-            pl.concat_str(
-                [
-                    pl.lit(_HEAD),
-                    json_string_expr(pl.col("custom_id")),
-                    pl.lit(_MID),
-                    pl.col("request"),
-                    pl.lit("}"),
-                ]
-            )
-        ).to_series()
-        return ("\n".join(lines.to_list()) + "\n").encode()
+        return jsonl(requests, _HEAD, _MID)
 
     @staticmethod
     def _inline(requests: pl.DataFrame) -> bytes:
@@ -158,17 +138,7 @@ class GeminiBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
                 content=body,
                 headers={"content-type": "application/json"},
             ).json()
-        return Submission(
-            provider=self.name,
-            job=payload.job,
-            shard=payload.shard,
-            attempt=payload.attempt,
-            batch_id=str(created["name"]),
-            request_count=payload.requests.height,
-            content_hash=digest,
-            submitted_at=now_iso(),
-            file_id=file_name,
-        )
+        return payload.submission(self.name, str(created["name"]), digest, file_id=file_name)
 
     def _state(self, batch: dict[str, Any]) -> BatchState:
         meta = batch.get("metadata") or {}
@@ -259,19 +229,4 @@ class GeminiBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
                 crash_point("mid_download")
                 lines += [orjson.loads(raw) for raw in content.splitlines() if raw.strip()]
         rows = [parse_result_line(line) for line in lines]
-        columns = {key: [row.get(key) for row in rows] for key in _COLUMNS}
-        return result_frame({**columns, "batch_id": [name] * len(rows)})
-
-
-_COLUMNS = (
-    "custom_id",
-    "status",
-    "failure_class",
-    "error",
-    "response",
-    "billed",
-    "input_tokens",
-    "cached_input_tokens",
-    "cache_write_tokens",
-    "output_tokens",
-)
+        return rows_frame(rows, name)

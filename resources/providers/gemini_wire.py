@@ -17,7 +17,7 @@ import polars as pl
 
 from resources.errors import ConfigError
 from resources.failures import FailureClass
-from resources.providers.base import RequestSpec, json_literal, json_string_expr
+from resources.providers.base import RequestSpec, failed_row, json_literal, json_string_expr
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 API_VERSION = "v1beta"
@@ -103,19 +103,9 @@ def classify_status(status: dict[str, Any]) -> str:
     return FailureClass.INVALID_REQUEST.value
 
 
-def failed(custom_id: Any, failure_class: str, message: str) -> dict[str, Any]:
-    return {
-        "custom_id": custom_id,
-        "status": "failed",
-        "failure_class": failure_class,
-        "error": message,
-        "billed": False,
-    }
-
-
 def status_row(custom_id: Any, status: dict[str, Any]) -> dict[str, Any]:
     message = str(status.get("message") or status.get("status") or "error")
-    return failed(custom_id, classify_status(status), message)
+    return failed_row(custom_id, classify_status(status), message)
 
 
 def _usage(response: dict[str, Any]) -> dict[str, int]:

@@ -1,7 +1,5 @@
 """OpenAI Batch API provider (files + batches), for any OpenAI-compatible base URL."""
 
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
@@ -10,9 +8,9 @@ import polars as pl
 from pydantic import Field
 
 from resources.crashpoints import crash_point
-from resources.errors import ConfigError
 from resources.failures import FailureClass, classify_http, classify_line_error
 from resources.http import make_client, request
+from resources.providers import openai_wire as wire
 from resources.providers.base import (
     ENDED_STATES,
     BatchState,
@@ -21,22 +19,22 @@ from resources.providers.base import (
     ShardPayload,
     Submission,
     json_literal,
-    json_string_expr,
-    now_iso,
-    poll_batches,
     result_frame,
-    splice_params,
-    user_content_expr,
 )
-from resources.providers.lost import LOST, fetch_or_lost, ignore_missing
+from resources.providers.batch_api import (
+    BatchCollection,
+    BatchProviderBasics,
+    RestBatchCalls,
+    jsonl,
+    wrapped_bytes_expr,
+)
+from resources.providers.lost import LOST
 from resources.providers.openai_lines import parse_result_file
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-IMAGE_PART = '{"type":"image_url","image_url":{"url":{url}}}'
 LIST_PAGE = 100
 
 
-class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
+class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, dg.ConfigurableResource):  # type: ignore[type-arg]
     """Runs shards through the OpenAI Batch API: upload JSONL, create, poll, download, parse."""
 
     name: str = Field(default="openai", description="Provider name recorded in costs and output.")
@@ -61,71 +59,33 @@ class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     def limits(self) -> ProviderLimits:
         return ProviderLimits(self.max_requests, self.max_bytes)
 
+    @property
+    def mode(self) -> str:
+        return "batch"
+
     def resolved_base_url(self) -> str:
-        return (self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        return wire.openai_base_url(self.base_url)
 
     def check_credentials(self) -> None:
-        if not (self.api_key or os.environ.get("OPENAI_API_KEY")):
-            raise ConfigError(
-                "OPENAI_API_KEY is not set: export it (or pass api_key to the provider "
-                "resource), or use --provider emulator to try the platform without a key."
-            )
+        wire.openai_headers(self.api_key)
 
     def _client(self) -> httpx.Client:
-        self.check_credentials()
-        key = self.api_key or os.environ.get("OPENAI_API_KEY", "")
         return make_client(
-            self.resolved_base_url(), {"Authorization": f"Bearer {key}"}, self.timeout_s
+            self.resolved_base_url(), wire.openai_headers(self.api_key), self.timeout_s
         )
 
     # -- encoding ---------------------------------------------------------------------------
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        head: dict[str, Any] = {"model": spec.model, **spec.params}
-        if spec.response_schema is not None:
-            head["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": spec.schema_name,
-                    "schema": spec.response_schema,
-                    "strict": True,
-                },
-            }
-        system = (
-            '{"role":"system","content":' + json_literal(spec.system) + "},"
-            if spec.system is not None
-            else ""
-        )
-        body = pl.concat_str(
-            [
-                pl.lit('{"messages":[' + system + '{"role":"user","content":'),
-                user_content_expr(user, image, IMAGE_PART),
-                pl.lit("}]}"),
-            ]
-        )
-        return splice_params(body, head)
+        return wire.chat_body_expr(spec, user, image)
 
     def _line_prefix(self) -> tuple[str, str]:
         return '{"custom_id":', ',"method":"POST","url":' + json_literal(self.endpoint) + ',"body":'
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
-        head, mid = self._line_prefix()
-        fixed = len(head) + len(mid) + 1 + 1  # closing brace and newline
-        return json_string_expr(custom_id).str.len_bytes() + request.str.len_bytes() + fixed
+        return wrapped_bytes_expr(custom_id, request, *self._line_prefix())
 
     def encode(self, requests: pl.DataFrame) -> bytes:
-        head, mid = self._line_prefix()
-        lines = requests.select(
-            pl.concat_str(
-                [
-                    pl.lit(head),
-                    json_string_expr(pl.col("custom_id")),
-                    pl.lit(mid),
-                    pl.col("request"),
-                    pl.lit("}"),
-                ]
-            )
-        ).to_series()
-        return ("\n".join(lines.to_list()) + "\n").encode()
+        return jsonl(requests, *self._line_prefix())
 
     # -- lifecycle --------------------------------------------------------------------------
     def submit(self, payload: ShardPayload) -> Submission:
@@ -158,17 +118,7 @@ class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
                     "metadata": payload.metadata(digest),
                 },
             )
-        return Submission(
-            provider=self.name,
-            job=payload.job,
-            shard=payload.shard,
-            attempt=payload.attempt,
-            batch_id=str(created.json()["id"]),
-            request_count=payload.requests.height,
-            content_hash=digest,
-            submitted_at=now_iso(),
-            file_id=file_id,
-        )
+        return payload.submission(self.name, str(created.json()["id"]), digest, file_id=file_id)
 
     def _state(self, batch: dict[str, Any]) -> BatchState:
         errors = (batch.get("errors") or {}).get("data") or []
@@ -184,62 +134,13 @@ class OpenAIBatchProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
             total=int(counts.get("total", 0)),
         )
 
-    def _list_batches(self, client: httpx.Client) -> Iterator[dict[str, Any]]:
-        after: str | None = None
-        while True:
-            params: dict[str, Any] = {"limit": LIST_PAGE}
-            if after:
-                params["after"] = after
-            page = request(
-                client,
-                "GET",
-                "/batches",
-                what="list batches",
-                params=params,
-                max_retries=self.max_retries,
-            ).json()
-            yield from page["data"]
-            if not page.get("has_more") or not page["data"]:
-                return
-            after = page["data"][-1]["id"]
-
-    def _get(self, client: httpx.Client, batch_id: str) -> dict[str, Any]:
-        got = request(
-            client,
-            "GET",
-            f"/batches/{batch_id}",
-            what=f"poll batch {batch_id}",
-            max_retries=self.max_retries,
-        )
-        return dict(got.json())
-
-    def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
-        with self._client() as client:
-            return poll_batches(
-                {s.batch_id for s in submissions},
-                lambda: self._list_batches(client),
-                lambda batch_id: fetch_or_lost(
-                    lambda b: self._get(client, b), lambda: self._list_batches(client), batch_id
-                ),
-                self._state,
-            )
-
-    def cancel(self, submission: Submission) -> None:
-        with self._client() as client:
-            ignore_missing(
-                lambda: request(
-                    client,
-                    "POST",
-                    f"/batches/{submission.batch_id}/cancel",
-                    what=f"cancel batch {submission.batch_id}",
-                    max_retries=self.max_retries,
-                )
-            )
+    def _batches(self) -> BatchCollection:
+        return BatchCollection("/batches", "batch", "after", self.max_retries)
 
     def find_orphans(self, job: str) -> list[Submission]:
         found: list[Submission] = []
         with self._client() as client:
-            for batch in self._list_batches(client):
+            for batch in self._batches().listing(client):
                 meta = batch.get("metadata") or {}
                 if meta.get("maple_job") != job or batch.get("status") in {"failed"}:
                     continue
@@ -302,7 +203,7 @@ def _parse_line(line: dict[str, Any]) -> dict[str, Any]:
         detail = body.get("error") or error or {}
         cls = classify_http(status, detail.get("code"), detail.get("type"))
         return _failed(custom_id, cls, detail.get("message") or f"HTTP {status}")
-    return parse_chat_completion(custom_id, body)
+    return wire.parse_chat_completion(custom_id, body)
 
 
 def _failed(custom_id: Any, cls: FailureClass, message: Any) -> dict[str, Any]:
@@ -313,25 +214,3 @@ def _failed(custom_id: Any, cls: FailureClass, message: Any) -> dict[str, Any]:
         "error": str(message),
         "billed": False,
     }
-
-
-def parse_chat_completion(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:
-    """A chat.completion body -> a result row; refusals and content filters are ``refused``."""
-    usage = body.get("usage") or {}
-    cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-    row: dict[str, Any] = {
-        "custom_id": custom_id,
-        "billed": True,
-        "input_tokens": int(usage.get("prompt_tokens") or 0),
-        "cached_input_tokens": cached,
-        "cache_write_tokens": 0,
-        "output_tokens": int(usage.get("completion_tokens") or 0),
-    }
-    choice = (body.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
-    if message.get("refusal") or choice.get("finish_reason") == "content_filter":
-        reason = message.get("refusal") or "content filtered"
-        row.update(status="failed", failure_class=FailureClass.REFUSED.value, error=str(reason))
-        return row
-    row.update(status="succeeded", response=message.get("content") or "")
-    return row

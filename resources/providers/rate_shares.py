@@ -20,6 +20,7 @@ import socket
 import time
 import uuid
 
+from resources.layout import join, rate_share_folder
 from resources.storage import Storage
 
 BEAT_S = 2.0  # how often a sender renews its heartbeat and counts the others
@@ -36,8 +37,8 @@ class RateShare:
 
     def __init__(self, storage: Storage, provider: str, account: str, model: str) -> None:
         self.storage = storage
-        self.folder = "/".join(
-            ("_ratelimits", _SAFE.sub("_", provider), account, _SAFE.sub("_", model) or "_")
+        self.folder = rate_share_folder(
+            _SAFE.sub("_", provider), account, _SAFE.sub("_", model) or "_"
         )
         self.sender = f"{_SAFE.sub('_', socket.gethostname())}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.senders = 1
@@ -49,7 +50,7 @@ class RateShare:
         now = time.time() if now is None else now
         if self._key is not None and now - self._beat_at < BEAT_S:
             return self.senders
-        key = f"{self.folder}/{self.sender}~{now + TTL_S:.3f}.json"
+        key = join(self.folder, f"{self.sender}~{now + TTL_S:.3f}.json")
         self.storage.write_bytes(key, b"{}")
         previous, self._key, self._beat_at = self._key, key, now
         if previous is not None:

@@ -15,7 +15,6 @@ row is reported failed with its class and the pipeline's retry policy takes over
 attempt from sending further rows. 401/403 abort the attempt with ``AuthError``.
 """
 
-import os
 from typing import Any
 
 import dagster as dg
@@ -26,6 +25,8 @@ from pydantic import Field
 
 from resources.failures import FailureClass, classify_http
 from resources.http import error_detail, is_quota_error
+from resources.layout import JobLayout
+from resources.providers import openai_wire
 from resources.providers.anthropic_messages import (
     anthropic_base_url,
     anthropic_headers,
@@ -39,19 +40,14 @@ from resources.providers.base import (
     RequestSpec,
     ShardPayload,
     Submission,
-    now_iso,
 )
 from resources.providers.checkpoints import RowCheckpoints
-from resources.providers.openai_batch import OpenAIBatchProvider, parse_chat_completion
 from resources.providers.rate_shares import RateShare, account_digest
 from resources.providers.realtime_engine import AttemptRun, run_sync
+from resources.settings import default_storage_root
 from resources.storage import Storage
 
 Row = dict[str, Any]
-
-
-def _default_root() -> str:
-    return os.environ.get("MAPLE_STORAGE", ".maple")
 
 
 class RealtimeProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -61,7 +57,7 @@ class RealtimeProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     api_key: str | None = Field(default=None, description="API key; defaults to the env var.")
     base_url: str | None = Field(default=None, description="API base URL; defaults to env var.")
     checkpoint_root: str = Field(
-        default_factory=_default_root,
+        default_factory=default_storage_root,
         description="Storage root for row checkpoints (the job's root): MAPLE_STORAGE or .maple.",
     )
     rpm: int | None = Field(default=None, description="Requests per minute; None: learn it.")
@@ -113,10 +109,14 @@ class RealtimeProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
         return request.str.len_bytes()
 
+    def encode(self, requests: pl.DataFrame) -> bytes:
+        """The attempt's request bodies, one a line (what its content hash is taken over)."""
+        return ("\n".join(requests["request"].to_list()) + "\n").encode()
+
     def _checkpoints(self, job: str, shard: str, attempt: int) -> RowCheckpoints:
         return RowCheckpoints(
             Storage(self.checkpoint_root),
-            f"{job}/state/{shard}/rt-{attempt}",
+            JobLayout(job).checkpoints(shard, attempt),
             self.checkpoint_rows,
             self.checkpoint_seconds,
         )
@@ -137,16 +137,7 @@ class RealtimeProvider(dg.ConfigurableResource):  # type: ignore[type-arg]
             run_sync(AttemptRun(self, checkpoints, batch_id, self._share(payload.model)).run(rows))
         finally:
             checkpoints.close()
-        return Submission(
-            provider=self.name,
-            job=payload.job,
-            shard=payload.shard,
-            attempt=payload.attempt,
-            batch_id=batch_id,
-            request_count=payload.requests.height,
-            content_hash="",
-            submitted_at=now_iso(),
-        )
+        return payload.submission(self.name, batch_id, "")
 
     def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
         states = {}
@@ -179,18 +170,16 @@ class OpenAIRealtimeProvider(RealtimeProvider):
         return "/chat/completions"
 
     def resolved_base_url(self) -> str:
-        return OpenAIBatchProvider(base_url=self.base_url).resolved_base_url()
+        return openai_wire.openai_base_url(self.base_url)
 
     def auth_headers(self) -> dict[str, str]:
-        probe = OpenAIBatchProvider(api_key=self.api_key)
-        probe.check_credentials()
-        return {"Authorization": f"Bearer {self.api_key or os.environ['OPENAI_API_KEY']}"}
+        return openai_wire.openai_headers(self.api_key)
 
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return OpenAIBatchProvider().body_expr(spec, user, image)
+        return openai_wire.chat_body_expr(spec, user, image)
 
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> Row:
-        return parse_chat_completion(custom_id, body)
+        return openai_wire.parse_chat_completion(custom_id, body)
 
     def classify(self, response: httpx.Response) -> tuple[str, str]:
         message, code, error_type = error_detail(response)

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.cli import main
+from maple_assets.state import JobState
 from resources.providers.anthropic_batch import AnthropicBatchProvider
 from resources.providers.base import RequestSpec, ShardPayload
 from resources.storage import Storage
@@ -151,3 +152,23 @@ def test_results_carry_usage_and_poll_lists_many_batches(
     assert rows["custom_id"].sort().to_list() == ["r0", "r1", "r2"]
     assert (rows["input_tokens"] > 0).all() and (rows["output_tokens"] > 0).all()
     assert states[subs[0].batch_id].completed == 3
+
+
+def test_cancel_with_storage_flag_finds_the_jobs_intents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``maple cancel --storage X`` builds the provider on X: the batch it created but never
+    recorded (known only from its intent under X) is found and cancelled."""
+    store = tmp_path / "elsewhere"
+    monkeypatch.delenv("MAPLE_STORAGE", raising=False)
+    monkeypatch.chdir(tmp_path)  # ./.maple is not the job's root
+    with EmulatorServer(EmulatorConfig(batch_seconds=60)) as slow:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", slow.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
+        provider = AnthropicBatchProvider(intent_root=str(store))
+        orphan = provider.submit(payload(provider, 3))
+        JobState(Storage(str(store)), "job").write_spec({"spec": {"provider": "anthropic"}})
+        result = CliRunner().invoke(main, ["cancel", "job", "--storage", str(store)])
+    assert result.exit_code == 0, result.output
+    assert "cancelled 1 batch(es)" in result.output
+    assert orphan.batch_id in result.output

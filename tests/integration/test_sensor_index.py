@@ -18,7 +18,7 @@ from emulator.server import EmulatorServer
 from maple_assets.factory import enrichment
 from maple_assets.runner import Runner
 from maple_assets.wiring import maple_resources
-from tests.integration.test_s3 import BUCKET, s3  # noqa: F401  (the moto fixture)
+from tests.integration.conftest import BUCKET
 
 SHARDS = 24
 
@@ -39,7 +39,7 @@ def s3_requests(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
 
 def test_a_tick_reads_state_in_a_few_requests_not_per_shard(
     tmp_path: Path,
-    s3: dict[str, str],  # noqa: F811
+    s3: dict[str, str],
     s3_requests: Counter[str],
     emulator_server: EmulatorServer,
     monkeypatch: pytest.MonkeyPatch,

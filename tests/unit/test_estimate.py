@@ -16,13 +16,13 @@ from maple_assets.estimate import (
     estimate_job,
     estimate_shards,
     frame_estimate,
-    output_tokens_per_request,
 )
+from maple_assets.job import Job
 from maple_assets.sharding import prepare_block, write_shards
 from maple_assets.sources import iter_blocks
 from maple_assets.spec import REQUEST, JobSpec
 from maple_assets.state import JobState, ShardSummary
-from maple_assets.steps import Job
+from maple_assets.tokens import output_tokens_per_request
 from resources.pricing import (
     DEFAULT_OUTPUT_ESTIMATE,
     PriceBook,

@@ -8,6 +8,7 @@ import pydantic
 import pytest
 
 from maple_assets.factory import schema_dict
+from maple_assets.job import Job
 from maple_assets.policy import RetryPolicy
 from maple_assets.responses import (
     IMAGE_GONE,
@@ -17,7 +18,7 @@ from maple_assets.responses import (
 )
 from maple_assets.spec import CUSTOM_ID, ROW_ID, JobSpec
 from maple_assets.state import JobState, ShardSummary
-from maple_assets.steps import Job, _attempt_cap, check_age
+from maple_assets.steps import _attempt_cap, check_age
 from maple_assets.structured import schema_dtype
 from resources.crashpoints import CrashPointReached, crash_point
 from resources.failures import batch_too_large

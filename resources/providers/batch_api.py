@@ -1,0 +1,162 @@
+"""What the batch providers share: the resource basics, JSON-lines encoding of already-encoded
+request bodies, and the list/get/poll/cancel calls of a REST batches collection (OpenAI's
+``/batches`` and Anthropic's ``/v1/messages/batches`` have the same shape)."""
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+import httpx
+import polars as pl
+
+from resources.http import request
+from resources.providers.base import (
+    BatchState,
+    ProviderLimits,
+    Submission,
+    json_string_expr,
+    poll_batches,
+)
+from resources.providers.lost import fetch_or_lost, ignore_missing
+
+LIST_PAGE = 100
+
+
+class _Named(Protocol):
+    name: str
+
+
+class _Limited(Protocol):
+    max_requests: int
+    max_bytes: int
+
+
+class BatchProviderBasics:
+    """``provider_name``, ``mode`` and ``limits`` of a batch provider resource whose fields are
+    ``name``, ``max_requests`` and ``max_bytes``."""
+
+    @property
+    def provider_name(self: _Named) -> str:
+        return self.name
+
+    @property
+    def mode(self) -> str:
+        return "batch"
+
+    def limits(self: _Limited) -> ProviderLimits:
+        return ProviderLimits(self.max_requests, self.max_bytes)
+
+
+class _RestBatches(Protocol):
+    def _client(self) -> httpx.Client: ...
+
+    def _batches(self) -> "BatchCollection": ...
+
+    def _state(self, batch: dict[str, Any]) -> BatchState: ...
+
+
+class RestBatchCalls:
+    """``poll`` and ``cancel`` of a provider whose batches are a `BatchCollection`."""
+
+    def poll(self: _RestBatches, submissions: list[Submission]) -> dict[str, BatchState]:
+        with self._client() as client:
+            return self._batches().poll(client, submissions, self._state)
+
+    def cancel(self: _RestBatches, submission: Submission) -> None:
+        with self._client() as client:
+            self._batches().cancel(client, submission.batch_id)
+
+
+# -- JSON lines of already-encoded requests ---------------------------------------------------
+def wrapped_requests(requests: pl.DataFrame, head: str, mid: str) -> list[str]:
+    """``{head}"<custom_id>"{mid}<request>}`` for every row (``custom_id``, ``request``)."""
+    items = requests.select(
+        pl.concat_str(
+            [
+                pl.lit(head),
+                json_string_expr(pl.col("custom_id")),
+                pl.lit(mid),
+                pl.col("request"),
+                pl.lit("}"),
+            ]
+        )
+    ).to_series()
+    return list(items.to_list())
+
+
+def jsonl(requests: pl.DataFrame, head: str, mid: str) -> bytes:
+    """The wrapped requests as a JSON-lines file."""
+    return ("\n".join(wrapped_requests(requests, head, mid)) + "\n").encode()
+
+
+def wrapped_bytes_expr(custom_id: pl.Expr, request: pl.Expr, head: str, mid: str) -> pl.Expr:
+    """The encoded size of each wrapped request, with its separator (newline or comma)."""
+    fixed = len(head) + len(mid) + 1 + 1  # closing brace and the separator
+    return json_string_expr(custom_id).str.len_bytes() + request.str.len_bytes() + fixed
+
+
+# -- a REST batches collection ----------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class BatchCollection:
+    """``path`` lists batches (paged by ``after_param``), ``path/<id>`` gets one, and
+    ``path/<id>/cancel`` cancels it; ``noun`` names a batch in error messages."""
+
+    path: str
+    noun: str
+    after_param: str
+    max_retries: int
+
+    def listing(self, client: httpx.Client) -> Iterator[dict[str, Any]]:
+        after: str | None = None
+        while True:
+            params: dict[str, Any] = {"limit": LIST_PAGE}
+            if after:
+                params[self.after_param] = after
+            page = request(
+                client,
+                "GET",
+                self.path,
+                what=f"list {self.noun}es",
+                params=params,
+                max_retries=self.max_retries,
+            ).json()
+            yield from page["data"]
+            if not page.get("has_more") or not page["data"]:
+                return
+            after = page.get("last_id") or page["data"][-1]["id"]
+
+    def get(self, client: httpx.Client, batch_id: str) -> dict[str, Any]:
+        got = request(
+            client,
+            "GET",
+            f"{self.path}/{batch_id}",
+            what=f"poll {self.noun} {batch_id}",
+            max_retries=self.max_retries,
+        )
+        return dict(got.json())
+
+    def poll(
+        self,
+        client: httpx.Client,
+        submissions: list[Submission],
+        state_of: Callable[[dict[str, Any]], BatchState],
+    ) -> dict[str, BatchState]:
+        return poll_batches(
+            {s.batch_id for s in submissions},
+            lambda: self.listing(client),
+            lambda batch_id: fetch_or_lost(
+                lambda b: self.get(client, b), lambda: self.listing(client), batch_id
+            ),
+            state_of,
+        )
+
+    def cancel(self, client: httpx.Client, batch_id: str) -> None:
+        ignore_missing(
+            lambda: request(
+                client,
+                "POST",
+                f"{self.path}/{batch_id}/cancel",
+                what=f"cancel {self.noun} {batch_id}",
+                max_retries=self.max_retries,
+            )
+        )
