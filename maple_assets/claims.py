@@ -10,11 +10,12 @@ provider's batches again and adopts the one the dead winner created (found by it
 only creates a batch when there is none.
 """
 
+import contextlib
 import os
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from resources.errors import ConfigError
 from resources.leases import Lease
@@ -47,6 +48,19 @@ def claim_batch(
                 existing = recorded()  # the previous holder may have recorded, then released
                 return existing if existing is not None else create(lease.taken_over)
         time.sleep(WAIT_POLL_S)
+
+
+@contextlib.contextmanager
+def sharding_lease(storage: Storage, folder: str) -> Iterator[None]:
+    """Hold the job's sharding lease while cutting its shards: two ``input_shards`` runs of one
+    job at once (a UI run beside a CLI driver, a re-executed run beside its original) would
+    otherwise write the same version's files over each other. The second waits, then finds
+    the version cut and resumes it."""
+    lease = Lease(storage, folder, what=_what())
+    while not lease.acquire():
+        time.sleep(WAIT_POLL_S)
+    with lease.hold():
+        yield
 
 
 class JobRunning(ConfigError):

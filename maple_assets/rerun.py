@@ -6,6 +6,7 @@ See `maple_assets.versions` for what a version is and how its rows are chosen.
 import time
 from typing import Any
 
+from maple_assets.claims import sharding_lease
 from maple_assets.job import Job
 from maple_assets.sharding import ShardInfo, write_shards
 from maple_assets.sources import iter_blocks
@@ -19,8 +20,16 @@ def shard_input(
     job: Job, source: Any, *, retry_failed: bool = False
 ) -> tuple[list[ShardInfo], Version, VersionPlan]:
     """The current version's shards: resumed if the input and settings are unchanged, else a
-    new version cut from the input, with attempt-1 plans holding only the rows to send."""
+    new version cut from the input, with attempt-1 plans holding only the rows to send.
+    One run cuts a job's shards at a time (`maple_assets.claims.sharding_lease`)."""
     job.price()  # an unknown model is an error before anything is sent
+    with sharding_lease(job.state.storage, job.state.paths.sharding):
+        return _shard_input(job, source, retry_failed)
+
+
+def _shard_input(
+    job: Job, source: Any, retry_failed: bool
+) -> tuple[list[ShardInfo], Version, VersionPlan]:
     current = job.state.version()
     wanted = Version(
         number=0,

@@ -15,10 +15,14 @@ Layout of one job ``<job>``::
         budget_stop.json                the budget that stopped the job
         interrupted.json                a Ctrl-C stopped the driver (`maple status`)
         driver/                         the driver lease (one `maple enrich` per job)
+        sharding/                       the sharding lease (one `input_shards` run at a time)
+        queue_wait.json                 why the job's next shard waits for queue room
         shards/<key>.parquet            input columns + row id + encoded request
         <key>/plan-<n>.parquet          custom ids sent in attempt n
         <key>/submission-<n>.json       the provider batch of attempt n (right after create)
         <key>/estimate-<n>.json         the estimated cost of attempt n (budget)
+        <key>/queue-<n>.json            attempt n's units in the provider queue (tokens/requests)
+        <key>/deadline-cancel-<n>.json  attempt n's batch was cancelled for the deadline
         <key>/claim-<n>/                the claim on attempt n (`resources.leases`)
         <key>/rt-<n>/                   real-time checkpoints of attempt n
         <key>/results-<n>.parquet       parsed results of attempt n
@@ -35,6 +39,7 @@ Layout of one job ``<job>``::
                                         Bedrock batch inference's input and output objects
     _ratelimits/<provider>/<account>/<model>/<sender>~<expiry>.json
                                         real-time senders' heartbeats (their share of a limit)
+    _queues/<provider>/<model>.json     a provider queue's limit, configured, learned or probed
     costs.sqlite                        the default cost ledger of a local root
 """
 
@@ -140,6 +145,11 @@ class JobLayout:
 
     def deadline_cancel(self, shard: str, attempt: int) -> str:
         return self.state(shard, f"deadline-cancel-{attempt}.json")
+
+    @property
+    def sharding(self) -> str:
+        """The lease one ``input_shards`` run holds while it cuts the job's shards."""
+        return self.state("sharding")
 
     @property
     def queue_wait(self) -> str:
