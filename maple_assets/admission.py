@@ -34,7 +34,7 @@ def plan_submissions(job: "Job", work: "Work") -> dict[str, str]:
         shard, reason = next(iter(waits.items()))
         waiting = len(work.submit) - len(admitted)
         _note(job, {"shard": shard, "waiting_shards": waiting, "reason": reason})
-    elif not queue.deadline_due(job):
+    elif not queue.deadline_due(job) and job.state.storage.exists(job.state.paths.queue_wait):
         job.state.storage.delete(job.state.paths.queue_wait)
     return admitted
 

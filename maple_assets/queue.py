@@ -21,7 +21,7 @@ import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from resources.errors import ConfigError, QueueFull
+from resources.errors import ConfigError, QueueFull, StorageError
 from resources.layout import queue_file
 from resources.providers.base import BatchState, ShardPayload, Submission
 from resources.queue_ledger import (
@@ -97,7 +97,11 @@ def parse_limit(messages: tuple[str, ...]) -> int | None:
 
 
 def learned(storage: Storage, queue: Queue) -> dict[str, Any]:
-    return dict(storage.read_json(queue.key)) if storage.exists(queue.key) else {}
+    """What is known of the queue (one GET per sensor tick; nothing if never written)."""
+    try:
+        return dict(storage.read_json(queue.key))
+    except StorageError:
+        return {}
 
 
 def limit_of(job: "Job", queue: Queue) -> int | None:

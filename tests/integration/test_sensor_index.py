@@ -48,7 +48,8 @@ def test_a_tick_reads_state_in_a_few_requests_not_per_shard(
     table = tmp_path / "t.parquet"
     pl.DataFrame({"title": [f"item {i}" for i in range(SHARDS * 2)]}).write_parquet(table)
     en = enrichment(name="wide", source=str(table), prompt="{title}", model="gpt-4o-mini",
-                    provider="emulator", max_requests_per_batch=2)  # fmt: skip
+                    provider="emulator", max_requests_per_batch=2,
+                    max_enqueued_tokens=10**9)  # every shard goes at once  # fmt: skip
     resources = maple_resources([en], storage_root=f"s3://{BUCKET}/root")
     with dg.instance_for_test() as instance:
         runner = Runner(en, resources, instance, quiet=True)
