@@ -91,7 +91,9 @@ def run_measured(args: list[str], env: dict[str, str]) -> tuple[float, int, int,
     return wall, usage.ru_maxrss // 1024, os.waitstatus_to_exitcode(status), cpu
 
 
-def run_platform(source: Path, url: str, batch_seconds: float) -> dict[str, object]:
+def run_platform(
+    source: Path, url: str, batch_seconds: float, max_enqueued: int | None = None
+) -> dict[str, object]:
     work = OUT / "platform"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
@@ -121,6 +123,7 @@ def run_platform(source: Path, url: str, batch_seconds: float) -> dict[str, obje
         "--quiet",
         "--timings-json",
         str(timings),
+        *(["--max-enqueued-tokens", str(max_enqueued)] if max_enqueued else []),
     ]
     wall, rss, code, cpu = run_measured(args, env)
     if code != 0:
@@ -147,12 +150,18 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--batch-seconds", type=float, default=0.5)
     parser.add_argument("--no-floor", action="store_true")
+    parser.add_argument(
+        "--max-enqueued-tokens",
+        type=int,
+        default=None,
+        help="the provider queue's limit; unset, the job probes it one validated batch at a time",
+    )
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     source = make_input(args.rows)
     emulator, url = start_emulator(args.batch_seconds)
     try:
-        platform = run_platform(source, url, args.batch_seconds)
+        platform = run_platform(source, url, args.batch_seconds, args.max_enqueued_tokens)
         stats = orjson.loads(urllib.request.urlopen(f"{url}/_emulator/stats").read())
     finally:
         emulator.terminate()
