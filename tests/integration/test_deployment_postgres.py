@@ -65,6 +65,7 @@ def deployment_env(tmp_path: Path, pg: str, endpoint: str, emulator: str) -> dic
     }  # fmt: skip
 
 
+@pytest.mark.slow  # ~35 s: runs in CI's slow pass (pytest -m slow)
 def test_two_drivers_on_a_postgres_instance_with_s3_and_a_postgres_ledger(
     tmp_path: Path, pg_url: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

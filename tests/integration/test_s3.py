@@ -158,6 +158,7 @@ def test_cli_with_everything_on_s3(
     assert local_parquet == []
 
 
+@pytest.mark.slow  # ~35 s: runs in CI's slow pass (pytest -m slow)
 def test_response_store_on_s3_sends_only_new_rows(
     s3: dict[str, str], tmp_path: Path, tricky_table: pl.DataFrame
 ) -> None:
