@@ -39,14 +39,20 @@ def default_ttl() -> float:
     return float(knob(TTL_ENV) or DEFAULT_TTL_S)
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True if ``pid`` runs on this machine and is not a zombie awaiting its parent's wait."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,7 +74,7 @@ class Holder:
     def stale(self, ttl_s: float, now: float | None = None) -> bool:
         if self.released:
             return True
-        if self.host == socket.gethostname() and not _pid_alive(self.pid):
+        if self.host == socket.gethostname() and not pid_alive(self.pid):
             return True
         return (now or time.time()) - self.beat > ttl_s
 

@@ -12,10 +12,10 @@ Use it where the daemon and the code server share a machine, as ``deploy/dagster
 the K8s and ECS launchers have their own health checks.
 """
 
-import os
-
 import dagster as dg
 from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, WorkerStatus
+
+from resources.leases import pid_alive
 
 
 class LocalRunLauncher(DefaultRunLauncher):
@@ -29,7 +29,7 @@ class LocalRunLauncher(DefaultRunLauncher):
         pid = worker_pid(self._instance, run.run_id)
         if pid is None:  # not reported yet: run monitoring's start timeout covers this case
             return CheckRunHealthResult(WorkerStatus.RUNNING, "run worker not started yet")
-        if alive(pid):
+        if pid_alive(pid):
             return CheckRunHealthResult(WorkerStatus.RUNNING, f"run worker pid {pid} is alive")
         return CheckRunHealthResult(
             WorkerStatus.FAILED, f"run worker pid {pid} is gone (killed or crashed)"
@@ -44,19 +44,3 @@ def worker_pid(instance: dg.DagsterInstance, run_id: str) -> int | None:
     ).records
     event = records[0].event_log_entry.dagster_event if records else None
     return event.pid if event is not None else None
-
-
-def alive(pid: int) -> bool:
-    """True if ``pid`` runs on this machine and is not a zombie awaiting its parent's wait."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            state = handle.read().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return True
-    return state not in ("Z", "X")
