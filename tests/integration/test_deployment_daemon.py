@@ -4,12 +4,13 @@
 instance from deploy/dagster.yaml on a throwaway PostgreSQL server, the storage root on moto's
 S3 server, the ledger on PostgreSQL, the emulator in this process. A run of both enrichments'
 ``input_shards`` is launched over GraphQL; the daemon's sensors carry both to ``merged`` at
-once. Meanwhile the run worker of a shard run (submit or collect) is killed with SIGKILL mid
-step: run monitoring notices (deploy/dagster.yaml's LocalRunLauncher checks the worker's pid),
-fails the run, the daemon retries it (run_retries), and the jobs still finish with every batch
-created once and nothing billed twice (the emulator's counters).
+once. Meanwhile the run worker of a shard run (submit or collect) and its step process are
+killed with SIGKILL mid step: run monitoring notices (deploy/dagster.yaml's LocalRunLauncher
+checks the worker's pid), fails the run, the daemon retries it (run_retries), and the jobs still
+finish with every batch created once and nothing billed twice (the emulator's counters).
 """
 
+import contextlib
 import os
 import signal
 import socket
@@ -151,9 +152,35 @@ def launch_input_shards(url: str) -> str:
     return str(got["run"]["runId"])
 
 
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and every process under it, as a lost pod or an OOM-killed container
+    loses them: the run worker and its step processes. (Killing the worker alone lets an orphaned
+    step process finish the step; the run is then failed with nothing left to retry.)"""
+    os.kill(pid, signal.SIGSTOP)  # it starts no new child while its tree is listed
+    tree = [pid]
+    for parent in tree:
+        tree.extend(children(parent))
+    for each in tree:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(each, signal.SIGKILL)
+
+
+def children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # exited meanwhile
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
 def kill_a_shard_run_worker(instance: dg.DagsterInstance, timeout: float) -> str:
-    """SIGKILL the run worker of a shard run (submit or collect) once its step has started: the
-    process the code server started for the run, whose pid it reports in its first event."""
+    """SIGKILL the run worker of a shard run (submit or collect), and its step processes, once
+    its step has started: the process the code server started for the run, whose pid it reports
+    in its first event."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for run in instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED])):
@@ -162,7 +189,7 @@ def kill_a_shard_run_worker(instance: dg.DagsterInstance, timeout: float) -> str
             logs = instance.all_logs(run.run_id)
             pid = worker_pid(instance, run.run_id)
             if pid and any(e.dagster_event.is_step_start for e in logs if e.dagster_event):
-                os.kill(pid, signal.SIGKILL)  # the run worker itself
+                kill_tree(pid)
                 return run.run_id
         time.sleep(0.05)
     seen = []
@@ -170,6 +197,17 @@ def kill_a_shard_run_worker(instance: dg.DagsterInstance, timeout: float) -> str
         logs = instance.all_logs(run.run_id)
         seen.append((run.status, run.asset_selection, [e.user_message[:80] for e in logs][:12]))
     raise AssertionError(f"no shard step was seen running: {seen}")
+
+
+def run_story(instance: dg.DagsterInstance, killed: str, work: Path) -> str:
+    """What became of the killed run and its retries: statuses and last events first."""
+    lines = []
+    for run in instance.get_runs():
+        if run.run_id != killed and run.tags.get("dagster/parent_run_id") != killed:
+            continue
+        events = [e.user_message[:100] for e in instance.all_logs(run.run_id)][-8:]
+        lines.append(f"{run.run_id[:8]} {run.status} tags={dict(run.tags)} last={events}")
+    return "\n".join(lines) + "\n" + (work / "dev.log").read_text()[-3000:]
 
 
 def merged(root: Storage, job: str) -> dict[str, Any] | None:
@@ -200,18 +238,14 @@ def test_daemon_carries_two_enrichments_to_merged_through_a_killed_run_worker(
     assert stats["bodies_billed_twice"] == 0, stats
     assert stats["requests_billed"] == 2 * ROWS, stats
     assert stats["batches_created"] == 2 * ROWS // PER_BATCH, stats
-    # Run monitoring saw the worker gone and failed the run; run retries re-executed it (the
-    # jobs may finish first: the killed worker's step process can outlive it).
+    # Run monitoring saw the worker gone and failed the run; run retries re-executed it (the jobs
+    # may finish first: the other enrichment's runs, or a sensor-requested collect, go on).
     deadline = time.monotonic() + 300
     while True:
         retries = instance.get_runs(dg.RunsFilter(tags={"dagster/parent_run_id": killed}))
         if retries and retries[0].status == dg.DagsterRunStatus.SUCCESS:
             break
-        assert time.monotonic() < deadline, (
-            instance.get_run_by_id(killed),
-            retries,
-            (work / "dev.log").read_text()[-4000:],
-        )
+        assert time.monotonic() < deadline, run_story(instance, killed, work)
         time.sleep(1.0)
     assert instance.get_run_by_id(killed).status == dg.DagsterRunStatus.FAILURE
     assert emulator.stats()["bodies_billed_twice"] == 0
