@@ -14,8 +14,8 @@ import polars as pl
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from maple_assets.sources import iter_blocks
-from maple_assets.templates import parse_template, render_expr
+from maple_assets.inputs.sources import iter_blocks
+from maple_assets.inputs.templates import parse_template, render_expr
 from resources.providers.base import RequestSpec, json_string_expr
 from resources.providers.openai_batch import OpenAIBatchProvider
 

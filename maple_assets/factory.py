@@ -16,18 +16,18 @@ from typing import Any
 
 import dagster as dg
 
-from maple_assets.assets import (
+from maple_assets.graph.assets import (
     input_shards_asset,
     merged_asset,
     raw_responses_asset,
     submissions_asset,
 )
-from maple_assets.checks import build_checks
-from maple_assets.job import provider_key
-from maple_assets.policy import RetryPolicy
-from maple_assets.preflight import check_declaration
-from maple_assets.sensors import enrichment_sensor
-from maple_assets.spec import MB, JobSpec, check_queue_options, validate_name, validate_paths
+from maple_assets.graph.checks import build_checks
+from maple_assets.graph.sensors import enrichment_sensor
+from maple_assets.inputs.preflight import check_declaration
+from maple_assets.job.job import provider_key
+from maple_assets.job.policy import RetryPolicy
+from maple_assets.job.spec import MB, JobSpec, check_queue_options, validate_name, validate_paths
 from partitions.shards import shard_partitions
 from resources.errors import ConfigError
 

@@ -3,7 +3,7 @@
 from typing import Any
 
 from maple_assets.factory import Enrichment
-from maple_assets.job import IO_MANAGER_KEY, provider_key
+from maple_assets.job.job import IO_MANAGER_KEY, provider_key
 from resources.costs import CostTracker
 from resources.io_manager import ParquetIOManager
 from resources.providers.registry import build_provider

@@ -1,7 +1,7 @@
 """Test hook: die (or raise) at a named point so crash tests hit exact moments.
 
 It lives in ``resources`` because providers call it too (imports point one way);
-``maple_assets.crashpoints`` re-exports it.
+``resources.crashpoints`` re-exports it.
 
 ``MAPLE_CRASH_AT=after_create`` makes the process SIGKILL itself when it reaches
 ``crash_point("after_create")``; ``MAPLE_CRASH_MODE=raise`` raises ``CrashPointReached`` instead

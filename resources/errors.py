@@ -40,7 +40,7 @@ class AuthError(ProviderError):
 class QueueFull(ProviderError):
     """The provider refused a new batch because its batch queue is full; nothing was created.
 
-    The batch waits locally and goes out once earlier batches end (`maple_assets.queue`)."""
+    The batch waits locally and goes out once earlier batches end (`maple_assets.job.queue`)."""
 
 
 class QuotaExhausted(MapleError):

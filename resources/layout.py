@@ -5,7 +5,7 @@ Layout of one job ``<job>``::
 
     <job>/state/
         spec.json                       the current version's spec and fingerprint
-        version.json                    the current version (`maple_assets.versions`)
+        version.json                    the current version (`maple_assets.job.versions`)
         manifest.json                   the current version's shards, written once every shard
                                         file and attempt-1 plan exists; rows sent and reused
         merged.json                     the last merge: output path, version, totals
@@ -33,7 +33,7 @@ Layout of one job ``<job>``::
         versions/<n>/keys/<b>.parquet   row id and request key of every row, by key bucket
         versions/<n>/fill/<b>.parquet   row id and key of the rows not sent (filled at merge)
         versions/<n>/fills/<b>.parquet  those rows joined with their stored records, by row id
-    <job>/store/<b>/<name>.parquet      the response store (`maple_assets.store`), by key bucket
+    <job>/store/<b>/<name>.parquet      the response store (`maple_assets.job.store`), by key bucket
     <job>/output/merged.<fmt>           the merged output when no --output is given
     <job>/bedrock/input/<stem>-<digest>.jsonl, <job>/bedrock/output/<stem>/
                                         Bedrock batch inference's input and output objects

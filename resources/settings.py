@@ -31,7 +31,7 @@ KNOBS = (
     "MAPLE_RUNS_SHARE_MACHINE",
     "MAPLE_CRASH_AT",
     "MAPLE_CRASH_MODE",
-    "MAPLE_TEAM_WEIGHTS",  # weighted fair shares of provider queues (maple_assets.queue)
+    "MAPLE_TEAM_WEIGHTS",  # weighted fair shares of provider queues (maple_assets.job.queue)
 )
 DEFAULT_STORAGE = ".maple"
 DEFAULT_EMULATOR_URL = "http://127.0.0.1:8787"

@@ -13,7 +13,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Coroutine, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import httpx
 import orjson
@@ -37,11 +37,36 @@ if TYPE_CHECKING:  # aiohttp loads when a real-time attempt runs, not with the C
     import aiohttp
     from multidict import CIMultiDictProxy
 
-    from resources.providers.realtime import RealtimeProvider
-
 T = TypeVar("T")
 Row = dict[str, Any]
 _JSON = {"content-type": "application/json"}
+
+
+class Sender(Protocol):
+    """What the engine needs of a real-time provider: where and how to send, how to read the
+    answers, and its limits (``resources.providers.realtime.RealtimeProvider`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def rpm(self) -> int | None: ...
+    @property
+    def tpm(self) -> int | None: ...
+    @property
+    def initial_concurrency(self) -> int: ...
+    @property
+    def max_concurrency(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def checkpoint_seconds(self) -> float: ...
+    def endpoint(self) -> str: ...
+    def auth_headers(self) -> dict[str, str]: ...
+    def resolved_base_url(self) -> str: ...
+    def parse_body(self, custom_id: str, body: dict[str, Any]) -> Row: ...
+    def classify(self, response: httpx.Response) -> tuple[str, str]: ...
 
 
 class _Retry(Exception):
@@ -58,7 +83,7 @@ class AttemptRun:
 
     def __init__(
         self,
-        provider: "RealtimeProvider",
+        provider: Sender,
         checkpoints: RowCheckpoints,
         batch_id: str,
         share: RateShare | None = None,

@@ -109,7 +109,7 @@ UI_RUN = textwrap.dedent(
     import os, sys, time
     import dagster as dg
     from maple_assets.factory import enrichment
-    from maple_assets.runner import resources_for
+    from maple_assets.cli.runner import resources_for
     from resources.providers.registry import build_provider
 
     table, store, out, url = sys.argv[1:5]

@@ -30,9 +30,9 @@ from polars.testing import assert_frame_equal
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.crashpoints import POINTS
+from maple_assets.cli.runner import Runner, instance_for, resources_for
 from maple_assets.factory import enrichment
-from maple_assets.runner import Runner, instance_for, resources_for
+from resources.crashpoints import POINTS
 from resources.providers.registry import build_provider
 
 MAPLE = str(Path(sys.executable).parent / "maple")

@@ -12,7 +12,7 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.queue import Queue
+from maple_assets.job.queue import Queue
 from resources.storage import Storage
 
 CATALOG = Path(__file__).parents[2] / "maple_assets" / "data" / "grocery_catalog.csv"

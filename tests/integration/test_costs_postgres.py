@@ -25,7 +25,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from maple_assets.cli_costs import costs_command
+from maple_assets.cli.costs import costs_command
 from resources.costs import MIGRATIONS, AttemptCost, CostTracker, schema_version
 from resources.pricing import PriceBook, cost_expr
 

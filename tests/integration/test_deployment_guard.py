@@ -7,8 +7,8 @@ import dagster as dg
 import pytest
 
 from emulator.server import EmulatorServer
+from maple_assets.cli.runner import resources_for
 from maple_assets.factory import enrichment
-from maple_assets.runner import resources_for
 from resources.deployment import SHARE_ENV, runs_share_machine
 from resources.providers.registry import build_provider
 

@@ -18,9 +18,9 @@ from click.testing import CliRunner, Result
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.cli import main
-from maple_assets.responses import IMAGE_GONE
-from maple_assets.state import JobState
+from maple_assets.cli.main import main
+from maple_assets.job.responses import IMAGE_GONE
+from maple_assets.job.state import JobState
 from resources.pricing import PriceBook, cost_expr
 from resources.storage import Storage
 

@@ -16,9 +16,9 @@ import pytest
 import s3fs
 from upath import UPath
 
-from maple_assets.merge import OutputTable, OutputWriter
-from maple_assets.spec import KEY, ROW_ID
-from maple_assets.versions import KeySpill
+from maple_assets.job.merge import OutputTable, OutputWriter
+from maple_assets.job.spec import KEY, ROW_ID
+from maple_assets.job.versions import KeySpill
 from resources.io_manager import ParquetIOManager, ParquetUPathIOManager
 from resources.storage import Storage, atomic_write
 from tests.integration.conftest import BUCKET

@@ -9,7 +9,7 @@ import polars as pl
 
 from emulator.server import EmulatorServer
 from maple_assets.factory import Enrichment, enrichment
-from maple_assets.sensor_cursor import fresh_requests
+from maple_assets.graph.sensor_cursor import fresh_requests
 from maple_assets.wiring import maple_resources
 from tests.integration.test_graph import run_graph
 

@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from maple_assets.cli_costs import costs_command
+from maple_assets.cli.costs import costs_command
 from resources.costs import (
     MIGRATIONS,
     AttemptCost,
@@ -382,7 +382,7 @@ def test_cli_runs_as_a_real_process(seeded_root: str) -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "MAPLE_STORAGE": seeded_root}
     env.pop("MAPLE_COST_DB", None)
     done = subprocess.run(
-        [sys.executable, "-W", "error", "-m", "maple_assets.cli_costs", "--format", "json"],
+        [sys.executable, "-W", "error", "-m", "maple_assets.cli.costs", "--format", "json"],
         capture_output=True,
         text=True,
         env=env,

@@ -10,19 +10,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from emulator.tokens import prompt_tokens
-from maple_assets.budget import resume_budget_stop, within_budget
-from maple_assets.estimate import (
+from maple_assets.inputs.sources import iter_blocks
+from maple_assets.inputs.tokens import output_tokens_per_request
+from maple_assets.job.budget import resume_budget_stop, within_budget
+from maple_assets.job.estimate import (
     estimate_input,
     estimate_job,
     estimate_shards,
     frame_estimate,
 )
-from maple_assets.job import Job
-from maple_assets.sharding import prepare_block, write_shards
-from maple_assets.sources import iter_blocks
-from maple_assets.spec import REQUEST, JobSpec
-from maple_assets.state import JobState, ShardSummary
-from maple_assets.tokens import output_tokens_per_request
+from maple_assets.job.job import Job
+from maple_assets.job.sharding import prepare_block, write_shards
+from maple_assets.job.spec import REQUEST, JobSpec
+from maple_assets.job.state import JobState, ShardSummary
 from resources.pricing import (
     DEFAULT_OUTPUT_ESTIMATE,
     PriceBook,

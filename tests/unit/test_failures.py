@@ -8,18 +8,18 @@ import pydantic
 import pytest
 
 from maple_assets.factory import schema_dict
-from maple_assets.job import Job
-from maple_assets.policy import RetryPolicy
-from maple_assets.responses import (
+from maple_assets.inputs.structured import schema_dtype
+from maple_assets.job.job import Job
+from maple_assets.job.policy import RetryPolicy
+from maple_assets.job.responses import (
     IMAGE_GONE,
     plan_retries,
     unrun_failure,
     validate_structured,
 )
-from maple_assets.spec import CUSTOM_ID, ROW_ID, JobSpec
-from maple_assets.state import JobState, ShardSummary
-from maple_assets.steps import _attempt_cap, check_age
-from maple_assets.structured import schema_dtype
+from maple_assets.job.spec import CUSTOM_ID, ROW_ID, JobSpec
+from maple_assets.job.state import JobState, ShardSummary
+from maple_assets.job.steps import _attempt_cap, check_age
 from resources.crashpoints import CrashPointReached, crash_point
 from resources.failures import batch_too_large
 from resources.providers.base import BatchState

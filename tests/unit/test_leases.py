@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from maple_assets.claims import JobRunning, claim_batch, driver_lease
+from maple_assets.job.claims import JobRunning, claim_batch, driver_lease
 from resources.leases import Lease
 from resources.providers.base import Submission
 from resources.storage import Storage

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from maple_assets.deadline import margin, parse_duration
-from maple_assets.queue import parse_limit
+from maple_assets.job.deadline import margin, parse_duration
+from maple_assets.job.queue import parse_limit
 from resources.costs import CostTracker, queue_slots
 from resources.errors import ConfigError
 from resources.queue_ledger import Decision, Slot, admit_slot, mark

@@ -4,7 +4,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from maple_assets.sources import iter_blocks
+from maple_assets.inputs.sources import iter_blocks
 from resources.errors import ConfigError
 
 

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from maple_assets.templates import (
+from maple_assets.inputs.templates import (
     Placeholder,
     check_columns,
     parse_template,

@@ -1,0 +1,111 @@
+"""`maple costs`: what jobs spent and what batch pricing saved, from the cost ledger.
+
+Registered in the `maple` group elsewhere; also runs alone as `python -m maple_assets.cli.costs`.
+"""
+
+import csv
+import io
+import json
+from datetime import date, datetime
+from typing import Any, get_args
+
+import click
+
+from resources.costs import CostTracker, GroupBy
+from resources.settings import COST_DB_ENV, Settings
+
+FORMATS = ("table", "csv", "json")
+_NUMBERS = ("requests", "input_tokens", "cached_input_tokens", "output_tokens")
+_MONEY = ("cost_usd", "savings_usd")
+
+
+@click.command("costs")
+@click.option(
+    "--by",
+    "by",
+    type=click.Choice(get_args(GroupBy)),
+    default="team",
+    show_default=True,
+    help="Group spend by team, job, model or UTC day.",
+)
+@click.option(
+    "--since",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    default=None,
+    help="Only costs recorded on or after this UTC day (YYYY-MM-DD).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help="table for people, csv or json (a list of objects) for tools.",
+)
+@click.option(
+    "--storage",
+    default=None,
+    help="Storage root whose costs.sqlite is the default ledger [env: MAPLE_STORAGE; "
+    "default: ./.maple].",
+)
+@click.option(
+    "--db",
+    "db",
+    default=None,
+    help=f"Ledger database URL, e.g. postgresql+psycopg2://... [env: {COST_DB_ENV}].",
+)
+def costs_command(
+    by: GroupBy, since: datetime | None, fmt: str, storage: str | None, db: str | None
+) -> None:
+    """Show recorded LLM spend and batch savings, grouped by team, job, model or day."""
+    since_day: date | None = since.date() if since is not None else None
+    settings = Settings.load(storage=storage, cost_db=db)
+    with CostTracker(database_url=settings.cost_db, storage_root=settings.storage_root) as tracker:
+        rows = tracker.report(by=by, since=since_day)
+    if fmt == "json":
+        click.echo(json.dumps(rows, indent=2))
+    elif fmt == "csv":
+        click.echo(render_csv(by, rows), nl=False)
+    else:
+        click.echo(render_table(by, rows))
+
+
+def render_csv(by: str, rows: list[dict[str, Any]]) -> str:
+    """The report as CSV with a header line."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=[by, *_NUMBERS, *_MONEY], lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue()
+
+
+def render_table(by: str, rows: list[dict[str, Any]]) -> str:
+    """The report as aligned columns (numbers right-aligned) with a total line."""
+    if not rows:
+        return "No costs recorded."
+    total: dict[str, Any] = {by: "TOTAL"}
+    for name in (*_NUMBERS, *_MONEY):
+        total[name] = sum(row[name] for row in rows)
+    header = [by, *_NUMBERS, *_MONEY]
+    lines = [[_cell(name, row[name]) for name in header] for row in [*rows, total]]
+    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
+
+    def fmt(cells: list[str]) -> str:
+        first = cells[0].ljust(widths[0])
+        rest = (c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True))
+        return "  ".join([first, *rest]).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([fmt(header), rule, *(fmt(line) for line in lines[:-1]), rule, fmt(lines[-1])])
+
+
+def _cell(name: str, value: Any) -> str:
+    if name in _MONEY:
+        return f"{value:,.6f}"
+    if name in _NUMBERS:
+        return f"{value:,d}"
+    return str(value)
+
+
+if __name__ == "__main__":
+    costs_command()

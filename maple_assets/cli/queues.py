@@ -1,0 +1,61 @@
+"""``maple status``'s view of the provider queues: per provider and model, the work enqueued in
+batches and the work waiting locally, with the limit in force (configured jobs say theirs)."""
+
+from typing import Any
+
+from maple_assets.graph.admission import wait_message
+from resources.costs import CostTracker, default_sqlite_path, queue_slots
+from resources.layout import QUEUES, JobLayout
+from resources.queue_ledger import usage_by_queue
+from resources.settings import Settings
+from resources.storage import Storage
+
+
+def _ledger_exists(root: str) -> bool:
+    if Settings.load().cost_db:
+        return True
+    return default_sqlite_path(root).exists()
+
+
+def queue_status(storage: Storage) -> list[dict[str, Any]]:
+    """One entry per queue with work in it or a learned limit."""
+    rows: dict[str, dict[str, Any]] = {}
+    if _ledger_exists(storage.root):
+        with CostTracker(storage_root=storage.root) as costs, costs.transaction() as conn:
+            for entry in usage_by_queue(conn, queue_slots):
+                rows[str(entry["queue"])] = dict(entry)
+    for key in storage.list_keys(QUEUES):
+        if not key.endswith(".json") or key.count("/") < 2:
+            continue
+        record = storage.read_json(key)
+        provider, model = key.removeprefix(f"{QUEUES}/").removesuffix(".json").split("/", 1)
+        entry = rows.setdefault(
+            f"{provider}:{model}",
+            {"queue": f"{provider}:{model}", "enqueued": 0, "batches": 0, "waiting": 0, "jobs": []},
+        )
+        entry["learned_limit"] = record.get("limit")
+        entry["unit"] = record.get("unit", "tokens")
+    return sorted(rows.values(), key=lambda e: str(e["queue"]))
+
+
+def queue_lines(queues: list[dict[str, Any]]) -> list[str]:
+    if not queues:
+        return []
+    lines = [
+        "",
+        f"{'provider queue':<40}{'enqueued':>12}{'batches':>9}{'waiting':>9}  limit / jobs",
+    ]
+    for q in queues:
+        limit = q.get("learned_limit")
+        shown = f"learned {limit:,}" if limit is not None else "configured or unknown"
+        jobs = ", ".join(q.get("jobs") or []) or "-"
+        lines.append(
+            f"{q['queue']:<40}{q['enqueued']:>12,}{q['batches']:>9}{q['waiting']:>9}  "
+            f"{shown}; {jobs}"
+        )
+    return lines
+
+
+def job_queue_note(storage: Storage, job: str) -> str:
+    key = JobLayout(job).queue_wait
+    return wait_message(dict(storage.read_json(key))) if storage.exists(key) else ""

@@ -1,0 +1,211 @@
+"""``maple enrich``'s driver: the enrichment's asset graph, in-process, against a persistent
+Dagster instance, ticking the enrichment's own sensor until every shard is final (no daemon)."""
+
+import dataclasses
+import resource
+import sys
+import time
+from typing import Any
+
+import dagster as dg
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
+)
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_START_TAG as RANGE_START,
+)
+
+from maple_assets.cli import dagster_home
+from maple_assets.factory import Enrichment
+from maple_assets.job.job import IO_MANAGER_KEY, Job, job_for, provider_key
+from maple_assets.job.merge import OutputTable
+from resources.costs import CostTracker
+from resources.io_manager import ParquetIOManager
+from resources.storage import StorageResource
+
+
+def instance_for(storage_root: str) -> dg.DagsterInstance:
+    """``DAGSTER_HOME`` if set, else a persistent instance under the (local) storage root."""
+    return dagster_home.instance_for(storage_root)
+
+
+def resources_for(
+    storage_root: str, provider: str, provider_resource: Any, cost_db: str | None
+) -> dict[str, Any]:
+    return {
+        "maple_storage": StorageResource(root=storage_root),
+        "maple_costs": CostTracker(storage_root=storage_root, database_url=cost_db),
+        provider_key(provider): provider_resource,
+        IO_MANAGER_KEY: ParquetIOManager(root=storage_root),
+    }
+
+
+@dataclasses.dataclass
+class Progress:
+    """A one-line progress report: shards submitted / finished, rows done, elapsed."""
+
+    total_shards: int = 0
+    submitted: int = 0
+    finished: int = 0
+    rows_done: int = 0
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    quiet: bool = False
+
+    def show(self) -> None:
+        if self.quiet:
+            return
+        elapsed = time.monotonic() - self.started
+        line = (
+            f"shards submitted {self.submitted}/{self.total_shards}  finished "
+            f"{self.finished}/{self.total_shards}  rows done {self.rows_done:,}  {elapsed:6.1f}s"
+        )
+        end = "\r" if sys.stderr.isatty() else "\n"
+        print(line, end=end, file=sys.stderr, flush=True)
+
+
+class Runner:
+    def __init__(
+        self,
+        enrichment: Enrichment,
+        resources: dict[str, Any],
+        instance: dg.DagsterInstance,
+        *,
+        poll_interval_s: float = 1.0,
+        quiet: bool = False,
+        log_level: str = "WARNING",
+        shard_config: dict[str, Any] | None = None,
+    ) -> None:
+        self.shard_config = shard_config or {}
+        self.log_level = log_level
+        self.enrichment = enrichment
+        self.resources = resources
+        self.instance = instance
+        self.poll_interval_s = poll_interval_s
+        self.progress = Progress(quiet=quiet)
+        self.executed: set[str] = set()
+        self.timings: dict[str, float] = {}
+        self.runs = 0
+        self.peak_rss_mib: dict[str, int] = {}  # process high-water mark after each stage
+        self.ticks = 0
+        self.pdef_name = enrichment.partitions_def.name or ""
+        self.definitions = dg.Definitions(
+            assets=enrichment.assets,
+            asset_checks=enrichment.checks,
+            sensors=enrichment.sensors,
+            resources=resources,
+        )
+
+    def job(self) -> Job:
+        return job_for(self.enrichment.spec, self.enrichment.policy, _Namespace(self.resources))
+
+    def materialize(
+        self,
+        key: dg.AssetKey,
+        first: str | None = None,
+        last: str | None = None,
+        config: dict[str, Any] | None = None,
+    ) -> None:
+        """One in-process run of ``key``: unpartitioned, one shard, or the shards first..last."""
+        tags = {"maple/driver": "cli"}
+        if first is not None and last is not None and first != last:
+            tags |= {RANGE_START: first, RANGE_END: last}
+            first = None
+        started = time.monotonic()
+        result = dg.materialize(
+            [*self.enrichment.assets, *self.enrichment.checks],
+            selection=dg.AssetSelection.assets(key),
+            partition_key=first,
+            instance=self.instance,
+            resources=self.resources,
+            tags=tags,
+            run_config={
+                "loggers": {"console": {"config": {"log_level": self.log_level}}},
+                **({"ops": {"__".join(key.path): {"config": config}}} if config else {}),
+            },
+        )
+        stage = key.path[-1]
+        self.timings[stage] = self.timings.get(stage, 0.0) + time.monotonic() - started
+        self.peak_rss_mib[stage] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        self.runs += 1
+        if not result.success:
+            raise RuntimeError(f"run of {key.to_user_string()} [{first}..{last}] failed")
+
+    def run_ranges(self, key: dg.AssetKey, shards: list[str]) -> None:
+        """Materialize ``shards`` as few runs as possible: one per contiguous range."""
+        order = {k: i for i, k in enumerate(self.instance.get_dynamic_partitions(self.pdef_name))}
+        ranked = sorted(shards, key=order.__getitem__)
+        start = 0
+        for i in range(1, len(ranked) + 1):
+            if i == len(ranked) or order[ranked[i]] != order[ranked[i - 1]] + 1:
+                self.materialize(key, ranked[start], ranked[i - 1])
+                start = i
+
+    def tick(self) -> list[dg.RunRequest]:
+        started = time.monotonic()
+        try:
+            return self._tick()
+        finally:
+            self.timings["sensor_ticks"] = (
+                self.timings.get("sensor_ticks", 0.0) + time.monotonic() - started
+            )
+            self.ticks += 1
+
+    def _tick(self) -> list[dg.RunRequest]:
+        with (
+            dg.partition_loading_context(dynamic_partitions_store=self.instance),
+            dg.build_sensor_context(
+                instance=self.instance, resources=self.resources, definitions=self.definitions
+            ) as context,
+        ):
+            result = self.enrichment.sensor.evaluate_tick(context)
+        return [r for r in result.run_requests or [] if r.run_key not in self.executed]
+
+    def run(self) -> OutputTable:
+        """Tick the sensor and execute what it asks for, batching shards into range runs."""
+        self.materialize(self.enrichment.key("input_shards"), config=self.shard_config)
+        merged_key = self.enrichment.merged_key
+        while True:
+            requests = self.tick()
+            by_asset: dict[dg.AssetKey, list[str]] = {}
+            for request in requests:
+                key = request.asset_selection[0] if request.asset_selection else merged_key
+                by_asset.setdefault(key, []).append(str(request.partition_key))
+                self.executed.add(str(request.run_key))
+            for key, shards in by_asset.items():
+                if key != merged_key:
+                    self.run_ranges(key, shards)
+            if merged_key in by_asset:
+                self.materialize(merged_key)
+                self._update()
+                return self._output()
+            self._update()
+            if not requests:
+                started = time.monotonic()
+                time.sleep(self.poll_interval_s)
+                self.timings["waiting"] = (
+                    self.timings.get("waiting", 0.0) + time.monotonic() - started
+                )
+
+    def _update(self) -> None:
+        job = self.job()
+        manifest = job.state.manifest() or []
+        self.progress.total_shards = len(manifest)
+        summaries = [job.state.summary(s.key) for s in manifest]
+        self.progress.submitted = sum(1 for s in manifest if job.state.submission(s.key, 1))
+        self.progress.finished = sum(
+            1 for s in summaries if s and (s.final or job.state.stop_reason())
+        )
+        self.progress.rows_done = sum(
+            m.rows for m, s in zip(manifest, summaries, strict=True) if s and s.final
+        )
+        self.progress.show()
+
+    def _output(self) -> OutputTable:
+        data = self.job().state.storage.read_json(self.job().state.paths.merged)
+        fmt = self.enrichment.spec.output_format()
+        return OutputTable(path=data["path"], format=fmt, rows=int(data["rows"]))
+
+
+class _Namespace:
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.__dict__.update(values)

@@ -1,0 +1,245 @@
+"""``maple status`` and ``maple cancel``: a job's progress from its state files, and a clean stop.
+
+``status`` never calls the provider: everything comes from the files under the storage root
+(``maple_assets.job.state``). ``cancel`` cancels the job's in-flight batches at the provider and
+records a ``cancel`` stop; rerunning ``maple enrich`` with the same ``--job`` lifts the stop,
+collects what the cancelled batches ran, and resends the rest.
+"""
+
+import sys
+from typing import Any
+
+import click
+import orjson
+
+from maple_assets.cli.queues import job_queue_note, queue_lines, queue_status
+from maple_assets.job.responses import summarize
+from maple_assets.job.state import JobState
+from maple_assets.job.steps import shard_responses
+from resources.errors import ConfigError, MapleError, ProviderError
+from resources.layout import JobLayout, job_names
+from resources.providers.base import Provider, Submission
+from resources.providers.registry import build_provider
+from resources.settings import Settings
+from resources.storage import Storage
+
+
+def _storage(root: str | None) -> Storage:
+    return Storage(Settings.load(storage=root).storage_root)
+
+
+def list_jobs(storage: Storage) -> list[str]:
+    """Names of the jobs under the storage root (folders with a ``state/spec.json``)."""
+    names = job_names(storage.list_keys(""))
+    return [n for n in names if storage.exists(JobLayout(n).spec)]
+
+
+def shard_status(state: JobState, shard: str, rows: int) -> dict[str, Any]:
+    """One shard: its next step, attempts, rows by status and failure class, cost, batches."""
+    progress = state.progress(shard)
+    summary = progress.summary
+    subs = state.submissions(shard)
+    first = state.plan(shard, 1)
+    to_send = rows if first is None else first.height
+    info: dict[str, Any] = {
+        "shard": shard,
+        "rows": rows,
+        "reused": rows - to_send,  # filled from the response store, not sent
+        "state": {"submit": "queued", "wait": "in flight", "done": "final"}[progress.action],
+        "attempts": len(subs),
+        "collected": summary.attempt if summary else 0,
+        "succeeded": 0,
+        "failed": 0,
+        "failed_by_class": {},
+        "pending_retry": summary.pending_retry if summary else 0,
+        "cost_usd": 0.0,
+        "batch_ids": [s.batch_id for s in subs],
+    }
+    if progress.action == "done" and summary is not None and summary.pending_retry:
+        info["state"] = "stopped"
+    if summary is not None and summary.attempt:
+        totals = summarize(shard_responses(state, shard))
+        info.update(
+            succeeded=totals["succeeded"],
+            failed=totals["failed"],
+            failed_by_class=totals["failed_by_class"],
+            cost_usd=totals["cost_usd"],
+        )
+    info["unfinished"] = to_send - info["succeeded"] - info["failed"]
+    return info
+
+
+def job_status(storage: Storage, job: str) -> dict[str, Any]:
+    """The whole job as a JSON-ready dict."""
+    state = JobState(storage, job)
+    spec = state.read_spec()
+    if spec is None:
+        raise ConfigError(
+            f"No job {job!r} under {storage.root}: run `maple status` to list jobs, or pass "
+            "--storage with the root the job was run with."
+        )
+    manifest = state.manifest()
+    shards = [shard_status(state, s.key, s.rows) for s in manifest or []]
+    by_class: dict[str, int] = {}
+    for shard in shards:
+        for cls, count in shard["failed_by_class"].items():
+            by_class[cls] = by_class.get(cls, 0) + count
+    merged = state.paths.merged
+    return {
+        "job": job,
+        "model": spec["spec"].get("model"),
+        "provider": spec["spec"].get("provider"),
+        "phase": _phase(state, manifest is not None, shards),
+        "stopped": state.stop_reason(),
+        "version": version.number if (version := state.version()) else None,
+        "rows": sum(s["rows"] for s in shards),
+        "succeeded": sum(s["succeeded"] for s in shards),
+        "failed": sum(s["failed"] for s in shards),
+        "reused": sum(s["reused"] for s in shards),
+        "failed_by_class": dict(sorted(by_class.items())),
+        "unfinished": sum(s["unfinished"] for s in shards),
+        "cost_usd": round(sum(s["cost_usd"] for s in shards), 8),
+        "output": storage.read_json(merged)["path"] if storage.exists(merged) else None,
+        "queue": job_queue_note(storage, job) or None,
+        "shards": shards,
+    }
+
+
+def _phase(state: JobState, sharded: bool, shards: list[dict[str, Any]]) -> str:
+    if not sharded:
+        return "sharding"
+    merged = state.paths.merged
+    version = state.version()
+    if state.storage.exists(merged) and (
+        version is None or state.storage.read_json(merged).get("version") == version.number
+    ):
+        return "merged"
+    if state.stop_reason() is not None:
+        return "stopped"
+    if state.storage.exists(state.paths.interrupted):
+        return "interrupted"  # Ctrl-C: nothing runs here until the command is run again
+    return "final" if all(s["state"] == "final" for s in shards) else "running"
+
+
+def _table(status: dict[str, Any]) -> str:
+    lines = [
+        f"job {status['job']}  ({status['provider']}, {status['model']})  {status['phase']}",
+        f"rows {status['rows']:,}  succeeded {status['succeeded']:,}  failed "
+        f"{status['failed']:,}  reused {status['reused']:,}  unfinished "
+        f"{status['unfinished']:,}  cost "
+        f"${status['cost_usd']:.6f}",
+    ]
+    for cls, count in status["failed_by_class"].items():
+        lines.append(f"  {cls:<20}{count:,}")
+    if status["stopped"]:
+        lines.append(f"stopped: {status['stopped']}")
+    if status["output"]:
+        lines.append(f"output: {status['output']}")
+    if status.get("queue") and status["phase"] == "running":
+        lines.append(f"queue: {status['queue']}")
+    header = f"{'shard':<10}{'state':<11}{'attempts':>9}{'rows':>9}{'ok':>9}{'failed':>9}"
+    lines += [header + f"{'cost USD':>12}  failed by class / batches"]
+    for s in status["shards"]:
+        classes = ", ".join(f"{k}={v}" for k, v in s["failed_by_class"].items())
+        lines.append(
+            f"{s['shard']:<10}{s['state']:<11}{s['attempts']:>9}{s['rows']:>9,}"
+            f"{s['succeeded']:>9,}{s['failed']:>9,}{s['cost_usd']:>12.6f}  "
+            f"{classes or '-'}  [{' '.join(s['batch_ids'])}]"
+        )
+    return "\n".join(lines)
+
+
+@click.command("status")
+@click.argument("job", required=False)
+@click.option("--storage", default=None, help="Storage root; default MAPLE_STORAGE or ./.maple.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table")
+def status_command(job: str | None, storage: str | None, fmt: str) -> None:
+    """Show JOB's shards, attempts, rows by status and failure class, and cost (or list jobs)."""
+    store = _storage(storage)
+    try:
+        jobs = [job] if job else list_jobs(store)
+        statuses = [job_status(store, name) for name in jobs]
+    except MapleError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    if fmt == "json":
+        payload: Any = statuses[0] if job else statuses
+        click.echo(orjson.dumps(payload, option=orjson.OPT_INDENT_2).decode())
+    elif not statuses:
+        click.echo(f"no jobs under {store.root}")
+    elif job:
+        click.echo(_table(statuses[0]))
+    else:
+        for s in statuses:
+            click.echo(
+                f"{s['job']:<32}{s['phase']:<10}{s['rows']:>10,} rows  "
+                f"{s['succeeded']:>10,} ok  {s['failed']:>8,} failed  ${s['cost_usd']:.6f}"
+            )
+    if not job and fmt == "table":
+        for line in queue_lines(queue_status(store)):
+            click.echo(line)
+
+
+def provider_for(state: JobState) -> Provider:
+    """The job's provider, rebuilt from its stored spec."""
+    spec = state.read_spec()
+    if spec is None:
+        raise ConfigError(f"No job {state.job!r} under {state.storage.root}.")
+    name = str(spec["spec"]["provider"])
+    settings = Settings.load(storage=state.storage.root)
+    provider: Provider = build_provider(
+        name, emulator_url=settings.emulator_url, storage_root=settings.storage_root
+    )
+    return provider
+
+
+def in_flight(state: JobState, provider: Provider) -> list[Submission]:
+    """Recorded batches still waiting, plus batches the job created but never recorded."""
+    waiting = {}
+    for shard in state.manifest() or []:
+        progress = state.progress(shard.key)
+        if progress.action == "wait" and progress.submission is not None:
+            waiting[progress.submission.batch_id] = progress.submission
+    for orphan in provider.find_orphans(state.job):
+        waiting.setdefault(orphan.batch_id, orphan)
+    if not waiting:
+        return []
+    states = provider.poll(list(waiting.values()))
+    return [s for s in waiting.values() if not states[s.batch_id].ended]
+
+
+def cancel_job(state: JobState, provider: Provider) -> list[Submission]:
+    """Stop new submissions, cancel in-flight batches; the job stays resumable."""
+    state.stop(
+        "cancelled with `maple cancel`; rerun the same `maple enrich` command (same --job) "
+        "to resume: rows the cancelled batches did not run are sent again",
+        kind="cancel",
+    )
+    batches = in_flight(state, provider)
+    cancelled = []
+    for submission in batches:
+        try:
+            provider.cancel(submission)
+        except ProviderError as exc:
+            if exc.status != 400:  # 400: the batch ended meanwhile; nothing to cancel
+                raise
+            continue
+        cancelled.append(submission)
+    return cancelled
+
+
+@click.command("cancel")
+@click.argument("job")
+@click.option("--storage", default=None, help="Storage root; default MAPLE_STORAGE or ./.maple.")
+def cancel_command(job: str, storage: str | None) -> None:
+    """Cancel JOB's provider batches and stop it; rerun `maple enrich --job JOB` to resume."""
+    state = JobState(_storage(storage), job)
+    try:
+        batches = cancel_job(state, provider_for(state))
+    except MapleError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    click.echo(f"job {job}: cancelled {len(batches)} batch(es)")
+    for sub in batches:
+        click.echo(f"  {sub.shard} attempt {sub.attempt}: {sub.batch_id}")
+    click.echo("resume with the same `maple enrich ... --job " + job + "` command")

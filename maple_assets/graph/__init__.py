@@ -1,0 +1,1 @@
+"""One enrichment's Dagster graph: its assets, sensor, asset checks and the sensor's helpers."""

@@ -1,0 +1,57 @@
+"""Which shards the sensor sends now: the provider queue's budget and the job's deadline.
+
+Called once per sensor tick (the daemon's, or the CLI driver's) with the job's pending work. It
+releases the queue room of batches that ended, cancels running batches when the deadline is
+due, and admits shards into the shared queue; the shards not admitted wait, and why is written
+to ``<job>/state/queue_wait.json`` for ``maple status`` and the sensor's tick message.
+"""
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from maple_assets.job import queue
+from maple_assets.job.deadline import cancel_for_deadline
+
+if TYPE_CHECKING:
+    from maple_assets.job.job import Job
+    from maple_assets.job.work import Work
+
+
+def plan_submissions(job: "Job", work: "Work") -> dict[str, str]:
+    """Shard -> ticket (part of the submit run key) for every shard to submit now."""
+    if queue.deadline_due(job):
+        cancelled = cancel_for_deadline(job, work.states)
+        if cancelled:
+            _note(
+                job,
+                {
+                    "deadline": f"deadline near: cancelled {len(cancelled)} batch(es); "
+                    "their unrun rows and every unsent shard go through real-time"
+                },
+            )
+    admitted, waits = queue.gate(job, work)
+    if waits:
+        shard, reason = next(iter(waits.items()))
+        waiting = len(work.submit) - len(admitted)
+        _note(job, {"shard": shard, "waiting_shards": waiting, "reason": reason})
+    elif not queue.deadline_due(job) and job.state.storage.exists(job.state.paths.queue_wait):
+        job.state.storage.delete(job.state.paths.queue_wait)
+    return admitted
+
+
+def _note(job: "Job", record: dict[str, Any]) -> None:
+    job.state.storage.write_json(job.state.paths.queue_wait, {**record, "at": time.time()})
+
+
+def wait_note(job: "Job") -> dict[str, Any] | None:
+    """Why the job's next shard waits (or what the deadline did), if anything."""
+    key = job.state.paths.queue_wait
+    return dict(job.state.storage.read_json(key)) if job.state.storage.exists(key) else None
+
+
+def wait_message(note: dict[str, Any] | None) -> str:
+    if not note:
+        return ""
+    if "deadline" in note:
+        return str(note["deadline"])
+    return f"{note['waiting_shards']} shard(s) wait for the provider queue: {note['reason']}"

@@ -1,0 +1,296 @@
+"""The assets of one enrichment: input_shards, submissions and raw_responses per shard, merged.
+
+Built by ``maple_assets.factory.enrichment``; each body reads its inputs, calls a step
+(``maple_assets.job.steps``) and returns data plus metadata.
+"""
+
+import dataclasses
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import dagster as dg
+import polars as pl
+import pyarrow as pa
+from pydantic import Field
+
+from maple_assets.job.budget import ledger_totals
+from maple_assets.job.deadline import deadline_split
+from maple_assets.job.job import IO_MANAGER_KEY, Job, job_for
+from maple_assets.job.output import merge_job
+from maple_assets.job.policy import RetryPolicy
+from maple_assets.job.rerun import shard_input
+from maple_assets.job.responses import summarize
+from maple_assets.job.spec import JobSpec
+from maple_assets.job.steps import collect_shard, shard_responses, submit_shard
+from maple_assets.job.work import pending_work
+from resources.io_manager import StoredParquet
+
+SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
+COLLECT_PARALLELISM = 2  # shards downloaded and parsed at once (memory: that many shards)
+
+
+class InputShardsConfig(dg.Config):
+    """Run options of ``input_shards`` (the launchpad's config in the UI)."""
+
+    retry_failed: bool = Field(
+        default=False,
+        description="Send again the rows whose stored outcome is a failure, each with a fresh "
+        "retry budget (otherwise a failed row stays failed until its request changes).",
+    )
+    no_reuse: bool = Field(
+        default=False,
+        description="Send every row, even those whose request has a stored answer.",
+    )
+
+
+def input_shards_asset(
+    spec: JobSpec,
+    policy: RetryPolicy,
+    pdef: dg.DynamicPartitionsDefinition,
+    keys: set[str],
+    upstream: dg.AssetKey | None,
+) -> dg.AssetsDefinition:
+    def body(
+        context: dg.AssetExecutionContext, config: InputShardsConfig, table: Any
+    ) -> dg.Output[pl.DataFrame]:
+        run_spec = dataclasses.replace(spec, reuse=spec.reuse and not config.no_reuse)
+        job = job_for(run_spec, policy, context.resources)
+        shards, version, counts = shard_input(job, table, retry_failed=config.retry_failed)
+        existing = set(context.instance.get_dynamic_partitions(pdef.name or ""))
+        new = [s.key for s in shards if s.key not in existing]
+        if new:
+            context.instance.add_dynamic_partitions(pdef.name or "", new)
+        manifest = pl.DataFrame([dataclasses.asdict(s) for s in shards])
+        warnings.filterwarnings("ignore", category=dg.BetaWarning)  # data_version is Beta
+        return dg.Output(
+            manifest,
+            data_version=dg.DataVersion(version.input_digest),
+            metadata={
+                "rows": counts.rows,
+                "to_send": counts.sent,
+                "reused": counts.reused,
+                "duplicates": counts.duplicates,
+                "version": version.number,
+                "shards": len(shards),
+                "bytes": int(manifest["bytes"].sum()),
+                "max_shard_rows": int(manifest.select(pl.col("rows").max()).item()),
+            },
+        )
+
+    key = dg.AssetKey([spec.name, "input_shards"])
+    description = (
+        f"Input of {spec.name} rendered into provider requests and cut into shards; rows whose "
+        "request has a stored answer are filled from the response store, not sent."
+    )
+    if upstream is None:
+
+        @dg.asset(
+            key=key,
+            group_name=spec.name,
+            required_resource_keys=keys,
+            io_manager_key=IO_MANAGER_KEY,
+            description=description,
+            code_version=spec.fingerprint(),
+        )
+        def input_shards(
+            context: dg.AssetExecutionContext, config: InputShardsConfig
+        ) -> dg.Output[pl.DataFrame]:
+            return body(context, config, spec.source)
+
+        return input_shards
+
+    @dg.asset(
+        key=key,
+        group_name=spec.name,
+        required_resource_keys=keys,
+        io_manager_key=IO_MANAGER_KEY,
+        description=description,
+        code_version=spec.fingerprint(),
+        ins={"table": dg.AssetIn(key=upstream)},
+    )
+    def input_shards_from_asset(
+        context: dg.AssetExecutionContext, config: InputShardsConfig, table: Any
+    ) -> dg.Output[pl.DataFrame]:
+        if isinstance(table, pl.LazyFrame):
+            table = table.collect()
+        if not isinstance(table, (pl.DataFrame, pa.Table)):
+            table = pl.DataFrame(table)
+        return body(context, config, table)
+
+    return input_shards_from_asset
+
+
+def _per_shard(context: dg.AssetExecutionContext, work: Any, parallel: int = 1) -> dg.Output[Any]:
+    """Run ``work(shard) -> (frame, metadata)`` for every partition of the run.
+
+    A run may cover one shard (the sensor's per-shard runs) or a range of shards (the CLI driver
+    and single-run backfills); a multi-shard run returns one frame per partition key.
+    """
+    keys = context.partition_keys
+    started = time.monotonic()
+    if parallel > 1 and len(keys) > 1:
+        with ThreadPoolExecutor(max_workers=parallel) as pool:
+            results = list(pool.map(work, keys))
+    else:
+        results = [work(key) for key in keys]
+    duration = {"duration_s": round(time.monotonic() - started, 3)}
+    if len(keys) == 1:
+        frame, metadata = results[0]
+        return dg.Output(frame, metadata={**metadata, **duration})
+    metadata = {"shards": len(keys), **_sum_metadata([m for _, m in results]), **duration}
+    return dg.Output({k: f for k, (f, _) in zip(keys, results, strict=True)}, metadata=metadata)
+
+
+def _sum_metadata(items: list[dict[str, Any]]) -> dict[str, Any]:
+    total: dict[str, Any] = {}
+    for item in items:
+        for key, value in item.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                total[key] = total.get(key, 0) + value
+    return total
+
+
+def submissions_asset(
+    spec: JobSpec, policy: RetryPolicy, pdef: dg.DynamicPartitionsDefinition, keys: set[str]
+) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=dg.AssetKey([spec.name, "submissions"]),
+        group_name=spec.name,
+        partitions_def=pdef,
+        deps=[dg.AssetKey([spec.name, "input_shards"])],
+        required_resource_keys=keys,
+        io_manager_key=IO_MANAGER_KEY,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        code_version=spec.fingerprint(),
+        description="The provider batch of each shard attempt, recorded before the next starts.",
+    )
+    def submissions(context: dg.AssetExecutionContext) -> dg.Output[Any]:
+        job = job_for(spec, policy, context.resources)
+        job.prepare_submissions()
+
+        def one(shard: str) -> tuple[pl.DataFrame, dict[str, Any]]:
+            submit_shard(job, shard)
+            records = pl.DataFrame([s.to_json() for s in job.state.submissions(shard)])
+            return records, {
+                "attempts": records.height,
+                "batch_ids": ", ".join(records["batch_id"].to_list()) if records.height else "",
+                "requests": int(records["request_count"].sum()) if records.height else 0,
+            }
+
+        # With a budget, shards go one by one so each check sees the batch before it.
+        # Real-time providers pace one shard at a time against the provider's rate limit.
+        serial = spec.budget_usd is not None or job.mode == "realtime"
+        parallel = 1 if serial else SUBMIT_PARALLELISM
+        output = _per_shard(context, one, parallel=parallel)
+        stop = job.state.stop_reason()
+        if stop:
+            context.log.warning(f"job {spec.name} stopped submitting: {stop}")
+            output = output.with_metadata({**output.metadata, "stopped": stop})
+        return output
+
+    return submissions
+
+
+def raw_responses_asset(
+    spec: JobSpec, policy: RetryPolicy, pdef: dg.DynamicPartitionsDefinition, keys: set[str]
+) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=dg.AssetKey([spec.name, "raw_responses"]),
+        group_name=spec.name,
+        partitions_def=pdef,
+        deps=[dg.AssetKey([spec.name, "submissions"])],
+        required_resource_keys=keys,
+        io_manager_key=IO_MANAGER_KEY,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        code_version=spec.fingerprint(),
+        description="One row per request of the shard: status, failure class, reply, tokens, cost.",
+    )
+    def raw_responses(context: dg.AssetExecutionContext) -> dg.Output[Any]:
+        job = job_for(spec, policy, context.resources)
+        waiting = [job.state.progress(k).submission for k in context.partition_keys]
+        subs = [s for s in waiting if s is not None]
+        states = job.provider.poll(subs) if subs else {}
+
+        def one(shard: str) -> tuple[pl.DataFrame | StoredParquet, dict[str, Any]]:
+            progress = job.state.progress(shard)
+            if progress.action == "wait" and progress.submission is not None:
+                state = states[progress.submission.batch_id]
+                if not state.ended:
+                    raise dg.Failure(
+                        f"Batch {state.batch_id} of shard {shard} is still {state.status}; the "
+                        f"{spec.name}_sensor materializes this partition when the batch ends."
+                    )
+                combined = collect_shard(job, shard, state)
+            else:
+                combined = shard_responses(job.state, shard)
+            metadata = _responses_metadata(job, shard, combined)
+            responses = job.state.paths.responses(shard)
+            if len(context.partition_keys) > 1 and job.state.storage.exists(responses):
+                # Hold one shard at a time: the IO manager copies each shard's file.
+                return StoredParquet(job.state.storage, responses), metadata
+            return combined, metadata
+
+        return _per_shard(context, one, parallel=COLLECT_PARALLELISM)
+
+    return raw_responses
+
+
+def _responses_metadata(job: Job, shard: str, combined: pl.DataFrame) -> dict[str, Any]:
+    info = summarize(combined)
+    summary = job.state.summary(shard)
+    return {
+        **{k: v for k, v in info.items() if k != "failed_by_class"},
+        "cost_usd": round(info["cost_usd"], 6),  # micro-dollars
+        "failed_by_class": dg.MetadataValue.json(info["failed_by_class"]),
+        "pending_retry": summary.pending_retry if summary else 0,
+        "batch_ids": ", ".join(s.batch_id for s in job.state.submissions(shard)),
+    }
+
+
+def merged_asset(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.AssetsDefinition:
+    @dg.asset(
+        key=dg.AssetKey([spec.name, "merged"]),
+        group_name=spec.name,
+        deps=[dg.AssetKey([spec.name, "raw_responses"])],
+        required_resource_keys=keys,
+        io_manager_key=IO_MANAGER_KEY,
+        code_version=spec.fingerprint(),
+        description="The input table, unchanged and in order, with the model's answers (llm_*).",
+    )
+    def merged(context: dg.AssetExecutionContext) -> dg.Output[Any]:
+        job = job_for(spec, policy, context.resources)
+        work = pending_work(job)
+        if not work.finished:
+            raise dg.Failure(
+                f"{work.total - work.done} of {work.total} shards of {spec.name} are not final "
+                "yet; the sensor materializes merged once every shard is."
+            )
+        table = merge_job(job)
+        totals = _totals(job)
+        return dg.Output(table, metadata={"path": table.path, "rows": table.rows, **totals})
+
+    return merged
+
+
+def _totals(job: Job) -> dict[str, Any]:
+    """The run's totals as the merge counted them (cost: this run's new spend)."""
+    merged = job.state.storage.read_json(job.state.paths.merged)
+    totals = merged.get("totals") or {}
+    shards = {s.key for s in job.state.manifest() or []}
+    return {
+        "succeeded": int(totals.get("succeeded", 0)),
+        "failed": int(totals.get("failed", 0)),
+        "sent": int(totals.get("sent", 0)),
+        "reused": int(totals.get("reused", 0)),
+        "cost_usd": round(float(totals.get("cost_usd", 0.0)), 6),
+        **ledger_totals(job.costs, job.spec.name, shards),
+        **({"budget_usd": job.spec.budget_usd} if job.spec.budget_usd is not None else {}),
+        **(
+            deadline_split(job.costs, job.spec.name, shards, job.price())
+            if job.spec.deadline_s
+            else {}
+        ),
+        "stopped": job.state.stop_reason() or "",
+    }

@@ -1,0 +1,80 @@
+"""The sensor of one enrichment: polls the provider and requests the runs each shard needs."""
+
+from collections.abc import Sequence
+
+import dagster as dg
+
+from maple_assets.graph.admission import plan_submissions, wait_message, wait_note
+from maple_assets.graph.listed import ListedStorage
+from maple_assets.graph.sensor_cursor import fresh_requests
+from maple_assets.job.budget import resume_budget_stop
+from maple_assets.job.job import Job, job_for
+from maple_assets.job.policy import RetryPolicy
+from maple_assets.job.spec import JobSpec
+from maple_assets.job.state import JobState
+from maple_assets.job.work import generation, pending_work
+
+
+def enrichment_sensor(
+    spec: JobSpec,
+    policy: RetryPolicy,
+    assets: Sequence[dg.AssetsDefinition],
+    keys: set[str],
+    interval: int,
+) -> dg.SensorDefinition:
+    submissions_key, raw_key, merged_key = (a.key for a in assets[1:])
+
+    @dg.sensor(
+        name=f"{spec.name}_sensor",
+        minimum_interval_seconds=interval,
+        asset_selection=[submissions_key, raw_key, merged_key],
+        required_resource_keys=keys,
+        default_status=dg.DefaultSensorStatus.RUNNING,
+        description=f"Polls the provider for {spec.name} and requests the next runs.",
+    )
+    def enrichment_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        job = job_for(spec, policy, context.resources)
+        # One listing of the job's state answers the tick's reads (maple_assets.graph.listed).
+        job.state = JobState(ListedStorage(job.state.storage, job.state.paths.state()), spec.name)
+        lifted = resume_budget_stop(job.state, spec.budget_usd)
+        if lifted:
+            context.log.info(f"budget raised to {spec.budget_usd}: resuming ({lifted})")
+        wanted = run_requests(job, submissions_key, raw_key, merged_key)
+        fresh, cursor = fresh_requests(wanted, context.cursor)
+        waiting = wait_message(wait_note(job))
+        if waiting and context.log_key:  # the daemon keeps tick logs; the CLI has its own line
+            context.log.info(f"{spec.name}: {waiting}")
+        skip = waiting if waiting and not fresh else None
+        return dg.SensorResult(run_requests=fresh, cursor=cursor, skip_reason=skip)
+
+    return enrichment_sensor
+
+
+def run_requests(
+    job: Job, submissions_key: dg.AssetKey, raw_key: dg.AssetKey, merged_key: dg.AssetKey
+) -> list[dg.RunRequest]:
+    """The runs a job needs now; run keys are deterministic so a request is never doubled."""
+    work = pending_work(job)
+    name = job.spec.name
+    admitted = plan_submissions(job, work)  # the queue's room and the deadline decide
+    requests = [
+        dg.RunRequest(
+            run_key=f"{name}:{shard}:submit:{job.state.progress(shard).attempt}{ticket}",
+            asset_selection=[submissions_key],
+            partition_key=shard,
+        )
+        for shard, ticket in admitted.items()
+    ]
+    requests += [
+        dg.RunRequest(
+            run_key=f"{name}:{shard}:collect:{sub.batch_id}:{sub.attempt}",
+            asset_selection=[raw_key],
+            partition_key=shard,
+        )
+        for shard, sub, _ in work.collect
+    ]
+    if work.finished:
+        requests.append(
+            dg.RunRequest(run_key=f"{name}:merged:{generation(job)}", asset_selection=[merged_key])
+        )
+    return requests
