@@ -14,162 +14,39 @@ storage root the default is `~/.maple/costs.sqlite`; point `MAPLE_COST_DB` at Po
 WAL mode with a 30 s busy timeout and takes the write lock when a transaction begins, so several
 processes can record at once.
 
-Migration story: `schema_version` holds one integer; `MIGRATIONS` is an ordered list of functions,
-migration N bringing the schema from version N-1 to N. On first use a tracker applies the missing
-ones in one transaction (under an advisory lock on PostgreSQL, the write lock on SQLite), so
-concurrent first uses are safe. To change the schema, append a migration (never edit a shipped
-one) and update the `attempt_costs` table below to the resulting shape. A database newer than the
-code is refused rather than written.
+The tables and their migrations: ``resources.ledger_schema``.
 """
 
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, get_args
 
 import dagster as dg
-import polars as pl
 import sqlalchemy as sa
 from pydantic import Field, PrivateAttr
 from sqlalchemy.dialects import postgresql, sqlite
 
-from resources.admissions import Admission, admissions_table, admit
+from resources.admissions import Admission, admit
+from resources.attempt_cost import AttemptCost
 from resources.deployment import require_shared
-from resources.errors import ConfigError, StorageError
+from resources.errors import StorageError
 from resources.layout import COSTS_DB
-from resources.pricing import ModelPrice, cost_expr
-from resources.queue_ledger import queue_table
+from resources.ledger_schema import (
+    TOKENS,
+    attempt_costs,
+    budget_admissions,
+    create_engine,
+    migrate,
+    sqlite_exists,
+)
 from resources.settings import COST_DB_ENV, Settings
 
-Mode = Literal["batch", "realtime"]
 GroupBy = Literal["team", "job", "model", "day"]
 _KEY = ("job", "shard", "attempt")
-_TOKENS = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
-_PG_MIGRATION_LOCK = 0x6D61706C  # "mapl": pg_advisory_xact_lock id for schema migrations
-
-
-@dataclass(frozen=True)
-class AttemptCost:
-    """Exact sums over the billed requests of one attempt of one shard of one job."""
-
-    job: str
-    team: str
-    model: str
-    provider: str
-    mode: Mode
-    shard: str
-    attempt: int
-    batch_id: str | None
-    requests: int
-    input_tokens: int
-    cached_input_tokens: int
-    cache_write_tokens: int
-    output_tokens: int
-    cost_usd: float
-    realtime_cost_usd: float
-    recorded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
-
-    def __post_init__(self) -> None:
-        if self.mode not in get_args(Mode):
-            raise ValueError(f"mode must be 'batch' or 'realtime', not {self.mode!r}")
-        counts = (self.attempt, self.requests, *(getattr(self, t) for t in _TOKENS))
-        if min(counts) < 0:
-            raise ValueError(f"attempt, requests and tokens must not be negative: {self}")
-        if self.recorded_at.tzinfo is None:
-            object.__setattr__(self, "recorded_at", self.recorded_at.replace(tzinfo=UTC))
-
-    @classmethod
-    def from_rows(
-        cls,
-        rows: pl.DataFrame,
-        price: ModelPrice,
-        *,
-        job: str,
-        team: str,
-        model: str,
-        provider: str,
-        mode: Mode,
-        shard: str,
-        attempt: int,
-        batch_id: str | None,
-    ) -> "AttemptCost":
-        """Sum one attempt's billed rows (columns `input_tokens`, `cached_input_tokens`,
-        `cache_write_tokens`, `output_tokens`; one row per billed request)."""
-        sums = rows.select(
-            *(pl.col(t).sum().cast(pl.Int64) for t in _TOKENS),
-            cost_expr(price, batch=mode == "batch").sum().alias("cost"),
-            cost_expr(price, batch=False).sum().alias("realtime"),
-        ).row(0, named=True)
-        return cls(
-            job=job,
-            team=team,
-            model=model,
-            provider=provider,
-            mode=mode,
-            shard=shard,
-            attempt=attempt,
-            batch_id=batch_id,
-            requests=rows.height,
-            input_tokens=int(sums["input_tokens"] or 0),
-            cached_input_tokens=int(sums["cached_input_tokens"] or 0),
-            cache_write_tokens=int(sums["cache_write_tokens"] or 0),
-            output_tokens=int(sums["output_tokens"] or 0),
-            cost_usd=float(sums["cost"] or 0.0),
-            realtime_cost_usd=float(sums["realtime"] or 0.0),
-        )
-
-
-metadata = sa.MetaData()
-schema_version = sa.Table(
-    "schema_version", metadata, sa.Column("version", sa.Integer, nullable=False)
-)
-
-
-def _attempt_costs_v1(md: sa.MetaData) -> sa.Table:
-    return sa.Table(
-        "attempt_costs",
-        md,
-        sa.Column("job", sa.String(255), primary_key=True),
-        sa.Column("shard", sa.String(255), primary_key=True),
-        sa.Column("attempt", sa.Integer, primary_key=True),
-        *(sa.Column(c, sa.String(255), nullable=False) for c in ("team", "model", "provider")),
-        sa.Column("mode", sa.String(16), nullable=False),
-        sa.Column("batch_id", sa.String(255), nullable=True),
-        *(sa.Column(c, sa.BigInteger, nullable=False) for c in ("requests", *_TOKENS)),
-        sa.Column("cost_usd", sa.Double, nullable=False),
-        sa.Column("realtime_cost_usd", sa.Double, nullable=False),
-        sa.Column("recorded_at", sa.DateTime, nullable=False),  # naive UTC
-        sa.Index("ix_attempt_costs_recorded_at", "recorded_at"),
-        sa.Index("ix_attempt_costs_team", "team"),
-    )
-
-
-attempt_costs = _attempt_costs_v1(metadata)  # the current shape (after the last migration)
-
-
-def _migration_1(conn: sa.Connection) -> None:
-    _attempt_costs_v1(sa.MetaData()).create(conn)
-
-
-budget_admissions = admissions_table(metadata)
-
-
-def _migration_2(conn: sa.Connection) -> None:
-    admissions_table(sa.MetaData()).create(conn)
-
-
-queue_slots = queue_table(metadata)
-
-
-def _migration_3(conn: sa.Connection) -> None:
-    queue_table(sa.MetaData()).create(conn)
-
-
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_migration_1, _migration_2, _migration_3]
 
 
 def default_sqlite_path(storage_root: str) -> Path:
@@ -230,7 +107,7 @@ class CostTracker(dg.ConfigurableResource):  # type: ignore[type-arg]
             query = (
                 sa.select(
                     key.label("key"),
-                    *(sa.func.sum(t[c]).label(c) for c in ("requests", *_TOKENS)),
+                    *(sa.func.sum(t[c]).label(c) for c in ("requests", *TOKENS)),
                     sa.func.sum(t.cost_usd).label("cost_usd"),
                     sa.func.sum(t.realtime_cost_usd).label("realtime_cost_usd"),
                 )
@@ -322,7 +199,7 @@ class CostTracker(dg.ConfigurableResource):  # type: ignore[type-arg]
         """A read transaction, or None for a SQLite file that does not exist yet (nothing is
         recorded, and a report must not create files)."""
         url = sa.make_url(self.resolved_url())
-        if url.get_backend_name() == "sqlite" and not _sqlite_exists(url):
+        if url.get_backend_name() == "sqlite" and not sqlite_exists(url):
             yield None
             return
         with self._write() as conn:
@@ -342,61 +219,15 @@ class CostTracker(dg.ConfigurableResource):  # type: ignore[type-arg]
     def _get_engine(self, url: sa.URL) -> sa.Engine:
         with self._lock:
             if self._engine is None:
-                engine = _create_engine(url)
+                engine = create_engine(url)
                 try:
                     with engine.begin() as conn:
-                        _migrate(conn)
+                        migrate(conn)
                 except BaseException:
                     engine.dispose()
                     raise
                 self._engine = engine
             return self._engine
-
-
-def _create_engine(url: sa.URL) -> sa.Engine:
-    backend = url.get_backend_name()
-    if backend == "postgresql":
-        return sa.create_engine(url, pool_size=2, max_overflow=4, pool_pre_ping=True)
-    if backend != "sqlite":
-        raise ConfigError(
-            f"Cost ledger URL {url.render_as_string(hide_password=True)}: only sqlite:/// and "
-            "postgresql+psycopg2:// databases are supported. Fix database_url or $MAPLE_COST_DB."
-        )
-    if url.database and url.database != ":memory:":
-        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = sa.create_engine(url, connect_args={"timeout": 30})
-    sa.event.listen(engine, "connect", _sqlite_on_connect)
-    sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
-    return engine
-
-
-def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
-    dbapi_connection.isolation_level = None  # we issue BEGIN IMMEDIATE ourselves
-    cursor = dbapi_connection.cursor()
-    for pragma in ("busy_timeout = 30000", "journal_mode = WAL", "synchronous = NORMAL"):
-        cursor.execute(f"PRAGMA {pragma}")
-    cursor.close()
-
-
-def _sqlite_exists(url: sa.URL) -> bool:
-    return not url.database or url.database == ":memory:" or Path(url.database).exists()
-
-
-def _migrate(conn: sa.Connection) -> None:
-    if conn.dialect.name == "postgresql":
-        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_MIGRATION_LOCK)))
-    schema_version.create(conn, checkfirst=True)
-    current = conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar() or 0
-    if current > len(MIGRATIONS):
-        raise StorageError(
-            f"The cost ledger's schema is version {current}, newer than this Maple understands "
-            f"({len(MIGRATIONS)}). Upgrade Maple before recording costs in it."
-        )
-    for version in range(current + 1, len(MIGRATIONS) + 1):
-        MIGRATIONS[version - 1](conn)
-    if current < len(MIGRATIONS):
-        conn.execute(schema_version.delete())
-        conn.execute(schema_version.insert().values(version=len(MIGRATIONS)))
 
 
 def _day(conn: sa.Connection, column: sa.ColumnElement[Any]) -> sa.ColumnElement[Any]:
@@ -414,7 +245,7 @@ def _to_row(e: AttemptCost) -> dict[str, Any]:
 def _from_row(row: Any) -> AttemptCost:
     values = dict(row)
     values["recorded_at"] = values["recorded_at"].replace(tzinfo=UTC)
-    for name in ("requests", *_TOKENS):
+    for name in ("requests", *TOKENS):
         values[name] = int(values[name])
     return AttemptCost(**values)
 

@@ -4,8 +4,9 @@ batches and the work waiting locally, with the limit in force (configured jobs s
 from typing import Any
 
 from maple_assets.graph.admission import wait_message
-from resources.costs import CostTracker, default_sqlite_path, queue_slots
+from resources.costs import CostTracker, default_sqlite_path
 from resources.layout import QUEUES, JobLayout
+from resources.ledger_schema import queue_slots
 from resources.queue_ledger import usage_by_queue
 from resources.settings import Settings
 from resources.storage import Storage

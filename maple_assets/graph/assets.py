@@ -5,9 +5,8 @@ Built by ``maple_assets.factory.enrichment``; each body reads its inputs, calls 
 """
 
 import dataclasses
-import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
@@ -15,6 +14,7 @@ import polars as pl
 import pyarrow as pa
 from pydantic import Field
 
+from maple_assets.graph.per_shard import per_shard
 from maple_assets.job.budget import ledger_totals
 from maple_assets.job.deadline import deadline_split
 from maple_assets.job.job import IO_MANAGER_KEY, Job, job_for
@@ -122,50 +122,36 @@ def input_shards_asset(
     return input_shards_from_asset
 
 
-def _per_shard(context: dg.AssetExecutionContext, work: Any, parallel: int = 1) -> dg.Output[Any]:
-    """Run ``work(shard) -> (frame, metadata)`` for every partition of the run.
-
-    A run may cover one shard (the sensor's per-shard runs) or a range of shards (the CLI driver
-    and single-run backfills); a multi-shard run returns one frame per partition key.
-    """
-    keys = context.partition_keys
-    started = time.monotonic()
-    if parallel > 1 and len(keys) > 1:
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            results = list(pool.map(work, keys))
-    else:
-        results = [work(key) for key in keys]
-    duration = {"duration_s": round(time.monotonic() - started, 3)}
-    if len(keys) == 1:
-        frame, metadata = results[0]
-        return dg.Output(frame, metadata={**metadata, **duration})
-    metadata = {"shards": len(keys), **_sum_metadata([m for _, m in results]), **duration}
-    return dg.Output({k: f for k, (f, _) in zip(keys, results, strict=True)}, metadata=metadata)
-
-
-def _sum_metadata(items: list[dict[str, Any]]) -> dict[str, Any]:
-    total: dict[str, Any] = {}
-    for item in items:
-        for key, value in item.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                total[key] = total.get(key, 0) + value
-    return total
+def _shard_asset(
+    spec: JobSpec,
+    name: str,
+    upstream: str,
+    parts: tuple[dg.DynamicPartitionsDefinition, set[str]],
+    description: str,
+) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
+    """The decorator of a per-shard asset of the job: its key and upstream, the shard partitions
+    and resources (``parts``), the job's IO manager, one run per backfill, the spec's version."""
+    pdef, keys = parts
+    return dg.asset(
+        key=dg.AssetKey([spec.name, name]),
+        group_name=spec.name,
+        partitions_def=pdef,
+        deps=[dg.AssetKey([spec.name, upstream])],
+        required_resource_keys=keys,
+        io_manager_key=IO_MANAGER_KEY,
+        backfill_policy=dg.BackfillPolicy.single_run(),
+        code_version=spec.fingerprint(),
+        description=description,
+    )
 
 
 def submissions_asset(
     spec: JobSpec, policy: RetryPolicy, pdef: dg.DynamicPartitionsDefinition, keys: set[str]
 ) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=dg.AssetKey([spec.name, "submissions"]),
-        group_name=spec.name,
-        partitions_def=pdef,
-        deps=[dg.AssetKey([spec.name, "input_shards"])],
-        required_resource_keys=keys,
-        io_manager_key=IO_MANAGER_KEY,
-        backfill_policy=dg.BackfillPolicy.single_run(),
-        code_version=spec.fingerprint(),
-        description="The provider batch of each shard attempt, recorded before the next starts.",
-    )
+    @_shard_asset(
+        spec, "submissions", "input_shards", (pdef, keys),
+        "The provider batch of each shard attempt, recorded before the next starts.",
+    )  # fmt: skip
     def submissions(context: dg.AssetExecutionContext) -> dg.Output[Any]:
         job = job_for(spec, policy, context.resources)
         job.prepare_submissions()
@@ -183,7 +169,7 @@ def submissions_asset(
         # Real-time providers pace one shard at a time against the provider's rate limit.
         serial = spec.budget_usd is not None or job.mode == "realtime"
         parallel = 1 if serial else SUBMIT_PARALLELISM
-        output = _per_shard(context, one, parallel=parallel)
+        output = per_shard(context, one, parallel=parallel)
         stop = job.state.stop_reason()
         if stop:
             context.log.warning(f"job {spec.name} stopped submitting: {stop}")
@@ -196,17 +182,10 @@ def submissions_asset(
 def raw_responses_asset(
     spec: JobSpec, policy: RetryPolicy, pdef: dg.DynamicPartitionsDefinition, keys: set[str]
 ) -> dg.AssetsDefinition:
-    @dg.asset(
-        key=dg.AssetKey([spec.name, "raw_responses"]),
-        group_name=spec.name,
-        partitions_def=pdef,
-        deps=[dg.AssetKey([spec.name, "submissions"])],
-        required_resource_keys=keys,
-        io_manager_key=IO_MANAGER_KEY,
-        backfill_policy=dg.BackfillPolicy.single_run(),
-        code_version=spec.fingerprint(),
-        description="One row per request of the shard: status, failure class, reply, tokens, cost.",
-    )
+    @_shard_asset(
+        spec, "raw_responses", "submissions", (pdef, keys),
+        "One row per request of the shard: status, failure class, reply, tokens, cost.",
+    )  # fmt: skip
     def raw_responses(context: dg.AssetExecutionContext) -> dg.Output[Any]:
         job = job_for(spec, policy, context.resources)
         waiting = [job.state.progress(k).submission for k in context.partition_keys]
@@ -232,7 +211,7 @@ def raw_responses_asset(
                 return StoredParquet(job.state.storage, responses), metadata
             return combined, metadata
 
-        return _per_shard(context, one, parallel=COLLECT_PARALLELISM)
+        return per_shard(context, one, parallel=COLLECT_PARALLELISM)
 
     return raw_responses
 

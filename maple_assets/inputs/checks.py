@@ -11,7 +11,7 @@ from maple_assets.inputs.templates import JSON_SUFFIX, Placeholder, check_column
 from maple_assets.inputs.tokens import MAX_TOKEN_PARAMS, prompt_tokens_expr
 from maple_assets.job.spec import ROW_ID, JobSpec, validate_columns
 from resources.errors import ConfigError
-from resources.pricing import context_window
+from resources.price_book import context_window
 
 
 def is_nested(dtype: pl.DataType) -> bool:

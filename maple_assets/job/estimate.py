@@ -35,11 +35,7 @@ from maple_assets.job.spec import CUSTOM_ID, JobSpec
 from maple_assets.job.state import JobState
 from partitions.shards import ShardCutter
 from resources.errors import ConfigError
-from resources.pricing import (
-    ModelPrice,
-    TokenUsage,
-    cost_usd,
-)
+from resources.pricing import ModelPrice, TokenUsage, cost_usd
 from resources.providers.base import Provider
 from resources.storage import Storage
 

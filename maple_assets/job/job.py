@@ -8,7 +8,8 @@ from maple_assets.job.policy import RetryPolicy
 from maple_assets.job.spec import JobSpec
 from maple_assets.job.state import JobState
 from resources.costs import CostTracker
-from resources.pricing import ModelPrice, PriceBook
+from resources.price_book import PriceBook
+from resources.pricing import ModelPrice
 from resources.providers.base import Provider, Submission
 
 

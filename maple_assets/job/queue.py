@@ -185,7 +185,7 @@ def _admit(job: "Job", queue: Queue, shard: str, attempt: int, probe: bool = Tru
 
 
 def _table() -> Any:
-    from resources.costs import queue_slots
+    from resources.ledger_schema import queue_slots
 
     return queue_slots
 

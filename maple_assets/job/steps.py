@@ -27,7 +27,7 @@ from maple_assets.job.responses import (
 from maple_assets.job.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID
 from maple_assets.job.state import JobState, ShardSummary
 from maple_assets.job.store import ResponseStore
-from resources.costs import AttemptCost
+from resources.attempt_cost import AttemptCost
 from resources.crashpoints import crash_point
 from resources.errors import ConfigError
 from resources.failures import FailureClass, batch_too_large

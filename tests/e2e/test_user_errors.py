@@ -276,33 +276,6 @@ def test_ctrl_c_is_one_line_exit_130_and_the_rerun_resumes(table: Path, tmp_path
     assert "merged" in status.stdout.splitlines()[0], status.stdout
 
 
-@pytest.fixture
-def moto_s3() -> Iterator[dict[str, str]]:
-    """moto's S3 server on 127.0.0.1 with one empty bucket, ``maple-test``."""
-    import boto3
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    env = {
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }
-    client = boto3.client(
-        "s3",
-        endpoint_url=env["AWS_ENDPOINT_URL"],
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
-    client.create_bucket(Bucket="maple-test")
-    yield env
-    server.stop()
-
-
 @pytest.mark.parametrize(
     ("where", "message"),
     [
@@ -313,7 +286,7 @@ def moto_s3() -> Iterator[dict[str, str]]:
 )
 def test_s3_locations_are_checked_before_anything_is_uploaded(
     emulator_server: EmulatorServer,
-    moto_s3: dict[str, str],
+    s3: dict[str, str],
     tmp_path: Path,
     where: str,
     message: str,
@@ -326,7 +299,7 @@ def test_s3_locations_are_checked_before_anything_is_uploaded(
         "output": ["--output", "s3://no-such-bucket/out.csv"],
     }[where]
     source = "s3://maple-test/missing.csv" if where == "input" else table
-    result = enrich_in_process(emulator_server, source, tmp_path, *missing, env=moto_s3)
+    result = enrich_in_process(emulator_server, source, tmp_path, *missing, env=s3)
     assert result.returncode == 2, result.stderr
     line = one_line(result)
     assert message in line and "s3://" in line

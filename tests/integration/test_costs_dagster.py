@@ -5,7 +5,8 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from resources.costs import AttemptCost, CostTracker
+from resources.attempt_cost import AttemptCost
+from resources.costs import CostTracker
 
 
 @dg.asset

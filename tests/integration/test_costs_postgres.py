@@ -26,8 +26,11 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from maple_assets.cli.costs import costs_command
-from resources.costs import MIGRATIONS, AttemptCost, CostTracker, schema_version
-from resources.pricing import PriceBook, cost_expr
+from resources.attempt_cost import AttemptCost
+from resources.costs import CostTracker
+from resources.ledger_schema import MIGRATIONS, schema_version
+from resources.price_book import PriceBook
+from resources.pricing import cost_expr
 
 pytestmark = pytest.mark.postgres
 PG_ENV = "MAPLE_TEST_POSTGRES_URL"

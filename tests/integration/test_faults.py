@@ -21,7 +21,8 @@ from emulator.server import EmulatorServer
 from maple_assets.cli.main import main
 from maple_assets.job.responses import IMAGE_GONE
 from maple_assets.job.state import JobState
-from resources.pricing import PriceBook, cost_expr
+from resources.price_book import PriceBook
+from resources.pricing import cost_expr
 from resources.storage import Storage
 
 ROWS = 12

@@ -17,7 +17,8 @@ from emulator.server import EmulatorServer
 from maple_assets.cli.main import main
 from maple_assets.factory import enrichment
 from maple_assets.wiring import maple_resources
-from resources.pricing import PriceBook, TokenUsage, cost_usd
+from resources.price_book import PriceBook
+from resources.pricing import TokenUsage, cost_usd
 from resources.providers.base import RequestSpec, ShardPayload
 from resources.providers.gemini_batch import GeminiBatchProvider
 from tests.integration.test_graph import run_graph

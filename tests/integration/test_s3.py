@@ -14,7 +14,7 @@ from polars.testing import assert_frame_equal
 from emulator.server import EmulatorServer
 from resources.io_manager import ParquetIOManager
 from resources.storage import Storage
-from tests.integration.conftest import BUCKET
+from tests.conftest import BUCKET
 
 
 def keys(prefix: str = "") -> list[str]:

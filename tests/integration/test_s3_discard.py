@@ -21,7 +21,7 @@ from maple_assets.job.spec import KEY, ROW_ID
 from maple_assets.job.versions import KeySpill
 from resources.io_manager import ParquetIOManager, ParquetUPathIOManager
 from resources.storage import Storage, atomic_write
-from tests.integration.conftest import BUCKET
+from tests.conftest import BUCKET
 
 FRAME = pl.DataFrame({ROW_ID: [1, 2], KEY: ["a" * 64, "b" * 64]})
 

@@ -18,7 +18,7 @@ from emulator.server import EmulatorServer
 from maple_assets.cli.runner import Runner
 from maple_assets.factory import enrichment
 from maple_assets.wiring import maple_resources
-from tests.integration.conftest import BUCKET
+from tests.conftest import BUCKET
 
 SHARDS = 24
 

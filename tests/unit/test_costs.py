@@ -16,15 +16,12 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from maple_assets.cli.costs import costs_command
-from resources.costs import (
-    MIGRATIONS,
-    AttemptCost,
-    CostTracker,
-    default_sqlite_path,
-    schema_version,
-)
+from resources.attempt_cost import AttemptCost
+from resources.costs import CostTracker, default_sqlite_path
 from resources.errors import StorageError
-from resources.pricing import ModelPrice, PriceBook, cost_expr
+from resources.ledger_schema import MIGRATIONS, schema_version
+from resources.price_book import PriceBook
+from resources.pricing import ModelPrice, cost_expr
 
 REPO = Path(__file__).parents[2]
 PRICE = ModelPrice(0.15, 0.6, 0.075, 0.15, source="test")

@@ -23,13 +23,8 @@ from maple_assets.job.job import Job
 from maple_assets.job.sharding import prepare_block, write_shards
 from maple_assets.job.spec import REQUEST, JobSpec
 from maple_assets.job.state import JobState, ShardSummary
-from resources.pricing import (
-    DEFAULT_OUTPUT_ESTIMATE,
-    PriceBook,
-    TokenUsage,
-    cost_usd,
-    estimate_request_tokens,
-)
+from resources.price_book import PriceBook
+from resources.pricing import DEFAULT_OUTPUT_ESTIMATE, TokenUsage, cost_usd, estimate_request_tokens
 from resources.providers.anthropic_batch import AnthropicBatchProvider
 from resources.providers.base import Submission
 from resources.providers.openai_batch import OpenAIBatchProvider

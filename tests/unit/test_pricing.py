@@ -11,13 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from resources.errors import ConfigError
+from resources.price_book import PriceBook, UnknownModelPriceError
 from resources.pricing import (
     DEFAULT_OUTPUT_ESTIMATE,
     ModelPrice,
-    PriceBook,
     Rates,
     TokenUsage,
-    UnknownModelPriceError,
     cost_expr,
     cost_usd,
     estimate_request_tokens,

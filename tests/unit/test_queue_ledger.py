@@ -8,8 +8,9 @@ import pytest
 
 from maple_assets.job.deadline import margin, parse_duration
 from maple_assets.job.queue import parse_limit
-from resources.costs import CostTracker, queue_slots
+from resources.costs import CostTracker
 from resources.errors import ConfigError
+from resources.ledger_schema import queue_slots
 from resources.queue_ledger import Decision, Slot, admit_slot, mark
 
 QUEUE = "openai:gpt-4o-mini"

@@ -1,0 +1,74 @@
+"""``maple enrich --dry-run``: the plan and the estimate of what a run would send now."""
+
+from typing import Any
+
+import click
+
+from maple_assets.cli.dry_plan import SendPlan
+from maple_assets.inputs.tokens import MAX_TOKEN_PARAMS, output_tokens_per_request
+from maple_assets.job.estimate import estimate_job, estimate_sends
+from maple_assets.job.spec import JobSpec
+from maple_assets.job.state import JobState
+from resources.costs import CostTracker
+from resources.pricing import ModelPrice
+from resources.storage import Storage
+
+
+def dry_run(
+    spec: JobSpec, provider: Any, price: ModelPrice, storage: str, retry_failed: bool = False
+) -> int:
+    """Print the plan and the estimate of what a run would send now (rows the response store
+    answers are not sent, nor priced); no upload, no batch, no file written."""
+    if spec.source is not None:
+        plan, sends = estimate_sends(spec, provider, Storage(storage), retry_failed=retry_failed)
+        requests = f"{plan.requests:,} to send of {sends.rows:,} rows" + _not_sent(sends)
+    else:
+        plan = estimate_job(JobState(Storage(storage), spec.name), spec, provider)
+        requests = f"{plan.requests:,}"
+    batch, realtime = plan.cost(price, batch=True), plan.cost(price, batch=False)
+    per_request = output_tokens_per_request(spec.params)
+    rows = [
+        ("job", spec.name),
+        ("provider", spec.provider),
+        ("model", spec.model),
+        ("shards", f"{plan.shards:,}"),
+        ("requests", requests),
+        ("bytes", f"{plan.bytes:,}"),
+        ("input tokens", f"~{plan.input_tokens:,} (estimated: about 4 characters per token)"),
+        ("output tokens", f"<= {plan.output_tokens:,} ({_output_note(spec, per_request)})"),
+        ("batch USD", f"~{batch:.6f}"),
+        ("real-time USD", f"~{realtime:.6f}"),
+        ("batch saves", f"~{realtime - batch:.6f} USD{percent(realtime - batch, realtime)}"),
+        ("price", price.source),
+    ]
+    with CostTracker(storage_root=storage) as costs:
+        paid = costs.job_total(spec.name)
+    if paid:
+        rows.append(("spent USD", f"{paid:.6f} so far (this job, from the ledger)"))
+    if spec.budget_usd is not None:
+        expected = batch if provider.mode == "batch" else realtime
+        fits = "fits" if expected <= spec.budget_usd else "the job will stop before the end"
+        rows.append(("budget USD", f"{spec.budget_usd:.6f} ({fits})"))
+    click.echo("dry run: nothing uploaded, no batch created, nothing spent")
+    for label, value in rows:
+        click.echo(f"{label:<15}{value}")
+    return 0
+
+
+def _not_sent(sends: SendPlan) -> str:
+    parts = []
+    if sends.reused:
+        parts.append(f"{sends.reused:,} answered by the response store: --no-reuse sends them")
+    if sends.duplicates:
+        parts.append(f"{sends.duplicates:,} repeat an identical request: answered once")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _output_note(spec: JobSpec, per_request: int) -> str:
+    if any(name in spec.params for name in MAX_TOKEN_PARAMS):
+        return f"{per_request:,} per request: the max tokens parameter"
+    return f"{per_request:,} per request assumed; --param max_tokens=N sets a limit"
+
+
+def percent(part: float, whole: float) -> str:
+    return f" ({part / whole:.0%})" if whole > 0 else ""
