@@ -131,12 +131,12 @@ def request(
         )
     except httpx.TransportError as exc:
         raise ProviderError(f"{what}: {method} {url} failed: {exc!r}{_for(started)}") from exc
-    except _Retryable as exc:  # retries used up: report the last answer
+    except Retryable as exc:  # retries used up: report the last answer
         response = exc.response
     return _checked(response, what, method, url)
 
 
-class _Retryable(Exception):
+class Retryable(Exception):
     """A 408/409/429/5xx answer worth sending again (after its ``retry-after``, if any)."""
 
     def __init__(self, response: httpx.Response) -> None:
@@ -148,7 +148,7 @@ def _send(client: httpx.Client, method: str, url: str, kwargs: dict[str, Any]) -
     response = client.request(method, url, **kwargs)
     quota = response.status_code == 429 and is_quota_error(response)
     if response.status_code in RETRYABLE_STATUS and not quota:
-        raise _Retryable(response)
+        raise Retryable(response)
     return response
 
 
@@ -163,14 +163,14 @@ def control_retrying(max_retries: int, window: float, started: float) -> tenacit
 
     def wait(state: tenacity.RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome is not None else None
-        if isinstance(error, _Retryable):
+        if isinstance(error, Retryable):
             after = retry_after_seconds(error.response)
             if after is not None:
                 return after
         return backoff_seconds(state.attempt_number - 1, cap=OUTAGE_BACKOFF_CAP_S)
 
     return tenacity.Retrying(
-        retry=tenacity.retry_if_exception_type((httpx.TransportError, _Retryable)),
+        retry=tenacity.retry_if_exception_type((httpx.TransportError, Retryable)),
         stop=stop,
         wait=wait,
         sleep=time.sleep,  # looked up per call: tests may patch time.sleep

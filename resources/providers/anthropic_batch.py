@@ -34,12 +34,12 @@ from pydantic import Field
 from resources.errors import AuthError, ProviderError, QueueFull, QuotaExhausted
 from resources.http import (
     RETRYABLE_STATUS,
-    backoff_seconds,
+    Retryable,
+    control_retrying,
     error_detail,
     is_quota_error,
     make_client,
     request,
-    retry_after_seconds,
 )
 from resources.layout import JobLayout
 from resources.providers.anthropic_messages import (
@@ -166,29 +166,31 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, dg.Configurabl
     def _create(
         self, client: httpx.Client, data: bytes, intent: dict[str, Any], what: str
     ) -> dict[str, Any]:
-        """POST the batch; after an ambiguous failure (timeout, 5xx) look for it, then resend."""
+        """POST the batch with the control-call retry policy; after an ambiguous failure (a
+        timeout or a 5xx: the batch may exist) look for it before sending again."""
         headers = {"content-type": "application/json"}
-        for attempt in range(self.max_retries + 1):
-            try:
-                response = client.post(BATCHES, content=data, headers=headers)
-            except httpx.TransportError as exc:
-                if attempt == self.max_retries:
-                    raise ProviderError(f"{what}: POST {BATCHES} failed: {exc!r}") from exc
-                response = None
-            if response is not None and response.status_code < 400:
-                return dict(response.json())
-            if response is not None and _queue_full(response):
-                raise QueueFull(f"{what}: {error_detail(response)[0]}", 429)
-            if response is not None and response.status_code not in RETRYABLE_STATUS:
-                raise_for_status(response, what, f"POST {BATCHES}")
-            if attempt == self.max_retries:
-                break
-            wait = retry_after_seconds(response)
-            time.sleep(wait if wait is not None else backoff_seconds(attempt))
-            if response is None or response.status_code != 429:  # the batch may exist
-                found = self._match(client, [intent], claimed=set())
-                if _ikey(intent) in found:
-                    return found[_ikey(intent)]
+        ambiguous = False
+        try:
+            for attempt in control_retrying(self.max_retries, 0.0, time.monotonic()):
+                with attempt:
+                    if ambiguous:
+                        found = self._match(client, [intent], claimed=set())
+                        if _ikey(intent) in found:
+                            return found[_ikey(intent)]
+                    ambiguous = True
+                    response = client.post(BATCHES, content=data, headers=headers)
+                    ambiguous = response.status_code != 429
+                    if response.status_code < 400:
+                        return dict(response.json())
+                    if _queue_full(response):
+                        raise QueueFull(f"{what}: {error_detail(response)[0]}", 429)
+                    if response.status_code in RETRYABLE_STATUS:
+                        raise Retryable(response)
+                    raise_for_status(response, what, f"POST {BATCHES}")
+        except httpx.TransportError as exc:
+            raise ProviderError(f"{what}: POST {BATCHES} failed: {exc!r}") from exc
+        except Retryable:
+            pass
         raise ProviderError(f"{what}: POST {BATCHES} kept failing after {self.max_retries} retries")
 
     def _match(

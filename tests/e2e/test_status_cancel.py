@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.cli.main import main
+from maple_assets.cli.commands import main
 
 MAPLE = str(Path(sys.executable).parent / "maple")
 ROWS = 10

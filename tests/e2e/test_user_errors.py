@@ -78,7 +78,7 @@ def enrich_in_process(
     *extra: str,
     env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    from maple_assets.cli.main import main
+    from maple_assets.cli.commands import main
 
     unset: dict[str, str | None] = {k: None for k in os.environ if k.startswith("AWS_")}
     full = {**unset, **NO_AWS, "MAPLE_EMULATOR_URL": server.url, **(env or {})}

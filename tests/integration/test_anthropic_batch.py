@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.cli.main import main
+from maple_assets.cli.commands import main
 from maple_assets.job.state import JobState
 from resources.providers.anthropic_batch import AnthropicBatchProvider
 from resources.providers.base import RequestSpec, ShardPayload

@@ -15,7 +15,7 @@ from moto.server import ThreadedMotoServer
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.cli.main import main
+from maple_assets.cli.commands import main
 from maple_assets.factory import enrichment, provider_key
 from maple_assets.wiring import maple_resources
 from resources.providers.base import RequestSpec, ShardPayload

@@ -18,7 +18,7 @@ from click.testing import CliRunner, Result
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.cli.main import main
+from maple_assets.cli.commands import main
 from maple_assets.job.responses import IMAGE_GONE
 from maple_assets.job.state import JobState
 from resources.price_book import PriceBook

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.cli.main import main
+from maple_assets.cli.commands import main
 from maple_assets.factory import enrichment
 from maple_assets.wiring import maple_resources
 from resources.price_book import PriceBook

@@ -16,7 +16,7 @@ from polars.testing import assert_frame_equal
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.cli.main import main
+from maple_assets.cli.commands import main
 from resources.providers.base import RequestSpec, ShardPayload
 from resources.providers.checkpoints import RowCheckpoints
 from resources.providers.realtime import (
