@@ -2,6 +2,8 @@
 
 from typing import Any
 
+from dagster_aws.s3 import S3Resource
+
 from maple_assets.factory import Enrichment
 from maple_assets.job.job import IO_MANAGER_KEY, provider_key
 from resources.costs import CostTracker
@@ -12,16 +14,19 @@ from resources.storage import StorageResource
 
 
 def maple_resources(
-    enrichments: list[Enrichment], storage_root: str | None = None
+    enrichments: list[Enrichment], storage_root: str | None = None, s3: S3Resource | None = None
 ) -> dict[str, Any]:
-    """Resources the enrichments need; ``emulator`` points at MAPLE_EMULATOR_URL (no I/O here)."""
+    """Resources the enrichments need; ``emulator`` points at MAPLE_EMULATOR_URL (no I/O here).
+
+    ``s3``: a dagster-aws ``S3Resource`` for an ``s3://`` root (endpoint, region, credentials,
+    secrets as ``dg.EnvVar``); without it the AWS_* environment applies."""
     settings = Settings.load(storage=storage_root)
     root = settings.storage_root
     emulator_url = settings.emulator_url_or_default()
     resources: dict[str, Any] = {
-        "maple_storage": StorageResource(root=root),
+        "maple_storage": StorageResource(root=root, s3=s3),
         "maple_costs": CostTracker(storage_root=root),
-        IO_MANAGER_KEY: ParquetIOManager(root=root),
+        IO_MANAGER_KEY: ParquetIOManager(root=root, s3=s3),
     }
     for name in sorted({e.spec.provider for e in enrichments}):
         resources[provider_key(name)] = build_provider(

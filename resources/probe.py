@@ -12,6 +12,7 @@ import tempfile
 import uuid
 from typing import Any
 
+from resources import s3_settings
 from resources.errors import ConfigError
 from resources.storage import is_remote, s3_endpoint
 
@@ -85,13 +86,9 @@ def _probe_s3(probe_uri: str, uri: str, what: str) -> None:
 def _s3(uri: str, what: str) -> tuple[Any, str]:
     import s3fs
 
-    client: dict[str, Any] = {}
-    if s3_endpoint():
-        client["endpoint_url"] = s3_endpoint()
     fs = s3fs.S3FileSystem(
         skip_instance_cache=True,
-        use_listings_cache=False,
-        client_kwargs=client,
+        **s3_settings.fsspec_options(),
         config_kwargs={
             "connect_timeout": CONNECT_TIMEOUT_S,
             "read_timeout": READ_TIMEOUT_S,

@@ -19,8 +19,10 @@ import orjson
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
+from resources import s3_settings
 from resources.deployment import require_shared
 from resources.errors import StorageError
 from resources.layout import join
@@ -29,16 +31,12 @@ from resources.settings import default_storage_root
 
 
 def s3_endpoint() -> str | None:
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+    return s3_settings.endpoint()
 
 
 def _s3_options() -> dict[str, Any]:
-    """s3fs options: the endpoint from the environment; no stale directory listings."""
-    options: dict[str, Any] = {"use_listings_cache": False}
-    endpoint = s3_endpoint()
-    if endpoint:
-        options["client_kwargs"] = {"endpoint_url": endpoint}
-    return options
+    """s3fs options: endpoint, region and credentials (``resources.s3_settings``)."""
+    return s3_settings.fsspec_options()
 
 
 def filesystem_for(uri: str) -> tuple[Any, str]:
@@ -49,18 +47,8 @@ def filesystem_for(uri: str) -> tuple[Any, str]:
 
 
 def polars_storage_options(uri: str) -> dict[str, Any] | None:
-    """polars' ``storage_options`` for a URI (the S3 endpoint and region from the environment)."""
-    if not is_remote(uri):
-        return None
-    options: dict[str, Any] = {}
-    endpoint = s3_endpoint()
-    if endpoint:
-        options["aws_endpoint_url"] = endpoint
-        options["aws_allow_http"] = str(endpoint.startswith("http://")).lower()
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    if region:
-        options["aws_region"] = region
-    return options or None
+    """polars' ``storage_options`` for a URI (endpoint, region and credentials for S3)."""
+    return s3_settings.polars_options() if is_remote(uri) else None
 
 
 def create_exclusive_s3(fs: Any, path: str, data: bytes) -> bool:
@@ -274,8 +262,17 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         description="Storage root (folder or s3:// URI); default MAPLE_STORAGE, else ./.maple.",
     )
 
+    s3: S3Resource | None = Field(
+        default=None,
+        description="dagster-aws S3 resource: endpoint, region and credentials of an s3:// root "
+        "(default: the AWS_* environment). Applies to every S3 access of the process.",
+    )
+
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """At run start: flat memory in run workers; refuse a local root across machines."""
+        """At run start: S3 settings, flat memory in run workers; refuse a local root across
+        machines."""
+        if self.s3 is not None:
+            s3_settings.configure(s3_settings.S3Settings.from_resource(self.s3))
         tune_allocator()
         if not is_remote(self.root):
             require_shared(

@@ -1,5 +1,6 @@
 """The enrichment graph through Dagster's machinery: materialize + the sensor's real tick path."""
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,16 @@ from maple_assets.wiring import maple_resources
 
 
 def run_graph(
-    en: Enrichment, extra_assets: list[Any], resources: dict[str, Any], instance: dg.DagsterInstance
+    en: Enrichment,
+    extra_assets: list[Any],
+    resources: dict[str, Any],
+    instance: dg.DagsterInstance,
+    fresh_process: Callable[[], None] = lambda: None,
 ) -> list[str]:
-    """Drive the graph as the daemon would: tick the sensor, launch what it requests."""
+    """Drive the graph as the daemon would: tick the sensor, launch what it requests.
+
+    ``fresh_process`` runs before every tick and run: it can forget process-wide state, as a new
+    run worker or sensor process would start without it."""
     assets = [*extra_assets, *en.assets]
     defs = dg.Definitions(
         assets=assets, asset_checks=en.checks, sensors=en.sensors, resources=resources
@@ -29,6 +37,7 @@ def run_graph(
     assert first.success
     launched: list[str] = []
     for _ in range(50):
+        fresh_process()
         with (
             dg.partition_loading_context(dynamic_partitions_store=instance),
             dg.build_sensor_context(
@@ -38,6 +47,7 @@ def run_graph(
             result = en.sensor.evaluate_tick(ctx)
         new = [r for r in result.run_requests or [] if r.run_key not in launched]
         for request in new:
+            fresh_process()
             outcome = dg.materialize(
                 [*assets, *en.checks],
                 selection=request.asset_selection,

@@ -1,0 +1,119 @@
+"""S3 settings from dagster-aws's ``S3Resource`` instead of the environment.
+
+The storage root is on moto's S3 server, but no AWS_* variable tells the process where it is or
+which credentials to use: the endpoint, region and credentials (as ``dg.EnvVar``) come from the
+``S3Resource`` given to ``maple_resources``. Before every sensor tick and run the process-wide
+S3 settings are forgotten, as a fresh run worker or sensor process starts without them.
+"""
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import boto3
+import dagster as dg
+import orjson
+import polars as pl
+import pytest
+from dagster_aws.s3 import S3Resource
+
+from emulator.server import EmulatorServer
+from maple_assets.factory import enrichment
+from maple_assets.wiring import maple_resources
+from resources import s3_settings
+from tests.conftest import BUCKET
+from tests.integration.test_graph import run_graph
+
+
+@pytest.fixture
+def s3_only_from_resource(
+    s3: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[S3Resource]:
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("T_S3_KEY", s3["AWS_ACCESS_KEY_ID"])
+    monkeypatch.setenv("T_S3_SECRET", s3["AWS_SECRET_ACCESS_KEY"])
+    yield S3Resource(
+        endpoint_url=s3["AWS_ENDPOINT_URL"],
+        region_name="us-east-1",
+        aws_access_key_id=dg.EnvVar("T_S3_KEY"),
+        aws_secret_access_key=dg.EnvVar("T_S3_SECRET"),
+    )
+    s3_settings.configure(s3_settings.S3Settings())
+
+
+def forget() -> None:
+    s3_settings.configure(s3_settings.S3Settings())
+
+
+def test_the_graph_runs_on_s3_configured_by_an_s3_resource(
+    s3: dict[str, str],
+    s3_only_from_resource: S3Resource,
+    tmp_path: Path,
+    emulator_server: EmulatorServer,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("MAPLE_EMULATOR_URL", emulator_server.url)
+    source = tmp_path / "in.csv"
+    pl.DataFrame({"name": [f"n{i}" for i in range(7)]}).write_csv(source)
+    en = enrichment(
+        name="viaresource",
+        source=str(source),
+        prompt="hi {name}",
+        model="gpt-4o-mini",
+        provider="emulator",
+        max_requests_per_batch=3,
+    )
+    root = f"s3://{BUCKET}/root"
+    resources = maple_resources([en], storage_root=root, s3=s3_only_from_resource)
+    with pytest.raises(Exception, match=r"(?i)credential"):
+        forget()  # without the resource, this process cannot reach the bucket
+        boto3.client("s3", region_name="us-east-1").head_bucket(Bucket=BUCKET)
+    with dg.instance_for_test() as instance:
+        launched = run_graph(en, [], resources, instance, fresh_process=forget)
+    assert any(key.startswith("viaresource:merged:") for key in launched)
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3["AWS_ENDPOINT_URL"],
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+    listed = client.list_objects_v2(Bucket=BUCKET, Prefix="root/viaresource/")
+    names = {obj["Key"] for obj in listed.get("Contents", [])}
+    assert "root/viaresource/state/merged.json" in names
+    assert emulator_server.stats()["bodies_billed_twice"] == 0
+    info = orjson.loads(
+        client.get_object(Bucket=BUCKET, Key="root/viaresource/state/merged.json")["Body"].read()
+    )
+    body = client.get_object(Bucket=BUCKET, Key=info["path"].split(f"{BUCKET}/", 1)[1])["Body"]
+    data = body.read()
+    merged = pl.read_csv(data) if info["path"].endswith(".csv") else pl.read_parquet(data)
+    assert merged.height == 7 and merged["llm_status"].to_list() == ["succeeded"] * 7
+
+
+def test_s3_settings_map_to_fsspec_and_polars_options() -> None:
+    s3_settings.configure(
+        s3_settings.S3Settings(
+            endpoint_url="http://127.0.0.1:9",
+            region_name="eu-west-1",
+            access_key_id="AK",
+            secret_access_key="SK",
+            session_token="TK",
+        )
+    )
+    try:
+        fs = s3_settings.fsspec_options()
+        assert fs["client_kwargs"] == {
+            "endpoint_url": "http://127.0.0.1:9",
+            "region_name": "eu-west-1",
+        }
+        assert (fs["key"], fs["secret"], fs["token"]) == ("AK", "SK", "TK")
+        pl_opts = s3_settings.polars_options()
+        assert pl_opts is not None
+        assert pl_opts["aws_endpoint_url"] == "http://127.0.0.1:9"
+        assert pl_opts["aws_allow_http"] == "true"
+        assert (pl_opts["aws_access_key_id"], pl_opts["aws_session_token"]) == ("AK", "TK")
+    finally:
+        forget()
