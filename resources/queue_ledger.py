@@ -215,6 +215,19 @@ def validated_units(conn: sa.Connection, t: sa.Table, queue: str) -> int:
     return int(conn.execute(sa.select(total).where(live)).scalar_one())
 
 
+def release_job(conn: sa.Connection, t: sa.Table, job: str) -> int:
+    """The job was cancelled: its batches leave every queue now and it waits for nothing.
+    Returns how many admitted batches were released."""
+    now = _now()
+    done = conn.execute(
+        t.update()
+        .where(t.c.job == job, t.c.enqueued_at.is_not(None), t.c.released_at.is_(None))
+        .values(released_at=now)
+    )
+    forget_waiting(conn, t, job)
+    return int(done.rowcount or 0)
+
+
 def forget_waiting(conn: sa.Connection, t: sa.Table, job: str) -> None:
     """The job waits for nothing now (it finished, stopped, or went real-time)."""
     conn.execute(t.delete().where(t.c.job == job, t.c.enqueued_at.is_(None)))

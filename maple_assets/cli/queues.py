@@ -12,7 +12,7 @@ from resources.settings import Settings
 from resources.storage import Storage
 
 
-def _ledger_exists(root: str) -> bool:
+def ledger_exists(root: str) -> bool:
     if Settings.load().cost_db:
         return True
     return default_sqlite_path(root).exists()
@@ -21,7 +21,7 @@ def _ledger_exists(root: str) -> bool:
 def queue_status(storage: Storage) -> list[dict[str, Any]]:
     """One entry per queue with work in it or a learned limit."""
     rows: dict[str, dict[str, Any]] = {}
-    if _ledger_exists(storage.root):
+    if ledger_exists(storage.root):
         with CostTracker(storage_root=storage.root) as costs, costs.transaction() as conn:
             for entry in usage_by_queue(conn, queue_slots):
                 rows[str(entry["queue"])] = dict(entry)

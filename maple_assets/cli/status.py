@@ -12,14 +12,17 @@ from typing import Any
 import click
 import orjson
 
-from maple_assets.cli.queues import job_queue_note, queue_lines, queue_status
+from maple_assets.cli.queues import job_queue_note, ledger_exists, queue_lines, queue_status
 from maple_assets.job.responses import summarize
 from maple_assets.job.state import JobState
 from maple_assets.job.steps import shard_responses
+from resources.costs import CostTracker
 from resources.errors import ConfigError, MapleError, ProviderError
 from resources.layout import JobLayout, job_names
+from resources.ledger_schema import queue_slots
 from resources.providers.base import Provider, Submission
 from resources.providers.registry import build_provider
+from resources.queue_ledger import release_job
 from resources.settings import Settings
 from resources.storage import Storage
 
@@ -228,6 +231,15 @@ def cancel_job(state: JobState, provider: Provider) -> list[Submission]:
     return cancelled
 
 
+def release_queue_slots(state: JobState) -> int:
+    """Give the job's share of the provider queue budget back at once: other jobs need not
+    wait for a job that is no longer running to see its cancelled batches end."""
+    if not ledger_exists(state.storage.root):
+        return 0
+    with CostTracker(storage_root=state.storage.root) as costs, costs.transaction() as conn:
+        return release_job(conn, queue_slots, state.job)
+
+
 @click.command("cancel")
 @click.argument("job")
 @click.option("--storage", default=None, help="Storage root; default MAPLE_STORAGE or ./.maple.")
@@ -239,7 +251,10 @@ def cancel_command(job: str, storage: str | None) -> None:
     except MapleError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
+    released = release_queue_slots(state)
     click.echo(f"job {job}: cancelled {len(batches)} batch(es)")
     for sub in batches:
         click.echo(f"  {sub.shard} attempt {sub.attempt}: {sub.batch_id}")
+    if released:
+        click.echo(f"released {released} batch(es) from the provider queue budget")
     click.echo("resume with the same `maple enrich ... --job " + job + "` command")

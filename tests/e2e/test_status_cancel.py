@@ -9,11 +9,16 @@ from typing import Any
 
 import orjson
 import polars as pl
+import sqlalchemy as sa
 from click.testing import CliRunner
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.cli.commands import main
+from maple_assets.cli.queues import queue_status
+from resources.costs import CostTracker
+from resources.ledger_schema import queue_slots
+from resources.storage import Storage
 
 MAPLE = str(Path(sys.executable).parent / "maple")
 ROWS = 10
@@ -101,3 +106,38 @@ def test_status_of_an_unknown_job_says_how_to_find_jobs(tmp_path: Path) -> None:
     result = maple("status", "nope", "--storage", str(tmp_path), env=dict(os.environ))
     assert result.returncode == 2
     assert "maple status" in result.stderr and "nope" in result.stderr
+
+
+def test_cancel_of_a_dead_job_gives_its_queue_share_back(tmp_path: Path) -> None:
+    """A driver killed with its batches admitted to the provider queue budget holds their slots
+    until its batches are seen ending; ``maple cancel`` releases them at once, so other jobs on
+    that provider and model need not wait for a job nobody runs any more."""
+    table = tmp_path / "items.csv"
+    pl.DataFrame({"title": [f"thing {i}" for i in range(ROWS)]}).write_csv(table)
+    store = tmp_path / "store"
+    with EmulatorServer(EmulatorConfig(batch_seconds=60, control_fail=0)) as server:
+        env = {**os.environ, "MAPLE_EMULATOR_URL": server.url}
+        args = [*enrich_args(table, store), "--max-enqueued-tokens", "1000000"]
+        running = subprocess.Popen(
+            [MAPLE, *args], env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        wait_for_batches(store, 2)
+        running.kill()  # the driver dies; its two batches stay admitted in the ledger
+        running.communicate(timeout=30)
+        assert held(store) == 2
+        cancelled = maple("cancel", "cat", "--storage", str(store), env=env)
+        assert cancelled.returncode == 0, cancelled.stderr
+        assert "cancelled 2 batch(es)" in cancelled.stdout
+        assert "released 2 batch(es) from the provider queue budget" in cancelled.stdout
+        assert held(store) == 0
+        queues = queue_status(Storage(str(store)))
+        assert all(q["enqueued"] == 0 and "cat" not in q["jobs"] for q in queues), queues
+
+
+def held(store: Path) -> int:
+    """Batches of job ``cat`` admitted to a queue and not released, from the ledger."""
+    with CostTracker(storage_root=str(store)) as costs, costs.transaction() as conn:
+        t = queue_slots.c
+        live = t.enqueued_at.is_not(None) & t.released_at.is_(None) & (t.job == "cat")
+        return int(conn.execute(sa.select(sa.func.count()).where(live)).scalar_one())
