@@ -13,11 +13,9 @@ import dagster as dg
 import orjson
 import polars as pl
 import pyarrow.parquet as pq
-from dagster_aws.s3 import S3Resource
 from pydantic import Field
 from upath import UPath
 
-from resources import s3_settings
 from resources.storage import _s3_options, atomic_write, is_remote, polars_storage_options
 
 
@@ -103,13 +101,12 @@ class ParquetIOManager(dg.ConfigurableIOManagerFactory):  # type: ignore[type-ar
     """Stores asset values as Parquet under the storage root (``<root>/<asset key>/...``)."""
 
     root: str = Field(description="Storage root: a local folder or s3://bucket/prefix.")
-    s3: S3Resource | None = Field(
-        default=None,
-        description="dagster-aws S3 resource for an s3:// root (default: the AWS_* environment).",
-    )
 
     def create_io_manager(self, context: dg.InitResourceContext) -> ParquetUPathIOManager:
-        if self.s3 is not None:
-            s3_settings.configure(s3_settings.S3Settings.from_resource(self.s3))
+        self.apply_s3_settings()
         base = UPath(self.root, **_s3_options()) if is_remote(self.root) else UPath(self.root)
         return ParquetUPathIOManager(base_path=base)
+
+    def apply_s3_settings(self) -> None:
+        """Nothing here: S3 settings come from the environment (``resources.s3_resources`` has
+        the variant that takes a dagster-aws ``S3Resource``)."""

@@ -19,7 +19,6 @@ import orjson
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
 from resources import s3_settings
@@ -262,17 +261,10 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         description="Storage root (folder or s3:// URI); default MAPLE_STORAGE, else ./.maple.",
     )
 
-    s3: S3Resource | None = Field(
-        default=None,
-        description="dagster-aws S3 resource: endpoint, region and credentials of an s3:// root "
-        "(default: the AWS_* environment). Applies to every S3 access of the process.",
-    )
-
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """At run start: S3 settings, flat memory in run workers; refuse a local root across
         machines."""
-        if self.s3 is not None:
-            s3_settings.configure(s3_settings.S3Settings.from_resource(self.s3))
+        self.apply_s3_settings()
         tune_allocator()
         if not is_remote(self.root):
             require_shared(
@@ -281,6 +273,10 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 os.path.abspath(self.root),
                 "Set MAPLE_STORAGE to s3://bucket/prefix",
             )
+
+    def apply_s3_settings(self) -> None:
+        """Nothing here: S3 settings come from the environment (``resources.s3_resources`` has
+        the variant that takes a dagster-aws ``S3Resource``)."""
 
     def storage(self) -> Storage:
         return Storage(self.root)

@@ -1,0 +1,36 @@
+"""The storage resource and IO manager with a dagster-aws ``S3Resource`` for their S3 settings.
+
+Separate from ``resources.storage`` and ``resources.io_manager`` because importing dagster-aws
+costs most of a second of start-up: only code that builds an ``S3Resource`` loads it.
+``maple_resources(..., s3=S3Resource(...))`` picks these variants.
+"""
+
+from dagster_aws.s3 import S3Resource
+from pydantic import Field
+
+from resources import s3_settings
+from resources.io_manager import ParquetIOManager
+from resources.storage import StorageResource
+
+_DESCRIPTION = (
+    "dagster-aws S3 resource: endpoint, region and credentials of the s3:// root (secrets as "
+    "EnvVar). Applies to every S3 access of the process."
+)
+
+
+class S3StorageResource(StorageResource):
+    """``StorageResource`` whose S3 endpoint, region and credentials come from ``s3``."""
+
+    s3: S3Resource = Field(description=_DESCRIPTION)
+
+    def apply_s3_settings(self) -> None:
+        s3_settings.configure(s3_settings.S3Settings.from_resource(self.s3))
+
+
+class S3ParquetIOManager(ParquetIOManager):
+    """``ParquetIOManager`` whose S3 endpoint, region and credentials come from ``s3``."""
+
+    s3: S3Resource = Field(description=_DESCRIPTION)
+
+    def apply_s3_settings(self) -> None:
+        s3_settings.configure(s3_settings.S3Settings.from_resource(self.s3))
