@@ -1,9 +1,7 @@
 """``maple enrich``'s driver: the enrichment's asset graph, in-process, against a persistent
 Dagster instance, ticking the enrichment's own sensor until every shard is final (no daemon)."""
 
-import dataclasses
 import resource
-import sys
 import time
 from typing import Any
 
@@ -16,6 +14,7 @@ from dagster._core.storage.tags import (
 )
 
 from maple_assets.cli import dagster_home
+from maple_assets.cli.progress import Counts, Progress
 from maple_assets.factory import Enrichment
 from maple_assets.job.job import IO_MANAGER_KEY, Job, job_for, provider_key
 from maple_assets.job.merge import OutputTable
@@ -38,29 +37,6 @@ def resources_for(
         provider_key(provider): provider_resource,
         IO_MANAGER_KEY: ParquetIOManager(root=storage_root),
     }
-
-
-@dataclasses.dataclass
-class Progress:
-    """A one-line progress report: shards submitted / finished, rows done, elapsed."""
-
-    total_shards: int = 0
-    submitted: int = 0
-    finished: int = 0
-    rows_done: int = 0
-    started: float = dataclasses.field(default_factory=time.monotonic)
-    quiet: bool = False
-
-    def show(self) -> None:
-        if self.quiet:
-            return
-        elapsed = time.monotonic() - self.started
-        line = (
-            f"shards submitted {self.submitted}/{self.total_shards}  finished "
-            f"{self.finished}/{self.total_shards}  rows done {self.rows_done:,}  {elapsed:6.1f}s"
-        )
-        end = "\r" if sys.stderr.isatty() else "\n"
-        print(line, end=end, file=sys.stderr, flush=True)
 
 
 class Runner:
@@ -162,6 +138,12 @@ class Runner:
 
     def run(self) -> OutputTable:
         """Tick the sensor and execute what it asks for, batching shards into range runs."""
+        try:
+            return self._run()
+        finally:
+            self.progress.close()
+
+    def _run(self) -> OutputTable:
         self.materialize(self.enrichment.key("input_shards"), config=self.shard_config)
         merged_key = self.enrichment.merged_key
         while True:
@@ -189,14 +171,17 @@ class Runner:
     def _update(self) -> None:
         job = self.job()
         manifest = job.state.manifest() or []
-        self.progress.total_shards = len(manifest)
         summaries = [job.state.summary(s.key) for s in manifest]
-        self.progress.submitted = sum(1 for s in manifest if job.state.submission(s.key, 1))
-        self.progress.finished = sum(
-            1 for s in summaries if s and (s.final or job.state.stop_reason())
-        )
-        self.progress.rows_done = sum(
-            m.rows for m, s in zip(manifest, summaries, strict=True) if s and s.final
+        stopped = job.state.stop_reason() is not None
+        self.progress.counts = Counts(
+            total_shards=len(manifest),
+            submitted=sum(1 for s in manifest if job.state.submission(s.key, 1)),
+            finished=sum(1 for s in summaries if s and (s.final or stopped)),
+            total_rows=sum(m.rows for m in manifest),
+            rows_done=sum(
+                m.rows for m, s in zip(manifest, summaries, strict=True) if s and s.final
+            ),
+            spent_usd=sum(s.cost_usd for s in summaries if s),
         )
         self.progress.show()
 

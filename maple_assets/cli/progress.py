@@ -1,0 +1,111 @@
+"""``maple enrich``'s progress: shards, rows, rate, time left and spend so far.
+
+On a terminal a ``rich`` progress bar redrawn in place; otherwise (a log file, a CI job, a pipe)
+one plain line per update, so logs stay readable.
+"""
+
+import dataclasses
+import sys
+import time
+from typing import Any
+
+
+@dataclasses.dataclass
+class Counts:
+    """Where the job stands, as the driver last read it from the job's state."""
+
+    total_shards: int = 0
+    submitted: int = 0
+    finished: int = 0
+    total_rows: int = 0
+    rows_done: int = 0
+    spent_usd: float = 0.0
+
+
+class Progress:
+    """Shows ``Counts`` as they change; ``close()`` when the job ends."""
+
+    def __init__(self, quiet: bool = False, terminal: bool | None = None) -> None:
+        self.quiet = quiet
+        self.counts = Counts()
+        self.started = time.monotonic()
+        self.terminal = sys.stderr.isatty() if terminal is None else terminal
+        self._bar: Any = None
+        self._task: Any = None
+
+    def show(self) -> None:
+        if self.quiet:
+            return
+        if self.terminal:
+            self._draw()
+        else:
+            print(self.line(), file=sys.stderr, flush=True)
+
+    def line(self) -> str:
+        c = self.counts
+        elapsed = time.monotonic() - self.started
+        rate = c.rows_done / elapsed if elapsed > 0 else 0.0
+        left = (c.total_rows - c.rows_done) / rate if rate > 0 else None
+        eta = (
+            f"  left ~{_duration(left)}" if left is not None and c.rows_done < c.total_rows else ""
+        )
+        return (
+            f"shards submitted {c.submitted}/{c.total_shards}  finished "
+            f"{c.finished}/{c.total_shards}  rows done {c.rows_done:,}/{c.total_rows:,}  "
+            f"{rate:,.0f} rows/s{eta}  spent {c.spent_usd:.6f} USD  {elapsed:6.1f}s"
+        )
+
+    def _draw(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.progress import (
+            Progress as Bar,
+        )
+
+        c = self.counts
+        if self._bar is None:
+            self._bar = Bar(
+                TextColumn("rows"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                TextColumn("shards {task.fields[shards]}"),
+                TextColumn("spent {task.fields[spent]}"),
+                TimeElapsedColumn(),
+                transient=False,
+            )
+            self._task = self._bar.add_task(
+                "rows", total=c.total_rows or None, rate="", shards="", spent=""
+            )
+        elapsed = time.monotonic() - self.started
+        rate = c.rows_done / elapsed if elapsed > 0 else 0.0
+        self._bar.update(
+            self._task,
+            total=c.total_rows or None,
+            completed=c.rows_done,
+            rate=f"{rate:,.0f} rows/s",
+            shards=f"{c.finished}/{c.total_shards} done, {c.submitted} sent",
+            spent=f"{c.spent_usd:.6f} USD",
+        )
+        if not self._bar.live.is_started:
+            self._bar.start()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
