@@ -17,8 +17,7 @@ from typing import Any
 import orjson
 
 from emulator.anthropic_engine import check_params
-from emulator.batch_lines import billing_key
-from emulator.faults import bytes_key, canonical
+from emulator.faults import billing_key, bytes_key, canonical
 from emulator.ratelimit import rfc3339
 from emulator.state import State
 

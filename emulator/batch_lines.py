@@ -7,14 +7,13 @@ truncation) takes a fast path that formats the output line from a template; ``te
 checks it matches the general path byte for byte.
 """
 
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from emulator.faults import bytes_key
+from emulator.faults import billing_key, bytes_key
 from emulator.tokens import content_text, count_tokens, prompt_tokens
 
 if TYPE_CHECKING:
@@ -40,11 +39,6 @@ _FAST_TEMPLATE = (
 
 def _error(code: str, message: str, line: int | None, param: str | None = None) -> dict[str, Any]:
     return {"code": code, "message": message, "param": param, "line": line}
-
-
-def billing_key(provider: str, custom_id: str, canonical_body: bytes) -> int:
-    """The paid-twice key of a batch request: provider, custom_id and canonical body."""
-    return hash((provider, custom_id, canonical_body))
 
 
 @dataclass
@@ -88,7 +82,7 @@ def size_problem(path: Path, max_bytes: int, max_requests: int) -> tuple[list[by
     return raw_lines, result
 
 
-class _Writer:
+class Writer:
     """Buffered JSONL writer that creates its file only when the first line arrives."""
 
     def __init__(self, path: Path) -> None:
@@ -180,7 +174,7 @@ class BatchPass:
         if result.errors:
             return result
         cutoff = result.total // 2 if expire else result.total
-        out, err = _Writer(self.state.new_path()), _Writer(self.state.new_path())
+        out, err = Writer(self.state.new_path()), Writer(self.state.new_path())
         self._lines(raw_lines, result, cutoff=cutoff, out=out, err=err, created=created)
         if result.errors:
             out.discard()
@@ -197,8 +191,8 @@ class BatchPass:
         result: PassResult,
         *,
         cutoff: int,
-        out: _Writer,
-        err: _Writer,
+        out: Writer,
+        err: Writer,
         created: int,
     ) -> None:
         errors, endpoint = result.errors, self.endpoint
@@ -320,46 +314,3 @@ def _line_problem(line: Any, number: int, endpoint: str, seen: set[str]) -> dict
         message = "Missing required parameter: 'body'."
         return _error("missing_required_parameter", message, number, "body")
     return None
-
-
-def commit(state: "State", result: PassResult, done: int) -> tuple[int, int, int, int]:
-    """Add the counters of lines with index < ``done``; returns (ok, failed, tokens in, out)."""
-    stats: Counter[str] = Counter()
-    ok = [entry for entry in result.ok if entry[0] < done]
-    failed = [entry for entry in result.failed if entry[0] < done]
-    for _, fault in failed:
-        if fault is not None:
-            stats[f"fault_{fault}"] += 1
-    stats["requests_received"] += len(ok) + len(failed)
-    stats["batch_lines_processed"] += result.total
-    state.stats.merge(stats)
-    state.stats.bill(entry[1] for entry in ok)
-    return len(ok), len(failed), sum(e[2] for e in ok), sum(e[3] for e in ok)
-
-
-def cut_files(state: "State", result: PassResult, prefix: str, done: int) -> None:
-    """Rewrite a pass's files so that lines with index >= ``done`` become ``batch_cancelled``."""
-    unrun: list[tuple[int, str]] = []
-    paths: list[Path | None] = []
-    for path in (result.output_path, result.error_path):
-        if path is None:
-            paths.append(None)
-            continue
-        kept = _Writer(state.new_path())
-        with path.open("rb") as handle:
-            for raw in handle:
-                record = orjson.loads(raw)
-                index = int(record["id"][-6:], 16)
-                if index < done:
-                    kept.add(raw.rstrip(b"\n"))
-                else:
-                    unrun.append((index, record["custom_id"]))
-        path.unlink(missing_ok=True)
-        paths.append(kept.close())
-    errors = _Writer(state.new_path())
-    if paths[1] is not None:
-        errors.add(paths[1].read_bytes().rstrip(b"\n"))
-        paths[1].unlink()
-    for index, custom_id in sorted(unrun):
-        errors.add(unrun_line(prefix, index, custom_id, "batch_cancelled"))
-    result.output_path, result.error_path = paths[0], errors.close()

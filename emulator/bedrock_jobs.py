@@ -20,8 +20,7 @@ from typing import Any
 import orjson
 
 from emulator.anthropic_engine import AnthropicEngine
-from emulator.batch_lines import billing_key
-from emulator.faults import bytes_key, canonical
+from emulator.faults import billing_key, bytes_key, canonical
 
 ACTIVE = frozenset({"Submitted", "Validating", "Scheduled", "InProgress", "Stopping"})
 

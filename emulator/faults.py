@@ -93,3 +93,8 @@ class FaultDrawer:
             if self.hit(name, key, None if name == "refused" else attempt):
                 return name
         return None
+
+
+def billing_key(provider: str, custom_id: str, canonical_body: bytes) -> int:
+    """The paid-twice key of a batch request: provider, custom_id and canonical body."""
+    return hash((provider, custom_id, canonical_body))

@@ -18,8 +18,7 @@ from typing import Any
 
 import orjson
 
-from emulator.batch_lines import billing_key
-from emulator.faults import bytes_key, canonical
+from emulator.faults import billing_key, bytes_key, canonical
 from emulator.gemini_engine import GeminiEngine, error_status
 
 BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"

@@ -8,76 +8,20 @@ observed past ``validating`` (the finisher thread does it then, too); the batch'
 committed when it ends.
 """
 
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from emulator.batch_lines import BatchPass, PassResult, commit, cut_files, unrun_line
+from emulator.batch_lines import BatchPass, PassResult, unrun_line
+from emulator.batch_results import commit, cut_files
+from emulator.openai_records import Final, OpenAIBatch
 from emulator.queue_limits import admit_openai
-from emulator.state import State, StoredFile
+from emulator.state import State
 
 WINDOW_SECONDS = 24 * 3600
 TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
-
-
-@dataclass
-class Final:
-    """How a batch ended; fixed once computed."""
-
-    status: str
-    at: float
-    total: int = 0
-    completed: int = 0
-    failed: int = 0
-    output_file_id: str | None = None
-    error_file_id: str | None = None
-    usage: dict[str, Any] | None = None
-
-
-@dataclass(eq=False)
-class OpenAIBatch:
-    """One batch and the facts its status is computed from."""
-
-    id: str
-    endpoint: str
-    input_file: StoredFile
-    completion_window: str
-    metadata: dict[str, str] | None
-    created: float
-    seconds: float
-    expire: bool
-    cancel_at: float | None = None
-    errors: list[dict[str, Any]] | None = None
-    total: int = 0
-    model: str | None = None
-    final: Final | None = None
-    run: PassResult | None = None
-    enqueued_tokens: int = 0  # prompt tokens counted against the enqueued-token limit
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def in_progress_at(self) -> float:
-        return self.created + 0.1 * self.seconds
-
-    @property
-    def finalizing_at(self) -> float:
-        return self.created + 0.9 * self.seconds
-
-    @property
-    def end(self) -> float:
-        return self.created + self.seconds
-
-    def done_by(self, moment: float) -> int:
-        """How many requests had run by ``moment`` (linear over the in-progress window)."""
-        if moment < self.in_progress_at or self.errors is None:
-            return 0
-        span = self.finalizing_at - self.in_progress_at
-        fraction = 1.0 if span <= 0 else min(1.0, (moment - self.in_progress_at) / span)
-        return int(fraction * self.total)
 
 
 def advance(state: State, batch: OpenAIBatch, now: float) -> None:

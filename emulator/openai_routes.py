@@ -18,8 +18,8 @@ from emulator.http_common import (
     state_of,
 )
 from emulator.multipart import MultipartError, boundary_of, parse_spooled
-from emulator.openai_batches import OpenAIBatch
 from emulator.openai_engine import new_id
+from emulator.openai_records import OpenAIBatch
 from emulator.state import State, StoredFile
 
 FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")

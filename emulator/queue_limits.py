@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from emulator.openai_batches import OpenAIBatch
+    from emulator.openai_records import OpenAIBatch
     from emulator.state import State
 
 ORGANIZATION = "org-emulator"
