@@ -9,6 +9,7 @@ from typing import Any
 
 import orjson
 import polars as pl
+import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
@@ -108,6 +109,7 @@ def test_status_of_an_unknown_job_says_how_to_find_jobs(tmp_path: Path) -> None:
     assert "maple status" in result.stderr and "nope" in result.stderr
 
 
+@pytest.mark.slow  # a driver started and killed: about 20 s
 def test_cancel_of_a_dead_job_gives_its_queue_share_back(tmp_path: Path) -> None:
     """A driver killed with its batches admitted to the provider queue budget holds their slots
     until its batches are seen ending; ``maple cancel`` releases them at once, so other jobs on

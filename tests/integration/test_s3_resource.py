@@ -48,6 +48,7 @@ def forget() -> None:
     s3_settings.configure(s3_settings.S3Settings())
 
 
+@pytest.mark.slow  # the whole graph on moto: about 20 s
 def test_the_graph_runs_on_s3_configured_by_an_s3_resource(
     s3: dict[str, str],
     s3_only_from_resource: S3Resource,
