@@ -9,6 +9,8 @@ import sys
 import time
 from typing import Any
 
+PLAIN_EVERY_S = 60.0
+
 
 @dataclasses.dataclass
 class Counts:
@@ -32,14 +34,21 @@ class Progress:
         self.terminal = sys.stderr.isatty() if terminal is None else terminal
         self._bar: Any = None
         self._task: Any = None
+        self._printed: tuple[Counts, float] | None = None  # plain mode: what, and when
 
     def show(self) -> None:
         if self.quiet:
             return
         if self.terminal:
             self._draw()
-        else:
-            print(self.line(), file=sys.stderr, flush=True)
+            return
+        now = time.monotonic()
+        if self._printed is not None:
+            counts, at = self._printed
+            if counts == self.counts and now - at < PLAIN_EVERY_S:
+                return  # nothing new: a log gets a line per change, or one a minute
+        self._printed = (dataclasses.replace(self.counts), now)
+        print(self.line(), file=sys.stderr, flush=True)
 
     def line(self) -> str:
         c = self.counts

@@ -23,6 +23,16 @@ def test_plain_line_has_shards_rows_rate_time_left_and_spend(
     assert "10 rows/s" in line and "left ~30s" in line and "spent 0.012300 USD" in line
 
 
+def test_plain_lines_only_when_something_changed(capsys: pytest.CaptureFixture[str]) -> None:
+    p = Progress(terminal=False)
+    p.counts = Counts(total_shards=2, submitted=1, total_rows=10)
+    p.show()
+    p.show()  # the same counts: no second line
+    p.counts = Counts(total_shards=2, submitted=2, total_rows=10)
+    p.show()
+    assert len(capsys.readouterr().err.strip().splitlines()) == 2
+
+
 def test_quiet_prints_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     p = Progress(quiet=True, terminal=False)
     p.counts = Counts(total_shards=1, total_rows=5)
