@@ -1,7 +1,7 @@
 """``maple enrich``'s progress: shards, rows, rate, time left and spend so far.
 
 On a terminal a ``rich`` progress bar redrawn in place; otherwise (a log file, a CI job, a pipe)
-one plain line per update, so logs stay readable.
+a plain line whenever a figure changes (at least once a minute), so logs stay readable.
 """
 
 import dataclasses
