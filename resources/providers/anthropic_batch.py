@@ -29,7 +29,7 @@ import dagster as dg
 import httpx
 import orjson
 import polars as pl
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from resources.errors import AuthError, ProviderError, QueueFull, QuotaExhausted
 from resources.http import (
@@ -83,6 +83,8 @@ def _epoch(value: Any) -> float:
 class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, dg.ConfigurableResource):  # type: ignore[type-arg]
     """Runs shards through Anthropic's Message Batches API: create, poll, download results."""
 
+    _http: httpx.Client | None = PrivateAttr(default=None)
+
     name: str = Field(
         default="anthropic", description="Provider name recorded in costs and output."
     )
@@ -113,7 +115,7 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, dg.Configurabl
     def check_credentials(self) -> None:
         anthropic_headers(self.api_key)
 
-    def _client(self) -> httpx.Client:
+    def _new_client(self) -> httpx.Client:
         headers = anthropic_headers(self.api_key)
         return make_client(anthropic_base_url(self.base_url), headers, self.timeout_s)
 

@@ -2,7 +2,10 @@
 request bodies, and the list/get/poll/cancel calls of a REST batches collection (OpenAI's
 ``/batches`` and Anthropic's ``/v1/messages/batches`` have the same shape)."""
 
+import contextlib
 import dataclasses
+import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
@@ -31,9 +34,47 @@ class _Limited(Protocol):
     max_bytes: int
 
 
+class _Clients(Protocol):
+    _http: httpx.Client | None
+
+    def _new_client(self) -> httpx.Client: ...
+
+
+_CLIENT_LOCK = threading.Lock()
+
+
+def _kept_client(owner: _Clients) -> httpx.Client:
+    """``owner``'s client, made on first use. It is closed by ``teardown_after_execution`` in a
+    Dagster run, or when ``owner`` is garbage-collected (a provider used outside Dagster: the
+    CLI's cancel, status and dry run)."""
+    with _CLIENT_LOCK:
+        client = owner._http
+        if client is None or client.is_closed:
+            client = owner._new_client()
+            owner._http = client
+            weakref.finalize(owner, client.close)
+        return client
+
+
+def _close_client(owner: _Clients) -> None:
+    with _CLIENT_LOCK:
+        client, owner._http = owner._http, None
+    if client is not None:
+        client.close()
+
+
 class BatchProviderBasics:
     """``provider_name``, ``mode`` and ``limits`` of a batch provider resource whose fields are
-    ``name``, ``max_requests`` and ``max_bytes``."""
+    ``name``, ``max_requests`` and ``max_bytes``; and, for those with a private ``_http`` and a
+    ``_new_client()``, one HTTP client kept for the resource's life (connections reused by every
+    poll, list, upload and download of a run), closed when Dagster tears the resource down."""
+
+    @contextlib.contextmanager
+    def _client(self: _Clients) -> Iterator[httpx.Client]:
+        yield _kept_client(self)
+
+    def teardown_after_execution(self: _Clients, context: Any) -> None:
+        _close_client(self)
 
     @property
     def provider_name(self: _Named) -> str:
@@ -48,7 +89,7 @@ class BatchProviderBasics:
 
 
 class _RestBatches(Protocol):
-    def _client(self) -> httpx.Client: ...
+    def _client(self) -> contextlib.AbstractContextManager[httpx.Client]: ...
 
     def _batches(self) -> "BatchCollection": ...
 

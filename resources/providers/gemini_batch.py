@@ -16,7 +16,7 @@ import dagster as dg
 import httpx
 import orjson
 import polars as pl
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from resources.crashpoints import crash_point
 from resources.http import make_client, request
@@ -60,6 +60,8 @@ def display_name(payload: ShardPayload, digest: str) -> str:
 class GeminiBatchProvider(BatchProviderBasics, dg.ConfigurableResource):  # type: ignore[type-arg]
     """Runs shards through the Gemini Batch API (50% of real-time prices)."""
 
+    _http: httpx.Client | None = PrivateAttr(default=None)
+
     name: str = Field(default="gemini", description="Provider name recorded in costs and output.")
     api_key: str | None = Field(
         default=None, description="API key; defaults to the GEMINI_API_KEY environment variable."
@@ -83,7 +85,7 @@ class GeminiBatchProvider(BatchProviderBasics, dg.ConfigurableResource):  # type
     def check_credentials(self) -> None:
         gemini_api_key(self.api_key)
 
-    def _client(self) -> httpx.Client:
+    def _new_client(self) -> httpx.Client:
         headers = {"x-goog-api-key": gemini_api_key(self.api_key)}
         return make_client(gemini_base_url(self.base_url), headers, self.timeout_s)
 

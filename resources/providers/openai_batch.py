@@ -5,7 +5,7 @@ from typing import Any
 import dagster as dg
 import httpx
 import polars as pl
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from resources.crashpoints import crash_point
 from resources.failures import FailureClass, classify_http, classify_line_error
@@ -36,6 +36,8 @@ LIST_PAGE = 100
 
 class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, dg.ConfigurableResource):  # type: ignore[type-arg]
     """Runs shards through the OpenAI Batch API: upload JSONL, create, poll, download, parse."""
+
+    _http: httpx.Client | None = PrivateAttr(default=None)
 
     name: str = Field(default="openai", description="Provider name recorded in costs and output.")
     api_key: str | None = Field(
@@ -69,7 +71,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, dg.ConfigurableRe
     def check_credentials(self) -> None:
         wire.openai_headers(self.api_key)
 
-    def _client(self) -> httpx.Client:
+    def _new_client(self) -> httpx.Client:
         return make_client(
             self.resolved_base_url(), wire.openai_headers(self.api_key), self.timeout_s
         )
