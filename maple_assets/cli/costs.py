@@ -11,6 +11,7 @@ from typing import Any, get_args
 
 import click
 
+from maple_assets.cli.tables import render
 from resources.costs import CostTracker, GroupBy
 from resources.settings import COST_DB_ENV, Settings
 
@@ -87,16 +88,8 @@ def render_table(by: str, rows: list[dict[str, Any]]) -> str:
     for name in (*_NUMBERS, *_MONEY):
         total[name] = sum(row[name] for row in rows)
     header = [by, *_NUMBERS, *_MONEY]
-    lines = [[_cell(name, row[name]) for name in header] for row in [*rows, total]]
-    widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
-
-    def fmt(cells: list[str]) -> str:
-        first = cells[0].ljust(widths[0])
-        rest = (c.rjust(w) for c, w in zip(cells[1:], widths[1:], strict=True))
-        return "  ".join([first, *rest]).rstrip()
-
-    rule = "  ".join("-" * w for w in widths)
-    return "\n".join([fmt(header), rule, *(fmt(line) for line in lines[:-1]), rule, fmt(lines[-1])])
+    body = [[_cell(name, row[name]) for name in header] for row in rows]
+    return render(header, body, footer=[_cell(name, total[name]) for name in header])
 
 
 def _cell(name: str, value: Any) -> str:

@@ -3,6 +3,7 @@ batches and the work waiting locally, with the limit in force (configured jobs s
 
 from typing import Any
 
+from maple_assets.cli.tables import render
 from maple_assets.graph.admission import wait_message
 from resources.costs import CostTracker, default_sqlite_path
 from resources.layout import QUEUES, JobLayout
@@ -42,19 +43,22 @@ def queue_status(storage: Storage) -> list[dict[str, Any]]:
 def queue_lines(queues: list[dict[str, Any]]) -> list[str]:
     if not queues:
         return []
-    lines = [
-        "",
-        f"{'provider queue':<40}{'enqueued':>12}{'batches':>9}{'waiting':>9}  limit / jobs",
-    ]
+    rows = []
     for q in queues:
         limit = q.get("learned_limit")
         shown = f"learned {limit:,}" if limit is not None else "configured or unknown"
         jobs = ", ".join(q.get("jobs") or []) or "-"
-        lines.append(
-            f"{q['queue']:<40}{q['enqueued']:>12,}{q['batches']:>9}{q['waiting']:>9}  "
-            f"{shown}; {jobs}"
+        rows.append(
+            [
+                q["queue"],
+                f"{q['enqueued']:,}",
+                str(q["batches"]),
+                str(q["waiting"]),
+                f"{shown}; {jobs}",
+            ]
         )
-    return lines
+    header = ["provider queue", "enqueued", "batches", "waiting", "limit / jobs"]
+    return ["", render(header, rows, align="lrrrl")]
 
 
 def job_queue_note(storage: Storage, job: str) -> str:

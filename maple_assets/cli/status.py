@@ -13,6 +13,7 @@ import click
 import orjson
 
 from maple_assets.cli.queues import job_queue_note, ledger_exists, queue_lines, queue_status
+from maple_assets.cli.tables import render
 from maple_assets.job.responses import summarize
 from maple_assets.job.state import JobState
 from maple_assets.job.steps import shard_responses
@@ -140,15 +141,18 @@ def _table(status: dict[str, Any]) -> str:
         lines.append(f"output: {status['output']}")
     if status.get("queue") and status["phase"] == "running":
         lines.append(f"queue: {status['queue']}")
-    header = f"{'shard':<10}{'state':<11}{'attempts':>9}{'rows':>9}{'ok':>9}{'failed':>9}"
-    lines += [header + f"{'cost USD':>12}  failed by class / batches"]
+    header = ["shard", "state", "attempts", "rows", "ok", "failed", "cost USD"]
+    rows = []
     for s in status["shards"]:
         classes = ", ".join(f"{k}={v}" for k, v in s["failed_by_class"].items())
-        lines.append(
-            f"{s['shard']:<10}{s['state']:<11}{s['attempts']:>9}{s['rows']:>9,}"
-            f"{s['succeeded']:>9,}{s['failed']:>9,}{s['cost_usd']:>12.6f}  "
-            f"{classes or '-'}  [{' '.join(s['batch_ids'])}]"
-        )
+        rows.append(
+            [
+                s["shard"], s["state"], str(s["attempts"]), f"{s['rows']:,}",
+                f"{s['succeeded']:,}", f"{s['failed']:,}", f"{s['cost_usd']:.6f}",
+                f"{classes or '-'}  [{' '.join(s['batch_ids'])}]",
+            ]
+        )  # fmt: skip
+    lines.append(render([*header, "failed by class / batches"], rows, align="llrrrrrl"))
     return "\n".join(lines)
 
 
