@@ -16,7 +16,8 @@ import pyarrow.parquet as pq
 from pydantic import Field
 from upath import UPath
 
-from resources.storage import _s3_options, atomic_write, is_remote, polars_storage_options
+from resources import s3_settings
+from resources.storage import atomic_write, is_remote, polars_storage_options
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +105,11 @@ class ParquetIOManager(dg.ConfigurableIOManagerFactory):  # type: ignore[type-ar
 
     def create_io_manager(self, context: dg.InitResourceContext) -> ParquetUPathIOManager:
         self.apply_s3_settings()
-        base = UPath(self.root, **_s3_options()) if is_remote(self.root) else UPath(self.root)
+        base = (
+            UPath(self.root, **s3_settings.fsspec_options())
+            if is_remote(self.root)
+            else UPath(self.root)
+        )
         return ParquetUPathIOManager(base_path=base)
 
     def apply_s3_settings(self) -> None:

@@ -33,14 +33,9 @@ def s3_endpoint() -> str | None:
     return s3_settings.endpoint()
 
 
-def _s3_options() -> dict[str, Any]:
-    """s3fs options: endpoint, region and credentials (``resources.s3_settings``)."""
-    return s3_settings.fsspec_options()
-
-
 def filesystem_for(uri: str) -> tuple[Any, str]:
     """The fsspec filesystem and in-filesystem path for a local path or URI."""
-    options = _s3_options() if uri.startswith(("s3://", "s3a://")) else {}
+    options = s3_settings.fsspec_options() if uri.startswith(("s3://", "s3a://")) else {}
     fs, path = fsspec.core.url_to_fs(uri, **options)
     return fs, str(path)
 

@@ -50,10 +50,14 @@ class Progress:
         self._printed = (dataclasses.replace(self.counts), now)
         print(self.line(), file=sys.stderr, flush=True)
 
+    def _rate(self) -> tuple[float, float]:
+        """Seconds since the start, and rows done per second."""
+        elapsed = time.monotonic() - self.started
+        return elapsed, self.counts.rows_done / elapsed if elapsed > 0 else 0.0
+
     def line(self) -> str:
         c = self.counts
-        elapsed = time.monotonic() - self.started
-        rate = c.rows_done / elapsed if elapsed > 0 else 0.0
+        elapsed, rate = self._rate()
         left = (c.total_rows - c.rows_done) / rate if rate > 0 else None
         eta = (
             f"  left ~{_duration(left)}" if left is not None and c.rows_done < c.total_rows else ""
@@ -92,8 +96,7 @@ class Progress:
             self._task = self._bar.add_task(
                 "rows", total=c.total_rows or None, rate="", shards="", spent=""
             )
-        elapsed = time.monotonic() - self.started
-        rate = c.rows_done / elapsed if elapsed > 0 else 0.0
+        _, rate = self._rate()
         self._bar.update(
             self._task,
             total=c.total_rows or None,

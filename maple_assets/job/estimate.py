@@ -23,14 +23,13 @@ import numpy as np
 import polars as pl
 
 from maple_assets.cli.dry_plan import TOKENS, SendPlan, plan_sends
-from maple_assets.inputs.checks import check_context_window, check_input_schema
 from maple_assets.inputs.sources import iter_blocks
 from maple_assets.inputs.templates import parse_template, template_columns
 from maple_assets.inputs.tokens import (
     output_tokens_per_request,
     prompt_tokens_expr,
 )
-from maple_assets.job.sharding import check_block, prepare_block
+from maple_assets.job.sharding import checked_blocks
 from maple_assets.job.spec import CUSTOM_ID, JobSpec
 from maple_assets.job.state import JobState
 from partitions.shards import ShardCutter
@@ -103,21 +102,14 @@ def _prepared(
     """The input's rows as the job would encode them (row id, key, ``_size``), with each row's
     estimated prompt tokens (``_tokens``); checked as sharding checks them, and cut into the
     same shard plan (by request count and encoded bytes) in ``cutter``."""
-    offset = 0
-    for block in blocks:
-        if offset == 0:
-            check_input_schema(block.schema, spec)
-        if block.height == 0:
-            continue
-        prepared = prepare_block(block, offset, spec, provider)
-        check_block(prepared, spec, cutter.max_bytes)
-        check_context_window(prepared, spec)
+    rows = 0
+    for _, prepared in checked_blocks(blocks, spec, provider, cutter.max_bytes):
         sizes = prepared.get_column("_size").to_numpy().astype(np.int64)
         for _ in cutter.feed(sizes):
             pass
         yield prepared.with_columns(prompt_tokens_expr(spec, provider.provider_name).alias(TOKENS))
-        offset += block.height
-    if offset == 0:
+        rows += prepared.height
+    if rows == 0:
         raise ConfigError("The input table has no rows: there is nothing to enrich.")
 
 

@@ -1,7 +1,7 @@
 """input_shards: render one request per row and cut the stream into shard Parquet files."""
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import polars as pl
@@ -65,6 +65,24 @@ def check_block(block: pl.DataFrame, spec: JobSpec, limit: int) -> None:
         )
 
 
+def checked_blocks(
+    blocks: Iterable[pl.DataFrame], spec: JobSpec, provider: Provider, max_bytes: int
+) -> Iterator[tuple[int, pl.DataFrame]]:
+    """Each non-empty input block as the job encodes it (``prepare_block``), with its first
+    row's offset, after the checks that must pass before anything is uploaded."""
+    offset = 0
+    for block in blocks:
+        if offset == 0:
+            check_input_schema(block.schema, spec)
+        if block.height == 0:
+            continue
+        prepared = prepare_block(block, offset, spec, provider)
+        check_block(prepared, spec, max_bytes)
+        check_context_window(prepared, spec)
+        yield offset, prepared
+        offset += block.height
+
+
 def write_shards(
     storage: Storage,
     spec: JobSpec,
@@ -84,7 +102,6 @@ def write_shards(
     shards: list[ShardInfo] = []
     pending: list[pl.DataFrame] = []
     pending_shard = 0
-    offset = 0
 
     def flush() -> None:
         if pending:
@@ -92,14 +109,7 @@ def write_shards(
             shards.append(_write_shard(storage, spec.name, key_for(pending_shard), frame))
             pending.clear()
 
-    for block in blocks:
-        if offset == 0:
-            check_input_schema(block.schema, spec)
-        if block.height == 0:
-            continue
-        prepared = prepare_block(block, offset, spec, provider)
-        check_block(prepared, spec, max_bytes)
-        check_context_window(prepared, spec)
+    for _, prepared in checked_blocks(blocks, spec, provider, max_bytes):
         if on_block is not None:
             on_block(prepared)
         sizes = prepared.get_column("_size").to_numpy().astype(np.int64)
@@ -111,7 +121,6 @@ def write_shards(
             if piece.closes:
                 flush()
                 pending_shard = piece.shard + 1
-        offset += block.height
     flush()
     if not shards:
         raise ConfigError("The input table has no rows: there is nothing to enrich.")
