@@ -188,6 +188,21 @@ def mark(
         conn.execute(t.update().where(key, condition).values(**values))
 
 
+def release_others(conn: sa.Connection, t: sa.Table, job: str, held: set[tuple[str, int]]) -> int:
+    """Release the job's admitted batches other than ``held`` (shard, attempt): the attempts it
+    still submits or waits for. An admitted slot outside them is a leftover (an attempt that
+    ended unseen, a submit run that died, a stopped job) and must not hold the queue's room,
+    nor, while a limit is being learned, keep every other job waiting for its validation."""
+    rows = conn.execute(
+        sa.select(t.c.shard, t.c.attempt).where(
+            t.c.job == job, t.c.enqueued_at.is_not(None), t.c.released_at.is_(None)
+        )
+    ).all()
+    stale = [(job, r.shard, r.attempt) for r in rows if (r.shard, r.attempt) not in held]
+    mark(conn, t, stale, released=True)
+    return len(stale)
+
+
 def mark_sent(conn: sa.Connection, t: sa.Table, key: tuple[str, str, int]) -> None:
     job, shard, attempt = key
     where = (t.c.job == job) & (t.c.shard == shard) & (t.c.attempt == attempt)

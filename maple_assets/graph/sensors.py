@@ -6,6 +6,7 @@ import dagster as dg
 
 from maple_assets.graph.admission import plan_submissions, wait_message, wait_note
 from maple_assets.graph.listed import ListedStorage
+from maple_assets.graph.revive import revive
 from maple_assets.graph.sensor_cursor import fresh_requests
 from maple_assets.job.budget import resume_budget_stop
 from maple_assets.job.job import Job, job_for
@@ -40,6 +41,9 @@ def enrichment_sensor(
         if lifted:
             context.log.info(f"budget raised to {spec.budget_usd}: resuming ({lifted})")
         wanted = run_requests(job, submissions_key, raw_key, merged_key)
+        wanted, revived = revive(_instance(context), wanted)  # runs that died for good
+        for line in revived:
+            context.log.warning(f"{spec.name}: {line}")
         fresh, cursor = fresh_requests(wanted, context.cursor)
         waiting = wait_message(wait_note(job))
         if waiting and context.log_key:  # the daemon keeps tick logs; the CLI has its own line
@@ -48,6 +52,13 @@ def enrichment_sensor(
         return dg.SensorResult(run_requests=fresh, cursor=cursor, skip_reason=skip)
 
     return enrichment_sensor
+
+
+def _instance(context: dg.SensorEvaluationContext) -> dg.DagsterInstance | None:
+    try:
+        return context.instance
+    except dg.DagsterInvariantViolationError:  # a context built under test, with no instance
+        return None
 
 
 def run_requests(

@@ -32,6 +32,7 @@ from resources.queue_ledger import (
     mark,
     mark_sent,
     refused,
+    release_others,
     validated_units,
 )
 from resources.settings import knob
@@ -255,9 +256,17 @@ def submit(job: "Job", payload: ShardPayload) -> Submission | None:
 
 
 def observe(job: "Job", work: "Work") -> None:
-    """Release the queue room of ended batches, mark validated ones, learn from refusals."""
+    """Release the queue room of ended batches (and of admitted attempts the job no longer
+    submits or waits for), mark validated ones, learn from refusals."""
     queue = queue_of(job)
-    if queue is None or not work.states:
+    if queue is None:
+        return
+    pending = {(s, job.state.progress(s).attempt) for s in work.submit}
+    pending |= {(sub.shard, sub.attempt) for sub, _ in work.states}
+    assert job.costs is not None
+    with job.costs.transaction() as conn:
+        release_others(conn, _table(), job.spec.name, pending)
+    if not work.states:
         return
     ended: list[tuple[str, str, int]] = []
     validated: list[tuple[str, str, int]] = []
@@ -272,7 +281,6 @@ def observe(job: "Job", work: "Work") -> None:
                 )
         elif state.status not in ("validating", "created"):
             validated.append(key)
-    assert job.costs is not None
     with job.costs.transaction() as conn:
         mark(conn, _table(), validated, released=False)
         held = validated_units(conn, _table(), queue.name) if validated else 0

@@ -11,7 +11,7 @@ from maple_assets.job.queue import parse_limit
 from resources.costs import CostTracker
 from resources.errors import ConfigError
 from resources.ledger_schema import queue_slots
-from resources.queue_ledger import Decision, Slot, admit_slot, mark
+from resources.queue_ledger import Decision, Slot, admit_slot, mark, release_others
 
 QUEUE = "openai:gpt-4o-mini"
 
@@ -89,6 +89,23 @@ def test_unknown_limit_waits_for_validation(ledger: CostTracker) -> None:
     with ledger.transaction() as conn:
         mark(conn, queue_slots, [("j", "s1", 1)], released=False)  # passed validation
     assert ask(ledger, "j", "s2", 10, limit=None).admitted
+
+
+def test_a_leftover_admission_stops_holding_the_queue(ledger: CostTracker) -> None:
+    """Beta's submit run died after its slot was admitted, before any batch went out; its
+    attempt is no longer pending (the shard moved on). Until beta's next tick releases it, the
+    probe makes alpha wait for a validation that will never come."""
+    assert ask(ledger, "beta", "s1", 10, limit=None).admitted
+    assert ask(ledger, "beta", "s2", 10, limit=10_000).admitted
+    assert "not known yet" in ask(ledger, "alpha", "a1", 10, limit=None).reason
+    with ledger.transaction() as conn:
+        assert release_others(conn, queue_slots, "beta", {("s2", 1)}) == 1  # s2 is still out
+        assert release_others(conn, queue_slots, "beta", {("s2", 1)}) == 0
+    alpha = ask(ledger, "alpha", "a1", 10, limit=None, team="b")
+    assert not alpha.admitted and "1 batch(es)" in alpha.reason  # s2 still unvalidated
+    with ledger.transaction() as conn:
+        release_others(conn, queue_slots, "beta", set())  # beta has nothing pending at all
+    assert ask(ledger, "alpha", "a1", 10, limit=None).admitted
 
 
 def test_parse_limit_from_openai_message() -> None:
