@@ -14,6 +14,7 @@ provider without telling it the limits (it learns them from the headers), and pr
     python bench/realtime.py                       # per-second windows, then a full minute
     python bench/realtime.py --burst-seconds 2 --rows 5000
     python bench/realtime.py --provider anthropic-realtime
+    python bench/realtime.py --bare                # and a bare aiohttp client, for the floor
 """
 
 import argparse
@@ -148,6 +149,52 @@ def case(args: argparse.Namespace, name: str, rpm: int | None, tpm: int | None) 
     )
 
 
+def bare(args: argparse.Namespace, together: int) -> None:
+    """The floor: a bare aiohttp client sending the same bodies at the limit's pace (told, not
+    learned), ``together`` requests per event-loop wake, no retries, checkpoints or parsing
+    beyond orjson."""
+    import asyncio
+
+    import aiohttp
+    import orjson
+
+    rate = args.rpm / 60
+    proc, url = start_emulator(None, None, 1.0)
+    body = orjson.dumps(
+        {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Maple Farm product 1"}]}
+    )
+
+    async def send_all() -> None:
+        connector = aiohttp.TCPConnector(limit=64)
+        async with aiohttp.ClientSession(connector=connector) as client:
+
+            async def one() -> None:
+                async with client.post(f"{url}/v1/chat/completions", data=body) as answer:
+                    orjson.loads(await answer.read())
+
+            tasks, started = [], time.monotonic()
+            for i in range(args.rows):
+                wait = started + (i // together) * together / rate - time.monotonic()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                tasks.append(asyncio.create_task(one()))
+            await asyncio.gather(*tasks)
+
+    try:
+        before, started = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+        asyncio.run(send_all())
+        after, wall = resource.getrusage(resource.RUSAGE_SELF), time.monotonic() - started
+    finally:
+        proc.terminate()
+        proc.wait()
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    print(
+        f"bare      aiohttp, {rate:.0f}/s, {together} per wake: rows {args.rows}  {wall:5.1f}s  "
+        f"CPU/request {cpu / args.rows * 1000:.2f} ms",
+        flush=True,
+    )
+
+
 def startup(args: argparse.Namespace) -> None:
     """Seconds from launching ``maple enrich`` to the emulator's first real-time request."""
     proc, url = start_emulator(None, None, 1.0)
@@ -191,7 +238,13 @@ def main() -> None:
     )
     parser.add_argument("--no-tpm", action="store_true", help="Skip the TPM-bound case.")
     parser.add_argument("--no-startup", action="store_true", help="Skip the start-up probe.")
+    parser.add_argument(
+        "--bare", action="store_true", help="Also time a bare aiohttp client at the same pace."
+    )
     args = parser.parse_args()
+    if args.bare:
+        bare(args, together=1)
+        bare(args, together=10)
     if not args.no_startup:
         startup(args)
     for burst in [args.burst_seconds] if args.burst_seconds else [1.0, 60.0]:
