@@ -168,6 +168,7 @@ def test_retry_failed_resends_only_failed_rows_with_a_fresh_budget(tmp_path: Pat
         assert after.filter(pl.col("llm_status") == "failed").height < failed.height
 
 
+@pytest.mark.slow  # ~30 s: a kill harness, in the slow pass
 def test_kill_during_incremental_rerun_then_resume_pays_nothing_twice(
     server: EmulatorServer, tmp_path: Path
 ) -> None:
@@ -190,6 +191,7 @@ def test_kill_during_incremental_rerun_then_resume_pays_nothing_twice(
     assert stats["requests_billed"] == 30
 
 
+@pytest.mark.slow  # ~30 s
 def test_dry_run_of_a_rerun_prices_only_what_it_would_send(
     server: EmulatorServer, tmp_path: Path
 ) -> None:

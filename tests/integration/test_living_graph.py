@@ -10,6 +10,7 @@ from typing import Any
 
 import dagster as dg
 import polars as pl
+import pytest
 from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
 from dagster._core.loader import LoadingContextForTest
 
@@ -101,6 +102,7 @@ def merged_rows(tmp_path: Path) -> pl.DataFrame:
     return pl.read_parquet(tmp_path / "store" / "living" / "output" / "merged.parquet")
 
 
+@pytest.mark.slow  # ~35 s
 def test_upstream_change_and_prompt_edit_in_the_ui(
     tmp_path: Path, emulator_server: EmulatorServer, monkeypatch: Any
 ) -> None:

@@ -154,6 +154,7 @@ def test_insufficient_quota_is_not_retried_and_stops_sending(
     assert sent <= 4  # the first wave only
 
 
+@pytest.mark.slow  # ~30 s: a kill harness, in the slow pass
 def test_sigkill_mid_shard_then_resume_matches_an_uninterrupted_run(
     server: EmulatorServer, tmp_path: Path
 ) -> None:

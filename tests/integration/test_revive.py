@@ -6,14 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import polars as pl
 from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, RUN_KEY_TAG, WILL_RETRY_TAG
 
 from emulator.server import EmulatorServer
-from maple_assets.factory import enrichment
 from maple_assets.graph.revive import revive
-from maple_assets.wiring import maple_resources
-from tests.integration.test_sensor_cursor import tick
+from tests.integration.test_sensor_cursor import small_job, tick
 
 
 @dg.op
@@ -38,11 +35,7 @@ def test_a_submit_whose_run_died_for_good_is_asked_again(
     tmp_path: Path, emulator_server: EmulatorServer, monkeypatch: Any
 ) -> None:
     monkeypatch.setenv("MAPLE_EMULATOR_URL", emulator_server.url)
-    table = tmp_path / "t.parquet"
-    pl.DataFrame({"title": ["a", "b", "c"]}).write_parquet(table)
-    en = enrichment(name="revived", source=str(table), prompt="{title}", model="gpt-4o-mini",
-                    provider="emulator")  # fmt: skip
-    resources = maple_resources([en], storage_root=str(tmp_path / "store"))
+    en, resources = small_job(tmp_path, "revived")
     with dg.instance_for_test() as instance:
         assert dg.materialize(en.assets, selection=[en.key("input_shards")], instance=instance,
                               resources=resources).success  # fmt: skip

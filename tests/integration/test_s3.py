@@ -117,7 +117,15 @@ def enrich_on_s3(
     )
 
 
-@pytest.mark.parametrize("point", ["after_create", "after_results", "mid_merge"])
+# One crash point in the default suite; the other two in the slow pass (~30 s each).
+@pytest.mark.parametrize(
+    "point",
+    [
+        "after_create",
+        pytest.param("after_results", marks=pytest.mark.slow),
+        pytest.param("mid_merge", marks=pytest.mark.slow),
+    ],
+)
 def test_resume_after_kill_with_state_on_s3(
     s3: dict[str, str], tmp_path: Path, tricky_table: pl.DataFrame, point: str
 ) -> None:

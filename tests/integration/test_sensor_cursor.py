@@ -27,15 +27,20 @@ def tick(
         return en.sensor.evaluate_tick(ctx)
 
 
+def small_job(tmp_path: Path, name: str) -> tuple[Enrichment, dict[str, Any]]:
+    """A three-row enrichment on the emulator (``MAPLE_EMULATOR_URL``) and its resources."""
+    table = tmp_path / "t.parquet"
+    pl.DataFrame({"title": ["a", "b", "c"]}).write_parquet(table)
+    en = enrichment(name=name, source=str(table), prompt="{title}", model="gpt-4o-mini",
+                    provider="emulator")  # fmt: skip
+    return en, maple_resources([en], storage_root=str(tmp_path / "store"))
+
+
 def test_a_finished_job_asks_for_merged_once(
     tmp_path: Path, emulator_server: EmulatorServer, monkeypatch: Any
 ) -> None:
     monkeypatch.setenv("MAPLE_EMULATOR_URL", emulator_server.url)
-    table = tmp_path / "t.parquet"
-    pl.DataFrame({"title": ["a", "b", "c"]}).write_parquet(table)
-    en = enrichment(name="once", source=str(table), prompt="{title}", model="gpt-4o-mini",
-                    provider="emulator")  # fmt: skip
-    resources = maple_resources([en], storage_root=str(tmp_path / "store"))
+    en, resources = small_job(tmp_path, "once")
     with dg.instance_for_test() as instance:
         run_graph(en, [], resources, instance)
         first = tick(en, instance, resources, None)
