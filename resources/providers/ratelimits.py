@@ -26,6 +26,7 @@ EDGE_GUARD_S = 0.004
 #: sends go out on a grid of this step (at most a tenth of a learned window): the requests
 #: whose slots fall in one step leave together, one event-loop wake for several requests
 SEND_STEP_S = 0.2
+CALM_S = 10.0  # after a 429, sends go one by one for this long
 MIN_FACTOR = 0.5
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -156,7 +157,7 @@ class Pacer:
         self.factor = SAFETY
         self.next_at = 0.0
         self.paused_until = 0.0
-        self._slowed_at = -1.0
+        self._slowed_at = -CALM_S - 1.0
         self.windows = WindowClock()
         self.senders = 1  # processes sharing the limit (``rate_shares``): pace to 1/senders
 
@@ -184,6 +185,13 @@ class Pacer:
             start = send
         self.next_at = start + gap
         return max(0.0, send - now)
+
+    def calm(self, now: float) -> bool:
+        """Sends may go on the grid: one sender paces to the whole limit and none of its
+        requests was refused in the last `CALM_S`. While another process shares the limit, or
+        after a 429, they go one by one, each booking waiting for the one before, so that an
+        answer saying the window is spent stops the very next send."""
+        return self.senders == 1 and now - self._slowed_at > CALM_S
 
     def learn(self, limits: Limits, now: float, sent_at: float | None = None) -> None:
         if sent_at is not None:

@@ -201,17 +201,24 @@ class AttemptRun:
         """Wait for this request's start slot. Slots are booked one at a time and at most one
         grid step ahead (the booker waits for its step before the next may book), so a stalled
         loop delays sends instead of bursting; the requests booked into one step all wake at
-        its grid point together."""
-        async with self.turn:
-            now = time.monotonic()
-            send = now + self.pacer.reserve(self.tokens.estimate(raw), now)
-            go = self.pacer.windows.on_grid(send)
-            early = go - now - self.pacer.windows.step()
-            if early > 0:
-                await asyncio.sleep(early)
-        wait = go - time.monotonic()
-        if wait > 0:
-            await asyncio.sleep(wait)
+        its grid point together. A booking that an answer paused meanwhile (remaining 0, a
+        429) is booked again after the pause, as a send paced one by one would have waited."""
+        while True:
+            async with self.turn:
+                now = time.monotonic()
+                send = now + self.pacer.reserve(self.tokens.estimate(raw), now)
+                grid = self.pacer.calm(now)  # one by one while the limit is contested
+                go = self.pacer.windows.on_grid(send) if grid else send
+                early = go - now - (self.pacer.windows.step() if grid else 0.0)
+                if early > 0:
+                    await asyncio.sleep(early)
+            wait = go - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            if self.pacer.paused_until <= time.monotonic():
+                return
+            # an answer paused the pacer (its window is spent) after this slot was booked: a
+            # slot booked a step ahead must not go out into the spent window; book again
 
     def _response(
         self, status: int, headers: "CIMultiDictProxy[str]", content: bytes
