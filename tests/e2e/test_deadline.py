@@ -41,7 +41,9 @@ def summary_number(stdout: str, label: str) -> float:
 def test_deadline_shorter_than_the_batch_sends_the_rest_real_time(tmp_path: Path) -> None:
     source = tmp_path / "items.csv"
     pl.read_csv(CATALOG, infer_schema=False).head(ROWS).write_csv(source)
-    config = EmulatorConfig(batch_seconds=12.0)  # a batch would take 12 s; the deadline is 6 s
+    # A batch would take 25 s; the deadline is 10 s (on a loaded machine the CLI needs a few
+    # seconds before its first batch goes out, and the test needs one out before the deadline).
+    config = EmulatorConfig(batch_seconds=25.0)
     with EmulatorServer(config) as server:
         started = time.monotonic()
         result = maple(
@@ -49,7 +51,7 @@ def test_deadline_shorter_than_the_batch_sends_the_rest_real_time(tmp_path: Path
             "enrich", str(source), "--prompt", "Brand of: {title}", "--model", "gpt-4o-mini",
             "--provider", "emulator", "--storage", str(tmp_path / "store"), "--job", "late",
             "--output", str(tmp_path / "out.parquet"), "--poll-interval", "0.2", "--quiet",
-            "--max-requests-per-batch", "20", "--deadline", "6s",
+            "--max-requests-per-batch", "20", "--deadline", "10s",
         )  # fmt: skip
         wall = time.monotonic() - started
         stats = server.stats()
