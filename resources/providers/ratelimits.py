@@ -23,7 +23,7 @@ from datetime import datetime
 
 SAFETY = 0.999
 EDGE_GUARD_S = 0.004
-#: sends go out on a grid of this step (at most a tenth of a learned window): the requests
+#: sends go out on a grid of this step (at most a fifth of a learned window): the requests
 #: whose slots fall in one step leave together, one event-loop wake for several requests
 SEND_STEP_S = 0.2
 CALM_S = 10.0  # after a 429, sends go one by one for this long
