@@ -103,6 +103,7 @@ def test_edit_append_delete_sends_only_new_and_changed_rows(
     assert sent_by(server, source, storage) == 0  # the same input again: nothing to send
 
 
+@pytest.mark.slow  # ~30 s
 def test_prompt_change_sends_all_and_revert_sends_none(
     server: EmulatorServer, tmp_path: Path
 ) -> None:
@@ -142,6 +143,7 @@ def test_identical_requests_are_sent_once(server: EmulatorServer, tmp_path: Path
     assert out["llm_reused"].to_list() == [False] * 5 + [True] * 3
 
 
+@pytest.mark.slow  # ~30 s
 def test_retry_failed_resends_only_failed_rows_with_a_fresh_budget(tmp_path: Path) -> None:
     config = EmulatorConfig(batch_seconds=0, fail={"server_error": 0.4}, control_fail=0.0)
     source, storage = tmp_path / "items.parquet", tmp_path / "store"

@@ -192,6 +192,7 @@ def test_dagster_sensor_finishes_the_job(server: EmulatorServer, tmp_path: Path)
     assert server.stats()["bodies_billed_twice"] == 0
 
 
+@pytest.mark.slow  # ~25 s
 def test_gemini_realtime_enrich_with_faults(
     catalog: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
