@@ -23,10 +23,6 @@ from datetime import datetime
 
 SAFETY = 0.999
 EDGE_GUARD_S = 0.004
-#: sends go out on a grid of this step (at most a fifth of a learned window): the requests
-#: whose slots fall in one step leave together, one event-loop wake for several requests
-SEND_STEP_S = 0.2
-CALM_S = 10.0  # after a 429, sends go one by one for this long
 MIN_FACTOR = 0.5
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -128,18 +124,6 @@ class WindowClock:
         elif edge > self.edge - apart:
             self.edge = max(self.edge, edge)
 
-    def step(self) -> float:
-        return SEND_STEP_S if self.length is None else min(SEND_STEP_S, self.length / 5)
-
-    def on_grid(self, moment: float) -> float:
-        """The first grid point at or after ``moment``. With the windows learned the grid sits
-        half a step off their edges, so a send is never near one; and as each window of the
-        grid's sends holds the slots of one window length, rounding up never adds a request
-        to a window."""
-        step = self.step()
-        origin = 0.0 if self.edge is None else self.edge + step / 2
-        return origin + math.ceil((moment - origin) / step - 1e-9) * step
-
     def clear_of_edges(self, moment: float) -> float:
         """``moment``, or just after the nearest window edge when it falls within the guard."""
         if self.edge is None or self.length is None:
@@ -157,7 +141,7 @@ class Pacer:
         self.factor = SAFETY
         self.next_at = 0.0
         self.paused_until = 0.0
-        self._slowed_at = -CALM_S - 1.0
+        self._slowed_at = -1.0
         self.windows = WindowClock()
         self.senders = 1  # processes sharing the limit (``rate_shares``): pace to 1/senders
 
@@ -175,9 +159,9 @@ class Pacer:
     def reserve(self, tokens: float, now: float) -> float:
         """Book the next start slot; returns how long to wait for it.
 
-        Callers reserve one at a time and at most one send-grid step ahead (the real-time
-        engine's ``_turn``), so a stalled event loop delays sends instead of releasing a burst
-        of overdue slots (a send that comes late may take back at most one slot it lost)."""
+        Callers reserve one at a time and only when the previous caller's wait is over, so a
+        stalled event loop delays sends instead of releasing a burst of overdue slots (a send
+        that comes late may take back at most one slot it lost)."""
         gap = self.interval(tokens)
         start = max(now - gap, self.next_at, self.paused_until)  # one slot of catch-up at most
         send = self.windows.clear_of_edges(max(start, now))
@@ -185,13 +169,6 @@ class Pacer:
             start = send
         self.next_at = start + gap
         return max(0.0, send - now)
-
-    def calm(self, now: float) -> bool:
-        """Sends may go on the grid: one sender paces to the whole limit and none of its
-        requests was refused in the last `CALM_S`. While another process shares the limit, or
-        after a 429, they go one by one, each booking waiting for the one before, so that an
-        answer saying the window is spent stops the very next send."""
-        return self.senders == 1 and now - self._slowed_at > CALM_S
 
     def learn(self, limits: Limits, now: float, sent_at: float | None = None) -> None:
         if sent_at is not None:

@@ -30,29 +30,6 @@ def test_pacer_keeps_sends_clear_of_window_edges() -> None:
     assert after == pytest.approx(0.002 + EDGE_GUARD_S + pacer.interval(1))
 
 
-def test_sends_on_the_grid_never_add_a_request_to_a_window() -> None:
-    """Rounding each booked slot up to the send grid (several requests per event-loop wake)
-    keeps every window at the count its slots allow, with no send near an edge."""
-    pacer = Pacer(rpm=3000)  # 50 per 1 s window at 100%, 49.95 at the pacer's safety factor
-    pacer.windows.observe(0.0, 1.0)
-    pacer.windows.observe(1.0, 1.0)  # edges at 1.0, 2.0, ...
-    step = pacer.windows.step()
-    assert step == pytest.approx(0.2)
-    now, sends = 0.5, []
-    for _ in range(1000):
-        slot = now + pacer.reserve(1, now)
-        sends.append(pacer.windows.on_grid(slot))
-        assert slot <= sends[-1] < slot + step + 1e-9
-        now = slot
-    per_window: dict[int, int] = {}
-    for moment in sends:
-        per_window[int(moment)] = per_window.get(int(moment), 0) + 1
-        assert abs(moment - round(moment)) >= step / 2 - 1e-9  # half a step from any edge
-    assert max(per_window.values()) <= 50
-    assert len(set(sends)) <= len(sends) / 9  # about 10 requests per wake at 50 per second
-    assert WindowClock().on_grid(0.31) == pytest.approx(0.4)  # no windows known: a plain grid
-
-
 def test_gate_wakes_one_waiter_per_release_and_grows_on_resize() -> None:
     async def scenario() -> list[int]:
         gate = Gate(initial=1, maximum=3)
