@@ -78,6 +78,12 @@ def start_emulator(batch_seconds: float) -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("the emulator did not start")
 
 
+def process_cpu(pid: int) -> float:
+    """User + system CPU seconds a running process has used so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_measured(args: list[str], env: dict[str, str]) -> tuple[float, int, int, float]:
     """(wall seconds, peak RSS in MiB, exit code, CPU seconds) of one child process.
 
@@ -163,6 +169,7 @@ def main() -> None:
     try:
         platform = run_platform(source, url, args.batch_seconds, args.max_enqueued_tokens)
         stats = orjson.loads(urllib.request.urlopen(f"{url}/_emulator/stats").read())
+        emulator_cpu = process_cpu(emulator.pid)
     finally:
         emulator.terminate()
         emulator.wait()
@@ -178,7 +185,8 @@ def main() -> None:
         print(f"  {stage:<18} {seconds:8.1f} s")
     print(
         f"emulator             batches {stats['batches_created']}, billed "
-        f"{stats['requests_billed']:,}, billed twice {stats['bodies_billed_twice']}"
+        f"{stats['requests_billed']:,}, billed twice {stats['bodies_billed_twice']}, "
+        f"CPU {emulator_cpu:.1f} s (its own process, sharing the cores)"
     )
     if floor is not None:
         ratio = wall / float(floor["wall"])  # type: ignore[arg-type]

@@ -8,10 +8,6 @@ operation named and no secrets.
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-import boto3
-from botocore.config import Config
-from botocore.exceptions import BotoCoreError, ClientError
-
 from resources.errors import AuthError, ProviderError
 
 T = TypeVar("T")
@@ -21,10 +17,15 @@ _AUTH = {"AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenEx
 
 class BedrockCalls:
     def __init__(self, region: str | None, max_retries: int) -> None:
+        import boto3  # ~0.3 s to import: only when a Bedrock job runs, not with every command
+        from botocore.config import Config
+
         config = Config(retries={"max_attempts": max_retries + 1, "mode": "standard"})
         self.client: Any = boto3.client("bedrock", region_name=region, config=config)
 
     def _call(self, what: str, call: Callable[[], T]) -> T:
+        from botocore.exceptions import BotoCoreError, ClientError
+
         try:
             return call()
         except ClientError as exc:
