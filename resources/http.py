@@ -4,7 +4,7 @@ import functools
 import random
 import ssl
 import time
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import orjson
@@ -136,6 +136,35 @@ def request(
     return _checked(response, what, method, url)
 
 
+def download(
+    client: httpx.Client, url: str, into: IO[bytes], *, what: str, max_retries: int = 5
+) -> None:
+    """GET ``url`` streamed into the file ``into``, retried as `request` retries a GET (the
+    file starts over on each try). A result file never sits in memory whole: a 50k-line
+    OpenAI output file is ~40 MB, and ``Response.content`` briefly held it twice."""
+    started = time.monotonic()
+
+    def fetch() -> httpx.Response:
+        into.seek(0)
+        into.truncate()
+        with client.stream("GET", url) as response:
+            if response.status_code >= 300:
+                response.read()  # an error envelope: small
+                return _retryable(response)
+            for chunk in response.iter_bytes(chunk_size=1 << 20):
+                into.write(chunk)
+            return response
+
+    try:
+        response = control_retrying(max_retries, outage_window_s(), started)(fetch)
+    except httpx.TransportError as exc:
+        raise ProviderError(f"{what}: GET {url} failed: {exc!r}{_for(started)}") from exc
+    except Retryable as exc:
+        response = exc.response
+    _checked(response, what, "GET", url)
+    into.flush()
+
+
 class Retryable(Exception):
     """A 408/409/429/5xx answer worth sending again (after its ``retry-after``, if any)."""
 
@@ -145,7 +174,11 @@ class Retryable(Exception):
 
 
 def _send(client: httpx.Client, method: str, url: str, kwargs: dict[str, Any]) -> httpx.Response:
-    response = client.request(method, url, **kwargs)
+    return _retryable(client.request(method, url, **kwargs))
+
+
+def _retryable(response: httpx.Response) -> httpx.Response:
+    """``response``, or `Retryable` when it is worth sending again (not a quota refusal)."""
     quota = response.status_code == 429 and is_quota_error(response)
     if response.status_code in RETRYABLE_STATUS and not quota:
         raise Retryable(response)

@@ -1,5 +1,6 @@
 """OpenAI Batch API provider (files + batches), for any OpenAI-compatible base URL."""
 
+import tempfile
 from typing import Any
 
 import dagster as dg
@@ -9,7 +10,7 @@ from pydantic import Field, PrivateAttr
 
 from resources.crashpoints import crash_point
 from resources.failures import FailureClass, classify_http, classify_line_error
-from resources.http import make_client, request
+from resources.http import download, make_client, request
 from resources.providers import openai_wire as wire
 from resources.providers.base import (
     ENDED_STATES,
@@ -179,14 +180,17 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, dg.ConfigurableRe
             for key in ("output_file_id", "error_file_id"):
                 file_id = batch.get(key)
                 if file_id:
-                    content = request(
-                        client,
-                        "GET",
-                        f"/files/{file_id}/content",
-                        what=f"download {key} of batch {submission.batch_id}",
-                        max_retries=self.max_retries,
-                    ).content
-                    frames.append(parse_result_file(content, submission.batch_id, _parse_line))
+                    with tempfile.NamedTemporaryFile(prefix="maple-", suffix=".jsonl") as spool:
+                        download(
+                            client,
+                            f"/files/{file_id}/content",
+                            spool,
+                            what=f"download {key} of batch {submission.batch_id}",
+                            max_retries=self.max_retries,
+                        )
+                        frames.append(
+                            parse_result_file(spool.name, submission.batch_id, _parse_line)
+                        )
                     crash_point("mid_download")
         return pl.concat(frames)
 

@@ -7,7 +7,7 @@ with the schema (an unexpected type from some gateway) falls back to the per-lin
 """
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -42,19 +42,25 @@ LINE_SCHEMA = pa.schema(
     ]
 )
 _PARSE = pajson.ParseOptions(explicit_schema=LINE_SCHEMA, unexpected_field_behavior="ignore")
+# One thread per file: shards are collected two at a time already, and pyarrow's own threads
+# cost ~50% more CPU per file here (324 vs 220 ms for 50k lines) and hold more blocks at once.
+_READ = pajson.ReadOptions(use_threads=False)
 
 LineParser = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-def parse_result_file(content: bytes, batch_id: str, parse_line: LineParser) -> pl.DataFrame:
-    """All lines of one output or error file as result rows."""
-    if not content.strip():
+def parse_result_file(source: bytes | str, batch_id: str, parse_line: LineParser) -> pl.DataFrame:
+    """All lines of one output or error file (its bytes, or the path of a downloaded file) as
+    result rows."""
+    if not _has_lines(source):
         return result_frame({})
     try:
-        table = pajson.read_json(io.BytesIO(content), parse_options=_PARSE)
+        reader = io.BytesIO(source) if isinstance(source, bytes) else source
+        table = pajson.read_json(reader, read_options=_READ, parse_options=_PARSE)
     except pa.ArrowException:
-        return _slow(content, batch_id, parse_line)
+        return _slow(source, batch_id, parse_line)
     lines = pl.DataFrame(table)
+    del table
     status = pl.col("response").struct.field("status_code")
     ok = pl.col("error").is_null() & status.is_between(200, 299)
     good = _successes(lines.filter(ok), batch_id)
@@ -62,8 +68,23 @@ def parse_result_file(content: bytes, batch_id: str, parse_line: LineParser) -> 
     if failed_ids.is_empty():
         return good
     wanted = set(failed_ids.to_list())
-    failed = _slow(content, batch_id, parse_line, wanted)
+    failed = _slow(source, batch_id, parse_line, wanted)
     return pl.concat([good, failed])
+
+
+def _has_lines(source: bytes | str) -> bool:
+    if isinstance(source, bytes):
+        return bool(source.strip())
+    with open(source, "rb") as handle:
+        return any(raw.strip() for raw in handle)
+
+
+def _raw_lines(source: bytes | str) -> Iterator[bytes]:
+    if isinstance(source, bytes):
+        yield from source.splitlines()
+        return
+    with open(source, "rb") as handle:
+        yield from handle
 
 
 def _successes(lines: pl.DataFrame, batch_id: str) -> pl.DataFrame:
@@ -98,10 +119,10 @@ def _successes(lines: pl.DataFrame, batch_id: str) -> pl.DataFrame:
 
 
 def _slow(
-    content: bytes, batch_id: str, parse_line: LineParser, only: set[str] | None = None
+    source: bytes | str, batch_id: str, parse_line: LineParser, only: set[str] | None = None
 ) -> pl.DataFrame:
     rows: dict[str, list[Any]] = {name: [] for name in RESULT_SCHEMA}
-    for raw in content.splitlines():
+    for raw in _raw_lines(source):
         if not raw.strip():
             continue
         line = orjson.loads(raw)
