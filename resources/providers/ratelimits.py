@@ -23,6 +23,13 @@ from datetime import datetime
 
 SAFETY = 0.999
 EDGE_GUARD_S = 0.004
+#: sends go out on a grid of at most this step: the requests whose slots fall in one step leave
+#: together, one event-loop wake for several requests (paced one by one, each costs a wake)
+SEND_STEP_S = 0.2
+#: ... and at most this many requests per grid point at the learned limit: a group is in flight
+#: at once, and a crash then leaves up to a group answered but unrecorded (billed again on resume)
+GROUP_MAX = 5
+CALM_S = 10.0  # after a 429, sends go one by one for this long
 MIN_FACTOR = 0.5
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -124,6 +131,14 @@ class WindowClock:
         elif edge > self.edge - apart:
             self.edge = max(self.edge, edge)
 
+    def on_grid(self, moment: float, step: float) -> float:
+        """The first point of a ``step`` grid at or after ``moment``. With the windows learned
+        the grid sits half a step off their edges and ``step`` divides their length, so a send
+        is never near an edge; and as each window then takes the slots of exactly one window
+        length, rounding up never adds a request to a window."""
+        origin = 0.0 if self.edge is None else self.edge + step / 2
+        return origin + math.ceil((moment - origin) / step - 1e-9) * step
+
     def clear_of_edges(self, moment: float) -> float:
         """``moment``, or just after the nearest window edge when it falls within the guard."""
         if self.edge is None or self.length is None:
@@ -141,9 +156,10 @@ class Pacer:
         self.factor = SAFETY
         self.next_at = 0.0
         self.paused_until = 0.0
-        self._slowed_at = -1.0
+        self._slowed_at = -CALM_S - 1.0
         self.windows = WindowClock()
         self.senders = 1  # processes sharing the limit (``rate_shares``): pace to 1/senders
+        self._step: tuple[tuple[object, ...], float] | None = None
 
     @property
     def known(self) -> bool:
@@ -159,9 +175,9 @@ class Pacer:
     def reserve(self, tokens: float, now: float) -> float:
         """Book the next start slot; returns how long to wait for it.
 
-        Callers reserve one at a time and only when the previous caller's wait is over, so a
-        stalled event loop delays sends instead of releasing a burst of overdue slots (a send
-        that comes late may take back at most one slot it lost)."""
+        Callers reserve one at a time and at most one send-grid step ahead (the real-time
+        engine's ``_turn``), so a stalled event loop delays sends instead of releasing a burst
+        of overdue slots (a send that comes late may take back at most one slot it lost)."""
         gap = self.interval(tokens)
         start = max(now - gap, self.next_at, self.paused_until)  # one slot of catch-up at most
         send = self.windows.clear_of_edges(max(start, now))
@@ -169,6 +185,30 @@ class Pacer:
             start = send
         self.next_at = start + gap
         return max(0.0, send - now)
+
+    def step(self, tokens: float) -> float:
+        """The send grid's step: at most ``SEND_STEP_S`` and ``GROUP_MAX`` requests at the
+        paced rate (RPM, or TPM at ``tokens`` per request), and a whole fraction (a fifth or
+        less) of a learned window. Kept while the limits and the window stay the same, so
+        that it does not move from one booking to the next with each token estimate."""
+        key = (self.rpm, self.tpm, self.windows.length, self.senders)
+        if self._step is None or self._step[0] != key:
+            step = min(SEND_STEP_S, GROUP_MAX * self.interval(tokens)) or SEND_STEP_S
+            length = self.windows.length
+            if length is not None:
+                step = length / max(5, math.ceil(length / step - 1e-9))
+            self._step = (key, step)
+        return self._step[1]
+
+    def on_grid(self, moment: float, tokens: float) -> float:
+        return self.windows.on_grid(moment, self.step(tokens))
+
+    def calm(self, now: float) -> bool:
+        """Sends may go on the grid: one sender paces to the whole limit and none of its
+        requests was refused in the last `CALM_S`. While another process shares the limit, or
+        after a 429, they go one by one, each booking waiting for the one before, so that an
+        answer saying the window is spent stops the very next send."""
+        return self.senders == 1 and now - self._slowed_at > CALM_S
 
     def learn(self, limits: Limits, now: float, sent_at: float | None = None) -> None:
         if sent_at is not None:

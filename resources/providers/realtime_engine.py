@@ -1,12 +1,15 @@
 """The engine behind the real-time providers: one shard attempt's requests, sent concurrently.
 
 Workers pull rows; each send waits for a slot in the adaptive ``Gate`` (bounded in-flight
-requests) and for its turn from the ``Pacer`` (RPM/TPM), then posts the already-encoded body
-(no re-parsing) with aiohttp, whose client costs a fraction of httpx's CPU per request
-(DESIGN.md section 9); the rare non-200 answer is wrapped as an ``httpx.Response`` for the
-shared error helpers. Answers are classified into rows; retryable ones (429, 5xx/529, timeouts) are
-sent again after ``retry-after`` or jittered exponential backoff, up to ``max_attempts``.
-Every finished row goes to the checkpoints at once.
+requests) and for its turn from the ``Pacer`` (RPM/TPM), rounded up to a send grid (0.2 s or
+less: at most 5 requests per point, a fifth of a learned window or less) so that the requests
+of one step leave on one event-loop wake (paced one by one, each request cost a wake of its
+own: twice the CPU). It posts the already-encoded body (no re-parsing) with aiohttp, whose
+client costs a fraction of httpx's CPU per request (DESIGN.md section 9); the rare non-200
+answer is wrapped as an ``httpx.Response`` for the shared error helpers. Answers are classified
+into rows; retryable ones (429, 5xx/529, timeouts) are sent again after ``retry-after`` or
+jittered exponential backoff, up to ``max_attempts``. Every finished row goes to the
+checkpoints at once.
 """
 
 import asyncio
@@ -172,10 +175,7 @@ class AttemptRun:
     ) -> Row:
         await self.gate.acquire()
         try:
-            async with self.turn:
-                delay = self.pacer.reserve(self.tokens.estimate(raw), time.monotonic())
-                if delay > 0:
-                    await asyncio.sleep(delay)
+            await self._turn(raw)
             if self.quota_message is not None:  # learned while this row waited for its turn
                 return _quota(self.quota_message)
             import aiohttp
@@ -197,6 +197,30 @@ class AttemptRun:
         if status == 200:
             return self._succeeded(custom_id, content, raw)
         return self._outcome(self._response(status, headers, content), custom_id)
+
+    async def _turn(self, raw: int) -> None:
+        """Wait for this request's start slot. Slots are booked one at a time and at most one
+        grid step ahead (the booker waits for its step before the next may book), so a stalled
+        loop delays sends instead of bursting; the requests booked into one step all wake at
+        its grid point together. A booking that an answer paused meanwhile (remaining 0, a
+        429) is booked again after the pause, as a send paced one by one would have waited."""
+        while True:
+            async with self.turn:
+                now, tokens = time.monotonic(), self.tokens.estimate(raw)
+                send = now + self.pacer.reserve(tokens, now)
+                # on the grid only while pacing to a known limit that no one else contests
+                grid = self.pacer.known and self.pacer.calm(now)
+                go = self.pacer.on_grid(send, tokens) if grid else send
+                early = go - now - (self.pacer.step(tokens) if grid else 0.0)
+                if early > 0:
+                    await asyncio.sleep(early)
+            wait = go - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            if self.pacer.paused_until <= time.monotonic():
+                return
+            # an answer paused the pacer (its window is spent) after this slot was booked: a
+            # slot booked a step ahead must not go out into the spent window; book again
 
     def _response(
         self, status: int, headers: "CIMultiDictProxy[str]", content: bytes
@@ -255,7 +279,9 @@ class AttemptRun:
         """Grow the in-flight bound to what the paced rate needs at the observed latency."""
         if self.pacer.known:
             rate = 1.0 / max(self.pacer.interval(self.tokens.estimate(1)), 1e-3)
-            target = needed_concurrency(rate, self.latency, self.p.initial_concurrency)
+            step = self.pacer.step(self.tokens.estimate(1))
+            held = self.latency + 2 * step  # a request books a step ahead
+            target = needed_concurrency(rate, held, self.p.initial_concurrency)
         elif self.successes and self.successes % (4 * self.gate.limit) == 0:
             target = self.gate.limit + 1  # no limits known: additive increase
         else:

@@ -1,10 +1,18 @@
 """The real-time pacing pieces: window edges learned from reset headers, the in-flight gate."""
 
 import asyncio
+import math
 
 import pytest
 
-from resources.providers.ratelimits import EDGE_GUARD_S, Gate, Pacer, TokenEstimator, WindowClock
+from resources.providers.ratelimits import (
+    EDGE_GUARD_S,
+    GROUP_MAX,
+    Gate,
+    Pacer,
+    TokenEstimator,
+    WindowClock,
+)
 
 
 def test_window_clock_learns_edges_and_length_from_resets() -> None:
@@ -28,6 +36,47 @@ def test_pacer_keeps_sends_clear_of_window_edges() -> None:
     assert pacer.reserve(1, now=1.998) == pytest.approx(0.002 + EDGE_GUARD_S)
     after = pacer.reserve(1, now=1.998)  # the schedule resumes after the moved send
     assert after == pytest.approx(0.002 + EDGE_GUARD_S + pacer.interval(1))
+
+
+@pytest.mark.parametrize(
+    ("rpm", "length", "step"),
+    [(3000, 1.0, 0.1), (6000, 1.0, 0.05), (600, 1.0, 0.2), (3000, 0.7, 0.7 / 7), (1200, 2.0, 0.2)],
+)
+def test_sends_on_the_grid_never_add_a_request_to_a_window(
+    rpm: int, length: float, step: float
+) -> None:
+    """Rounding each booked slot up to the send grid (several requests per event-loop wake)
+    keeps every window at the count its slots allow, with no send near an edge and at most
+    GROUP_MAX requests per grid point; the step divides the window."""
+    pacer = Pacer(rpm=rpm)
+    pacer.windows.observe(0.0, length)
+    pacer.windows.observe(length, length)  # edges at length, 2 x length, ...
+    assert pacer.step(1) == pytest.approx(step)
+    now, sends = 0.5, []
+    for _ in range(2000):
+        slot = now + pacer.reserve(1, now)
+        sends.append(pacer.on_grid(slot, 1))
+        assert slot - 1e-9 <= sends[-1] < slot + step + 1e-9
+        now = slot
+    per_window: dict[int, int] = {}
+    per_point: dict[float, int] = {}
+    for moment in sends:
+        window = math.floor(moment / length)
+        per_window[window] = per_window.get(window, 0) + 1
+        per_point[round(moment, 6)] = per_point.get(round(moment, 6), 0) + 1
+        edge = round(moment / length) * length
+        assert abs(moment - edge) >= step / 2 - 1e-9  # half a step from any edge
+    assert max(per_window.values()) <= rpm * length / 60
+    assert max(per_point.values()) <= GROUP_MAX
+    assert len(per_point) <= len(sends) / (0.9 * step * rpm / 60)  # ~step x rate per wake
+
+
+def test_the_grid_before_any_window_is_learned() -> None:
+    assert Pacer().on_grid(0.31, 1) == pytest.approx(0.4)  # no limit known: a plain 0.2 s grid
+    assert Pacer(rpm=6000).step(1) == pytest.approx(0.05, rel=0.01)  # GROUP_MAX at 100 per second
+    tpm_bound = Pacer(rpm=100_000, tpm=120_000)  # 40 tokens a request: 50 per second
+    assert tpm_bound.step(40) == pytest.approx(0.1, rel=0.01)
+    assert tpm_bound.step(80) == pytest.approx(0.1, rel=0.01)  # kept while the limits stay the same
 
 
 def test_gate_wakes_one_waiter_per_release_and_grows_on_resize() -> None:
