@@ -193,7 +193,7 @@ class AttemptRun:
         finally:
             self.gate.release()
         self.pacer.learn(read_limits(headers, time.time()), time.monotonic(), started)
-        self._adapt()
+        self._adapt(raw)
         if status == 200:
             return self._succeeded(custom_id, content, raw)
         return self._outcome(self._response(status, headers, content), custom_id)
@@ -275,11 +275,11 @@ class AttemptRun:
             if not self.pacer.known:
                 self.gate.limit = max(1, self.gate.limit // 2)
 
-    def _adapt(self) -> None:
+    def _adapt(self, raw: int) -> None:
         """Grow the in-flight bound to what the paced rate needs at the observed latency."""
         if self.pacer.known:
             rate = 1.0 / max(self.pacer.interval(self.tokens.estimate(1)), 1e-3)
-            step = self.pacer.step(self.tokens.estimate(1))
+            step = self.pacer.step(self.tokens.estimate(raw))  # the grid of requests like this
             held = self.latency + 2 * step  # a request books a step ahead
             target = needed_concurrency(rate, held, self.p.initial_concurrency)
         elif self.successes and self.successes % (4 * self.gate.limit) == 0:
