@@ -76,6 +76,7 @@ def test_lost_batches_are_confirmed_then_their_rows_resent(tmp_path: Path, provi
     assert stats["batches_created"] == ROWS // PER_BATCH, stats
 
 
+@pytest.mark.slow  # ~30 s end to end; the lost-batch resend stays in the default suite
 def test_cancel_and_resume_a_job_whose_batches_are_gone(tmp_path: Path) -> None:
     with EmulatorServer(EmulatorConfig(batch_seconds=60.0)) as first:
         proc = start(tmp_path, first)

@@ -138,6 +138,7 @@ def test_limits_orphans_and_stop(s3_url: str, monkeypatch: pytest.MonkeyPatch) -
         assert states[first.batch_id].status in {"cancelling", "cancelled"}
 
 
+@pytest.mark.slow  # ~25 s; Bedrock end to end on S3 stays in the default suite
 def test_dagster_sensor_with_faults(
     s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
