@@ -4,6 +4,7 @@ import functools
 import random
 import ssl
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 import httpx
@@ -124,16 +125,8 @@ def request(
     URL in messages is the path only, so neither keys nor query secrets reach logs.
     """
     window = outage_window_s() if _idempotent(method, url) else 0.0
-    started = time.monotonic()
-    try:
-        response = control_retrying(max_retries, window, started)(
-            _send, client, method, url, kwargs
-        )
-    except httpx.TransportError as exc:
-        raise ProviderError(f"{what}: {method} {url} failed: {exc!r}{_for(started)}") from exc
-    except Retryable as exc:  # retries used up: report the last answer
-        response = exc.response
-    return _checked(response, what, method, url)
+    call = functools.partial(_send, client, method, url, kwargs)
+    return _retried(call, max_retries, window, what=what, method=method, url=url)
 
 
 def download(
@@ -142,7 +135,6 @@ def download(
     """GET ``url`` streamed into the file ``into``, retried as `request` retries a GET (the
     file starts over on each try). A result file never sits in memory whole: a 50k-line
     OpenAI output file is ~40 MB, and ``Response.content`` briefly held it twice."""
-    started = time.monotonic()
 
     def fetch() -> httpx.Response:
         into.seek(0)
@@ -155,14 +147,28 @@ def download(
                 into.write(chunk)
             return response
 
-    try:
-        response = control_retrying(max_retries, outage_window_s(), started)(fetch)
-    except httpx.TransportError as exc:
-        raise ProviderError(f"{what}: GET {url} failed: {exc!r}{_for(started)}") from exc
-    except Retryable as exc:
-        response = exc.response
-    _checked(response, what, "GET", url)
+    _retried(fetch, max_retries, outage_window_s(), what=what, method="GET", url=url)
     into.flush()
+
+
+def _retried(
+    call: Callable[[], httpx.Response],
+    max_retries: int,
+    window: float,
+    *,
+    what: str,
+    method: str,
+    url: str,
+) -> httpx.Response:
+    """``call`` under `control_retrying`; errors name the call, the last answer is checked."""
+    started = time.monotonic()
+    try:
+        response = control_retrying(max_retries, window, started)(call)
+    except httpx.TransportError as exc:
+        raise ProviderError(f"{what}: {method} {url} failed: {exc!r}{_for(started)}") from exc
+    except Retryable as exc:  # retries used up: report the last answer
+        response = exc.response
+    return _checked(response, what, method, url)
 
 
 class Retryable(Exception):
