@@ -14,10 +14,10 @@ import polars as pl
 import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
-from maple_assets.inputs.sources import iter_blocks
-from maple_assets.inputs.templates import parse_template, render_expr
-from resources.providers.base import RequestSpec, json_string_expr
-from resources.providers.openai_batch import OpenAIBatchProvider
+from maple_engine.inputs.sources import iter_blocks
+from maple_engine.inputs.templates import parse_template, render_expr
+from maple_engine.providers.base import RequestSpec, json_string_expr
+from maple_engine.providers.openai.batch import OpenAIBatchProvider
 
 REPLY_HEAD = '"response":{"status_code":200,"body":{"choices":[{"message":{"content":'
 REPLY_TAIL = '}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}}}'

@@ -31,8 +31,8 @@ from pathlib import Path
 import httpx
 import polars as pl
 
-from resources.providers.base import RequestSpec, ShardPayload
-from resources.providers.realtime import (
+from maple_engine.providers.base import RequestSpec, ShardPayload
+from maple_engine.providers.realtime.providers import (
     AnthropicRealtimeProvider,
     OpenAIRealtimeProvider,
     RealtimeProvider,

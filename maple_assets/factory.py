@@ -24,12 +24,12 @@ from maple_assets.graph.assets import (
 )
 from maple_assets.graph.checks import build_checks
 from maple_assets.graph.sensors import enrichment_sensor
-from maple_assets.inputs.preflight import check_declaration
-from maple_assets.job.job import provider_key
-from maple_assets.job.policy import RetryPolicy
-from maple_assets.job.spec import MB, JobSpec, check_queue_options, validate_name, validate_paths
+from maple_engine.errors import ConfigError
+from maple_engine.inputs.preflight import check_declaration
+from maple_engine.job import provider_key
+from maple_engine.policy import RetryPolicy
+from maple_engine.spec import MB, JobSpec, check_queue_options, validate_name, validate_paths
 from partitions.shards import shard_partitions
-from resources.errors import ConfigError
 
 
 def schema_dict(response_schema: Any) -> dict[str, Any] | None:

@@ -16,8 +16,8 @@ import pyarrow.parquet as pq
 from pydantic import Field
 from upath import UPath
 
-from resources import s3_settings
-from resources.storage import atomic_write, is_remote, polars_storage_options
+from maple_engine.storage import s3 as s3_settings
+from maple_engine.storage.storage import atomic_write, is_remote, polars_storage_options
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,7 +15,7 @@ the K8s and ECS launchers have their own health checks.
 import dagster as dg
 from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, WorkerStatus
 
-from resources.leases import pid_alive
+from maple_engine.storage.leases import pid_alive
 
 
 class LocalRunLauncher(DefaultRunLauncher):

@@ -1,6 +1,7 @@
 """The storage resource and IO manager with a dagster-aws ``S3Resource`` for their S3 settings.
 
-Separate from ``resources.storage`` and ``resources.io_manager`` because importing dagster-aws
+Separate from ``maple_engine.storage.storage`` and ``resources.io_manager`` because importing
+dagster-aws
 costs most of a second of start-up: only code that builds an ``S3Resource`` loads it.
 ``maple_resources(..., s3=S3Resource(...))`` picks these variants.
 """
@@ -8,7 +9,7 @@ costs most of a second of start-up: only code that builds an ``S3Resource`` load
 from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
-from resources import s3_settings
+from maple_engine.storage import s3 as s3_settings
 from resources.io_manager import ParquetIOManager
 from resources.storage import StorageResource
 
@@ -18,13 +19,27 @@ _DESCRIPTION = (
 )
 
 
+def settings_of(resource: S3Resource) -> s3_settings.S3Settings:
+    """The engine's S3 settings from a dagster-aws ``S3Resource``."""
+    return s3_settings.S3Settings(
+        endpoint_url=resource.endpoint_url,
+        region_name=resource.region_name,
+        access_key_id=resource.aws_access_key_id,
+        secret_access_key=resource.aws_secret_access_key,
+        session_token=resource.aws_session_token,
+        profile_name=resource.profile_name,
+        unsigned=bool(resource.use_unsigned_session),
+        verify=resource.verify,
+    )
+
+
 class S3StorageResource(StorageResource):
     """``StorageResource`` whose S3 endpoint, region and credentials come from ``s3``."""
 
     s3: S3Resource = Field(description=_DESCRIPTION)
 
     def apply_s3_settings(self) -> None:
-        s3_settings.configure(s3_settings.S3Settings.from_resource(self.s3))
+        s3_settings.configure(settings_of(self.s3))
 
 
 class S3ParquetIOManager(ParquetIOManager):
@@ -33,4 +48,4 @@ class S3ParquetIOManager(ParquetIOManager):
     s3: S3Resource = Field(description=_DESCRIPTION)
 
     def apply_s3_settings(self) -> None:
-        s3_settings.configure(s3_settings.S3Settings.from_resource(self.s3))
+        s3_settings.configure(settings_of(self.s3))

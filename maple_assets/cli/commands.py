@@ -11,16 +11,16 @@ import click
 from emulator.cli import emulator_command
 from maple_assets.cli.costs import costs_command
 from maple_assets.cli.status import cancel_command, status_command
-from maple_assets.job.policy import parse_retry_options
-from maple_assets.job.spec import MB, file_format
-from resources.errors import ConfigError
-from resources.memory import tune_allocator
-from resources.providers.registry import PROVIDERS
-from resources.settings import Settings
+from maple_engine.errors import ConfigError
+from maple_engine.memory import tune_allocator
+from maple_engine.policy import parse_retry_options
+from maple_engine.providers.registry import PROVIDERS
+from maple_engine.settings import Settings
+from maple_engine.spec import MB, file_format
 
 
 def parse_params(specs: tuple[str, ...]) -> dict[str, Any]:
-    from maple_assets.inputs.preflight import parse_param
+    from maple_engine.inputs.preflight import parse_param
 
     return dict(parse_param(spec) for spec in specs)
 

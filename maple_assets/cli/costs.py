@@ -12,8 +12,8 @@ from typing import Any, get_args
 import click
 
 from maple_assets.cli.tables import render
-from resources.costs import CostTracker, GroupBy
-from resources.settings import COST_DB_ENV, Settings
+from maple_engine.ledger.costs import CostLedger, GroupBy
+from maple_engine.settings import COST_DB_ENV, Settings
 
 FORMATS = ("table", "csv", "json")
 _NUMBERS = ("requests", "input_tokens", "cached_input_tokens", "output_tokens")
@@ -61,7 +61,7 @@ def costs_command(
     """Show recorded LLM spend and batch savings, grouped by team, job, model or day."""
     since_day: date | None = since.date() if since is not None else None
     settings = Settings.load(storage=storage, cost_db=db)
-    with CostTracker(database_url=settings.cost_db, storage_root=settings.storage_root) as tracker:
+    with CostLedger(database_url=settings.cost_db, storage_root=settings.storage_root) as tracker:
         rows = tracker.report(by=by, since=since_day)
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))

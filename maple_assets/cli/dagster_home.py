@@ -11,8 +11,8 @@ import os
 
 import dagster as dg
 
-from resources.errors import ConfigError
-from resources.storage import is_remote
+from maple_engine.errors import ConfigError
+from maple_engine.storage.storage import is_remote
 
 DAGSTER_YAML = "telemetry:\n  enabled: false\n"
 

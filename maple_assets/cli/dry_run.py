@@ -4,14 +4,14 @@ from typing import Any
 
 import click
 
-from maple_assets.cli.dry_plan import SendPlan
-from maple_assets.inputs.tokens import MAX_TOKEN_PARAMS, output_tokens_per_request
-from maple_assets.job.estimate import estimate_job, estimate_sends
-from maple_assets.job.spec import JobSpec
-from maple_assets.job.state import JobState
-from resources.costs import CostTracker
-from resources.pricing import ModelPrice
-from resources.storage import Storage
+from maple_engine.inputs.tokens import MAX_TOKEN_PARAMS, output_tokens_per_request
+from maple_engine.ledger.costs import CostLedger
+from maple_engine.ledger.pricing import ModelPrice
+from maple_engine.plan.dry_plan import SendPlan
+from maple_engine.plan.estimate import estimate_job, estimate_sends
+from maple_engine.spec import JobSpec
+from maple_engine.state import JobState
+from maple_engine.storage.storage import Storage
 
 
 def dry_run(
@@ -41,7 +41,7 @@ def dry_run(
         ("batch saves", f"~{realtime - batch:.6f} USD{percent(realtime - batch, realtime)}"),
         ("price", price.source),
     ]
-    with CostTracker(storage_root=storage) as costs:
+    with CostLedger(storage_root=storage) as costs:
         paid = costs.job_total(spec.name)
     if paid:
         rows.append(("spent USD", f"{paid:.6f} so far (this job, from the ledger)"))

@@ -9,20 +9,21 @@ import orjson
 
 from maple_assets.cli.dry_run import dry_run, percent
 from maple_assets.cli.errors import marks_interrupt, outcome_code
-from maple_assets.cli.runner import Runner, instance_for, resources_for
+from maple_assets.cli.runner import Runner, instance_for
 from maple_assets.factory import Enrichment, enrichment
-from maple_assets.inputs.preflight import preflight
-from maple_assets.inputs.schema_checks import check_response_schema
-from maple_assets.job.budget import ledger_totals, resume_budget_stop
-from maple_assets.job.claims import driver_lease
-from maple_assets.job.deadline import deadline_split, parse_duration, realtime_twin
-from maple_assets.job.spec import MAX_JOB_NAME, JobSpec
-from maple_assets.job.state import JobState
-from resources.costs import CostTracker
-from resources.errors import ConfigError
-from resources.price_book import PriceBook
-from resources.providers.registry import build_provider
-from resources.storage import Storage
+from maple_assets.wiring import wire_resources
+from maple_engine.errors import ConfigError
+from maple_engine.inputs.preflight import preflight
+from maple_engine.inputs.schema_checks import check_response_schema
+from maple_engine.ledger.costs import CostLedger
+from maple_engine.ledger.price_book import PriceBook
+from maple_engine.providers.registry import build_provider
+from maple_engine.spec import MAX_JOB_NAME, JobSpec
+from maple_engine.state import JobState
+from maple_engine.storage.storage import Storage
+from maple_engine.submit.budget import ledger_totals, resume_budget_stop
+from maple_engine.submit.claims import driver_lease
+from maple_engine.submit.deadline import deadline_split, parse_duration, realtime_twin
 
 
 @dataclasses.dataclass
@@ -162,7 +163,7 @@ def _drive(opts: EnrichOptions, en: Enrichment, provider: Any, state: JobState) 
     lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(state, opts.budget)
     if lifted:
         click.echo(f"resuming job {en.spec.name} (was stopped: {lifted})", err=True)
-    resources = resources_for(opts.storage, opts.provider, provider, None)
+    resources = wire_resources(opts.storage, {opts.provider: provider})
     runner = Runner(
         en,
         resources,
@@ -193,10 +194,10 @@ def _drive(opts: EnrichOptions, en: Enrichment, provider: Any, state: JobState) 
 
 
 def print_summary(
-    state: JobState, output: str, costs: CostTracker | None = None, spec: JobSpec | None = None
+    state: JobState, output: str, costs: CostLedger | None = None, spec: JobSpec | None = None
 ) -> dict[str, Any]:
-    from maple_assets.job.responses import add_summary, summarize
-    from maple_assets.job.steps import shard_responses
+    from maple_engine.collect.responses import add_summary, summarize
+    from maple_engine.steps import shard_responses
 
     merged = state.paths.merged
     totals: dict[str, Any] = {}
@@ -237,7 +238,7 @@ def print_summary(
     return totals
 
 
-def _print_deadline(state: JobState, costs: CostTracker, shards: set[str], spec: JobSpec) -> None:
+def _print_deadline(state: JobState, costs: CostLedger, shards: set[str], spec: JobSpec) -> None:
     """With a deadline: how many rows went by batch and by real-time, and what it cost."""
     price = PriceBook().price(spec.model, spec.provider, allow_untracked=True)
     split = deadline_split(costs, state.job, shards, price)

@@ -21,7 +21,7 @@ from typing import Any, NoReturn
 
 import click
 
-from resources.errors import AuthError, ConfigError, MapleError, StorageError
+from maple_engine.errors import AuthError, ConfigError, MapleError, StorageError
 
 OK = 0
 UNEXPECTED = 1

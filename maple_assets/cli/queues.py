@@ -5,12 +5,12 @@ from typing import Any
 
 from maple_assets.cli.tables import render
 from maple_assets.graph.admission import wait_message
-from resources.costs import CostTracker, default_sqlite_path
-from resources.layout import QUEUES, JobLayout
-from resources.ledger_schema import queue_slots
-from resources.queue_ledger import usage_by_queue
-from resources.settings import Settings
-from resources.storage import Storage
+from maple_engine.ledger.costs import CostLedger, default_sqlite_path
+from maple_engine.ledger.schema import queue_slots
+from maple_engine.settings import Settings
+from maple_engine.storage.layout import QUEUES, JobLayout
+from maple_engine.storage.storage import Storage
+from maple_engine.submit.queue_ledger import usage_by_queue
 
 
 def ledger_exists(root: str) -> bool:
@@ -23,7 +23,7 @@ def queue_status(storage: Storage) -> list[dict[str, Any]]:
     """One entry per queue with work in it or a learned limit."""
     rows: dict[str, dict[str, Any]] = {}
     if ledger_exists(storage.root):
-        with CostTracker(storage_root=storage.root) as costs, costs.transaction() as conn:
+        with CostLedger(storage_root=storage.root) as costs, costs.transaction() as conn:
             for entry in usage_by_queue(conn, queue_slots):
                 rows[str(entry["queue"])] = dict(entry)
     for key in storage.list_keys(QUEUES):

@@ -16,27 +16,13 @@ from dagster._core.storage.tags import (
 from maple_assets.cli import dagster_home
 from maple_assets.cli.progress import Counts, Progress
 from maple_assets.factory import Enrichment
-from maple_assets.job.job import IO_MANAGER_KEY, Job, job_for, provider_key
-from maple_assets.job.merge import OutputTable
-from resources.costs import CostTracker
-from resources.io_manager import ParquetIOManager
-from resources.storage import StorageResource
+from maple_engine.job import Job, job_for
+from maple_engine.merge.merge import OutputTable
 
 
 def instance_for(storage_root: str) -> dg.DagsterInstance:
     """``DAGSTER_HOME`` if set, else a persistent instance under the (local) storage root."""
     return dagster_home.instance_for(storage_root)
-
-
-def resources_for(
-    storage_root: str, provider: str, provider_resource: Any, cost_db: str | None
-) -> dict[str, Any]:
-    return {
-        "maple_storage": StorageResource(root=storage_root),
-        "maple_costs": CostTracker(storage_root=storage_root, database_url=cost_db),
-        provider_key(provider): provider_resource,
-        IO_MANAGER_KEY: ParquetIOManager(root=storage_root),
-    }
 
 
 class Runner:

@@ -1,7 +1,7 @@
 """``maple status`` and ``maple cancel``: a job's progress from its state files, and a clean stop.
 
 ``status`` never calls the provider: everything comes from the files under the storage root
-(``maple_assets.job.state``). ``cancel`` cancels the job's in-flight batches at the provider and
+(``maple_engine.state``). ``cancel`` cancels the job's in-flight batches at the provider and
 records a ``cancel`` stop; rerunning ``maple enrich`` with the same ``--job`` lifts the stop,
 collects what the cancelled batches ran, and resends the rest.
 """
@@ -14,18 +14,18 @@ import orjson
 
 from maple_assets.cli.queues import job_queue_note, ledger_exists, queue_lines, queue_status
 from maple_assets.cli.tables import render
-from maple_assets.job.responses import summarize
-from maple_assets.job.state import JobState
-from maple_assets.job.steps import shard_responses
-from resources.costs import CostTracker
-from resources.errors import ConfigError, MapleError, ProviderError
-from resources.layout import JobLayout, job_names
-from resources.ledger_schema import queue_slots
-from resources.providers.base import Provider, Submission
-from resources.providers.registry import build_provider
-from resources.queue_ledger import release_job
-from resources.settings import Settings
-from resources.storage import Storage
+from maple_engine.collect.responses import summarize
+from maple_engine.errors import ConfigError, MapleError, ProviderError
+from maple_engine.ledger.costs import CostLedger
+from maple_engine.ledger.schema import queue_slots
+from maple_engine.providers.base import Provider, Submission
+from maple_engine.providers.registry import build_provider
+from maple_engine.settings import Settings
+from maple_engine.state import JobState
+from maple_engine.steps import shard_responses
+from maple_engine.storage.layout import JobLayout, job_names
+from maple_engine.storage.storage import Storage
+from maple_engine.submit.queue_ledger import release_job
 
 
 def _storage(root: str | None) -> Storage:
@@ -240,7 +240,7 @@ def release_queue_slots(state: JobState) -> int:
     wait for a job that is no longer running to see its cancelled batches end."""
     if not ledger_exists(state.storage.root):
         return 0
-    with CostTracker(storage_root=state.storage.root) as costs, costs.transaction() as conn:
+    with CostLedger(storage_root=state.storage.root) as costs, costs.transaction() as conn:
         return release_job(conn, queue_slots, state.job)
 
 

@@ -9,12 +9,12 @@ to ``<job>/state/queue_wait.json`` for ``maple status`` and the sensor's tick me
 import time
 from typing import TYPE_CHECKING, Any
 
-from maple_assets.job import queue
-from maple_assets.job.deadline import cancel_for_deadline
+from maple_engine.submit import queue
+from maple_engine.submit.deadline import cancel_for_deadline
 
 if TYPE_CHECKING:
-    from maple_assets.job.job import Job
-    from maple_assets.job.work import Work
+    from maple_engine.job import Job
+    from maple_engine.work import Work
 
 
 def plan_submissions(job: "Job", work: "Work") -> dict[str, str]:

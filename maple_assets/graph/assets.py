@@ -1,7 +1,7 @@
 """The assets of one enrichment: input_shards, submissions and raw_responses per shard, merged.
 
 Built by ``maple_assets.factory.enrichment``; each body reads its inputs, calls a step
-(``maple_assets.job.steps``) and returns data plus metadata.
+(``maple_engine.steps``) and returns data plus metadata.
 """
 
 import dataclasses
@@ -15,16 +15,16 @@ import pyarrow as pa
 from pydantic import Field
 
 from maple_assets.graph.per_shard import per_shard
-from maple_assets.job.budget import ledger_totals
-from maple_assets.job.deadline import deadline_split
-from maple_assets.job.job import IO_MANAGER_KEY, Job, job_for
-from maple_assets.job.output import merge_job
-from maple_assets.job.policy import RetryPolicy
-from maple_assets.job.rerun import shard_input
-from maple_assets.job.responses import summarize
-from maple_assets.job.spec import JobSpec
-from maple_assets.job.steps import collect_shard, shard_responses, submit_shard
-from maple_assets.job.work import pending_work
+from maple_engine.collect.responses import summarize
+from maple_engine.job import IO_MANAGER_KEY, Job, job_for
+from maple_engine.merge.output import merge_job
+from maple_engine.plan.rerun import shard_input
+from maple_engine.policy import RetryPolicy
+from maple_engine.spec import JobSpec
+from maple_engine.steps import collect_shard, shard_responses, submit_shard
+from maple_engine.submit.budget import ledger_totals
+from maple_engine.submit.deadline import deadline_split
+from maple_engine.work import pending_work
 from resources.io_manager import StoredParquet
 
 SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run

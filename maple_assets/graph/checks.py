@@ -5,8 +5,8 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
-from maple_assets.job.spec import JobSpec
-from maple_assets.job.state import JobState
+from maple_engine.spec import JobSpec
+from maple_engine.state import JobState
 
 
 def _state(spec: JobSpec, context: dg.AssetCheckExecutionContext) -> JobState:

@@ -21,8 +21,8 @@ from typing import IO, Any
 
 import orjson
 
-from resources.errors import StorageError
-from resources.storage import Storage
+from maple_engine.errors import StorageError
+from maple_engine.storage.storage import Storage
 
 # JSON objects under job state are small (summaries, submissions, manifests): keep up to this
 # many bytes of them, least recently used first out.

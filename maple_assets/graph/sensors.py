@@ -8,12 +8,12 @@ from maple_assets.graph.admission import plan_submissions, wait_message, wait_no
 from maple_assets.graph.listed import ListedStorage
 from maple_assets.graph.revive import revive
 from maple_assets.graph.sensor_cursor import fresh_requests
-from maple_assets.job.budget import resume_budget_stop
-from maple_assets.job.job import Job, job_for
-from maple_assets.job.policy import RetryPolicy
-from maple_assets.job.spec import JobSpec
-from maple_assets.job.state import JobState
-from maple_assets.job.work import generation, pending_work
+from maple_engine.job import Job, job_for
+from maple_engine.policy import RetryPolicy
+from maple_engine.spec import JobSpec
+from maple_engine.state import JobState
+from maple_engine.submit.budget import resume_budget_stop
+from maple_engine.work import generation, pending_work
 
 
 def enrichment_sensor(

@@ -109,13 +109,13 @@ UI_RUN = textwrap.dedent(
     import os, sys, time
     import dagster as dg
     from maple_assets.factory import enrichment
-    from maple_assets.cli.runner import resources_for
-    from resources.providers.registry import build_provider
+    from maple_assets.wiring import wire_resources
+    from maple_engine.providers.registry import build_provider
 
     table, store, out, url = sys.argv[1:5]
     en = enrichment(name="shared", source=table, prompt="Name {title}", model="gpt-4o-mini",
                     provider="emulator", output=out, max_requests_per_batch=4)
-    resources = resources_for(store, "emulator", build_provider("emulator", url), None)
+    resources = wire_resources(store, {"emulator": build_provider("emulator", url)})
     instance = dg.DagsterInstance.ephemeral()
     dg.materialize(en.assets, selection=dg.AssetSelection.assets(en.key("input_shards")),
                    instance=instance, resources=resources)

@@ -30,10 +30,11 @@ from polars.testing import assert_frame_equal
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.cli.runner import Runner, instance_for, resources_for
+from maple_assets.cli.runner import Runner, instance_for
 from maple_assets.factory import enrichment
-from resources.crashpoints import POINTS
-from resources.providers.registry import build_provider
+from maple_assets.wiring import wire_resources
+from maple_engine.crashpoints import POINTS
+from maple_engine.providers.registry import build_provider
 
 MAPLE = str(Path(sys.executable).parent / "maple")
 ROWS = 16
@@ -162,7 +163,7 @@ def test_a_failed_dagster_run_re_executed_gives_the_same_output(
         provider="emulator", output=str(out), max_requests_per_batch=8,
     )  # fmt: skip
     with emulator() as server:
-        resources = resources_for(store, "emulator", build_provider("emulator", server.url), None)
+        resources = wire_resources(store, {"emulator": build_provider("emulator", server.url)})
         instance = instance_for(store)
         monkeypatch.setenv("MAPLE_CRASH_AT", "after_results")
         monkeypatch.setenv("MAPLE_CRASH_MODE", "raise")

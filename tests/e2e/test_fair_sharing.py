@@ -12,8 +12,8 @@ import sqlalchemy as sa
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
+from maple_engine.ledger.schema import queue_slots
 from resources.costs import CostTracker
-from resources.ledger_schema import queue_slots
 
 CATALOG = Path(__file__).parents[2] / "maple_assets" / "data" / "grocery_catalog.csv"
 ROWS = 90

@@ -12,8 +12,8 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.job.queue import Queue
-from resources.storage import Storage
+from maple_engine.storage.storage import Storage
+from maple_engine.submit.queue import Queue
 
 CATALOG = Path(__file__).parents[2] / "maple_assets" / "data" / "grocery_catalog.csv"
 PROMPT = "Extract the brand and size from: {title} / {description}"

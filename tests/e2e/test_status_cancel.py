@@ -17,9 +17,9 @@ from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.cli.commands import main
 from maple_assets.cli.queues import queue_status
+from maple_engine.ledger.schema import queue_slots
+from maple_engine.storage.storage import Storage
 from resources.costs import CostTracker
-from resources.ledger_schema import queue_slots
-from resources.storage import Storage
 
 MAPLE = str(Path(sys.executable).parent / "maple")
 ROWS = 10

@@ -11,10 +11,10 @@ from click.testing import CliRunner
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.cli.commands import main
-from maple_assets.job.state import JobState
-from resources.providers.anthropic_batch import AnthropicBatchProvider
-from resources.providers.base import RequestSpec, ShardPayload
-from resources.storage import Storage
+from maple_engine.providers.anthropic.batch import AnthropicBatchProvider
+from maple_engine.providers.base import RequestSpec, ShardPayload
+from maple_engine.state import JobState
+from maple_engine.storage.storage import Storage
 
 ROWS = 40
 

@@ -18,8 +18,8 @@ from emulator.server import EmulatorServer
 from maple_assets.cli.commands import main
 from maple_assets.factory import enrichment, provider_key
 from maple_assets.wiring import maple_resources
-from resources.providers.base import RequestSpec, ShardPayload
-from resources.providers.bedrock_batch import BedrockBatchProvider
+from maple_engine.providers.base import RequestSpec, ShardPayload
+from maple_engine.providers.bedrock.batch import BedrockBatchProvider
 from tests.integration.test_graph import run_graph
 
 BUCKET = "maple-bedrock"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from resources.attempt_cost import AttemptCost
+from maple_engine.ledger.attempt_cost import AttemptCost
+from maple_engine.ledger.schema import budget_admissions
 from resources.costs import CostTracker
-from resources.ledger_schema import budget_admissions
 
 REPO = Path(__file__).parents[2]
 BUDGET, ESTIMATE, WORKERS, TRIES = 1.0, 0.03, 4, 20  # 80 tries, room for 33

@@ -9,8 +9,8 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from resources.leases import Lease
-from resources.storage import Storage
+from maple_engine.storage.leases import Lease
+from maple_engine.storage.storage import Storage
 
 BUCKET = "maple-claims"
 

@@ -8,15 +8,15 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
+from maple_engine.ledger.schema import MIGRATIONS, schema_version
 from resources.costs import CostTracker
-from resources.ledger_schema import MIGRATIONS, schema_version
 
 REPO = Path(__file__).parents[2]
 WRITER = textwrap.dedent(
     """
     import sys
     from resources.costs import CostTracker
-    from resources.attempt_cost import AttemptCost
+    from maple_engine.ledger.attempt_cost import AttemptCost
 
     worker, url = sys.argv[1], sys.argv[2]
     with CostTracker(database_url=url) as tracker:

@@ -5,7 +5,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from resources.attempt_cost import AttemptCost
+from maple_engine.ledger.attempt_cost import AttemptCost
 from resources.costs import CostTracker
 
 

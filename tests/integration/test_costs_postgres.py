@@ -26,11 +26,11 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from maple_assets.cli.costs import costs_command
-from resources.attempt_cost import AttemptCost
+from maple_engine.ledger.attempt_cost import AttemptCost
+from maple_engine.ledger.price_book import PriceBook
+from maple_engine.ledger.pricing import cost_expr
+from maple_engine.ledger.schema import MIGRATIONS, schema_version
 from resources.costs import CostTracker
-from resources.ledger_schema import MIGRATIONS, schema_version
-from resources.price_book import PriceBook
-from resources.pricing import cost_expr
 
 pytestmark = pytest.mark.postgres
 PG_ENV = "MAPLE_TEST_POSTGRES_URL"

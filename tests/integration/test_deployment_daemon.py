@@ -31,8 +31,8 @@ import sqlalchemy as sa
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
+from maple_engine.storage.storage import Storage
 from resources.run_launcher import worker_pid
-from resources.storage import Storage
 from tests.integration.test_costs_postgres import pg_url, server_url
 from tests.integration.test_deployment_postgres import deployment_env, s3_endpoint
 

@@ -7,10 +7,10 @@ import dagster as dg
 import pytest
 
 from emulator.server import EmulatorServer
-from maple_assets.cli.runner import resources_for
 from maple_assets.factory import enrichment
-from resources.deployment import SHARE_ENV, runs_share_machine
-from resources.providers.registry import build_provider
+from maple_assets.wiring import wire_resources
+from maple_engine.deployment import SHARE_ENV, runs_share_machine
+from maple_engine.providers.registry import build_provider
 
 ECS = "run_launcher:\n  module: dagster_aws.ecs\n  class: EcsRunLauncher\n"
 
@@ -26,8 +26,8 @@ def shard_run(tmp_path: Path, instance: dg.DagsterInstance, url: str) -> dg.Exec
     table.write_text("title\na\nb\n")
     en = enrichment(name="guarded", source=str(table), prompt="{title}", model="gpt-4o-mini",
                     provider="emulator")  # fmt: skip
-    resources = resources_for(
-        str(tmp_path / "store"), "emulator", build_provider("emulator", url), None
+    resources = wire_resources(
+        str(tmp_path / "store"), {"emulator": build_provider("emulator", url)}
     )
     return dg.materialize(
         en.assets, selection=dg.AssetSelection.assets(en.key("input_shards")),

@@ -1,4 +1,5 @@
-"""Result files are streamed to disk (``resources.http.download``), never held whole in memory,
+"""Result files are streamed to disk (``maple_engine.providers.http.download``), never held whole
+in memory,
 with the retry policy of every other GET: a 500 mid-way starts the file over."""
 
 import tempfile
@@ -7,8 +8,8 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from resources.errors import ProviderError
-from resources.http import download, make_client
+from maple_engine.errors import ProviderError
+from maple_engine.providers.http import download, make_client
 
 
 def test_a_download_retried_after_500s_writes_the_file_once_whole() -> None:

@@ -19,11 +19,11 @@ from click.testing import CliRunner, Result
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.cli.commands import main
-from maple_assets.job.responses import IMAGE_GONE
-from maple_assets.job.state import JobState
-from resources.price_book import PriceBook
-from resources.pricing import cost_expr
-from resources.storage import Storage
+from maple_engine.collect.responses import IMAGE_GONE
+from maple_engine.ledger.price_book import PriceBook
+from maple_engine.ledger.pricing import cost_expr
+from maple_engine.state import JobState
+from maple_engine.storage.storage import Storage
 
 ROWS = 12
 

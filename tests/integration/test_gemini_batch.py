@@ -17,10 +17,10 @@ from emulator.server import EmulatorServer
 from maple_assets.cli.commands import main
 from maple_assets.factory import enrichment
 from maple_assets.wiring import maple_resources
-from resources.price_book import PriceBook
-from resources.pricing import TokenUsage, cost_usd
-from resources.providers.base import RequestSpec, ShardPayload
-from resources.providers.gemini_batch import GeminiBatchProvider
+from maple_engine.ledger.price_book import PriceBook
+from maple_engine.ledger.pricing import TokenUsage, cost_usd
+from maple_engine.providers.base import RequestSpec, ShardPayload
+from maple_engine.providers.gemini.batch import GeminiBatchProvider
 from tests.integration.test_graph import run_graph
 
 ROWS = 40

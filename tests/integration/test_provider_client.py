@@ -7,14 +7,15 @@ import gc
 import dagster as dg
 
 from emulator.server import EmulatorServer
-from resources.providers.anthropic_batch import AnthropicBatchProvider
-from resources.providers.gemini_batch import GeminiBatchProvider
-from resources.providers.openai_batch import OpenAIBatchProvider
+from maple_engine.providers.anthropic.batch import AnthropicBatchProvider
+from maple_engine.providers.gemini.batch import GeminiBatchProvider
+from maple_engine.providers.openai.batch import OpenAIBatchProvider
+from resources.providers import provider_resource
 
 
 def test_one_client_per_resource_closed_at_teardown(emulator_server: EmulatorServer) -> None:
     provider = OpenAIBatchProvider(api_key="sk-test", base_url=f"{emulator_server.url}/v1")
-    with dg.build_resources({"provider": provider}) as resources:
+    with dg.build_resources({"provider": provider_resource(provider)}) as resources:
         live = resources.provider
         assert live.find_orphans("nothing") == []  # a real list call
         with live._client() as first, live._client() as second:

@@ -17,14 +17,14 @@ from polars.testing import assert_frame_equal
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.cli.commands import main
-from resources.providers.base import RequestSpec, ShardPayload
-from resources.providers.checkpoints import RowCheckpoints
-from resources.providers.realtime import (
+from maple_engine.providers.base import RequestSpec, ShardPayload
+from maple_engine.providers.realtime.checkpoints import RowCheckpoints
+from maple_engine.providers.realtime.providers import (
     AnthropicRealtimeProvider,
     OpenAIRealtimeProvider,
     RealtimeProvider,
 )
-from resources.storage import Storage
+from maple_engine.storage.storage import Storage
 
 MODELS = {"openai-realtime": "gpt-4o-mini", "anthropic-realtime": "claude-haiku-4-5"}
 

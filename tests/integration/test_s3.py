@@ -12,8 +12,8 @@ import pytest
 from polars.testing import assert_frame_equal
 
 from emulator.server import EmulatorServer
+from maple_engine.storage.storage import Storage
 from resources.io_manager import ParquetIOManager
-from resources.storage import Storage
 from tests.conftest import BUCKET
 
 

@@ -1,7 +1,7 @@
 """A write to S3 that raises half-way commits nothing: every writer, against moto's S3 server.
 
 fsspec's file uploads what it holds when its ``with`` block exits, even on an exception; the
-writers go through ``resources.storage.atomic_write``, which aborts instead.
+writers go through ``maple_engine.storage.storage.atomic_write``, which aborts instead.
 """
 
 import os
@@ -16,11 +16,11 @@ import pytest
 import s3fs
 from upath import UPath
 
-from maple_assets.job.merge import OutputTable, OutputWriter
-from maple_assets.job.spec import KEY, ROW_ID
-from maple_assets.job.versions import KeySpill
+from maple_engine.merge.merge import OutputTable, OutputWriter
+from maple_engine.plan.versions import KeySpill
+from maple_engine.spec import KEY, ROW_ID
+from maple_engine.storage.storage import Storage, atomic_write
 from resources.io_manager import ParquetIOManager, ParquetUPathIOManager
-from resources.storage import Storage, atomic_write
 from tests.conftest import BUCKET
 
 FRAME = pl.DataFrame({ROW_ID: [1, 2], KEY: ["a" * 64, "b" * 64]})

@@ -20,7 +20,7 @@ from dagster_aws.s3 import S3Resource
 from emulator.server import EmulatorServer
 from maple_assets.factory import enrichment
 from maple_assets.wiring import maple_resources
-from resources import s3_settings
+from maple_engine.storage import s3 as s3_settings
 from tests.conftest import BUCKET
 from tests.integration.test_graph import run_graph
 

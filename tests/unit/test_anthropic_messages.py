@@ -1,10 +1,16 @@
 import orjson
 import polars as pl
 
-from resources.providers.anthropic_batch import AnthropicBatchProvider
-from resources.providers.anthropic_messages import parse_result_line
-from resources.providers.base import RequestSpec
-from resources.providers.ratelimits import SAFETY, Pacer, parse_duration, parse_reset, read_limits
+from maple_engine.providers.anthropic.batch import AnthropicBatchProvider
+from maple_engine.providers.anthropic.messages import parse_result_line
+from maple_engine.providers.base import RequestSpec
+from maple_engine.providers.realtime.ratelimits import (
+    SAFETY,
+    Pacer,
+    parse_duration,
+    parse_reset,
+    read_limits,
+)
 
 PROVIDER = AnthropicBatchProvider(api_key="unused", intent_root="/nonexistent")
 

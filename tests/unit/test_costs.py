@@ -16,12 +16,12 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from maple_assets.cli.costs import costs_command
-from resources.attempt_cost import AttemptCost
-from resources.costs import CostTracker, default_sqlite_path
-from resources.errors import StorageError
-from resources.ledger_schema import MIGRATIONS, schema_version
-from resources.price_book import PriceBook
-from resources.pricing import ModelPrice, cost_expr
+from maple_engine.errors import StorageError
+from maple_engine.ledger.attempt_cost import AttemptCost
+from maple_engine.ledger.costs import CostLedger, default_sqlite_path
+from maple_engine.ledger.price_book import PriceBook
+from maple_engine.ledger.pricing import ModelPrice, cost_expr
+from maple_engine.ledger.schema import MIGRATIONS, schema_version
 
 REPO = Path(__file__).parents[2]
 PRICE = ModelPrice(0.15, 0.6, 0.075, 0.15, source="test")
@@ -34,8 +34,8 @@ def _no_ambient_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def tracker(tmp_path: Path) -> Iterator[CostTracker]:
-    with CostTracker(storage_root=str(tmp_path / "store")) as t:
+def tracker(tmp_path: Path) -> Iterator[CostLedger]:
+    with CostLedger(storage_root=str(tmp_path / "store")) as t:
         yield t
 
 
@@ -71,7 +71,7 @@ def entry(
     )
 
 
-def seed(tracker: CostTracker) -> None:
+def seed(tracker: CostLedger) -> None:
     tracker.record_many(
         [
             entry("job-a", "0", day=date(2026, 11, 1)),
@@ -87,7 +87,7 @@ def seed(tracker: CostTracker) -> None:
 
 def test_default_ledger_is_sqlite_under_the_storage_root(tmp_path: Path) -> None:
     root = tmp_path / "store"
-    with CostTracker(storage_root=str(root)) as tracker:
+    with CostLedger(storage_root=str(root)) as tracker:
         assert tracker.resolved_url() == f"sqlite:///{root.resolve()}/costs.sqlite"
         assert tracker.report() == []
         assert not root.exists(), "reading an empty ledger must not create files"
@@ -100,8 +100,8 @@ def test_database_url_then_env_then_storage_root(
 ) -> None:
     explicit = f"sqlite:///{tmp_path}/explicit.sqlite"
     monkeypatch.setenv("MAPLE_COST_DB", f"sqlite:///{tmp_path}/env.sqlite")
-    assert CostTracker(database_url=explicit).resolved_url() == explicit
-    assert CostTracker().resolved_url() == f"sqlite:///{tmp_path}/env.sqlite"
+    assert CostLedger(database_url=explicit).resolved_url() == explicit
+    assert CostLedger().resolved_url() == f"sqlite:///{tmp_path}/env.sqlite"
 
 
 def test_remote_storage_roots_default_to_a_local_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,7 +112,7 @@ def test_remote_storage_roots_default_to_a_local_ledger(monkeypatch: pytest.Monk
 
 def test_unsupported_database_is_refused(tmp_path: Path) -> None:
     with (
-        CostTracker(database_url="mysql://u:secret@host/db") as tracker,
+        CostLedger(database_url="mysql://u:secret@host/db") as tracker,
         pytest.raises(ValueError, match="only sqlite") as info,
     ):
         tracker.record(entry())
@@ -122,7 +122,7 @@ def test_unsupported_database_is_refused(tmp_path: Path) -> None:
 # -- idempotency and reconciliation -----------------------------------------------------------
 
 
-def test_recording_the_same_attempt_twice_does_not_double_count(tracker: CostTracker) -> None:
+def test_recording_the_same_attempt_twice_does_not_double_count(tracker: CostLedger) -> None:
     tracker.record(entry())
     tracker.record(entry())
     tracker.record_many([entry(), entry()])
@@ -131,7 +131,7 @@ def test_recording_the_same_attempt_twice_does_not_double_count(tracker: CostTra
     assert tracker.report()[0]["requests"] == 10
 
 
-def test_re_recording_an_attempt_replaces_it(tracker: CostTracker) -> None:
+def test_re_recording_an_attempt_replaces_it(tracker: CostLedger) -> None:
     tracker.record(entry(cost=0.5, day=date(2026, 11, 1)))
     tracker.record(entry(cost=0.75, requests=12, day=date(2026, 11, 5)))  # a re-run, days later
     [stored] = tracker.job_entries("job-a")
@@ -141,7 +141,7 @@ def test_re_recording_an_attempt_replaces_it(tracker: CostTracker) -> None:
     assert tracker.job_total("job-a") == 1.0
 
 
-def test_entries_round_trip(tracker: CostTracker) -> None:
+def test_entries_round_trip(tracker: CostLedger) -> None:
     original = entry()
     tracker.record(original)
     assert tracker.job_entries("job-a") == [original]
@@ -163,7 +163,7 @@ def billed_rows(seed: int, n: int) -> pl.DataFrame:
     )
 
 
-def test_ledger_job_total_equals_the_sum_of_row_costs(tracker: CostTracker) -> None:
+def test_ledger_job_total_equals_the_sum_of_row_costs(tracker: CostLedger) -> None:
     """Three shards, shard 1 retried for a third of its rows: the per-row llm_cost_usd (every
     billed attempt of the row) sums to the ledger's job total to the micro-dollar."""
     price = PriceBook(use_env=False).price("gpt-4o-mini", "openai")
@@ -232,7 +232,7 @@ def test_invalid_entries_are_rejected() -> None:
 # -- reports -----------------------------------------------------------------------------------
 
 
-def test_report_by_team(tracker: CostTracker) -> None:
+def test_report_by_team(tracker: CostLedger) -> None:
     seed(tracker)
     assert tracker.report(by="team") == [
         {
@@ -265,7 +265,7 @@ def test_report_by_team(tracker: CostTracker) -> None:
     ],
 )
 def test_report_groups(
-    tracker: CostTracker, by: str, expected: dict[str, tuple[int, float]]
+    tracker: CostLedger, by: str, expected: dict[str, tuple[int, float]]
 ) -> None:
     seed(tracker)
     report = tracker.report(by=by)  # type: ignore[arg-type]
@@ -273,7 +273,7 @@ def test_report_groups(
     assert [r[by] for r in report] == sorted(expected)
 
 
-def test_report_since_a_day(tracker: CostTracker) -> None:
+def test_report_since_a_day(tracker: CostLedger) -> None:
     seed(tracker)
     assert [r["requests"] for r in tracker.report(by="day", since=date(2026, 11, 2))] == [25]
     assert tracker.report(since=date(2026, 12, 1)) == []
@@ -287,7 +287,7 @@ def test_report_since_a_day(tracker: CostTracker) -> None:
 def test_schema_is_versioned_and_migrated_once(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path}/ledger.sqlite"
     for _ in range(2):
-        with CostTracker(database_url=url) as tracker:
+        with CostLedger(database_url=url) as tracker:
             tracker.record(entry())
     engine = sa.create_engine(url)
     try:
@@ -299,7 +299,7 @@ def test_schema_is_versioned_and_migrated_once(tmp_path: Path) -> None:
     finally:
         engine.dispose()
     with (
-        CostTracker(database_url=url) as tracker,
+        CostLedger(database_url=url) as tracker,
         pytest.raises(StorageError, match="newer than this Maple"),
     ):
         tracker.report()
@@ -311,7 +311,7 @@ def test_schema_is_versioned_and_migrated_once(tmp_path: Path) -> None:
 @pytest.fixture
 def seeded_root(tmp_path: Path) -> str:
     root = str(tmp_path / "store")
-    with CostTracker(storage_root=root) as tracker:
+    with CostLedger(storage_root=root) as tracker:
         seed(tracker)
     return root
 
@@ -321,7 +321,7 @@ def test_cli_json_is_the_report(seeded_root: str) -> None:
         costs_command, ["--storage", seeded_root, "--by", "model", "--format", "json"]
     )
     assert result.exit_code == 0, result.output
-    with CostTracker(storage_root=seeded_root) as tracker:
+    with CostLedger(storage_root=seeded_root) as tracker:
         assert json.loads(result.output) == tracker.report(by="model")
 
 

@@ -10,25 +10,30 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from emulator.tokens import prompt_tokens
-from maple_assets.inputs.sources import iter_blocks
-from maple_assets.inputs.tokens import output_tokens_per_request
-from maple_assets.job.budget import resume_budget_stop, within_budget
-from maple_assets.job.estimate import (
+from maple_engine.inputs.sources import iter_blocks
+from maple_engine.inputs.tokens import output_tokens_per_request
+from maple_engine.job import Job
+from maple_engine.ledger.price_book import PriceBook
+from maple_engine.ledger.pricing import (
+    DEFAULT_OUTPUT_ESTIMATE,
+    TokenUsage,
+    cost_usd,
+    estimate_request_tokens,
+)
+from maple_engine.plan.estimate import (
     estimate_input,
     estimate_job,
     estimate_shards,
     frame_estimate,
 )
-from maple_assets.job.job import Job
-from maple_assets.job.sharding import prepare_block, write_shards
-from maple_assets.job.spec import REQUEST, JobSpec
-from maple_assets.job.state import JobState, ShardSummary
-from resources.price_book import PriceBook
-from resources.pricing import DEFAULT_OUTPUT_ESTIMATE, TokenUsage, cost_usd, estimate_request_tokens
-from resources.providers.anthropic_batch import AnthropicBatchProvider
-from resources.providers.base import Submission
-from resources.providers.openai_batch import OpenAIBatchProvider
-from resources.storage import Storage
+from maple_engine.plan.sharding import prepare_block, write_shards
+from maple_engine.providers.anthropic.batch import AnthropicBatchProvider
+from maple_engine.providers.base import Submission
+from maple_engine.providers.openai.batch import OpenAIBatchProvider
+from maple_engine.spec import REQUEST, JobSpec
+from maple_engine.state import JobState, ShardSummary
+from maple_engine.storage.storage import Storage
+from maple_engine.submit.budget import resume_budget_stop, within_budget
 
 UTF8 = st.characters(exclude_categories=("Cs",))  # lone surrogates are not UTF-8
 

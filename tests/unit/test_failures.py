@@ -8,23 +8,23 @@ import pydantic
 import pytest
 
 from maple_assets.factory import schema_dict
-from maple_assets.inputs.structured import schema_dtype
-from maple_assets.job.job import Job
-from maple_assets.job.policy import RetryPolicy
-from maple_assets.job.responses import (
+from maple_engine.collect.responses import (
     IMAGE_GONE,
     plan_retries,
     unrun_failure,
     validate_structured,
 )
-from maple_assets.job.spec import CUSTOM_ID, ROW_ID, JobSpec
-from maple_assets.job.state import JobState, ShardSummary
-from maple_assets.job.steps import _attempt_cap, check_age
-from resources.crashpoints import CrashPointReached, crash_point
-from resources.failures import batch_too_large
-from resources.providers.base import BatchState
-from resources.providers.openai_batch import OpenAIBatchProvider, _parse_line
-from resources.storage import Storage
+from maple_engine.crashpoints import CrashPointReached, crash_point
+from maple_engine.failures import batch_too_large
+from maple_engine.inputs.structured import schema_dtype
+from maple_engine.job import Job
+from maple_engine.policy import RetryPolicy
+from maple_engine.providers.base import BatchState
+from maple_engine.providers.openai.batch import OpenAIBatchProvider, _parse_line
+from maple_engine.spec import CUSTOM_ID, ROW_ID, JobSpec
+from maple_engine.state import JobState, ShardSummary
+from maple_engine.steps import _attempt_cap, check_age
+from maple_engine.storage.storage import Storage
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from resources.errors import ConfigError
-from resources.providers import bedrock_wire, gemini_wire
-from resources.providers.base import RequestSpec
-from resources.providers.gemini_batch import GeminiBatchProvider
+from maple_engine.errors import ConfigError
+from maple_engine.providers.base import RequestSpec
+from maple_engine.providers.bedrock import wire as bedrock_wire
+from maple_engine.providers.gemini import wire as gemini_wire
+from maple_engine.providers.gemini.batch import GeminiBatchProvider
 
 JOB_NAME = re.compile(r"[a-zA-Z0-9]{1,63}(-*[a-zA-Z0-9\+\-\.]){0,63}")  # Bedrock's pattern
 
@@ -135,7 +136,7 @@ def test_bedrock_input_labels_round_trip() -> None:
 def test_google_retry_info_sets_the_wait() -> None:
     import httpx
 
-    from resources.http import retry_after_seconds
+    from maple_engine.providers.http import retry_after_seconds
 
     detail = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "13s"}
     body = {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "details": [detail]}}

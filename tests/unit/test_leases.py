@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from maple_assets.job.claims import JobRunning, claim_batch, driver_lease
-from resources.leases import Lease
-from resources.providers.base import Submission
-from resources.storage import Storage
+from maple_engine.providers.base import Submission
+from maple_engine.storage.leases import Lease
+from maple_engine.storage.storage import Storage
+from maple_engine.submit.claims import JobRunning, claim_batch, driver_lease
 
 REPO = Path(__file__).parents[2]
 DIE_HOLDING = """
 import os, sys
-from resources.leases import Lease
-from resources.storage import Storage
+from maple_engine.storage.leases import Lease
+from maple_engine.storage.storage import Storage
 assert Lease(Storage(sys.argv[1]), sys.argv[2], what="doomed").acquire()
 os._exit(0)  # dies holding the lease: no release, no more beats
 """

@@ -3,8 +3,8 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from resources.providers.base import RequestSpec
-from resources.providers.openai_batch import OpenAIBatchProvider, _parse_line
+from maple_engine.providers.base import RequestSpec
+from maple_engine.providers.openai.batch import OpenAIBatchProvider, _parse_line
 
 UTF8 = st.characters(exclude_categories=("Cs",))  # lone surrogates are not UTF-8
 
@@ -105,7 +105,7 @@ def test_parse_both_error_shapes() -> None:
 def test_vectorised_parse_equals_the_line_parser() -> None:
     from polars.testing import assert_frame_equal
 
-    from resources.providers.openai_lines import _slow, parse_result_file
+    from maple_engine.providers.openai.lines import _slow, parse_result_file
 
     def ok(i: int, content: str | None, refusal: str | None = None, cached: int = 0) -> dict:
         return {

@@ -12,15 +12,15 @@ import pytest
 
 from maple_assets import enrichment
 from maple_assets.cli.errors import STOPPED, USAGE, fail, outcome_code, user_error
-from maple_assets.inputs.checks import check_context_window, check_input_schema
-from maple_assets.inputs.preflight import check_retries, parse_param
-from maple_assets.inputs.schema_checks import check_response_schema
-from maple_assets.inputs.templates import parse_template, render_expr
-from maple_assets.job.merge import write_merged
-from maple_assets.job.policy import parse_retry_options
-from maple_assets.job.spec import ROW_ID, JobSpec
-from resources.errors import ConfigError
-from resources.probe import check_writable
+from maple_engine.errors import ConfigError
+from maple_engine.inputs.checks import check_context_window, check_input_schema
+from maple_engine.inputs.preflight import check_retries, parse_param
+from maple_engine.inputs.schema_checks import check_response_schema
+from maple_engine.inputs.templates import parse_template, render_expr
+from maple_engine.merge.merge import write_merged
+from maple_engine.policy import parse_retry_options
+from maple_engine.spec import ROW_ID, JobSpec
+from maple_engine.storage.probe import check_writable
 
 STRICT = {
     "type": "object",
@@ -176,7 +176,7 @@ def test_parquet_output_keeps_the_input_types(tmp_path: Path) -> None:
 
 
 def test_concurrent_writers_of_one_path_never_share_a_temporary_file(tmp_path: Path) -> None:
-    from maple_assets.job.merge import OutputWriter
+    from maple_engine.merge.merge import OutputWriter
 
     out = str(tmp_path / "out.parquet")
     first, second = OutputWriter(out, "parquet"), OutputWriter(out, "parquet")

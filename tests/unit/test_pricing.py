@@ -10,9 +10,9 @@ from genai_prices import Usage, calc_price
 from hypothesis import given
 from hypothesis import strategies as st
 
-from resources.errors import ConfigError
-from resources.price_book import PriceBook, UnknownModelPriceError
-from resources.pricing import (
+from maple_engine.errors import ConfigError
+from maple_engine.ledger.price_book import PriceBook, UnknownModelPriceError
+from maple_engine.ledger.pricing import (
     DEFAULT_OUTPUT_ESTIMATE,
     ModelPrice,
     Rates,

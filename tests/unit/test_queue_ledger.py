@@ -1,4 +1,5 @@
-"""The shared queue budget (`resources.queue_ledger`) on a real SQLite ledger, and the parsers
+"""The shared queue budget (`maple_engine.submit.queue_ledger`) on a real SQLite ledger, and the
+parsers
 of the queue limit and deadline options."""
 
 from collections.abc import Iterator
@@ -6,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from maple_assets.job.deadline import margin, parse_duration
-from maple_assets.job.queue import parse_limit
+from maple_engine.errors import ConfigError
+from maple_engine.ledger.schema import queue_slots
+from maple_engine.submit.deadline import margin, parse_duration
+from maple_engine.submit.queue import parse_limit
+from maple_engine.submit.queue_ledger import Decision, Slot, admit_slot, mark, release_others
 from resources.costs import CostTracker
-from resources.errors import ConfigError
-from resources.ledger_schema import queue_slots
-from resources.queue_ledger import Decision, Slot, admit_slot, mark, release_others
 
 QUEUE = "openai:gpt-4o-mini"
 

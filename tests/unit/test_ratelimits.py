@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from resources.providers.ratelimits import (
+from maple_engine.providers.realtime.ratelimits import (
     EDGE_GUARD_S,
     GROUP_MAX,
     Gate,

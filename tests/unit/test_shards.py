@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from partitions.shards import ShardCutter, shard_key
+from maple_engine.plan.shards import ShardCutter, shard_key
 
 
 def cut(blocks: list[list[int]], max_requests: int, max_bytes: int) -> list[list[int]]:

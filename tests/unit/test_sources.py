@@ -4,8 +4,8 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from maple_assets.inputs.sources import iter_blocks
-from resources.errors import ConfigError
+from maple_engine.errors import ConfigError
+from maple_engine.inputs.sources import iter_blocks
 
 
 def test_csv_blocks_read_like_polars(tmp_path: Path) -> None:

@@ -3,14 +3,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from maple_assets.inputs.templates import (
+from maple_engine.errors import ConfigError
+from maple_engine.inputs.templates import (
     Placeholder,
     check_columns,
     parse_template,
     render_expr,
     template_columns,
 )
-from resources.errors import ConfigError
 
 
 def render(template: str, frame: pl.DataFrame) -> list[str]:

@@ -1,0 +1,272 @@
+"""raw_responses: turn a finished batch into per-row results, merge attempts, plan retries."""
+
+import dataclasses
+from typing import Any
+
+import jsonschema
+import jsonschema_rs
+import orjson
+import polars as pl
+
+from maple_engine.failures import FailureClass, batch_too_large
+from maple_engine.ledger.pricing import ModelPrice, cost_expr
+from maple_engine.policy import RetryPolicy
+from maple_engine.providers.base import RESULT_SCHEMA, BatchState
+from maple_engine.spec import CUSTOM_ID, ROW_ID
+
+ATTEMPT_COLUMNS = [ROW_ID, CUSTOM_ID, *RESULT_SCHEMA.keys(), "cost_usd", "parsed", "attempt"]
+
+
+def unrun_failure(state: BatchState, can_split: bool = False) -> tuple[str, str]:
+    """Class and message for requests a batch did not run (absent from its result files).
+
+    Rows a batch never ran (window passed, cancelled, or a batch rejected as too large that can
+    still be split) are ``expired``: never ran, resent in a new batch.
+    """
+    if state.status == "failed":
+        codes = set(state.error_codes)
+        message = "; ".join(state.errors) or "the provider failed the batch"
+        if codes & {"token_limit_exceeded", "rate_limit_exceeded"}:
+            return FailureClass.RATE_LIMITED.value, message
+        if "insufficient_quota" in codes:
+            return FailureClass.INSUFFICIENT_QUOTA.value, message
+        if can_split and batch_too_large(state.error_codes, state.errors):
+            return (
+                FailureClass.EXPIRED.value,
+                f"batch {state.batch_id} was rejected as too large ({message}); "
+                "resent in smaller batches",
+            )
+        return (
+            FailureClass.INVALID_REQUEST.value,
+            f"batch {state.batch_id} failed validation: {message}",
+        )
+    return (
+        FailureClass.EXPIRED.value,
+        f"batch {state.batch_id} ended ({state.status}) before the request ran",
+    )
+
+
+def attempt_results(
+    plan: pl.DataFrame,
+    lines: pl.DataFrame,
+    state: BatchState,
+    *,
+    attempt: int,
+    price: ModelPrice,
+    batch_pricing: bool,
+    schema: dict[str, Any] | None,
+) -> pl.DataFrame:
+    """One row per planned request: the provider's line, or an 'unrun' failure if it has none."""
+    lines = lines.unique(subset="custom_id", keep="first")
+    cls, message = unrun_failure(state, can_split=plan.height > 1)
+    joined = plan.join(
+        lines, left_on=CUSTOM_ID, right_on="custom_id", how="left", maintain_order="left"
+    )
+    missing = pl.col("status").is_null()
+    frame = joined.with_columns(
+        pl.when(missing)
+        .then(pl.lit(cls))
+        .otherwise(pl.col("failure_class"))
+        .alias("failure_class"),
+        pl.when(missing).then(pl.lit(message)).otherwise(pl.col("error")).alias("error"),
+        pl.col("status").fill_null("failed"),
+        pl.col("billed").fill_null(False),
+        pl.col("batch_id").fill_null(state.batch_id),
+        *(pl.col(c).fill_null(0) for c in _TOKENS),
+    ).with_columns(pl.col(CUSTOM_ID).alias("custom_id"))
+    frame = validate_structured(frame, schema)
+    cost = pl.when(pl.col("billed")).then(cost_expr(price, batch=batch_pricing)).otherwise(0.0)
+    return frame.with_columns(
+        cost.alias("cost_usd"), pl.lit(attempt, pl.Int64).alias("attempt")
+    ).select(ATTEMPT_COLUMNS)
+
+
+_TOKENS = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
+
+
+def validate_structured(frame: pl.DataFrame, schema: dict[str, Any] | None) -> pl.DataFrame:
+    """With a response schema, a reply that does not parse or validate is ``invalid_output``."""
+    if schema is None:
+        return frame.with_columns(pl.lit(None, pl.String).alias("parsed"))
+    validator = _Validator(schema)
+    problems: list[str | None] = []
+    for status, text in zip(frame["status"], frame["response"], strict=True):
+        problems.append(validator.problem(text) if status == "succeeded" else None)
+    bad = pl.Series("problem", problems, dtype=pl.String)
+    is_bad = bad.is_not_null()
+    return frame.with_columns(
+        pl.when(is_bad).then(pl.lit("failed")).otherwise(pl.col("status")).alias("status"),
+        pl.when(is_bad)
+        .then(pl.lit(FailureClass.INVALID_OUTPUT.value))
+        .otherwise(pl.col("failure_class"))
+        .alias("failure_class"),
+        pl.when(is_bad).then(bad).otherwise(pl.col("error")).alias("error"),
+        pl.when((pl.col("status") == "succeeded") & ~is_bad)
+        .then(pl.col("response"))
+        .otherwise(None)
+        .alias("parsed"),
+    )
+
+
+class _Validator:
+    """jsonschema-rs decides (compiled, ~26x faster); the rare invalid reply is explained with
+    jsonschema's best-matching error, so messages stay the same."""
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.fast = jsonschema_rs.Draft202012Validator(schema)
+        self.schema = schema
+
+    def problem(self, text: str | None) -> str | None:
+        try:
+            value = orjson.loads(text or "")
+        except orjson.JSONDecodeError as exc:
+            return f"the reply is not JSON: {exc}"
+        if self.fast.is_valid(value):
+            return None
+        slow = jsonschema.Draft202012Validator(self.schema)
+        error = jsonschema.exceptions.best_match(slow.iter_errors(value))
+        if error is None:
+            return None
+        return f"the reply does not match the response schema: {error.message}"
+
+
+def combine_attempts(attempts: list[pl.DataFrame]) -> pl.DataFrame:
+    """Per row: the latest attempt's outcome, how often it was sent, the cost of all attempts."""
+    if len(attempts) == 1:  # the common case: no retries, nothing to merge
+        only = attempts[0].with_columns(pl.lit(1, pl.Int64).alias("attempts"))
+        columns = [c for c in only.columns if c not in {"attempts", "cost_usd"}]
+        return only.select(*columns, "attempts", "cost_usd").sort(ROW_ID)
+    every = pl.concat(attempts, how="vertical_relaxed")
+    totals = every.group_by(ROW_ID).agg(
+        pl.len().cast(pl.Int64).alias("attempts"), pl.col("cost_usd").sum().alias("total_cost_usd")
+    )
+    latest = every.sort("attempt").unique(subset=ROW_ID, keep="last")
+    return (
+        latest.join(totals, on=ROW_ID)
+        .drop("cost_usd")
+        .rename({"total_cost_usd": "cost_usd"})
+        .sort(ROW_ID)
+    )
+
+
+#: Error text of an ``invalid_image`` row whose image was checked and found gone: never resent.
+IMAGE_GONE = "image is gone, not resent: "
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryDecision:
+    retry_ids: pl.DataFrame  # custom ids to send again (all of them; an attempt may take a part)
+    quota_exhausted: bool
+
+
+def plan_retries(combined: pl.DataFrame, policy: RetryPolicy) -> RetryDecision:
+    """The failed rows the policy sends again, whether or not the job is stopped right now.
+
+    ``insufficient_quota`` rows never ran: they stay queued behind the job's quota stop, so a
+    rerun after a top-up sends them. Rows whose image was checked and found gone stay failed.
+    """
+    failed = combined.filter(pl.col("status") == "failed")
+    quota_value = FailureClass.INSUFFICIENT_QUOTA.value
+    quota = bool((failed["failure_class"] == quota_value).any())
+    allowed = [
+        cls == quota_value or (policy.allows(cls, sends) and not str(err).startswith(IMAGE_GONE))
+        for cls, sends, err in zip(
+            failed["failure_class"], failed["attempts"], failed["error"], strict=True
+        )
+    ]
+    retry = failed.filter(pl.Series(allowed, dtype=pl.Boolean))
+    return RetryDecision(retry.select(CUSTOM_ID), quota)
+
+
+def summarize(combined: pl.DataFrame) -> dict[str, Any]:
+    """Counts and sums for materialization metadata and the CLI summary."""
+    ok = combined.filter(pl.col("status") == "succeeded")
+    failed = combined.filter(pl.col("status") == "failed")
+    by_class = dict(failed.group_by("failure_class").len().iter_rows())
+    return {
+        "rows": combined.height,
+        "succeeded": ok.height,
+        "failed": failed.height,
+        "failed_by_class": {str(k): int(v) for k, v in sorted(by_class.items(), key=str)},
+        "input_tokens": int(ok["input_tokens"].sum()),
+        "cached_input_tokens": int(ok["cached_input_tokens"].sum()),
+        "output_tokens": int(ok["output_tokens"].sum()),
+        "cost_usd": float(combined["cost_usd"].sum()),
+        "attempts": int(combined.select(pl.col("attempts").max().fill_null(0)).item()),
+    }
+
+
+def add_summary(total: dict[str, Any], info: dict[str, Any]) -> None:
+    """Accumulate one shard's ``summarize`` into a job total (counts, tokens, cost, classes)."""
+    for key, value in info.items():
+        if key == "failed_by_class":
+            classes = total.setdefault(key, {})
+            for cls, count in value.items():
+                classes[cls] = classes.get(cls, 0) + count
+        elif key == "attempts":
+            total[key] = max(total.get(key, 0), value)
+        else:
+            total[key] = total.get(key, 0) + value
+
+
+NOT_SENT = "not_sent"
+"""Failure class of rows never sent: the job stopped (budget, quota, cancel, age) first."""
+
+
+def unsent_responses(rows: pl.DataFrame, reason: str, cls: str = NOT_SENT) -> pl.DataFrame:
+    """Responses for a shard that was never submitted: each row failed, unbilled, 0 attempts."""
+    return rows.select(ROW_ID, CUSTOM_ID).with_columns(
+        pl.col(CUSTOM_ID).alias("custom_id"),
+        pl.lit("failed").alias("status"),
+        pl.lit(cls).alias("failure_class"),
+        pl.lit(reason, pl.String).alias("error"),
+        pl.lit(None, pl.String).alias("response"),
+        pl.lit(False).alias("billed"),
+        *(pl.lit(0, pl.Int64).alias(c) for c in _TOKENS),
+        pl.lit(None, pl.String).alias("batch_id"),
+        pl.lit(None, pl.String).alias("parsed"),
+        pl.lit(0, pl.Int64).alias("attempt"),
+        pl.lit(0, pl.Int64).alias("attempts"),
+        pl.lit(0.0).alias("cost_usd"),
+    )
+
+
+REUSED = "reused"
+"""Column of a merged shard's responses: the answer came from the response store."""
+
+
+def fill_responses(found: pl.DataFrame) -> pl.DataFrame:
+    """Responses of the rows a version did not send, from their stored records.
+
+    A row with no stored record is the copy of a request this run sent and did not answer
+    (its retries are pending, or the job stopped): it is failed, ``not_sent``."""
+    if found.is_empty():
+        return found
+    missing = pl.col("status").is_null()
+    reason = "not sent: an identical request of this run (sent once for all) was not answered"
+    return found.with_columns(
+        (~missing).alias(REUSED),
+        pl.col("status").fill_null("failed"),
+        pl.when(missing)
+        .then(pl.lit(NOT_SENT))
+        .otherwise(pl.col("failure_class"))
+        .alias("failure_class"),
+        pl.when(missing).then(pl.lit(reason)).otherwise(pl.col("error")).alias("error"),
+        *(pl.col(c).fill_null(0) for c in (*_TOKENS, "attempts")),
+        pl.col("cost_usd").fill_null(0.0),
+    ).drop("model", "at", strict=False)
+
+
+def add_run_summary(total: dict[str, Any], sent: pl.DataFrame, filled: pl.DataFrame) -> None:
+    """Accumulate a shard into a run total: outcomes over every row; tokens and cost over what
+    this run sent (reused answers were paid before); rows sent and reused."""
+    add_summary(total, summarize(sent))
+    total["sent"] = total.get("sent", 0) + sent.height
+    if filled.height:
+        info = summarize(filled)
+        for key in ("rows", "succeeded", "failed"):
+            total[key] = total.get(key, 0) + info[key]
+        classes = total.setdefault("failed_by_class", {})
+        for cls, count in info["failed_by_class"].items():
+            classes[cls] = classes.get(cls, 0) + count
+        total["reused"] = total.get("reused", 0) + int(filled[REUSED].sum())

@@ -1,0 +1,49 @@
+"""Test hook: die (or raise) at a named point so crash tests hit exact moments.
+
+It lives in ``resources`` because providers call it too (imports point one way);
+``maple_engine.crashpoints`` re-exports it.
+
+``MAPLE_CRASH_AT=after_create`` makes the process SIGKILL itself when it reaches
+``crash_point("after_create")``; ``MAPLE_CRASH_MODE=raise`` raises ``CrashPointReached`` instead
+(a failed Dagster run rather than a dead process). Unset, a crash point costs one dict lookup.
+
+Points, in the order a job meets them:
+
+    shard_written     sharding: a shard file is written, the manifest is not
+    after_upload      submit: the JSONL file is uploaded, no batch created yet
+    after_create      submit: the batch exists at the provider, not yet recorded
+    mid_download      collect: the output file is downloaded, the error file not yet
+    after_results     collect: results-n written, cost and retry plan not yet
+    before_summary    collect: retry plan written, summary not yet
+    mid_merge         merge: the first shard is written to the partial output file
+"""
+
+import os
+import signal
+
+from maple_engine.settings import knob
+
+ENV = "MAPLE_CRASH_AT"
+MODE_ENV = "MAPLE_CRASH_MODE"
+POINTS = (
+    "shard_written",
+    "after_upload",
+    "after_create",
+    "mid_download",
+    "after_results",
+    "before_summary",
+    "mid_merge",
+)
+
+
+class CrashPointReached(RuntimeError):
+    """Raised at a crash point when ``MAPLE_CRASH_MODE=raise`` (tests only)."""
+
+
+def crash_point(name: str) -> None:
+    """SIGKILL this process (or raise) when ``MAPLE_CRASH_AT`` names this point."""
+    if knob(ENV) != name:
+        return
+    if knob(MODE_ENV) == "raise":
+        raise CrashPointReached(f"crash point {name!r} reached ({ENV}={name})")
+    os.kill(os.getpid(), signal.SIGKILL)

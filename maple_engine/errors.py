@@ -1,0 +1,51 @@
+"""The platform's exception tree.
+
+Every message names what went wrong, where (job, shard, row, URL without secrets) and what to do.
+
+    MapleError
+    ├── ConfigError          bad input or settings, found before anything is uploaded
+    ├── StorageError         the storage root cannot be read or written
+    ├── ProviderError        a provider call failed after the polite retries
+    │   ├── AuthError        the provider rejected the credentials
+    │   └── QueueFull        the provider's batch queue refused a new batch (try later)
+    ├── QuotaExhausted       the provider reports insufficient quota: new submissions stop
+    └── BudgetExceeded       the next batch would push the job over its budget
+"""
+
+
+class MapleError(Exception):
+    """Base of every error the platform raises on purpose."""
+
+
+class ConfigError(MapleError, ValueError):
+    """The job's input, template or settings are unusable; nothing was submitted."""
+
+
+class StorageError(MapleError):
+    """The storage root could not be read or written."""
+
+
+class ProviderError(MapleError):
+    """A provider call failed after retries; `status` is the HTTP status when there was one."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class AuthError(ProviderError):
+    """The provider rejected the API key (401/403)."""
+
+
+class QueueFull(ProviderError):
+    """The provider refused a new batch because its batch queue is full; nothing was created.
+
+    The batch waits locally and goes out once earlier batches end (`maple_engine.submit.queue`)."""
+
+
+class QuotaExhausted(MapleError):
+    """The provider reports insufficient quota; the job stops submitting new batches."""
+
+
+class BudgetExceeded(MapleError):
+    """Submitting the next batch would exceed the job's budget."""

@@ -1,0 +1,77 @@
+"""Checks on the input's columns and rows, run before anything is uploaded.
+
+Shared by the CLI pre-flight (on the input's schema, before the job starts) and by
+``input_shards`` (on the first block, and the context window on every block), so a job declared
+in code gets the same errors as ``maple enrich``.
+"""
+
+import polars as pl
+
+from maple_engine.errors import ConfigError
+from maple_engine.inputs.templates import JSON_SUFFIX, Placeholder, check_columns, parse_template
+from maple_engine.inputs.tokens import MAX_TOKEN_PARAMS, prompt_tokens_expr
+from maple_engine.ledger.price_book import context_window
+from maple_engine.spec import ROW_ID, JobSpec, validate_columns
+
+
+def is_nested(dtype: pl.DataType) -> bool:
+    return isinstance(dtype, (pl.List, pl.Array, pl.Struct, pl.Object))
+
+
+def check_input_schema(schema: pl.Schema, spec: JobSpec) -> None:
+    """Columns exist, template fields are text-like, the output format can hold every column."""
+    columns = schema.names()
+    validate_columns(columns, spec)
+    parts = parse_template(spec.prompt)
+    check_columns(parts, columns)
+    check_scalar_fields(parts, schema)
+    check_output_types(schema, spec)
+
+
+def check_scalar_fields(parts: list[str | Placeholder], schema: pl.Schema) -> None:
+    """A plain ``{column}`` must be a scalar; ``{column:json}`` renders anything as JSON."""
+    for part in parts:
+        if isinstance(part, Placeholder) and not part.as_json and is_nested(schema[part.column]):
+            raise ConfigError(
+                f"The prompt template uses column {part.column!r} of type "
+                f"{schema[part.column]} as text: write {{{part.column}{JSON_SUFFIX}}} in the "
+                "template to render it as JSON, or use a scalar column."
+            )
+
+
+def check_output_types(schema: pl.Schema, spec: JobSpec) -> None:
+    if spec.output_format() != "csv":
+        return
+    nested = [name for name, dtype in schema.items() if is_nested(dtype) or dtype == pl.Binary]
+    if nested:
+        raise ConfigError(
+            f"Input column(s) {nested} hold list, struct or binary values, which a CSV output "
+            f"({spec.output or 'the default output'}) cannot hold: write a Parquet output "
+            "instead (--output NAME.parquet)."
+        )
+
+
+def check_context_window(frame: pl.DataFrame, spec: JobSpec) -> None:
+    """Fail on the first row whose rendered request cannot fit the model's context window.
+
+    ``frame`` holds the template's columns and ``ROW_ID``; tokens are estimated as in
+    ``maple enrich --dry-run`` (about 4 characters per token), plus the max output tokens
+    parameter when one is set.
+    """
+    window = context_window(spec.model, spec.provider)
+    if window is None or frame.height == 0:
+        return
+
+    limits = [spec.params.get(p) for p in MAX_TOKEN_PARAMS]
+    reserved = next((v for v in limits if isinstance(v, int) and not isinstance(v, bool)), 0)
+    tokens = prompt_tokens_expr(spec, spec.provider) + reserved
+    over = frame.select(ROW_ID, tokens.alias("_tokens")).filter(pl.col("_tokens") > window)
+    if over.height:
+        row, count = over.row(0, named=True), over.height
+        with_output = f", including {reserved:,} max output tokens" if reserved else ""
+        raise ConfigError(
+            f"Row {row[ROW_ID]} renders a request of about {row['_tokens']:,} tokens"
+            f"{with_output}, over {spec.model}'s context window of {window:,} tokens "
+            f"({count} such row(s) in this block). Shorten the row's text or the prompt, or "
+            "use a model with a larger context window."
+        )

@@ -1,0 +1,83 @@
+"""Pre-flight: every check that can fail before the first byte is uploaded.
+
+Two stages. ``check_declaration`` needs no I/O and runs in ``enrichment()`` (so definitions
+load without touching storage): the job name, the retry policy, the model parameters and the
+response schema. ``preflight`` runs in ``maple enrich`` before the job starts: the input is
+readable and its columns fit the template and the output format, and every location (input,
+output, storage root; local or S3) is reachable and writable with the credentials in use.
+``input_shards`` repeats the input checks on the first block (``maple_engine.inputs.checks``),
+and checks every row against the model's context window, before any shard is submitted.
+"""
+
+import math
+from typing import Any
+
+import orjson
+
+from maple_engine.errors import ConfigError
+from maple_engine.inputs.checks import check_input_schema
+from maple_engine.inputs.schema_checks import check_response_schema
+from maple_engine.inputs.sources import input_schema
+from maple_engine.policy import UNLIMITED
+from maple_engine.spec import JobSpec
+from maple_engine.storage.probe import check_readable, check_writable
+
+
+def check_declaration(spec: JobSpec, schema_source: str = "response_schema") -> None:
+    """The checks on the job's settings alone (no I/O)."""
+    check_retries(spec.retries)
+    check_param_values(spec.params)
+    check_response_schema(spec.response_schema, spec.provider, schema_source)
+
+
+def preflight(spec: JobSpec, storage_root: str) -> None:
+    """The checks on the job's input and locations, before anything is written or uploaded."""
+    if spec.source is not None:
+        check_readable(spec.source, "The input")
+        check_input_schema(input_schema(spec.source), spec)
+    if spec.output is not None:
+        check_writable(spec.output, "--output", folder=False)
+    check_writable(storage_root, "The storage root", folder=True)
+
+
+def check_retries(retries: dict[str, int]) -> None:
+    bad = {
+        name: count
+        for name, count in retries.items()
+        if isinstance(count, bool) or not isinstance(count, int) or count < UNLIMITED
+    }
+    if bad:
+        raise ConfigError(
+            f"Retry counts {bad} are not valid: give a count of 0 or more, or 'unlimited' "
+            "(-1 in code)."
+        )
+
+
+def check_param_values(params: dict[str, Any]) -> None:
+    """Parameters go into every request body as JSON: they must be JSON values."""
+    for name, value in params.items():
+        if not name:
+            raise ConfigError("A model parameter has an empty name: write NAME=VALUE.")
+        try:
+            orjson.dumps(value)
+        except TypeError as exc:
+            raise ConfigError(
+                f"Model parameter {name!r} = {value!r} is not a JSON value ({exc})."
+            ) from exc
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"Model parameter {name!r} = {value} is not a finite number.")
+
+
+def parse_param(spec: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` with a JSON value; a non-JSON value is an error that shows the quoting."""
+    name, sep, value = spec.partition("=")
+    if not sep or not name.strip():
+        raise ConfigError(f"--param {spec!r}: expected NAME=VALUE, e.g. --param temperature=0.")
+    try:
+        return name.strip(), orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        quoted = orjson.dumps(value).decode()
+        raise ConfigError(
+            f"--param {spec!r}: {value!r} is not a JSON value. Numbers, true/false, null, "
+            f"lists and objects are written as JSON; quote a string: --param '{name}={quoted}'."
+        ) from exc

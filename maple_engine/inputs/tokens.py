@@ -1,0 +1,42 @@
+"""Token estimates of a request, as polars expressions over the input columns (no I/O)."""
+
+from typing import Any
+
+import polars as pl
+
+from maple_engine.inputs.templates import parse_template, render_expr
+from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
+from maple_engine.spec import JobSpec
+
+MESSAGE_OVERHEAD = 3
+REPLY_PRIMING = 3
+MAX_TOKEN_PARAMS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+
+
+def output_tokens_per_request(params: dict[str, Any]) -> int:
+    """The request's max output tokens when a parameter sets it, else the default estimate."""
+    for name in MAX_TOKEN_PARAMS:
+        value = params.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return DEFAULT_OUTPUT_ESTIMATE
+
+
+def _count(text: pl.Expr) -> pl.Expr:
+    """`estimate_tokens` as a polars expression: ``max(1, (chars + 3) // 4)``."""
+    chars = text.str.len_chars().cast(pl.Int64)
+    return pl.max_horizontal(pl.lit(1, pl.Int64), (chars + 3) // 4)
+
+
+def system_tokens(system: str | None, provider: str) -> int:
+    """Prompt tokens of the system message: Anthropic drops an empty system prompt, OpenAI
+    sends it as a message of its own."""
+    if system is None or (not system and provider.startswith("anthropic")):
+        return 0
+    return estimate_tokens(system) + MESSAGE_OVERHEAD
+
+
+def prompt_tokens_expr(spec: JobSpec, provider: str) -> pl.Expr:
+    """Estimated prompt tokens of each row's request, over the input columns."""
+    user = _count(render_expr(parse_template(spec.prompt))) + MESSAGE_OVERHEAD
+    return user + (REPLY_PRIMING + system_tokens(spec.system, provider))

@@ -1,0 +1,64 @@
+"""A job: one enrichment bound to its storage, provider, prices and cost ledger."""
+
+import dataclasses
+from typing import Any
+
+from maple_engine.ledger.costs import CostLedger
+from maple_engine.ledger.price_book import PriceBook
+from maple_engine.ledger.pricing import ModelPrice
+from maple_engine.policy import RetryPolicy
+from maple_engine.providers.base import Provider, Submission
+from maple_engine.spec import JobSpec
+from maple_engine.state import JobState
+from maple_engine.submit.deadline import with_deadline
+
+
+@dataclasses.dataclass
+class Job:
+    """One enrichment job bound to its storage, provider, prices and cost ledger."""
+
+    spec: JobSpec
+    state: JobState
+    provider: Provider
+    costs: CostLedger | None = None
+    prices: PriceBook = dataclasses.field(default_factory=PriceBook)
+    policy: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
+    _orphans: dict[tuple[str, int], Submission] | None = None
+
+    @property
+    def mode(self) -> str:
+        return self.provider.mode
+
+    def prepare_submissions(self) -> None:
+        """List the provider's batches once, before shards are submitted (maybe in threads)."""
+        if self._orphans is None:
+            self._orphans = {
+                (s.shard, s.attempt): s for s in self.provider.find_orphans(self.spec.name)
+            }
+
+    def price(self) -> ModelPrice:
+        return self.prices.price(
+            self.spec.model,
+            self.provider.provider_name,
+            allow_untracked=self.spec.allow_untracked_cost,
+        )
+
+
+IO_MANAGER_KEY = "maple_io_manager"
+
+
+def provider_key(provider: str) -> str:
+    return "provider_" + provider.replace("-", "_")
+
+
+def job_for(spec: JobSpec, policy: RetryPolicy, resources: Any) -> Job:
+    storage = resources.maple_storage.storage()
+    provider = getattr(resources, provider_key(spec.provider))
+    return Job(
+        spec=spec,
+        state=JobState(storage, spec.name),
+        provider=with_deadline(provider, storage, spec.name, spec.deadline_s),
+        costs=resources.maple_costs,
+        prices=PriceBook(),
+        policy=policy,
+    )

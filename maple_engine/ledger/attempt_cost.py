@@ -1,0 +1,83 @@
+"""One record of the cost ledger: exact sums over the billed requests of one shard attempt."""
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Literal, get_args
+
+import polars as pl
+
+from maple_engine.ledger.pricing import ModelPrice, cost_expr
+from maple_engine.ledger.schema import TOKENS
+
+Mode = Literal["batch", "realtime"]
+
+
+@dataclass(frozen=True)
+class AttemptCost:
+    """Exact sums over the billed requests of one attempt of one shard of one job."""
+
+    job: str
+    team: str
+    model: str
+    provider: str
+    mode: Mode
+    shard: str
+    attempt: int
+    batch_id: str | None
+    requests: int
+    input_tokens: int
+    cached_input_tokens: int
+    cache_write_tokens: int
+    output_tokens: int
+    cost_usd: float
+    realtime_cost_usd: float
+    recorded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def __post_init__(self) -> None:
+        if self.mode not in get_args(Mode):
+            raise ValueError(f"mode must be 'batch' or 'realtime', not {self.mode!r}")
+        counts = (self.attempt, self.requests, *(getattr(self, t) for t in TOKENS))
+        if min(counts) < 0:
+            raise ValueError(f"attempt, requests and tokens must not be negative: {self}")
+        if self.recorded_at.tzinfo is None:
+            object.__setattr__(self, "recorded_at", self.recorded_at.replace(tzinfo=UTC))
+
+    @classmethod
+    def from_rows(
+        cls,
+        rows: pl.DataFrame,
+        price: ModelPrice,
+        *,
+        job: str,
+        team: str,
+        model: str,
+        provider: str,
+        mode: Mode,
+        shard: str,
+        attempt: int,
+        batch_id: str | None,
+    ) -> "AttemptCost":
+        """Sum one attempt's billed rows (columns `input_tokens`, `cached_input_tokens`,
+        `cache_write_tokens`, `output_tokens`; one row per billed request)."""
+        sums = rows.select(
+            *(pl.col(t).sum().cast(pl.Int64) for t in TOKENS),
+            cost_expr(price, batch=mode == "batch").sum().alias("cost"),
+            cost_expr(price, batch=False).sum().alias("realtime"),
+        ).row(0, named=True)
+        return cls(
+            job=job,
+            team=team,
+            model=model,
+            provider=provider,
+            mode=mode,
+            shard=shard,
+            attempt=attempt,
+            batch_id=batch_id,
+            requests=rows.height,
+            input_tokens=int(sums["input_tokens"] or 0),
+            cached_input_tokens=int(sums["cached_input_tokens"] or 0),
+            cache_write_tokens=int(sums["cache_write_tokens"] or 0),
+            output_tokens=int(sums["output_tokens"] or 0),
+            cost_usd=float(sums["cost"] or 0.0),
+            realtime_cost_usd=float(sums["realtime"] or 0.0),
+        )

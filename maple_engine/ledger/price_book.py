@@ -1,0 +1,224 @@
+"""Model prices by (model, provider): a price file's overrides first, then genai-prices.
+
+Prices come from the `genai-prices` package (Pydantic's maintained price database, bundled with
+the wheel so it works offline), overridable by a small JSON price file:
+
+    {"models": {"my-model": {"provider": "openai", "input_per_mtok": 0.2, "output_per_mtok": 0.8,
+                             "cached_input_per_mtok": 0.1, "cache_write_per_mtok": 0.25,
+                             "batch_discount": 0.5}}}
+
+given by path or by the `MAPLE_PRICES` environment variable. Only the two `*_per_mtok` input and
+output prices are required; cached reads and cache writes default to the input price (no discount
+assumed) and `batch_discount` to 0.5. An entry without `provider` applies to every provider.
+
+Batch prices: genai-prices publishes batch rates for many OpenAI and Anthropic models as a
+`{"processing": "batch"}` price variant. When the variant is active for a model, its rates are
+used as they are (e.g. OpenAI's Batch table has no cached-input rate for gpt-4o-mini, so cached
+input keeps its standard rate there); otherwise the providers' published batch discount (50% for
+OpenAI and Anthropic) is applied to the standard rates.
+
+Providers: `openai-realtime` is priced as `openai` and `anthropic-realtime` as `anthropic`;
+`gemini` and `gemini-realtime` use genai-prices' `google` provider (Gemini's batch rates are
+published there), `bedrock` its `aws` provider (Bedrock model ids; batch = 50% of on-demand). The
+local `emulator` serves any model name: it is priced as OpenAI, then Anthropic, and a model neither
+knows is priced as gpt-4o-mini (the `source` says so), so emulator runs show realistic costs.
+
+Caveats: tiered (long-context) prices use the base tier, so a single request above the tier
+threshold (200k input tokens for Claude Sonnet 4.x, 272k for gpt-5.4) is under-priced; Anthropic
+1-hour cache writes are priced at the 5-minute cache-write rate.
+"""
+
+import json
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from maple_engine.errors import ConfigError
+from maple_engine.ledger.pricing import DEFAULT_BATCH_DISCOUNT, ModelPrice, Rates
+from maple_engine.settings import PRICES_ENV, Settings
+
+EMULATOR_FALLBACK_MODEL = "gpt-4o-mini"
+_PROVIDER_FAMILY = {
+    "openai": "openai",
+    "openai-realtime": "openai",
+    "anthropic": "anthropic",
+    "anthropic-realtime": "anthropic",
+    "gemini": "google",
+    "gemini-realtime": "google",
+    "bedrock": "aws",
+}
+_EMULATOR = "emulator"
+
+
+class UnknownModelPriceError(ConfigError):
+    """No price is known for a model; raised before anything is submitted."""
+
+
+class _PriceEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    provider: str | None = None
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0)
+    cache_write_per_mtok: float | None = Field(default=None, ge=0)
+    batch_discount: float = Field(default=DEFAULT_BATCH_DISCOUNT, gt=0, le=1)
+
+
+class _PriceFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    models: dict[str, _PriceEntry]
+
+
+def _family(provider: str) -> str:
+    return _PROVIDER_FAMILY.get(provider.lower(), provider.lower())
+
+
+def _mtok(value: object) -> float | None:
+    """A genai-prices price as float USD/MTok; tiered prices contribute their base tier."""
+    base = getattr(value, "base", value)
+    return float(base) if isinstance(base, Decimal) else None
+
+
+class PriceBook:
+    """Looks up a `ModelPrice` per (model, provider): overrides first, then genai-prices."""
+
+    def __init__(self, overrides_path: str | Path | None = None, *, use_env: bool = True) -> None:
+        path = overrides_path or (Settings.load().prices if use_env else None)
+        self.overrides_path = Path(path) if path else None
+        self._overrides = _load_overrides(self.overrides_path) if self.overrides_path else {}
+        self._cache: dict[tuple[str, str, bool], ModelPrice] = {}
+
+    def price(self, model: str, provider: str, *, allow_untracked: bool = False) -> ModelPrice:
+        """The price of `model` on `provider`.
+
+        Raises `UnknownModelPriceError` when nothing prices it, unless `allow_untracked`, which
+        returns a zero price whose `source` says the cost is untracked.
+        """
+        key = (model, provider, allow_untracked)
+        if key not in self._cache:
+            self._cache[key] = self._lookup(model, provider, allow_untracked)
+        return self._cache[key]
+
+    def _lookup(self, model: str, provider: str, allow_untracked: bool) -> ModelPrice:
+        families = ["openai", "anthropic"] if provider == _EMULATOR else [_family(provider)]
+        for family in families:
+            found = self._override(model, family, provider) or _genai_price(model, family)
+            if found is not None:
+                return found
+        if provider == _EMULATOR:
+            fallback = self.price(EMULATOR_FALLBACK_MODEL, "openai")
+            note = f"emulator: unknown model {model!r} priced as {EMULATOR_FALLBACK_MODEL}"
+            return _with_source(fallback, f"{note} ({fallback.source})")
+        if allow_untracked:
+            return ModelPrice(0.0, 0.0, 0.0, 0.0, source=f"untracked: no price for {model!r}")
+        raise UnknownModelPriceError(
+            f"No price known for model {model!r} on provider {provider!r}. Add it to a price file "
+            f'({{"models": {{"{model}": {{"provider": "{provider}", "input_per_mtok": ..., '
+            f'"output_per_mtok": ...}}}}}}) passed by path or ${PRICES_ENV}, or run with '
+            "--allow-untracked-cost to submit without tracking its cost."
+        )
+
+    def _override(self, model: str, family: str, provider: str) -> ModelPrice | None:
+        entry = self._overrides.get(model)
+        if entry is None:
+            return None
+        wanted = entry.provider
+        if wanted is not None and _family(wanted) != family and wanted != provider:
+            return None
+        return ModelPrice(
+            input_per_mtok=entry.input_per_mtok,
+            output_per_mtok=entry.output_per_mtok,
+            cached_input_per_mtok=_default(entry.cached_input_per_mtok, entry.input_per_mtok),
+            cache_write_per_mtok=_default(entry.cache_write_per_mtok, entry.input_per_mtok),
+            batch_discount=entry.batch_discount,
+            source=f"price file {self.overrides_path}",
+        )
+
+
+def _default(value: float | None, fallback: float) -> float:
+    return fallback if value is None else value
+
+
+def _with_source(price: ModelPrice, source: str) -> ModelPrice:
+    return ModelPrice(
+        price.input_per_mtok,
+        price.output_per_mtok,
+        price.cached_input_per_mtok,
+        price.cache_write_per_mtok,
+        price.batch_discount,
+        source,
+        price.batch_rates,
+    )
+
+
+def _load_overrides(path: Path) -> dict[str, _PriceEntry]:
+    try:
+        return _PriceFile.model_validate(json.loads(path.read_text())).models
+    except OSError as exc:
+        raise ConfigError(f"Cannot read price file {path}: {exc}. Check ${PRICES_ENV}.") from exc
+    except (ValueError, ValidationError) as exc:
+        raise ConfigError(
+            f'Price file {path} is not valid: {exc}. Expected {{"models": {{"<model>": '
+            '{"provider": "openai", "input_per_mtok": 0.15, "output_per_mtok": 0.6}}}.'
+        ) from exc
+
+
+def _genai_price(model: str, family: str) -> ModelPrice | None:
+    """The price genai-prices' bundled snapshot holds for `model`, or None if it has none."""
+    from genai_prices import __version__ as version
+    from genai_prices import data_snapshot
+
+    try:
+        provider, info = data_snapshot.get_snapshot().find_provider_model(model, None, family, None)
+    except LookupError:
+        return None
+    now = datetime.now(tz=UTC)
+    standard = _rates(info.get_prices(now))
+    if standard is None:
+        return None
+    batch_active = any(
+        v.when == {"processing": "batch"} and (v.constraint is None or v.constraint.active(now))
+        for v in info.price_variants or ()
+    )
+    batch_rates = _rates(info.get_prices(now, {"processing": "batch"})) if batch_active else None
+    how = "batch rates from genai-prices" if batch_rates else "batch = 50% published discount"
+    return ModelPrice(
+        input_per_mtok=standard.input_per_mtok,
+        output_per_mtok=standard.output_per_mtok,
+        cached_input_per_mtok=standard.cached_input_per_mtok,
+        cache_write_per_mtok=standard.cache_write_per_mtok,
+        source=f"genai-prices {version} {provider.id}/{info.id}; {how}",
+        batch_rates=batch_rates,
+    )
+
+
+def _rates(prices: Any) -> Rates | None:
+    input_price, output_price = _mtok(prices.input_mtok), _mtok(prices.output_mtok)
+    if input_price is None:
+        return None
+    return Rates(
+        input_per_mtok=input_price,
+        output_per_mtok=output_price or 0.0,
+        cached_input_per_mtok=_default(_mtok(prices.cache_read_mtok), input_price),
+        cache_write_per_mtok=_default(_mtok(prices.cache_write_mtok), input_price),
+    )
+
+
+def context_window(model: str, provider: str) -> int | None:
+    """The model's context window in tokens per genai-prices, or None when it is not known."""
+    from genai_prices import data_snapshot
+
+    families = ["openai", "anthropic"] if provider == _EMULATOR else [_family(provider)]
+    for family in families:
+        try:
+            _, info = data_snapshot.get_snapshot().find_provider_model(model, None, family, None)
+        except LookupError:
+            continue
+        window = getattr(info, "context_window", None)
+        return int(window) if window else None
+    return None

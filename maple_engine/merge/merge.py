@@ -1,0 +1,153 @@
+"""merged: the input columns unchanged and in order, then the ``llm_*`` columns, streamed."""
+
+import dataclasses
+import sys
+from collections.abc import Iterator
+from typing import IO, Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from maple_engine.spec import CUSTOM_ID, INTERNAL_COLUMNS, ROW_ID, file_format
+from maple_engine.storage.storage import atomic_write, filesystem_for
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputTable:
+    """Where the merged output lives; the IO manager hands downstream assets a lazy scan of it."""
+
+    path: str
+    format: str
+    rows: int
+
+
+def llm_columns(responses: pl.DataFrame, model: str, structured: bool) -> list[pl.Expr]:
+    ok = pl.col("status") == "succeeded"
+    columns = [pl.when(ok).then(pl.col("response")).otherwise(None).alias("llm_response")]
+    if structured:
+        columns.append(pl.col("parsed").alias("llm_parsed"))
+    columns += [
+        pl.col("status").alias("llm_status"),
+        pl.when(ok).then(None).otherwise(pl.col("failure_class")).alias("llm_failure_class"),
+        pl.when(ok).then(None).otherwise(pl.col("error")).alias("llm_error"),
+        pl.col("attempts").cast(pl.Int64).alias("llm_attempts"),
+        pl.when(ok)
+        .then(pl.col("input_tokens"))
+        .otherwise(None)
+        .cast(pl.Int64)
+        .alias("llm_input_tokens"),
+        pl.when(ok)
+        .then(pl.col("output_tokens"))
+        .otherwise(None)
+        .cast(pl.Int64)
+        .alias("llm_output_tokens"),
+        pl.col("cost_usd").cast(pl.Float64).alias("llm_cost_usd"),
+        pl.lit(model, pl.String).alias("llm_model"),
+        pl.col("batch_id").cast(pl.String).alias("llm_batch_id"),
+        pl.col("reused").fill_null(False).cast(pl.Boolean).alias("llm_reused"),
+    ]
+    return columns
+
+
+def merge_shard(
+    shard: pl.DataFrame, responses: pl.DataFrame, model: str, parsed: pl.DataType | None
+) -> pl.DataFrame:
+    """Join one shard's input rows with its responses, in input order."""
+    inputs = [c for c in shard.columns if c not in INTERNAL_COLUMNS]
+    joined = shard.select([*inputs, ROW_ID]).join(
+        responses.drop(CUSTOM_ID, strict=False), on=ROW_ID, how="left", maintain_order="left"
+    )
+    merged = joined.select(*inputs, *llm_columns(joined, model, parsed is not None))
+    if parsed is not None:
+        decoded = pl.col("llm_parsed").str.json_decode(parsed)
+        ok = pl.col("llm_status") == "succeeded"  # a failed row's llm_parsed is null, not {null}
+        merged = merged.with_columns(pl.when(ok).then(decoded).otherwise(None).alias("llm_parsed"))
+    return merged
+
+
+class OutputWriter:
+    """Appends frames to one Parquet or CSV file on local disk or S3, then commits it.
+
+    Nothing is committed if the writing raises (see
+    ``maple_engine.storage.storage.atomic_write``)."""
+
+    def __init__(self, path: str, fmt: str, input_schema: pa.Schema | None = None) -> None:
+        self.path = path
+        self.fmt = fmt
+        self.input_schema = input_schema
+        self.fs, self._target = filesystem_for(path)
+        self._commit = atomic_write(self.fs, self._target)
+        self._handle: IO[bytes] | None = None
+        self._parquet: pq.ParquetWriter | None = None
+        self.rows = 0
+
+    def __enter__(self) -> "OutputWriter":
+        self._handle = self._commit.__enter__()
+        return self
+
+    def write(self, frame: pl.DataFrame) -> None:
+        assert self._handle is not None
+        if self.fmt == "csv":
+            frame = frame.with_columns(pl.col(pl.Struct).struct.json_encode())
+            frame.write_csv(self._handle, include_header=self.rows == 0)
+        else:
+            table = frame.to_arrow()
+            if self._parquet is None:
+                schema = keep_input_types(table, self.input_schema)
+                self._parquet = pq.ParquetWriter(self._handle, schema, compression="zstd")
+            self._parquet.write_table(table.cast(self._parquet.schema))
+        self.rows += frame.height
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        try:
+            if self._parquet is not None:  # its footer goes nowhere if the write is discarded
+                self._parquet.close()
+        except BaseException:
+            self._commit.__exit__(*sys.exc_info())
+            raise
+        self._commit.__exit__(exc_type, exc, tb)
+
+
+def keep_input_types(table: pa.Table, input_schema: pa.Schema | None) -> pa.Schema:
+    """``table``'s schema with the input's own Arrow type for every input column.
+
+    polars hands back ``large_string`` for ``string``, ``large_list`` for ``list`` and so on;
+    the output keeps what the input said. A column whose type cannot be restored keeps polars'.
+    """
+    if input_schema is None:
+        return table.schema
+    fields = []
+    for field in table.schema:
+        index = input_schema.get_field_index(field.name)
+        original = input_schema.field(index) if index >= 0 else None
+        keep = original is not None and original.type != field.type and _castable(table, original)
+        fields.append(field.with_type(original.type) if keep and original else field)
+    return pa.schema(fields)
+
+
+def _castable(table: pa.Table, field: pa.Field) -> bool:
+    try:
+        table.column(field.name).cast(field.type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
+    return True
+
+
+def parquet_schema(source: str | None) -> pa.Schema | None:
+    """The Arrow schema of a Parquet input (read from its footer), else None."""
+    if source is None or file_format(source, strict=False) != "parquet":
+        return None
+    fs, path = filesystem_for(source)
+    with fs.open(path, "rb") as handle:
+        return pq.read_schema(handle)
+
+
+def write_merged(
+    frames: Iterator[pl.DataFrame], path: str, fmt: str, source: str | None = None
+) -> OutputTable:
+    """Stream ``frames`` into ``path``; a Parquet ``source``'s column types are kept."""
+    with OutputWriter(path, fmt, parquet_schema(source)) as writer:
+        for frame in frames:
+            writer.write(frame)
+    return OutputTable(path=path, format=fmt, rows=writer.rows)

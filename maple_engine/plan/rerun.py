@@ -1,0 +1,138 @@
+"""input_shards for a living enrichment: resume the current version or start the next one.
+
+See `maple_engine.plan.versions` for what a version is and how its rows are chosen.
+"""
+
+import time
+from typing import Any
+
+from maple_engine.errors import ConfigError
+from maple_engine.inputs.sources import iter_blocks
+from maple_engine.job import Job
+from maple_engine.plan.sharding import ShardInfo, write_shards
+from maple_engine.plan.versions import KeySpill, Version, VersionPlan, attempt_one, input_digest
+from maple_engine.plan.versions import plan_version as plan_rows
+from maple_engine.state import ShardSummary
+from maple_engine.submit.claims import sharding_lease
+
+
+def shard_input(
+    job: Job, source: Any, *, retry_failed: bool = False
+) -> tuple[list[ShardInfo], Version, VersionPlan]:
+    """The current version's shards: resumed if the input and settings are unchanged, else a
+    new version cut from the input, with attempt-1 plans holding only the rows to send.
+    One run cuts a job's shards at a time (`maple_engine.submit.claims.sharding_lease`)."""
+    job.price()  # an unknown model is an error before anything is sent
+    with sharding_lease(job.state.storage, job.state.paths.sharding):
+        return _shard_input(job, source, retry_failed)
+
+
+def _shard_input(
+    job: Job, source: Any, retry_failed: bool
+) -> tuple[list[ShardInfo], Version, VersionPlan]:
+    current = job.state.version()
+    wanted = Version(
+        number=0,
+        fingerprint=job.spec.fingerprint(),
+        input_digest=input_digest(source),
+        reuse=job.spec.reuse,
+        retry_failed=retry_failed,
+        created_at=time.time(),
+    )
+    if current is not None and current.same_run(wanted) and not _redo(job, current):
+        record = job.state.manifest_record()
+        if record is not None and record.get("version") == current.number:
+            return job.state.manifest() or [], current, _counts(record)
+        version = current  # the version's sharding was interrupted: cut it again
+    else:
+        version = _start(job, current, wanted)
+    return _cut(job, version, source)
+
+
+def _redo(job: Job, current: Version) -> bool:
+    """A finished version is run again (not resumed) when the run forces sending."""
+    if not (current.retry_failed or not current.reuse):
+        return False
+    merged = job.state.paths.merged
+    storage = job.state.storage
+    return storage.exists(merged) and storage.read_json(merged).get("version") == current.number
+
+
+def _start(job: Job, current: Version | None, wanted: Version) -> Version:
+    _check_settled(job)
+    number = current.number + 1 if current is not None else _first_number(job)
+    version = Version(**{**wanted.to_json(), "number": number})
+    job.state.write_version(version)
+    job.state.write_spec(
+        {
+            "fingerprint": version.fingerprint,
+            "created_at": version.created_at,
+            "version": number,
+            "spec": job.spec.to_json(),
+        }
+    )
+    job.state.clear_stop()  # a stop (budget, quota, cancel, age) belonged to the last version
+    job.state.storage.delete(job.state.paths.budget_stop)
+    return version
+
+
+def _first_number(job: Job) -> int:
+    """1, or 2 when the job holds shards of a run made before versions existed."""
+    return 2 if job.state.manifest_record() is not None else 1
+
+
+def _check_settled(job: Job) -> None:
+    """A new version must not start while the last one has batches out (they would be lost)."""
+    record = job.state.stop_record() or {}
+    if record.get("kind") == "cancel":
+        return  # cancelled: its batches were stopped at the provider
+    waiting = [
+        s.key for s in job.state.manifest() or [] if job.state.progress(s.key).action == "wait"
+    ]
+    if waiting:
+        raise ConfigError(
+            f"Job {job.spec.name!r} still has {len(waiting)} batch(es) of its previous run out "
+            f"at the provider (shards {', '.join(waiting[:5])}), and the input or settings "
+            "have changed since. Finish that run first (rerun it with its previous input and "
+            f"settings; its answers are then reused), or `maple cancel {job.spec.name}` to "
+            "drop it; then run this again."
+        )
+
+
+def _cut(job: Job, version: Version, source: Any) -> tuple[list[ShardInfo], Version, VersionPlan]:
+    storage, name = job.state.storage, job.spec.name
+    with KeySpill(storage, name, version.number) as spill:
+        shards = write_shards(
+            storage,
+            job.spec,
+            iter_blocks(source),
+            job.provider,
+            key_for=version.shard_key,
+            on_block=spill.add,
+        )
+    rows = shards[-1].last_row + 1
+    counts, send = plan_rows(storage, name, version, rows)
+    for shard in shards:
+        plan = attempt_one(send, shard.first_row, shard.last_row)
+        job.state.write_plan(shard.key, 1, plan)
+        if plan.is_empty():  # every row filled from the store: nothing to send
+            job.state.write_summary(shard.key, ShardSummary(0, 0, True))
+    job.state.write_manifest(
+        shards,
+        version=version.number,
+        rows=counts.rows,
+        sent=counts.sent,
+        reused=counts.reused,
+        duplicates=counts.duplicates,
+    )
+    return shards, version, counts
+
+
+def _counts(record: dict[str, Any]) -> VersionPlan:
+    rows = int(record.get("rows") or sum(s["rows"] for s in record["shards"]))
+    return VersionPlan(
+        rows=rows,
+        sent=int(record.get("sent", rows)),
+        reused=int(record.get("reused", 0)),
+        duplicates=int(record.get("duplicates", 0)),
+    )

@@ -1,0 +1,140 @@
+"""input_shards: render one request per row and cut the stream into shard Parquet files."""
+
+import dataclasses
+from collections.abc import Callable, Iterable, Iterator
+
+import numpy as np
+import polars as pl
+
+from maple_engine.crashpoints import crash_point
+from maple_engine.errors import ConfigError
+from maple_engine.inputs.checks import check_context_window, check_input_schema
+from maple_engine.inputs.templates import parse_template, render_expr
+from maple_engine.plan.shards import ShardCutter, shard_key
+from maple_engine.providers.base import Provider, RequestSpec
+from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID, JobSpec
+from maple_engine.storage.layout import JobLayout
+from maple_engine.storage.response_store import request_key
+from maple_engine.storage.storage import Storage
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    key: str
+    rows: int
+    bytes: int
+    first_row: int
+    last_row: int
+
+
+def request_spec(spec: JobSpec) -> RequestSpec:
+    return RequestSpec(
+        model=spec.model,
+        system=spec.system,
+        params=dict(spec.params),
+        response_schema=spec.response_schema,
+    )
+
+
+def prepare_block(
+    block: pl.DataFrame, offset: int, spec: JobSpec, provider: Provider
+) -> pl.DataFrame:
+    """Add row id, custom id, the encoded request, its request key and its size (``_size``)."""
+    parts = parse_template(spec.prompt)
+    image = pl.col(spec.image_column).cast(pl.String) if spec.image_column else None
+    body = provider.body_expr(request_spec(spec), render_expr(parts), image)
+    ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64)
+    framed = block.with_columns(ids.alias(ROW_ID)).with_columns(
+        pl.concat_str([pl.lit("r"), pl.col(ROW_ID).cast(pl.String)]).alias(CUSTOM_ID),
+        body.alias(REQUEST),
+    )
+    return framed.with_columns(
+        request_key(spec.provider, pl.col(REQUEST)).alias(KEY),
+        provider.line_bytes_expr(pl.col(CUSTOM_ID), pl.col(REQUEST)).cast(pl.Int64).alias("_size"),
+    )
+
+
+def check_block(block: pl.DataFrame, spec: JobSpec, limit: int) -> None:
+    too_big = block.filter(pl.col("_size") > limit)
+    if too_big.height:
+        row = too_big.row(0, named=True)
+        raise ConfigError(
+            f"Row {row[ROW_ID]} renders a request of {row['_size']:,} bytes, over the batch "
+            f"file limit of {limit:,} bytes ({too_big.height} such row(s) in this block). "
+            "Shorten the prompt or the row's text."
+        )
+
+
+def checked_blocks(
+    blocks: Iterable[pl.DataFrame], spec: JobSpec, provider: Provider, max_bytes: int
+) -> Iterator[tuple[int, pl.DataFrame]]:
+    """Each non-empty input block as the job encodes it (``prepare_block``), with its first
+    row's offset, after the checks that must pass before anything is uploaded."""
+    offset = 0
+    for block in blocks:
+        if offset == 0:
+            check_input_schema(block.schema, spec)
+        if block.height == 0:
+            continue
+        prepared = prepare_block(block, offset, spec, provider)
+        check_block(prepared, spec, max_bytes)
+        check_context_window(prepared, spec)
+        yield offset, prepared
+        offset += block.height
+
+
+def write_shards(
+    storage: Storage,
+    spec: JobSpec,
+    blocks: Iterator[pl.DataFrame],
+    provider: Provider,
+    *,
+    key_for: Callable[[int], str] = shard_key,
+    on_block: Callable[[pl.DataFrame], None] | None = None,
+) -> list[ShardInfo]:
+    """Stream blocks into shard files; memory holds at most one shard plus one block.
+
+    ``key_for`` names the shard at an index; ``on_block`` sees every prepared block."""
+    limits = provider.limits()
+    max_requests = min(spec.max_requests_per_batch, limits.max_requests)
+    max_bytes = min(spec.max_batch_bytes, limits.max_bytes)
+    cutter = ShardCutter(max_requests, max_bytes)
+    shards: list[ShardInfo] = []
+    pending: list[pl.DataFrame] = []
+    pending_shard = 0
+
+    def flush() -> None:
+        if pending:
+            frame = pl.concat(pending)
+            shards.append(_write_shard(storage, spec.name, key_for(pending_shard), frame))
+            pending.clear()
+
+    for _, prepared in checked_blocks(blocks, spec, provider, max_bytes):
+        if on_block is not None:
+            on_block(prepared)
+        sizes = prepared.get_column("_size").to_numpy().astype(np.int64)
+        for piece in cutter.feed(sizes):
+            if piece.shard != pending_shard:
+                flush()
+                pending_shard = piece.shard
+            pending.append(prepared.slice(piece.start, piece.stop - piece.start))
+            if piece.closes:
+                flush()
+                pending_shard = piece.shard + 1
+    flush()
+    if not shards:
+        raise ConfigError("The input table has no rows: there is nothing to enrich.")
+    return shards
+
+
+def _write_shard(storage: Storage, job: str, key: str, frame: pl.DataFrame) -> ShardInfo:
+    size = int(frame.get_column("_size").sum())
+    storage.write_parquet(JobLayout(job).shard_file(key), frame.drop("_size"))
+    crash_point("shard_written")
+    return ShardInfo(
+        key=key,
+        rows=frame.height,
+        bytes=size,
+        first_row=int(frame.get_column(ROW_ID)[0]),
+        last_row=int(frame.get_column(ROW_ID)[-1]),
+    )

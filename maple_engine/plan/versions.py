@@ -1,0 +1,227 @@
+"""Versions of a living enrichment: which rows a run sends, and which it fills from the store.
+
+A job name names an enrichment, not one frozen run. Each materialization of ``input_shards``
+derives the job's requests from the current input and settings. If they are what the current
+version was made from (same settings fingerprint, same input digest, same reuse flags), the run
+resumes that version, so an interrupted run never pays twice; otherwise it starts version n+1.
+A version's shards hold every input row (keys ``s00000`` for version 1, ``v<n>-s00000`` after);
+its attempt-1 plans hold only the rows to send:
+
+- a row whose request key has a stored outcome (`maple_engine.storage.response_store`) is filled
+from the store
+  (successes always; final failures too, unless the run retries failed rows);
+- of the rows with the same new key, the first is sent and the others are filled with its answer;
+- with reuse off, every row is sent.
+
+Its files (keys, fills) are laid out by `maple_engine.storage.layout.JobLayout`.
+"""
+
+import contextlib
+import dataclasses
+import hashlib
+from typing import IO, Any
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from maple_engine.plan.shards import shard_key
+from maple_engine.spec import CUSTOM_ID, KEY, ROW_ID
+from maple_engine.storage.layout import JobLayout
+from maple_engine.storage.response_store import BUCKETS, ResponseStore, by_bucket
+from maple_engine.storage.storage import Storage, filesystem_for
+
+_KEYS_SCHEMA = pa.schema([(ROW_ID, pa.int64()), (KEY, pa.large_string())])
+FILL_ROW_GROUP = 8_192
+
+
+@dataclasses.dataclass(frozen=True)
+class Version:
+    number: int
+    fingerprint: str
+    input_digest: str
+    reuse: bool = True
+    retry_failed: bool = False
+    created_at: float = 0.0
+
+    def same_run(self, other: "Version") -> bool:
+        """True if ``other`` asks for exactly the requests of this version (a resume)."""
+        return (self.fingerprint, self.input_digest, self.reuse, self.retry_failed) == (
+            other.fingerprint,
+            other.input_digest,
+            other.reuse,
+            other.retry_failed,
+        )
+
+    def shard_key(self, index: int) -> str:
+        key = shard_key(index)
+        return key if self.number == 1 else f"v{self.number}-{key}"
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# -- input digest ---------------------------------------------------------------------------
+def input_digest(source: Any) -> str:
+    """A digest of the input's content: the file's bytes (local), the object's ETag and size
+    (S3), or the table's Arrow IPC stream (an upstream asset's table)."""
+    if isinstance(source, str):
+        fs, path = filesystem_for(source)
+        if "://" in source and not source.startswith("file://"):
+            info = fs.info(path)
+            tag = f"{info.get('ETag') or info.get('etag')}:{info.get('size')}:{source}"
+            return hashlib.sha256(tag.encode()).hexdigest()[:32]
+        with open(path, "rb") as handle:
+            return hashlib.file_digest(handle, "sha256").hexdigest()[:32]
+    table = source.to_arrow() if isinstance(source, pl.DataFrame) else source
+    sink = _HashSink()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        for batch in table.to_batches(max_chunksize=65_536):
+            writer.write_batch(batch)
+    return sink.hash.hexdigest()[:32]
+
+
+class _HashSink:
+    """A write-only file object that hashes what is written (nothing is kept)."""
+
+    def __init__(self) -> None:
+        self.hash = hashlib.sha256()
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data)
+        self.hash.update(view)
+        return view.nbytes
+
+    def flush(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self.closed = True
+
+
+# -- key spill while sharding ---------------------------------------------------------------
+class KeySpill:
+    """Row ids and request keys of every row, appended to one Parquet file per key bucket."""
+
+    def __init__(self, storage: Storage, job: str, number: int) -> None:
+        self.storage = storage
+        self.paths = JobLayout(job)
+        self.number = number
+        self.prefix = self.paths.version_keys_dir(number)
+        self._stack = contextlib.ExitStack()
+        self._writers: dict[str, pq.ParquetWriter] = {}
+
+    def __enter__(self) -> "KeySpill":
+        self._stack.__enter__()
+        self.storage.delete(self.prefix)  # a resumed sharding starts these files over
+        return self
+
+    def add(self, block: pl.DataFrame) -> None:
+        frame = block.select(ROW_ID, KEY)
+        for part in by_bucket(frame):
+            bucket = str(part[KEY][0])[0]
+            self._writer(bucket).write_table(part.to_arrow().cast(_KEYS_SCHEMA))
+
+    def _writer(self, bucket: str) -> pq.ParquetWriter:
+        if bucket not in self._writers:
+            handle: IO[bytes] = self._stack.enter_context(
+                self.storage.open_write(self.paths.version_keys(self.number, bucket))
+            )
+            writer = pq.ParquetWriter(handle, _KEYS_SCHEMA, compression="zstd")
+            self._stack.callback(writer.close)
+            self._writers[bucket] = writer
+        return self._writers[bucket]
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stack.__exit__(*exc)
+
+
+# -- planning: which rows a version sends -----------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class VersionPlan:
+    rows: int
+    sent: int
+    reused: int  # filled from answers stored before this version
+    duplicates: int  # filled from the answer of an identical request sent by this version
+
+
+Mask = np.ndarray[Any, np.dtype[np.bool_]]
+
+
+def plan_version(
+    storage: Storage, job: str, version: Version, rows: int
+) -> tuple[VersionPlan, Mask]:
+    """Decide, bucket by bucket, which rows are sent, and write the fill keys of the others.
+
+    Returns the counts and the send mask (one byte per input row: flat, whatever the store
+    holds; each bucket's keys are looked up on their own)."""
+    store = ResponseStore(storage, job)
+    send = np.zeros(rows, dtype=bool)
+    reused = duplicates = 0
+    paths = JobLayout(job)
+    for bucket in BUCKETS:
+        key = paths.version_keys(version.number, bucket)
+        fill_key = paths.version_fill(version.number, bucket)
+        storage.delete(fill_key)
+        if not storage.exists(key):
+            continue
+        staged = storage.read_parquet(key)
+        if not version.reuse:
+            send[staged[ROW_ID].to_numpy()] = True
+            continue
+        known = store.usable_keys(bucket, retry_failed=version.retry_failed).collect()
+        fresh = staged.join(known, on=KEY, how="anti") if known.height else staged
+        # the spill holds rows in row order: the first of identical requests is the one sent
+        # (a filter, not a group_by: a third of the memory at 10M rows)
+        first = fresh.filter(pl.col(KEY).is_first_distinct()).get_column(ROW_ID)
+        send[first.to_numpy()] = True
+        reused += staged.height - fresh.height
+        duplicates += fresh.height - first.len()
+        fill = staged.filter(~pl.Series(send[staged[ROW_ID].to_numpy()]))
+        if fill.height:
+            storage.write_parquet(fill_key, fill)
+    counts = VersionPlan(rows=rows, sent=int(send.sum()), reused=reused, duplicates=duplicates)
+    return counts, send
+
+
+def attempt_one(send: Mask, first: int, last: int) -> pl.DataFrame:
+    """The attempt-1 plan of the shard holding rows ``first..last``: row and custom ids."""
+    ids = np.flatnonzero(send[first : last + 1]).astype(np.int64) + first
+    frame = pl.DataFrame({ROW_ID: ids}, schema={ROW_ID: pl.Int64})
+    return frame.with_columns(
+        pl.concat_str([pl.lit("r"), pl.col(ROW_ID).cast(pl.String)]).alias(CUSTOM_ID)
+    )
+
+
+# -- fills at merge time ----------------------------------------------------------------------
+def prepare_fills(storage: Storage, job: str, number: int) -> None:
+    """Join every bucket's unsent rows with their stored records, sorted by row id."""
+    store = ResponseStore(storage, job)
+    paths = JobLayout(job)
+    for bucket in BUCKETS:
+        fill_key = paths.version_fill(number, bucket)
+        out = paths.version_fills(number, bucket)
+        if not storage.exists(fill_key):
+            storage.delete(out)
+            continue
+        fill = storage.read_parquet(fill_key)
+        records = store.best(bucket, fill.lazy())
+        joined = fill.join(records, on=KEY, how="left").sort(ROW_ID).drop(KEY)
+        with storage.open_write(out) as handle:
+            pq.write_table(
+                joined.to_arrow(), handle, compression="zstd", row_group_size=FILL_ROW_GROUP
+            )
+
+
+def shard_fills(storage: Storage, job: str, number: int, first: int, last: int) -> pl.DataFrame:
+    """The filled rows ``first..last`` of a version (read through row-group statistics)."""
+    parts = [
+        storage.scan_parquet(k).filter(pl.col(ROW_ID).is_between(first, last))
+        for k in storage.list_keys(JobLayout(job).version_fills_dir(number))
+        if k.endswith(".parquet")
+    ]
+    if not parts:
+        return pl.DataFrame()
+    return pl.concat(parts, how="diagonal_relaxed").collect().sort(ROW_ID)

@@ -1,0 +1,63 @@
+"""Retry policies per failure class (DESIGN section 5)."""
+
+import dataclasses
+from collections.abc import Mapping
+
+from maple_engine.errors import ConfigError
+from maple_engine.failures import FailureClass
+
+UNLIMITED = -1
+
+DEFAULT_RETRIES: dict[str, int] = {
+    FailureClass.EXPIRED: UNLIMITED,
+    FailureClass.RATE_LIMITED: UNLIMITED,
+    FailureClass.SERVER_ERROR: 5,
+    FailureClass.REFUSED: 2,
+    FailureClass.INVALID_IMAGE: 1,
+    FailureClass.INVALID_OUTPUT: 2,
+    FailureClass.INVALID_REQUEST: 0,
+    FailureClass.INSUFFICIENT_QUOTA: 0,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class RetryPolicy:
+    """How many times each failure class is retried (``-1``: unlimited, bounded by job age)."""
+
+    retries: Mapping[str, int] = dataclasses.field(default_factory=lambda: dict(DEFAULT_RETRIES))
+    max_job_age_s: float = 72 * 3600.0
+    check_images: bool = True
+
+    def allows(self, failure_class: str, sends: int) -> bool:
+        """May a row that failed with ``failure_class`` after ``sends`` sends be sent again?"""
+        limit = self.retries.get(failure_class, 0)
+        return limit == UNLIMITED or sends - 1 < limit
+
+    def with_overrides(self, overrides: Mapping[str, int]) -> "RetryPolicy":
+        unknown = sorted(set(overrides) - {c.value for c in FailureClass})
+        if unknown:
+            raise ConfigError(
+                f"Unknown failure class(es) {unknown} in the retry policy; "
+                f"valid classes: {[c.value for c in FailureClass]}."
+            )
+        return dataclasses.replace(self, retries={**self.retries, **overrides})
+
+
+def parse_retry_options(specs: list[str]) -> dict[str, int]:
+    """``["refused=0", "server_error=unlimited"]`` -> overrides; bad specs are ConfigErrors."""
+    overrides: dict[str, int] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        if not sep:
+            raise ConfigError(f"--retry {spec!r}: expected CLASS=N or CLASS=unlimited.")
+        try:
+            count = UNLIMITED if value.strip() == "unlimited" else int(value)
+        except ValueError as exc:
+            raise ConfigError(f"--retry {spec!r}: N must be an integer or 'unlimited'.") from exc
+        if count < 0 and value.strip() != "unlimited":
+            raise ConfigError(
+                f"--retry {spec!r}: a retry count cannot be negative; give 0 or more, or "
+                f"'unlimited' (e.g. --retry {name.strip()}=0)."
+            )
+        overrides[name.strip()] = count
+    return overrides

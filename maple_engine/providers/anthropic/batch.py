@@ -1,0 +1,301 @@
+"""Anthropic Message Batches provider: one JSON body of ``{custom_id, params}`` per shard.
+
+Anthropic batches carry no metadata, so ``find_orphans`` cannot ask the provider "which batches
+are job J's". Instead the provider keeps a durable *intent* per create call, under the storage
+root at ``<job>/state/anthropic-intents/<shard>-<attempt>.json``:
+
+1. before ``POST /v1/messages/batches``: ``{shard, attempt, hash, count, at}``;
+2. right after the create answers: the same record plus ``batch_id``.
+
+A crash after step 2 (before the submission is recorded) is recovered exactly: the intent names
+the batch. A crash between the create and step 2 leaves an intent without a batch id; it is
+matched to the newest-first batch list by request count (``request_counts`` always sums to the
+total) and ``created_at`` within [intent time - ``clock_skew_s``, + ``orphan_window_s``],
+skipping batches other intents already claim. Only a unique match is adopted. Residual risk: in
+that window another client of the same workspace creates a batch with exactly the same number of
+requests, and this one never reached the provider; then the other batch would be adopted (its
+results would not carry our custom ids, so every row comes back "not run" and is resubmitted -
+nothing is lost, and nothing is paid twice by us). If several candidates match, none is adopted
+and the shard is submitted again (the risk is then paying twice for that one shard).
+Listing stops at the first batch older than the oldest unmatched intent, so the common case
+(no crash) costs no list call at all.
+"""
+
+import time
+from datetime import datetime
+from typing import Any
+
+import httpx
+import orjson
+import polars as pl
+from pydantic import Field, PrivateAttr
+
+from maple_engine.errors import AuthError, ProviderError, QueueFull, QuotaExhausted
+from maple_engine.providers.anthropic.messages import (
+    anthropic_base_url,
+    anthropic_headers,
+    message_body_expr,
+    parse_result_line,
+)
+from maple_engine.providers.base import (
+    BatchState,
+    ProviderModel,
+    RequestSpec,
+    ShardPayload,
+    Submission,
+    result_frame,
+    rows_frame,
+)
+from maple_engine.providers.batch_api import (
+    BatchCollection,
+    BatchProviderBasics,
+    RestBatchCalls,
+    wrapped_bytes_expr,
+    wrapped_requests,
+)
+from maple_engine.providers.http import (
+    RETRYABLE_STATUS,
+    Retryable,
+    control_retrying,
+    error_detail,
+    is_quota_error,
+    make_client,
+    request,
+)
+from maple_engine.providers.lost import LOST
+from maple_engine.settings import default_storage_root
+from maple_engine.storage.layout import JobLayout
+from maple_engine.storage.storage import Storage
+
+BATCHES = "/v1/messages/batches"
+_HEAD = '{"custom_id":'
+_MID = ',"params":'
+
+
+def _epoch(value: Any) -> float:
+    text = str(value or "").replace("Z", "+00:00")
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return 0.0
+
+
+class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
+    """Runs shards through Anthropic's Message Batches API: create, poll, download results."""
+
+    _http: httpx.Client | None = PrivateAttr(default=None)
+
+    name: str = Field(
+        default="anthropic", description="Provider name recorded in costs and output."
+    )
+    api_key: str | None = Field(
+        default=None, description="API key; defaults to the ANTHROPIC_API_KEY environment variable."
+    )
+    base_url: str | None = Field(
+        default=None,
+        description="API base URL without /v1; defaults to ANTHROPIC_BASE_URL, else Anthropic's.",
+    )
+    intent_root: str = Field(
+        default_factory=default_storage_root,
+        description="Storage root for create intents (crash recovery); the job's storage root.",
+    )
+    timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
+    max_retries: int = Field(default=6, description="Retries of a control call on 429/5xx.")
+    max_requests: int = Field(default=100_000, description="Provider limit: requests per batch.")
+    max_bytes: int = Field(
+        default=256 * 1024 * 1024, description="Provider limit: bytes per batch."
+    )
+    clock_skew_s: float = Field(
+        default=60.0, description="Orphan matching: tolerated clock difference with the provider."
+    )
+    orphan_window_s: float = Field(
+        default=900.0, description="Orphan matching: how long after an intent a batch may appear."
+    )
+
+    def check_credentials(self) -> None:
+        anthropic_headers(self.api_key)
+
+    def _new_client(self) -> httpx.Client:
+        headers = anthropic_headers(self.api_key)
+        return make_client(anthropic_base_url(self.base_url), headers, self.timeout_s)
+
+    # -- encoding ---------------------------------------------------------------------------
+    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+        return message_body_expr(spec, user, image)
+
+    def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
+        return wrapped_bytes_expr(custom_id, request, _HEAD, _MID)
+
+    def encode(self, requests: pl.DataFrame) -> bytes:
+        """The create body, by concatenating the already-encoded request bodies."""
+        items = wrapped_requests(requests, _HEAD, _MID)
+        return ('{"requests":[' + ",".join(items) + "]}").encode()
+
+    # -- intents ----------------------------------------------------------------------------
+    def _intents(self) -> Storage:
+        return Storage(self.intent_root)
+
+    @staticmethod
+    def _intent_key(job: str, shard: str, attempt: int) -> str:
+        return JobLayout(job).anthropic_intent(shard, attempt)
+
+    def _write_intent(self, payload: ShardPayload, record: dict[str, Any]) -> None:
+        key = self._intent_key(payload.job, payload.shard, payload.attempt)
+        self._intents().write_json(key, record)
+
+    def _read_intents(self, job: str) -> list[dict[str, Any]]:
+        storage = self._intents()
+        keys = storage.list_keys(JobLayout(job).anthropic_intents)
+        return [dict(storage.read_json(k)) for k in keys if k.endswith(".json")]
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def submit(self, payload: ShardPayload) -> Submission:
+        data, digest = payload.encoded(self.encode)
+        intent = {
+            "shard": payload.shard,
+            "attempt": payload.attempt,
+            "hash": digest,
+            "count": payload.requests.height,
+            "at": time.time(),
+        }
+        self._write_intent(payload, intent)
+        what = f"create batch for job {payload.job} shard {payload.shard} attempt {payload.attempt}"
+        with self._client() as client:
+            batch = self._create(client, data, intent, what)
+        self._write_intent(payload, {**intent, "batch_id": batch["id"]})
+        return payload.submission(self.name, str(batch["id"]), digest)
+
+    def _create(
+        self, client: httpx.Client, data: bytes, intent: dict[str, Any], what: str
+    ) -> dict[str, Any]:
+        """POST the batch with the control-call retry policy; after an ambiguous failure (a
+        timeout or a 5xx: the batch may exist) look for it before sending again."""
+        headers = {"content-type": "application/json"}
+        ambiguous = False
+        try:
+            for attempt in control_retrying(self.max_retries, 0.0, time.monotonic()):
+                with attempt:
+                    if ambiguous:
+                        found = self._match(client, [intent], claimed=set())
+                        if _ikey(intent) in found:
+                            return found[_ikey(intent)]
+                    ambiguous = True
+                    response = client.post(BATCHES, content=data, headers=headers)
+                    ambiguous = response.status_code != 429
+                    if response.status_code < 400:
+                        return dict(response.json())
+                    if _queue_full(response):
+                        raise QueueFull(f"{what}: {error_detail(response)[0]}", 429)
+                    if response.status_code in RETRYABLE_STATUS:
+                        raise Retryable(response)
+                    raise_for_status(response, what, f"POST {BATCHES}")
+        except httpx.TransportError as exc:
+            raise ProviderError(f"{what}: POST {BATCHES} failed: {exc!r}") from exc
+        except Retryable:
+            pass
+        raise ProviderError(f"{what}: POST {BATCHES} kept failing after {self.max_retries} retries")
+
+    def _match(
+        self, client: httpx.Client, open_intents: list[dict[str, Any]], claimed: set[str]
+    ) -> dict[str, dict[str, Any]]:
+        """Batches (newest first) that match each intent uniquely, keyed by ``shard-attempt``."""
+        oldest = min(float(i["at"]) for i in open_intents) - self.clock_skew_s
+        candidates: dict[str, list[dict[str, Any]]] = {_ikey(i): [] for i in open_intents}
+        for batch in self._batches().listing(client):
+            created = _epoch(batch.get("created_at"))
+            if created < oldest:
+                break
+            if batch["id"] in claimed:
+                continue
+            total = sum(int(v) for v in (batch.get("request_counts") or {}).values())
+            for intent in open_intents:
+                start = float(intent["at"]) - self.clock_skew_s
+                if total == intent["count"] and start <= created <= start + self.orphan_window_s:
+                    candidates[_ikey(intent)].append(batch)
+        return {key: found[0] for key, found in candidates.items() if len(found) == 1}
+
+    def find_orphans(self, job: str) -> list[Submission]:
+        intents = self._read_intents(job)
+        known = [i for i in intents if i.get("batch_id")]
+        found = [(i, str(i["batch_id"]), _epoch_iso(i["at"])) for i in known]
+        open_intents = [i for i in intents if not i.get("batch_id")]
+        if open_intents:
+            claimed = {str(i["batch_id"]) for i in known}
+            with self._client() as client:
+                matches = self._match(client, open_intents, claimed)
+            for intent in open_intents:
+                batch = matches.get(_ikey(intent))
+                if batch is not None:
+                    found.append((intent, str(batch["id"]), str(batch.get("created_at", ""))))
+        return [
+            Submission(
+                provider=self.name,
+                job=job,
+                shard=str(intent["shard"]),
+                attempt=int(intent["attempt"]),
+                batch_id=batch_id,
+                request_count=int(intent["count"]),
+                content_hash=str(intent["hash"]),
+                submitted_at=at,
+                adopted=True,
+            )
+            for intent, batch_id, at in found
+        ]
+
+    def _state(self, batch: dict[str, Any]) -> BatchState:
+        counts = {k: int(v) for k, v in (batch.get("request_counts") or {}).items()}
+        status = str(batch.get("processing_status", ""))
+        return BatchState(
+            batch_id=str(batch["id"]),
+            status=status,
+            ended=status in {"ended", LOST},
+            completed=counts.get("succeeded", 0),
+            failed=counts.get("errored", 0) + counts.get("canceled", 0) + counts.get("expired", 0),
+            total=sum(counts.values()),
+        )
+
+    def _batches(self) -> BatchCollection:
+        return BatchCollection(BATCHES, "message batch", "after_id", self.max_retries)
+
+    # -- results ----------------------------------------------------------------------------
+    def results(self, submission: Submission, state: BatchState) -> pl.DataFrame:
+        """Download ``results_url`` (absolute, with the same auth headers) and parse it."""
+        if state.status == LOST:  # no result lines: every row is unrun and sent again
+            return result_frame({})
+        batch_id = submission.batch_id
+        with self._client() as client:
+            batch = self._batches().get(client, batch_id)
+            url = batch.get("results_url") or f"{BATCHES}/{batch_id}/results"
+            content = request(
+                client,
+                "GET",
+                str(url),
+                what=f"download results of message batch {batch_id}",
+                max_retries=self.max_retries,
+            ).content
+        rows = [parse_result_line(orjson.loads(r)) for r in content.splitlines() if r.strip()]
+        return rows_frame(rows, batch_id)
+
+
+def raise_for_status(response: httpx.Response, what: str, call: str) -> None:
+    """The error for a non-retryable answer (no secrets: the call names the path only)."""
+    message, _, _ = error_detail(response)
+    if is_quota_error(response):
+        raise QuotaExhausted(f"{what}: the provider reports insufficient quota: {message}")
+    detail = f"{what}: {call} answered {response.status_code}: {message}"
+    if response.status_code in {401, 403}:
+        raise AuthError(f"{detail}. Check the API key.", response.status_code)
+    raise ProviderError(detail, response.status_code)
+
+
+def _ikey(intent: dict[str, Any]) -> str:
+    return f"{intent['shard']}-{intent['attempt']}"
+
+
+def _epoch_iso(epoch: Any) -> str:
+    return datetime.fromtimestamp(float(epoch)).astimezone().isoformat(timespec="seconds")
+
+
+def _queue_full(response: httpx.Response) -> bool:
+    """A 429 saying the Message Batches processing queue is full (no batch was created)."""
+    return response.status_code == 429 and "queue" in error_detail(response)[0].lower()

@@ -1,0 +1,279 @@
+"""The provider interface every backend implements, and the typed payloads it exchanges.
+
+A provider turns one shard attempt (a frame of ``custom_id`` + encoded request body) into a
+provider-side unit of work, reports its state, and returns one result row per request in the
+provider-neutral ``RESULT_SCHEMA``. Batch APIs (OpenAI, Anthropic) and real-time APIs share it.
+"""
+
+import dataclasses
+import hashlib
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+import orjson
+import polars as pl
+from pydantic import BaseModel, ConfigDict
+
+# One row per request of one attempt, whatever the provider.
+RESULT_SCHEMA: dict[str, pl.DataType] = {
+    "custom_id": pl.String(),
+    "status": pl.String(),  # succeeded | failed
+    "failure_class": pl.String(),
+    "error": pl.String(),
+    "response": pl.String(),
+    "billed": pl.Boolean(),
+    "input_tokens": pl.Int64(),
+    "cached_input_tokens": pl.Int64(),
+    "cache_write_tokens": pl.Int64(),
+    "output_tokens": pl.Int64(),
+    "batch_id": pl.String(),
+}
+
+# "lost": a batch the provider no longer knows (maple_engine.providers.lost).
+ENDED_STATES = frozenset({"completed", "failed", "expired", "cancelled", "ended", "lost"})
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderLimits:
+    max_requests: int
+    max_bytes: int
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestSpec:
+    """What every request of a job shares: model, system prompt, parameters, output schema."""
+
+    model: str
+    system: str | None = None
+    params: dict[str, Any] = dataclasses.field(default_factory=dict)
+    response_schema: dict[str, Any] | None = None
+    schema_name: str = "response"
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardPayload:
+    """One attempt of one shard: the requests to send and the labels to send them with."""
+
+    job: str
+    shard: str
+    attempt: int
+    model: str
+    requests: pl.DataFrame  # custom_id, request (encoded JSON body)
+    _encoded: tuple[bytes, str] | None = dataclasses.field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def encoded(self, encode: Callable[[pl.DataFrame], bytes]) -> tuple[bytes, str]:
+        """``(encode(requests), its content hash)``, computed once per payload: the check for
+        an orphaned batch and the upload share the bytes instead of encoding twice."""
+        if self._encoded is None:
+            data = encode(self.requests)
+            object.__setattr__(self, "_encoded", (data, content_hash([data])))
+        assert self._encoded is not None
+        return self._encoded
+
+    def submission(
+        self, provider: str, batch_id: str, content_hash: str, file_id: str | None = None
+    ) -> "Submission":
+        """The record of this attempt, submitted now as ``batch_id``."""
+        return Submission(
+            provider=provider,
+            job=self.job,
+            shard=self.shard,
+            attempt=self.attempt,
+            batch_id=batch_id,
+            request_count=self.requests.height,
+            content_hash=content_hash,
+            submitted_at=now_iso(),
+            file_id=file_id,
+        )
+
+    def metadata(self, content_hash: str) -> dict[str, str]:
+        return {
+            "maple_job": self.job,
+            "maple_shard": self.shard,
+            "maple_attempt": str(self.attempt),
+            "maple_hash": content_hash,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    """The durable record of one submitted shard attempt."""
+
+    provider: str
+    job: str
+    shard: str
+    attempt: int
+    batch_id: str
+    request_count: int
+    content_hash: str
+    submitted_at: str
+    file_id: str | None = None
+    adopted: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Submission":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchState:
+    """Where a submitted batch stands, as the provider reports it."""
+
+    batch_id: str
+    status: str
+    ended: bool
+    errors: tuple[str, ...] = ()
+    error_codes: tuple[str, ...] = ()
+    completed: int = 0
+    failed: int = 0
+    total: int = 0
+
+
+class ProviderModel(BaseModel):
+    """Base of every provider class: its settings are immutable pydantic fields with
+    descriptions, so the same class is configured in code, from the CLI, or (wrapped by
+    ``resources.providers``) as a Dagster resource whose config the UI shows."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Provider(Protocol):
+    """The interface the asset graph drives. Implementations are Dagster resources."""
+
+    @property
+    def provider_name(self) -> str: ...
+
+    @property
+    def mode(self) -> str:
+        """``batch`` (a provider batch API) or ``realtime`` (one call per row)."""
+        ...
+
+    def check_credentials(self) -> None:
+        """Raise `ConfigError` naming the missing setting if the provider cannot authenticate."""
+        ...
+
+    def limits(self) -> ProviderLimits: ...
+
+    def encode(self, requests: pl.DataFrame) -> bytes:
+        """The attempt's requests as the provider receives them (its content hash)."""
+        ...
+
+    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr: ...
+
+    def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr: ...
+
+    def submit(self, payload: ShardPayload) -> Submission: ...
+
+    def poll(self, submissions: list[Submission]) -> dict[str, BatchState]: ...
+
+    def results(self, submission: Submission, state: BatchState) -> pl.DataFrame: ...
+
+    def cancel(self, submission: Submission) -> None: ...
+
+    def find_orphans(self, job: str) -> list[Submission]: ...
+
+    def close(self) -> None:
+        """Release connections (the provider opens them again if used later)."""
+        ...
+
+
+def poll_batches(
+    wanted: set[str],
+    listing: Callable[[], Iterable[dict[str, Any]]],
+    fetch: Callable[[str], dict[str, Any]],
+    state_of: Callable[[dict[str, Any]], BatchState],
+) -> dict[str, BatchState]:
+    """States of the ``wanted`` batches: one paged list call covers many (one call per sensor
+    tick, not one per shard); batches the listing did not reach are fetched one by one."""
+    states: dict[str, BatchState] = {}
+    if len(wanted) > 3:
+        for batch in listing():
+            if batch["id"] in wanted:
+                states[batch["id"]] = state_of(batch)
+            if len(states) == len(wanted):
+                break
+    for batch_id in sorted(wanted - states.keys()):
+        states[batch_id] = state_of(fetch(batch_id))
+    return states
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def content_hash(chunks: Iterable[bytes]) -> str:
+    digest = hashlib.sha256()
+    for chunk in chunks:
+        digest.update(chunk)
+    return digest.hexdigest()[:32]
+
+
+def json_literal(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def result_frame(rows: dict[str, list[Any]]) -> pl.DataFrame:
+    """Build a RESULT_SCHEMA frame from column lists (missing columns become nulls)."""
+    height = len(rows.get("custom_id", []))
+    columns = {
+        name: pl.Series(name, rows.get(name, [None] * height), dtype=dtype)
+        for name, dtype in RESULT_SCHEMA.items()
+    }
+    return pl.DataFrame(columns)
+
+
+def rows_frame(rows: list[dict[str, Any]], batch_id: str) -> pl.DataFrame:
+    """A RESULT_SCHEMA frame from parsed result rows of one batch."""
+    columns = {key: [row.get(key) for row in rows] for key in RESULT_SCHEMA if key != "batch_id"}
+    return result_frame({**columns, "batch_id": [batch_id] * len(rows)})
+
+
+def failed_row(custom_id: Any, failure_class: str, message: str) -> dict[str, Any]:
+    """A result row for a request that failed unbilled."""
+    return {
+        "custom_id": custom_id,
+        "status": "failed",
+        "failure_class": failure_class,
+        "error": message,
+        "billed": False,
+    }
+
+
+def json_string_expr(value: pl.Expr) -> pl.Expr:
+    """JSON-encode a string column (quotes and escapes) without per-row Python."""
+    return pl.struct(v=value).struct.json_encode().str.slice(5).str.head(-1)
+
+
+def user_content_expr(user: pl.Expr, image: pl.Expr | None, image_part: str) -> pl.Expr:
+    """Encoded content of the user message: a string, or text plus an image part.
+
+    ``image_part`` is the provider's image block with ``{url}`` standing for the encoded URL.
+    """
+    text = json_string_expr(user)
+    if image is None:
+        return text
+    before, after = image_part.split("{url}")
+    return pl.concat_str(
+        [
+            pl.lit('[{"type":"text","text":'),
+            text,
+            pl.lit("}," + before),
+            json_string_expr(image),
+            pl.lit(after + "]"),
+        ]
+    )
+
+
+def splice_params(encoded: pl.Expr, params: dict[str, Any]) -> pl.Expr:
+    """Append constant JSON members to an encoded JSON object expression."""
+    if not params:
+        return encoded
+    tail = json_literal(params)[1:]  # drop "{": the members and the closing brace
+    return pl.concat_str([encoded.str.head(-1), pl.lit("," + tail)])

@@ -1,0 +1,74 @@
+"""Bedrock batch inference records: Claude's native (Anthropic Messages) body per record.
+
+Input line: ``{"recordId": <custom_id>, "modelInput": {"anthropic_version": "bedrock-2023-05-31",
+"max_tokens", "messages", "system"?, ...params}}``. Output line (``<input>.out``): the same plus
+``modelOutput`` (an Anthropic ``message``) or ``error`` (``{"errorCode", "errorMessage"}``).
+Only Anthropic Claude models are supported (model ids containing ``anthropic.``).
+"""
+
+import re
+from typing import Any
+
+import polars as pl
+
+from maple_engine.errors import ConfigError
+from maple_engine.failures import FailureClass, classify_http
+from maple_engine.providers.anthropic.messages import message_body_expr, parse_message
+from maple_engine.providers.base import RequestSpec, failed_row
+from maple_engine.providers.batch_api import jsonl
+
+BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
+HEAD, MID = '{"recordId":', ',"modelInput":'
+
+
+def check_model(model: str) -> None:
+    if "anthropic." not in model:
+        raise ConfigError(
+            f"--provider bedrock supports Anthropic Claude models (ids like "
+            f"'anthropic.claude-3-haiku-20240307-v1:0' or 'us.anthropic.claude-...'), not "
+            f"{model!r}: Bedrock batch records carry each model's native body."
+        )
+
+
+def claude_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+    """Claude's native Bedrock body (the Messages API without ``model``)."""
+    check_model(spec.model)
+    if image is not None:
+        raise ConfigError(
+            "--provider bedrock cannot send image URLs: Claude on Bedrock takes images as "
+            "base64 data only. Drop --image-column or use --provider anthropic."
+        )
+    return message_body_expr(spec, user, None, {"anthropic_version": BEDROCK_ANTHROPIC_VERSION})
+
+
+def record_lines(requests: pl.DataFrame) -> bytes:
+    return jsonl(requests, HEAD, MID)
+
+
+def parse_output_line(line: dict[str, Any]) -> dict[str, Any]:
+    """One ``.jsonl.out`` line -> a result row."""
+    record_id = line.get("recordId")
+    if isinstance(line.get("modelOutput"), dict):
+        return parse_message(record_id, line["modelOutput"])
+    error = line.get("error") or {}
+    code = int(error.get("errorCode") or 500)
+    message = str(error.get("errorMessage") or "the record failed")
+    cls = classify_http(code).value
+    if code == 400 and "image" in message.lower():
+        cls = FailureClass.INVALID_IMAGE.value
+    return failed_row(record_id, cls, message)
+
+
+def job_slug(job: str) -> str:
+    """The job name in the characters a Bedrock job name allows."""
+    return re.sub(r"[^a-zA-Z0-9]+", "-", job).strip("-")[:36] or "job"
+
+
+def job_name(job: str, shard: str, attempt: int) -> str:
+    return f"maple-{job_slug(job)}-{shard}-a{attempt}"[:63]
+
+
+def parse_input_name(uri: str) -> tuple[str, int, str] | None:
+    """(shard, attempt, content hash) from ``.../<shard>-a<attempt>-<hash>.jsonl``."""
+    match = re.search(r"/([^/]+)-a(\d+)-([0-9a-f]+)\.jsonl$", uri)
+    return (match[1], int(match[2]), match[3]) if match else None

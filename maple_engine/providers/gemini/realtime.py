@@ -1,0 +1,65 @@
+"""Gemini real time: ``POST /v1beta/models/{model}:generateContent``, one request per row.
+
+The same engine as the other real-time providers (pacing, adaptive concurrency, retries,
+checkpoints). Gemini puts the model in the URL, not the body, so each shard attempt runs on a
+copy of the resource bound to the payload's model.
+"""
+
+from typing import Any
+
+import httpx
+import orjson
+import polars as pl
+from pydantic import Field
+
+from maple_engine.failures import FailureClass
+from maple_engine.providers.base import RequestSpec, ShardPayload, Submission
+from maple_engine.providers.gemini.wire import (
+    API_VERSION,
+    classify_status,
+    gemini_api_key,
+    gemini_base_url,
+    gemini_body_expr,
+    model_path,
+    parse_generate_response,
+)
+from maple_engine.providers.http import error_detail
+from maple_engine.providers.realtime.providers import RealtimeProvider
+
+
+class GeminiRealtimeProvider(RealtimeProvider):
+    """Gemini ``generateContent``, one request per row (real-time prices)."""
+
+    name: str = Field(default="gemini-realtime", description="Provider name in costs/output.")
+    model: str | None = Field(
+        default=None, description="Model in the URL; set from each shard's payload when None."
+    )
+
+    def endpoint(self) -> str:
+        return f"/{API_VERSION}/{model_path(self.model or '')}:generateContent"
+
+    def resolved_base_url(self) -> str:
+        return gemini_base_url(self.base_url)
+
+    def auth_headers(self) -> dict[str, str]:
+        return {"x-goog-api-key": gemini_api_key(self.api_key)}
+
+    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+        return gemini_body_expr(spec, user, image)
+
+    def parse_body(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return parse_generate_response(custom_id, body)
+
+    def classify(self, response: httpx.Response) -> tuple[str, str]:
+        message, _, _ = error_detail(response)
+        try:
+            status = orjson.loads(response.content).get("error") or {}
+        except (orjson.JSONDecodeError, AttributeError):
+            return FailureClass.SERVER_ERROR.value, message
+        return classify_status({"code": response.status_code, **status}), message
+
+    def submit(self, payload: ShardPayload) -> Submission:
+        if self.model != payload.model:
+            bound = self.model_copy(update={"model": payload.model})
+            return bound.submit(payload)
+        return super().submit(payload)

@@ -1,0 +1,143 @@
+"""The Gemini API wire format, shared by the batch and the real-time Gemini providers.
+
+- ``gemini_body_expr``: a ``GenerateContentRequest`` per row (polars expressions, no Python loop).
+- ``parse_generate_response``: a ``GenerateContentResponse`` -> a result row; a blocked prompt
+  or a candidate stopped for safety/recitation is ``refused``.
+- ``classify_status``: a ``google.rpc.Status`` (HTTP or gRPC code, canonical status name) ->
+  the failure taxonomy.
+
+Usage: ``promptTokenCount`` includes ``cachedContentTokenCount``; output is
+``candidatesTokenCount`` plus ``thoughtsTokenCount`` (thinking is billed as output).
+"""
+
+import os
+from typing import Any
+
+import polars as pl
+
+from maple_engine.errors import ConfigError
+from maple_engine.failures import FailureClass
+from maple_engine.providers.base import RequestSpec, failed_row, json_literal, json_string_expr
+
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
+API_VERSION = "v1beta"
+#: Candidates stopped for these reasons carry no usable answer: the row is ``refused``.
+REFUSAL_REASONS = frozenset(
+    {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
+)
+#: ``--param`` names in the OpenAI spelling -> ``generationConfig`` fields.
+_CONFIG_NAMES = {
+    "max_tokens": "maxOutputTokens",
+    "max_output_tokens": "maxOutputTokens",
+    "max_completion_tokens": "maxOutputTokens",
+    "top_p": "topP",
+    "top_k": "topK",
+    "stop": "stopSequences",
+    "presence_penalty": "presencePenalty",
+    "frequency_penalty": "frequencyPenalty",
+    "candidate_count": "candidateCount",
+}
+_SERVER = {"INTERNAL", "UNAVAILABLE", "DEADLINE_EXCEEDED", "UNKNOWN", "ABORTED"}
+_SERVER_CODES = {2, 4, 10, 13, 14, 500, 502, 503, 504}
+
+
+def gemini_api_key(api_key: str | None) -> str:
+    key = api_key or os.environ.get("GEMINI_API_KEY")
+    if not key:
+        raise ConfigError(
+            "GEMINI_API_KEY is not set: export it (or pass api_key to the provider resource)."
+        )
+    return key
+
+
+def gemini_base_url(base_url: str | None) -> str:
+    """``GEMINI_BASE_URL`` (scheme and host, no version), else Google's endpoint."""
+    return (base_url or os.environ.get("GEMINI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+
+def model_path(model: str) -> str:
+    return model if model.startswith(("models/", "tunedModels/")) else f"models/{model}"
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+def generation_config(spec: RequestSpec) -> dict[str, Any]:
+    config = {_CONFIG_NAMES.get(k, _camel(k)): v for k, v in spec.params.items()}
+    if spec.response_schema is not None:
+        config["responseMimeType"] = "application/json"
+        config["responseJsonSchema"] = spec.response_schema
+    return config
+
+
+def gemini_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+    """``{"contents":[{"role":"user","parts":[...]}],"systemInstruction"?,"generationConfig"?}``."""
+    parts = [pl.lit('{"contents":[{"role":"user","parts":[{"text":'), json_string_expr(user)]
+    if image is not None:
+        parts += [pl.lit('},{"fileData":{"fileUri":'), json_string_expr(image), pl.lit("}")]
+    tail = "}]}]"
+    if spec.system is not None:
+        tail += ',"systemInstruction":{"parts":[{"text":' + json_literal(spec.system) + "}]}"
+    config = generation_config(spec)
+    if config:
+        tail += ',"generationConfig":' + json_literal(config)
+    return pl.concat_str([*parts, pl.lit(tail + "}")])
+
+
+def classify_status(status: dict[str, Any]) -> str:
+    """Failure class of a ``google.rpc.Status`` (batch line error or HTTP error body)."""
+    name = str(status.get("status") or "")
+    code = int(status.get("code") or 0)
+    message = str(status.get("message") or "")
+    lowered = message.lower()
+    if name == "RESOURCE_EXHAUSTED" or code in {8, 429}:
+        if "billing" in lowered or "credit" in lowered:
+            return FailureClass.INSUFFICIENT_QUOTA.value
+        return FailureClass.RATE_LIMITED.value
+    if name in _SERVER or code in _SERVER_CODES:
+        return FailureClass.SERVER_ERROR.value
+    if "image" in lowered:
+        return FailureClass.INVALID_IMAGE.value
+    return FailureClass.INVALID_REQUEST.value
+
+
+def status_row(custom_id: Any, status: dict[str, Any]) -> dict[str, Any]:
+    message = str(status.get("message") or status.get("status") or "error")
+    return failed_row(custom_id, classify_status(status), message)
+
+
+def _usage(response: dict[str, Any]) -> dict[str, int]:
+    usage = response.get("usageMetadata") or {}
+    output = int(usage.get("candidatesTokenCount") or 0) + int(usage.get("thoughtsTokenCount") or 0)
+    return {
+        "input_tokens": int(usage.get("promptTokenCount") or 0),
+        "cached_input_tokens": int(usage.get("cachedContentTokenCount") or 0),
+        "cache_write_tokens": 0,
+        "output_tokens": output,
+    }
+
+
+def parse_generate_response(custom_id: Any, response: dict[str, Any]) -> dict[str, Any]:
+    """A ``GenerateContentResponse`` -> a result row."""
+    row: dict[str, Any] = {"custom_id": custom_id, "billed": True, **_usage(response)}
+    blocked = (response.get("promptFeedback") or {}).get("blockReason")
+    candidate = (response.get("candidates") or [{}])[0]
+    reason = candidate.get("finishReason")
+    if blocked or reason in REFUSAL_REASONS:
+        why = f"the model refused (blockReason {blocked})" if blocked else f"finishReason {reason}"
+        row.update(status="failed", failure_class=FailureClass.REFUSED.value, error=why)
+        return row
+    parts = (candidate.get("content") or {}).get("parts") or []
+    text = "".join(str(p.get("text", "")) for p in parts if not p.get("thought"))
+    row.update(status="succeeded", response=text)
+    return row
+
+
+def parse_result_line(line: dict[str, Any], custom_id: Any = None) -> dict[str, Any]:
+    """One batch result (file line ``{"key", "response"|"error"}`` or inlined response)."""
+    key = line.get("key") or (line.get("metadata") or {}).get("key") or custom_id
+    if line.get("error") is not None:
+        return status_row(key, line["error"])
+    return parse_generate_response(key, line.get("response") or {})

@@ -1,0 +1,236 @@
+"""The one place that builds httpx clients and retries provider control calls politely."""
+
+import functools
+import random
+import ssl
+import time
+from collections.abc import Callable
+from typing import IO, Any
+
+import httpx
+import orjson
+import tenacity
+
+from maple_engine.errors import AuthError, ProviderError, QuotaExhausted
+from maple_engine.settings import knob
+
+RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+MAX_RETRY_AFTER_S = 60.0
+
+
+def make_client(
+    base_url: str,
+    headers: dict[str, str],
+    timeout_s: float,
+    transport: httpx.BaseTransport | None = None,
+) -> httpx.Client:
+    """An httpx client with explicit timeouts (connect is short; reads may stream files)."""
+    timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
+    return httpx.Client(
+        base_url=base_url.rstrip("/"),
+        headers=headers,
+        timeout=timeout,
+        transport=transport,
+        verify=_tls_context(),
+    )
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context per process, built as httpx builds its default (certifi, or SSL_CERT_FILE
+    / SSL_CERT_DIR): building one loads the CA bundle (~10-30 ms) and control calls make a
+    client per call."""
+    return httpx.create_ssl_context()
+
+
+def retry_after_seconds(response: httpx.Response | None) -> float | None:
+    """The server's requested wait, from ``retry-after-ms`` or ``retry-after`` (seconds)."""
+    if response is None:
+        return None
+    for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = response.headers.get(header)
+        if value:
+            try:
+                return min(MAX_RETRY_AFTER_S, max(0.0, float(value) * scale))
+            except ValueError:
+                continue
+    delay = _google_retry_delay(response) if response.status_code == 429 else None
+    return None if delay is None else min(MAX_RETRY_AFTER_S, delay)
+
+
+def _google_retry_delay(response: httpx.Response) -> float | None:
+    """Google's wait: ``google.rpc.RetryInfo.retryDelay`` (e.g. ``"13s"``) in the error details."""
+    try:
+        details = orjson.loads(response.content)["error"]["details"]
+        for detail in details:
+            if str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
+                return max(0.0, float(str(detail["retryDelay"]).removesuffix("s")))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+    return None
+
+
+def backoff_seconds(attempt: int, base: float = 0.5, cap: float = 30.0) -> float:
+    """Exponential backoff with full jitter."""
+    return float(random.uniform(0, min(cap, base * 2**attempt)))
+
+
+def error_detail(response: httpx.Response) -> tuple[str, str | None, str | None]:
+    """(message, code, type) from an OpenAI or Anthropic error envelope."""
+    try:
+        body: Any = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        return response.text[:300], None, None
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        return response.text[:300], None, None
+    return str(error.get("message", "")), error.get("code"), error.get("type")
+
+
+def is_quota_error(response: httpx.Response) -> bool:
+    _, code, error_type = error_detail(response)
+    return "insufficient_quota" in {code, error_type} or error_type == "billing_error"
+
+
+OUTAGE_ENV = "MAPLE_OUTAGE_WINDOW_S"
+DEFAULT_OUTAGE_WINDOW_S = 1800.0
+OUTAGE_BACKOFF_CAP_S = 15.0
+
+
+def outage_window_s() -> float:
+    """How long control calls keep retrying through a provider outage (default 30 minutes)."""
+    return float(knob(OUTAGE_ENV) or DEFAULT_OUTAGE_WINDOW_S)
+
+
+def _idempotent(method: str, url: str) -> bool:
+    """Calls that are safe to repeat for as long as an outage lasts: reads, and cancels."""
+    return method in {"GET", "HEAD", "DELETE"} or url.rstrip("/").endswith("/cancel")
+
+
+def request(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    *,
+    what: str,
+    max_retries: int = 5,
+    **kwargs: Any,
+) -> httpx.Response:
+    """Send a control call, retrying 408/409/429/5xx and transport errors with backoff.
+
+    Idempotent calls (poll, list, download, cancel) keep retrying connection errors, timeouts
+    and 5xx for the outage window (``MAPLE_OUTAGE_WINDOW_S``, default 30 minutes) instead of
+    ``max_retries`` times; creates stop after ``max_retries`` (a repeated create could pay
+    twice). ``what`` names the call in errors (e.g. "create batch for job j shard s00001"); the
+    URL in messages is the path only, so neither keys nor query secrets reach logs.
+    """
+    window = outage_window_s() if _idempotent(method, url) else 0.0
+    call = functools.partial(_send, client, method, url, kwargs)
+    return _retried(call, max_retries, window, what=what, method=method, url=url)
+
+
+def download(
+    client: httpx.Client, url: str, into: IO[bytes], *, what: str, max_retries: int = 5
+) -> None:
+    """GET ``url`` streamed into the file ``into``, retried as `request` retries a GET (the
+    file starts over on each try). A result file never sits in memory whole: a 50k-line
+    OpenAI output file is ~40 MB, and ``Response.content`` briefly held it twice."""
+
+    def fetch() -> httpx.Response:
+        into.seek(0)
+        into.truncate()
+        with client.stream("GET", url) as response:
+            if response.status_code >= 300:
+                response.read()  # an error envelope: small
+                return _retryable(response)
+            for chunk in response.iter_bytes(chunk_size=1 << 20):
+                into.write(chunk)
+            return response
+
+    _retried(fetch, max_retries, outage_window_s(), what=what, method="GET", url=url)
+    into.flush()
+
+
+def _retried(
+    call: Callable[[], httpx.Response],
+    max_retries: int,
+    window: float,
+    *,
+    what: str,
+    method: str,
+    url: str,
+) -> httpx.Response:
+    """``call`` under `control_retrying`; errors name the call, the last answer is checked."""
+    started = time.monotonic()
+    try:
+        response = control_retrying(max_retries, window, started)(call)
+    except httpx.TransportError as exc:
+        raise ProviderError(f"{what}: {method} {url} failed: {exc!r}{_for(started)}") from exc
+    except Retryable as exc:  # retries used up: report the last answer
+        response = exc.response
+    return _checked(response, what, method, url)
+
+
+class Retryable(Exception):
+    """A 408/409/429/5xx answer worth sending again (after its ``retry-after``, if any)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(response.status_code)
+        self.response = response
+
+
+def _send(client: httpx.Client, method: str, url: str, kwargs: dict[str, Any]) -> httpx.Response:
+    return _retryable(client.request(method, url, **kwargs))
+
+
+def _retryable(response: httpx.Response) -> httpx.Response:
+    """``response``, or `Retryable` when it is worth sending again (not a quota refusal)."""
+    quota = response.status_code == 429 and is_quota_error(response)
+    if response.status_code in RETRYABLE_STATUS and not quota:
+        raise Retryable(response)
+    return response
+
+
+def control_retrying(max_retries: int, window: float, started: float) -> tenacity.Retrying:
+    """The one retry policy of control calls: transport errors and retryable answers are sent
+    again with jittered exponential backoff (or the answer's ``retry-after``), up to
+    ``max_retries`` retries, or for as long as ``window`` seconds since ``started`` allow."""
+
+    def stop(state: tenacity.RetryCallState) -> bool:
+        retries = state.attempt_number - 1
+        return not (retries < max_retries or time.monotonic() - started < window)
+
+    def wait(state: tenacity.RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(error, Retryable):
+            after = retry_after_seconds(error.response)
+            if after is not None:
+                return after
+        return backoff_seconds(state.attempt_number - 1, cap=OUTAGE_BACKOFF_CAP_S)
+
+    return tenacity.Retrying(
+        retry=tenacity.retry_if_exception_type((httpx.TransportError, Retryable)),
+        stop=stop,
+        wait=wait,
+        sleep=time.sleep,  # looked up per call: tests may patch time.sleep
+        reraise=True,
+    )
+
+
+def _checked(response: httpx.Response, what: str, method: str, url: str) -> httpx.Response:
+    if response.status_code < 400:
+        return response
+    message, _, _ = error_detail(response)
+    if response.status_code == 429 and is_quota_error(response):
+        raise QuotaExhausted(f"{what}: the provider reports insufficient quota: {message}")
+    detail = f"{what}: {method} {url} answered {response.status_code}: {message}"
+    if response.status_code in {401, 403}:
+        raise AuthError(f"{detail}. Check the API key.", response.status_code)
+    raise ProviderError(detail, response.status_code)
+
+
+def _for(started: float) -> str:
+    elapsed = time.monotonic() - started
+    if elapsed < 60:
+        return ""
+    return f" (retried for {elapsed / 60:.1f} min; {OUTAGE_ENV} sets how long)"

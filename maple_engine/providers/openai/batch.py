@@ -1,0 +1,222 @@
+"""OpenAI Batch API provider (files + batches), for any OpenAI-compatible base URL."""
+
+import tempfile
+from typing import Any
+
+import httpx
+import polars as pl
+from pydantic import Field, PrivateAttr
+
+from maple_engine.crashpoints import crash_point
+from maple_engine.failures import FailureClass, classify_http, classify_line_error
+from maple_engine.providers.base import (
+    ENDED_STATES,
+    BatchState,
+    ProviderLimits,
+    ProviderModel,
+    RequestSpec,
+    ShardPayload,
+    Submission,
+    json_literal,
+    result_frame,
+)
+from maple_engine.providers.batch_api import (
+    BatchCollection,
+    BatchProviderBasics,
+    RestBatchCalls,
+    jsonl,
+    wrapped_bytes_expr,
+)
+from maple_engine.providers.http import download, make_client, request
+from maple_engine.providers.lost import LOST
+from maple_engine.providers.openai import wire
+from maple_engine.providers.openai.lines import parse_result_file
+
+LIST_PAGE = 100
+
+
+class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
+    """Runs shards through the OpenAI Batch API: upload JSONL, create, poll, download, parse."""
+
+    _http: httpx.Client | None = PrivateAttr(default=None)
+
+    name: str = Field(default="openai", description="Provider name recorded in costs and output.")
+    api_key: str | None = Field(
+        default=None, description="API key; defaults to the OPENAI_API_KEY environment variable."
+    )
+    base_url: str | None = Field(
+        default=None,
+        description="API base URL ending in /v1; defaults to OPENAI_BASE_URL, else OpenAI's.",
+    )
+    endpoint: str = Field(default="/v1/chat/completions", description="Batch endpoint.")
+    completion_window: str = Field(default="24h", description="Batch completion window.")
+    timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
+    max_retries: int = Field(default=6, description="Retries of a control call on 429/5xx.")
+    max_requests: int = Field(default=50_000, description="Provider limit: requests per batch.")
+    max_bytes: int = Field(default=200_000_000, description="Provider limit: bytes per file.")
+
+    @property
+    def provider_name(self) -> str:
+        return self.name
+
+    def limits(self) -> ProviderLimits:
+        return ProviderLimits(self.max_requests, self.max_bytes)
+
+    @property
+    def mode(self) -> str:
+        return "batch"
+
+    def resolved_base_url(self) -> str:
+        return wire.openai_base_url(self.base_url)
+
+    def check_credentials(self) -> None:
+        wire.openai_headers(self.api_key)
+
+    def _new_client(self) -> httpx.Client:
+        return make_client(
+            self.resolved_base_url(), wire.openai_headers(self.api_key), self.timeout_s
+        )
+
+    # -- encoding ---------------------------------------------------------------------------
+    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+        return wire.chat_body_expr(spec, user, image)
+
+    def _line_prefix(self) -> tuple[str, str]:
+        return '{"custom_id":', ',"method":"POST","url":' + json_literal(self.endpoint) + ',"body":'
+
+    def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
+        return wrapped_bytes_expr(custom_id, request, *self._line_prefix())
+
+    def encode(self, requests: pl.DataFrame) -> bytes:
+        return jsonl(requests, *self._line_prefix())
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def submit(self, payload: ShardPayload) -> Submission:
+        data, digest = payload.encoded(self.encode)
+        what = f"job {payload.job} shard {payload.shard} attempt {payload.attempt}"
+        with self._client() as client:
+            upload = request(
+                client,
+                "POST",
+                "/files",
+                what=f"upload {what}",
+                max_retries=self.max_retries,
+                files={
+                    "file": (f"{payload.shard}-{payload.attempt}.jsonl", data, "application/jsonl")
+                },
+                data={"purpose": "batch"},
+            )
+            file_id = str(upload.json()["id"])
+            crash_point("after_upload")
+            created = request(
+                client,
+                "POST",
+                "/batches",
+                what=f"create batch for {what}",
+                max_retries=self.max_retries,
+                json={
+                    "input_file_id": file_id,
+                    "endpoint": self.endpoint,
+                    "completion_window": self.completion_window,
+                    "metadata": payload.metadata(digest),
+                },
+            )
+        return payload.submission(self.name, str(created.json()["id"]), digest, file_id=file_id)
+
+    def _state(self, batch: dict[str, Any]) -> BatchState:
+        errors = (batch.get("errors") or {}).get("data") or []
+        counts = batch.get("request_counts") or {}
+        return BatchState(
+            batch_id=str(batch["id"]),
+            status=str(batch["status"]),
+            ended=batch["status"] in ENDED_STATES,
+            errors=tuple(str(e.get("message", "")) for e in errors),
+            error_codes=tuple(str(e.get("code", "")) for e in errors),
+            completed=int(counts.get("completed", 0)),
+            failed=int(counts.get("failed", 0)),
+            total=int(counts.get("total", 0)),
+        )
+
+    def _batches(self) -> BatchCollection:
+        return BatchCollection("/batches", "batch", "after", self.max_retries)
+
+    def find_orphans(self, job: str) -> list[Submission]:
+        found: list[Submission] = []
+        with self._client() as client:
+            for batch in self._batches().listing(client):
+                meta = batch.get("metadata") or {}
+                if meta.get("maple_job") != job or batch.get("status") in {"failed"}:
+                    continue
+                found.append(
+                    Submission(
+                        provider=self.name,
+                        job=job,
+                        shard=meta.get("maple_shard", ""),
+                        attempt=int(meta.get("maple_attempt", "0")),
+                        batch_id=batch["id"],
+                        request_count=int((batch.get("request_counts") or {}).get("total", 0)),
+                        content_hash=meta.get("maple_hash", ""),
+                        submitted_at=str(batch.get("created_at", "")),
+                        file_id=batch.get("input_file_id"),
+                        adopted=True,
+                    )
+                )
+        return found
+
+    # -- results ----------------------------------------------------------------------------
+    def results(self, submission: Submission, state: BatchState) -> pl.DataFrame:
+        if state.status == LOST:  # no result lines: every row is unrun and sent again
+            return result_frame({})
+        with self._client() as client:
+            got = request(
+                client,
+                "GET",
+                f"/batches/{submission.batch_id}",
+                what=f"fetch batch {submission.batch_id}",
+                max_retries=self.max_retries,
+            )
+            batch = got.json()
+            frames = [result_frame({})]
+            for key in ("output_file_id", "error_file_id"):
+                file_id = batch.get(key)
+                if file_id:
+                    with tempfile.NamedTemporaryFile(prefix="maple-", suffix=".jsonl") as spool:
+                        download(
+                            client,
+                            f"/files/{file_id}/content",
+                            spool,
+                            what=f"download {key} of batch {submission.batch_id}",
+                            max_retries=self.max_retries,
+                        )
+                        frames.append(
+                            parse_result_file(spool.name, submission.batch_id, _parse_line)
+                        )
+                    crash_point("mid_download")
+        return pl.concat(frames)
+
+
+def _parse_line(line: dict[str, Any]) -> dict[str, Any]:
+    """One output/error JSONL line -> a result row (success only with a 2xx response)."""
+    custom_id = line.get("custom_id")
+    response = line.get("response")
+    error = line.get("error")
+    if response is None:
+        code = (error or {}).get("code")
+        return _failed(custom_id, classify_line_error(code), (error or {}).get("message") or code)
+    body = response.get("body") or {}
+    status = int(response.get("status_code", 0))
+    if error is not None or not 200 <= status < 300:
+        detail = body.get("error") or error or {}
+        cls = classify_http(status, detail.get("code"), detail.get("type"))
+        return _failed(custom_id, cls, detail.get("message") or f"HTTP {status}")
+    return wire.parse_chat_completion(custom_id, body)
+
+
+def _failed(custom_id: Any, cls: FailureClass, message: Any) -> dict[str, Any]:
+    return {
+        "custom_id": custom_id,
+        "status": "failed",
+        "failure_class": cls.value,
+        "error": str(message),
+        "billed": False,
+    }

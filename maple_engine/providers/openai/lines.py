@@ -1,0 +1,135 @@
+"""Vectorised parsing of OpenAI batch output/error files into ``RESULT_SCHEMA`` rows.
+
+The common case (a 2xx chat completion) is decoded by pyarrow's JSON reader (C++, about 8x
+faster than polars' ndjson reader on these nested lines) with a fixed schema; only
+failed lines, usually few, go through the per-line Python classifier. A file pyarrow cannot read
+with the schema (an unexpected type from some gateway) falls back to the per-line parser.
+"""
+
+import io
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+import polars as pl
+import pyarrow as pa
+import pyarrow.json as pajson
+
+from maple_engine.failures import FailureClass
+from maple_engine.providers.base import RESULT_SCHEMA, result_frame
+
+_S, _I = pa.string(), pa.int64()
+_MESSAGE = pa.struct([("content", _S), ("refusal", _S)])
+_USAGE = pa.struct(
+    [
+        ("prompt_tokens", _I),
+        ("completion_tokens", _I),
+        ("prompt_tokens_details", pa.struct([("cached_tokens", _I)])),
+    ]
+)
+_BODY = pa.struct(
+    [
+        ("choices", pa.list_(pa.struct([("message", _MESSAGE), ("finish_reason", _S)]))),
+        ("usage", _USAGE),
+        ("error", pa.struct([("message", _S), ("code", _S), ("type", _S)])),
+    ]
+)
+LINE_SCHEMA = pa.schema(
+    [
+        ("custom_id", _S),
+        ("response", pa.struct([("status_code", _I), ("body", _BODY)])),
+        ("error", pa.struct([("code", _S), ("message", _S)])),
+    ]
+)
+_PARSE = pajson.ParseOptions(explicit_schema=LINE_SCHEMA, unexpected_field_behavior="ignore")
+# One thread per file: shards are collected two at a time already, and pyarrow's own threads
+# cost ~50% more CPU per file here (324 vs 220 ms for 50k lines) and hold more blocks at once.
+_READ = pajson.ReadOptions(use_threads=False)
+
+LineParser = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def parse_result_file(source: bytes | str, batch_id: str, parse_line: LineParser) -> pl.DataFrame:
+    """All lines of one output or error file (its bytes, or the path of a downloaded file) as
+    result rows."""
+    if not _has_lines(source):
+        return result_frame({})
+    try:
+        reader = io.BytesIO(source) if isinstance(source, bytes) else source
+        table = pajson.read_json(reader, read_options=_READ, parse_options=_PARSE)
+    except pa.ArrowException:
+        return _slow(source, batch_id, parse_line)
+    lines = pl.DataFrame(table)
+    del table
+    status = pl.col("response").struct.field("status_code")
+    ok = pl.col("error").is_null() & status.is_between(200, 299)
+    good = _successes(lines.filter(ok), batch_id)
+    failed_ids = lines.filter(~ok.fill_null(False))["custom_id"]
+    if failed_ids.is_empty():
+        return good
+    wanted = set(failed_ids.to_list())
+    failed = _slow(source, batch_id, parse_line, wanted)
+    return pl.concat([good, failed])
+
+
+def _has_lines(source: bytes | str) -> bool:
+    if isinstance(source, bytes):
+        return bool(source.strip())
+    with open(source, "rb") as handle:
+        return any(raw.strip() for raw in handle)
+
+
+def _raw_lines(source: bytes | str) -> Iterator[bytes]:
+    if isinstance(source, bytes):
+        yield from source.splitlines()
+        return
+    with open(source, "rb") as handle:
+        yield from handle
+
+
+def _successes(lines: pl.DataFrame, batch_id: str) -> pl.DataFrame:
+    body = pl.col("response").struct.field("body")
+    choice = body.struct.field("choices").list.first()
+    message = choice.struct.field("message")
+    usage = body.struct.field("usage")
+    refused = message.struct.field("refusal").is_not_null() | (
+        choice.struct.field("finish_reason") == "content_filter"
+    )
+    return lines.select(
+        pl.col("custom_id"),
+        pl.when(refused).then(pl.lit("failed")).otherwise(pl.lit("succeeded")).alias("status"),
+        pl.when(refused).then(pl.lit(FailureClass.REFUSED.value)).alias("failure_class"),
+        pl.when(refused)
+        .then(message.struct.field("refusal").fill_null("content filtered"))
+        .alias("error"),
+        pl.when(refused)
+        .then(None)
+        .otherwise(message.struct.field("content").fill_null(""))
+        .alias("response"),
+        pl.lit(True).alias("billed"),
+        usage.struct.field("prompt_tokens").fill_null(0).alias("input_tokens"),
+        usage.struct.field("prompt_tokens_details")
+        .struct.field("cached_tokens")
+        .fill_null(0)
+        .alias("cached_input_tokens"),
+        pl.lit(0, pl.Int64).alias("cache_write_tokens"),
+        usage.struct.field("completion_tokens").fill_null(0).alias("output_tokens"),
+        pl.lit(batch_id).alias("batch_id"),
+    ).cast(RESULT_SCHEMA)  # type: ignore[arg-type]
+
+
+def _slow(
+    source: bytes | str, batch_id: str, parse_line: LineParser, only: set[str] | None = None
+) -> pl.DataFrame:
+    rows: dict[str, list[Any]] = {name: [] for name in RESULT_SCHEMA}
+    for raw in _raw_lines(source):
+        if not raw.strip():
+            continue
+        line = orjson.loads(raw)
+        if only is not None and line.get("custom_id") not in only:
+            continue
+        parsed = parse_line(line)
+        parsed["batch_id"] = batch_id
+        for name in RESULT_SCHEMA:
+            rows[name].append(parsed.get(name))
+    return result_frame(rows)

@@ -1,0 +1,311 @@
+"""The engine behind the real-time providers: one shard attempt's requests, sent concurrently.
+
+Workers pull rows; each send waits for a slot in the adaptive ``Gate`` (bounded in-flight
+requests) and for its turn from the ``Pacer`` (RPM/TPM), rounded up to a send grid (0.2 s or
+less: at most 5 requests per point, a fifth of a learned window or less) so that the requests
+of one step leave on one event-loop wake (paced one by one, each request cost a wake of its
+own: twice the CPU). It posts the already-encoded body (no re-parsing) with aiohttp, whose
+client costs a fraction of httpx's CPU per request (DESIGN.md section 9); the rare non-200
+answer is wrapped as an ``httpx.Response`` for the shared error helpers. Answers are classified
+into rows; retryable ones (429, 5xx/529, timeouts) are sent again after ``retry-after`` or
+jittered exponential backoff, up to ``max_attempts``. Every finished row goes to the
+checkpoints at once.
+"""
+
+import asyncio
+import threading
+import time
+from collections.abc import Coroutine, Iterator
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+import httpx
+import orjson
+
+from maple_engine.errors import AuthError
+from maple_engine.failures import FailureClass
+from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
+from maple_engine.providers.anthropic.messages import failed_row
+from maple_engine.providers.http import backoff_seconds, error_detail, retry_after_seconds
+from maple_engine.providers.realtime.checkpoints import RowCheckpoints
+from maple_engine.providers.realtime.rate_shares import RateShare
+from maple_engine.providers.realtime.ratelimits import (
+    Gate,
+    Pacer,
+    TokenEstimator,
+    needed_concurrency,
+    read_limits,
+)
+
+if TYPE_CHECKING:  # aiohttp loads when a real-time attempt runs, not with the CLI
+    import aiohttp
+    from multidict import CIMultiDictProxy
+
+T = TypeVar("T")
+Row = dict[str, Any]
+_JSON = {"content-type": "application/json"}
+
+
+class Sender(Protocol):
+    """What the engine needs of a real-time provider: where and how to send, how to read the
+    answers, and its limits (``maple_engine.providers.realtime.providers.RealtimeProvider`` is
+    one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def rpm(self) -> int | None: ...
+    @property
+    def tpm(self) -> int | None: ...
+    @property
+    def initial_concurrency(self) -> int: ...
+    @property
+    def max_concurrency(self) -> int: ...
+    @property
+    def max_attempts(self) -> int: ...
+    @property
+    def timeout_s(self) -> float: ...
+    @property
+    def checkpoint_seconds(self) -> float: ...
+    def endpoint(self) -> str: ...
+    def auth_headers(self) -> dict[str, str]: ...
+    def resolved_base_url(self) -> str: ...
+    def parse_body(self, custom_id: str, body: dict[str, Any]) -> Row: ...
+    def classify(self, response: httpx.Response) -> tuple[str, str]: ...
+
+
+class _Retry(Exception):
+    """A send that may be retried: its failure class, message and the server's wait."""
+
+    def __init__(self, failure_class: str, message: str, wait: float | None) -> None:
+        super().__init__(message)
+        self.failure_class = failure_class
+        self.wait = wait
+
+
+class AttemptRun:
+    """One attempt's requests: workers, pacing, adaptive concurrency, checkpointing."""
+
+    def __init__(
+        self,
+        provider: Sender,
+        checkpoints: RowCheckpoints,
+        batch_id: str,
+        share: RateShare | None = None,
+    ):
+        self.p = provider
+        self.share = share
+        self.checkpoints = checkpoints
+        self.batch_id = batch_id
+        self.pacer = Pacer(provider.rpm, provider.tpm)
+        self.tokens = TokenEstimator(DEFAULT_OUTPUT_ESTIMATE)
+        self.gate = Gate(provider.initial_concurrency, provider.max_concurrency)
+        self.turn = asyncio.Lock()  # one pacing reservation at a time
+        self.latency = 0.5
+        self.url = ""
+        self.successes = 0
+        self.quota_message: str | None = None
+
+    async def run(self, rows: list[tuple[str, str]]) -> None:
+        if not rows:
+            return
+        import aiohttp
+
+        queue = iter(rows)
+        self.url = self.p.resolved_base_url().rstrip("/") + self.p.endpoint()
+        timeout = aiohttp.ClientTimeout(total=self.p.timeout_s, connect=min(10.0, self.p.timeout_s))
+        connector = aiohttp.TCPConnector(limit=self.p.max_concurrency)
+        headers = self.p.auth_headers() | _JSON
+        async with aiohttp.ClientSession(
+            headers=headers, timeout=timeout, connector=connector, raise_for_status=False
+        ) as client:
+            workers = min(len(rows), self.p.max_concurrency)
+            await self._share()
+            try:
+                async with asyncio.TaskGroup() as group:
+                    ticker = group.create_task(self._tick())
+                    tasks = [group.create_task(self._worker(client, queue)) for _ in range(workers)]
+                    await asyncio.gather(*tasks)
+                    ticker.cancel()
+            except* AuthError as errors:
+                raise errors.exceptions[0] from None
+            finally:
+                if self.share is not None:
+                    await asyncio.to_thread(self.share.leave)
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(min(0.5, self.p.checkpoint_seconds))
+            if self.checkpoints.due():
+                self.checkpoints.flush()
+            await self._share()
+
+    async def _share(self) -> None:
+        """Pace to this process's share of the account's limit (``rate_shares``)."""
+        if self.share is not None:
+            self.pacer.senders = await asyncio.to_thread(self.share.beat)
+
+    async def _worker(
+        self, client: "aiohttp.ClientSession", queue: Iterator[tuple[str, str]]
+    ) -> None:
+        for custom_id, body in queue:
+            self.checkpoints.add(await self._request(client, custom_id, body))
+
+    async def _request(self, client: "aiohttp.ClientSession", custom_id: str, body: str) -> Row:
+        raw = estimate_tokens(body)
+        last = _Retry(FailureClass.SERVER_ERROR.value, "not sent", None)
+        for attempt in range(self.p.max_attempts):
+            if self.quota_message is not None:
+                return self._row(custom_id, _quota(self.quota_message))
+            try:
+                return self._row(custom_id, await self._send(client, custom_id, body, raw))
+            except _Retry as retry:
+                last = retry
+            if attempt + 1 < self.p.max_attempts:
+                wait = last.wait if last.wait is not None else backoff_seconds(attempt, cap=20.0)
+                await asyncio.sleep(wait + backoff_seconds(0, base=0.05))
+        message = f"{last} (after {self.p.max_attempts} sends)"
+        return self._row(custom_id, failed_row(custom_id, last.failure_class, message))
+
+    def _row(self, custom_id: str, row: Row) -> Row:
+        row["custom_id"] = custom_id
+        row["batch_id"] = self.batch_id
+        return row
+
+    async def _send(
+        self, client: "aiohttp.ClientSession", custom_id: str, body: str, raw: int
+    ) -> Row:
+        await self.gate.acquire()
+        try:
+            await self._turn(raw)
+            if self.quota_message is not None:  # learned while this row waited for its turn
+                return _quota(self.quota_message)
+            import aiohttp
+
+            started = time.monotonic()
+            try:
+                async with client.post(self.url, data=body.encode()) as answer:
+                    content = await answer.read()
+                    status, headers = answer.status, answer.headers
+            except TimeoutError as exc:
+                raise _Retry(FailureClass.SERVER_ERROR.value, f"timed out: {exc!r}", None) from exc
+            except aiohttp.ClientError as exc:
+                raise _Retry(FailureClass.SERVER_ERROR.value, f"transport: {exc!r}", None) from exc
+            self.latency = 0.8 * self.latency + 0.2 * (time.monotonic() - started)
+        finally:
+            self.gate.release()
+        self.pacer.learn(read_limits(headers, time.time()), time.monotonic(), started)
+        self._adapt(raw)
+        if status == 200:
+            return self._succeeded(custom_id, content, raw)
+        return self._outcome(self._response(status, headers, content), custom_id)
+
+    async def _turn(self, raw: int) -> None:
+        """Wait for this request's start slot. Slots are booked one at a time and at most one
+        grid step ahead (the booker waits for its step before the next may book), so a stalled
+        loop delays sends instead of bursting; the requests booked into one step all wake at
+        its grid point together. A booking that an answer paused meanwhile (remaining 0, a
+        429) is booked again after the pause, as a send paced one by one would have waited."""
+        while True:
+            async with self.turn:
+                now, tokens = time.monotonic(), self.tokens.estimate(raw)
+                send = now + self.pacer.reserve(tokens, now)
+                # on the grid only while pacing to a known limit that no one else contests
+                grid = self.pacer.known and self.pacer.calm(now)
+                go = self.pacer.on_grid(send, tokens) if grid else send
+                early = go - now - (self.pacer.step(tokens) if grid else 0.0)
+                if early > 0:
+                    await asyncio.sleep(early)
+            wait = go - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            if self.pacer.paused_until <= time.monotonic():
+                return
+            # an answer paused the pacer (its window is spent) after this slot was booked: a
+            # slot booked a step ahead must not go out into the spent window; book again
+
+    def _response(
+        self, status: int, headers: "CIMultiDictProxy[str]", content: bytes
+    ) -> httpx.Response:
+        request = httpx.Request("POST", self.url)
+        return httpx.Response(
+            status, headers=list(headers.items()), content=content, request=request
+        )
+
+    def _succeeded(self, custom_id: str, content: bytes, raw: int) -> Row:
+        try:
+            row = self.p.parse_body(custom_id, orjson.loads(content))
+        except (orjson.JSONDecodeError, AttributeError, TypeError) as exc:
+            message = f"unparseable 200 body: {exc}"
+            raise _Retry(FailureClass.SERVER_ERROR.value, message, None) from exc
+        billed = int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0)
+        self.tokens.observe(raw, billed)
+        self.successes += 1
+        self.pacer.recover()
+        return row
+
+    def _outcome(self, response: httpx.Response, custom_id: str) -> Row:
+        status = response.status_code
+        if status in {401, 403}:
+            message, _, _ = error_detail(response)
+            raise AuthError(
+                f"{self.p.name}: POST {self.p.endpoint()} answered {status}: {message}. "
+                "Check the API key.",
+                status,
+            )
+        failure_class, message = self.p.classify(response)
+        if failure_class == FailureClass.INSUFFICIENT_QUOTA.value:
+            self.quota_message = message
+            return _quota(message)
+        if status == 429 and response.headers.get("x-should-retry") == "false":
+            return failed_row(custom_id, FailureClass.INVALID_REQUEST.value, f"429: {message}")
+        wait = retry_after_seconds(response)
+        if status == 429:
+            self._rate_limited(response, wait)
+            raise _Retry(FailureClass.RATE_LIMITED.value, f"429: {message}", wait)
+        if status in {408, 409, 500, 502, 503, 504, 529}:
+            raise _Retry(FailureClass.SERVER_ERROR.value, f"{status}: {message}", wait)
+        return failed_row(custom_id, failure_class, f"{status}: {message}")
+
+    def _rate_limited(self, response: httpx.Response, wait: float | None) -> None:
+        limits = read_limits(response.headers, time.time())
+        exhausted = 0 in {limits.remaining_requests, limits.remaining_tokens}
+        unknown = limits.remaining_requests is None and limits.remaining_tokens is None
+        if exhausted or unknown:
+            self.pacer.pause(wait if wait is not None else 1.0, time.monotonic())
+            self.pacer.slow_down(time.monotonic())
+            if not self.pacer.known:
+                self.gate.limit = max(1, self.gate.limit // 2)
+
+    def _adapt(self, raw: int) -> None:
+        """Grow the in-flight bound to what the paced rate needs at the observed latency."""
+        if self.pacer.known:
+            rate = 1.0 / max(self.pacer.interval(self.tokens.estimate(1)), 1e-3)
+            step = self.pacer.step(self.tokens.estimate(raw))  # the grid of requests like this
+            held = self.latency + 2 * step  # a request books a step ahead
+            target = needed_concurrency(rate, held, self.p.initial_concurrency)
+        elif self.successes and self.successes % (4 * self.gate.limit) == 0:
+            target = self.gate.limit + 1  # no limits known: additive increase
+        else:
+            return
+        self.gate.resize(target)
+
+
+def _quota(message: str) -> Row:
+    return failed_row(None, FailureClass.INSUFFICIENT_QUOTA.value, message)
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion, also from code that already runs an event loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    result: list[T] = []
+
+    def target() -> None:
+        result.append(asyncio.run(coro))
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    return result[0]

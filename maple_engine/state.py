@@ -1,0 +1,152 @@
+"""The durable state of a job under the storage root, and what each shard needs next.
+
+Where each file lives: `maple_engine.storage.layout.JobLayout`.
+"""
+
+import dataclasses
+from typing import Any
+
+import polars as pl
+
+from maple_engine.plan.sharding import ShardInfo
+from maple_engine.plan.versions import Version
+from maple_engine.providers.base import Submission
+from maple_engine.storage.layout import JobLayout
+from maple_engine.storage.storage import Storage
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardSummary:
+    attempt: int
+    pending_retry: int
+    final: bool
+    succeeded: int = 0
+    failed: int = 0
+    cost_usd: float = 0.0
+    max_requests: int = 0  # after a batch was rejected as too large: cap per attempt (0: none)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardProgress:
+    """What a shard needs next: ``submit`` attempt n, ``wait`` for its batch, or ``done``."""
+
+    key: str
+    attempt: int
+    action: str  # submit | wait | done
+    submission: Submission | None
+    summary: ShardSummary | None
+
+
+class JobState:
+    def __init__(self, storage: Storage, job: str) -> None:
+        self.storage = storage
+        self.job = job
+        self.paths = JobLayout(job)
+
+    # -- spec and manifest ------------------------------------------------------------------
+    def read_spec(self) -> dict[str, Any] | None:
+        key = self.paths.spec
+        if not self.storage.exists(key):
+            return None
+        return dict(self.storage.read_json(key))
+
+    def write_spec(self, spec: dict[str, Any]) -> None:
+        self.storage.write_json(self.paths.spec, spec)
+
+    def manifest_record(self) -> dict[str, Any] | None:
+        key = self.paths.manifest
+        return dict(self.storage.read_json(key)) if self.storage.exists(key) else None
+
+    def manifest(self) -> list[ShardInfo] | None:
+        record = self.manifest_record()
+        return None if record is None else [ShardInfo(**s) for s in record["shards"]]
+
+    def write_manifest(self, shards: list[ShardInfo], **info: Any) -> None:
+        record = {"shards": [dataclasses.asdict(s) for s in shards], **info}
+        self.storage.write_json(self.paths.manifest, record)
+
+    def version(self) -> Version | None:
+        key = self.paths.version
+        return Version(**self.storage.read_json(key)) if self.storage.exists(key) else None
+
+    def write_version(self, version: Version) -> None:
+        self.storage.write_json(self.paths.version, version.to_json())
+
+    def shard_frame(self, key: str, columns: list[str] | None = None) -> pl.DataFrame:
+        return self.storage.read_parquet(self.paths.shard_file(key), columns=columns)
+
+    # -- attempts ---------------------------------------------------------------------------
+    def submissions(self, shard: str) -> list[Submission]:
+        keys = [
+            k
+            for k in self.storage.list_keys(self.paths.shard_dir(shard))
+            if self.paths.is_submission(k)
+        ]
+        subs = [Submission.from_json(self.storage.read_json(k)) for k in keys]
+        return sorted(subs, key=lambda s: s.attempt)
+
+    def submission(self, shard: str, attempt: int) -> Submission | None:
+        key = self.paths.submission(shard, attempt)
+        return (
+            Submission.from_json(self.storage.read_json(key)) if self.storage.exists(key) else None
+        )
+
+    def record_submission(self, sub: Submission) -> None:
+        self.storage.write_json(self.paths.submission(sub.shard, sub.attempt), sub.to_json())
+
+    def plan(self, shard: str, attempt: int) -> pl.DataFrame | None:
+        key = self.paths.plan(shard, attempt)
+        return self.storage.read_parquet(key) if self.storage.exists(key) else None
+
+    def write_plan(self, shard: str, attempt: int, custom_ids: pl.DataFrame) -> None:
+        self.storage.write_parquet(self.paths.plan(shard, attempt), custom_ids)
+
+    def results(self, shard: str, attempt: int) -> pl.DataFrame:
+        return self.storage.read_parquet(self.paths.results(shard, attempt))
+
+    def write_results(self, shard: str, attempt: int, frame: pl.DataFrame) -> None:
+        self.storage.write_parquet(self.paths.results(shard, attempt), frame)
+
+    def write_responses(self, shard: str, frame: pl.DataFrame) -> None:
+        self.storage.write_parquet(self.paths.responses(shard), frame)
+
+    def summary(self, shard: str) -> ShardSummary | None:
+        key = self.paths.summary(shard)
+        return ShardSummary(**self.storage.read_json(key)) if self.storage.exists(key) else None
+
+    def write_summary(self, shard: str, summary: ShardSummary) -> None:
+        self.storage.write_json(self.paths.summary(shard), dataclasses.asdict(summary))
+
+    # -- job-level stop ---------------------------------------------------------------------
+    def stop_record(self) -> dict[str, str] | None:
+        key = self.paths.stop
+        return dict(self.storage.read_json(key)) if self.storage.exists(key) else None
+
+    def stop_reason(self) -> str | None:
+        record = self.stop_record()
+        return str(record["reason"]) if record is not None else None
+
+    def stop(self, reason: str, kind: str = "stop") -> None:
+        """Stop new submissions; ``kind`` is quota, cancel, age or budget (the first one wins)."""
+        if self.stop_reason() is None:
+            self.storage.write_json(self.paths.stop, {"reason": reason, "kind": kind})
+
+    def clear_stop(self, kinds: tuple[str, ...] | None = None) -> str | None:
+        """Lift the stop (only if its kind is in ``kinds``, when given); the lifted reason."""
+        record = self.stop_record()
+        if record is None or (kinds is not None and record.get("kind") not in kinds):
+            return None
+        self.storage.delete(self.paths.stop)
+        return str(record["reason"])
+
+    # -- progress ---------------------------------------------------------------------------
+    def progress(self, shard: str) -> ShardProgress:
+        """Derive the shard's next step from its files (no provider call)."""
+        summary = self.summary(shard)
+        collected = summary.attempt if summary else 0
+        latest = self.submission(shard, collected + 1)
+        if latest is not None:
+            return ShardProgress(shard, latest.attempt, "wait", latest, summary)
+        if summary is None or (summary.pending_retry and self.stop_reason() is None):
+            return ShardProgress(shard, collected + 1, "submit", None, summary)
+        return ShardProgress(shard, collected, "done", None, summary)

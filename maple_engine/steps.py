@@ -1,0 +1,270 @@
+"""The steps of an enrichment, shared by the assets, the sensor and the CLI driver.
+
+Each step reads and writes the job's durable state (``maple_engine.state``) and is idempotent:
+running it again after a crash at any point converges on the same files and never creates a
+second provider batch for an attempt that already has one.
+"""
+
+import time
+from typing import Literal
+
+import polars as pl
+
+from maple_engine.collect.responses import (
+    IMAGE_GONE,
+    NOT_SENT,
+    attempt_results,
+    combine_attempts,
+    plan_retries,
+    summarize,
+    unsent_responses,
+)
+from maple_engine.crashpoints import crash_point
+from maple_engine.errors import ConfigError
+from maple_engine.failures import FailureClass, batch_too_large
+from maple_engine.inputs.images import missing_images
+from maple_engine.job import Job
+from maple_engine.ledger.attempt_cost import AttemptCost
+from maple_engine.providers.base import BatchState, ShardPayload, Submission
+from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID
+from maple_engine.state import JobState, ShardSummary
+from maple_engine.storage.response_store import ResponseStore
+from maple_engine.submit import queue
+from maple_engine.submit.budget import within_budget
+from maple_engine.submit.claims import claim_batch
+from maple_engine.submit.deadline import REALTIME_PREFIX
+
+
+# -- submissions ----------------------------------------------------------------------------
+def _plan(job: Job, shard: str, attempt: int) -> pl.DataFrame:
+    plan = job.state.plan(shard, attempt)
+    if plan is None:  # written when the version was planned; a shard of old state sends all
+        plan = job.state.shard_frame(shard, columns=[ROW_ID, CUSTOM_ID])
+        job.state.write_plan(shard, attempt, plan)
+    return plan
+
+
+def _adopt(job: Job, shard: str, attempt: int, digest: str) -> Submission | None:
+    if job._orphans is None:
+        job._orphans = {(s.shard, s.attempt): s for s in job.provider.find_orphans(job.spec.name)}
+    orphan = job._orphans.get((shard, attempt))
+    return orphan if orphan is not None and orphan.content_hash in {digest, ""} else None
+
+
+def payload_for(job: Job, shard: str, attempt: int) -> ShardPayload:
+    plan = _plan(job, shard, attempt)
+    frame = job.state.shard_frame(shard, columns=[CUSTOM_ID, REQUEST])
+    requests = frame.join(plan.select(CUSTOM_ID), on=CUSTOM_ID, how="semi", maintain_order="left")
+    requests = requests.rename({CUSTOM_ID: "custom_id", REQUEST: "request"})
+    return ShardPayload(job.spec.name, shard, attempt, job.spec.model, requests)
+
+
+def check_age(job: Job) -> None:
+    stored = job.state.read_spec() or {}
+    age = time.time() - float(stored.get("created_at", time.time()))
+    if age > job.policy.max_job_age_s:
+        job.state.stop(
+            f"the job is {age / 3600:.1f} h old, past its max age of "
+            f"{job.policy.max_job_age_s / 3600:.1f} h: no more retries are sent",
+            kind="age",
+        )
+
+
+def submit_shard(job: Job, shard: str) -> Submission | None:
+    """Send the shard's next attempt unless it is already out, done, or the job has stopped."""
+    progress = job.state.progress(shard)
+    if progress.action != "submit" or job.state.stop_reason() is not None:
+        return progress.submission
+    if progress.attempt > 1:
+        check_age(job)
+    if job.state.stop_reason() is not None:
+        return None
+    attempt = progress.attempt
+    return claim_batch(
+        job.state.storage,
+        job.state.paths.claim(shard, attempt),
+        lambda: job.state.submission(shard, attempt),
+        lambda taken_over: _create(job, shard, attempt, taken_over),
+    )
+
+
+def _create(job: Job, shard: str, attempt: int, taken_over: bool) -> Submission | None:
+    """Under the attempt's claim: adopt the batch a dead claimant created, else create one."""
+    if job.state.stop_reason() is not None:
+        return None
+    if taken_over:
+        job._orphans = None  # list again: the previous claimant may have created the batch
+    payload = payload_for(job, shard, attempt)
+    digest = payload.encoded(job.provider.encode)[1]  # encoded once: adoption and upload
+    submission = _adopt(job, shard, attempt, digest)
+    if submission is None:
+        if not queue.admitted(job, shard, attempt):
+            return None  # no room in the provider's queue yet: the sensor asks again later
+        if not within_budget(job, shard, attempt):
+            return None  # the job is stopped: committed spend + this batch > budget
+        submission = queue.submit(job, payload)
+        if submission is None:
+            return None  # the provider refused it as queue-full: it waits again
+    crash_point("after_create")
+    job.state.record_submission(submission)
+    return submission
+
+
+# -- raw_responses --------------------------------------------------------------------------
+def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
+    """Parse the ended batch of the shard's latest attempt, merge attempts, plan retries.
+
+    Every write is a whole file derived from the provider's result files and earlier attempts,
+    so running it again after a crash at any point converges on the same state.
+    """
+    progress = job.state.progress(shard)
+    submission = progress.submission
+    if submission is None:
+        raise ConfigError(f"shard {shard} of job {job.spec.name} has no batch waiting")
+    attempt = submission.attempt
+    lines = job.provider.results(submission, state)
+    plan = _plan(job, shard, attempt)
+    results = attempt_results(
+        plan,
+        lines,
+        state,
+        attempt=attempt,
+        price=job.price(),
+        batch_pricing=_mode(job, submission) == "batch",
+        schema=job.spec.response_schema,
+    )
+    earlier = [job.state.results(shard, n) for n in range(1, attempt)]
+    results = check_images(job, shard, results, earlier)
+    job.state.write_results(shard, attempt, results)
+    crash_point("after_results")
+    _record_cost(job, shard, submission, results)
+    combined = combine_attempts([*earlier, results])
+    decision = plan_retries(combined, job.policy)
+    if decision.quota_exhausted:
+        job.state.stop(
+            "the provider reports insufficient quota: no new batches are sent; top up the "
+            "account, then rerun the same command to send the remaining rows",
+            kind="quota",
+        )
+    cap = _attempt_cap(progress.summary, state, plan.height)
+    pending = decision.retry_ids.height
+    if pending:
+        retry = combined.filter(pl.col(CUSTOM_ID).is_in(decision.retry_ids[CUSTOM_ID].implode()))
+        retry = retry.select(ROW_ID, CUSTOM_ID)
+        job.state.write_plan(shard, attempt + 1, retry.head(cap) if cap else retry)
+    job.state.write_responses(shard, combined)
+    store_outcomes(job, shard, attempt, combined, decision.retry_ids)
+    crash_point("before_summary")
+    info = summarize(combined)
+    summary = ShardSummary(
+        attempt, pending, pending == 0, info["succeeded"], info["failed"], info["cost_usd"], cap
+    )
+    job.state.write_summary(shard, summary)
+    return combined
+
+
+def store_outcomes(
+    job: Job, shard: str, attempt: int, combined: pl.DataFrame, retry_ids: pl.DataFrame
+) -> None:
+    """Put the outcomes this attempt made final (no retry left) in the response store."""
+    final = combined.filter(pl.col("attempt") == attempt).join(retry_ids, on=CUSTOM_ID, how="anti")
+    if final.is_empty():
+        return
+    keys = job.state.shard_frame(shard, columns=[ROW_ID, KEY])
+    records = final.join(keys, on=ROW_ID, how="inner")
+    ResponseStore(job.state.storage, job.spec.name).write(
+        f"{shard}-a{attempt}", records, job.spec.model
+    )
+
+
+def _attempt_cap(previous: ShardSummary | None, state: BatchState, sent: int) -> int:
+    """Requests per attempt from now on: halved each time a batch is rejected as too large."""
+    cap = previous.max_requests if previous is not None else 0
+    if state.status == "failed" and sent > 1 and batch_too_large(state.error_codes, state.errors):
+        cap = max(1, (min(cap, sent) if cap else sent) // 2)
+    return cap
+
+
+def check_images(
+    job: Job, shard: str, results: pl.DataFrame, earlier: list[pl.DataFrame]
+) -> pl.DataFrame:
+    """Before an ``invalid_image`` retry, fail at once the rows whose image URL is gone.
+
+    Runs only on rows the policy would send again, so never before a row's first send.
+    """
+    column = job.spec.image_column
+    if column is None or not job.policy.check_images:
+        return results
+    is_image = (pl.col("status") == "failed") & (
+        pl.col("failure_class") == FailureClass.INVALID_IMAGE.value
+    )
+    candidates = results.filter(is_image)
+    if candidates.is_empty():
+        return results
+    sends = combine_attempts([*earlier, candidates]).select(ROW_ID, "attempts")
+    allowed = sends.filter(
+        pl.Series([job.policy.allows(FailureClass.INVALID_IMAGE, n) for n in sends["attempts"]])
+    )
+    if allowed.is_empty():
+        return results
+    urls = job.state.shard_frame(shard, columns=[ROW_ID, column]).join(
+        allowed.select(ROW_ID), on=ROW_ID, how="semi"
+    )
+    gone = missing_images(str(u) for u in urls[column].drop_nulls())
+    problems = urls.select(
+        ROW_ID,
+        pl.col(column)
+        .cast(pl.String)
+        .replace_strict(gone, default=None, return_dtype=pl.String)
+        .alias("gone"),
+    ).filter(pl.col("gone").is_not_null())
+    joined = results.join(problems, on=ROW_ID, how="left", maintain_order="left")
+    message = pl.concat_str([pl.lit(IMAGE_GONE), pl.col("gone")])
+    return joined.with_columns(
+        pl.when(pl.col("gone").is_not_null())
+        .then(message)
+        .otherwise(pl.col("error"))
+        .alias("error")
+    ).drop("gone")
+
+
+def _mode(job: Job, submission: Submission) -> Literal["batch", "realtime"]:
+    """How the attempt was sent: a deadline sends batch jobs' late attempts real-time."""
+    if job.mode != "batch" or submission.batch_id.startswith(REALTIME_PREFIX):
+        return "realtime"
+    return "batch"
+
+
+def _record_cost(job: Job, shard: str, submission: Submission, results: pl.DataFrame) -> None:
+    if job.costs is None:
+        return
+    entry = AttemptCost.from_rows(
+        results.filter(pl.col("billed")),
+        job.price(),
+        job=job.spec.name,
+        team=job.spec.team,
+        model=job.spec.model,
+        provider=job.provider.provider_name,
+        mode=_mode(job, submission),
+        shard=shard,
+        attempt=submission.attempt,
+        batch_id=submission.batch_id,
+    )
+    job.costs.record(entry)
+
+
+def shard_responses(state: JobState, shard: str) -> pl.DataFrame:
+    """The shard's merged responses over every collected attempt."""
+    summary = state.summary(shard)
+    attempts = summary.attempt if summary else 0
+    if attempts and state.storage.exists(state.paths.responses(shard)):
+        return state.storage.read_parquet(state.paths.responses(shard))
+    if attempts == 0:  # never collected: nothing to send, or the job stopped before sending
+        rows = state.plan(shard, 1)
+        if rows is None:
+            rows = state.shard_frame(shard, columns=[ROW_ID, CUSTOM_ID])
+        record = state.stop_record() or {}
+        quota = record.get("kind") == "quota"
+        cls = FailureClass.INSUFFICIENT_QUOTA.value if quota else NOT_SENT
+        return unsent_responses(rows, record.get("reason", "not sent yet"), cls)
+    return combine_attempts([state.results(shard, n) for n in range(1, attempts + 1)])

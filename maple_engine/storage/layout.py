@@ -1,0 +1,215 @@
+"""Every path under the storage root, in one place: nothing else joins path strings.
+
+Keys are ``/``-separated and relative to the root (`maple_engine.storage.storage.Storage` resolves
+them).
+Layout of one job ``<job>``::
+
+    <job>/state/
+        spec.json                       the current version's spec and fingerprint
+        version.json                    the current version (`maple_engine.plan.versions`)
+        manifest.json                   the current version's shards, written once every shard
+                                        file and attempt-1 plan exists; rows sent and reused
+        merged.json                     the last merge: output path, version, totals
+        stop.json                       why the job stopped submitting, and its kind (quota,
+                                        cancel, budget, age); a rerun of `maple enrich` lifts
+                                        quota/cancel
+        budget_stop.json                the budget that stopped the job
+        interrupted.json                a Ctrl-C stopped the driver (`maple status`)
+        driver/                         the driver lease (one `maple enrich` per job)
+        sharding/                       the sharding lease (one `input_shards` run at a time)
+        queue_wait.json                 why the job's next shard waits for queue room
+        shards/<key>.parquet            input columns + row id + encoded request
+        <key>/plan-<n>.parquet          custom ids sent in attempt n
+        <key>/submission-<n>.json       the provider batch of attempt n (right after create)
+        <key>/estimate-<n>.json         the estimated cost of attempt n (budget)
+        <key>/queue-<n>.json            attempt n's units in the provider queue (tokens/requests)
+        <key>/deadline-cancel-<n>.json  attempt n's batch was cancelled for the deadline
+        <key>/claim-<n>/                the claim on attempt n (`maple_engine.storage.leases`)
+        <key>/rt-<n>/                   real-time checkpoints of attempt n
+        <key>/results-<n>.parquet       parsed results of attempt n
+        <key>/responses.parquet         every attempt merged: one row per request of the shard
+        <key>/summary.json              after each collection: attempt, retries pending, final,
+                                        max requests per attempt after a too-large rejection
+        anthropic-intents/<key>-<n>.json  an Anthropic batch about to be created
+        versions/<n>/keys/<b>.parquet   row id and request key of every row, by key bucket
+        versions/<n>/fill/<b>.parquet   row id and key of the rows not sent (filled at merge)
+        versions/<n>/fills/<b>.parquet  those rows joined with their stored records, by row id
+    <job>/store/<b>/<name>.parquet      the response store (`maple_engine.storage.response_store`),
+    by key bucket
+    <job>/output/merged.<fmt>           the merged output when no --output is given
+    <job>/bedrock/input/<stem>-<digest>.jsonl, <job>/bedrock/output/<stem>/
+                                        Bedrock batch inference's input and output objects
+    _ratelimits/<provider>/<account>/<model>/<sender>~<expiry>.json
+                                        real-time senders' heartbeats (their share of a limit)
+    _queues/<provider>/<model>.json     a provider queue's limit, configured, learned or probed
+    costs.sqlite                        the default cost ledger of a local root
+"""
+
+import dataclasses
+
+COSTS_DB = "costs.sqlite"
+
+
+def join(*parts: str) -> str:
+    """``parts`` as one key or path (the single place keys are joined); empty parts are skipped
+    and a leading ``/`` (an absolute local root) is kept."""
+    head, *rest = [p for p in parts if p] or [""]
+    return "/".join([head.rstrip("/"), *(p.strip("/") for p in rest)])
+
+
+def last_part(key: str) -> str:
+    """The last part of a key or URI (a file or folder name)."""
+    return key.rstrip("/").rsplit("/", 1)[-1]
+
+
+@dataclasses.dataclass(frozen=True)
+class JobLayout:
+    """The keys of one job's files under the storage root."""
+
+    job: str
+
+    def state(self, *parts: str) -> str:
+        return join(self.job, "state", *parts)
+
+    # -- job-level files ------------------------------------------------------------------
+    @property
+    def spec(self) -> str:
+        return self.state("spec.json")
+
+    @property
+    def version(self) -> str:
+        return self.state("version.json")
+
+    @property
+    def manifest(self) -> str:
+        return self.state("manifest.json")
+
+    @property
+    def merged(self) -> str:
+        return self.state("merged.json")
+
+    @property
+    def stop(self) -> str:
+        return self.state("stop.json")
+
+    @property
+    def budget_stop(self) -> str:
+        return self.state("budget_stop.json")
+
+    @property
+    def interrupted(self) -> str:
+        return self.state("interrupted.json")
+
+    @property
+    def driver(self) -> str:
+        return self.state("driver")
+
+    def output(self, fmt: str) -> str:
+        return join(self.job, "output", f"merged.{fmt}")
+
+    # -- per shard ------------------------------------------------------------------------
+    def shard_file(self, shard: str) -> str:
+        return self.state("shards", f"{shard}.parquet")
+
+    def shard_dir(self, shard: str) -> str:
+        return self.state(shard)
+
+    def plan(self, shard: str, attempt: int) -> str:
+        return self.state(shard, f"plan-{attempt}.parquet")
+
+    def submission(self, shard: str, attempt: int) -> str:
+        return self.state(shard, f"submission-{attempt}.json")
+
+    @staticmethod
+    def is_submission(key: str) -> bool:
+        return last_part(key).startswith("submission-")
+
+    def estimate(self, shard: str, attempt: int) -> str:
+        return self.state(shard, f"estimate-{attempt}.json")
+
+    def claim(self, shard: str, attempt: int) -> str:
+        return self.state(shard, f"claim-{attempt}")
+
+    def checkpoints(self, shard: str, attempt: int) -> str:
+        return self.state(shard, f"rt-{attempt}")
+
+    def results(self, shard: str, attempt: int) -> str:
+        return self.state(shard, f"results-{attempt}.parquet")
+
+    def responses(self, shard: str) -> str:
+        return self.state(shard, "responses.parquet")
+
+    def summary(self, shard: str) -> str:
+        return self.state(shard, "summary.json")
+
+    def queue_units(self, shard: str, attempt: int) -> str:
+        return self.state(shard, f"queue-{attempt}.json")
+
+    def deadline_cancel(self, shard: str, attempt: int) -> str:
+        return self.state(shard, f"deadline-cancel-{attempt}.json")
+
+    @property
+    def sharding(self) -> str:
+        """The lease one ``input_shards`` run holds while it cuts the job's shards."""
+        return self.state("sharding")
+
+    @property
+    def queue_wait(self) -> str:
+        return self.state("queue_wait.json")
+
+    # -- provider-side records ------------------------------------------------------------
+    @property
+    def anthropic_intents(self) -> str:
+        return self.state("anthropic-intents")
+
+    def anthropic_intent(self, shard: str, attempt: int) -> str:
+        return join(self.anthropic_intents, f"{shard}-{attempt}.json")
+
+    def bedrock_input(self, stem: str, digest: str) -> str:
+        return join(self.job, "bedrock", "input", f"{stem}-{digest}.jsonl")
+
+    def bedrock_output(self, stem: str) -> str:
+        return join(self.job, "bedrock", "output", stem) + "/"
+
+    # -- versions and the response store --------------------------------------------------
+    def version_dir(self, number: int) -> str:
+        return self.state("versions", str(number))
+
+    def version_keys_dir(self, number: int) -> str:
+        return join(self.version_dir(number), "keys")
+
+    def version_keys(self, number: int, bucket: str) -> str:
+        return join(self.version_keys_dir(number), f"{bucket}.parquet")
+
+    def version_fill(self, number: int, bucket: str) -> str:
+        return join(self.version_dir(number), "fill", f"{bucket}.parquet")
+
+    def version_fills_dir(self, number: int) -> str:
+        return join(self.version_dir(number), "fills")
+
+    def version_fills(self, number: int, bucket: str) -> str:
+        return join(self.version_fills_dir(number), f"{bucket}.parquet")
+
+    def store_bucket(self, bucket: str) -> str:
+        return join(self.job, "store", bucket)
+
+    def store_file(self, bucket: str, name: str) -> str:
+        return join(self.store_bucket(bucket), f"{name}.parquet")
+
+
+QUEUES = "_queues"
+
+
+def queue_file(provider: str, model: str) -> str:
+    """What is known of one provider queue (its limit, learned or probed), for every job."""
+    return join(QUEUES, provider, f"{model}.json")
+
+
+def rate_share_folder(provider: str, account: str, model: str) -> str:
+    """Where the real-time senders of one provider account and model keep their heartbeats."""
+    return join("_ratelimits", provider, account, model)
+
+
+def job_names(listed: list[str]) -> list[str]:
+    """The job folders among the root's listed keys."""
+    return [n for n in (last_part(k) for k in listed) if n]

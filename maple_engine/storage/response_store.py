@@ -1,0 +1,125 @@
+"""The response store: every answer an enrichment was given, keyed by its request key.
+
+A request key is the SHA-256 (first 128 bits, hex) of the canonical request: the provider name
+and the encoded request body, which holds the model, parameters, system prompt, rendered
+prompt, image URL and response schema. Two rows with the same key are the same work.
+
+Files: ``<root>/<job>/store/<b>/<shard>-a<attempt>.parquet`` (`maple_engine.storage.layout`), the
+outcomes
+that one collection made final, for the keys whose first hex digit is <b> (16 buckets).
+
+A collection writes its files before the shard's summary, so a shard never counts as collected
+before its answers are durable; a rerun after a crash rewrites the same names with the same rows.
+Stored outcomes are successes and failures with no retry left; rows that merely never ran
+(expired, rate limited, not sent, out of quota) are not stored and are sent again by a later run.
+
+Lookups go one bucket at a time (one sixteenth of the keys), so memory stays flat however many
+keys the store holds.
+"""
+
+import time
+
+import polars as pl
+import polars_hash  # noqa: F401  (registers the ``chash`` expression namespace)
+
+from maple_engine.spec import KEY
+from maple_engine.storage.layout import JobLayout
+from maple_engine.storage.storage import Storage
+
+BUCKETS = "0123456789abcdef"
+RECORD_COLUMNS = (
+    "status",
+    "failure_class",
+    "error",
+    "response",
+    "parsed",
+    "input_tokens",
+    "cached_input_tokens",
+    "cache_write_tokens",
+    "output_tokens",
+    "cost_usd",
+    "attempts",
+    "batch_id",
+)
+_SCHEMA: dict[str, type[pl.DataType] | pl.DataType] = {
+    KEY: pl.String,
+    "status": pl.String,
+    "failure_class": pl.String,
+    "error": pl.String,
+    "response": pl.String,
+    "parsed": pl.String,
+    "input_tokens": pl.Int64,
+    "cached_input_tokens": pl.Int64,
+    "cache_write_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+    "cost_usd": pl.Float64,
+    "attempts": pl.Int64,
+    "batch_id": pl.String,
+    "model": pl.String,
+    "at": pl.Float64,
+}
+
+
+def request_key(provider: str, request: pl.Expr) -> pl.Expr:
+    """The request key of each encoded request: stable across versions (plain SHA-256)."""
+    canonical = pl.concat_str([pl.lit(provider + "\x00"), request])
+    hashed: pl.Expr = canonical.chash.sha2_256()  # type: ignore[attr-defined]
+    return hashed.str.slice(0, 32)
+
+
+def by_bucket(frame: pl.DataFrame) -> list[pl.DataFrame]:
+    """``frame`` (with a KEY column) split by key bucket, rows in order."""
+    tagged = frame.with_columns(pl.col(KEY).str.slice(0, 1).alias("_bucket"))
+    return tagged.partition_by("_bucket", maintain_order=True, include_key=False)
+
+
+class ResponseStore:
+    """The answers of one enrichment (all its versions), under ``<root>/<job>/store``."""
+
+    def __init__(self, storage: Storage, job: str) -> None:
+        self.storage = storage
+        self.job = job
+
+    def _bucket(self, bucket: str) -> str:
+        return JobLayout(self.job).store_bucket(bucket)
+
+    def write(self, name: str, records: pl.DataFrame, model: str) -> None:
+        """Store ``records`` (KEY + outcome columns) as ``<bucket>/<name>.parquet`` files."""
+        if records.is_empty():
+            return
+        frame = records.select(KEY, *RECORD_COLUMNS).with_columns(
+            pl.lit(model, pl.String).alias("model"), pl.lit(time.time()).alias("at")
+        )
+        frame = frame.cast(_SCHEMA)  # type: ignore[arg-type]
+        for part in by_bucket(frame):
+            bucket = str(part[KEY][0])[0]
+            self.storage.write_parquet(JobLayout(self.job).store_file(bucket, name), part)
+
+    def files(self, bucket: str) -> list[str]:
+        return [k for k in self.storage.list_keys(self._bucket(bucket)) if k.endswith(".parquet")]
+
+    def scan(self, bucket: str) -> pl.LazyFrame:
+        """Every stored record of one bucket (an empty frame if there is none)."""
+        files = self.files(bucket)
+        if not files:
+            return pl.LazyFrame(schema=_SCHEMA)
+        return pl.concat([self.storage.scan_parquet(k) for k in files], how="vertical_relaxed")
+
+    def usable_keys(self, bucket: str, *, retry_failed: bool) -> pl.LazyFrame:
+        """Keys whose stored outcome a run takes instead of sending: successes, and final
+        failures too unless the run retries failed rows."""
+        records = self.scan(bucket)
+        if retry_failed:
+            records = records.filter(pl.col("status") == "succeeded")
+        return records.select(KEY).unique()
+
+    def best(self, bucket: str, keys: pl.LazyFrame) -> pl.DataFrame:
+        """One record per key of ``keys``: a success if any, else the latest failure.
+
+        Hash-based (no sort of the successes): most keys have one record, a success."""
+        records = self.scan(bucket).join(keys.select(KEY).unique(), on=KEY, how="semi").collect()
+        ok = pl.col("status") == "succeeded"
+        successes = records.filter(ok).unique(KEY, keep="any")
+        failures = records.filter(~ok).join(successes.select(KEY), on=KEY, how="anti")
+        latest = failures.sort("at").unique(KEY, keep="last")
+        return pl.concat([successes, latest]).drop("model", "at")

@@ -1,0 +1,243 @@
+"""One storage abstraction for everything a job writes: a local folder or ``s3://bucket/prefix``.
+
+Built on fsspec (``s3fs`` for S3; any S3-compatible endpoint through ``AWS_ENDPOINT_URL``).
+Writes are atomic: a local file is written beside its target and renamed; an S3 object only
+appears when its (multipart) upload completes, and a write that raises is discarded (fsspec's own
+file would upload what it had on ``__exit__``, leaving a truncated object behind).
+"""
+
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Iterator
+from typing import IO, Any
+
+import fsspec
+import orjson
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from maple_engine.errors import StorageError
+from maple_engine.storage import s3 as s3_settings
+from maple_engine.storage.layout import join
+
+
+def s3_endpoint() -> str | None:
+    return s3_settings.endpoint()
+
+
+def filesystem_for(uri: str) -> tuple[Any, str]:
+    """The fsspec filesystem and in-filesystem path for a local path or URI."""
+    options = s3_settings.fsspec_options() if uri.startswith(("s3://", "s3a://")) else {}
+    fs, path = fsspec.core.url_to_fs(uri, **options)
+    return fs, str(path)
+
+
+def polars_storage_options(uri: str) -> dict[str, Any] | None:
+    """polars' ``storage_options`` for a URI (endpoint, region and credentials for S3)."""
+    return s3_settings.polars_options() if is_remote(uri) else None
+
+
+def create_exclusive_s3(fs: Any, path: str, data: bytes) -> bool:
+    """PutObject with ``If-None-Match: *``: True if created, False if the key already existed.
+
+    A 412 after a retried request may be our own first write landing: the stored bytes decide
+    (callers put a unique token in ``data``). A 409 (a concurrent conditional write in flight)
+    is retried.
+    """
+    bucket, _, key = path.partition("/")
+    for attempt in range(5):
+        try:
+            fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+            return True
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            code = _s3_error_code(exc)
+            if code == "ConditionalRequestConflict":
+                time.sleep(0.1 * (attempt + 1))
+                continue
+            if code != "PreconditionFailed":
+                raise StorageError(f"s3://{path}: conditional create failed: {exc}") from exc
+        with fs.open(path, "rb") as handle:
+            return bool(handle.read() == data)
+    raise StorageError(f"s3://{path}: conditional create kept conflicting; try again")
+
+
+def _s3_error_code(exc: BaseException) -> str | None:
+    cause = exc.__cause__
+    response = getattr(cause, "response", None) or {}
+    return str(response.get("Error", {}).get("Code")) if response else None
+
+
+@contextlib.contextmanager
+def atomic_write(fs: Any, path: str) -> Iterator[IO[bytes]]:
+    """Open ``path`` on ``fs`` for writing: readers see the old content or the whole new one.
+
+    Every writer goes through here. A local file is written beside its target, synced and
+    renamed into place; a remote object is uploaded on a clean exit only. If the body raises,
+    nothing is committed: the temporary file is removed, the multipart upload aborted.
+    """
+    if _is_local(fs):
+        yield from _atomic_local(fs, path)
+        return
+    handle = fs.open(path, "wb")
+    try:
+        yield handle
+    except BaseException:
+        discard(handle)
+        raise
+    handle.close()
+
+
+def discard(handle: Any) -> None:
+    """Throw away an unfinished fsspec write: abort its upload, and never let close() send it."""
+    with contextlib.suppress(Exception):  # best effort: the write's own error is what matters
+        handle.discard()
+    handle.closed = True
+
+
+def _is_local(fs: Any) -> bool:
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+    return protocol in ("file", "local")
+
+
+def _atomic_local(fs: Any, path: str) -> Iterator[IO[bytes]]:
+    fs.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    try:
+        with open(tmp, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(tmp)
+
+
+def _token(info: dict[str, Any]) -> str:
+    """What changes when an object is rewritten: S3's ETag; a local file's inode, mtime, size
+    (every local write renames a new file into place, so the inode alone would do)."""
+    return str(info.get("ETag") or f"{info.get('ino')}:{info.get('mtime')}:{info.get('size')}")
+
+
+def is_remote(uri: str) -> bool:
+    return "://" in uri and not uri.startswith("file://")
+
+
+class Storage:
+    """Keys are ``/``-separated paths relative to the root."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root.rstrip("/") if is_remote(root) else os.path.abspath(root)
+        self.fs, self._base = filesystem_for(self.root)
+        self.remote = is_remote(self.root)
+
+    def __repr__(self) -> str:
+        return f"Storage({self.root!r})"
+
+    def uri(self, key: str) -> str:
+        return join(self.root, key)
+
+    def _path(self, key: str) -> str:
+        return join(self._base, key)
+
+    def exists(self, key: str) -> bool:
+        return bool(self.fs.exists(self._path(key)))
+
+    def list_keys(self, prefix: str) -> list[str]:
+        """Keys directly under ``prefix`` (a folder), sorted; empty if the folder is absent."""
+        path = self._path(prefix)
+        try:
+            entries = self.fs.ls(path, detail=False)
+        except FileNotFoundError:
+            return []
+        names = sorted(str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries)
+        return [join(prefix, name) for name in names]
+
+    def list_tree(self, prefix: str) -> dict[str, str]:
+        """Every key under ``prefix`` (recursively) with a token that changes when it is
+        rewritten (S3: the ETag; local: inode, mtime and size). One paginated LIST on S3."""
+        try:
+            found = self.fs.find(self._path(prefix), detail=True)
+        except FileNotFoundError:
+            return {}
+        start = len(self._base) + 1
+        return {str(path)[start:]: _token(info) for path, info in found.items()}
+
+    def delete(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(self._path(key), recursive=True)
+
+    def open_read(self, key: str) -> IO[bytes]:
+        try:
+            return self.fs.open(self._path(key), "rb")  # type: ignore[no-any-return]
+        except FileNotFoundError as exc:
+            raise StorageError(f"{self.uri(key)} does not exist") from exc
+
+    @contextlib.contextmanager
+    def open_write(self, key: str) -> Iterator[IO[bytes]]:
+        """Write ``key`` atomically: readers see the old content or the whole new one."""
+        with atomic_write(self.fs, self._path(key)) as handle:
+            yield handle
+
+    def create_exclusive(self, key: str, data: bytes) -> bool:
+        """Create ``key`` with ``data`` only if it does not exist: True if this call created it.
+
+        Atomic across processes and machines: on S3 a PutObject with ``If-None-Match: *`` (S3
+        and S3-compatible stores answer 412 when the key exists); on a local root the content is
+        written beside the target and hard-linked into place, which fails if the target exists.
+        """
+        if self.remote:
+            return create_exclusive_s3(self.fs, self._path(key), data)
+        target = self._path(key)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        tmp = f"{target}.{uuid.uuid4().hex}.tmp"
+        try:
+            with open(tmp, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.link(tmp, target)
+        except FileExistsError:
+            return False
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(tmp)
+        return True
+
+    def read_bytes(self, key: str) -> bytes:
+        """The whole object in one GET (opening it as a file, or s3fs's concurrent ranged
+        read, costs a HEAD first): for the small JSON objects of job state."""
+        single = {"max_concurrency": 1} if self.remote else {}
+        try:
+            return bytes(self.fs.cat_file(self._path(key), **single))
+        except FileNotFoundError as exc:
+            raise StorageError(f"{self.uri(key)} does not exist") from exc
+
+    def write_bytes(self, key: str, data: bytes) -> None:
+        with self.open_write(key) as handle:
+            handle.write(data)
+
+    def read_json(self, key: str) -> Any:
+        return orjson.loads(self.read_bytes(key))
+
+    def write_json(self, key: str, value: Any) -> None:
+        self.write_bytes(key, orjson.dumps(value, option=orjson.OPT_INDENT_2))
+
+    def read_parquet(self, key: str, columns: list[str] | None = None) -> pl.DataFrame:
+        with self.open_read(key) as handle:
+            return pl.read_parquet(handle, columns=columns)
+
+    def scan_parquet(self, key: str) -> pl.LazyFrame:
+        """A lazy scan: nothing is read until the frame is collected or sunk."""
+        uri = self.uri(key)
+        return pl.scan_parquet(uri, storage_options=polars_storage_options(uri))
+
+    def write_parquet(self, key: str, frame: pl.DataFrame | pa.Table) -> None:
+        table = frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame
+        with self.open_write(key) as handle:
+            pq.write_table(table, handle, compression="zstd")

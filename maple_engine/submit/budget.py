@@ -1,0 +1,132 @@
+"""The budget guard: stop submitting before committed spend plus the next batch exceeds it.
+
+Committed spend = the actual cost of every collected attempt of the current run (its shard
+summaries, the same sums the ledger holds; a budget bounds one run of a living job) + the
+estimates (`maple_engine.plan.estimate`) of batches submitted but not yet collected. Before a new
+batch goes out, `within_budget` adds that batch's estimate; if the sum would exceed
+``JobSpec.budget_usd`` the job stops (``stop.json`` of kind "budget") and nothing more is
+submitted. Batches already in flight finish and are collected, so the job never overshoots
+beyond the batch in flight and what estimates under-count. The estimate of each admitted batch
+is kept next to its submission (``<shard>/estimate-<n>.json``) so summing what is in flight
+reads small files only.
+
+Resuming: a budget stop records the budget it was hit at (``budget_stop.json``). A later run with
+a larger budget (or none) clears the stop (`resume_budget_stop`), and the guard then admits
+batches against the new budget.
+
+With a cost ledger (always, under the CLI and the definitions) the admission is one atomic
+transaction in the ledger (`maple_engine.submit.admissions`), so concurrent submission runs (the
+daemon's,
+a UI run beside a CLI run) can not overshoot the budget by more than one batch in total.
+"""
+
+from maple_engine.job import Job
+from maple_engine.ledger.costs import CostLedger
+from maple_engine.plan.estimate import Estimate, estimate_attempt
+from maple_engine.state import JobState
+
+BUDGET_STOP = "budget"
+_TOLERANCE = 1e-9
+
+
+def _estimate_key(job: Job, shard: str, attempt: int) -> str:
+    return job.state.paths.estimate(shard, attempt)
+
+
+def attempt_estimate(job: Job, shard: str, attempt: int) -> float:
+    """Estimated USD of one attempt of one shard, at the job's prices and mode."""
+    key = _estimate_key(job, shard, attempt)
+    if job.state.storage.exists(key):
+        return float(job.state.storage.read_json(key)["cost_usd"])
+    plan = estimate_attempt(job.state, job.spec, job.provider.provider_name, shard, attempt)
+    return plan.cost(job.price(), batch=job.mode == "batch")
+
+
+def spent(job: Job) -> float:
+    """Actual USD of the current run's collected attempts (its shard summaries): a budget
+    bounds one run of a living job, not everything the job ever spent."""
+    summaries = (job.state.summary(s.key) for s in job.state.manifest() or [])
+    return sum(s.cost_usd for s in summaries if s is not None)
+
+
+def in_flight(job: Job) -> float:
+    """Estimated USD of the batches submitted but not collected yet."""
+    total = 0.0
+    for shard in job.state.manifest() or []:
+        progress = job.state.progress(shard.key)
+        if progress.action == "wait" and progress.submission is not None:
+            total += attempt_estimate(job, shard.key, progress.submission.attempt)
+    return total
+
+
+def within_budget(job: Job, shard: str, attempt: int) -> bool:
+    """True if the shard's next batch fits the budget (its estimate is then recorded); else
+    stop the job with a message that says what to do, and return False."""
+    budget = job.spec.budget_usd
+    if budget is None:
+        return True
+    plan = estimate_attempt(job.state, job.spec, job.provider.provider_name, shard, attempt)
+    nxt = plan.cost(job.price(), batch=job.mode == "batch")
+    if job.costs is not None:  # one atomic admission in the ledger, shared by every run
+        run = {s.key for s in job.state.manifest() or []}  # a budget bounds one run
+        admission = job.costs.admit((job.spec.name, shard, attempt), nxt, budget, run)
+        admitted, paid, flying = admission.admitted, admission.spent_usd, admission.in_flight_usd
+    else:
+        paid, flying = spent(job), in_flight(job)
+        admitted = paid + flying + nxt <= budget + _TOLERANCE
+    committed = paid + flying
+    if not admitted:
+        job.state.storage.write_json(job.state.paths.budget_stop, {"budget_usd": budget})
+        job.state.stop(
+            f"{BUDGET_STOP} reached before shard {shard} attempt {attempt}: committed "
+            f"${committed:.6f} (spent ${paid:.6f} + in flight ${flying:.6f}) + next batch "
+            f"${nxt:.6f} ({plan.requests:,} requests) > budget ${budget:.6f}; rerun with a "
+            "larger --budget to continue",
+            kind=BUDGET_STOP,
+        )
+        return False
+    _record_estimate(job, shard, attempt, plan, nxt)
+    return True
+
+
+def _record_estimate(job: Job, shard: str, attempt: int, plan: Estimate, usd: float) -> None:
+    job.state.storage.write_json(
+        _estimate_key(job, shard, attempt),
+        {
+            "cost_usd": usd,
+            "requests": plan.requests,
+            "input_tokens": plan.input_tokens,
+            "output_tokens": plan.output_tokens,
+        },
+    )
+
+
+def resume_budget_stop(state: JobState, budget: float | None) -> str | None:
+    """Lift a budget stop when the job now has a larger budget (or none): the lifted reason."""
+    record = state.stop_record()
+    if record is None or record.get("kind") != BUDGET_STOP:
+        return None
+    key = state.paths.budget_stop
+    hit = float(state.storage.read_json(key)["budget_usd"]) if state.storage.exists(key) else None
+    if budget is not None and hit is not None and budget <= hit:
+        return None
+    lifted = state.clear_stop((BUDGET_STOP,))
+    state.storage.delete(key)
+    return lifted
+
+
+def ledger_totals(
+    costs: CostLedger | None, job: str, shards: set[str] | None = None
+) -> dict[str, float]:
+    """The job's ledger totals (of ``shards`` only, when given: one run's): paid, the same
+    usage at real-time prices, and the saving."""
+    entries = costs.job_entries(job) if costs is not None else []
+    if shards is not None:
+        entries = [e for e in entries if e.shard in shards]
+    paid = sum(e.cost_usd for e in entries)
+    realtime = sum(e.realtime_cost_usd for e in entries)
+    return {
+        "ledger_cost_usd": round(paid, 6),
+        "realtime_cost_usd": round(realtime, 6),
+        "savings_usd": round(realtime - paid, 6),
+    }

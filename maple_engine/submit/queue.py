@@ -1,0 +1,298 @@
+"""Queue-aware submission: keep the provider's batch queue full, never past its limit.
+
+OpenAI limits the prompt tokens enqueued in batches per model and organization; Anthropic the
+requests waiting in the Message Batches queue. Before a shard attempt is sent, it asks the
+shared queue budget in the ledger (`maple_engine.submit.queue_ledger`) for room: its units
+(estimated
+prompt tokens, or requests for Anthropic) must fit under the limit with everything already
+enqueued by every job on the same provider and model, and the teams waiting share the room by
+weight. Shards that do not fit wait locally and go out as earlier batches end.
+
+The limit is ``max_enqueued_tokens`` (``--max-enqueued-tokens``) when given, else the one learned
+from the provider and kept under the storage root (``_queues/<provider>/<model>.json``): from the
+first batch that fails with ``token_limit_exceeded`` (its message carries the limit), or from
+an Anthropic 429. Until an OpenAI limit is known, a batch goes out only when every batch already
+in the queue has passed validation, so at most one batch fails while the limit is learned;
+what the queue was seen to hold is remembered (``proven``), and up to it batches go out at once.
+"""
+
+import dataclasses
+import re
+import time
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from maple_engine.errors import ConfigError, QueueFull, StorageError
+from maple_engine.providers.base import BatchState, ShardPayload, Submission
+from maple_engine.settings import knob
+from maple_engine.storage.layout import queue_file
+from maple_engine.storage.storage import Storage
+from maple_engine.submit.queue_ledger import (
+    Decision,
+    Slot,
+    admit_slot,
+    forget_waiting,
+    mark,
+    mark_sent,
+    refused,
+    release_others,
+    validated_units,
+)
+
+if TYPE_CHECKING:
+    from maple_engine.job import Job
+    from maple_engine.work import Work
+
+TEAM_WEIGHTS_ENV = "MAPLE_TEAM_WEIGHTS"
+LIMIT_CODE = "token_limit_exceeded"
+COOLDOWN_S = 15.0  # after the provider refused a batch although the limit seemed to allow it
+_LIMIT = re.compile(r"Limit:\s*([\d,]+)\s*enqueued tokens", re.IGNORECASE)
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+@dataclasses.dataclass(frozen=True)
+class Queue:
+    """The provider queue a job's batches go into."""
+
+    provider: str
+    model: str
+    unit: str  # tokens | requests
+    probe: bool  # learn an unknown limit one validated batch at a time
+
+    @property
+    def name(self) -> str:
+        return f"{self.provider}:{self.model}"
+
+    @property
+    def key(self) -> str:
+        return queue_file(_SAFE.sub("_", self.provider), _SAFE.sub("_", self.model))
+
+
+def deadline_due(job: "Job") -> bool:
+    due = getattr(job.provider, "deadline_due", None)
+    return bool(due is not None and due())
+
+
+def queue_of(job: "Job") -> Queue | None:
+    """The queue the job's batches go into, or None when no queue limit applies."""
+    if job.mode != "batch" or job.costs is None:
+        return None
+    provider = getattr(job.provider, "batch_provider", job.provider)
+    kind = type(provider).__name__
+    name = provider.provider_name
+    if kind == "AnthropicBatchProvider":
+        return Queue(name, job.spec.model, "requests", probe=False)
+    if kind == "OpenAIBatchProvider":
+        return Queue(name, job.spec.model, "tokens", probe=True)
+    if job.spec.max_enqueued_tokens is not None:
+        return Queue(name, job.spec.model, "tokens", probe=False)
+    return None
+
+
+def parse_limit(messages: tuple[str, ...]) -> int | None:
+    """The limit in an OpenAI ``token_limit_exceeded`` message ("Limit: 90,000 enqueued ...")."""
+    for message in messages:
+        found = _LIMIT.search(message)
+        if found:
+            return int(found.group(1).replace(",", ""))
+    return None
+
+
+def learned(storage: Storage, queue: Queue) -> dict[str, Any]:
+    """What is known of the queue (one GET per sensor tick; nothing if never written)."""
+    try:
+        return dict(storage.read_json(queue.key))
+    except StorageError:
+        return {}
+
+
+def limit_of(job: "Job", queue: Queue) -> int | None:
+    if queue.unit == "tokens" and job.spec.max_enqueued_tokens is not None:
+        return job.spec.max_enqueued_tokens
+    limit = learned(job.state.storage, queue).get("limit")
+    return int(limit) if limit is not None else None
+
+
+def _learn(job: "Job", queue: Queue, limit: int | None, message: str, cooldown: bool) -> None:
+    record = learned(job.state.storage, queue)
+    if limit is not None:
+        old = record.get("limit")
+        record["limit"] = limit if old is None else min(int(old), limit)
+    record |= {"unit": queue.unit, "learned_at": time.time(), "message": message[:500]}
+    if cooldown:
+        record["retry_at"] = time.time() + COOLDOWN_S
+    job.state.storage.write_json(queue.key, record)
+
+
+def team_weight(team: str) -> float:
+    """The team's weight from ``MAPLE_TEAM_WEIGHTS`` ("catalog=2,search=1"); default 1."""
+    for item in (knob(TEAM_WEIGHTS_ENV) or "").split(","):
+        name, _, value = item.partition("=")
+        if name.strip() == team and value.strip():
+            try:
+                weight = float(value)
+            except ValueError as exc:
+                raise ConfigError(
+                    f"{TEAM_WEIGHTS_ENV}: weight of team {team!r} is {value!r}, not a number; "
+                    "write it like catalog=2,search=1"
+                ) from exc
+            if weight <= 0:
+                raise ConfigError(f"{TEAM_WEIGHTS_ENV}: weight of team {team!r} must be > 0")
+            return weight
+    return 1.0
+
+
+def units(job: "Job", queue: Queue, shard: str, attempt: int) -> int:
+    """Prompt tokens (or requests) of one shard attempt, estimated once and kept."""
+    from maple_engine.plan.estimate import estimate_attempt
+
+    key = job.state.paths.queue_units(shard, attempt)
+    if job.state.storage.exists(key):
+        return int(job.state.storage.read_json(key)["units"])
+    plan = estimate_attempt(job.state, job.spec, job.provider.provider_name, shard, attempt)
+    count = plan.requests if queue.unit == "requests" else plan.input_tokens
+    job.state.storage.write_json(key, {"units": count, "unit": queue.unit})
+    return count
+
+
+def _admit(job: "Job", queue: Queue, shard: str, attempt: int, probe: bool = True) -> Decision:
+    retry_at = float(learned(job.state.storage, queue).get("retry_at", 0))
+    if retry_at > time.time():
+        wait = retry_at - time.time()
+        return Decision(False, f"{queue.name} refused a batch: trying again in {wait:.0f}s", 0)
+    slot = Slot(
+        job.spec.name,
+        shard,
+        attempt,
+        queue.name,
+        job.spec.team,
+        team_weight(job.spec.team),
+        job.spec.priority,
+        units(job, queue, shard, attempt),
+    )
+    limit = limit_of(job, queue)
+    if limit is not None and slot.units > limit:
+        job.state.stop(
+            f"shard {shard} needs {slot.units:,} {queue.unit}, more than the {queue.name} queue "
+            f"limit of {limit:,}: it can never be enqueued; rerun with a smaller "
+            "--max-requests-per-batch",
+            kind="queue",
+        )
+        return Decision(False, "the shard is larger than the queue limit", 0)
+    assert job.costs is not None
+    with job.costs.transaction() as conn:
+        probe_limit = limit if limit is not None or queue.probe else 2**62
+        proven = int(learned(job.state.storage, queue).get("proven", 0)) if probe else 2**62
+        return admit_slot(conn, _table(), slot, probe_limit, proven)
+
+
+def _table() -> Any:
+    from maple_engine.ledger.schema import queue_slots
+
+    return queue_slots
+
+
+def gate(job: "Job", work: "Work") -> tuple[dict[str, str], dict[str, str]]:
+    """Of the shards to submit, those admitted into the queue now (shard -> ticket for the run
+    key), and why the first one that is not admitted waits."""
+    queue = queue_of(job)
+    observe(job, work)
+    if queue is None:
+        return {shard: "" for shard in work.submit}, {}
+    if deadline_due(job):  # the rest goes real-time: nothing waits for the queue
+        forget(job)
+        return {shard: "rt" for shard in work.submit}, {}
+    admitted: dict[str, str] = {}
+    for shard in work.submit:
+        attempt = job.state.progress(shard).attempt
+        decision = _admit(job, queue, shard, attempt)
+        if not decision.admitted:
+            return admitted, {shard: decision.reason}
+        admitted[shard] = _ticket(decision.enqueued_at)
+    if not work.submit:
+        forget(job)
+    return admitted, {}
+
+
+def forget(job: "Job") -> None:
+    """The job has nothing waiting for the queue now."""
+    if job.costs is not None:
+        with job.costs.transaction() as conn:
+            forget_waiting(conn, _table(), job.spec.name)
+
+
+def _ticket(moment: datetime | None) -> str:
+    return f"q{moment.timestamp():.3f}" if moment is not None else ""
+
+
+def admitted(job: "Job", shard: str, attempt: int) -> bool:
+    """At submit time: is the attempt admitted into the queue (admitting it if it fits)?
+
+    The sensor admitted it already unless the run was launched without it (a backfill from
+    the UI): then a known limit and the fair shares still hold, but nothing waits for
+    validations (only the sensor sees them)."""
+    queue = queue_of(job)
+    if queue is None or deadline_due(job):
+        return True
+    return _admit(job, queue, shard, attempt, probe=False).admitted
+
+
+def submit(job: "Job", payload: ShardPayload) -> Submission | None:
+    """Send the batch; a provider that refuses it as queue-full teaches the limit (None)."""
+    queue = queue_of(job)
+    key = (payload.job, payload.shard, payload.attempt)
+    try:
+        submission = job.provider.submit(payload)
+    except QueueFull as exc:
+        if queue is None or job.costs is None:
+            raise
+        with job.costs.transaction() as conn:
+            out = refused(conn, _table(), queue.name)
+        _learn(job, queue, out or None, str(exc), cooldown=not out)
+        return None
+    if queue is not None and job.costs is not None and not deadline_due(job):
+        with job.costs.transaction() as conn:
+            mark_sent(conn, _table(), key)
+    return submission
+
+
+def observe(job: "Job", work: "Work") -> None:
+    """Release the queue room of ended batches (and of admitted attempts the job no longer
+    submits or waits for), mark validated ones, learn from refusals."""
+    queue = queue_of(job)
+    if queue is None:
+        return
+    pending = {(s, job.state.progress(s).attempt) for s in work.submit}
+    pending |= {(sub.shard, sub.attempt) for sub, _ in work.states}
+    assert job.costs is not None
+    with job.costs.transaction() as conn:
+        release_others(conn, _table(), job.spec.name, pending)
+    if not work.states:
+        return
+    ended: list[tuple[str, str, int]] = []
+    validated: list[tuple[str, str, int]] = []
+    for sub, state in work.states:
+        key = (sub.job, sub.shard, sub.attempt)
+        if state.ended:
+            ended.append(key)
+            if LIMIT_CODE in state.error_codes:
+                known = limit_of(job, queue)
+                _learn(
+                    job, queue, parse_limit(state.errors), " ".join(state.errors), known is not None
+                )
+        elif state.status not in ("validating", "created"):
+            validated.append(key)
+    with job.costs.transaction() as conn:
+        mark(conn, _table(), validated, released=False)
+        held = validated_units(conn, _table(), queue.name) if validated else 0
+        mark(conn, _table(), ended, released=True)
+    record = learned(job.state.storage, queue)
+    unknown = record.get("limit") is None and job.spec.max_enqueued_tokens is None
+    if queue.probe and unknown and held > int(record.get("proven", 0)):
+        job.state.storage.write_json(queue.key, {**record, "proven": held, "unit": queue.unit})
+
+
+def waiting_states(
+    subs: list[Submission], states: dict[str, BatchState]
+) -> list[tuple[Submission, BatchState]]:
+    return [(s, states[s.batch_id]) for s in subs if s.batch_id in states]

@@ -1,0 +1,58 @@
+"""What a job needs next, as the sensor and the CLI driver see it: shards to submit, batches to
+collect (one provider poll for all), and a tag of the collected results for merged run keys."""
+
+import dataclasses
+
+from maple_engine.job import Job
+from maple_engine.providers.base import BatchState, Submission, content_hash
+from maple_engine.state import ShardSummary
+
+
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """What the job needs next, as the sensor and the CLI driver see it."""
+
+    submit: list[str]
+    collect: list[tuple[str, Submission, BatchState]]
+    waiting: int
+    done: int
+    total: int
+    #: every batch still out at the last poll, with its state (the queue budget reads it)
+    states: list[tuple[Submission, BatchState]] = dataclasses.field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return self.total > 0 and self.done == self.total
+
+
+def pending_work(job: Job) -> Work:
+    """Shards to submit, batches that ended (one provider poll for all), shards done."""
+    manifest = job.state.manifest() or []
+    submit: list[str] = []
+    waiting: list[Submission] = []
+    done = 0
+    for shard in manifest:
+        progress = job.state.progress(shard.key)
+        if progress.action == "submit":
+            submit.append(shard.key)
+        elif progress.action == "wait" and progress.submission is not None:
+            waiting.append(progress.submission)
+        else:
+            done += 1
+    states = job.provider.poll(waiting) if waiting else {}
+    ended = [(s.shard, s, states[s.batch_id]) for s in waiting if states[s.batch_id].ended]
+    if job.state.stop_reason() is not None:
+        done += len(submit)
+        submit = []
+    polled = [(s, states[s.batch_id]) for s in waiting]
+    return Work(submit, ended, len(waiting) - len(ended), done, len(manifest), polled)
+
+
+def generation(job: Job) -> str:
+    """A tag that changes whenever any shard's collected results change (for merged run keys)."""
+    manifest = job.state.manifest() or []
+    parts = [
+        f"{s.key}:{(job.state.summary(s.key) or ShardSummary(0, 0, False)).attempt}"
+        for s in manifest
+    ]
+    return content_hash([",".join(parts).encode()])[:12]
