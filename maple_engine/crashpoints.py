@@ -13,7 +13,8 @@ Points, in the order a job meets them:
     after_upload      submit: the JSONL file is uploaded, no batch created yet
     after_create      submit: the batch exists at the provider, not yet recorded
     mid_download      collect: the output file is downloaded, the error file not yet
-    after_results     collect: results-n written, cost and retry plan not yet
+    after_results     collect: the attempt's answers written (final ones to the response
+                      store, pending ones to results-n), cost and retry plan not yet
     before_summary    collect: retry plan written, summary not yet
     mid_merge         merge: the first shard is written to the partial output file
 """

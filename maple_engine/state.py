@@ -107,9 +107,6 @@ class JobState:
     def write_results(self, shard: str, attempt: int, frame: pl.DataFrame) -> None:
         self.storage.write_parquet(self.paths.results(shard, attempt), frame)
 
-    def write_responses(self, shard: str, frame: pl.DataFrame) -> None:
-        self.storage.write_parquet(self.paths.responses(shard), frame)
-
     def summary(self, shard: str) -> ShardSummary | None:
         key = self.paths.summary(shard)
         return ShardSummary(**self.storage.read_json(key)) if self.storage.exists(key) else None

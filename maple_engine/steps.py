@@ -16,8 +16,10 @@ from maple_engine.collect.responses import (
     attempt_results,
     combine_attempts,
     plan_retries,
+    stored_responses,
     summarize,
     unsent_responses,
+    with_final,
 )
 from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError
@@ -28,7 +30,7 @@ from maple_engine.ledger.attempt_cost import AttemptCost
 from maple_engine.providers.base import BatchState, ShardPayload, Submission
 from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID
 from maple_engine.state import JobState, ShardSummary
-from maple_engine.storage.response_store import ResponseStore
+from maple_engine.storage.response_store import ResponseStore, collection
 from maple_engine.submit import queue
 from maple_engine.submit.budget import within_budget
 from maple_engine.submit.claims import claim_batch
@@ -114,8 +116,10 @@ def _create(job: Job, shard: str, attempt: int, taken_over: bool) -> Submission 
 def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
     """Parse the ended batch of the shard's latest attempt, merge attempts, plan retries.
 
-    Every write is a whole file derived from the provider's result files and earlier attempts,
-    so running it again after a crash at any point converges on the same state.
+    Each answer is written once: the outcomes this attempt made final go to the response store,
+    the rows still pending to ``results-n``. Every write is a whole file derived from the
+    provider's result files and earlier attempts, so running it again after a crash at any
+    point converges on the same state. Returns the shard's responses (`shard_responses`).
     """
     progress = job.state.progress(shard)
     submission = progress.submission
@@ -133,13 +137,13 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         batch_pricing=_mode(job, submission) == "batch",
         schema=job.spec.response_schema,
     )
-    earlier = [job.state.results(shard, n) for n in range(1, attempt)]
+    earlier = [job.state.results(shard, attempt - 1)] if attempt > 1 else []
     results = check_images(job, shard, results, earlier)
-    job.state.write_results(shard, attempt, results)
+    combined = combine_attempts([*earlier, results])  # every row not final before this attempt
+    decision = plan_retries(combined, job.policy)
+    keep_answers(job, (shard, attempt), combined, decision.retry_ids)
     crash_point("after_results")
     _record_cost(job, shard, submission, results)
-    combined = combine_attempts([*earlier, results])
-    decision = plan_retries(combined, job.policy)
     if decision.quota_exhausted:
         job.state.stop(
             "the provider reports insufficient quota: no new batches are sent; top up the "
@@ -152,29 +156,43 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         retry = combined.filter(pl.col(CUSTOM_ID).is_in(decision.retry_ids[CUSTOM_ID].implode()))
         retry = retry.select(ROW_ID, CUSTOM_ID)
         job.state.write_plan(shard, attempt + 1, retry.head(cap) if cap else retry)
-    job.state.write_responses(shard, combined)
-    store_outcomes(job, shard, attempt, combined, decision.retry_ids)
     crash_point("before_summary")
-    info = summarize(combined)
+    responses = with_final(_final_before(job.state, shard, attempt), combined)
+    info = summarize(responses)
     summary = ShardSummary(
         attempt, pending, pending == 0, info["succeeded"], info["failed"], info["cost_usd"], cap
     )
     job.state.write_summary(shard, summary)
-    return combined
+    return responses
 
 
-def store_outcomes(
-    job: Job, shard: str, attempt: int, combined: pl.DataFrame, retry_ids: pl.DataFrame
+def keep_answers(
+    job: Job, at: tuple[str, int], combined: pl.DataFrame, retry_ids: pl.DataFrame
 ) -> None:
-    """Put the outcomes this attempt made final (no retry left) in the response store."""
-    final = combined.filter(pl.col("attempt") == attempt).join(retry_ids, on=CUSTOM_ID, how="anti")
+    """Write each row a shard's attempt (``at``) combined once: the outcomes the attempt made
+    final (no retry left) to the response store, every other row (to retry, or left pending by
+    a stop) to ``results-n``, which the next attempt combines with its own."""
+    shard, attempt = at
+    made_final = (pl.col("attempt") == attempt) & ~pl.col(CUSTOM_ID).is_in(
+        retry_ids[CUSTOM_ID].implode()
+    )
+    job.state.write_results(shard, attempt, combined.filter(~made_final))
+    final = combined.filter(made_final)
     if final.is_empty():
         return
     keys = job.state.shard_frame(shard, columns=[ROW_ID, KEY])
     records = final.join(keys, on=ROW_ID, how="inner")
     ResponseStore(job.state.storage, job.spec.name).write(
-        f"{shard}-a{attempt}", records, job.spec.model
+        collection(shard, attempt), records, job.spec.model
     )
+
+
+def _final_before(state: JobState, shard: str, attempt: int) -> pl.DataFrame | None:
+    """The rows the shard's attempts before ``attempt`` made final, from the response store."""
+    if attempt <= 1:
+        return None
+    names = [collection(shard, n) for n in range(1, attempt)]
+    return stored_responses(ResponseStore(state.storage, state.job).collected(names))
 
 
 def _attempt_cap(previous: ShardSummary | None, state: BatchState, sent: int) -> int:
@@ -254,11 +272,10 @@ def _record_cost(job: Job, shard: str, submission: Submission, results: pl.DataF
 
 
 def shard_responses(state: JobState, shard: str) -> pl.DataFrame:
-    """The shard's merged responses over every collected attempt."""
+    """The shard's merged responses over every collected attempt: the final outcomes from the
+    response store, the rows still pending from the last collection's ``results-n``."""
     summary = state.summary(shard)
     attempts = summary.attempt if summary else 0
-    if attempts and state.storage.exists(state.paths.responses(shard)):
-        return state.storage.read_parquet(state.paths.responses(shard))
     if attempts == 0:  # never collected: nothing to send, or the job stopped before sending
         rows = state.plan(shard, 1)
         if rows is None:
@@ -267,4 +284,4 @@ def shard_responses(state: JobState, shard: str) -> pl.DataFrame:
         quota = record.get("kind") == "quota"
         cls = FailureClass.INSUFFICIENT_QUOTA.value if quota else NOT_SENT
         return unsent_responses(rows, record.get("reason", "not sent yet"), cls)
-    return combine_attempts([state.results(shard, n) for n in range(1, attempts + 1)])
+    return with_final(_final_before(state, shard, attempts + 1), state.results(shard, attempts))

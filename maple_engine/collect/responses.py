@@ -15,6 +15,8 @@ from maple_engine.providers.base import RESULT_SCHEMA, BatchState
 from maple_engine.spec import CUSTOM_ID, ROW_ID
 
 ATTEMPT_COLUMNS = [ROW_ID, CUSTOM_ID, *RESULT_SCHEMA.keys(), "cost_usd", "parsed", "attempt"]
+#: A shard's responses: each row's latest attempt, how often it was sent, the cost of all sends.
+RESPONSE_COLUMNS = [*(c for c in ATTEMPT_COLUMNS if c != "cost_usd"), "attempts", "cost_usd"]
 
 
 def unrun_failure(state: BatchState, can_split: bool = False) -> tuple[str, str]:
@@ -131,22 +133,46 @@ class _Validator:
 
 
 def combine_attempts(attempts: list[pl.DataFrame]) -> pl.DataFrame:
-    """Per row: the latest attempt's outcome, how often it was sent, the cost of all attempts."""
-    if len(attempts) == 1:  # the common case: no retries, nothing to merge
+    """Per row: the latest attempt's outcome, how often it was sent, the cost of all attempts.
+
+    A frame may be an earlier combination (with ``attempts``, its rows' sends so far, and their
+    summed cost): the rows a shard's last collection left pending."""
+    if len(attempts) == 1 and "attempts" not in attempts[0].columns:  # the common case
         only = attempts[0].with_columns(pl.lit(1, pl.Int64).alias("attempts"))
-        columns = [c for c in only.columns if c not in {"attempts", "cost_usd"}]
-        return only.select(*columns, "attempts", "cost_usd").sort(ROW_ID)
-    every = pl.concat(attempts, how="vertical_relaxed")
+        return only.select(RESPONSE_COLUMNS).sort(ROW_ID)
+    every = pl.concat([_with_sends(a) for a in attempts], how="vertical_relaxed")
     totals = every.group_by(ROW_ID).agg(
-        pl.len().cast(pl.Int64).alias("attempts"), pl.col("cost_usd").sum().alias("total_cost_usd")
+        pl.col("attempts").sum().cast(pl.Int64), pl.col("cost_usd").sum().alias("total_cost_usd")
     )
-    latest = every.sort("attempt").unique(subset=ROW_ID, keep="last")
+    latest = every.sort("attempt").unique(subset=ROW_ID, keep="last").drop("attempts")
     return (
         latest.join(totals, on=ROW_ID)
         .drop("cost_usd")
         .rename({"total_cost_usd": "cost_usd"})
+        .select(RESPONSE_COLUMNS)
         .sort(ROW_ID)
     )
+
+
+def _with_sends(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` in response columns; one attempt's rows were each sent once."""
+    if "attempts" not in frame.columns:
+        frame = frame.with_columns(pl.lit(1, pl.Int64).alias("attempts"))
+    return frame.select(RESPONSE_COLUMNS)
+
+
+def stored_responses(records: pl.DataFrame) -> pl.DataFrame:
+    """A shard's response-store records (with the rows they answered) as responses."""
+    return records.with_columns(pl.col(CUSTOM_ID).alias("custom_id")).select(RESPONSE_COLUMNS)
+
+
+def with_final(final: pl.DataFrame | None, pending: pl.DataFrame) -> pl.DataFrame:
+    """A shard's responses: the rows earlier collections made final (``final``, from the
+    response store), then every other row's latest outcome (``pending``), by row id."""
+    if final is None:
+        return pending
+    rest = pending.join(final.select(ROW_ID), on=ROW_ID, how="anti")
+    return pl.concat([final, rest], how="vertical_relaxed").sort(ROW_ID)
 
 
 #: Error text of an ``invalid_image`` row whose image was checked and found gone: never resent.

@@ -26,16 +26,18 @@ Layout of one job ``<job>``::
         <key>/deadline-cancel-<n>.json  attempt n's batch was cancelled for the deadline
         <key>/claim-<n>/                the claim on attempt n (`maple_engine.storage.leases`)
         <key>/rt-<n>/                   real-time checkpoints of attempt n
-        <key>/results-<n>.parquet       parsed results of attempt n
-        <key>/responses.parquet         every attempt merged: one row per request of the shard
+        <key>/results-<n>.parquet       the rows not final after attempt n (to retry, or held by
+                                        a stop): latest outcome, sends and cost so far; final
+                                        outcomes are in the response store
         <key>/summary.json              after each collection: attempt, retries pending, final,
                                         max requests per attempt after a too-large rejection
         anthropic-intents/<key>-<n>.json  an Anthropic batch about to be created
         versions/<n>/keys/<b>.parquet   row id and request key of every row, by key bucket
         versions/<n>/fill/<b>.parquet   row id and key of the rows not sent (filled at merge)
         versions/<n>/fills/<b>.parquet  those rows joined with their stored records, by row id
-    <job>/store/<b>/<name>.parquet      the response store (`maple_engine.storage.response_store`),
-    by key bucket
+    <job>/store/<b>/<shard>-a<n>.parquet
+                                        the response store (`maple_engine.storage.response_store`)
+                                        by key bucket: the outcomes attempt n made final
     <job>/output/merged.<fmt>           the merged output when no --output is given
     <job>/bedrock/input/<stem>-<digest>.jsonl, <job>/bedrock/output/<stem>/
                                         Bedrock batch inference's input and output objects
@@ -135,9 +137,6 @@ class JobLayout:
 
     def results(self, shard: str, attempt: int) -> str:
         return self.state(shard, f"results-{attempt}.parquet")
-
-    def responses(self, shard: str) -> str:
-        return self.state(shard, "responses.parquet")
 
     def summary(self, shard: str) -> str:
         return self.state(shard, "summary.json")

@@ -5,8 +5,10 @@ and the encoded request body, which holds the model, parameters, system prompt, 
 prompt, image URL and response schema. Two rows with the same key are the same work.
 
 Files: ``<root>/<job>/store/<b>/<shard>-a<attempt>.parquet`` (`maple_engine.storage.layout`), the
-outcomes
-that one collection made final, for the keys whose first hex digit is <b> (16 buckets).
+outcomes that one collection made final, for the keys whose first hex digit is <b> (16 buckets).
+The store is the only copy of a final answer: each record also names the row it answered (row
+and custom id, the attempt, whether it was billed), and a shard's responses are read back from
+its collections' files (`ResponseStore.collected`).
 
 A collection writes its files before the shard's summary, so a shard never counts as collected
 before its answers are durable; a rerun after a crash rewrites the same names with the same rows.
@@ -22,7 +24,8 @@ import time
 import polars as pl
 import polars_hash  # noqa: F401  (registers the ``chash`` expression namespace)
 
-from maple_engine.spec import KEY
+from maple_engine.errors import StorageError
+from maple_engine.spec import CUSTOM_ID, KEY, ROW_ID
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 
@@ -58,6 +61,19 @@ _SCHEMA: dict[str, type[pl.DataType] | pl.DataType] = {
     "model": pl.String,
     "at": pl.Float64,
 }
+#: The row a record answered, in the collection that stored it (not used by lookups by key).
+ROW_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
+    ROW_ID: pl.Int64,
+    CUSTOM_ID: pl.String,
+    "billed": pl.Boolean,
+    "attempt": pl.Int64,
+}
+_STORED = {**_SCHEMA, **ROW_COLUMNS}
+
+
+def collection(shard: str, attempt: int) -> str:
+    """The name of the files one collection (a shard's attempt) writes in each bucket."""
+    return f"{shard}-a{attempt}"
 
 
 def request_key(provider: str, request: pl.Expr) -> pl.Expr:
@@ -84,13 +100,13 @@ class ResponseStore:
         return JobLayout(self.job).store_bucket(bucket)
 
     def write(self, name: str, records: pl.DataFrame, model: str) -> None:
-        """Store ``records`` (KEY + outcome columns) as ``<bucket>/<name>.parquet`` files."""
+        """Store ``records`` (KEY, outcome and row columns) as ``<bucket>/<name>.parquet``."""
         if records.is_empty():
             return
-        frame = records.select(KEY, *RECORD_COLUMNS).with_columns(
+        frame = records.select(KEY, *RECORD_COLUMNS, *ROW_COLUMNS).with_columns(
             pl.lit(model, pl.String).alias("model"), pl.lit(time.time()).alias("at")
         )
-        frame = frame.cast(_SCHEMA)  # type: ignore[arg-type]
+        frame = frame.cast(_STORED)  # type: ignore[arg-type]
         for part in by_bucket(frame):
             bucket = str(part[KEY][0])[0]
             self.storage.write_parquet(JobLayout(self.job).store_file(bucket, name), part)
@@ -99,11 +115,29 @@ class ResponseStore:
         return [k for k in self.storage.list_keys(self._bucket(bucket)) if k.endswith(".parquet")]
 
     def scan(self, bucket: str) -> pl.LazyFrame:
-        """Every stored record of one bucket (an empty frame if there is none)."""
+        """Every stored record of one bucket (an empty frame if there is none), by key: the
+        outcome columns, not the rows they answered."""
         files = self.files(bucket)
         if not files:
             return pl.LazyFrame(schema=_SCHEMA)
-        return pl.concat([self.storage.scan_parquet(k) for k in files], how="vertical_relaxed")
+        scans = [self.storage.scan_parquet(k).select(list(_SCHEMA)) for k in files]
+        return pl.concat(scans, how="vertical_relaxed")
+
+    def collected(self, names: list[str]) -> pl.DataFrame:
+        """The records the named collections stored, with the rows they answered (files written
+        before records named their rows are skipped)."""
+        paths = JobLayout(self.job)
+        found = (self._read(paths.store_file(b, name)) for b in BUCKETS for name in names)
+        parts = [p for p in found if p is not None and ROW_ID in p.columns]
+        if not parts:
+            return pl.DataFrame(schema=_STORED)
+        return pl.concat(parts, how="vertical_relaxed")
+
+    def _read(self, key: str) -> pl.DataFrame | None:
+        try:
+            return self.storage.read_parquet(key)
+        except StorageError:  # the collection stored nothing in this bucket
+            return None
 
     def usable_keys(self, bucket: str, *, retry_failed: bool) -> pl.LazyFrame:
         """Keys whose stored outcome a run takes instead of sending: successes, and final

@@ -22,7 +22,10 @@ from maple_assets.cli.commands import main
 from maple_engine.collect.responses import IMAGE_GONE
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import cost_expr
+from maple_engine.spec import ROW_ID
 from maple_engine.state import JobState
+from maple_engine.steps import shard_responses
+from maple_engine.storage.response_store import ResponseStore, collection
 from maple_engine.storage.storage import Storage
 
 ROWS = 12
@@ -100,6 +103,31 @@ def test_rate_limited_rows_are_retried_until_they_succeed(table: Path, tmp_path:
     assert_all_succeeded_once_billed(frame, stats)
     assert frame["llm_attempts"].max() > 1  # type: ignore[operator]
     assert stats["fault_rate_limited"] == int(frame["llm_attempts"].sum()) - ROWS
+    assert_each_answer_once(tmp_path / "store", frame)
+
+
+def assert_each_answer_once(root: Path, frame: pl.DataFrame) -> None:
+    """Each answer is kept once: a final one in the response store (with its row), a pending
+    one in the last collection's ``results-n``; no other copy (no IO-manager file per shard)."""
+    state = JobState(Storage(str(root)), "faults")
+    summary = state.summary("s00000")
+    assert summary is not None and summary.attempt > 1
+    names = [collection("s00000", n) for n in range(1, summary.attempt + 1)]
+    stored = ResponseStore(state.storage, "faults").collected(names)
+    assert sorted(stored[ROW_ID].to_list()) == list(range(ROWS))  # every row once, final
+    for n in range(1, summary.attempt + 1):
+        pending = state.results("s00000", n)  # rows not final after attempt n: all resent
+        assert (pending["status"] == "failed").all()
+        planned = state.plan("s00000", n + 1)
+        assert pending.is_empty() or set(pending[ROW_ID]) <= set(planned[ROW_ID])  # type: ignore[index]
+    assert state.results("s00000", summary.attempt).is_empty()
+    files = {p.name for p in (root / "faults").rglob("*.parquet")}
+    assert "responses.parquet" not in files
+    assert not (root / "faults" / "raw_responses").exists()
+    assert not (root / "faults" / "submissions").exists()
+    responses = shard_responses(state, "s00000")
+    assert responses["attempts"].to_list() == frame["llm_attempts"].to_list()
+    assert responses["cost_usd"].to_list() == pytest.approx(frame["llm_cost_usd"].to_list())
 
 
 def test_expired_batches_resend_only_the_unrun_rows(table: Path, tmp_path: Path) -> None:
