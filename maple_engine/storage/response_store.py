@@ -20,6 +20,7 @@ keys the store holds.
 """
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import polars as pl
 import polars_hash  # noqa: F401  (registers the ``chash`` expression namespace)
@@ -30,6 +31,7 @@ from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 
 BUCKETS = "0123456789abcdef"
+_READERS = 8  # store files of one shard read at once
 RECORD_COLUMNS = (
     "status",
     "failure_class",
@@ -125,9 +127,12 @@ class ResponseStore:
 
     def collected(self, names: list[str]) -> pl.DataFrame:
         """The records the named collections stored, with the rows they answered (files written
-        before records named their rows are skipped)."""
+        before records named their rows are skipped). The files are read a few at a time: on
+        S3 each is a request."""
         paths = JobLayout(self.job)
-        found = (self._read(paths.store_file(b, name)) for b in BUCKETS for name in names)
+        keys = [paths.store_file(b, name) for name in names for b in BUCKETS]
+        with ThreadPoolExecutor(max_workers=_READERS) as pool:
+            found = list(pool.map(self._read, keys))
         parts = [p for p in found if p is not None and ROW_ID in p.columns]
         if not parts:
             return pl.DataFrame(schema=_STORED)
