@@ -177,9 +177,7 @@ def keep_answers(
         retry_ids[CUSTOM_ID].implode()
     )
     job.state.write_results(shard, attempt, combined.filter(~made_final))
-    final = combined.filter(made_final)
-    if final.is_empty():
-        return
+    final = combined.filter(made_final)  # stored even if empty: it replaces an earlier run's
     keys = job.state.shard_frame(shard, columns=[ROW_ID, KEY])
     records = final.join(keys, on=ROW_ID, how="inner")
     ResponseStore(job.state.storage, job.spec.name).write(

@@ -11,7 +11,7 @@ and custom id, the attempt, whether it was billed), and a shard's responses are 
 its collections' files (`ResponseStore.collected`).
 
 A collection writes its files before the shard's summary, so a shard never counts as collected
-before its answers are durable; a rerun after a crash rewrites the same names with the same rows.
+before its answers are durable; a rerun after a crash replaces the files of the same names.
 Stored outcomes are successes and failures with no retry left; rows that merely never ran
 (expired, rate limited, not sent, out of quota) are not stored and are sent again by a later run.
 
@@ -102,16 +102,22 @@ class ResponseStore:
         return JobLayout(self.job).store_bucket(bucket)
 
     def write(self, name: str, records: pl.DataFrame, model: str) -> None:
-        """Store ``records`` (KEY, outcome and row columns) as ``<bucket>/<name>.parquet``."""
-        if records.is_empty():
-            return
+        """Store ``records`` (KEY, outcome and row columns) as ``<bucket>/<name>.parquet``.
+
+        The files replace all of an earlier write's under that name, also in the buckets these
+        records miss: a collection run again after a crash leaves only its own records."""
         frame = records.select(KEY, *RECORD_COLUMNS, *ROW_COLUMNS).with_columns(
             pl.lit(model, pl.String).alias("model"), pl.lit(time.time()).alias("at")
         )
         frame = frame.cast(_STORED)  # type: ignore[arg-type]
-        for part in by_bucket(frame):
+        paths = JobLayout(self.job)
+        written: set[str] = set()
+        for part in by_bucket(frame) if frame.height else []:
             bucket = str(part[KEY][0])[0]
-            self.storage.write_parquet(JobLayout(self.job).store_file(bucket, name), part)
+            self.storage.write_parquet(paths.store_file(bucket, name), part)
+            written.add(bucket)
+        for bucket in sorted(set(BUCKETS) - written):
+            self.storage.delete(paths.store_file(bucket, name))
 
     def files(self, bucket: str) -> list[str]:
         return [k for k in self.storage.list_keys(self._bucket(bucket)) if k.endswith(".parquet")]

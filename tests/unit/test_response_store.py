@@ -1,0 +1,59 @@
+"""The response store as the one copy of a shard's final answers."""
+
+from pathlib import Path
+
+import polars as pl
+
+from maple_engine.collect.responses import RESPONSE_COLUMNS, stored_responses, with_final
+from maple_engine.spec import CUSTOM_ID, KEY, ROW_ID
+from maple_engine.storage.response_store import ResponseStore, collection
+from maple_engine.storage.storage import Storage
+
+
+def records(rows: list[int], keys: list[str], status: str = "succeeded") -> pl.DataFrame:
+    n = len(rows)
+    return pl.DataFrame(
+        {
+            ROW_ID: rows,
+            CUSTOM_ID: [f"r{r}" for r in rows],
+            KEY: keys,
+            "custom_id": [f"r{r}" for r in rows],
+            "status": [status] * n,
+            "failure_class": [None] * n,
+            "error": [None] * n,
+            "response": [f"answer {r}" for r in rows],
+            "billed": [True] * n,
+            "input_tokens": [3] * n,
+            "cached_input_tokens": [0] * n,
+            "cache_write_tokens": [0] * n,
+            "output_tokens": [2] * n,
+            "batch_id": ["b1"] * n,
+            "parsed": [None] * n,
+            "attempt": [1] * n,
+            "attempts": [1] * n,
+            "cost_usd": [0.5] * n,
+        },
+        schema_overrides={"failure_class": pl.String, "error": pl.String, "parsed": pl.String},
+    )
+
+
+def test_a_collection_run_again_replaces_its_files_in_every_bucket(tmp_path: Path) -> None:
+    store = ResponseStore(Storage(str(tmp_path)), "job")
+    name = collection("s00000", 1)
+    store.write(name, records([0, 1], ["a" * 32, "b" * 32]), "m")
+    store.write(name, records([1], ["b" * 32]), "m")  # the rerun made row 0 pending instead
+    assert store.collected([name])[ROW_ID].to_list() == [1]
+    store.write(name, records([], []), "m")
+    assert store.collected([name]).is_empty()
+
+
+def test_a_shards_responses_are_its_stored_rows_and_its_pending_ones(tmp_path: Path) -> None:
+    store = ResponseStore(Storage(str(tmp_path)), "job")
+    store.write(collection("s00000", 1), records([2, 0], ["c" * 32, "0" * 32]), "m")
+    final = stored_responses(store.collected([collection("s00000", 1)]))
+    pending = records([1], ["1" * 32], status="failed").with_columns(pl.lit(2).alias("attempts"))
+    responses = with_final(final, pending.select(RESPONSE_COLUMNS))
+    assert responses.columns == RESPONSE_COLUMNS
+    assert responses[ROW_ID].to_list() == [0, 1, 2]
+    assert responses["status"].to_list() == ["succeeded", "failed", "succeeded"]
+    assert responses["attempts"].to_list() == [1, 2, 1]
