@@ -28,10 +28,10 @@ from maple_engine.ledger.attempt_cost import AttemptCost
 from maple_engine.providers.base import BatchState, ShardPayload, Submission
 from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID
 from maple_engine.state import JobState, ShardSummary
+from maple_engine.storage.claims import claim_batch
 from maple_engine.storage.response_store import ResponseStore
 from maple_engine.submit import queue
 from maple_engine.submit.budget import within_budget
-from maple_engine.submit.claims import claim_batch
 from maple_engine.submit.deadline import REALTIME_PREFIX
 
 

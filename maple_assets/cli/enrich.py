@@ -20,9 +20,9 @@ from maple_engine.ledger.price_book import PriceBook
 from maple_engine.providers.registry import build_provider
 from maple_engine.spec import MAX_JOB_NAME, JobSpec
 from maple_engine.state import JobState
+from maple_engine.storage.claims import driver_lease
 from maple_engine.storage.storage import Storage
 from maple_engine.submit.budget import ledger_totals, resume_budget_stop
-from maple_engine.submit.claims import driver_lease
 from maple_engine.submit.deadline import deadline_split, parse_duration, realtime_twin
 
 

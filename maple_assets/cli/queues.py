@@ -6,11 +6,11 @@ from typing import Any
 from maple_assets.cli.tables import render
 from maple_assets.graph.admission import wait_message
 from maple_engine.ledger.costs import CostLedger, default_sqlite_path
+from maple_engine.ledger.queues import usage_by_queue
 from maple_engine.ledger.schema import queue_slots
 from maple_engine.settings import Settings
 from maple_engine.storage.layout import QUEUES, JobLayout
 from maple_engine.storage.storage import Storage
-from maple_engine.submit.queue_ledger import usage_by_queue
 
 
 def ledger_exists(root: str) -> bool:

@@ -17,6 +17,7 @@ from maple_assets.cli.tables import render
 from maple_engine.collect.responses import summarize
 from maple_engine.errors import ConfigError, MapleError, ProviderError
 from maple_engine.ledger.costs import CostLedger
+from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
 from maple_engine.providers.base import Provider, Submission
 from maple_engine.providers.registry import build_provider
@@ -25,7 +26,6 @@ from maple_engine.state import JobState
 from maple_engine.steps import shard_responses
 from maple_engine.storage.layout import JobLayout, job_names
 from maple_engine.storage.storage import Storage
-from maple_engine.submit.queue_ledger import release_job
 
 
 def _storage(root: str | None) -> Storage:

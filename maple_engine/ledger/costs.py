@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from sqlalchemy.dialects import postgresql, sqlite
 
 from maple_engine.errors import StorageError
+from maple_engine.ledger.admissions import Admission, admit
 from maple_engine.ledger.attempt_cost import AttemptCost
 from maple_engine.ledger.schema import (
     TOKENS,
@@ -41,7 +42,6 @@ from maple_engine.ledger.schema import (
 )
 from maple_engine.settings import Settings
 from maple_engine.storage.layout import COSTS_DB
-from maple_engine.submit.admissions import Admission, admit
 
 GroupBy = Literal["team", "job", "model", "day"]
 _KEY = ("job", "shard", "attempt")
@@ -136,7 +136,7 @@ class CostLedger(BaseModel):
     ) -> Admission:
         """Atomically admit attempt ``key`` (job, shard, attempt) under ``budget_usd``, counting
         the spend of the shards in ``scope`` (default: the whole job;
-        `maple_engine.submit.admissions`)."""
+        `maple_engine.ledger.admissions`)."""
         with self._write() as conn:
             return admit(
                 conn,

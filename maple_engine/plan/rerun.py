@@ -13,7 +13,7 @@ from maple_engine.plan.sharding import ShardInfo, write_shards
 from maple_engine.plan.versions import KeySpill, Version, VersionPlan, attempt_one, input_digest
 from maple_engine.plan.versions import plan_version as plan_rows
 from maple_engine.state import ShardSummary
-from maple_engine.submit.claims import sharding_lease
+from maple_engine.storage.claims import sharding_lease
 
 
 def shard_input(
@@ -21,7 +21,7 @@ def shard_input(
 ) -> tuple[list[ShardInfo], Version, VersionPlan]:
     """The current version's shards: resumed if the input and settings are unchanged, else a
     new version cut from the input, with attempt-1 plans holding only the rows to send.
-    One run cuts a job's shards at a time (`maple_engine.submit.claims.sharding_lease`)."""
+    One run cuts a job's shards at a time (`maple_engine.storage.claims.sharding_lease`)."""
     job.price()  # an unknown model is an error before anything is sent
     with sharding_lease(job.state.storage, job.state.paths.sharding):
         return _shard_input(job, source, retry_failed)

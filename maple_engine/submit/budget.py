@@ -15,7 +15,7 @@ a larger budget (or none) clears the stop (`resume_budget_stop`), and the guard 
 batches against the new budget.
 
 With a cost ledger (always, under the CLI and the definitions) the admission is one atomic
-transaction in the ledger (`maple_engine.submit.admissions`), so concurrent submission runs (the
+transaction in the ledger (`maple_engine.ledger.admissions`), so concurrent submission runs (the
 daemon's,
 a UI run beside a CLI run) can not overshoot the budget by more than one batch in total.
 """

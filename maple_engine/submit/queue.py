@@ -2,7 +2,7 @@
 
 OpenAI limits the prompt tokens enqueued in batches per model and organization; Anthropic the
 requests waiting in the Message Batches queue. Before a shard attempt is sent, it asks the
-shared queue budget in the ledger (`maple_engine.submit.queue_ledger`) for room: its units
+shared queue budget in the ledger (`maple_engine.ledger.queues`) for room: its units
 (estimated
 prompt tokens, or requests for Anthropic) must fit under the limit with everything already
 enqueued by every job on the same provider and model, and the teams waiting share the room by
@@ -23,11 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from maple_engine.errors import ConfigError, QueueFull, StorageError
-from maple_engine.providers.base import BatchState, ShardPayload, Submission
-from maple_engine.settings import knob
-from maple_engine.storage.layout import queue_file
-from maple_engine.storage.storage import Storage
-from maple_engine.submit.queue_ledger import (
+from maple_engine.ledger.queues import (
     Decision,
     Slot,
     admit_slot,
@@ -38,6 +34,10 @@ from maple_engine.submit.queue_ledger import (
     release_others,
     validated_units,
 )
+from maple_engine.providers.base import BatchState, ShardPayload, Submission
+from maple_engine.settings import knob
+from maple_engine.storage.layout import queue_file
+from maple_engine.storage.storage import Storage
 
 if TYPE_CHECKING:
     from maple_engine.job import Job

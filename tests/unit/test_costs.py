@@ -21,7 +21,7 @@ from maple_engine.ledger.attempt_cost import AttemptCost
 from maple_engine.ledger.costs import CostLedger, default_sqlite_path
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice, cost_expr
-from maple_engine.ledger.schema import MIGRATIONS, schema_version
+from maple_engine.ledger.schema import current_revision, head_revision, metadata, migrate
 
 REPO = Path(__file__).parents[2]
 PRICE = ModelPrice(0.15, 0.6, 0.075, 0.15, source="test")
@@ -292,9 +292,8 @@ def test_schema_is_versioned_and_migrated_once(tmp_path: Path) -> None:
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
-            versions = conn.execute(sa.select(schema_version.c.version)).scalars().all()
-            assert versions == [len(MIGRATIONS)]
-            conn.execute(schema_version.update().values(version=len(MIGRATIONS) + 1))
+            assert current_revision(conn) == head_revision()
+            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
             conn.commit()
     finally:
         engine.dispose()
@@ -303,6 +302,45 @@ def test_schema_is_versioned_and_migrated_once(tmp_path: Path) -> None:
         pytest.raises(StorageError, match="newer than this Maple"),
     ):
         tracker.report()
+
+
+def test_the_tables_in_code_are_what_the_revisions_build(tmp_path: Path) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path}/fresh.sqlite")
+    try:
+        with engine.begin() as conn:
+            migrate(conn)
+            assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+    finally:
+        engine.dispose()
+
+
+def test_a_ledger_from_before_the_revisions_is_stamped_and_carried_on(tmp_path: Path) -> None:
+    """A ledger written by the hand-rolled migrations (``schema_version`` = 2: costs and
+    admissions) is stamped revision 0002 and gets the queue table, its rows kept."""
+    url = f"sqlite:///{tmp_path}/old.sqlite"
+    with CostLedger(database_url=url) as tracker:
+        tracker.record(entry())
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP TABLE alembic_version")
+            conn.exec_driver_sql("DROP TABLE queue_slots")
+            conn.exec_driver_sql("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+            conn.exec_driver_sql("INSERT INTO schema_version VALUES (2)")
+    finally:
+        engine.dispose()
+    with CostLedger(database_url=url) as tracker:
+        assert [r["requests"] for r in tracker.report(by="job")] == [entry().requests]
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            assert current_revision(conn) == head_revision()
+            assert sa.inspect(conn).has_table("queue_slots")
+    finally:
+        engine.dispose()
 
 
 # -- CLI -------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The shared queue budget (`maple_engine.submit.queue_ledger`) on a real SQLite ledger, and the
+"""The shared queue budget (`maple_engine.ledger.queues`) on a real SQLite ledger, and the
 parsers
 of the queue limit and deadline options."""
 
@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from maple_engine.errors import ConfigError
+from maple_engine.ledger.queues import Decision, Slot, admit_slot, mark, release_others
 from maple_engine.ledger.schema import queue_slots
 from maple_engine.submit.deadline import margin, parse_duration
 from maple_engine.submit.queue import parse_limit
-from maple_engine.submit.queue_ledger import Decision, Slot, admit_slot, mark, release_others
 from resources.costs import CostTracker
 
 QUEUE = "openai:gpt-4o-mini"

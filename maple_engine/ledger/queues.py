@@ -4,7 +4,7 @@ Each batch a job wants to send is a row of ``queue_slots`` keyed by (job, shard,
 waits (``enqueued_at`` null, ``seen_at`` refreshed by the job's sensor), is admitted into the
 queue (``enqueued_at``), and is released when its batch ends (``released_at``). Admission is
 one transaction, under the queue's advisory lock on PostgreSQL and the database write lock on
-SQLite (``BEGIN IMMEDIATE``), like the budget admission (`maple_engine.submit.admissions`), so
+SQLite (``BEGIN IMMEDIATE``), like the budget admission (`maple_engine.ledger.admissions`), so
 concurrent
 jobs in any process never admit past the limit together.
 
