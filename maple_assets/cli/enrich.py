@@ -8,7 +8,7 @@ import click
 import orjson
 
 from maple_assets.cli.dry_run import dry_run, percent
-from maple_assets.cli.errors import marks_interrupt, outcome_code
+from maple_assets.cli.errors import engine_warnings_on_stderr, marks_interrupt, outcome_code
 from maple_assets.cli.runner import Runner, instance_for
 from maple_assets.factory import Enrichment, enrichment
 from maple_assets.wiring import wire_resources
@@ -174,7 +174,7 @@ def _drive(opts: EnrichOptions, en: Enrichment, provider: Any, state: JobState) 
         log_level="WARNING" if opts.debug else "CRITICAL",  # errors reach the user as one line
     )
     try:
-        with marks_interrupt(state):
+        with marks_interrupt(state), engine_warnings_on_stderr():
             table = runner.run()
         if opts.timings_json:
             Path(opts.timings_json).write_bytes(

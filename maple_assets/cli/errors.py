@@ -111,6 +111,21 @@ def marks_interrupt(state: Any) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def engine_warnings_on_stderr() -> Iterator[None]:
+    """The engine's warnings (a provider call retrying through an outage, say) as one
+    ``maple: ...`` line each on stderr while a job runs."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("maple: %(message)s"))
+    engine = logging.getLogger("maple")
+    engine.addHandler(handler)
+    try:
+        yield
+    finally:
+        engine.removeHandler(handler)
+
+
+@contextlib.contextmanager
 def quiet_interrupts(debug: bool) -> Iterator[None]:
     """Ctrl-C raises KeyboardInterrupt as usual; without ``--debug`` it also silences the
     logging and "Exception ignored" noise libraries print while they unwind."""

@@ -16,6 +16,7 @@ from dagster._core.storage.tags import (
 from maple_assets.cli import dagster_home
 from maple_assets.cli.progress import Counts, Progress
 from maple_assets.factory import Enrichment
+from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job, job_for
 from maple_engine.merge.merge import OutputTable
 
@@ -68,7 +69,7 @@ class Runner:
         config: dict[str, Any] | None = None,
     ) -> None:
         """One in-process run of ``key``: unpartitioned, one shard, or the shards first..last."""
-        tags = {"maple/driver": "cli"}
+        tags = {"maple/driver": "cli", **run_tags(self.enrichment.spec, self.job().state)}
         if first is not None and last is not None and first != last:
             tags |= {RANGE_START: first, RANGE_END: last}
             first = None

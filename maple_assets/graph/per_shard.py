@@ -7,6 +7,8 @@ from typing import Any
 
 import dagster as dg
 
+from maple_assets.graph.engine_log import engine_log_to
+
 
 def per_shard(context: dg.AssetExecutionContext, work: Any, parallel: int = 1) -> dg.Output[Any]:
     """Run ``work(shard) -> (frame, metadata)`` for every partition of the run.
@@ -16,11 +18,12 @@ def per_shard(context: dg.AssetExecutionContext, work: Any, parallel: int = 1) -
     """
     keys = context.partition_keys
     started = time.monotonic()
-    if parallel > 1 and len(keys) > 1:
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            results = list(pool.map(work, keys))
-    else:
-        results = [work(key) for key in keys]
+    with engine_log_to(context.log):
+        if parallel > 1 and len(keys) > 1:
+            with ThreadPoolExecutor(max_workers=parallel) as pool:
+                results = list(pool.map(work, keys))
+        else:
+            results = [work(key) for key in keys]
     duration = {"duration_s": round(time.monotonic() - started, 3)}
     if len(keys) == 1:
         frame, metadata = results[0]

@@ -1,10 +1,12 @@
 """The one place that builds httpx clients and retries provider control calls politely."""
 
 import functools
+import logging
 import random
 import ssl
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import IO, Any
 
 import httpx
@@ -16,6 +18,9 @@ from maple_engine.settings import knob
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 MAX_RETRY_AFTER_S = 60.0
+# Control calls that retry say so here (a Dagster run shows it in its log; `maple` on stderr).
+log = logging.getLogger("maple.provider")
+RETRY_LOG_EVERY_S = 30.0  # one line when an episode starts, then at most one per 30 s
 
 
 def make_client(
@@ -162,8 +167,9 @@ def _retried(
 ) -> httpx.Response:
     """``call`` under `control_retrying`; errors name the call, the last answer is checked."""
     started = time.monotonic()
+    say = _retry_logger(f"{what}: {method} {url}")
     try:
-        response = control_retrying(max_retries, window, started)(call)
+        response = control_retrying(max_retries, window, started, say)(call)
     except httpx.TransportError as exc:
         raise ProviderError(f"{what}: {method} {url} failed: {exc!r}{_for(started)}") from exc
     except Retryable as exc:  # retries used up: report the last answer
@@ -191,10 +197,16 @@ def _retryable(response: httpx.Response) -> httpx.Response:
     return response
 
 
-def control_retrying(max_retries: int, window: float, started: float) -> tenacity.Retrying:
+def control_retrying(
+    max_retries: int,
+    window: float,
+    started: float,
+    before_sleep: Callable[[tenacity.RetryCallState], None] | None = None,
+) -> tenacity.Retrying:
     """The one retry policy of control calls: transport errors and retryable answers are sent
     again with jittered exponential backoff (or the answer's ``retry-after``), up to
-    ``max_retries`` retries, or for as long as ``window`` seconds since ``started`` allow."""
+    ``max_retries`` retries, or for as long as ``window`` seconds since ``started`` allow;
+    ``before_sleep`` hears of each retry."""
 
     def stop(state: tenacity.RetryCallState) -> bool:
         retries = state.attempt_number - 1
@@ -213,8 +225,39 @@ def control_retrying(max_retries: int, window: float, started: float) -> tenacit
         stop=stop,
         wait=wait,
         sleep=time.sleep,  # looked up per call: tests may patch time.sleep
+        before_sleep=before_sleep,
         reraise=True,
     )
+
+
+def _retry_logger(call: str) -> Callable[[tenacity.RetryCallState], None]:
+    """A ``before_sleep`` hook that logs one warning when ``call`` starts retrying and then at
+    most one every ``RETRY_LOG_EVERY_S``: what failed, since when, how many tries, next try."""
+    since = datetime.now(UTC)
+    last = {"at": -RETRY_LOG_EVERY_S}
+
+    def say(state: tenacity.RetryCallState) -> None:
+        now = time.monotonic()
+        if now - last["at"] < RETRY_LOG_EVERY_S:
+            return
+        last["at"] = now
+        error = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(error, Retryable):
+            answer = f"answered {error.response.status_code}"
+        else:
+            answer = f"failed ({type(error).__name__})"
+        wait = state.upcoming_sleep
+        log.warning(
+            "provider call retrying: %s %s since %s UTC, %d tries, next try in %.1f s",
+            call,
+            answer,
+            since.strftime("%H:%M:%S"),
+            state.attempt_number,
+            wait,
+            extra={"maple_call": call, "maple_since": since.isoformat(), "maple_next_s": wait},
+        )
+
+    return say
 
 
 def _checked(response: httpx.Response, what: str, method: str, url: str) -> httpx.Response:
