@@ -1,4 +1,7 @@
-"""The failure taxonomy (DESIGN section 5) and the mapping of provider outcomes onto it."""
+"""The failure taxonomy and the mapping of provider outcomes onto it.
+
+The classes and their default retries: docs/architecture.md, "Failures and retries".
+"""
 
 import enum
 

@@ -1,4 +1,4 @@
-"""Retry policies per failure class (DESIGN section 5)."""
+"""Retry policies per failure class (docs/architecture.md, "Failures and retries")."""
 
 import dataclasses
 from collections.abc import Mapping

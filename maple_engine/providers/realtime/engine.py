@@ -5,11 +5,11 @@ requests) and for its turn from the ``Pacer`` (RPM/TPM), rounded up to a send gr
 less: at most 5 requests per point, a fifth of a learned window or less) so that the requests
 of one step leave on one event-loop wake (paced one by one, each request cost a wake of its
 own: twice the CPU). It posts the already-encoded body (no re-parsing) with aiohttp, whose
-client costs a fraction of httpx's CPU per request (DESIGN.md section 9); the rare non-200
-answer is wrapped as an ``httpx.Response`` for the shared error helpers. Answers are classified
-into rows; retryable ones (429, 5xx/529, timeouts) are sent again after ``retry-after`` or
-jittered exponential backoff, up to ``max_attempts``. Every finished row goes to the
-checkpoints at once.
+client costs a fraction of httpx's CPU per request (docs/architecture.md, "Real-time sending");
+the rare non-200 answer is wrapped as an ``httpx.Response`` for the shared error helpers.
+Answers are classified into rows; retryable ones (429, 5xx/529, timeouts) are sent again after
+``retry-after`` or jittered exponential backoff, up to ``max_attempts``. Every finished row goes
+to the checkpoints at once.
 """
 
 import asyncio
