@@ -1,6 +1,6 @@
 """Real-time providers: the batch interface over synchronous chat/messages calls.
 
-``submit`` runs the shard attempt's requests right away with httpx's async client (keep-alive,
+``submit`` runs the shard attempt's requests right away on an aiohttp session (keep-alive,
 bounded and adaptive concurrency), paced to the RPM/TPM learned from the rate-limit headers (or
 set explicitly), and checkpoints every finished row (``checkpoints.RowCheckpoints``). Rerunning
 the same attempt after a crash sends only the rows without a checkpoint. The returned
