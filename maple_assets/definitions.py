@@ -2,6 +2,11 @@
 
 The example runs on OpenAI's Batch API when ``OPENAI_API_KEY`` is set, else on the local
 emulator (start it with ``maple emulator``; ``MAPLE_EMULATOR_URL`` overrides its address).
+
+``maple_automation`` is the code location's automation sensor, running by default: assets with
+an automation condition downstream of an enrichment (``category_report``) refresh when its
+``merged`` does, under ``dagster dev`` and in a deployment, without a click. Stop it in the UI
+(Automation), or declare it with ``default_status=dg.DefaultSensorStatus.STOPPED``.
 """
 
 import os
@@ -35,7 +40,7 @@ product_attributes = enrichment(
 
 
 @dg.asset(
-    group_name="catalog",
+    group_name="reports",  # catalog -> product_attributes -> reports: the graph reads left to right
     ins={"enriched": dg.AssetIn(key=product_attributes.merged_key)},
     io_manager_key="maple_io_manager",
     automation_condition=dg.AutomationCondition.eager(),  # refreshes when merged does
@@ -56,9 +61,16 @@ def category_report(enriched: pl.LazyFrame) -> pl.DataFrame:
 
 ENRICHMENTS = [product_attributes]
 
+automation = dg.AutomationConditionSensorDefinition(
+    "maple_automation",
+    target=dg.AssetSelection.all(),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Evaluates the automation conditions of this code location's assets.",
+)
+
 defs = dg.Definitions(
     assets=[grocery_catalog, *product_attributes.assets, category_report],
     asset_checks=product_attributes.checks,
-    sensors=product_attributes.sensors,
+    sensors=[*product_attributes.sensors, automation],
     resources=maple_resources(ENRICHMENTS),
 )
