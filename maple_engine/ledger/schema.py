@@ -1,13 +1,13 @@
 """The cost ledger's tables, its database engine, and the schema migrations.
 
-Migrations are alembic revisions in ``maple_engine/ledger/migrations/versions`` (``alembic_version``
-holds the database's revision). On first use a ledger applies the missing ones in its write
-transaction (under an advisory lock on PostgreSQL, the write lock on SQLite), so concurrent first
-uses are safe. To change the schema, add a revision after the head (copy the latest one, never
-edit a shipped one) and update the table definitions below to the resulting shape. A database
-whose revision this code does not know (written by a newer Maple) is refused rather than written.
-A ledger made before the revisions existed (a ``schema_version`` table holding N) is stamped with
-revision N and carried on from there.
+Migrations are alembic revisions in ``maple_engine/ledger/migrations/versions``
+(``maple_ledger_version`` holds the database's revision). On first use a ledger applies the
+missing ones in its write transaction (under an advisory lock on PostgreSQL, the write lock on
+SQLite), so concurrent first uses are safe. To change the schema, add a revision after the head
+(copy the latest one, never edit a shipped one) and update the table definitions below to the
+resulting shape. A database whose revision this code does not know (written by a newer Maple)
+is refused rather than written. A ledger made before the revisions existed (a
+``schema_version`` table holding N) is stamped with revision N and carried on from there.
 """
 
 from pathlib import Path
@@ -27,6 +27,10 @@ TOKENS = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_t
 _PG_MIGRATION_LOCK = 0x6D61706C  # "mapl": pg_advisory_xact_lock id for schema migrations
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+# Not alembic's default table: a deployment's ledger may share its database with Dagster's
+# own storage, which keeps its alembic revision in ``alembic_version``.
+VERSION_TABLE = "maple_ledger_version"
+_OPTS = {"version_table": VERSION_TABLE}
 metadata = sa.MetaData()
 # Before alembic: one integer, the number of migrations applied (revisions "0001".."0003").
 legacy_schema_version = sa.Table(
@@ -101,7 +105,7 @@ def head_revision() -> str:
 
 def current_revision(conn: sa.Connection) -> str | None:
     """The database's revision (``None``: nothing applied yet)."""
-    return MigrationContext.configure(conn).get_current_revision()
+    return MigrationContext.configure(conn, opts=_OPTS).get_current_revision()
 
 
 def migrate(conn: sa.Connection) -> None:
@@ -109,7 +113,7 @@ def migrate(conn: sa.Connection) -> None:
     if conn.dialect.name == "postgresql":
         conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_MIGRATION_LOCK)))
     script = migrations()
-    context = MigrationContext.configure(conn)
+    context = MigrationContext.configure(conn, opts=_OPTS)
     current = context.get_current_revision() or _stamp_legacy(conn, context, script)
     known = {rev.revision for rev in script.walk_revisions()}
     if current is not None and current not in known:
@@ -124,7 +128,7 @@ def migrate(conn: sa.Connection) -> None:
         return script._upgrade_revs("head", revision)  # what `alembic upgrade head` runs
 
     with EnvironmentContext(Config(), script, fn=upgrade, destination_rev="head") as env:
-        env.configure(connection=conn)
+        env.configure(connection=conn, version_table=VERSION_TABLE)
         env.run_migrations()
 
 

@@ -56,7 +56,7 @@ def test_concurrent_processes_share_one_sqlite_ledger(tmp_path: Path) -> None:
             assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
             assert current_revision(conn) == head_revision()
-            versions = conn.exec_driver_sql("SELECT version_num FROM alembic_version").all()
+            versions = conn.exec_driver_sql("SELECT version_num FROM maple_ledger_version").all()
             assert len(versions) == 1
     finally:
         engine.dispose()

@@ -245,7 +245,7 @@ def test_concurrent_first_use_migrates_once(pg_url: str) -> None:
     engine = sa.create_engine(pg_url)
     try:
         with engine.connect() as conn:
-            versions = conn.exec_driver_sql("SELECT version_num FROM alembic_version").all()
+            versions = conn.exec_driver_sql("SELECT version_num FROM maple_ledger_version").all()
     finally:
         engine.dispose()
     assert [v[0] for v in versions] == [head_revision()]

@@ -21,7 +21,13 @@ from maple_engine.ledger.attempt_cost import AttemptCost
 from maple_engine.ledger.costs import CostLedger, default_sqlite_path
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice, cost_expr
-from maple_engine.ledger.schema import current_revision, head_revision, metadata, migrate
+from maple_engine.ledger.schema import (
+    VERSION_TABLE,
+    current_revision,
+    head_revision,
+    metadata,
+    migrate,
+)
 
 REPO = Path(__file__).parents[2]
 PRICE = ModelPrice(0.15, 0.6, 0.075, 0.15, source="test")
@@ -293,7 +299,7 @@ def test_schema_is_versioned_and_migrated_once(tmp_path: Path) -> None:
     try:
         with engine.connect() as conn:
             assert current_revision(conn) == head_revision()
-            conn.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
+            conn.exec_driver_sql("UPDATE maple_ledger_version SET version_num = '9999'")
             conn.commit()
     finally:
         engine.dispose()
@@ -312,7 +318,32 @@ def test_the_tables_in_code_are_what_the_revisions_build(tmp_path: Path) -> None
     try:
         with engine.begin() as conn:
             migrate(conn)
-            assert compare_metadata(MigrationContext.configure(conn), metadata) == []
+            diff = compare_metadata(MigrationContext.configure(conn), metadata)
+            ours = [d for d in diff if not (d[0] == "remove_table" and d[1].name == VERSION_TABLE)]
+            assert ours == []
+    finally:
+        engine.dispose()
+
+
+def test_a_ledger_beside_another_alembic_user_keeps_its_own_revision(tmp_path: Path) -> None:
+    """Dagster's storage on the same database keeps its revision in ``alembic_version``: the
+    ledger neither reads it nor writes it."""
+    url = f"sqlite:///{tmp_path}/shared.sqlite"
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE alembic_version (version_num VARCHAR(32))")
+            conn.exec_driver_sql("INSERT INTO alembic_version VALUES ('29b539ebc72a')")
+    finally:
+        engine.dispose()
+    with CostLedger(database_url=url) as tracker:
+        tracker.record(entry())
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            assert current_revision(conn) == head_revision()
+            other = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+            assert other == "29b539ebc72a"
     finally:
         engine.dispose()
 
@@ -326,7 +357,7 @@ def test_a_ledger_from_before_the_revisions_is_stamped_and_carried_on(tmp_path: 
     engine = sa.create_engine(url)
     try:
         with engine.begin() as conn:
-            conn.exec_driver_sql("DROP TABLE alembic_version")
+            conn.exec_driver_sql("DROP TABLE maple_ledger_version")
             conn.exec_driver_sql("DROP TABLE queue_slots")
             conn.exec_driver_sql("CREATE TABLE schema_version (version INTEGER NOT NULL)")
             conn.exec_driver_sql("INSERT INTO schema_version VALUES (2)")
