@@ -23,6 +23,7 @@ from maple_assets.graph.assets import (
     submissions_asset,
 )
 from maple_assets.graph.checks import build_checks
+from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.sensors import enrichment_sensor
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import check_declaration
@@ -56,10 +57,10 @@ class Enrichment:
 
     @property
     def merged_key(self) -> dg.AssetKey:
-        return dg.AssetKey([self.spec.name, "merged"])
+        return asset_key(self.spec.name, "merged")
 
     def key(self, asset: str) -> dg.AssetKey:
-        return dg.AssetKey([self.spec.name, asset])
+        return asset_key(self.spec.name, asset)
 
     @property
     def sensors(self) -> list[dg.SensorDefinition]:
@@ -132,7 +133,7 @@ def enrichment(
     policy = dataclasses.replace(
         RetryPolicy().with_overrides(spec.retries), check_images=check_images
     )
-    pdef = shard_partitions(name)
+    pdef = shard_partitions(dagster_name(name))
     keys = _resource_keys(provider)
     upstream = None if isinstance(source, str) else _source_key(source)
     with warnings.catch_warnings():  # single-run backfill policies are Beta in dagster 1.13

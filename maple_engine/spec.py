@@ -104,10 +104,10 @@ def file_format(path: str, strict: bool = True) -> str | None:
 
 
 def validate_name(name: str) -> None:
-    if not name or not all(c.isalnum() or c in "_-" for c in name) or not name[0].isalpha():
+    if not name or not all(c.isalnum() or c in "_-." for c in name) or not name[0].isalnum():
         raise ConfigError(
-            f"Job name {name!r} is not usable as a Dagster name: use letters, digits, '_' and '-', "
-            "starting with a letter (e.g. product_attributes)."
+            f"Job name {name!r} is not usable as a folder name on every store: use letters, "
+            "digits, '_', '-' and '.', starting with a letter or digit (e.g. rye-bread-2026)."
         )
     if len(name.encode()) > MAX_JOB_NAME:
         raise ConfigError(

@@ -14,6 +14,7 @@ import polars as pl
 import pyarrow as pa
 from pydantic import Field
 
+from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.per_shard import per_shard
 from maple_engine.collect.responses import summarize
 from maple_engine.job import IO_MANAGER_KEY, Job, job_for
@@ -79,7 +80,7 @@ def input_shards_asset(
             },
         )
 
-    key = dg.AssetKey([spec.name, "input_shards"])
+    key = asset_key(spec.name, "input_shards")
     description = (
         f"Input of {spec.name} rendered into provider requests and cut into shards; rows whose "
         "request has a stored answer are filled from the response store, not sent."
@@ -88,7 +89,7 @@ def input_shards_asset(
 
         @dg.asset(
             key=key,
-            group_name=spec.name,
+            group_name=dagster_name(spec.name),
             required_resource_keys=keys,
             io_manager_key=IO_MANAGER_KEY,
             description=description,
@@ -103,7 +104,7 @@ def input_shards_asset(
 
     @dg.asset(
         key=key,
-        group_name=spec.name,
+        group_name=dagster_name(spec.name),
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         description=description,
@@ -133,10 +134,10 @@ def _shard_asset(
     and resources (``parts``), the job's IO manager, one run per backfill, the spec's version."""
     pdef, keys = parts
     return dg.asset(
-        key=dg.AssetKey([spec.name, name]),
-        group_name=spec.name,
+        key=asset_key(spec.name, name),
+        group_name=dagster_name(spec.name),
         partitions_def=pdef,
-        deps=[dg.AssetKey([spec.name, upstream])],
+        deps=[asset_key(spec.name, upstream)],
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         backfill_policy=dg.BackfillPolicy.single_run(),
@@ -199,7 +200,8 @@ def raw_responses_asset(
                 if not state.ended:
                     raise dg.Failure(
                         f"Batch {state.batch_id} of shard {shard} is still {state.status}; the "
-                        f"{spec.name}_sensor materializes this partition when the batch ends."
+                        f"{dagster_name(spec.name)}_sensor materializes this partition when the "
+                        "batch ends."
                     )
                 combined = collect_shard(job, shard, state)
             else:
@@ -230,9 +232,9 @@ def _responses_metadata(job: Job, shard: str, combined: pl.DataFrame) -> dict[st
 
 def merged_asset(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.AssetsDefinition:
     @dg.asset(
-        key=dg.AssetKey([spec.name, "merged"]),
-        group_name=spec.name,
-        deps=[dg.AssetKey([spec.name, "raw_responses"])],
+        key=asset_key(spec.name, "merged"),
+        group_name=dagster_name(spec.name),
+        deps=[asset_key(spec.name, "raw_responses")],
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         code_version=spec.fingerprint(),
