@@ -21,7 +21,7 @@ from maple_engine.job import IO_MANAGER_KEY, Job, job_for
 from maple_engine.merge.output import merge_job
 from maple_engine.plan.rerun import shard_input
 from maple_engine.policy import RetryPolicy
-from maple_engine.spec import JobSpec
+from maple_engine.spec import DEFAULTS, JobSpec, option_help
 from maple_engine.steps import collect_shard, shard_responses, submit_shard
 from maple_engine.submit.budget import ledger_totals
 from maple_engine.submit.deadline import deadline_split
@@ -33,17 +33,15 @@ COLLECT_PARALLELISM = 2  # shards downloaded and parsed at once (memory: that ma
 
 
 class InputShardsConfig(dg.Config):
-    """Run options of ``input_shards`` (the launchpad's config in the UI)."""
+    """Run options of ``input_shards`` (the launchpad's config in the UI; ``maple enrich``'s
+    ``--retry-failed``). ``no_reuse`` turns off the job option ``reuse`` for one run."""
 
     retry_failed: bool = Field(
         default=False,
         description="Send again the rows whose stored outcome is a failure, each with a fresh "
         "retry budget (otherwise a failed row stays failed until its request changes).",
     )
-    no_reuse: bool = Field(
-        default=False,
-        description="Send every row, even those whose request has a stored answer.",
-    )
+    no_reuse: bool = Field(default=not DEFAULTS.reuse, description=option_help("reuse"))
 
 
 def input_shards_asset(
@@ -56,7 +54,7 @@ def input_shards_asset(
     def body(
         context: dg.AssetExecutionContext, config: InputShardsConfig, table: Any
     ) -> dg.Output[pl.DataFrame]:
-        run_spec = dataclasses.replace(spec, reuse=spec.reuse and not config.no_reuse)
+        run_spec = spec.model_copy(update={"reuse": spec.reuse and not config.no_reuse})
         job = job_for(run_spec, policy, context.resources)
         shards, version, counts = shard_input(job, table, retry_failed=config.retry_failed)
         existing = set(context.instance.get_dynamic_partitions(pdef.name or ""))
