@@ -23,12 +23,20 @@ from maple_assets.graph.assets import (
     submissions_asset,
 )
 from maple_assets.graph.checks import build_checks
+from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.sensors import enrichment_sensor
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import check_declaration
 from maple_engine.job import provider_key
 from maple_engine.policy import RetryPolicy
-from maple_engine.spec import MB, JobSpec, check_queue_options, validate_name, validate_paths
+from maple_engine.spec import (
+    DEFAULTS,
+    JobSpec,
+    build_spec,
+    check_queue_options,
+    validate_name,
+    validate_paths,
+)
 from partitions.shards import shard_partitions
 
 
@@ -56,10 +64,10 @@ class Enrichment:
 
     @property
     def merged_key(self) -> dg.AssetKey:
-        return dg.AssetKey([self.spec.name, "merged"])
+        return asset_key(self.spec.name, "merged")
 
     def key(self, asset: str) -> dg.AssetKey:
-        return dg.AssetKey([self.spec.name, asset])
+        return asset_key(self.spec.name, asset)
 
     @property
     def sensors(self) -> list[dg.SensorDefinition]:
@@ -76,33 +84,33 @@ def enrichment(
     prompt: str,
     model: str,
     *,
-    provider: str = "openai",
-    team: str = "default",
-    system: str | None = None,
+    provider: str = DEFAULTS.provider,
+    team: str = DEFAULTS.team,
+    system: str | None = DEFAULTS.system,
     params: dict[str, Any] | None = None,
-    max_requests_per_batch: int = 50_000,
-    max_batch_bytes: int = 200 * MB,
-    response_schema: Any = None,
-    image_column: str | None = None,
-    output: str | None = None,
+    max_requests_per_batch: int = DEFAULTS.max_requests_per_batch,
+    max_batch_bytes: int = DEFAULTS.max_batch_bytes,
+    response_schema: Any = DEFAULTS.response_schema,
+    image_column: str | None = DEFAULTS.image_column,
+    output: str | None = DEFAULTS.output,
     retries: dict[str, int] | None = None,
-    budget_usd: float | None = None,
-    allow_untracked_cost: bool = False,
-    check_images: bool = True,
+    budget_usd: float | None = DEFAULTS.budget_usd,
+    allow_untracked_cost: bool = DEFAULTS.allow_untracked_cost,
+    check_images: bool = DEFAULTS.check_images,
     poll_interval_s: int = 30,
-    reuse: bool = True,
-    max_enqueued_tokens: int | None = None,
-    priority: int = 0,
-    deadline: "str | float | timedelta | None" = None,
+    reuse: bool = DEFAULTS.reuse,
+    max_enqueued_tokens: int | None = DEFAULTS.max_enqueued_tokens,
+    priority: int = DEFAULTS.priority,
+    deadline: "str | float | timedelta | None" = DEFAULTS.deadline_s,
 ) -> Enrichment:
     """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI.
 
-    ``max_enqueued_tokens``: the provider queue's limit for this model (else learned);
-    ``priority``: goes first among the waiting jobs of its team; ``deadline`` ("6h", seconds or
-    a timedelta): rows still in batches when it approaches go through the real-time API."""
+    The keywords are the job options of ``maple_engine.spec.JobSpec`` (defaults and help there);
+    ``params`` and ``retries`` take None for empty, ``deadline`` ("6h", seconds or a timedelta)
+    fills ``deadline_s``. ``poll_interval_s`` is the sensor's minimum interval."""
     validate_name(name)
     queue_options = check_queue_options(max_enqueued_tokens, priority, deadline)
-    spec = JobSpec(
+    spec = build_spec(
         name=name,
         prompt=prompt,
         model=model,
@@ -117,6 +125,7 @@ def enrichment(
         response_schema=schema_dict(response_schema),
         image_column=image_column,
         retries=dict(retries or {}),
+        check_images=check_images,
         budget_usd=budget_usd,
         allow_untracked_cost=allow_untracked_cost,
         reuse=reuse,
@@ -130,9 +139,9 @@ def enrichment(
             "drop the deadline or use openai, anthropic or gemini."
         )
     policy = dataclasses.replace(
-        RetryPolicy().with_overrides(spec.retries), check_images=check_images
+        RetryPolicy().with_overrides(spec.retries), check_images=spec.check_images
     )
-    pdef = shard_partitions(name)
+    pdef = shard_partitions(dagster_name(name))
     keys = _resource_keys(provider)
     upstream = None if isinstance(source, str) else _source_key(source)
     with warnings.catch_warnings():  # single-run backfill policies are Beta in dagster 1.13

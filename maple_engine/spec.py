@@ -1,13 +1,14 @@
 """The definition of one enrichment job, and the checks it must pass before anything is sent."""
 
-import dataclasses
 import hashlib
 import os
 from typing import Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from maple_engine.errors import ConfigError
+from maple_engine.providers.base import BATCH_FILE_LIMITS
 from maple_engine.storage.storage import is_remote
 
 ROW_ID = "_maple_row_id"
@@ -31,34 +32,91 @@ OUTPUT_COLUMNS = (
     "llm_reused",
 )
 
-MB = 1_000_000
 MAX_JOB_NAME = 100  # bytes: a file name component on every store, with room for suffixes
 
 
-@dataclasses.dataclass(frozen=True)
-class JobSpec:
-    """Everything that decides what is sent; a rerun of the same job must agree on it."""
+class JobSpec(BaseModel):
+    """Every option of a job, each with its default, bounds and help, written once here.
 
-    name: str
-    prompt: str
-    model: str
-    provider: str = "openai"
-    team: str = "default"
-    system: str | None = None
-    params: dict[str, Any] = dataclasses.field(default_factory=dict)
-    source: str | None = None
-    output: str | None = None
-    max_requests_per_batch: int = 50_000
-    max_batch_bytes: int = 200 * MB
-    response_schema: dict[str, Any] | None = None
-    image_column: str | None = None
-    retries: dict[str, int] = dataclasses.field(default_factory=dict)
-    budget_usd: float | None = None
-    allow_untracked_cost: bool = False
-    reuse: bool = True  # fill rows from the response store (False: send every row)
-    max_enqueued_tokens: int | None = None  # the provider queue's limit (None: learn it)
-    priority: int = 0  # among the waiting jobs of one team, higher goes first
-    deadline_s: float | None = None  # rows still in batches then go through real-time
+    The ``maple enrich`` options are generated from these fields and ``enrichment()`` takes them
+    as keywords (a test holds both to this model). The fields in ``fingerprint`` decide what is
+    sent; a rerun of the same job must agree on them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="Job name; rerun with the same name to resume.")
+    prompt: str = Field(
+        description="Prompt template with {column} placeholders ({column:json} for list/struct "
+        "columns, {{ }} for braces)."
+    )
+    model: str = Field(description="Model name, e.g. gpt-4o-mini.")
+    provider: str = Field(default="openai", description="Provider that runs the requests.")
+    team: str = Field(default="default", description="Team the cost is booked to.")
+    system: str | None = Field(default=None, description="System prompt.")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Model parameter NAME=VALUE (JSON value), repeatable."
+    )
+    source: str | None = Field(
+        default=None, description="Input table: a CSV or Parquet path or URI."
+    )
+    output: str | None = Field(
+        default=None, description="Output path (.parquet or .csv); default INPUT_enriched.EXT."
+    )
+    max_requests_per_batch: int = Field(
+        default=BATCH_FILE_LIMITS.max_requests,
+        ge=1,
+        description="Most requests in one batch (the provider's file limit by default).",
+    )
+    max_batch_bytes: int = Field(
+        default=BATCH_FILE_LIMITS.max_bytes,
+        ge=1,
+        description="Most bytes in one batch file (the provider's file limit by default).",
+    )
+    response_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="JSON schema file: replies are validated and parsed into llm_parsed.",
+    )
+    image_column: str | None = Field(
+        default=None, description="Column holding an image URL sent with each prompt."
+    )
+    retries: dict[str, int] = Field(
+        default_factory=dict, description="Retry policy override CLASS=N|unlimited."
+    )
+    check_images: bool = Field(
+        default=True,
+        description="Check image URLs before retrying invalid_image (--no-image-check: retry "
+        "without checking).",
+    )
+    budget_usd: float | None = Field(
+        default=None,
+        ge=0,
+        description="Stop submitting batches before the job's spend (committed + next batch) "
+        "exceeds USD; rerun with a larger --budget to continue.",
+    )
+    allow_untracked_cost: bool = Field(
+        default=False, description="Run a model with no known price (its cost is recorded as 0)."
+    )
+    reuse: bool = Field(
+        default=True,
+        description="Rows whose request has a stored answer from an earlier run are filled from "
+        "it, not sent (--no-reuse: send every row).",
+    )
+    max_enqueued_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="The provider queue's limit for this model (OpenAI: prompt tokens enqueued "
+        "in batches); shards wait locally instead of failing. Default: learned from the provider.",
+    )
+    priority: int = Field(
+        default=0,
+        description="Among waiting jobs of the same team on one provider queue, higher goes first.",
+    )
+    deadline_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="e.g. 6h, 90s, 1h30m: rows still in batches when it approaches are cancelled "
+        "there and sent through the real-time API (at real-time prices).",
+    )
 
     def fingerprint(self) -> str:
         """Hash of the fields that change what is sent (not output path, budget or retries)."""
@@ -78,7 +136,7 @@ class JobSpec:
         return hashlib.sha256(payload).hexdigest()[:16]
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return self.model_dump()
 
     def output_format(self) -> str:
         """``parquet`` or ``csv``: the output path's extension, else the input's format."""
@@ -88,6 +146,26 @@ class JobSpec:
                 if fmt:
                     return fmt
         return "parquet"
+
+
+# Every option's default, typed (``DEFAULTS.team``); the fields with no default are unset.
+DEFAULTS = JobSpec.model_construct()
+
+
+def option_help(field: str) -> str:
+    """The help text of one job option."""
+    return JobSpec.model_fields[field].description or ""
+
+
+def build_spec(**fields: Any) -> JobSpec:
+    """A ``JobSpec`` from keyword values; a value out of bounds is one clear ``ConfigError``."""
+    try:
+        return JobSpec(**fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        value = error.get("input")
+        raise ConfigError(f"{field}={value!r}: {error['msg']}.") from None
 
 
 def file_format(path: str, strict: bool = True) -> str | None:
@@ -104,10 +182,10 @@ def file_format(path: str, strict: bool = True) -> str | None:
 
 
 def validate_name(name: str) -> None:
-    if not name or not all(c.isalnum() or c in "_-" for c in name) or not name[0].isalpha():
+    if not name or not all(c.isalnum() or c in "_-." for c in name) or not name[0].isalnum():
         raise ConfigError(
-            f"Job name {name!r} is not usable as a Dagster name: use letters, digits, '_' and '-', "
-            "starting with a letter (e.g. product_attributes)."
+            f"Job name {name!r} is not usable as a folder name on every store: use letters, "
+            "digits, '_', '-' and '.', starting with a letter or digit (e.g. rye-bread-2026)."
         )
     if len(name.encode()) > MAX_JOB_NAME:
         raise ConfigError(

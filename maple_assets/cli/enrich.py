@@ -1,11 +1,11 @@
 """``maple enrich``: build the job's enrichment, run it in-process, print the summary."""
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 import click
 import orjson
+from pydantic import BaseModel, Field
 
 from maple_assets.cli.dry_run import dry_run, percent
 from maple_assets.cli.errors import engine_warnings_on_stderr, marks_interrupt, outcome_code
@@ -18,50 +18,70 @@ from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.providers.registry import build_provider
-from maple_engine.spec import MAX_JOB_NAME, JobSpec
+from maple_engine.spec import MAX_JOB_NAME, JobSpec, build_spec
 from maple_engine.state import JobState
 from maple_engine.storage.claims import driver_lease
 from maple_engine.storage.storage import Storage
 from maple_engine.submit.budget import ledger_totals, resume_budget_stop
-from maple_engine.submit.deadline import deadline_split, parse_duration, realtime_twin
+from maple_engine.submit.deadline import deadline_split, realtime_twin
 
 
-@dataclasses.dataclass
-class EnrichOptions:
+class CommandOptions(BaseModel):
+    """The options of ``maple enrich`` that are not the job's (those are ``JobSpec``'s): where
+    and how this command drives the job."""
+
+    storage: str | None = Field(
+        default=None,
+        description="Storage root (folder or s3://); default MAPLE_STORAGE or ./.maple.",
+    )
+    poll_interval: float = Field(default=2.0, description="Seconds between provider polls.")
+    emulator_batch_seconds: float = Field(
+        default=1.0, description="With --provider emulator: how long a batch takes."
+    )
+    emulator_fail: tuple[str, ...] = Field(
+        default=(), description="With --provider emulator: inject CLASS=RATE faults."
+    )
+    rpm: int | None = Field(
+        default=None,
+        ge=1,
+        description="Real-time providers: requests per minute (default: learned from headers).",
+    )
+    tpm: int | None = Field(
+        default=None,
+        ge=1,
+        description="Real-time providers: tokens per minute (default: learned from headers).",
+    )
+    max_concurrency: int | None = Field(
+        default=None, ge=1, description="Real-time providers: most requests in flight at once."
+    )
+    quiet: bool = Field(default=False, description="No progress line.")
+    wait: bool = Field(
+        default=False,
+        description="If another maple enrich drives this job, wait for it, then print the result "
+        "(default: exit at once with code 2, saying where and since when it runs).",
+    )
+    timings_json: str | None = Field(
+        default=None, description="Write per-stage wall times (JSON) to this file."
+    )
+    dry_run: bool = Field(
+        default=False,
+        description="Print the plan and the estimated tokens and cost; upload and submit nothing.",
+    )
+    debug: bool = Field(default=False, description="Show tracebacks and Dagster's warnings.")
+
+
+class EnrichOptions(CommandOptions):
+    """One ``maple enrich``: its input, the job's options as given (``JobSpec`` field names;
+    ``name`` None: derived from the input), ``--retry-failed`` and the resolved storage root."""
+
     input_path: str
-    prompt: str
-    model: str
-    storage: str
-    provider: str = "openai"
-    system: str | None = None
-    output: str | None = None
-    team: str = "default"
-    job_name: str | None = None
-    max_requests_per_batch: int = 50_000
-    max_batch_bytes: int = 200_000_000
-    params: dict[str, Any] = dataclasses.field(default_factory=dict)
-    response_schema: str | None = None
-    image_column: str | None = None
-    retries: dict[str, int] = dataclasses.field(default_factory=dict)
-    no_image_check: bool = False
-    poll_interval: float = 2.0
-    emulator_batch_seconds: float = 1.0
-    emulator_fail: tuple[str, ...] = ()
-    quiet: bool = False
-    rpm: int | None = None
-    tpm: int | None = None
-    max_concurrency: int | None = None
-    timings_json: str | None = None
-    dry_run: bool = False
-    budget: float | None = None
-    allow_untracked_cost: bool = False
-    no_reuse: bool = False
-    retry_failed: bool = False
-    debug: bool = False
-    wait: bool = False
-    max_enqueued_tokens: int | None = None
-    priority: int = 0
-    deadline: str | None = None
+    job: dict[str, Any]
+    retry_failed: bool
+    storage_root: str
+
+    @property
+    def provider(self) -> str:
+        return str(self.job["provider"])
 
 
 def realtime_limits(opts: EnrichOptions) -> dict[str, int]:
@@ -100,59 +120,46 @@ def default_job_name(source: str, fingerprint: str) -> str:
     return f"{short}_{fingerprint[:8]}"
 
 
-def spec_fields(opts: EnrichOptions, schema: dict[str, Any] | None) -> dict[str, Any]:
-    """The options that decide what is sent (and so the job's fingerprint)."""
-    return {
-        "prompt": opts.prompt,
-        "model": opts.model,
-        "provider": opts.provider,
-        "system": opts.system,
-        "params": opts.params,
-        "response_schema": schema,
-        "image_column": opts.image_column,
-        "max_requests_per_batch": opts.max_requests_per_batch,
-        "max_batch_bytes": opts.max_batch_bytes,
-    }
-
-
 def job_name(opts: EnrichOptions, schema: dict[str, Any] | None) -> str:
-    if opts.job_name:
-        return opts.job_name
-    probe = JobSpec(name="probe", source=opts.input_path, **spec_fields(opts, schema))
+    """``--job``, else a name from the input's stem and the fingerprint of what is sent."""
+    if opts.job["name"]:
+        return str(opts.job["name"])
+    probe = build_spec(
+        **{**opts.job, "name": "probe", "source": opts.input_path, "response_schema": schema}
+    )
     return default_job_name(opts.input_path, probe.fingerprint())
 
 
+def build_enrichment(opts: EnrichOptions) -> Enrichment:
+    """The job's enrichment: the options as given, the schema file read, names filled in."""
+    job = dict(opts.job)
+    schema = load_schema(job.pop("response_schema"), opts.provider)
+    job |= {
+        "name": job_name(opts, schema),
+        "output": job["output"] or default_output(opts.input_path),
+        "deadline": job.pop("deadline_s"),
+    }
+    return enrichment(source=opts.input_path, response_schema=schema, **job)
+
+
 def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
-    schema = load_schema(opts.response_schema, opts.provider)
-    output = opts.output or default_output(opts.input_path)
-    en = enrichment(
-        name=job_name(opts, schema),
-        source=opts.input_path,
-        team=opts.team,
-        output=output,
-        **spec_fields(opts, schema),
-        retries=opts.retries,
-        budget_usd=opts.budget,
-        allow_untracked_cost=opts.allow_untracked_cost,
-        check_images=not opts.no_image_check,
-        reuse=not opts.no_reuse,
-        max_enqueued_tokens=opts.max_enqueued_tokens,
-        priority=opts.priority,
-        deadline=parse_duration(opts.deadline, "--deadline") if opts.deadline else None,
-    )
-    preflight(en.spec, opts.storage)
+    en = build_enrichment(opts)
+    preflight(en.spec, opts.storage_root)
     price = PriceBook().price(  # an unknown model fails here, before anything is sent
-        opts.model, opts.provider, allow_untracked=opts.allow_untracked_cost
+        en.spec.model, opts.provider, allow_untracked=en.spec.allow_untracked_cost
     )
     provider = build_provider(
-        opts.provider, emulator_url=emulator_url, storage_root=opts.storage, **realtime_limits(opts)
+        opts.provider,
+        emulator_url=emulator_url,
+        storage_root=opts.storage_root,
+        **realtime_limits(opts),
     )
     if en.spec.deadline_s is not None and getattr(provider, "mode", "batch") == "batch":
-        realtime_twin(provider, opts.storage)  # no real-time API to fall back on: fail now
+        realtime_twin(provider, opts.storage_root)  # no real-time API to fall back on: fail now
     if opts.dry_run:
-        return dry_run(en.spec, provider, price, opts.storage, opts.retry_failed)
+        return dry_run(en.spec, provider, price, opts.storage_root, opts.retry_failed)
     provider.check_credentials()
-    state = JobState(Storage(opts.storage), en.spec.name)
+    state = JobState(Storage(opts.storage_root), en.spec.name)
     lease = driver_lease(state.storage, state.paths.driver, en.spec.name, opts.wait)
     with lease.hold():
         return _drive(opts, en, provider, state)
@@ -160,14 +167,14 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
 
 def _drive(opts: EnrichOptions, en: Enrichment, provider: Any, state: JobState) -> int:
     """Run the job to the end (this process holds the job's driver lease)."""
-    lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(state, opts.budget)
+    lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(state, en.spec.budget_usd)
     if lifted:
         click.echo(f"resuming job {en.spec.name} (was stopped: {lifted})", err=True)
-    resources = wire_resources(opts.storage, {opts.provider: provider})
+    resources = wire_resources(opts.storage_root, {opts.provider: provider})
     runner = Runner(
         en,
         resources,
-        instance_for(opts.storage),
+        instance_for(opts.storage_root),
         poll_interval_s=opts.poll_interval,
         quiet=opts.quiet,
         shard_config={"retry_failed": opts.retry_failed} if opts.retry_failed else None,

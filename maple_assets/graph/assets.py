@@ -14,13 +14,14 @@ import polars as pl
 import pyarrow as pa
 from pydantic import Field
 
+from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.per_shard import per_shard
 from maple_engine.collect.responses import summarize
 from maple_engine.job import IO_MANAGER_KEY, Job, job_for
 from maple_engine.merge.output import merge_job
 from maple_engine.plan.rerun import shard_input
 from maple_engine.policy import RetryPolicy
-from maple_engine.spec import JobSpec
+from maple_engine.spec import DEFAULTS, JobSpec, option_help
 from maple_engine.steps import collect_shard, shard_responses, submit_shard
 from maple_engine.submit.budget import ledger_totals
 from maple_engine.submit.deadline import deadline_split
@@ -32,17 +33,15 @@ COLLECT_PARALLELISM = 2  # shards downloaded and parsed at once (memory: that ma
 
 
 class InputShardsConfig(dg.Config):
-    """Run options of ``input_shards`` (the launchpad's config in the UI)."""
+    """Run options of ``input_shards`` (the launchpad's config in the UI; ``maple enrich``'s
+    ``--retry-failed``). ``no_reuse`` turns off the job option ``reuse`` for one run."""
 
     retry_failed: bool = Field(
         default=False,
         description="Send again the rows whose stored outcome is a failure, each with a fresh "
         "retry budget (otherwise a failed row stays failed until its request changes).",
     )
-    no_reuse: bool = Field(
-        default=False,
-        description="Send every row, even those whose request has a stored answer.",
-    )
+    no_reuse: bool = Field(default=not DEFAULTS.reuse, description=option_help("reuse"))
 
 
 def input_shards_asset(
@@ -55,7 +54,7 @@ def input_shards_asset(
     def body(
         context: dg.AssetExecutionContext, config: InputShardsConfig, table: Any
     ) -> dg.Output[pl.DataFrame]:
-        run_spec = dataclasses.replace(spec, reuse=spec.reuse and not config.no_reuse)
+        run_spec = spec.model_copy(update={"reuse": spec.reuse and not config.no_reuse})
         job = job_for(run_spec, policy, context.resources)
         shards, version, counts = shard_input(job, table, retry_failed=config.retry_failed)
         existing = set(context.instance.get_dynamic_partitions(pdef.name or ""))
@@ -79,7 +78,7 @@ def input_shards_asset(
             },
         )
 
-    key = dg.AssetKey([spec.name, "input_shards"])
+    key = asset_key(spec.name, "input_shards")
     description = (
         f"Input of {spec.name} rendered into provider requests and cut into shards; rows whose "
         "request has a stored answer are filled from the response store, not sent."
@@ -88,7 +87,7 @@ def input_shards_asset(
 
         @dg.asset(
             key=key,
-            group_name=spec.name,
+            group_name=dagster_name(spec.name),
             required_resource_keys=keys,
             io_manager_key=IO_MANAGER_KEY,
             description=description,
@@ -103,7 +102,7 @@ def input_shards_asset(
 
     @dg.asset(
         key=key,
-        group_name=spec.name,
+        group_name=dagster_name(spec.name),
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         description=description,
@@ -133,10 +132,10 @@ def _shard_asset(
     and resources (``parts``), the job's IO manager, one run per backfill, the spec's version."""
     pdef, keys = parts
     return dg.asset(
-        key=dg.AssetKey([spec.name, name]),
-        group_name=spec.name,
+        key=asset_key(spec.name, name),
+        group_name=dagster_name(spec.name),
         partitions_def=pdef,
-        deps=[dg.AssetKey([spec.name, upstream])],
+        deps=[asset_key(spec.name, upstream)],
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         backfill_policy=dg.BackfillPolicy.single_run(),
@@ -199,7 +198,8 @@ def raw_responses_asset(
                 if not state.ended:
                     raise dg.Failure(
                         f"Batch {state.batch_id} of shard {shard} is still {state.status}; the "
-                        f"{spec.name}_sensor materializes this partition when the batch ends."
+                        f"{dagster_name(spec.name)}_sensor materializes this partition when the "
+                        "batch ends."
                     )
                 combined = collect_shard(job, shard, state)
             else:
@@ -230,9 +230,9 @@ def _responses_metadata(job: Job, shard: str, combined: pl.DataFrame) -> dict[st
 
 def merged_asset(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.AssetsDefinition:
     @dg.asset(
-        key=dg.AssetKey([spec.name, "merged"]),
-        group_name=spec.name,
-        deps=[dg.AssetKey([spec.name, "raw_responses"])],
+        key=asset_key(spec.name, "merged"),
+        group_name=dagster_name(spec.name),
+        deps=[asset_key(spec.name, "raw_responses")],
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         code_version=spec.fingerprint(),

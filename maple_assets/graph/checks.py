@@ -5,6 +5,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
+from maple_assets.graph.names import asset_key
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 
@@ -14,8 +15,8 @@ def _state(spec: JobSpec, context: dg.AssetCheckExecutionContext) -> JobState:
 
 
 def build_checks(spec: JobSpec, keys: set[str]) -> list[dg.AssetChecksDefinition]:
-    merged_key = dg.AssetKey([spec.name, "merged"])
-    shards_key = dg.AssetKey([spec.name, "input_shards"])
+    merged_key = asset_key(spec.name, "merged")
+    shards_key = asset_key(spec.name, "input_shards")
 
     @dg.asset_check(
         asset=merged_key,

@@ -7,6 +7,7 @@ import dagster as dg
 from maple_assets.graph.admission import plan_submissions, wait_message, wait_note
 from maple_assets.graph.engine_log import engine_log_to
 from maple_assets.graph.listed import ListedStorage
+from maple_assets.graph.names import dagster_name
 from maple_assets.graph.revive import revive
 from maple_assets.graph.sensor_cursor import fresh_requests
 from maple_assets.graph.tags import run_tags
@@ -28,7 +29,7 @@ def enrichment_sensor(
     submissions_key, raw_key, merged_key = (a.key for a in assets[1:])
 
     @dg.sensor(
-        name=f"{spec.name}_sensor",
+        name=f"{dagster_name(spec.name)}_sensor",
         minimum_interval_seconds=interval,
         asset_selection=[submissions_key, raw_key, merged_key],
         required_resource_keys=keys,

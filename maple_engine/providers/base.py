@@ -34,10 +34,18 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
 ENDED_STATES = frozenset({"completed", "failed", "expired", "cancelled", "ended", "lost"})
 
 
+MB = 1_000_000
+
+
 @dataclasses.dataclass(frozen=True)
 class ProviderLimits:
     max_requests: int
     max_bytes: int
+
+
+# The batch APIs' per-file limits (OpenAI's; Gemini and Bedrock take the same request count):
+# the providers' defaults and the job's default shard size.
+BATCH_FILE_LIMITS = ProviderLimits(max_requests=50_000, max_bytes=200 * MB)
 
 
 @dataclasses.dataclass(frozen=True)

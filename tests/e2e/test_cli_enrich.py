@@ -126,6 +126,21 @@ def test_rerun_resumes_without_resubmitting(
     assert emulator_server.stats()["bodies_billed_twice"] == 0
 
 
+def test_a_job_name_with_dashes_and_dots_runs_under_that_name(
+    emulator_server: EmulatorServer, tricky_csv: Path, tmp_path: Path
+) -> None:
+    """Dagster names allow no ``-``: the job runs anyway, and the user sees the typed name."""
+    result = enrich(emulator_server, tricky_csv, tmp_path, "--job", "rye-bread-2026")
+    assert result.returncode == 0, result.stderr
+    assert "rye-bread-2026" in result.stdout.splitlines()[0]
+    assert (tmp_path / "store" / "rye-bread-2026").is_dir()
+    again = enrich(emulator_server, tricky_csv, tmp_path, "--job", "rye-bread-2026")
+    assert again.returncode == 0, again.stderr
+    status = maple("status", "--storage", str(tmp_path / "store"))
+    assert status.returncode == 0, status.stderr
+    assert "rye-bread-2026" in status.stdout
+
+
 def test_emulator_provider_runs_with_no_keys_and_no_server(tmp_path: Path) -> None:
     """The README's main-job command: the sample catalog on an in-process emulator."""
     result = maple(

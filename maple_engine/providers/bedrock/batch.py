@@ -26,6 +26,7 @@ from pydantic import Field
 from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError, ProviderError
 from maple_engine.providers.base import (
+    BATCH_FILE_LIMITS,
     BatchState,
     ProviderLimits,
     ProviderModel,
@@ -75,7 +76,9 @@ class BedrockBatchProvider(BatchProviderBasics, ProviderModel):
     region: str | None = Field(default=None, description="AWS region; default: the AWS chain.")
     max_retries: int = Field(default=6, description="Retries of a control call (botocore).")
     min_records: int = Field(default=100, description="Bedrock quota: fewest records per job.")
-    max_records: int = Field(default=50_000, description="Bedrock quota: most records per job.")
+    max_records: int = Field(
+        default=BATCH_FILE_LIMITS.max_requests, description="Bedrock quota: most records per job."
+    )
     max_bytes: int = Field(
         default=1024 * 1024 * 1024, description="Bedrock quota: bytes per input file (1 GB)."
     )

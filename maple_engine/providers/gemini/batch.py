@@ -19,6 +19,7 @@ from pydantic import Field, PrivateAttr
 
 from maple_engine.crashpoints import crash_point
 from maple_engine.providers.base import (
+    BATCH_FILE_LIMITS,
     BatchState,
     ProviderModel,
     RequestSpec,
@@ -72,9 +73,11 @@ class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
     )
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
     max_retries: int = Field(default=6, description="Retries of a control call on 429/5xx.")
-    max_requests: int = Field(default=50_000, description="Requests per batch (shard size).")
+    max_requests: int = Field(
+        default=BATCH_FILE_LIMITS.max_requests, description="Requests per batch (shard size)."
+    )
     max_bytes: int = Field(
-        default=200_000_000,
+        default=BATCH_FILE_LIMITS.max_bytes,
         description="Bytes per input file (Google allows 2 GB; smaller shards resume sooner).",
     )
     inline_max_bytes: int = Field(

@@ -10,6 +10,7 @@ from pydantic import Field, PrivateAttr
 from maple_engine.crashpoints import crash_point
 from maple_engine.failures import FailureClass, classify_http, classify_line_error
 from maple_engine.providers.base import (
+    BATCH_FILE_LIMITS,
     ENDED_STATES,
     BatchState,
     ProviderLimits,
@@ -52,8 +53,12 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
     completion_window: str = Field(default="24h", description="Batch completion window.")
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
     max_retries: int = Field(default=6, description="Retries of a control call on 429/5xx.")
-    max_requests: int = Field(default=50_000, description="Provider limit: requests per batch.")
-    max_bytes: int = Field(default=200_000_000, description="Provider limit: bytes per file.")
+    max_requests: int = Field(
+        default=BATCH_FILE_LIMITS.max_requests, description="Provider limit: requests per batch."
+    )
+    max_bytes: int = Field(
+        default=BATCH_FILE_LIMITS.max_bytes, description="Provider limit: bytes per file."
+    )
 
     @property
     def provider_name(self) -> str:
