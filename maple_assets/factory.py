@@ -96,6 +96,8 @@ def enrichment(
     retries: dict[str, int] | None = None,
     budget_usd: float | None = DEFAULTS.budget_usd,
     allow_untracked_cost: bool = DEFAULTS.allow_untracked_cost,
+    max_failed_share: float = DEFAULTS.max_failed_share,
+    error_failed_share: float = DEFAULTS.error_failed_share,
     check_images: bool = DEFAULTS.check_images,
     poll_interval_s: int = 30,
     reuse: bool = DEFAULTS.reuse,
@@ -128,6 +130,8 @@ def enrichment(
         check_images=check_images,
         budget_usd=budget_usd,
         allow_untracked_cost=allow_untracked_cost,
+        max_failed_share=max_failed_share,
+        error_failed_share=error_failed_share,
         reuse=reuse,
         **queue_options,
     )

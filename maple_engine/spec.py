@@ -96,6 +96,20 @@ class JobSpec(BaseModel):
     allow_untracked_cost: bool = Field(
         default=False, description="Run a model with no known price (its cost is recorded as 0)."
     )
+    max_failed_share: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="merged's failed_rows check fails (WARN) when more than this share of the "
+        "rows failed; 0: any failed row.",
+    )
+    error_failed_share: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="merged's failed_rows check fails at ERROR severity when more than this "
+        "share of the rows failed.",
+    )
     reuse: bool = Field(
         default=True,
         description="Rows whose request has a stored answer from an earlier run are filled from "

@@ -55,6 +55,15 @@ def build_checks(spec: JobSpec, keys: set[str]) -> list[dg.AssetChecksDefinition
         return dg.AssetCheckResult(passed=bad == 0, metadata={"rows_not_final": int(bad)})
 
     @dg.asset_check(
+        asset=merged_key,
+        name="failed_rows",
+        description="The share of failed rows stays within max_failed_share (WARN) and "
+        "error_failed_share (ERROR); metadata names the top failure classes.",
+    )
+    def failed_rows(merged: pl.LazyFrame) -> dg.AssetCheckResult:
+        return failed_rows_result(spec, merged)
+
+    @dg.asset_check(
         asset=shards_key,
         name="shards_within_limits",
         required_resource_keys=keys,
@@ -71,4 +80,33 @@ def build_checks(spec: JobSpec, keys: set[str]) -> list[dg.AssetChecksDefinition
             passed=not over, metadata={"shards": len(manifest), "over": str(over)}
         )
 
-    return [every_row_once, every_row_final, shards_within_limits]
+    return [every_row_once, every_row_final, failed_rows, shards_within_limits]
+
+
+def failed_rows_result(spec: JobSpec, merged: pl.LazyFrame) -> dg.AssetCheckResult:
+    """Pass while the failed share is within ``max_failed_share`` (0: no failed row at all);
+    beyond ``error_failed_share`` the failure is an ERROR, else a WARN."""
+    classes = (
+        merged.filter(pl.col("llm_status") == "failed")
+        .group_by(pl.col("llm_failure_class").fill_null("unknown"))
+        .agg(pl.len().alias("rows"))
+        .sort(["rows", "llm_failure_class"], descending=[True, False])
+        .collect()
+    )
+    rows = int(merged.select(pl.len()).collect().item())
+    failed = int(classes["rows"].sum())
+    share = failed / rows if rows else 0.0
+    passed = failed == 0 if spec.max_failed_share == 0 else share <= spec.max_failed_share
+    top = ", ".join(f"{c}: {n}" for c, n in classes.head(5).iter_rows())
+    error = not passed and share > spec.error_failed_share
+    return dg.AssetCheckResult(
+        passed=passed,
+        severity=dg.AssetCheckSeverity.ERROR if error else dg.AssetCheckSeverity.WARN,
+        metadata={
+            "rows": rows,
+            "failed": failed,
+            "failed_share": round(share, 6),
+            "max_failed_share": spec.max_failed_share,
+            "top_failure_classes": top or "none",
+        },
+    )
