@@ -48,7 +48,18 @@ def emulator_url(
         yield server.url
 
 
-@click.group()
+class _Reported(click.Group):
+    """Every command ends the same way: one line on stderr and an exit code from the README's
+    table, whatever escapes it (``enrich --debug`` adds the traceback itself)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from maple_assets.cli.errors import quiet_interrupts, reported
+
+        with quiet_interrupts(debug=False), reported(debug=False):
+            return super().invoke(ctx)
+
+
+@click.group(cls=_Reported)
 @click.version_option(package_name="maple-dagster")
 def main() -> None:
     """Maple: run LLM prompts over tables through provider batch APIs, as Dagster assets."""

@@ -70,6 +70,10 @@ def fail(exc: BaseException, debug: bool) -> NoReturn:
         click.echo(f"\n{INTERRUPTED_MESSAGE}", err=True)
         sys.exit(INTERRUPTED)
     found = user_error(exc)
+    setup = setup_problem(found)
+    if setup is not None:
+        click.echo(f"error: {setup}", err=True)
+        sys.exit(USAGE)
     if isinstance(found, (ConfigError, StorageError, AuthError)):
         click.echo(f"error: {_one_line(found)}", err=True)
         sys.exit(USAGE)
@@ -79,6 +83,28 @@ def fail(exc: BaseException, debug: bool) -> NoReturn:
     hint = "" if debug else " (rerun with --debug for the traceback)"
     click.echo(f"error: unexpected {type(found).__name__}: {_one_line(found)}{hint}", err=True)
     sys.exit(UNEXPECTED)
+
+
+def setup_problem(exc: BaseException) -> str | None:
+    """A library's error that means the setup is wrong (no credentials, a database that does not
+    answer), as the one line that names the fix; ``None`` for anything else."""
+    kind = f"{type(exc).__module__}.{type(exc).__name__}"
+    if kind in {
+        "botocore.exceptions.NoCredentialsError",
+        "botocore.exceptions.PartialCredentialsError",
+    }:
+        return (
+            "no AWS credentials for the s3:// storage root: set AWS_ACCESS_KEY_ID and "
+            "AWS_SECRET_ACCESS_KEY (or AWS_PROFILE), or use a local --storage folder."
+        )
+    if kind == "botocore.exceptions.EndpointConnectionError":
+        return f"{_one_line(exc)}: check AWS_ENDPOINT_URL and the network."
+    if kind == "sqlalchemy.exc.OperationalError":
+        return (
+            f"the cost ledger's database did not answer: {_one_line(getattr(exc, 'orig', exc))} "
+            "Check --db / MAPLE_COST_DB."
+        )
+    return None
 
 
 def _one_line(exc: BaseException) -> str:

@@ -1,0 +1,79 @@
+"""Hostile but realistic use, one class of problem per test, each through real subprocesses:
+exit code, one line on stderr, no traceback. Grows with each class fixed."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+NO_AWS = {
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+    "AWS_CONFIG_FILE": "/nonexistent",
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+# A user's shell does not ignore SIGINT, whatever started pytest: restore Python's handler.
+AS_A_SHELL_STARTS_IT = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'maple'; runpy.run_module('maple_assets.cli', run_name='__main__')"
+)
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MAPLE_"))}
+    return {**env, **NO_AWS, **extra}
+
+
+def maple(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "maple_assets.cli", *args],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=120,
+        check=False,
+    )
+
+
+def one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("after_s", [0.2, 1.0, 3.0])
+def test_ctrl_c_at_any_moment_of_start_up_is_one_line_and_130(
+    tmp_path: Path, after_s: float
+) -> None:
+    table = tmp_path / "items.csv"
+    pl.DataFrame({"title": ["a", "b", "c"]}).write_csv(table)
+    args = [sys.executable, "-c", AS_A_SHELL_STARTS_IT, "enrich", str(table)]
+    args += ["--prompt", "About {title}", "--model", "gpt-4o-mini", "--provider", "emulator"]
+    args += ["--storage", str(tmp_path / "store"), "--emulator-batch-seconds", "30", "--quiet"]
+    process = subprocess.Popen(
+        args, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    time.sleep(after_s)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert one_line(stderr).startswith("stopped"), stderr
+
+
+@pytest.mark.parametrize("command", ["status", "cancel"])
+def test_an_s3_root_without_credentials_is_one_line_exit_2(command: str) -> None:
+    result = maple(command, "some-job", "--storage", "s3://maple-no-such-bucket/x")
+    assert result.returncode == 2, result.stderr
+    assert "no AWS credentials" in one_line(result.stderr)
+
+
+def test_an_unreachable_ledger_is_one_line_exit_2() -> None:
+    result = maple("costs", "--db", "postgresql+psycopg2://maple:pw@127.0.0.1:1/ledger")
+    assert result.returncode == 2, result.stderr
+    line = one_line(result.stderr)
+    assert "the cost ledger's database did not answer" in line
+    assert ":pw@" not in line  # the password never reaches the message
