@@ -31,12 +31,10 @@ from pathlib import Path
 import httpx
 import polars as pl
 
+from maple_engine.providers.anthropic.realtime import AnthropicRealtimeProvider
 from maple_engine.providers.base import RequestSpec, ShardPayload
-from maple_engine.providers.realtime.providers import (
-    AnthropicRealtimeProvider,
-    OpenAIRealtimeProvider,
-    RealtimeProvider,
-)
+from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
+from maple_engine.providers.realtime.providers import RealtimeProvider
 
 WARM_S = 5.0
 

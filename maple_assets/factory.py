@@ -29,6 +29,7 @@ from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import check_declaration
 from maple_engine.job import provider_key
 from maple_engine.policy import RetryPolicy
+from maple_engine.providers.registry import capabilities, one_of
 from maple_engine.spec import (
     DEFAULTS,
     JobSpec,
@@ -137,11 +138,7 @@ def enrichment(
     )
     validate_paths(spec)
     check_declaration(spec)
-    if spec.deadline_s is not None and provider == "bedrock":
-        raise ConfigError(
-            "deadline= needs a real-time API to fall back on, and bedrock has none here: "
-            "drop the deadline or use openai, anthropic or gemini."
-        )
+    check_deadline(spec)
     policy = dataclasses.replace(
         RetryPolicy().with_overrides(spec.retries), check_images=spec.check_images
     )
@@ -159,6 +156,16 @@ def enrichment(
     sensor = enrichment_sensor(spec, policy, assets, keys, poll_interval_s)
     checks = build_checks(spec, keys)
     return Enrichment(spec, assets, sensor, checks, pdef, policy)
+
+
+def check_deadline(spec: JobSpec) -> None:
+    """A deadline needs a real-time API to fall back on (a real-time provider is one)."""
+    able = capabilities(spec.provider)
+    if spec.deadline_s is not None and able.mode == "batch" and able.realtime_twin is None:
+        raise ConfigError(
+            f"deadline= needs a real-time API to fall back on, and {spec.provider} has none "
+            f"here: drop the deadline or use {one_of(lambda c: c.realtime_twin is not None)}."
+        )
 
 
 def _resource_keys(provider: str) -> set[str]:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from maple_assets.factory import Enrichment
 from maple_engine.job import IO_MANAGER_KEY, provider_key
-from maple_engine.providers.base import ProviderModel
+from maple_engine.providers.base import Provider
 from maple_engine.providers.registry import build_provider
 from maple_engine.settings import Settings
 from resources.costs import CostTracker
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def wire_resources(
     storage_root: str,
-    providers: Mapping[str, ProviderModel],
+    providers: Mapping[str, Provider],
     *,
     cost_db: str | None = None,
     s3: "S3Resource | None" = None,

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from maple_engine.errors import ConfigError
 from maple_engine.providers.base import BATCH_FILE_LIMITS
+from maple_engine.providers.registry import DEFAULT_PROVIDER
 from maple_engine.storage.storage import is_remote
 
 ROW_ID = "_maple_row_id"
@@ -50,7 +51,7 @@ class JobSpec(BaseModel):
         "columns, {{ }} for braces)."
     )
     model: str = Field(description="Model name, e.g. gpt-4o-mini.")
-    provider: str = Field(default="openai", description="Provider that runs the requests.")
+    provider: str = Field(default=DEFAULT_PROVIDER, description="Provider that runs the requests.")
     team: str = Field(default="default", description="Team the cost is booked to.")
     system: str | None = Field(default=None, description="System prompt.")
     params: dict[str, Any] = Field(

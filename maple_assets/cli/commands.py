@@ -17,7 +17,7 @@ from maple_assets.graph.assets import InputShardsConfig
 from maple_engine.errors import ConfigError
 from maple_engine.memory import tune_allocator
 from maple_engine.policy import parse_retry_options
-from maple_engine.providers.registry import PROVIDERS
+from maple_engine.providers.registry import PROVIDERS, capabilities
 from maple_engine.settings import Settings
 from maple_engine.spec import JobSpec, file_format, option_help
 from maple_engine.submit.deadline import parse_duration
@@ -34,7 +34,7 @@ def emulator_url(
     provider: str, batch_seconds: float, fail: tuple[str, ...], settings: Settings
 ) -> Iterator[str | None]:
     """The emulator's URL for ``--provider emulator``: MAPLE_EMULATOR_URL, or one started here."""
-    if provider != "emulator":
+    if not capabilities(provider).runs_on_emulator:
         yield None
         return
     if settings.emulator_url:

@@ -17,7 +17,7 @@ from maple_engine.inputs.preflight import preflight
 from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
-from maple_engine.providers.registry import build_provider
+from maple_engine.providers.registry import REALTIME_PROVIDERS, build_provider, capabilities
 from maple_engine.spec import MAX_JOB_NAME, JobSpec, build_spec
 from maple_engine.state import JobState
 from maple_engine.storage.claims import driver_lease
@@ -88,9 +88,11 @@ def realtime_limits(opts: EnrichOptions) -> dict[str, int]:
     """Explicit --rpm/--tpm/--max-concurrency, which only real-time providers take."""
     limits = {"rpm": opts.rpm, "tpm": opts.tpm, "max_concurrency": opts.max_concurrency}
     given = {k: v for k, v in limits.items() if v is not None}
-    if given and not opts.provider.endswith("-realtime"):
+    if given and capabilities(opts.provider).mode != "realtime":
         flags = ", ".join(f"--{k.replace('_', '-')}" for k in given)
-        raise ConfigError(f"{flags} only apply to real-time providers (openai-realtime, ...).")
+        raise ConfigError(
+            f"{flags} only apply to real-time providers ({', '.join(REALTIME_PROVIDERS)})."
+        )
     return given
 
 
@@ -154,7 +156,7 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         storage_root=opts.storage_root,
         **realtime_limits(opts),
     )
-    if en.spec.deadline_s is not None and getattr(provider, "mode", "batch") == "batch":
+    if en.spec.deadline_s is not None and provider.mode == "batch":
         realtime_twin(provider, opts.storage_root)  # no real-time API to fall back on: fail now
     if opts.dry_run:
         return dry_run(en.spec, provider, price, opts.storage_root, opts.retry_failed)

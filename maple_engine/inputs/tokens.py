@@ -6,6 +6,7 @@ import polars as pl
 
 from maple_engine.inputs.templates import parse_template, render_expr
 from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
+from maple_engine.providers.registry import known_capabilities
 from maple_engine.spec import JobSpec
 
 MESSAGE_OVERHEAD = 3
@@ -29,9 +30,10 @@ def _count(text: pl.Expr) -> pl.Expr:
 
 
 def system_tokens(system: str | None, provider: str) -> int:
-    """Prompt tokens of the system message: Anthropic drops an empty system prompt, OpenAI
-    sends it as a message of its own."""
-    if system is None or (not system and provider.startswith("anthropic")):
+    """Prompt tokens of the system message: some providers drop an empty system prompt
+    (Anthropic's), others send it as a message of its own (OpenAI's)."""
+    known = known_capabilities(provider)
+    if system is None or (not system and known is not None and known.drops_empty_system):
         return 0
     return estimate_tokens(system) + MESSAGE_OVERHEAD
 

@@ -17,11 +17,14 @@ used as they are (e.g. OpenAI's Batch table has no cached-input rate for gpt-4o-
 input keeps its standard rate there); otherwise the providers' published batch discount (50% for
 OpenAI and Anthropic) is applied to the standard rates.
 
-Providers: `openai-realtime` is priced as `openai` and `anthropic-realtime` as `anthropic`;
-`gemini` and `gemini-realtime` use genai-prices' `google` provider (Gemini's batch rates are
-published there), `bedrock` its `aws` provider (Bedrock model ids; batch = 50% of on-demand). The
-local `emulator` serves any model name: it is priced as OpenAI, then Anthropic, and a model neither
-knows is priced as gpt-4o-mini (the `source` says so), so emulator runs show realistic costs.
+Providers: each provider's capabilities name the genai-prices providers (families) that price
+its models, tried in order, and maybe a model that prices what none of them knows. So
+`openai-realtime` is priced as `openai` and `anthropic-realtime` as `anthropic`; `gemini` and
+`gemini-realtime` use genai-prices' `google` provider (Gemini's batch rates are published there),
+`bedrock` its `aws` provider (Bedrock model ids; batch = 50% of on-demand). The local `emulator`
+serves any model name: it is priced as OpenAI, then Anthropic, and a model neither knows is priced
+as gpt-4o-mini (the `source` says so), so emulator runs show realistic costs. A name no provider
+is registered under is taken as a genai-prices provider id.
 
 Caveats: tiered (long-context) prices use the base tier, so a single request above the tier
 threshold (200k input tokens for Claude Sonnet 4.x, 272k for gpt-5.4) is under-priced; Anthropic
@@ -38,19 +41,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from maple_engine.errors import ConfigError
 from maple_engine.ledger.pricing import DEFAULT_BATCH_DISCOUNT, ModelPrice, Rates
+from maple_engine.providers.registry import known_capabilities
 from maple_engine.settings import PRICES_ENV, Settings
-
-EMULATOR_FALLBACK_MODEL = "gpt-4o-mini"
-_PROVIDER_FAMILY = {
-    "openai": "openai",
-    "openai-realtime": "openai",
-    "anthropic": "anthropic",
-    "anthropic-realtime": "anthropic",
-    "gemini": "google",
-    "gemini-realtime": "google",
-    "bedrock": "aws",
-}
-_EMULATOR = "emulator"
 
 
 class UnknownModelPriceError(ConfigError):
@@ -74,8 +66,19 @@ class _PriceFile(BaseModel):
     models: dict[str, _PriceEntry]
 
 
+def _families(provider: str) -> tuple[str, ...]:
+    """The genai-prices providers that price ``provider``'s models, in the order tried."""
+    known = known_capabilities(provider.lower())
+    return known.price_families if known is not None else (provider.lower(),)
+
+
 def _family(provider: str) -> str:
-    return _PROVIDER_FAMILY.get(provider.lower(), provider.lower())
+    return _families(provider)[0]
+
+
+def _fallback_model(provider: str) -> str | None:
+    known = known_capabilities(provider.lower())
+    return known.price_fallback_model if known is not None else None
 
 
 def _mtok(value: object) -> float | None:
@@ -105,14 +108,14 @@ class PriceBook:
         return self._cache[key]
 
     def _lookup(self, model: str, provider: str, allow_untracked: bool) -> ModelPrice:
-        families = ["openai", "anthropic"] if provider == _EMULATOR else [_family(provider)]
-        for family in families:
+        for family in _families(provider):
             found = self._override(model, family, provider) or _genai_price(model, family)
             if found is not None:
                 return found
-        if provider == _EMULATOR:
-            fallback = self.price(EMULATOR_FALLBACK_MODEL, "openai")
-            note = f"emulator: unknown model {model!r} priced as {EMULATOR_FALLBACK_MODEL}"
+        fallback_model = _fallback_model(provider)
+        if fallback_model is not None:
+            fallback = self.price(fallback_model, _family(provider))
+            note = f"{provider}: unknown model {model!r} priced as {fallback_model}"
             return _with_source(fallback, f"{note} ({fallback.source})")
         if allow_untracked:
             return ModelPrice(0.0, 0.0, 0.0, 0.0, source=f"untracked: no price for {model!r}")
@@ -213,8 +216,7 @@ def context_window(model: str, provider: str) -> int | None:
     """The model's context window in tokens per genai-prices, or None when it is not known."""
     from genai_prices import data_snapshot
 
-    families = ["openai", "anthropic"] if provider == _EMULATOR else [_family(provider)]
-    for family in families:
+    for family in _families(provider):
         try:
             _, info = data_snapshot.get_snapshot().find_provider_model(model, None, family, None)
         except LookupError:

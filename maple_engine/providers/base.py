@@ -3,13 +3,18 @@
 A provider turns one shard attempt (a frame of ``custom_id`` + encoded request body) into a
 provider-side unit of work, reports its state, and returns one result row per request in the
 provider-neutral ``RESULT_SCHEMA``. Batch APIs (OpenAI, Anthropic) and real-time APIs share it.
+
+Each provider class describes itself in a `ProviderCapabilities` record: every rule outside the
+providers that differs by provider (queues, deadlines, prices, schema subsets, token estimates)
+reads that record, never the provider's name or class.
 """
 
 import dataclasses
+import enum
 import hashlib
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 import orjson
 import polars as pl
@@ -36,16 +41,64 @@ ENDED_STATES = frozenset({"completed", "failed", "expired", "cancelled", "ended"
 
 MB = 1_000_000
 
+Mode = Literal["batch", "realtime"]
+# What caps a provider's batch queue: prompt tokens enqueued per model, requests waiting, nothing.
+QueueModel = Literal["enqueued-tokens", "requests", "none"]
+# How a batch created just before a crash is found again: by its metadata in the provider's batch
+# listing, by labels in its name, by create intents kept under the storage root, or not at all
+# (a rerun resumes from the row checkpoints).
+OrphanSearch = Literal["batch-metadata", "name-labels", "create-intents", "checkpoints"]
+
+
+class RequestKind(enum.StrEnum):
+    """What a provider's requests ask for."""
+
+    CHAT = "chat"
+
+
+class Dialect(enum.StrEnum):
+    """The structured-output API a provider's requests speak (its JSON-schema subset)."""
+
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+    GEMINI = "gemini"
+
+    @property
+    def label(self) -> str:
+        return {"openai": "OpenAI", "anthropic": "Anthropic", "gemini": "Gemini"}[self.value]
+
 
 @dataclasses.dataclass(frozen=True)
 class ProviderLimits:
+    """Most requests and bytes per batch file (or real-time shard attempt), and the fewest
+    requests a batch may hold."""
+
     max_requests: int
     max_bytes: int
+    min_requests: int = 1
 
 
 # The batch APIs' per-file limits (OpenAI's; Gemini and Bedrock take the same request count):
 # the providers' defaults and the job's default shard size.
 BATCH_FILE_LIMITS = ProviderLimits(max_requests=50_000, max_bytes=200 * MB)
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderCapabilities:
+    """What a provider is and what it serves, readable before one is built."""
+
+    mode: Mode
+    limits: ProviderLimits
+    dialect: Dialect
+    price_families: tuple[str, ...]  # genai-prices provider ids, tried in order
+    orphans: OrphanSearch
+    kinds: frozenset[RequestKind] = frozenset({RequestKind.CHAT})
+    queue: QueueModel = "none"
+    realtime_twin: str | None = None  # the provider name a deadline falls back on
+    needs_s3_root: bool = False  # the provider itself reads and writes the storage root on S3
+    drops_empty_system: bool = False  # an empty system prompt costs no tokens
+    price_fallback_model: str | None = None  # prices a model no family knows
+    runs_on_emulator: bool = False  # served by the local emulator (``maple`` starts one)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,9 +204,18 @@ class ProviderModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    capabilities: ClassVar[ProviderCapabilities]
+
+    @property
+    def mode(self) -> str:
+        """``batch`` (a provider batch API) or ``realtime`` (one call per row)."""
+        return self.capabilities.mode
+
 
 class Provider(Protocol):
     """The interface the asset graph drives. Implementations are Dagster resources."""
+
+    capabilities: ClassVar[ProviderCapabilities]
 
     @property
     def provider_name(self) -> str: ...

@@ -64,7 +64,7 @@ def _close_client(owner: _Clients) -> None:
 
 
 class BatchProviderBasics:
-    """``provider_name``, ``mode`` and ``limits`` of a batch provider resource whose fields are
+    """``provider_name`` and ``limits`` of a batch provider resource whose fields are
     ``name``, ``max_requests`` and ``max_bytes``; and, for those with a private ``_http`` and a
     ``_new_client()``, one HTTP client kept for the resource's life (connections reused by every
     poll, list, upload and download of a run), closed by ``close()``."""
@@ -80,10 +80,6 @@ class BatchProviderBasics:
     @property
     def provider_name(self: _Named) -> str:
         return self.name
-
-    @property
-    def mode(self) -> str:
-        return "batch"
 
     def limits(self: _Limited) -> ProviderLimits:
         return ProviderLimits(self.max_requests, self.max_bytes)

@@ -157,19 +157,14 @@ class JobLayout:
     def queue_wait(self) -> str:
         return self.state("queue_wait.json")
 
-    # -- provider-side records ------------------------------------------------------------
-    @property
-    def anthropic_intents(self) -> str:
-        return self.state("anthropic-intents")
+    # -- provider-side records (``folder`` is the provider's own) ---------------------------
+    def provider_state(self, folder: str, *parts: str) -> str:
+        """A provider's records among the job's state (Anthropic's create intents)."""
+        return self.state(folder, *parts)
 
-    def anthropic_intent(self, shard: str, attempt: int) -> str:
-        return join(self.anthropic_intents, f"{shard}-{attempt}.json")
-
-    def bedrock_input(self, stem: str, digest: str) -> str:
-        return join(self.job, "bedrock", "input", f"{stem}-{digest}.jsonl")
-
-    def bedrock_output(self, stem: str) -> str:
-        return join(self.job, "bedrock", "output", stem) + "/"
+    def provider_files(self, folder: str, *parts: str) -> str:
+        """Objects a provider reads or writes itself (Bedrock's input and output)."""
+        return join(self.job, folder, *parts)
 
     # -- versions and the response store --------------------------------------------------
     def version_dir(self, number: int) -> str:

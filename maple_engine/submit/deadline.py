@@ -49,24 +49,18 @@ def is_realtime(submission: Submission) -> bool:
 
 def realtime_twin(batch: Any, storage_root: str) -> Any:
     """The real-time provider speaking to the same API (base URL, key) as a batch provider."""
-    from maple_engine.providers.gemini.realtime import GeminiRealtimeProvider
-    from maple_engine.providers.realtime.providers import (
-        AnthropicRealtimeProvider,
-        OpenAIRealtimeProvider,
-    )
+    from maple_engine.providers.registry import build_provider, one_of
 
-    twins = {
-        "OpenAIBatchProvider": OpenAIRealtimeProvider,
-        "AnthropicBatchProvider": AnthropicRealtimeProvider,
-        "GeminiBatchProvider": GeminiRealtimeProvider,
-    }
-    twin = twins.get(type(batch).__name__)
+    twin = batch.capabilities.realtime_twin
     if twin is None:
         raise ConfigError(
             f"--deadline needs a provider with a real-time API to fall back on; "
-            f"{batch.provider_name} has none here (use openai, anthropic, gemini or emulator)."
+            f"{batch.provider_name} has none here "
+            f"(use {one_of(lambda c: c.realtime_twin is not None)})."
         )
-    return twin(base_url=batch.base_url, api_key=batch.api_key, checkpoint_root=storage_root)
+    return build_provider(
+        twin, storage_root=storage_root, base_url=batch.base_url, api_key=batch.api_key
+    )
 
 
 class DeadlineProvider:

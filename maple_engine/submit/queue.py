@@ -77,15 +77,14 @@ def queue_of(job: "Job") -> Queue | None:
     """The queue the job's batches go into, or None when no queue limit applies."""
     if job.mode != "batch" or job.costs is None:
         return None
-    provider = getattr(job.provider, "batch_provider", job.provider)
-    kind = type(provider).__name__
-    name = provider.provider_name
-    if kind == "AnthropicBatchProvider":
-        return Queue(name, job.spec.model, "requests", probe=False)
-    if kind == "OpenAIBatchProvider":
-        return Queue(name, job.spec.model, "tokens", probe=True)
+    name, model = job.provider.provider_name, job.spec.model
+    queue = job.provider.capabilities.queue
+    if queue == "requests":
+        return Queue(name, model, "requests", probe=False)
+    if queue == "enqueued-tokens":
+        return Queue(name, model, "tokens", probe=True)
     if job.spec.max_enqueued_tokens is not None:
-        return Queue(name, job.spec.model, "tokens", probe=False)
+        return Queue(name, model, "tokens", probe=False)
     return None
 
 

@@ -17,13 +17,11 @@ from polars.testing import assert_frame_equal
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.cli.commands import main
+from maple_engine.providers.anthropic.realtime import AnthropicRealtimeProvider
 from maple_engine.providers.base import RequestSpec, ShardPayload
+from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.realtime.checkpoints import RowCheckpoints
-from maple_engine.providers.realtime.providers import (
-    AnthropicRealtimeProvider,
-    OpenAIRealtimeProvider,
-    RealtimeProvider,
-)
+from maple_engine.providers.realtime.providers import RealtimeProvider
 from maple_engine.storage.storage import Storage
 
 MODELS = {"openai-realtime": "gpt-4o-mini", "anthropic-realtime": "claude-haiku-4-5"}

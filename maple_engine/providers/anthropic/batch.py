@@ -23,7 +23,7 @@ Listing stops at the first batch older than the oldest unmatched intent, so the 
 
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import orjson
@@ -39,6 +39,9 @@ from maple_engine.providers.anthropic.messages import (
 )
 from maple_engine.providers.base import (
     BatchState,
+    Dialect,
+    ProviderCapabilities,
+    ProviderLimits,
     ProviderModel,
     RequestSpec,
     ShardPayload,
@@ -70,6 +73,17 @@ from maple_engine.storage.storage import Storage
 BATCHES = "/v1/messages/batches"
 _HEAD = '{"custom_id":'
 _MID = ',"params":'
+INTENTS = "anthropic-intents"  # the folder of create intents under the job's state
+CAPABILITIES = ProviderCapabilities(
+    mode="batch",
+    limits=ProviderLimits(max_requests=100_000, max_bytes=256 * 1024 * 1024),
+    dialect=Dialect.ANTHROPIC,
+    price_families=("anthropic",),
+    queue="requests",
+    orphans="create-intents",
+    realtime_twin="anthropic-realtime",
+    drops_empty_system=True,
+)
 
 
 def _epoch(value: Any) -> float:
@@ -83,6 +97,7 @@ def _epoch(value: Any) -> float:
 class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
     """Runs shards through Anthropic's Message Batches API: create, poll, download results."""
 
+    capabilities: ClassVar[ProviderCapabilities] = CAPABILITIES
     _http: httpx.Client | None = PrivateAttr(default=None)
 
     name: str = Field(
@@ -101,9 +116,11 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
     )
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
     max_retries: int = Field(default=6, description="Retries of a control call on 429/5xx.")
-    max_requests: int = Field(default=100_000, description="Provider limit: requests per batch.")
+    max_requests: int = Field(
+        default=CAPABILITIES.limits.max_requests, description="Provider limit: requests per batch."
+    )
     max_bytes: int = Field(
-        default=256 * 1024 * 1024, description="Provider limit: bytes per batch."
+        default=CAPABILITIES.limits.max_bytes, description="Provider limit: bytes per batch."
     )
     clock_skew_s: float = Field(
         default=60.0, description="Orphan matching: tolerated clock difference with the provider."
@@ -137,7 +154,7 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
 
     @staticmethod
     def _intent_key(job: str, shard: str, attempt: int) -> str:
-        return JobLayout(job).anthropic_intent(shard, attempt)
+        return JobLayout(job).provider_state(INTENTS, f"{shard}-{attempt}.json")
 
     def _write_intent(self, payload: ShardPayload, record: dict[str, Any]) -> None:
         key = self._intent_key(payload.job, payload.shard, payload.attempt)
@@ -145,7 +162,7 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
 
     def _read_intents(self, job: str) -> list[dict[str, Any]]:
         storage = self._intents()
-        keys = storage.list_keys(JobLayout(job).anthropic_intents)
+        keys = storage.list_keys(JobLayout(job).provider_state(INTENTS))
         return [dict(storage.read_json(k)) for k in keys if k.endswith(".json")]
 
     # -- lifecycle --------------------------------------------------------------------------

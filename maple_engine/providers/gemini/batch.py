@@ -10,7 +10,7 @@ Gemini batches carry no metadata map, so the batch's ``displayName`` carries the
 ``maple/<job>/<shard>/<attempt>/<hash>``; ``find_orphans`` reads them back from the list.
 """
 
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import orjson
@@ -21,6 +21,8 @@ from maple_engine.crashpoints import crash_point
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
     BatchState,
+    Dialect,
+    ProviderCapabilities,
     ProviderModel,
     RequestSpec,
     ShardPayload,
@@ -52,6 +54,14 @@ STATES = {
     "BATCH_STATE_EXPIRED": "expired",
 }
 _ENDED = {"completed", "failed", "cancelled", "expired"}
+CAPABILITIES = ProviderCapabilities(
+    mode="batch",
+    limits=BATCH_FILE_LIMITS,  # Google allows 2 GB per file; smaller shards resume sooner
+    dialect=Dialect.GEMINI,
+    price_families=("google",),
+    orphans="name-labels",
+    realtime_twin="gemini-realtime",
+)
 
 
 def display_name(payload: ShardPayload, digest: str) -> str:
@@ -61,6 +71,7 @@ def display_name(payload: ShardPayload, digest: str) -> str:
 class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
     """Runs shards through the Gemini Batch API (50% of real-time prices)."""
 
+    capabilities: ClassVar[ProviderCapabilities] = CAPABILITIES
     _http: httpx.Client | None = PrivateAttr(default=None)
 
     name: str = Field(default="gemini", description="Provider name recorded in costs and output.")
@@ -74,10 +85,10 @@ class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
     max_retries: int = Field(default=6, description="Retries of a control call on 429/5xx.")
     max_requests: int = Field(
-        default=BATCH_FILE_LIMITS.max_requests, description="Requests per batch (shard size)."
+        default=CAPABILITIES.limits.max_requests, description="Requests per batch (shard size)."
     )
     max_bytes: int = Field(
-        default=BATCH_FILE_LIMITS.max_bytes,
+        default=CAPABILITIES.limits.max_bytes,
         description="Bytes per input file (Google allows 2 GB; smaller shards resume sooner).",
     )
     inline_max_bytes: int = Field(

@@ -5,7 +5,7 @@ checkpoints). Gemini puts the model in the URL, not the body, so each shard atte
 copy of the resource bound to the payload's model.
 """
 
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import orjson
@@ -13,7 +13,13 @@ import polars as pl
 from pydantic import Field
 
 from maple_engine.failures import FailureClass
-from maple_engine.providers.base import RequestSpec, ShardPayload, Submission
+from maple_engine.providers.base import (
+    Dialect,
+    ProviderCapabilities,
+    RequestSpec,
+    ShardPayload,
+    Submission,
+)
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
     classify_status,
@@ -24,11 +30,13 @@ from maple_engine.providers.gemini.wire import (
     parse_generate_response,
 )
 from maple_engine.providers.http import error_detail
-from maple_engine.providers.realtime.providers import RealtimeProvider
+from maple_engine.providers.realtime.providers import RealtimeProvider, realtime_capabilities
 
 
 class GeminiRealtimeProvider(RealtimeProvider):
     """Gemini ``generateContent``, one request per row (real-time prices)."""
+
+    capabilities: ClassVar[ProviderCapabilities] = realtime_capabilities(Dialect.GEMINI, "google")
 
     name: str = Field(default="gemini-realtime", description="Provider name in costs/output.")
     model: str | None = Field(

@@ -1,7 +1,7 @@
 """OpenAI Batch API provider (files + batches), for any OpenAI-compatible base URL."""
 
 import tempfile
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import polars as pl
@@ -13,6 +13,8 @@ from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
     ENDED_STATES,
     BatchState,
+    Dialect,
+    ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
     RequestSpec,
@@ -34,11 +36,21 @@ from maple_engine.providers.openai import wire
 from maple_engine.providers.openai.lines import parse_result_file
 
 LIST_PAGE = 100
+CAPABILITIES = ProviderCapabilities(
+    mode="batch",
+    limits=BATCH_FILE_LIMITS,
+    dialect=Dialect.OPENAI,
+    price_families=("openai",),
+    queue="enqueued-tokens",
+    orphans="batch-metadata",
+    realtime_twin="openai-realtime",
+)
 
 
 class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
     """Runs shards through the OpenAI Batch API: upload JSONL, create, poll, download, parse."""
 
+    capabilities: ClassVar[ProviderCapabilities] = CAPABILITIES
     _http: httpx.Client | None = PrivateAttr(default=None)
 
     name: str = Field(default="openai", description="Provider name recorded in costs and output.")
@@ -54,10 +66,10 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
     max_retries: int = Field(default=6, description="Retries of a control call on 429/5xx.")
     max_requests: int = Field(
-        default=BATCH_FILE_LIMITS.max_requests, description="Provider limit: requests per batch."
+        default=CAPABILITIES.limits.max_requests, description="Provider limit: requests per batch."
     )
     max_bytes: int = Field(
-        default=BATCH_FILE_LIMITS.max_bytes, description="Provider limit: bytes per file."
+        default=CAPABILITIES.limits.max_bytes, description="Provider limit: bytes per file."
     )
 
     @property
@@ -66,10 +78,6 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
 
     def limits(self) -> ProviderLimits:
         return ProviderLimits(self.max_requests, self.max_bytes)
-
-    @property
-    def mode(self) -> str:
-        return "batch"
 
     def resolved_base_url(self) -> str:
         return wire.openai_base_url(self.base_url)

@@ -1,4 +1,5 @@
-"""Real-time providers: the batch interface over synchronous chat/messages calls.
+"""Real-time providers' shared core: the batch interface over synchronous chat/messages calls
+(each provider's wire format is its own folder's ``realtime.py``).
 
 ``submit`` runs the shard attempt's requests right away on an aiohttp session (keep-alive,
 bounded and adaptive concurrency), paced to the RPM/TPM learned from the rate-limit headers (or
@@ -18,28 +19,19 @@ attempt from sending further rows. 401/403 abort the attempt with ``AuthError``.
 from typing import Any
 
 import httpx
-import orjson
 import polars as pl
 from pydantic import Field
 
-from maple_engine.failures import FailureClass, classify_http
-from maple_engine.providers.anthropic.messages import (
-    anthropic_base_url,
-    anthropic_headers,
-    classify_error,
-    message_body_expr,
-    parse_message,
-)
 from maple_engine.providers.base import (
+    BATCH_FILE_LIMITS,
     BatchState,
+    Dialect,
+    ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
-    RequestSpec,
     ShardPayload,
     Submission,
 )
-from maple_engine.providers.http import error_detail, is_quota_error
-from maple_engine.providers.openai import wire as openai_wire
 from maple_engine.providers.realtime.checkpoints import RowCheckpoints
 from maple_engine.providers.realtime.engine import AttemptRun, run_sync
 from maple_engine.providers.realtime.rate_shares import RateShare, account_digest
@@ -48,6 +40,23 @@ from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 
 Row = dict[str, Any]
+SHARD = ProviderLimits(max_requests=10_000, max_bytes=BATCH_FILE_LIMITS.max_bytes)
+
+
+def realtime_capabilities(
+    dialect: Dialect, price_family: str, drops_empty_system: bool = False
+) -> ProviderCapabilities:
+    """What every real-time provider shares: shard attempts run at once, nothing queues, and a
+    rerun resumes from the row checkpoints (no orphans)."""
+    return ProviderCapabilities(
+        mode="realtime",
+        limits=SHARD,
+        dialect=dialect,
+        price_families=(price_family,),
+        queue="none",
+        orphans="checkpoints",
+        drops_empty_system=drops_empty_system,
+    )
 
 
 class RealtimeProvider(ProviderModel):
@@ -72,8 +81,8 @@ class RealtimeProvider(ProviderModel):
     timeout_s: float = Field(default=120.0, description="HTTP timeout per request, seconds.")
     checkpoint_rows: int = Field(default=200, description="Rows per checkpoint chunk.")
     checkpoint_seconds: float = Field(default=2.0, description="Seconds between chunk writes.")
-    max_requests: int = Field(default=10_000, description="Requests per shard.")
-    max_bytes: int = Field(default=200 * 1024 * 1024, description="Encoded bytes per shard.")
+    max_requests: int = Field(default=SHARD.max_requests, description="Requests per shard.")
+    max_bytes: int = Field(default=SHARD.max_bytes, description="Encoded bytes per shard.")
 
     # -- wire format (subclasses) -----------------------------------------------------------
     def endpoint(self) -> str:
@@ -95,10 +104,6 @@ class RealtimeProvider(ProviderModel):
     @property
     def provider_name(self) -> str:
         return self.name
-
-    @property
-    def mode(self) -> str:
-        return "realtime"
 
     def limits(self) -> ProviderLimits:
         return ProviderLimits(self.max_requests, self.max_bytes)
@@ -162,68 +167,3 @@ class RealtimeProvider(ProviderModel):
     def find_orphans(self, job: str) -> list[Submission]:
         """Never any: a rerun of an unrecorded attempt resumes from its checkpoints instead."""
         return []
-
-
-class OpenAIRealtimeProvider(RealtimeProvider):
-    """OpenAI-compatible ``POST /chat/completions``, one request per row."""
-
-    name: str = Field(default="openai-realtime", description="Provider name in costs/output.")
-
-    def endpoint(self) -> str:
-        return "/chat/completions"
-
-    def resolved_base_url(self) -> str:
-        return openai_wire.openai_base_url(self.base_url)
-
-    def auth_headers(self) -> dict[str, str]:
-        return openai_wire.openai_headers(self.api_key)
-
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return openai_wire.chat_body_expr(spec, user, image)
-
-    def parse_body(self, custom_id: str, body: dict[str, Any]) -> Row:
-        return openai_wire.parse_chat_completion(custom_id, body)
-
-    def classify(self, response: httpx.Response) -> tuple[str, str]:
-        message, code, error_type = error_detail(response)
-        if response.status_code == 429 and is_quota_error(response):
-            return FailureClass.INSUFFICIENT_QUOTA.value, message
-        if response.status_code == 429 and "too large" in message.lower():
-            return FailureClass.INVALID_REQUEST.value, message
-        return classify_http(response.status_code, code, error_type).value, message
-
-
-class AnthropicRealtimeProvider(RealtimeProvider):
-    """Anthropic ``POST /v1/messages``, one request per row."""
-
-    name: str = Field(default="anthropic-realtime", description="Provider name in costs/output.")
-
-    def endpoint(self) -> str:
-        return "/v1/messages"
-
-    def resolved_base_url(self) -> str:
-        return anthropic_base_url(self.base_url)
-
-    def auth_headers(self) -> dict[str, str]:
-        return anthropic_headers(self.api_key)
-
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return message_body_expr(spec, user, image)
-
-    def parse_body(self, custom_id: str, body: dict[str, Any]) -> Row:
-        return parse_message(custom_id, body)
-
-    def classify(self, response: httpx.Response) -> tuple[str, str]:
-        message, _, error_type = error_detail(response)
-        if _spend_limit(response):
-            return FailureClass.INSUFFICIENT_QUOTA.value, message
-        return classify_error(error_type, message, response.status_code), message
-
-
-def _spend_limit(response: httpx.Response) -> bool:
-    try:
-        body = orjson.loads(response.content)
-    except orjson.JSONDecodeError:
-        return False
-    details = (body.get("error") or {}).get("details") if isinstance(body, dict) else None
-    return isinstance(details, dict) and details.get("error_code") == "enforced_spend_limit_reached"
