@@ -7,17 +7,13 @@ from pydantic import Field
 
 from maple_engine.deployment import require_shared
 from maple_engine.memory import tune_allocator
-from maple_engine.settings import default_storage_root
 from maple_engine.storage.storage import Storage, is_remote
 
 
 class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """The storage root every job writes under: a local folder or ``s3://bucket/prefix``."""
 
-    root: str = Field(
-        default_factory=default_storage_root,
-        description="Storage root (folder or s3:// URI); default MAPLE_STORAGE, else ./.maple.",
-    )
+    root: str = Field(description="Storage root: a local folder or s3://bucket/prefix.")
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         """At run start: S3 settings, flat memory in run workers; refuse a local root across

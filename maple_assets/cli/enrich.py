@@ -11,13 +11,13 @@ from maple_assets.cli.dry_run import dry_run, percent
 from maple_assets.cli.errors import marks_interrupt, outcome_code
 from maple_assets.cli.runner import Runner, instance_for
 from maple_assets.factory import Enrichment, enrichment
-from maple_assets.wiring import wire_resources
+from maple_assets.wiring import settings_provider, wire_resources
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import preflight
 from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
-from maple_engine.providers.registry import build_provider
+from maple_engine.settings import Settings
 from maple_engine.spec import MAX_JOB_NAME, JobSpec
 from maple_engine.state import JobState
 from maple_engine.storage.storage import Storage
@@ -144,9 +144,8 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     price = PriceBook().price(  # an unknown model fails here, before anything is sent
         opts.model, opts.provider, allow_untracked=opts.allow_untracked_cost
     )
-    provider = build_provider(
-        opts.provider, emulator_url=emulator_url, storage_root=opts.storage, **realtime_limits(opts)
-    )
+    settings = Settings.load(storage=opts.storage)
+    provider = settings_provider(opts.provider, settings, emulator_url, realtime_limits(opts))
     if en.spec.deadline_s is not None and getattr(provider, "mode", "batch") == "batch":
         realtime_twin(provider, opts.storage)  # no real-time API to fall back on: fail now
     if opts.dry_run:
@@ -163,7 +162,8 @@ def _drive(opts: EnrichOptions, en: Enrichment, provider: Any, state: JobState) 
     lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(state, opts.budget)
     if lifted:
         click.echo(f"resuming job {en.spec.name} (was stopped: {lifted})", err=True)
-    resources = wire_resources(opts.storage, {opts.provider: provider})
+    cost_db = Settings.load(storage=opts.storage).cost_db
+    resources = wire_resources(opts.storage, {opts.provider: provider}, cost_db=cost_db)
     runner = Runner(
         en,
         resources,
