@@ -71,6 +71,10 @@ class CostLedger(BaseModel):
         description="Storage root whose costs.sqlite is the default ledger (for s3:// roots "
         "the default is ~/.maple/costs.sqlite, since SQLite needs a local file).",
     )
+    prices: str | None = Field(
+        default=None,
+        description="Price-overrides file (JSON) jobs price with; entry points pass $MAPLE_PRICES.",
+    )
     _engine: sa.Engine | None = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 

@@ -211,7 +211,7 @@ def test_gemini_realtime_enrich_with_faults(
     assert frame["llm_batch_id"].str.starts_with("rt-").all()
     assert stats["realtime_429"] > 0 and stats["bodies_billed_twice"] == 0
     assert stats["requests_billed"] == ROWS
-    price = PriceBook(use_env=False).price(MODEL, "gemini-realtime")
+    price = PriceBook().price(MODEL, "gemini-realtime")
     first = frame.row(0, named=True)
     usage = TokenUsage(first["llm_input_tokens"], output_tokens=first["llm_output_tokens"])
     assert first["llm_cost_usd"] == pytest.approx(cost_usd(price, usage, batch=False))

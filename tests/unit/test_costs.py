@@ -170,7 +170,7 @@ def billed_rows(seed: int, n: int) -> pl.DataFrame:
 def test_ledger_job_total_equals_the_sum_of_row_costs(tracker: CostLedger) -> None:
     """Three shards, shard 1 retried for a third of its rows: the per-row llm_cost_usd (every
     billed attempt of the row) sums to the ledger's job total to the micro-dollar."""
-    price = PriceBook(use_env=False).price("gpt-4o-mini", "openai")
+    price = PriceBook().price("gpt-4o-mini", "openai")
     attempts: list[pl.DataFrame] = []
     for shard in range(3):
         first = billed_rows(shard, 20_000).with_columns(pl.col("row_id") + shard * 20_000)
