@@ -3,8 +3,9 @@ storage, cost ledger, IO manager and one resource per provider.
 
 Values come from `Settings` (flags, then the environment) here, never from the environment at
 run time: what the Dagster UI shows as a resource's config is what the run uses. API keys are
-the exception in the code location: they are ``dg.EnvVar`` fields, so the UI shows the variable's
-name and the run reads its value; the CLI passes them as plain values."""
+the exception: the provider resources take them as ``dg.EnvVar`` fields, so the UI shows the
+variable's name, the run reads its value, and no key enters a job snapshot Dagster stores. The
+CLI's own provider (credential check, dry run, cancel) gets the plain value from `Settings`."""
 
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -49,14 +50,11 @@ def settings_provider(
     *,
     with_key: bool = True,
 ) -> Any:
-    """Provider ``name`` on the settings' storage root with their key, base URL and role."""
-    return build_provider(
-        name,
-        emulator_url=emulator_url,
-        storage_root=settings.storage_root,
-        **provider_settings(name, settings, with_key=with_key),
-        **(overrides or {}),
-    )
+    """Provider ``name`` on the settings' storage root with their key, base URL and role;
+    ``overrides`` (fields, a ``storage_root`` among them) win."""
+    fields = provider_settings(name, settings, with_key=with_key) | dict(overrides or {})
+    root = fields.pop("storage_root", settings.storage_root)
+    return build_provider(name, emulator_url=emulator_url, storage_root=root, **fields)
 
 
 def cost_ledger(storage_root: str) -> CostLedger:
@@ -69,6 +67,7 @@ def wire_resources(
     providers: Mapping[str, ProviderModel],
     *,
     cost_db: str | None = None,
+    prices: str | None = None,
     s3: "S3Resource | None" = None,
     provider_config: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
@@ -76,10 +75,11 @@ def wire_resources(
 
     ``s3``: a dagster-aws ``S3Resource`` for an ``s3://`` root (endpoint, region, credentials,
     secrets as ``dg.EnvVar``); without it the AWS_* environment applies. ``provider_config``:
-    more config per provider name (``dg.EnvVar`` keys)."""
+    more config per provider name (``dg.EnvVar`` keys). ``cost_db``, ``prices``: the ledger's
+    database URL and price-overrides file."""
     resources: dict[str, Any] = {
         "maple_storage": StorageResource(root=storage_root),
-        "maple_costs": CostTracker(storage_root=storage_root, database_url=cost_db),
+        "maple_costs": CostTracker(storage_root=storage_root, database_url=cost_db, prices=prices),
         IO_MANAGER_KEY: ParquetIOManager(root=storage_root),
     }
     if s3 is not None:  # dagster-aws is imported only by those who use it (start-up time)
@@ -94,7 +94,8 @@ def wire_resources(
 
 
 def env_var_keys(name: str) -> dict[str, dg.EnvVar]:
-    """Provider ``name``'s API key as a ``dg.EnvVar`` (none for bedrock and the emulator)."""
+    """Provider ``name``'s API key as a ``dg.EnvVar`` (none for bedrock and the emulator): a
+    resource's plain config values are stored in the job snapshots of its runs."""
     family = api_family(name)
     return {"api_key": dg.EnvVar(api_key_env(family))} if family in API_FAMILIES else {}
 
@@ -112,5 +113,10 @@ def maple_resources(
     providers = {name: settings_provider(name, settings, url, with_key=False) for name in names}
     keys = {name: env_var_keys(name) for name in names}
     return wire_resources(
-        settings.storage_root, providers, cost_db=settings.cost_db, s3=s3, provider_config=keys
+        settings.storage_root,
+        providers,
+        cost_db=settings.cost_db,
+        prices=settings.prices,
+        s3=s3,
+        provider_config=keys,
     )

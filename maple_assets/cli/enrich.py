@@ -11,7 +11,7 @@ from maple_assets.cli.dry_run import dry_run, percent
 from maple_assets.cli.errors import marks_interrupt, outcome_code
 from maple_assets.cli.runner import Runner, instance_for
 from maple_assets.factory import Enrichment, enrichment
-from maple_assets.wiring import settings_provider, wire_resources
+from maple_assets.wiring import env_var_keys, settings_provider, wire_resources
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import preflight
 from maple_engine.inputs.schema_checks import check_response_schema
@@ -141,10 +141,10 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
         deadline=parse_duration(opts.deadline, "--deadline") if opts.deadline else None,
     )
     preflight(en.spec, opts.storage)
-    price = PriceBook().price(  # an unknown model fails here, before anything is sent
+    settings = Settings.load(storage=opts.storage)
+    price = PriceBook(settings.prices).price(  # an unknown model fails here, before sending
         opts.model, opts.provider, allow_untracked=opts.allow_untracked_cost
     )
-    settings = Settings.load(storage=opts.storage)
     provider = settings_provider(opts.provider, settings, emulator_url, realtime_limits(opts))
     if en.spec.deadline_s is not None and getattr(provider, "mode", "batch") == "batch":
         realtime_twin(provider, opts.storage)  # no real-time API to fall back on: fail now
@@ -162,8 +162,14 @@ def _drive(opts: EnrichOptions, en: Enrichment, provider: Any, state: JobState) 
     lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(state, opts.budget)
     if lifted:
         click.echo(f"resuming job {en.spec.name} (was stopped: {lifted})", err=True)
-    cost_db = Settings.load(storage=opts.storage).cost_db
-    resources = wire_resources(opts.storage, {opts.provider: provider}, cost_db=cost_db)
+    settings = Settings.load(storage=opts.storage)
+    resources = wire_resources(
+        opts.storage,
+        {opts.provider: provider},
+        cost_db=settings.cost_db,
+        prices=settings.prices,
+        provider_config={opts.provider: env_var_keys(opts.provider)},  # keys out of snapshots
+    )
     runner = Runner(
         en,
         resources,
@@ -240,7 +246,7 @@ def print_summary(
 
 def _print_deadline(state: JobState, costs: CostLedger, shards: set[str], spec: JobSpec) -> None:
     """With a deadline: how many rows went by batch and by real-time, and what it cost."""
-    price = PriceBook().price(spec.model, spec.provider, allow_untracked=True)
+    price = PriceBook(costs.prices).price(spec.model, spec.provider, allow_untracked=True)
     split = deadline_split(costs, state.job, shards, price)
     click.echo(f"{'batch rows':<15}{split['batch_rows']:,}")
     click.echo(

@@ -111,6 +111,7 @@ def test_keys_are_shown_as_variable_names_and_used_as_their_values(env: Path) ->
     with dg.build_resources(defs.resources or {}) as built:
         headers = built.provider_openai_realtime.auth_headers()
         assert headers == {"Authorization": f"Bearer {SECRET}"}
+        assert SECRET not in repr(built.provider_openai) + repr(built.provider_anthropic)
         assert built.provider_openai.resolved_base_url() == "http://127.0.0.1:9/v1"
     snapshot = serialize_value(RepositorySnap.from_def(defs.get_repository_def()))
     assert not [value for value in KEYS.values() if value in snapshot]

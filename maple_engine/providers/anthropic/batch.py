@@ -89,7 +89,9 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
         default="anthropic", description="Provider name recorded in costs and output."
     )
     api_key: str | None = Field(
-        default=None, description="API key (the code location: EnvVar ANTHROPIC_API_KEY)."
+        default=None,
+        repr=False,
+        description="API key (the code location: EnvVar ANTHROPIC_API_KEY).",
     )
     base_url: str | None = Field(
         default=None,

@@ -64,7 +64,7 @@ class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
 
     name: str = Field(default="gemini", description="Provider name recorded in costs and output.")
     api_key: str | None = Field(
-        default=None, description="API key (the code location: EnvVar GEMINI_API_KEY)."
+        default=None, repr=False, description="API key (the code location: EnvVar GEMINI_API_KEY)."
     )
     base_url: str | None = Field(
         default=None,

@@ -42,7 +42,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
 
     name: str = Field(default="openai", description="Provider name recorded in costs and output.")
     api_key: str | None = Field(
-        default=None, description="API key (the code location: EnvVar OPENAI_API_KEY)."
+        default=None, repr=False, description="API key (the code location: EnvVar OPENAI_API_KEY)."
     )
     base_url: str | None = Field(
         default=None,

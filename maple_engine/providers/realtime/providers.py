@@ -54,7 +54,9 @@ class RealtimeProvider(ProviderModel):
     """Shared core of the real-time providers (subclasses set the wire format)."""
 
     name: str = Field(default="realtime", description="Provider name recorded in costs/output.")
-    api_key: str | None = Field(default=None, description="API key (code location: an EnvVar).")
+    api_key: str | None = Field(
+        default=None, repr=False, description="API key (code location: an EnvVar)."
+    )
     base_url: str | None = Field(default=None, description="API base URL; default: the API's.")
     checkpoint_root: str = Field(
         default=DEFAULT_STORAGE,
