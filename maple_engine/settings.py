@@ -1,11 +1,11 @@
 """Maple's own settings: one object built from command-line flags and the environment.
 
-This is the only module that reads the environment. Entry points (the CLI, the Dagster
-definitions' wiring) build a `Settings` once and hand its values to the resources they wire;
-engine classes take plain values. A few operational knobs (lease time-to-live, outage window,
-crash points for the crash tests) are read where they act through `knob`, so a run worker sees
-its own environment; `aws_environment` is the AWS_* default of S3 access without an
-``S3Resource``.
+This is the only module that reads Maple's configuration from the environment. Entry points
+(the CLI, the Dagster definitions' wiring) build a `Settings` once and hand its values to the
+resources they wire; engine classes take plain values. A few operational knobs (lease
+time-to-live, outage window, crash points for the crash tests) are read where they act through
+`knob`, so a run worker sees its own environment; `aws_environment` is the AWS_* default of S3
+access without an ``S3Resource``.
 
 | variable | setting |
 |---|---|
@@ -47,11 +47,6 @@ API_FAMILIES = ("openai", "anthropic", "gemini")  # the providers whose APIs tak
 def api_key_env(family: str) -> str:
     """The variable holding ``family``'s API key (``OPENAI_API_KEY``, ...)."""
     return f"{family.upper()}_API_KEY"
-
-
-def base_url_env(family: str) -> str:
-    """The variable holding ``family``'s API base URL (``OPENAI_BASE_URL``, ...)."""
-    return f"{family.upper()}_BASE_URL"
 
 
 class Settings(BaseSettings):
