@@ -1,7 +1,9 @@
 """The code location: the example grocery enrichment, a downstream asset, and their resources.
 
 The example runs on OpenAI's Batch API when ``OPENAI_API_KEY`` is set, else on the local
-emulator (start it with ``maple emulator``; ``MAPLE_EMULATOR_URL`` overrides its address).
+emulator (start it with ``maple emulator``; ``MAPLE_EMULATOR_URL`` overrides its address). The
+key is the provider resource's ``dg.EnvVar("OPENAI_API_KEY")``: the UI shows the variable's name,
+the run reads its value (``maple_assets.wiring``).
 
 ``maple_automation`` is the code location's automation sensor, running by default: assets with
 an automation condition downstream of an enrichment (``category_report``) refresh when its
@@ -9,7 +11,6 @@ an automation condition downstream of an enrichment (``category_report``) refres
 (Automation), or declare it with ``default_status=dg.DefaultSensorStatus.STOPPED``.
 """
 
-import os
 from pathlib import Path
 
 import dagster as dg
@@ -17,6 +18,7 @@ import polars as pl
 
 from maple_assets.factory import enrichment
 from maple_assets.wiring import maple_resources
+from maple_engine.settings import Settings
 
 SAMPLE_CATALOG = Path(__file__).parent / "data" / "grocery_catalog.csv"
 
@@ -32,7 +34,7 @@ product_attributes = enrichment(
     prompt="Extract the brand and the pack size from this grocery item: {title} / {description}",
     system="You are a precise catalog assistant. Answer briefly.",
     model="gpt-4o-mini",
-    provider="openai" if os.environ.get("OPENAI_API_KEY") else "emulator",
+    provider="openai" if Settings.load().has_api_key("openai") else "emulator",
     team="catalog",
     max_requests_per_batch=100,
     poll_interval_s=10,

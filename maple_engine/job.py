@@ -59,6 +59,6 @@ def job_for(spec: JobSpec, policy: RetryPolicy, resources: Any) -> Job:
         state=JobState(storage, spec.name),
         provider=with_deadline(provider, storage, spec.name, spec.deadline_s),
         costs=resources.maple_costs,
-        prices=PriceBook(),
+        prices=PriceBook(resources.maple_costs.prices),
         policy=policy,
     )

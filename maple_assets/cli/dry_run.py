@@ -4,8 +4,8 @@ from typing import Any
 
 import click
 
+from maple_assets.wiring import cost_ledger
 from maple_engine.inputs.tokens import MAX_TOKEN_PARAMS, output_tokens_per_request
-from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.plan.dry_plan import SendPlan
 from maple_engine.plan.estimate import estimate_job, estimate_sends
@@ -41,7 +41,7 @@ def dry_run(
         ("batch saves", f"~{realtime - batch:.6f} USD{percent(realtime - batch, realtime)}"),
         ("price", price.source),
     ]
-    with CostLedger(storage_root=storage) as costs:
+    with cost_ledger(storage) as costs:
         paid = costs.job_total(spec.name)
     if paid:
         rows.append(("spent USD", f"{paid:.6f} so far (this job, from the ledger)"))

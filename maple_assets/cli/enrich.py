@@ -11,13 +11,14 @@ from maple_assets.cli.dry_run import dry_run, percent
 from maple_assets.cli.errors import engine_warnings_on_stderr, marks_interrupt, outcome_code
 from maple_assets.cli.runner import Runner, instance_for
 from maple_assets.factory import Enrichment, enrichment
-from maple_assets.wiring import wire_resources
+from maple_assets.wiring import env_var_keys, settings_provider, wire_resources
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import preflight
 from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
-from maple_engine.providers.registry import REALTIME_PROVIDERS, build_provider, capabilities
+from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities
+from maple_engine.settings import Settings
 from maple_engine.spec import MAX_JOB_NAME, JobSpec, build_spec
 from maple_engine.state import JobState
 from maple_engine.storage.claims import driver_lease
@@ -147,15 +148,12 @@ def build_enrichment(opts: EnrichOptions) -> Enrichment:
 def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     en = build_enrichment(opts)
     preflight(en.spec, opts.storage_root)
-    price = PriceBook().price(  # an unknown model fails here, before anything is sent
+    settings = Settings.load(storage=opts.storage_root)
+    price = PriceBook(settings.prices).price(  # an unknown model fails here, before sending
         en.spec.model, opts.provider, allow_untracked=en.spec.allow_untracked_cost
     )
-    provider = build_provider(
-        opts.provider,
-        emulator_url=emulator_url,
-        storage_root=opts.storage_root,
-        **realtime_limits(opts),
-    )
+    overrides = {"storage_root": opts.storage_root, **realtime_limits(opts)}
+    provider = settings_provider(opts.provider, settings, emulator_url, overrides)
     if en.spec.deadline_s is not None and provider.mode == "batch":
         realtime_twin(provider, opts.storage_root)  # no real-time API to fall back on: fail now
     if opts.dry_run:
@@ -172,7 +170,14 @@ def _drive(opts: EnrichOptions, en: Enrichment, provider: Any, state: JobState) 
     lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(state, en.spec.budget_usd)
     if lifted:
         click.echo(f"resuming job {en.spec.name} (was stopped: {lifted})", err=True)
-    resources = wire_resources(opts.storage_root, {opts.provider: provider})
+    settings = Settings.load(storage=opts.storage_root)
+    resources = wire_resources(
+        opts.storage_root,
+        {opts.provider: provider},
+        cost_db=settings.cost_db,
+        prices=settings.prices,
+        provider_config={opts.provider: env_var_keys(opts.provider)},  # keys out of snapshots
+    )
     runner = Runner(
         en,
         resources,
@@ -249,7 +254,7 @@ def print_summary(
 
 def _print_deadline(state: JobState, costs: CostLedger, shards: set[str], spec: JobSpec) -> None:
     """With a deadline: how many rows went by batch and by real-time, and what it cost."""
-    price = PriceBook().price(spec.model, spec.provider, allow_untracked=True)
+    price = PriceBook(costs.prices).price(spec.model, spec.provider, allow_untracked=True)
     split = deadline_split(costs, state.job, shards, price)
     click.echo(f"{'batch rows':<15}{split['batch_rows']:,}")
     click.echo(

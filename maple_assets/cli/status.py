@@ -14,13 +14,12 @@ import orjson
 
 from maple_assets.cli.queues import job_queue_note, ledger_exists, queue_lines, queue_status
 from maple_assets.cli.tables import render
+from maple_assets.wiring import cost_ledger, settings_provider
 from maple_engine.collect.responses import summarize
 from maple_engine.errors import ConfigError, MapleError, ProviderError
-from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
 from maple_engine.providers.base import Provider, Submission
-from maple_engine.providers.registry import build_provider
 from maple_engine.settings import Settings
 from maple_engine.state import JobState
 from maple_engine.steps import shard_responses
@@ -194,9 +193,7 @@ def provider_for(state: JobState) -> Provider:
         raise ConfigError(f"No job {state.job!r} under {state.storage.root}.")
     name = str(spec["spec"]["provider"])
     settings = Settings.load(storage=state.storage.root)
-    provider: Provider = build_provider(
-        name, emulator_url=settings.emulator_url, storage_root=settings.storage_root
-    )
+    provider: Provider = settings_provider(name, settings, settings.emulator_url)
     return provider
 
 
@@ -240,7 +237,7 @@ def release_queue_slots(state: JobState) -> int:
     wait for a job that is no longer running to see its cancelled batches end."""
     if not ledger_exists(state.storage.root):
         return 0
-    with CostLedger(storage_root=state.storage.root) as costs, costs.transaction() as conn:
+    with cost_ledger(state.storage.root) as costs, costs.transaction() as conn:
         return release_job(conn, queue_slots, state.job)
 
 

@@ -7,9 +7,9 @@ upsert on (job, shard, attempt), so recording the same results again (a re-run a
 not double count. Build records with `AttemptCost.from_rows` over the per-row frame so the ledger
 reconciles with the rows' `llm_cost_usd` to the micro-dollar.
 
-Database: `database_url` (a SQLAlchemy URL), else `$MAPLE_COST_DB`, else a SQLite file
-`<storage_root>/costs.sqlite`. SQLite needs a local file, so for an `s3://` (or any remote)
-storage root the default is `~/.maple/costs.sqlite`; point `MAPLE_COST_DB` at PostgreSQL
+Database: `database_url` (a SQLAlchemy URL; entry points fill it from `$MAPLE_COST_DB`), else a
+SQLite file `<storage_root>/costs.sqlite`. SQLite needs a local file, so for an `s3://` (or any
+remote) storage root the default is `~/.maple/costs.sqlite`; point `MAPLE_COST_DB` at PostgreSQL
 (`postgresql+psycopg2://user:pass@host/db`) to share one ledger between machines. SQLite runs in
 WAL mode with a 30 s busy timeout and takes the write lock when a transaction begins, so several
 processes can record at once.
@@ -40,7 +40,7 @@ from maple_engine.ledger.schema import (
     migrate,
     sqlite_exists,
 )
-from maple_engine.settings import Settings
+from maple_engine.settings import DEFAULT_STORAGE
 from maple_engine.storage.layout import COSTS_DB
 
 GroupBy = Literal["team", "job", "model", "day"]
@@ -64,20 +64,23 @@ class CostLedger(BaseModel):
     database_url: str | None = Field(
         default=None,
         description="SQLAlchemy URL of the ledger: sqlite:///path or postgresql+psycopg2://... "
-        "Default: $MAPLE_COST_DB, else SQLite <storage_root>/costs.sqlite.",
+        "Default: SQLite <storage_root>/costs.sqlite (entry points pass $MAPLE_COST_DB).",
     )
     storage_root: str = Field(
-        default=".maple",
+        default=DEFAULT_STORAGE,
         description="Storage root whose costs.sqlite is the default ledger (for s3:// roots "
         "the default is ~/.maple/costs.sqlite, since SQLite needs a local file).",
+    )
+    prices: str | None = Field(
+        default=None,
+        description="Price-overrides file (JSON) jobs price with; entry points pass $MAPLE_PRICES.",
     )
     _engine: sa.Engine | None = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def resolved_url(self) -> str:
         """The database URL in use."""
-        url = self.database_url or Settings.load().cost_db
-        return url or f"sqlite:///{default_sqlite_path(self.storage_root)}"
+        return self.database_url or f"sqlite:///{default_sqlite_path(self.storage_root)}"
 
     def record(self, entry: AttemptCost) -> None:
         """Record the costs of one shard attempt; recording it again replaces the sums (never

@@ -7,9 +7,10 @@ the wheel so it works offline), overridable by a small JSON price file:
                              "cached_input_per_mtok": 0.1, "cache_write_per_mtok": 0.25,
                              "batch_discount": 0.5}}}
 
-given by path or by the `MAPLE_PRICES` environment variable. Only the two `*_per_mtok` input and
-output prices are required; cached reads and cache writes default to the input price (no discount
-assumed) and `batch_discount` to 0.5. An entry without `provider` applies to every provider.
+given by path (the entry points pass `MAPLE_PRICES`; a run prices with its cost ledger's file).
+Only the two `*_per_mtok` input and output prices are required; cached reads and cache writes
+default to the input price (no discount assumed) and `batch_discount` to 0.5. An entry without
+`provider` applies to every provider.
 
 Batch prices: genai-prices publishes batch rates for many OpenAI and Anthropic models as a
 `{"processing": "batch"}` price variant. When the variant is active for a model, its rates are
@@ -42,7 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from maple_engine.errors import ConfigError
 from maple_engine.ledger.pricing import DEFAULT_BATCH_DISCOUNT, ModelPrice, Rates
 from maple_engine.providers.registry import known_capabilities
-from maple_engine.settings import PRICES_ENV, Settings
+from maple_engine.settings import PRICES_ENV
 
 
 class UnknownModelPriceError(ConfigError):
@@ -90,9 +91,8 @@ def _mtok(value: object) -> float | None:
 class PriceBook:
     """Looks up a `ModelPrice` per (model, provider): overrides first, then genai-prices."""
 
-    def __init__(self, overrides_path: str | Path | None = None, *, use_env: bool = True) -> None:
-        path = overrides_path or (Settings.load().prices if use_env else None)
-        self.overrides_path = Path(path) if path else None
+    def __init__(self, overrides_path: str | Path | None = None) -> None:
+        self.overrides_path = Path(overrides_path) if overrides_path else None
         self._overrides = _load_overrides(self.overrides_path) if self.overrides_path else {}
         self._cache: dict[tuple[str, str, bool], ModelPrice] = {}
 

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from maple_engine.spec import CUSTOM_ID, INTERNAL_COLUMNS, ROW_ID, file_format
+from maple_engine.storage.s3 import S3Settings
 from maple_engine.storage.storage import atomic_write, filesystem_for
 
 
@@ -72,11 +73,17 @@ class OutputWriter:
     Nothing is committed if the writing raises (see
     ``maple_engine.storage.storage.atomic_write``)."""
 
-    def __init__(self, path: str, fmt: str, input_schema: pa.Schema | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        fmt: str,
+        input_schema: pa.Schema | None = None,
+        s3: S3Settings | None = None,
+    ) -> None:
         self.path = path
         self.fmt = fmt
         self.input_schema = input_schema
-        self.fs, self._target = filesystem_for(path)
+        self.fs, self._target = filesystem_for(path, s3)
         self._commit = atomic_write(self.fs, self._target)
         self._handle: IO[bytes] | None = None
         self._parquet: pq.ParquetWriter | None = None
@@ -134,20 +141,25 @@ def _castable(table: pa.Table, field: pa.Field) -> bool:
     return True
 
 
-def parquet_schema(source: str | None) -> pa.Schema | None:
+def parquet_schema(source: str | None, s3: S3Settings | None = None) -> pa.Schema | None:
     """The Arrow schema of a Parquet input (read from its footer), else None."""
     if source is None or file_format(source, strict=False) != "parquet":
         return None
-    fs, path = filesystem_for(source)
+    fs, path = filesystem_for(source, s3)
     with fs.open(path, "rb") as handle:
         return pq.read_schema(handle)
 
 
 def write_merged(
-    frames: Iterator[pl.DataFrame], path: str, fmt: str, source: str | None = None
+    frames: Iterator[pl.DataFrame],
+    path: str,
+    fmt: str,
+    source: str | None = None,
+    s3: S3Settings | None = None,
 ) -> OutputTable:
-    """Stream ``frames`` into ``path``; a Parquet ``source``'s column types are kept."""
-    with OutputWriter(path, fmt, parquet_schema(source)) as writer:
+    """Stream ``frames`` into ``path``; a Parquet ``source``'s column types are kept (``s3``:
+    how ``s3://`` paths are reached)."""
+    with OutputWriter(path, fmt, parquet_schema(source, s3), s3) as writer:
         for frame in frames:
             writer.write(frame)
     return OutputTable(path=path, format=fmt, rows=writer.rows)

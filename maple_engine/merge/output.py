@@ -52,7 +52,8 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
             yield merge_shard(rows, responses, job.spec.model, parsed)
             crash_point("mid_merge")
 
-    table = write_merged(frames(), path, job.spec.output_format(), job.spec.source)
+    fmt, s3 = job.spec.output_format(), job.state.storage.s3
+    table = write_merged(frames(), path, fmt, job.spec.source, s3)
     job.state.storage.write_json(
         job.state.paths.merged,
         {

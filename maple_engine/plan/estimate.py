@@ -144,7 +144,7 @@ def estimate_sends(
     if spec.source is None:
         raise ConfigError(f"Job {spec.name!r} has no input path to estimate from.")
     cutter = _cutter(spec, provider)
-    rows = _prepared(spec, provider, iter_blocks(spec.source), cutter)
+    rows = _prepared(spec, provider, iter_blocks(spec.source, s3=storage.s3), cutter)
     plan = plan_sends(storage, spec.name, rows, reuse=spec.reuse, retry_failed=retry_failed)
     output = output_tokens_per_request(spec.params) * plan.sent
     estimate = Estimate(plan.sent, plan.input_tokens, output, _shards(cutter), plan.bytes)
@@ -157,4 +157,5 @@ def estimate_job(state: JobState, spec: JobSpec, provider: Provider) -> Estimate
         return estimate_shards(state, spec, provider.provider_name)
     if spec.source is None:
         raise ConfigError(f"Job {spec.name!r} has no input path and no shards to estimate yet.")
-    return estimate_input(spec, provider, iter_blocks(spec.source))
+    blocks = iter_blocks(spec.source, s3=state.storage.s3)
+    return estimate_input(spec, provider, blocks)

@@ -34,7 +34,7 @@ def _shard_input(
     wanted = Version(
         number=0,
         fingerprint=job.spec.fingerprint(),
-        input_digest=input_digest(source),
+        input_digest=input_digest(source, job.state.storage.s3),
         reuse=job.spec.reuse,
         retry_failed=retry_failed,
         created_at=time.time(),
@@ -105,7 +105,7 @@ def _cut(job: Job, version: Version, source: Any) -> tuple[list[ShardInfo], Vers
         shards = write_shards(
             storage,
             job.spec,
-            iter_blocks(source),
+            iter_blocks(source, s3=storage.s3),
             job.provider,
             key_for=version.shard_key,
             on_block=spill.add,

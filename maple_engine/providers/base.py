@@ -99,6 +99,9 @@ class ProviderCapabilities:
     drops_empty_system: bool = False  # an empty system prompt costs no tokens
     price_fallback_model: str | None = None  # prices a model no family knows
     runs_on_emulator: bool = False  # served by the local emulator (``maple`` starts one)
+    # Whose API key and base URL settings it takes ("openai": OPENAI_API_KEY, OPENAI_BASE_URL).
+    credentials: str | None = None
+    takes_role_arn: bool = False  # an IAM role the provider's service assumes (Bedrock)
 
 
 @dataclasses.dataclass(frozen=True)

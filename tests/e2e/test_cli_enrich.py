@@ -5,8 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dagster as dg
 import polars as pl
 import pytest
+from dagster._serdes import serialize_value
 from polars.testing import assert_frame_equal
 
 from emulator.server import EmulatorServer
@@ -259,6 +261,17 @@ def test_secrets_never_reach_output_or_state(
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+    assert secret not in stored_snapshots(tmp_path / "store" / "dagster")
+
+
+def stored_snapshots(home: Path) -> str:
+    """Every job snapshot of the runs in the Dagster instance at ``home``, serialized (they are
+    stored compressed, so a byte search of the files would not see a key in them)."""
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        runs = instance.get_runs()
+        assert runs
+        snaps = [instance.get_job_snapshot(run.job_snapshot_id) for run in runs]
+    return "".join(serialize_value(snap) for snap in snaps)
 
 
 def test_realtime_limits_from_the_command_line(

@@ -198,7 +198,7 @@ def test_reports_by_every_key_and_since(pg_url: str) -> None:
 
 
 def test_ledger_reconciles_with_rows(pg_url: str) -> None:
-    price = PriceBook(use_env=False).price("claude-haiku-4-5", "anthropic")
+    price = PriceBook().price("claude-haiku-4-5", "anthropic")
     ids = pl.Series(range(30_000))
     rows = pl.DataFrame(
         {

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from maple_assets.cli.costs import costs_command
+from maple_assets.wiring import cost_ledger
 from maple_engine.errors import StorageError
 from maple_engine.ledger.attempt_cost import AttemptCost
 from maple_engine.ledger.costs import CostLedger, default_sqlite_path
@@ -104,10 +105,13 @@ def test_default_ledger_is_sqlite_under_the_storage_root(tmp_path: Path) -> None
 def test_database_url_then_env_then_storage_root(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The ledger takes plain values; ``MAPLE_COST_DB`` reaches it through the entry points."""
     explicit = f"sqlite:///{tmp_path}/explicit.sqlite"
     monkeypatch.setenv("MAPLE_COST_DB", f"sqlite:///{tmp_path}/env.sqlite")
     assert CostLedger(database_url=explicit).resolved_url() == explicit
-    assert CostLedger().resolved_url() == f"sqlite:///{tmp_path}/env.sqlite"
+    assert cost_ledger(str(tmp_path)).resolved_url() == f"sqlite:///{tmp_path}/env.sqlite"
+    local = CostLedger(storage_root=str(tmp_path)).resolved_url()
+    assert local == f"sqlite:///{tmp_path}/costs.sqlite"
 
 
 def test_remote_storage_roots_default_to_a_local_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,7 +176,7 @@ def billed_rows(seed: int, n: int) -> pl.DataFrame:
 def test_ledger_job_total_equals_the_sum_of_row_costs(tracker: CostLedger) -> None:
     """Three shards, shard 1 retried for a third of its rows: the per-row llm_cost_usd (every
     billed attempt of the row) sums to the ledger's job total to the micro-dollar."""
-    price = PriceBook(use_env=False).price("gpt-4o-mini", "openai")
+    price = PriceBook().price("gpt-4o-mini", "openai")
     attempts: list[pl.DataFrame] = []
     for shard in range(3):
         first = billed_rows(shard, 20_000).with_columns(pl.col("row_id") + shard * 20_000)

@@ -22,6 +22,7 @@ from maple_engine.ledger.pricing import (
     estimate_request_tokens,
     estimate_tokens,
 )
+from maple_engine.settings import Settings
 
 
 @pytest.fixture
@@ -193,7 +194,7 @@ def test_price_file_adds_and_overrides_models(tmp_path: Path) -> None:
             },
         },
     )
-    book = PriceBook(path, use_env=False)
+    book = PriceBook(path)
     mine = book.price("my-model", "openai")
     assert (mine.cached_input_per_mtok, mine.cache_write_per_mtok) == (1.0, 1.0)  # default: input
     assert str(path) in mine.source
@@ -213,7 +214,7 @@ def test_price_file_from_env_and_provider_must_match(
         tmp_path, {"my-model": {"provider": "anthropic", "input_per_mtok": 1, "output_per_mtok": 2}}
     )
     monkeypatch.setenv("MAPLE_PRICES", str(path))
-    book = PriceBook()
+    book = PriceBook(Settings.load().prices)  # as the entry points build it
     assert book.price("my-model", "anthropic-realtime").output_per_mtok == 2.0
     with pytest.raises(UnknownModelPriceError):
         book.price("my-model", "openai")
@@ -221,7 +222,7 @@ def test_price_file_from_env_and_provider_must_match(
 
 def test_example_price_file_is_valid() -> None:
     example = Path(__file__).parents[2] / "resources" / "price_overrides_example.json"
-    book = PriceBook(example, use_env=False)
+    book = PriceBook(example)
     assert book.price("my-finetuned-mini", "openai").input_per_mtok == 0.3
 
 
@@ -238,9 +239,9 @@ def test_invalid_price_file_is_a_config_error(tmp_path: Path, content: str) -> N
     path = tmp_path / "bad.json"
     path.write_text(content)
     with pytest.raises(ConfigError, match="not valid"):
-        PriceBook(path, use_env=False)
+        PriceBook(path)
     with pytest.raises(ConfigError, match="Cannot read"):
-        PriceBook(tmp_path / "missing.json", use_env=False)
+        PriceBook(tmp_path / "missing.json")
 
 
 def test_unknown_model_error_says_what_to_do(book: PriceBook) -> None:

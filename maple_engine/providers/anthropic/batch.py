@@ -66,7 +66,7 @@ from maple_engine.providers.http import (
     request,
 )
 from maple_engine.providers.lost import LOST
-from maple_engine.settings import default_storage_root
+from maple_engine.settings import DEFAULT_STORAGE
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 
@@ -83,6 +83,7 @@ CAPABILITIES = ProviderCapabilities(
     orphans="create-intents",
     realtime_twin="anthropic-realtime",
     drops_empty_system=True,
+    credentials="anthropic",
 )
 
 
@@ -104,14 +105,16 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
         default="anthropic", description="Provider name recorded in costs and output."
     )
     api_key: str | None = Field(
-        default=None, description="API key; defaults to the ANTHROPIC_API_KEY environment variable."
+        default=None,
+        repr=False,
+        description="API key (the code location: EnvVar ANTHROPIC_API_KEY).",
     )
     base_url: str | None = Field(
         default=None,
-        description="API base URL without /v1; defaults to ANTHROPIC_BASE_URL, else Anthropic's.",
+        description="API base URL without /v1; default: Anthropic's.",
     )
     intent_root: str = Field(
-        default_factory=default_storage_root,
+        default=DEFAULT_STORAGE,
         description="Storage root for create intents (crash recovery); the job's storage root.",
     )
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")

@@ -8,7 +8,6 @@ Usage: Anthropic's ``input_tokens`` excludes cache reads and writes, so the row'
 ``input_tokens`` (all input, as in ``RESULT_SCHEMA``) is input + cache read + cache creation.
 """
 
-import os
 from typing import Any
 
 import polars as pl
@@ -41,17 +40,16 @@ _STATUS_OF_TYPE = {
 
 
 def anthropic_headers(api_key: str | None) -> dict[str, str]:
-    """Auth and version headers; the key comes from the resource or ``ANTHROPIC_API_KEY``."""
-    key = api_key or os.environ.get("ANTHROPIC_API_KEY")
-    if not key:
+    """Auth and version headers for ``api_key``; a clear error without one."""
+    if not api_key:
         raise ConfigError(
             "ANTHROPIC_API_KEY is not set: export it (or pass api_key to the provider resource)."
         )
-    return {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION}
+    return {"x-api-key": api_key, "anthropic-version": ANTHROPIC_VERSION}
 
 
 def anthropic_base_url(base_url: str | None) -> str:
-    return (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    return (base_url or DEFAULT_BASE_URL).rstrip("/")
 
 
 def message_body_expr(

@@ -29,7 +29,7 @@ class AnthropicRealtimeProvider(RealtimeProvider):
     """Anthropic ``POST /v1/messages``, one request per row."""
 
     capabilities: ClassVar[ProviderCapabilities] = realtime_capabilities(
-        Dialect.ANTHROPIC, "anthropic", drops_empty_system=True
+        Dialect.ANTHROPIC, "anthropic", "anthropic", drops_empty_system=True
     )
 
     name: str = Field(default="anthropic-realtime", description="Provider name in costs/output.")

@@ -43,7 +43,7 @@ from maple_engine.providers.base import (
 from maple_engine.providers.batch_api import BatchProviderBasics
 from maple_engine.providers.bedrock import wire
 from maple_engine.providers.bedrock.aws import BedrockCalls
-from maple_engine.settings import Settings, default_storage_root
+from maple_engine.settings import DEFAULT_STORAGE
 from maple_engine.storage.layout import JobLayout, join, last_part
 from maple_engine.storage.storage import Storage, filesystem_for, is_remote
 
@@ -75,6 +75,7 @@ CAPABILITIES = ProviderCapabilities(
     orphans="name-labels",
     needs_s3_root=True,
     drops_empty_system=True,
+    takes_role_arn=True,
 )
 
 
@@ -88,7 +89,7 @@ class BedrockBatchProvider(BatchProviderBasics, ProviderModel):
         description="Service role Bedrock assumes to read/write S3; MAPLE_BEDROCK_ROLE_ARN.",
     )
     storage_root: str = Field(
-        default_factory=default_storage_root, description="The job's storage root; must be s3://."
+        default=DEFAULT_STORAGE, description="The job's storage root; must be s3://."
     )
     region: str | None = Field(default=None, description="AWS region; default: the AWS chain.")
     max_retries: int = Field(default=6, description="Retries of a control call (botocore).")
@@ -112,7 +113,7 @@ class BedrockBatchProvider(BatchProviderBasics, ProviderModel):
         return ProviderLimits(self.max_records, self.max_bytes, self.min_records)
 
     def resolved_role(self) -> str:
-        role = self.role_arn or Settings.load().bedrock_role_arn
+        role = self.role_arn
         if not role:
             raise ConfigError(
                 "MAPLE_BEDROCK_ROLE_ARN is not set: export the ARN of the IAM service role "

@@ -61,6 +61,7 @@ CAPABILITIES = ProviderCapabilities(
     price_families=("google",),
     orphans="name-labels",
     realtime_twin="gemini-realtime",
+    credentials="gemini",
 )
 
 
@@ -76,11 +77,11 @@ class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
 
     name: str = Field(default="gemini", description="Provider name recorded in costs and output.")
     api_key: str | None = Field(
-        default=None, description="API key; defaults to the GEMINI_API_KEY environment variable."
+        default=None, repr=False, description="API key (the code location: EnvVar GEMINI_API_KEY)."
     )
     base_url: str | None = Field(
         default=None,
-        description="Scheme and host, no version; defaults to GEMINI_BASE_URL, else Google's.",
+        description="Scheme and host, no version; default: Google's.",
     )
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
     max_retries: int = Field(default=6, description="Retries of a control call on 429/5xx.")

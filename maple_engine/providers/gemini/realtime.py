@@ -36,7 +36,9 @@ from maple_engine.providers.realtime.providers import RealtimeProvider, realtime
 class GeminiRealtimeProvider(RealtimeProvider):
     """Gemini ``generateContent``, one request per row (real-time prices)."""
 
-    capabilities: ClassVar[ProviderCapabilities] = realtime_capabilities(Dialect.GEMINI, "google")
+    capabilities: ClassVar[ProviderCapabilities] = realtime_capabilities(
+        Dialect.GEMINI, "google", "gemini"
+    )
 
     name: str = Field(default="gemini-realtime", description="Provider name in costs/output.")
     model: str | None = Field(

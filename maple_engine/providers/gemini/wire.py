@@ -10,7 +10,6 @@ Usage: ``promptTokenCount`` includes ``cachedContentTokenCount``; output is
 ``candidatesTokenCount`` plus ``thoughtsTokenCount`` (thinking is billed as output).
 """
 
-import os
 from typing import Any
 
 import polars as pl
@@ -42,17 +41,16 @@ _SERVER_CODES = {2, 4, 10, 13, 14, 500, 502, 503, 504}
 
 
 def gemini_api_key(api_key: str | None) -> str:
-    key = api_key or os.environ.get("GEMINI_API_KEY")
-    if not key:
+    if not api_key:
         raise ConfigError(
             "GEMINI_API_KEY is not set: export it (or pass api_key to the provider resource)."
         )
-    return key
+    return api_key
 
 
 def gemini_base_url(base_url: str | None) -> str:
-    """``GEMINI_BASE_URL`` (scheme and host, no version), else Google's endpoint."""
-    return (base_url or os.environ.get("GEMINI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    """``base_url`` (scheme and host, no version), else Google's endpoint."""
+    return (base_url or DEFAULT_BASE_URL).rstrip("/")
 
 
 def model_path(model: str) -> str:

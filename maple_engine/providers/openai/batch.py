@@ -44,6 +44,7 @@ CAPABILITIES = ProviderCapabilities(
     queue="enqueued-tokens",
     orphans="batch-metadata",
     realtime_twin="openai-realtime",
+    credentials="openai",
 )
 
 
@@ -55,11 +56,11 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
 
     name: str = Field(default="openai", description="Provider name recorded in costs and output.")
     api_key: str | None = Field(
-        default=None, description="API key; defaults to the OPENAI_API_KEY environment variable."
+        default=None, repr=False, description="API key (the code location: EnvVar OPENAI_API_KEY)."
     )
     base_url: str | None = Field(
         default=None,
-        description="API base URL ending in /v1; defaults to OPENAI_BASE_URL, else OpenAI's.",
+        description="API base URL ending in /v1; default: OpenAI's.",
     )
     endpoint: str = Field(default="/v1/chat/completions", description="Batch endpoint.")
     completion_window: str = Field(default="24h", description="Batch completion window.")

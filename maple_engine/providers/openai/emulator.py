@@ -17,6 +17,7 @@ CAPABILITIES = dataclasses.replace(
     price_families=("openai", "anthropic"),
     price_fallback_model="gpt-4o-mini",
     runs_on_emulator=True,
+    credentials=None,  # the emulator takes any key
 )
 
 

@@ -20,7 +20,9 @@ from maple_engine.providers.realtime.providers import RealtimeProvider, realtime
 class OpenAIRealtimeProvider(RealtimeProvider):
     """OpenAI-compatible ``POST /chat/completions``, one request per row."""
 
-    capabilities: ClassVar[ProviderCapabilities] = realtime_capabilities(Dialect.OPENAI, "openai")
+    capabilities: ClassVar[ProviderCapabilities] = realtime_capabilities(
+        Dialect.OPENAI, "openai", "openai"
+    )
 
     name: str = Field(default="openai-realtime", description="Provider name in costs/output.")
 

@@ -1,7 +1,6 @@
 """The OpenAI wire format shared by the batch and real-time providers: base URL, credentials,
 the chat-completions request body (as a polars expression) and the parsed completion."""
 
-import os
 from typing import Any
 
 import polars as pl
@@ -20,19 +19,18 @@ IMAGE_PART = '{"type":"image_url","image_url":{"url":{url}}}'
 
 
 def openai_base_url(base_url: str | None) -> str:
-    """``base_url``, else ``OPENAI_BASE_URL``, else OpenAI's (ending in /v1)."""
-    return (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    """``base_url``, else OpenAI's (ending in /v1)."""
+    return (base_url or DEFAULT_BASE_URL).rstrip("/")
 
 
 def openai_headers(api_key: str | None) -> dict[str, str]:
-    """The bearer header for ``api_key``, else ``OPENAI_API_KEY``; a clear error if neither."""
-    key = api_key or os.environ.get("OPENAI_API_KEY")
-    if not key:
+    """The bearer header for ``api_key``; a clear error without one."""
+    if not api_key:
         raise ConfigError(
             "OPENAI_API_KEY is not set: export it (or pass api_key to the provider "
             "resource), or use --provider emulator to try the platform without a key."
         )
-    return {"Authorization": f"Bearer {key}"}
+    return {"Authorization": f"Bearer {api_key}"}
 
 
 def chat_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:

@@ -35,7 +35,7 @@ from maple_engine.providers.base import (
 from maple_engine.providers.realtime.checkpoints import RowCheckpoints
 from maple_engine.providers.realtime.engine import AttemptRun, run_sync
 from maple_engine.providers.realtime.rate_shares import RateShare, account_digest
-from maple_engine.settings import default_storage_root
+from maple_engine.settings import DEFAULT_STORAGE
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 
@@ -44,7 +44,7 @@ SHARD = ProviderLimits(max_requests=10_000, max_bytes=BATCH_FILE_LIMITS.max_byte
 
 
 def realtime_capabilities(
-    dialect: Dialect, price_family: str, drops_empty_system: bool = False
+    dialect: Dialect, price_family: str, credentials: str, drops_empty_system: bool = False
 ) -> ProviderCapabilities:
     """What every real-time provider shares: shard attempts run at once, nothing queues, and a
     rerun resumes from the row checkpoints (no orphans)."""
@@ -56,6 +56,7 @@ def realtime_capabilities(
         queue="none",
         orphans="checkpoints",
         drops_empty_system=drops_empty_system,
+        credentials=credentials,
     )
 
 
@@ -63,11 +64,13 @@ class RealtimeProvider(ProviderModel):
     """Shared core of the real-time providers (subclasses set the wire format)."""
 
     name: str = Field(default="realtime", description="Provider name recorded in costs/output.")
-    api_key: str | None = Field(default=None, description="API key; defaults to the env var.")
-    base_url: str | None = Field(default=None, description="API base URL; defaults to env var.")
+    api_key: str | None = Field(
+        default=None, repr=False, description="API key (code location: an EnvVar)."
+    )
+    base_url: str | None = Field(default=None, description="API base URL; default: the API's.")
     checkpoint_root: str = Field(
-        default_factory=default_storage_root,
-        description="Storage root for row checkpoints (the job's root): MAPLE_STORAGE or .maple.",
+        default=DEFAULT_STORAGE,
+        description="Storage root for row checkpoints: the job's root.",
     )
     rpm: int | None = Field(default=None, description="Requests per minute; None: learn it.")
     tpm: int | None = Field(default=None, description="Tokens per minute; None: learn it.")
