@@ -159,6 +159,7 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     if opts.dry_run:
         return dry_run(en.spec, provider, price, opts.storage_root, opts.retry_failed)
     provider.check_credentials()
+    provider.check_endpoint()  # one cheap call: a wrong URL or key ends here, within seconds
     state = JobState(Storage(opts.storage_root), en.spec.name)
     lease = driver_lease(state.storage, state.paths.driver, en.spec.name, opts.wait)
     with lease.hold():

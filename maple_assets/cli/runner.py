@@ -3,6 +3,7 @@ Dagster instance, ticking the enrichment's own sensor until every shard is final
 
 import resource
 import time
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
@@ -14,6 +15,7 @@ from dagster._core.storage.tags import (
 )
 
 from maple_assets.cli import dagster_home
+from maple_assets.cli.interrupts import interrupts_seen
 from maple_assets.cli.progress import Counts, Progress
 from maple_assets.factory import Enrichment
 from maple_assets.graph.tags import run_tags
@@ -45,6 +47,7 @@ class Runner:
         self.instance = instance
         self.poll_interval_s = poll_interval_s
         self.progress = Progress(quiet=quiet)
+        self._interrupted: Callable[[], bool] = lambda: False
         self.executed: set[str] = set()
         self.timings: dict[str, float] = {}
         self.runs = 0
@@ -86,6 +89,8 @@ class Runner:
                 **({"ops": {"__".join(key.path): {"config": config}}} if config else {}),
             },
         )
+        if self._interrupted():  # a Ctrl-C Dagster's own handler took during the run
+            raise KeyboardInterrupt
         stage = key.path[-1]
         self.timings[stage] = self.timings.get(stage, 0.0) + time.monotonic() - started
         self.peak_rss_mib[stage] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
@@ -126,7 +131,8 @@ class Runner:
     def run(self) -> OutputTable:
         """Tick the sensor and execute what it asks for, batching shards into range runs."""
         try:
-            return self._run()
+            with interrupts_seen() as self._interrupted:
+                return self._run()
         finally:
             self.progress.close()
 

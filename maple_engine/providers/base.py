@@ -256,6 +256,11 @@ class Provider(Protocol):
         """Release connections (the provider opens them again if used later)."""
         ...
 
+    def check_endpoint(self) -> None:
+        """One cheap call before anything is uploaded: `ConfigError` naming the URL and the fix
+        when the endpoint is unreachable, refuses the key, or is not the provider's API."""
+        ...
+
 
 def poll_batches(
     wanted: set[str],

@@ -7,19 +7,20 @@ import dataclasses
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import httpx
 import polars as pl
 
 from maple_engine.providers.base import (
     BatchState,
+    ProviderCapabilities,
     ProviderLimits,
     Submission,
     json_string_expr,
     poll_batches,
 )
-from maple_engine.providers.http import request
+from maple_engine.providers.http import first_contact, request
 from maple_engine.providers.lost import fetch_or_lost, ignore_missing
 
 LIST_PAGE = 100
@@ -86,6 +87,8 @@ class BatchProviderBasics:
 
 
 class _RestBatches(Protocol):
+    capabilities: ClassVar[ProviderCapabilities]
+
     def _client(self) -> contextlib.AbstractContextManager[httpx.Client]: ...
 
     def _batches(self) -> "BatchCollection": ...
@@ -103,6 +106,19 @@ class RestBatchCalls:
     def cancel(self: _RestBatches, submission: Submission) -> None:
         with self._client() as client:
             self._batches().cancel(client, submission.batch_id)
+
+    def check_endpoint(self: _RestBatches) -> None:
+        """List one batch: the key, the URL and the API are checked before any upload."""
+        batches = self._batches()
+        with self._client() as client:
+            first_contact(
+                client,
+                batches.path,
+                params={"limit": 1},
+                api=f"the {batches.noun} API",
+                family=self.capabilities.credentials,
+                expect="data",
+            )
 
 
 # -- JSON lines of already-encoded requests ---------------------------------------------------

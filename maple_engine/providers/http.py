@@ -13,7 +13,7 @@ import httpx
 import orjson
 import tenacity
 
-from maple_engine.errors import AuthError, ProviderError, QuotaExhausted
+from maple_engine.errors import AuthError, ConfigError, ProviderError, QuotaExhausted
 from maple_engine.settings import knob
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -132,6 +132,47 @@ def request(
     window = outage_window_s() if _idempotent(method, url) else 0.0
     call = functools.partial(_send, client, method, url, kwargs)
     return _retried(call, max_retries, window, what=what, method=method, url=url)
+
+
+def first_contact(
+    client: httpx.Client,
+    path: str,
+    *,
+    params: dict[str, Any],
+    api: str,
+    family: str | None,
+    expect: str | None = None,
+) -> None:
+    """One cheap authenticated GET of ``path`` before anything is uploaded, tried once: an
+    endpoint that never answered is a setting to fix, not an outage to wait out. Unreachable,
+    a refused key, or an answer that is not ``api``'s JSON is a `ConfigError` naming the URL
+    and the fix (``expect``: a member the answer must have); a busy service (429, 5xx) is left to
+    the usual retries."""
+    url = f"{str(client.base_url).rstrip('/')}{path}"
+    env = (family or "").upper()
+    fix_url = f"check {env}_BASE_URL and the network" if env else "check the base URL"
+    try:
+        response = client.request("GET", path, params=params)
+    except httpx.TransportError as exc:
+        reason = type(exc).__name__
+        raise ConfigError(f"{api} at {url} cannot be reached ({reason}): {fix_url}.") from exc
+    if response.status_code in {401, 403}:
+        fix_key = f"check {env}_API_KEY" if env else "check the API key"
+        raise ConfigError(
+            f"{api} at {url} refused the API key ({response.status_code}): {fix_key}."
+        )
+    if response.status_code == 429 or response.status_code >= 500:
+        return
+    kind = response.headers.get("content-type", "no content type").split(";")[0]
+    try:
+        body = orjson.loads(response.content) if response.status_code < 400 else None
+    except orjson.JSONDecodeError:
+        body = None
+    if not isinstance(body, dict) or (expect is not None and expect not in body):
+        raise ConfigError(
+            f"{url} does not answer like {api} (HTTP {response.status_code}, {kind}): "
+            f"{fix_url} (it must point at the API, e.g. ending in /v1)."
+        )
 
 
 def download(

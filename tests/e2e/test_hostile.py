@@ -5,7 +5,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import polars as pl
@@ -45,7 +48,7 @@ def one_line(stderr: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("after_s", [0.2, 1.0, 3.0])
+@pytest.mark.parametrize("after_s", [0.2, 1.0, 3.0, 6.0, 9.0])
 def test_ctrl_c_at_any_moment_of_start_up_is_one_line_and_130(
     tmp_path: Path, after_s: float
 ) -> None:
@@ -77,3 +80,72 @@ def test_an_unreachable_ledger_is_one_line_exit_2() -> None:
     line = one_line(result.stderr)
     assert "the cost ledger's database did not answer" in line
     assert ":pw@" not in line  # the password never reaches the message
+
+
+class _WrongService(BaseHTTPRequestHandler):
+    """Not a provider API: an HTML page, or a key refused, by the path's first segment."""
+
+    posts = 0
+
+    def do_GET(self) -> None:
+        if self.path.startswith("/refusing/"):
+            self._answer(401, "application/json", b'{"error": {"message": "bad key"}}')
+        elif self.path.startswith("/other-json/"):
+            self._answer(200, "application/json", b'{"status": "ok", "service": "inventory"}')
+        else:
+            self._answer(200, "text/html", b"<html><body>Welcome</body></html>")
+
+    def do_POST(self) -> None:
+        type(self).posts += 1
+        self._answer(200, "text/html", b"<html></html>")
+
+    def _answer(self, status: int, kind: str, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def wrong_service() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _WrongService)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("/html/v1", "does not answer like the batch API (HTTP 200, text/html)"),
+        ("/other-json/v1", "does not answer like the batch API (HTTP 200, application/json)"),
+        ("/refusing/v1", "refused the API key (401): check OPENAI_API_KEY"),
+        ("dead", "cannot be reached (ConnectError): check OPENAI_BASE_URL"),
+    ],
+)
+def test_a_wrong_endpoint_is_one_line_exit_2_within_seconds(
+    wrong_service: str, tmp_path: Path, where: str, message: str
+) -> None:
+    base = "http://127.0.0.1:1/v1" if where == "dead" else wrong_service + where
+    table = tmp_path / "items.csv"
+    pl.DataFrame({"title": ["a", "b"]}).write_csv(table)
+    env = clean_env(OPENAI_API_KEY="sk-test-key", OPENAI_BASE_URL=base)
+    started = time.monotonic()
+    args = ["enrich", str(table), "--prompt", "{title}", "--model", "gpt-4o-mini"]
+    args += ["--provider", "openai", "--storage", str(tmp_path / "s")]
+    result = subprocess.run(
+        [sys.executable, "-m", "maple_assets.cli", *args],
+        capture_output=True, text=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    line = one_line(result.stderr)
+    assert message in line and base.removesuffix("/v1") in line, line
+    assert "sk-test-key" not in line
+    assert time.monotonic() - started < 60  # not the 30-minute outage window
+    assert _WrongService.posts == 0  # nothing uploaded

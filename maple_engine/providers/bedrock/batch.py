@@ -240,6 +240,9 @@ class BedrockBatchProvider(BatchProviderBasics, ProviderModel):
             self._state,
         )
 
+    def check_endpoint(self) -> None:
+        """Nothing here: boto3 finds the endpoint and credentials, and its errors name them."""
+
     def cancel(self, submission: Submission) -> None:
         if not submission.batch_id.startswith(BELOW_MINIMUM):
             self._calls().stop(submission.batch_id)

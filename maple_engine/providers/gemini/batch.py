@@ -41,7 +41,7 @@ from maple_engine.providers.gemini.wire import (
     model_path,
     parse_result_line,
 )
-from maple_engine.providers.http import make_client, request
+from maple_engine.providers.http import first_contact, make_client, request
 
 _HEAD, _MID = '{"key":', ',"request":'
 #: REST batch state -> the platform's batch status (``ENDED_STATES`` are the terminal ones).
@@ -183,6 +183,17 @@ class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
                 lambda: list_batches(client, self.max_retries),
                 lambda name: get_batch(client, name, self.max_retries),
                 self._state,
+            )
+
+    def check_endpoint(self) -> None:
+        """List one batch: the key, the URL and the API are checked before any upload."""
+        with self._client() as client:
+            first_contact(
+                client,
+                f"/{API_VERSION}/batches",
+                params={"pageSize": 1},
+                api="the Gemini Batch API",
+                family=self.capabilities.credentials,
             )
 
     def cancel(self, submission: Submission) -> None:

@@ -164,6 +164,9 @@ class RealtimeProvider(ProviderModel):
         sub = submission
         return self._checkpoints(sub.job, sub.shard, sub.attempt).load()
 
+    def check_endpoint(self) -> None:
+        """Nothing here: the first request's answer tells (a dead endpoint fails its rows)."""
+
     def cancel(self, submission: Submission) -> None:
         """Nothing runs after ``submit`` returns; a killed run simply stops sending."""
 
