@@ -6,7 +6,6 @@ gives downstream assets a lazy scan of the real output, so nothing large is read
 """
 
 import dataclasses
-import shutil
 from typing import Any
 
 import dagster as dg
@@ -20,15 +19,6 @@ from maple_engine.storage.s3 import ENVIRONMENT, S3Settings
 from maple_engine.storage.storage import atomic_write, is_remote, polars_storage_options
 
 
-@dataclasses.dataclass(frozen=True)
-class StoredParquet:
-    """A Parquet file the asset already wrote (``storage.open_read(key)``): the IO manager
-    copies its bytes instead of reading the frame and encoding it again."""
-
-    storage: Any
-    key: str
-
-
 class ParquetUPathIOManager(dg.UPathIOManager):
     extension: str = ".parquet"
 
@@ -37,16 +27,12 @@ class ParquetUPathIOManager(dg.UPathIOManager):
         self.s3 = s3  # how the outputs that pointers name are reached
 
     def dump_to_path(self, context: dg.OutputContext, obj: Any, path: UPath) -> None:
-        if isinstance(obj, StoredParquet):
-            with obj.storage.open_read(obj.key) as source, path.open("wb") as handle:
-                shutil.copyfileobj(source, handle, 1 << 20)
-            return
         if dataclasses.is_dataclass(obj) and hasattr(obj, "path"):
             payload = orjson.dumps({"pointer": dataclasses.asdict(obj)})  # type: ignore[arg-type]
             with atomic_write(path.fs, path.with_suffix(".json").path) as handle:
                 handle.write(payload)
             return
-        if isinstance(obj, pl.LazyFrame):  # e.g. one shard of a multi-shard run, read now
+        if isinstance(obj, pl.LazyFrame):
             obj = obj.collect()
         if not isinstance(obj, pl.DataFrame):
             raise TypeError(f"{context.asset_key}: expected a polars DataFrame, got {type(obj)}")
@@ -54,24 +40,12 @@ class ParquetUPathIOManager(dg.UPathIOManager):
             pq.write_table(obj.to_arrow(), handle, compression="zstd")
 
     def handle_output(self, context: dg.OutputContext, obj: Any) -> None:
-        """Also persists a multi-partition run's ``{partition key: frame}`` output, per file.
-
-        A pointer's metadata ``path`` is the real output file, not the pointer's own."""
+        """A pointer's metadata ``path`` is the real output file, not the pointer's own."""
         if dataclasses.is_dataclass(obj) and hasattr(obj, "path") and not context.has_partition_key:
             path = self._get_path(context)
             self.make_directory(path.parent)
             self.dump_to_path(context=context, obj=obj, path=path)
             context.add_output_metadata({"path": dg.MetadataValue.path(str(obj.path))})
-            return
-        if context.has_asset_partitions and isinstance(obj, dict):
-            paths = self._get_paths_for_partitions(context)
-            missing = sorted(set(paths) - set(obj))
-            if missing:
-                raise ValueError(f"{context.asset_key}: no value for partitions {missing}")
-            for key, path in paths.items():
-                self.make_directory(path.parent)
-                self.dump_to_path(context=context, obj=obj[key], path=path)
-            context.add_output_metadata({"partitions": len(paths)})
             return
         super().handle_output(context, obj)
 

@@ -1,7 +1,8 @@
 """The assets of one enrichment: input_shards, submissions and raw_responses per shard, merged.
 
 Built by ``maple_assets.factory.enrichment``; each body reads its inputs, calls a step
-(``maple_engine.steps``) and returns data plus metadata.
+(``maple_engine.steps``) and returns data plus metadata. The per-shard assets return metadata
+only: a shard's state and answers live under the storage root, and ``merged`` reads them there.
 """
 
 import dataclasses
@@ -26,7 +27,6 @@ from maple_engine.steps import collect_shard, shard_responses, submit_shard
 from maple_engine.submit.budget import ledger_totals
 from maple_engine.submit.deadline import deadline_split
 from maple_engine.work import pending_work
-from resources.io_manager import StoredParquet
 
 SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
 COLLECT_PARALLELISM = 2  # shards downloaded and parsed at once (memory: that many shards)
@@ -151,17 +151,17 @@ def submissions_asset(
         spec, "submissions", "input_shards", (pdef, keys),
         "The provider batch of each shard attempt, recorded before the next starts.",
     )  # fmt: skip
-    def submissions(context: dg.AssetExecutionContext) -> dg.Output[Any]:
+    def submissions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:  # type: ignore[type-arg]
         job = job_for(spec, policy, context.resources)
         job.prepare_submissions()
 
-        def one(shard: str) -> tuple[pl.DataFrame, dict[str, Any]]:
+        def one(shard: str) -> dict[str, Any]:
             submit_shard(job, shard)
-            records = pl.DataFrame([s.to_json() for s in job.state.submissions(shard)])
-            return records, {
-                "attempts": records.height,
-                "batch_ids": ", ".join(records["batch_id"].to_list()) if records.height else "",
-                "requests": int(records["request_count"].sum()) if records.height else 0,
+            subs = job.state.submissions(shard)  # the record is state/<shard>/submission-<n>
+            return {
+                "attempts": len(subs),
+                "batch_ids": ", ".join(s.batch_id for s in subs),
+                "requests": sum(s.request_count for s in subs),
             }
 
         # With a budget, shards go one by one so each check sees the batch before it.
@@ -172,7 +172,7 @@ def submissions_asset(
         stop = job.state.stop_reason()
         if stop:
             context.log.warning(f"job {spec.name} stopped submitting: {stop}")
-            output = output.with_metadata({**output.metadata, "stopped": stop})
+            output = dg.MaterializeResult(metadata={**(output.metadata or {}), "stopped": stop})
         return output
 
     return submissions
@@ -183,15 +183,16 @@ def raw_responses_asset(
 ) -> dg.AssetsDefinition:
     @_shard_asset(
         spec, "raw_responses", "submissions", (pdef, keys),
-        "One row per request of the shard: status, failure class, reply, tokens, cost.",
+        "The shard's batch collected: final answers into the response store, retries planned; "
+        "metadata: outcomes, tokens, cost (the answers are not copied by the IO manager).",
     )  # fmt: skip
-    def raw_responses(context: dg.AssetExecutionContext) -> dg.Output[Any]:
+    def raw_responses(context: dg.AssetExecutionContext) -> dg.MaterializeResult:  # type: ignore[type-arg]
         job = job_for(spec, policy, context.resources)
         waiting = [job.state.progress(k).submission for k in context.partition_keys]
         subs = [s for s in waiting if s is not None]
         states = job.provider.poll(subs) if subs else {}
 
-        def one(shard: str) -> tuple[pl.DataFrame | StoredParquet, dict[str, Any]]:
+        def one(shard: str) -> dict[str, Any]:
             progress = job.state.progress(shard)
             if progress.action == "wait" and progress.submission is not None:
                 state = states[progress.submission.batch_id]
@@ -204,12 +205,7 @@ def raw_responses_asset(
                 combined = collect_shard(job, shard, state)
             else:
                 combined = shard_responses(job.state, shard)
-            metadata = _responses_metadata(job, shard, combined)
-            responses = job.state.paths.responses(shard)
-            if len(context.partition_keys) > 1 and job.state.storage.exists(responses):
-                # Hold one shard at a time: the IO manager copies each shard's file.
-                return StoredParquet(job.state.storage, responses), metadata
-            return combined, metadata
+            return _responses_metadata(job, shard, combined)
 
         return per_shard(context, one, parallel=COLLECT_PARALLELISM)
 
