@@ -111,10 +111,14 @@ def case(args: argparse.Namespace, name: str, rpm: int | None, tpm: int | None) 
         root = tempfile.mkdtemp(prefix="maple-bench-")
         provider: RealtimeProvider
         if args.provider == "anthropic-realtime":
-            provider = AnthropicRealtimeProvider(base_url=url, checkpoint_root=root)
+            provider = AnthropicRealtimeProvider(
+                base_url=url, api_key="bench", checkpoint_root=root
+            )
             model = "claude-haiku-4-5"
         else:
-            provider = OpenAIRealtimeProvider(base_url=f"{url}/v1", checkpoint_root=root)
+            provider = OpenAIRealtimeProvider(
+                base_url=f"{url}/v1", api_key="bench", checkpoint_root=root
+            )
             model = "gpt-4o-mini"
         work = payload(provider, args.rows, model)
         sampler = Sampler(url)
