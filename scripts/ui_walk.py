@@ -6,7 +6,8 @@ sensor carry it to ``merged``, and screenshot each page on the way.
 
 Starts the emulator and ``dagster dev`` on free ports with a throwaway DAGSTER_HOME and storage
 root, clicks Materialize on ``grocery_catalog`` and then on ``product_attributes/input_shards``,
-waits for the merged output and saves the runs, merged and submissions pages.
+waits for the merged output and the automation sensor, and saves the runs, merged (and its
+checks), submissions, automation and category_report pages.
 """
 
 import os
@@ -46,7 +47,10 @@ def walk(out: Path, work: Path, base: str) -> None:
 
     merged = work / "store" / "product_attributes" / "state" / "merged.json"
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        browser = pw.chromium.launch(
+            executable_path="/usr/bin/chromium",
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
         page = browser.new_page(viewport={"width": 1500, "height": 950})
         page.goto(base + "/asset-groups")
         page.wait_for_timeout(4000)
@@ -62,7 +66,10 @@ def walk(out: Path, work: Path, base: str) -> None:
         while time.time() < deadline and not merged.exists():
             time.sleep(3)
         print("merged:", merged.read_text() if merged.exists() else "NOT within 300 s")
+        page.wait_for_timeout(60000)  # the automation sensor's tick refreshes category_report
         for name, path in (
+            ("07_category_report", "/assets/category_report"),
+            ("08_merged_checks", "/assets/product_attributes/merged?view=checks"),
             ("03_runs", "/runs"),
             ("04_merged", "/assets/product_attributes/merged"),
             ("05_submissions", "/assets/product_attributes/submissions"),
