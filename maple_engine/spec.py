@@ -5,7 +5,7 @@ import os
 from typing import Any
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from maple_engine.errors import ConfigError
 from maple_engine.providers.base import BATCH_FILE_LIMITS
@@ -51,6 +51,18 @@ class JobSpec(BaseModel):
         "columns, {{ }} for braces)."
     )
     model: str = Field(description="Model name, e.g. gpt-4o-mini.")
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt_says_something(cls, prompt: str) -> str:
+        """A blank template (an unset shell variable, say) would be sent, and paid, per row."""
+        if not prompt.strip():
+            raise ValueError(
+                "the prompt template is empty (an unset shell variable?): give it text and "
+                "{column} placeholders"
+            )
+        return prompt
+
     provider: str = Field(default=DEFAULT_PROVIDER, description="Provider that runs the requests.")
     team: str = Field(default="default", description="Team the cost is booked to.")
     system: str | None = Field(default=None, description="System prompt.")

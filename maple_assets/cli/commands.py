@@ -38,12 +38,22 @@ def emulator_url(
         yield None
         return
     if settings.emulator_url:
+        default = CommandOptions().emulator_batch_seconds
+        if fail or batch_seconds != default:
+            raise ConfigError(
+                f"--emulator-fail and --emulator-batch-seconds shape the emulator maple starts, "
+                f"but MAPLE_EMULATOR_URL points at a running one ({settings.emulator_url}): "
+                "give them to `maple emulator` (--fail, --batch-seconds) or unset the variable."
+            )
         yield settings.emulator_url
         return
     from emulator.config import EmulatorConfig, parse_fail
     from emulator.server import EmulatorServer
 
-    config = EmulatorConfig(batch_seconds=batch_seconds, fail=parse_fail(list(fail)))
+    try:
+        config = EmulatorConfig(batch_seconds=batch_seconds, fail=parse_fail(list(fail)))
+    except ValueError as exc:
+        raise ConfigError(f"--emulator-fail / --emulator-batch-seconds: {exc}") from None
     with EmulatorServer(config) as server:
         yield server.url
 

@@ -149,3 +149,29 @@ def test_a_wrong_endpoint_is_one_line_exit_2_within_seconds(
     assert "sk-test-key" not in line
     assert time.monotonic() - started < 60  # not the 30-minute outage window
     assert _WrongService.posts == 0  # nothing uploaded
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "message"),
+    [
+        (["--prompt", "   "], {}, "the prompt template is empty"),
+        (["--emulator-fail", "bogus=2"], {}, "unknown fault class 'bogus'"),
+        (["--emulator-fail", "refused=0.5"], {"MAPLE_EMULATOR_URL": "http://127.0.0.1:1"},
+         "MAPLE_EMULATOR_URL points at a running one"),
+    ],
+)  # fmt: skip
+def test_meaningless_or_ignored_settings_are_one_line_exit_2(
+    tmp_path: Path, args: list[str], env: dict[str, str], message: str
+) -> None:
+    table = tmp_path / "items.csv"
+    pl.DataFrame({"title": ["a"]}).write_csv(table)
+    base = ["enrich", str(table), "--model", "gpt-4o-mini", "--provider", "emulator"]
+    base += ["--storage", str(tmp_path / "s")]
+    if "--prompt" not in args:
+        base += ["--prompt", "About {title}"]
+    result = subprocess.run(
+        [sys.executable, "-m", "maple_assets.cli", *base, *args],
+        capture_output=True, text=True, env=clean_env(**env), timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert message in one_line(result.stderr)
