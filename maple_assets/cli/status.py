@@ -138,7 +138,7 @@ def _table(status: dict[str, Any]) -> str:
         lines.append(f"stopped: {status['stopped']}")
     if status["output"]:
         lines.append(f"output: {status['output']}")
-    if status.get("queue") and status["phase"] == "running":
+    if status.get("queue") and status["phase"] not in ("merged", "final"):
         lines.append(f"queue: {status['queue']}")
     header = ["shard", "state", "attempts", "rows", "ok", "failed", "cost USD"]
     rows = []

@@ -28,14 +28,17 @@ from maple_engine.ledger.queues import (
     Slot,
     admit_slot,
     forget_waiting,
+    holders,
     mark,
     mark_sent,
     refused,
     release_others,
+    release_slot,
     validated_units,
 )
 from maple_engine.providers.base import BatchState, ShardPayload, Submission
 from maple_engine.settings import knob
+from maple_engine.storage.claims import driver_gone
 from maple_engine.storage.layout import queue_file
 from maple_engine.storage.storage import Storage
 
@@ -154,7 +157,24 @@ def units(job: "Job", queue: Queue, shard: str, attempt: int) -> int:
     return count
 
 
-def _admit(job: "Job", queue: Queue, shard: str, attempt: int, probe: bool = True) -> Decision:
+def gone(job: "Job", queue: Queue) -> frozenset[str]:
+    """Other jobs holding room in the queue whose driver is gone (`maple_engine.ledger.queues`
+    releases what they hold that reached no provider)."""
+    assert job.costs is not None
+    with job.costs.transaction() as conn:
+        others = holders(conn, _table(), queue.name) - {job.spec.name}
+    return frozenset(other for other in others if driver_gone(job.state.storage, other))
+
+
+def _admit(
+    job: "Job",
+    queue: Queue,
+    shard: str,
+    attempt: int,
+    *,
+    probe: bool = True,
+    dead: frozenset[str] | None = None,
+) -> Decision:
     retry_at = float(learned(job.state.storage, queue).get("retry_at", 0))
     if retry_at > time.time():
         wait = retry_at - time.time()
@@ -179,10 +199,11 @@ def _admit(job: "Job", queue: Queue, shard: str, attempt: int, probe: bool = Tru
         )
         return Decision(False, "the shard is larger than the queue limit", 0)
     assert job.costs is not None
+    dead = gone(job, queue) if dead is None else dead
     with job.costs.transaction() as conn:
         probe_limit = limit if limit is not None or queue.probe else 2**62
         proven = int(learned(job.state.storage, queue).get("proven", 0)) if probe else 2**62
-        return admit_slot(conn, _table(), slot, probe_limit, proven)
+        return admit_slot(conn, _table(), slot, probe_limit, proven, dead=dead)
 
 
 def _table() -> Any:
@@ -202,9 +223,10 @@ def gate(job: "Job", work: "Work") -> tuple[dict[str, str], dict[str, str]]:
         forget(job)
         return {shard: "rt" for shard in work.submit}, {}
     admitted: dict[str, str] = {}
+    dead = gone(job, queue) if work.submit else frozenset()
     for shard in work.submit:
         attempt = job.state.progress(shard).attempt
-        decision = _admit(job, queue, shard, attempt)
+        decision = _admit(job, queue, shard, attempt, dead=dead)
         if not decision.admitted:
             return admitted, {shard: decision.reason}
         admitted[shard] = _ticket(decision.enqueued_at)
@@ -249,6 +271,11 @@ def submit(job: "Job", payload: ShardPayload) -> Submission | None:
             out = refused(conn, _table(), queue.name)
         _learn(job, queue, out or None, str(exc), cooldown=not out)
         return None
+    except BaseException:  # failed or interrupted: hold no room, keep nobody waiting
+        if queue is not None and job.costs is not None:
+            with job.costs.transaction() as conn:
+                release_slot(conn, _table(), key)
+        raise
     if queue is not None and job.costs is not None and not deadline_due(job):
         with job.costs.transaction() as conn:
             mark_sent(conn, _table(), key)
