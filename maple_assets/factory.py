@@ -28,7 +28,7 @@ from maple_assets.graph.sensors import enrichment_sensor
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import check_declaration
 from maple_engine.job import provider_key
-from maple_engine.policy import RetryPolicy
+from maple_engine.policy import RetryPolicy, job_policy
 from maple_engine.providers.registry import capabilities, one_of
 from maple_engine.spec import (
     DEFAULTS,
@@ -139,9 +139,7 @@ def enrichment(
     validate_paths(spec)
     check_declaration(spec)
     check_deadline(spec)
-    policy = dataclasses.replace(
-        RetryPolicy().with_overrides(spec.retries), check_images=spec.check_images
-    )
+    policy = job_policy(spec.retries, spec.params, spec.check_images)
     pdef = shard_partitions(dagster_name(name))
     keys = _resource_keys(provider)
     upstream = None if isinstance(source, str) else _source_key(source)

@@ -17,6 +17,10 @@ class FailureClass(enum.StrEnum):
     INSUFFICIENT_QUOTA = "insufficient_quota"
 
 
+#: The start of the error of a row that a resend cannot change (an image that is gone, a
+#: prompt a provider blocks before generating): such rows are never sent again.
+NOT_RESENT = "not resent: "
+
 _IMAGE_CODES = {"invalid_image_url", "invalid_image", "image_parse_error", "invalid_image_format"}
 
 

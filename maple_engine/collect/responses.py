@@ -8,7 +8,7 @@ import jsonschema_rs
 import orjson
 import polars as pl
 
-from maple_engine.failures import FailureClass, batch_too_large
+from maple_engine.failures import NOT_RESENT, FailureClass, batch_too_large
 from maple_engine.ledger.pricing import ModelPrice, cost_expr
 from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import RESULT_SCHEMA, BatchState
@@ -150,7 +150,7 @@ def combine_attempts(attempts: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 #: Error text of an ``invalid_image`` row whose image was checked and found gone: never resent.
-IMAGE_GONE = "image is gone, not resent: "
+IMAGE_GONE = f"{NOT_RESENT}the image is gone: "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,7 +169,7 @@ def plan_retries(combined: pl.DataFrame, policy: RetryPolicy) -> RetryDecision:
     quota_value = FailureClass.INSUFFICIENT_QUOTA.value
     quota = bool((failed["failure_class"] == quota_value).any())
     allowed = [
-        cls == quota_value or (policy.allows(cls, sends) and not str(err).startswith(IMAGE_GONE))
+        cls == quota_value or (policy.allows(cls, sends) and not str(err).startswith(NOT_RESENT))
         for cls, sends, err in zip(
             failed["failure_class"], failed["attempts"], failed["error"], strict=True
         )

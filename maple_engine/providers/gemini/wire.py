@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 
 from maple_engine.errors import ConfigError
-from maple_engine.failures import FailureClass
+from maple_engine.failures import NOT_RESENT, FailureClass
 from maple_engine.providers.base import RequestSpec, failed_row, json_literal, json_string_expr
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
@@ -124,7 +124,11 @@ def parse_generate_response(custom_id: Any, response: dict[str, Any]) -> dict[st
     candidate = (response.get("candidates") or [{}])[0]
     reason = candidate.get("finishReason")
     if blocked or reason in REFUSAL_REASONS:
-        why = f"the model refused (blockReason {blocked})" if blocked else f"finishReason {reason}"
+        why = (
+            f"{NOT_RESENT}the prompt was blocked before generation (blockReason {blocked})"
+            if blocked
+            else f"the model refused (finishReason {reason})"
+        )
         row.update(status="failed", failure_class=FailureClass.REFUSED.value, error=why)
         return row
     parts = (candidate.get("content") or {}).get("parts") or []
