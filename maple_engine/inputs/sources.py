@@ -33,9 +33,8 @@ def input_schema(uri: str, s3: S3Settings | None = None) -> pl.Schema:
     try:
         return scan(uri, s3).collect_schema()
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise ConfigError(
-            f"Cannot read the input {uri!r}: {exc}. Give a readable CSV (with a header row) "
-            "or Parquet file."
+        raise unreadable(
+            uri, exc, s3, "Give a readable CSV (with a header row) or Parquet file."
         ) from exc
 
 
@@ -53,9 +52,35 @@ def iter_blocks(
     try:
         yield from _read_blocks(source, rows, s3)
     except (pl.exceptions.PolarsError, pa.ArrowException, OSError) as exc:
-        raise ConfigError(
-            f"Cannot read the input {source!r}: {exc}. Give a readable CSV or Parquet file."
-        ) from exc
+        raise unreadable(source, exc, s3, "Give a readable CSV or Parquet file.") from exc
+
+
+def unreadable(uri: str, exc: Exception, s3: S3Settings | None, fix: str) -> ConfigError:
+    """The error for an input that cannot be read; a CSV that is not UTF-8 names its first bad
+    line (found by reading the file again, only on this error path)."""
+    bad = _first_invalid_utf8(uri, s3) if "utf" in str(exc).lower() else None
+    if bad is None:
+        return ConfigError(f"Cannot read the input {uri!r}: {exc}. {fix}")
+    line, column, byte = bad
+    return ConfigError(
+        f"Cannot read the input {uri!r}: line {line:,} is not valid UTF-8 (byte 0x{byte:02x} "
+        f"at byte {column:,} of the line). Save the file as UTF-8 (e.g. iconv -f latin1 -t "
+        "utf-8) or give a Parquet file."
+    )
+
+
+def _first_invalid_utf8(uri: str, s3: S3Settings | None) -> tuple[int, int, int] | None:
+    """(line, byte position within it, the byte) of the first invalid UTF-8 in a CSV."""
+    if file_format(uri) != "csv":
+        return None
+    fs, path = filesystem_for(uri, s3)
+    with fs.open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return number, exc.start + 1, line[exc.start]
+    return None
 
 
 def _read_blocks(uri: str, rows: int, s3: S3Settings | None) -> Iterator[pl.DataFrame]:

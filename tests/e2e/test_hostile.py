@@ -175,3 +175,25 @@ def test_meaningless_or_ignored_settings_are_one_line_exit_2(
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert message in one_line(result.stderr)
+
+
+@pytest.mark.parametrize(
+    ("content", "prompt", "message"),
+    [
+        (b"title\nok\ncaf\xe9 au lait\n", "About {title}",
+         "line 3 is not valid UTF-8 (byte 0xe9"),
+        (b"title\nok\n", 'Answer like {"brand": "x"} for {title}',
+         'double its braces: {{"brand": "x"}}'),
+    ],
+)  # fmt: skip
+def test_unreadable_input_or_template_names_where(
+    tmp_path: Path, content: bytes, prompt: str, message: str
+) -> None:
+    table = tmp_path / "items.csv"
+    table.write_bytes(content)
+    result = maple(
+        "enrich", str(table), "--prompt", prompt, "--model", "gpt-4o-mini",
+        "--provider", "emulator", "--storage", str(tmp_path / "s"),
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert message in one_line(result.stderr)
