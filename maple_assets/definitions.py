@@ -8,7 +8,10 @@ the run reads its value (``maple_assets.wiring``).
 ``maple_automation`` is the code location's automation sensor, running by default: assets with
 an automation condition downstream of an enrichment (``category_report``) refresh when its
 ``merged`` does, under ``dagster dev`` and in a deployment, without a click. Stop it in the UI
-(Automation), or declare it with ``default_status=dg.DefaultSensorStatus.STOPPED``.
+(Automation), or declare it with ``default_status=dg.DefaultSensorStatus.STOPPED``. It also
+observes the sample's CSV file (``grocery_catalog_file``) every minute: an edit re-reads
+``grocery_catalog``, which shows the enrichment's ``input_shards`` stale (nothing is sent until
+someone materializes it).
 """
 
 from pathlib import Path
@@ -17,15 +20,28 @@ import dagster as dg
 import polars as pl
 
 from maple_assets.factory import enrichment
+from maple_assets.graph.observed import observed_file
 from maple_assets.wiring import maple_resources
+from maple_engine.plan.versions import input_digest
 from maple_engine.settings import Settings
 
 SAMPLE_CATALOG = Path(__file__).parent / "data" / "grocery_catalog.csv"
 
+grocery_catalog_file = observed_file(
+    dg.AssetKey("grocery_catalog_file"), str(SAMPLE_CATALOG), group="catalog"
+)
 
-@dg.asset(group_name="catalog", description="A few hundred synthetic grocery items (sample data).")
-def grocery_catalog() -> pl.DataFrame:
-    return pl.read_csv(SAMPLE_CATALOG, infer_schema=False)
+
+@dg.asset(
+    group_name="catalog",
+    deps=[grocery_catalog_file],
+    automation_condition=dg.AutomationCondition.eager(),  # re-read when the file changes
+    description="A few hundred synthetic grocery items (sample data).",
+)
+def grocery_catalog() -> dg.Output[pl.DataFrame]:
+    # The file's digest as data version: re-reading an unchanged file changes nothing downstream.
+    version = dg.DataVersion(input_digest(str(SAMPLE_CATALOG)))
+    return dg.Output(pl.read_csv(SAMPLE_CATALOG, infer_schema=False), data_version=version)
 
 
 product_attributes = enrichment(
@@ -71,7 +87,7 @@ automation = dg.AutomationConditionSensorDefinition(
 )
 
 defs = dg.Definitions(
-    assets=[grocery_catalog, *product_attributes.assets, category_report],
+    assets=[grocery_catalog_file, grocery_catalog, *product_attributes.assets, category_report],
     asset_checks=product_attributes.checks,
     sensors=[*product_attributes.sensors, automation],
     resources=maple_resources(ENRICHMENTS),

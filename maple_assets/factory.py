@@ -24,6 +24,7 @@ from maple_assets.graph.assets import (
 )
 from maple_assets.graph.checks import build_checks
 from maple_assets.graph.names import asset_key, dagster_name
+from maple_assets.graph.observed import observed_file
 from maple_assets.graph.sensors import enrichment_sensor
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import check_declaration
@@ -53,7 +54,7 @@ class Enrichment:
     """What ``enrichment()`` returns: put its assets, sensors and checks in Definitions."""
 
     spec: JobSpec
-    assets: list[dg.AssetsDefinition]
+    assets: list["dg.AssetsDefinition | dg.SourceAsset"]  # an observed input file first
     sensor: dg.SensorDefinition
     checks: list[dg.AssetChecksDefinition]
     partitions_def: dg.DynamicPartitionsDefinition
@@ -61,7 +62,9 @@ class Enrichment:
 
     @property
     def merged(self) -> dg.AssetsDefinition:
-        return self.assets[-1]
+        merged = self.assets[-1]
+        assert isinstance(merged, dg.AssetsDefinition)
+        return merged
 
     @property
     def merged_key(self) -> dg.AssetKey:
@@ -142,7 +145,12 @@ def enrichment(
     policy = job_policy(spec.retries, spec.params, spec.check_images)
     pdef = shard_partitions(dagster_name(name))
     keys = _resource_keys(provider)
-    upstream = None if isinstance(source, str) else _source_key(source)
+    observed = (
+        [observed_file(asset_key(name, "input_file"), source, dagster_name(name))]
+        if isinstance(source, str)
+        else []
+    )
+    upstream = observed[0].key if observed else _source_key(source)
     with warnings.catch_warnings():  # single-run backfill policies are Beta in dagster 1.13
         warnings.simplefilter("ignore", dg.BetaWarning)
         assets = [
@@ -153,7 +161,7 @@ def enrichment(
         ]
     sensor = enrichment_sensor(spec, policy, assets, keys, poll_interval_s)
     checks = build_checks(spec, keys)
-    return Enrichment(spec, assets, sensor, checks, pdef, policy)
+    return Enrichment(spec, [*observed, *assets], sensor, checks, pdef, policy)
 
 
 def check_deadline(spec: JobSpec) -> None:

@@ -83,7 +83,7 @@ def input_shards_asset(
         f"Input of {spec.name} rendered into provider requests and cut into shards; rows whose "
         "request has a stored answer are filled from the response store, not sent."
     )
-    if upstream is None:
+    if spec.source is not None:  # a file: its observed source asset is the upstream
 
         @dg.asset(
             key=key,
@@ -92,6 +92,7 @@ def input_shards_asset(
             io_manager_key=IO_MANAGER_KEY,
             description=description,
             code_version=spec.fingerprint(),
+            deps=[upstream] if upstream is not None else None,
         )
         def input_shards(
             context: dg.AssetExecutionContext, config: InputShardsConfig
