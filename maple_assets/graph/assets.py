@@ -57,10 +57,8 @@ def input_shards_asset(
         run_spec = spec.model_copy(update={"reuse": spec.reuse and not config.no_reuse})
         job = job_for(run_spec, policy, context.resources)
         shards, version, counts = shard_input(job, table, retry_failed=config.retry_failed)
-        existing = set(context.instance.get_dynamic_partitions(pdef.name or ""))
-        new = [s.key for s in shards if s.key not in existing]
-        if new:
-            context.instance.add_dynamic_partitions(pdef.name or "", new)
+        current_partitions(context.instance, pdef.name or "", [s.key for s in shards])
+        mark_reused_shards(context, job, shards, spec.name)
         manifest = pl.DataFrame([dataclasses.asdict(s) for s in shards])
         warnings.filterwarnings("ignore", category=dg.BetaWarning)  # data_version is Beta
         return dg.Output(
@@ -120,6 +118,41 @@ def input_shards_asset(
         return body(context, config, table)
 
     return input_shards_from_asset
+
+
+def current_partitions(instance: dg.DagsterInstance, name: str, keys: list[str]) -> None:
+    """The shard partitions are the current version's: new ones added, an earlier version's
+    removed (their answers live on in the response store, and a version cut again re-adds
+    its keys), so the partition count is the current version's shard count."""
+    existing = instance.get_dynamic_partitions(name)
+    wanted = set(keys)
+    new = [k for k in keys if k not in set(existing)]
+    if new:
+        instance.add_dynamic_partitions(name, new)
+    for old in existing:
+        if old not in wanted:
+            instance.delete_dynamic_partition(name, old)
+
+
+def mark_reused_shards(
+    context: dg.AssetExecutionContext, job: Job, shards: list[Any], name: str
+) -> None:
+    """A shard whose rows were all answered from the response store sends nothing: its
+    submissions and raw_responses partitions are recorded as materialized (0 requests), not
+    left Missing to invite a pointless "Materialize missing"."""
+    for shard in shards:
+        summary = job.state.summary(shard.key)
+        if summary is None or summary.attempt != 0 or not summary.final:
+            continue
+        for stage in ("submissions", "raw_responses"):
+            context.log_event(
+                dg.AssetMaterialization(
+                    asset_key=asset_key(name, stage),
+                    partition=shard.key,
+                    description="Every row of this shard was answered from the response store.",
+                    metadata={"requests": 0, "reused": shard.rows},
+                )
+            )
 
 
 def _shard_asset(
