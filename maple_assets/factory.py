@@ -160,7 +160,7 @@ def enrichment(
             merged_asset(spec, policy, keys),
         ]
     sensor = enrichment_sensor(spec, policy, assets, keys, poll_interval_s)
-    checks = build_checks(spec, keys)
+    checks = build_checks(spec, keys, None if observed else upstream)
     return Enrichment(spec, [*observed, *assets], sensor, checks, pdef, policy)
 
 

@@ -62,3 +62,41 @@ def test_failed_rows_check(
         assert str(metadata["top_failure_classes"]).startswith("refused: ")
     else:
         assert metadata["failed"] == 0
+
+
+def test_merged_has_exactly_the_input_tables_rows(
+    emulator_server: EmulatorServer, tmp_path: Path
+) -> None:
+    """Passes after a run; fails, naming the first different row, once the input file no
+    longer matches what merged holds (a row edited, a row appended)."""
+    table = tmp_path / "items.csv"
+    titles = [f"item {i}" for i in range(9)]
+    pl.DataFrame({"title": titles, "sku": [f"S{i}" for i in range(9)]}).write_csv(table)
+    en = enrichment(
+        name="rows", source=str(table), prompt="Name {title}", model="gpt-4o-mini",
+        provider="emulator", output=str(tmp_path / "out.parquet"),
+    )  # fmt: skip
+    resources = wire_resources(
+        str(tmp_path / "store"), {"emulator": build_provider("emulator", emulator_server.url)}
+    )
+    key = dg.AssetCheckKey(en.merged_key, "same_rows_as_input")
+
+    def check() -> dict[str, object]:
+        result = dg.materialize(
+            [*en.assets, *en.checks], selection=dg.AssetSelection.checks(key),
+            instance=instance, resources=resources,
+        )  # fmt: skip
+        (evaluation,) = result.get_asset_check_evaluations()
+        return {"passed": evaluation.passed} | {k: v.value for k, v in evaluation.metadata.items()}
+
+    with dg.instance_for_test() as instance:
+        Runner(en, resources, instance, poll_interval_s=0.05, quiet=True).run()
+        assert check() == {"passed": True, "input_rows": 9, "rows": 9}
+        edited = [*titles[:4], "item four", *titles[5:]]
+        pl.DataFrame({"title": edited, "sku": [f"S{i}" for i in range(9)]}).write_csv(table)
+        assert check() == {"passed": False, "input_rows": 9, "rows": 9, "first_different_row": 4}
+        pl.DataFrame({"title": [*titles, "x"], "sku": [f"S{i}" for i in range(10)]}).write_csv(
+            table
+        )
+        assert check() == {"passed": False, "input_rows": 10, "rows": 9, "first_different_row": 9}
+        resources["maple_costs"].close()
