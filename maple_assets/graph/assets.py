@@ -67,8 +67,10 @@ def input_shards_asset(
             metadata={
                 "rows": counts.rows,
                 "to_send": counts.sent,
-                "reused": counts.reused,
-                "duplicates": counts.duplicates,
+                # "reused" means one thing everywhere (merged, llm_reused, maple status): rows
+                # answered without being sent; of which repeats of another row's request:
+                "reused": counts.reused + counts.duplicates,
+                "reused_repeats": counts.duplicates,
                 "version": version.number,
                 "shards": len(shards),
                 "bytes": int(manifest["bytes"].sum()),

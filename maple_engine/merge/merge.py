@@ -1,6 +1,7 @@
 """merged: the input columns unchanged and in order, then the ``llm_*`` columns, streamed."""
 
 import dataclasses
+import os
 import sys
 from collections.abc import Iterator
 from typing import IO, Any
@@ -11,7 +12,7 @@ import pyarrow.parquet as pq
 
 from maple_engine.spec import CUSTOM_ID, INTERNAL_COLUMNS, ROW_ID, file_format
 from maple_engine.storage.s3 import S3Settings
-from maple_engine.storage.storage import atomic_write, filesystem_for
+from maple_engine.storage.storage import atomic_write, filesystem_for, is_remote
 
 
 @dataclasses.dataclass(frozen=True)
@@ -162,4 +163,5 @@ def write_merged(
     with OutputWriter(path, fmt, parquet_schema(source, s3), s3) as writer:
         for frame in frames:
             writer.write(frame)
-    return OutputTable(path=path, format=fmt, rows=writer.rows)
+    shown = path if is_remote(path) else os.path.abspath(path)  # where it is, from anywhere
+    return OutputTable(path=shown, format=fmt, rows=writer.rows)
