@@ -3,7 +3,7 @@
 The observation's data version is the file's content digest (a local file's bytes, an S3
 object's ETag and size: `maple_engine.plan.versions.input_digest`), the same digest
 ``input_shards`` records as its own data version. The code location's automation sensor
-observes each file every minute (``OBSERVE_CRON``); an unchanged file keeps its version, so it
+observes each file every ``OBSERVE_EVERY_MINUTES``; an unchanged file keeps its version, so it
 never makes anything stale, and an edited one shows its consumers stale without anyone
 re-running anything by hand.
 """
@@ -17,7 +17,11 @@ from maple_engine.storage.s3 import S3Settings
 from maple_engine.storage.storage import is_remote
 from resources.storage import StorageResource
 
-OBSERVE_CRON = "* * * * *"  # every minute
+OBSERVE_EVERY_MINUTES = 1
+# Read by the automation sensor's daemon, which launches the observation runs: Dagster 1.13's
+# daemon observes source assets by this interval (an automation condition on an observable
+# source asset is evaluated by `dg.evaluate_automation_conditions` but not by the daemon).
+AUTO_OBSERVE = "dagster/auto_observe_interval_minutes"
 
 
 def file_location(uri: str) -> str:
@@ -46,6 +50,6 @@ def observed_file(key: dg.AssetKey, uri: str, group: str) -> dg.SourceAsset:
         key=key,
         group_name=group,
         description=f"The input file {location}, observed for changes (its content digest).",
-        automation_condition=dg.AutomationCondition.cron_tick_passed(OBSERVE_CRON),
+        metadata={AUTO_OBSERVE: OBSERVE_EVERY_MINUTES},
     )
     return observe(observe_remote if is_remote(location) else observe_local)

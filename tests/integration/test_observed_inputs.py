@@ -14,6 +14,7 @@ from dagster._utils.test.data_versions import get_stale_status_resolver
 from emulator.server import EmulatorServer
 from maple_assets import definitions
 from maple_assets.factory import enrichment
+from maple_assets.graph.observed import OBSERVE_EVERY_MINUTES
 from maple_assets.wiring import wire_resources
 from maple_engine.providers.registry import build_provider
 
@@ -53,7 +54,8 @@ def test_an_edited_input_file_shows_its_enrichment_stale(
     )
     defs = dg.Definitions(assets=en.assets, sensors=en.sensors, resources=resources)
     shards, observed = en.key("input_shards"), en.key("input_file")
-    assert defs.resolve_asset_graph().get(observed).automation_condition is not None
+    graph = defs.resolve_asset_graph()  # what the automation sensor's daemon observes by
+    assert graph.get(observed).auto_observe_interval_minutes == OBSERVE_EVERY_MINUTES
     with dg.instance_for_test() as instance:
         first = _observe(instance, defs, observed)
         assert dg.materialize(
