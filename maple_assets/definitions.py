@@ -81,7 +81,7 @@ ENRICHMENTS = [product_attributes]
 
 automation = dg.AutomationConditionSensorDefinition(
     "maple_automation",
-    target=dg.AssetSelection.all(),
+    target=dg.AssetSelection.all(include_sources=True),  # observes the input files too
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Evaluates the automation conditions of this code location's assets.",
 )

@@ -10,6 +10,10 @@ def test_the_code_location_automation_sensor_runs_by_default() -> None:
     sensor = defs.resolve_sensor_def("maple_automation")
     assert isinstance(sensor, dg.AutomationConditionSensorDefinition)
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
+    # its target holds the observed input file, which its daemon observes every minute
+    graph = defs.resolve_asset_graph()
+    targeted = sensor.asset_selection.resolve(graph)
+    assert dg.AssetKey("grocery_catalog_file") in targeted
 
 
 def test_a_new_merged_materialization_requests_the_downstream_report() -> None:
