@@ -145,17 +145,21 @@ def upsert(conn: sa.Connection, table: sa.Table, rows: list[dict[str, Any]]) -> 
 
 @dataclasses.dataclass(frozen=True)
 class HistoryFilter:
-    """Which batches a report covers (``None``: no restriction)."""
+    """Which batches a report covers (``None``: no restriction); days are UTC, ``until``
+    excluded."""
 
     since: date | None = None
     job: str | None = None
     team: str | None = None
     provider: str | None = None
+    until: date | None = None
 
     def where(self, table: sa.Table) -> list[sa.ColumnElement[bool]]:
         clauses = [table.c[name] == value for name, value in self._labels().items()]
         if self.since is not None:
             clauses.append(table.c.created_at >= datetime.combine(self.since, time.min))
+        if self.until is not None:
+            clauses.append(table.c.created_at < datetime.combine(self.until, time.min))
         return clauses
 
     def _labels(self) -> Mapping[str, str]:

@@ -43,3 +43,17 @@ figure {{ margin: 1.5em 0; }} img {{ max-width: 100%; }}
 {figures}
 </body></html>
 """
+
+
+def markdown_report(table: list[dict[str, str]], pngs: dict[str, bytes]) -> str:
+    """The same as Markdown (the Dagster UI renders it in an asset's metadata): the table, then
+    the charts as data-URI images."""
+    lines = []
+    if table:
+        lines.append("| " + " | ".join(table[0]) + " |")
+        lines.append("|" + "---|" * len(table[0]))
+        lines += ["| " + " | ".join(row.values()) + " |" for row in table]
+    else:
+        lines.append("No batches recorded.")
+    lines += [f"\n![{CHARTS[name]}]({data_uri(png)})" for name, png in pngs.items()]
+    return "\n".join(lines)

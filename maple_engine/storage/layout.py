@@ -42,6 +42,7 @@ Layout of one job ``<job>``::
     _ratelimits/<provider>/<account>/<model>/<sender>~<expiry>.json
                                         real-time senders' heartbeats (their share of a limit)
     _queues/<provider>/<model>.json     a provider queue's limit, configured, learned or probed
+    _reports/batch_stats/<day>.html, .csv  the maple_batch_stats asset's report and batches
     costs.sqlite                        the default cost ledger of a local root
 """
 
@@ -198,6 +199,11 @@ QUEUES = "_queues"
 def queue_file(provider: str, model: str) -> str:
     """What is known of one provider queue (its limit, learned or probed), for every job."""
     return join(QUEUES, provider, f"{model}.json")
+
+
+def batch_stats_report(day: str, suffix: str) -> str:
+    """The ``maple_batch_stats`` asset's files for one UTC day (``html`` report, ``csv``)."""
+    return join("_reports", "batch_stats", f"{day}.{suffix}")
 
 
 def rate_share_folder(provider: str, account: str, model: str) -> str:
