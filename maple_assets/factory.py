@@ -105,6 +105,7 @@ def enrichment(
     max_enqueued_tokens: int | None = DEFAULTS.max_enqueued_tokens,
     priority: int = DEFAULTS.priority,
     deadline: "str | float | timedelta | None" = DEFAULTS.deadline_s,
+    stall_percentile: float = DEFAULTS.stall_percentile,
 ) -> Enrichment:
     """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI.
 
@@ -134,6 +135,7 @@ def enrichment(
         max_failed_share=max_failed_share,
         error_failed_share=error_failed_share,
         reuse=reuse,
+        stall_percentile=stall_percentile,
         **queue_options,
     )
     validate_paths(spec)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from maple_engine.submit import queue
 from maple_engine.submit.deadline import cancel_for_deadline
+from maple_engine.submit.stalls import escalate_stalled
 
 if TYPE_CHECKING:
     from maple_engine.job import Job
@@ -29,6 +30,14 @@ def plan_submissions(job: "Job", work: "Work") -> dict[str, str]:
                     "their unrun rows and every unsent shard go through real-time"
                 },
             )
+    elif stalls := escalate_stalled(job, work.states):
+        _note(
+            job,
+            {
+                "deadline": f"stalled: cancelled {len(stalls)} batch(es) ({stalls[0].describe()}); "
+                "their unrun rows go through real-time"
+            },
+        )
     admitted, waits = queue.gate(job, work)
     if waits:
         shard, reason = next(iter(waits.items()))

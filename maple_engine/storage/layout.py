@@ -24,6 +24,7 @@ Layout of one job ``<job>``::
         <key>/estimate-<n>.json         the estimated cost of attempt n (budget)
         <key>/queue-<n>.json            attempt n's units in the provider queue (tokens/requests)
         <key>/deadline-cancel-<n>.json  attempt n's batch was cancelled for the deadline
+        <key>/stall-cancel-<n>.json     attempt n's batch was stalled: cancelled, rest real-time
         <key>/claim-<n>/                the claim on attempt n (`maple_engine.storage.leases`)
         <key>/rt-<n>/                   real-time checkpoints of attempt n
         <key>/results-<n>.parquet       parsed results of attempt n
@@ -148,6 +149,9 @@ class JobLayout:
 
     def deadline_cancel(self, shard: str, attempt: int) -> str:
         return self.state(shard, f"deadline-cancel-{attempt}.json")
+
+    def stall_cancel(self, shard: str, attempt: int) -> str:
+        return self.state(shard, f"stall-cancel-{attempt}.json")
 
     @property
     def sharding(self) -> str:
