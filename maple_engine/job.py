@@ -11,7 +11,7 @@ from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import BatchState, Provider, Submission
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
-from maple_engine.submit.deadline import with_deadline
+from maple_engine.submit.deadline import is_realtime, with_deadline
 
 
 @dataclasses.dataclass
@@ -38,16 +38,16 @@ class Job:
             }
 
     def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
-        """Poll the provider once for ``submissions`` and record what it said in the batch
-        history (`maple_engine.ledger.batch_history`)."""
+        """Poll the provider once for ``submissions`` and record what it said of the batches in
+        the batch history (`maple_engine.ledger.batch_history`; real-time attempts are not
+        batches and are not recorded)."""
         states = self.provider.poll(submissions) if submissions else {}
-        if self.costs is not None and states:
+        batches = [s for s in submissions if s.batch_id in states and not is_realtime(s)]
+        if self.costs is not None and batches and self.mode == "batch":
             version = self.state.version()
             number = version.number if version else None
             labels = BatchLabels(self.spec.model, self.spec.team, number)
-            self.costs.record_batches(
-                labels, [(s, states[s.batch_id]) for s in submissions if s.batch_id in states]
-            )
+            self.costs.record_batches(labels, [(s, states[s.batch_id]) for s in batches])
         return states
 
     def price(self) -> ModelPrice:
