@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
 def plan_submissions(job: "Job", work: "Work") -> dict[str, str]:
     """Shard -> ticket (part of the submit run key) for every shard to submit now."""
+    stalls = []
     if queue.deadline_due(job):
         cancelled = cancel_for_deadline(job, work.states)
         if cancelled:
@@ -30,7 +31,7 @@ def plan_submissions(job: "Job", work: "Work") -> dict[str, str]:
                     "their unrun rows and every unsent shard go through real-time"
                 },
             )
-    elif stalls := escalate_stalled(job, work.states):
+    elif stalls := escalate_stalled(job, work.states):  # noted until the next tick
         _note(
             job,
             {
@@ -43,7 +44,11 @@ def plan_submissions(job: "Job", work: "Work") -> dict[str, str]:
         shard, reason = next(iter(waits.items()))
         waiting = len(work.submit) - len(admitted)
         _note(job, {"shard": shard, "waiting_shards": waiting, "reason": reason})
-    elif not queue.deadline_due(job) and job.state.storage.exists(job.state.paths.queue_wait):
+    elif (
+        not queue.deadline_due(job)
+        and not stalls
+        and job.state.storage.exists(job.state.paths.queue_wait)
+    ):
         job.state.storage.delete(job.state.paths.queue_wait)
     return admitted
 
