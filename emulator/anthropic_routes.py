@@ -66,7 +66,7 @@ async def create_batch(request: Request) -> Response:
     batch = AnthropicBatch(
         id=new_id("msgbatch_"),
         created=time.time(),
-        seconds=state.config.batch_seconds,
+        seconds=state.durations.draw(),
         expire=expire,
         requests=requests,
         total=len(requests),

@@ -19,6 +19,23 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail
     help="How long a batch takes to finish.",
 )
 @click.option(
+    "--batch-seconds-spread",
+    "batch_seconds_spread",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    metavar="SIGMA",
+    help="Draw each batch's duration from a log-normal with this sigma around --batch-seconds.",
+)
+@click.option(
+    "--stall",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    metavar="RATE",
+    help="Share of batches left in progress 50 times longer than drawn (stalled).",
+)
+@click.option(
     "--fail",
     "fail",
     multiple=True,
@@ -67,6 +84,8 @@ def emulator_command(
     port: int,
     seed: int,
     batch_seconds: float,
+    batch_seconds_spread: float,
+    stall: float,
     fail: tuple[str, ...],
     rpm: int | None,
     tpm: int | None,
@@ -83,6 +102,8 @@ def emulator_command(
             port=port,
             seed=seed,
             batch_seconds=batch_seconds,
+            batch_seconds_spread=batch_seconds_spread,
+            stall=stall,
             fail=rates,
             rpm=rpm,
             tpm=tpm,

@@ -28,6 +28,11 @@ class EmulatorConfig:
     port: int = 0
     seed: int = 0
     batch_seconds: float = 2.0
+    #: sigma of the log-normal each batch's duration is drawn from (0: every batch takes
+    #: ``batch_seconds``), and the share of batches that stall ``stall_factor`` times longer
+    batch_seconds_spread: float = 0.0
+    stall: float = 0.0
+    stall_factor: float = 50.0
     fail: dict[str, float] = field(default_factory=dict)
     rpm: int | None = None
     tpm: int | None = None
@@ -63,6 +68,13 @@ class EmulatorConfig:
                 raise ValueError(f"{name} must be at least 1, got {value}")
         if self.batch_seconds < 0:
             raise ValueError(f"batch_seconds must be >= 0, got {self.batch_seconds}")
+        if self.batch_seconds_spread < 0:
+            raise ValueError(f"batch_seconds_spread must be >= 0, got {self.batch_seconds_spread}")
+        if not 0.0 <= self.stall <= 1.0 or self.stall_factor < 1:
+            raise ValueError(
+                f"stall must be in [0, 1] and stall_factor >= 1, got {self.stall}, "
+                f"{self.stall_factor}"
+            )
         if not 0 < self.burst_seconds <= 60:
             raise ValueError(f"burst_seconds must be in (0, 60], got {self.burst_seconds}")
 

@@ -97,7 +97,7 @@ def _register(
         model=_model(request),
         display_name=str(spec.get("displayName") or spec.get("display_name") or ""),
         created=time.time(),
-        seconds=state.config.batch_seconds,
+        seconds=state.durations.draw(),
         expire=expire,
         inline=inline,
         requests=requests or None,

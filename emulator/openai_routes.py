@@ -256,7 +256,7 @@ async def create_batch(request: Request) -> Response:
         completion_window="24h",
         metadata=payload.get("metadata"),
         created=time.time(),
-        seconds=state.config.batch_seconds,
+        seconds=state.durations.draw(),
         expire=expire,
     )
     with state.lock:

@@ -13,6 +13,7 @@ from typing import Any
 from emulator.anthropic_engine import AnthropicEngine
 from emulator.bedrock_jobs import S3Access
 from emulator.config import EmulatorConfig
+from emulator.durations import BatchDurations
 from emulator.faults import FaultDrawer
 from emulator.finisher import Finisher
 from emulator.gemini_batches import GeminiStore
@@ -34,6 +35,7 @@ _STAT_NAMES = (
     "max_enqueued_tokens",
     "batches_failed_token_limit",
     "anthropic_queue_429",
+    "batches_stalled",
 )
 
 
@@ -135,6 +137,7 @@ class State:
         self.s3 = S3Access(config.s3_endpoint)
         self.gemini_engine = GeminiEngine(self.drawer)
         self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_seconds)
+        self.durations = BatchDurations(config, self.stats)
 
     def reset(self) -> None:
         """Forget every file, batch, counter and attempt."""

@@ -20,6 +20,7 @@ import dagster as dg
 import polars as pl
 
 from maple_assets.factory import enrichment
+from maple_assets.graph.batch_stats import batch_stats_asset
 from maple_assets.graph.observed import observed_file
 from maple_assets.wiring import maple_resources
 from maple_engine.plan.versions import input_digest
@@ -78,6 +79,8 @@ def category_report(enriched: pl.LazyFrame) -> pl.DataFrame:
 
 
 ENRICHMENTS = [product_attributes]
+# Daily batch statistics (turnaround, tasks/s, charts) from the ledger's batch history.
+maple_batch_stats = batch_stats_asset()
 
 automation = dg.AutomationConditionSensorDefinition(
     "maple_automation",
@@ -87,7 +90,13 @@ automation = dg.AutomationConditionSensorDefinition(
 )
 
 defs = dg.Definitions(
-    assets=[grocery_catalog_file, grocery_catalog, *product_attributes.assets, category_report],
+    assets=[
+        grocery_catalog_file,
+        grocery_catalog,
+        *product_attributes.assets,
+        category_report,
+        maple_batch_stats,
+    ],
     asset_checks=product_attributes.checks,
     sensors=[*product_attributes.sensors, automation],
     resources=maple_resources(ENRICHMENTS),

@@ -108,6 +108,7 @@ def enrichment(
     max_enqueued_tokens: int | None = DEFAULTS.max_enqueued_tokens,
     priority: int = DEFAULTS.priority,
     deadline: "str | float | timedelta | None" = DEFAULTS.deadline_s,
+    stall_percentile: float = DEFAULTS.stall_percentile,
 ) -> Enrichment:
     """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI.
 
@@ -137,6 +138,7 @@ def enrichment(
         max_failed_share=max_failed_share,
         error_failed_share=error_failed_share,
         reuse=reuse,
+        stall_percentile=stall_percentile,
         **queue_options,
     )
     validate_paths(spec)

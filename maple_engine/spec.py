@@ -144,6 +144,13 @@ class JobSpec(BaseModel):
         description="e.g. 6h, 90s, 1h30m: rows still in batches when it approaches are cancelled "
         "there and sent through the real-time API (at real-time prices).",
     )
+    stall_percentile: float = Field(
+        default=95,
+        ge=50,
+        lt=100,
+        description="A batch in flight longer than this percentile of its provider and model's "
+        "turnaround (batch history) is stalled; with a deadline its rows go real-time at once.",
+    )
 
     def fingerprint(self) -> str:
         """Hash of the fields that change what is sent (not output path, budget or retries)."""

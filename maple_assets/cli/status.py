@@ -25,6 +25,7 @@ from maple_engine.state import JobState
 from maple_engine.steps import shard_responses
 from maple_engine.storage.layout import JobLayout, job_names
 from maple_engine.storage.storage import Storage
+from maple_engine.submit.stalls import Stall, stalled, turnaround_limit
 
 
 def _storage(root: str | None) -> Storage:
@@ -104,8 +105,38 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
         "cost_usd": round(sum(s["cost_usd"] for s in shards), 8),
         "output": storage.read_json(merged)["path"] if storage.exists(merged) else None,
         "queue": job_queue_note(storage, job) or None,
+        "stalled": [_stall_json(st) for st in _stalls(state, spec["spec"])],
         "shards": shards,
     }
+
+
+def _stall_json(stall: Stall) -> dict[str, Any]:
+    sub = stall.submission
+    return {
+        "shard": sub.shard,
+        "batch_id": sub.batch_id,
+        "age_s": round(stall.age_s, 1),
+        "limit_s": round(stall.limit_s, 1),
+        "percentile": stall.percentile,
+        "message": stall.describe(),
+    }
+
+
+def _stalls(state: JobState, spec: dict[str, Any]) -> list[Stall]:
+    """The job's batches in flight longer than their provider and model's turnaround
+    percentile in the batch history (none without a ledger or enough history)."""
+    flying = [
+        p.submission
+        for s in state.manifest() or []
+        if (p := state.progress(s.key)).action == "wait"
+    ]
+    subs = [s for s in flying if s is not None]
+    if not subs or not ledger_exists(state.storage.root):
+        return []
+    percentile = float(spec.get("stall_percentile") or 95)
+    with cost_ledger(state.storage.root) as costs:
+        limit = turnaround_limit(costs, subs[0].provider, str(spec.get("model")), percentile)
+    return stalled(subs, limit, percentile)
 
 
 def _phase(state: JobState, sharded: bool, shards: list[dict[str, Any]]) -> str:
@@ -140,6 +171,7 @@ def _table(status: dict[str, Any]) -> str:
         lines.append(f"output: {status['output']}")
     if status.get("queue") and status["phase"] not in ("merged", "final"):
         lines.append(f"queue: {status['queue']}")
+    lines += [f"stalled: {st['message']}" for st in status["stalled"]]
     header = ["shard", "state", "attempts", "rows", "ok", "failed", "cost USD"]
     rows = []
     for s in status["shards"]:
@@ -180,6 +212,7 @@ def status_command(job: str | None, storage: str | None, fmt: str) -> None:
             click.echo(
                 f"{s['job']:<32}{s['phase']:<10}{s['rows']:>10,} rows  "
                 f"{s['succeeded']:>10,} ok  {s['failed']:>8,} failed  ${s['cost_usd']:.6f}"
+                + (f"  {len(s['stalled'])} stalled" if s["stalled"] else "")
             )
     if not job and fmt == "table":
         for line in queue_lines(queue_status(store)):

@@ -226,7 +226,7 @@ def raw_responses_asset(
         job = job_for(spec, policy, context.resources)
         waiting = [job.state.progress(k).submission for k in context.partition_keys]
         subs = [s for s in waiting if s is not None]
-        states = job.provider.poll(subs) if subs else {}
+        states = job.poll(subs)
 
         def one(shard: str) -> dict[str, Any]:
             progress = job.state.progress(shard)

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, get_args
 
+import polars as pl
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from sqlalchemy.dialects import postgresql, sqlite
@@ -32,14 +33,23 @@ from sqlalchemy.dialects import postgresql, sqlite
 from maple_engine.errors import StorageError
 from maple_engine.ledger.admissions import Admission, admit
 from maple_engine.ledger.attempt_cost import AttemptCost
+from maple_engine.ledger.batch_history import (
+    BatchLabels,
+    HistoryFilter,
+    history_rows,
+    read_history,
+    upsert,
+)
 from maple_engine.ledger.schema import (
     TOKENS,
     attempt_costs,
+    batch_history,
     budget_admissions,
     create_engine,
     migrate,
     sqlite_exists,
 )
+from maple_engine.providers.base import BatchState, Submission
 from maple_engine.settings import DEFAULT_STORAGE
 from maple_engine.storage.layout import COSTS_DB
 
@@ -150,6 +160,20 @@ class CostLedger(BaseModel):
                 budget_usd=budget_usd,
                 scope=scope,
             )
+
+    def record_batches(
+        self, labels: BatchLabels, polled: Iterable[tuple[Submission, BatchState]]
+    ) -> None:
+        """Bring the batch history up to date with one poll of a job's batches."""
+        rows = history_rows(labels, polled)
+        if rows:
+            with self._write() as conn:
+                upsert(conn, batch_history, rows)
+
+    def batch_history(self, where: HistoryFilter | None = None) -> pl.DataFrame:
+        """The recorded batches (`maple_engine.ledger.batch_history.read_history`)."""
+        with self._read() as conn:
+            return read_history(conn, batch_history, attempt_costs, where or HistoryFilter())
 
     @contextmanager
     def transaction(self) -> Iterator[sa.Connection]:

@@ -21,6 +21,7 @@ from alembic.script import ScriptDirectory
 
 from maple_engine.errors import ConfigError, StorageError
 from maple_engine.ledger.admissions import admissions_table
+from maple_engine.ledger.batch_history import history_table
 from maple_engine.ledger.queues import queue_table
 
 TOKENS = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
@@ -61,6 +62,7 @@ def _attempt_costs(md: sa.MetaData) -> sa.Table:
 attempt_costs = _attempt_costs(metadata)
 budget_admissions = admissions_table(metadata)
 queue_slots = queue_table(metadata)
+batch_history = history_table(metadata)
 
 
 def create_engine(url: sa.URL) -> sa.Engine:

@@ -198,6 +198,9 @@ class BatchState:
     completed: int = 0
     failed: int = 0
     total: int = 0
+    #: the provider's own times (unix seconds) of the phases it reports: ``created``,
+    #: ``validating``, ``in_progress``, ``finalizing``, ``ended`` (the batch history reads them)
+    times: tuple[tuple[str, float], ...] = ()
 
 
 class ProviderModel(BaseModel):

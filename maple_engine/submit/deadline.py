@@ -94,8 +94,13 @@ class DeadlineProvider:
         at = self.deadline_at()
         return at is not None and time.time() >= at - margin(self.duration_s)
 
+    def escalated(self, shard: str, attempt: int) -> bool:
+        """An earlier attempt of ``shard`` stalled (`maple_engine.submit.stalls`)."""
+        layout = JobLayout(self.job)
+        return any(self.storage.exists(layout.stall_cancel(shard, n)) for n in range(1, attempt))
+
     def submit(self, payload: ShardPayload) -> Submission:
-        if self.deadline_due():
+        if self.deadline_due() or self.escalated(payload.shard, payload.attempt):
             return self.realtime.submit(payload)  # type: ignore[no-any-return]
         return self.batch_provider.submit(payload)  # type: ignore[no-any-return]
 
@@ -129,16 +134,22 @@ def cancel_for_deadline(job: Any, states: list[tuple[Submission, BatchState]]) -
         if state.ended or is_realtime(sub) or state.status in ("cancelling", "canceling"):
             continue
         marker = job.state.paths.deadline_cancel(sub.shard, sub.attempt)
-        if job.state.storage.exists(marker):
-            continue
-        try:
-            job.provider.cancel(sub)
-        except ProviderError as exc:
-            if exc.status != 400:  # 400: it ended meanwhile; its results are collected as usual
-                raise
-        job.state.storage.write_json(marker, {"batch_id": sub.batch_id, "at": time.time()})
-        cancelled.append(sub.batch_id)
+        if cancel_once(job, sub, marker, {"batch_id": sub.batch_id, "at": time.time()}):
+            cancelled.append(sub.batch_id)
     return cancelled
+
+
+def cancel_once(job: Any, sub: Submission, marker: str, record: dict[str, Any]) -> bool:
+    """Cancel ``sub``'s batch unless ``marker`` says it was, then write ``record`` there."""
+    if job.state.storage.exists(marker):
+        return False
+    try:
+        job.provider.cancel(sub)
+    except ProviderError as exc:
+        if exc.status != 400:  # 400: it ended meanwhile; its results are collected as usual
+            raise
+    job.state.storage.write_json(marker, record)
+    return True
 
 
 def deadline_split(costs: Any, job: str, shards: set[str], price: Any) -> dict[str, Any]:

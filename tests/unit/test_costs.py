@@ -363,6 +363,7 @@ def test_a_ledger_from_before_the_revisions_is_stamped_and_carried_on(tmp_path: 
         with engine.begin() as conn:
             conn.exec_driver_sql("DROP TABLE maple_ledger_version")
             conn.exec_driver_sql("DROP TABLE queue_slots")
+            conn.exec_driver_sql("DROP TABLE batch_history")
             conn.exec_driver_sql("CREATE TABLE schema_version (version INTEGER NOT NULL)")
             conn.exec_driver_sql("INSERT INTO schema_version VALUES (2)")
     finally:
@@ -374,6 +375,7 @@ def test_a_ledger_from_before_the_revisions_is_stamped_and_carried_on(tmp_path: 
         with engine.connect() as conn:
             assert current_revision(conn) == head_revision()
             assert sa.inspect(conn).has_table("queue_slots")
+            assert sa.inspect(conn).has_table("batch_history")
     finally:
         engine.dispose()
 

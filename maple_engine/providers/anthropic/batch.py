@@ -272,6 +272,11 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
             completed=counts.get("succeeded", 0),
             failed=counts.get("errored", 0) + counts.get("canceled", 0) + counts.get("expired", 0),
             total=sum(counts.values()),
+            times=tuple(
+                (phase, datetime.fromisoformat(batch[field].replace("Z", "+00:00")).timestamp())
+                for phase, field in (("created", "created_at"), ("ended", "ended_at"))
+                if batch.get(field)
+            ),
         )
 
     def _batches(self) -> BatchCollection:

@@ -149,6 +149,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
             completed=int(counts.get("completed", 0)),
             failed=int(counts.get("failed", 0)),
             total=int(counts.get("total", 0)),
+            times=_times(batch),
         )
 
     def _batches(self) -> BatchCollection:
@@ -234,3 +235,22 @@ def _failed(custom_id: Any, cls: FailureClass, message: Any) -> dict[str, Any]:
         "error": str(message),
         "billed": False,
     }
+
+
+_PHASE_STAMPS = (
+    ("created", ("created_at",)),
+    ("validating", ("created_at",)),
+    ("in_progress", ("in_progress_at",)),
+    ("finalizing", ("finalizing_at",)),
+    ("ended", ("completed_at", "failed_at", "expired_at", "cancelled_at")),
+)
+
+
+def _times(batch: dict[str, Any]) -> tuple[tuple[str, float], ...]:
+    """The batch object's ``*_at`` stamps as the phases of the batch history."""
+    found = []
+    for phase, fields in _PHASE_STAMPS:
+        stamp = next((batch[f] for f in fields if batch.get(f)), None)
+        if stamp is not None:
+            found.append((phase, float(stamp)))
+    return tuple(found)
