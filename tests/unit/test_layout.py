@@ -24,6 +24,7 @@ def test_definitions_load_with_the_example_graph() -> None:
     graph = defs.resolve_asset_graph()
     keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
     assert keys == {
+        "grocery_catalog_file",
         "grocery_catalog",
         "product_attributes/input_shards",
         "product_attributes/submissions",
