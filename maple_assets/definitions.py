@@ -9,6 +9,9 @@ the run reads its value (``maple_assets.wiring``).
 an automation condition downstream of an enrichment (``category_report``) refresh when its
 ``merged`` does, under ``dagster dev`` and in a deployment, without a click. Stop it in the UI
 (Automation), or declare it with ``default_status=dg.DefaultSensorStatus.STOPPED``.
+
+``maple_job`` (``maple_assets.rpc``) takes ad-hoc jobs from applications: its run config is a
+job spec, launched over Dagster's GraphQL API.
 """
 
 from pathlib import Path
@@ -17,6 +20,7 @@ import dagster as dg
 import polars as pl
 
 from maple_assets.factory import enrichment
+from maple_assets.rpc import maple_job
 from maple_assets.wiring import maple_resources
 from maple_engine.settings import Settings
 
@@ -74,5 +78,6 @@ defs = dg.Definitions(
     assets=[grocery_catalog, *product_attributes.assets, category_report],
     asset_checks=product_attributes.checks,
     sensors=[*product_attributes.sensors, automation],
+    jobs=[maple_job()],  # applications run ad-hoc jobs over Dagster's GraphQL API
     resources=maple_resources(ENRICHMENTS),
 )
