@@ -125,8 +125,7 @@ def submit(input: str, **options: Any) -> "JobHandle":
     """Start ``enrich(input, **options)`` (the same keywords) in a background thread once every
     check passed (a ``UsageError`` raises here), and return its handle."""
     with typed_usage_errors():
-        opts = enrich_options(input, **options)
-    handle = JobHandle(opts)
+        handle = JobHandle(enrich_options(input, **options))
     handle.start()
     return handle
 
