@@ -9,9 +9,6 @@ nothing uploaded.
 """
 
 import os
-import signal
-import subprocess
-import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -25,7 +22,7 @@ from dagster_graphql import DagsterGraphQLClient
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from tests.integration.test_deployment_daemon import free_port, graphql, wait_ready
+from tests.integration.dagster_processes import dagster_dev, graphql, wait_ready
 
 pytestmark = [
     pytest.mark.slow,
@@ -33,7 +30,6 @@ pytestmark = [
     # dagster-graphql 1.13 calls gql 4's execute(variable_values=...), deprecated there.
     pytest.mark.filterwarnings("ignore:Using variable_values:DeprecationWarning"),
 ]
-DAGSTER = str(Path(sys.executable).parent / "dagster")
 DEFS = textwrap.dedent(
     """
     import dagster as dg
@@ -59,7 +55,8 @@ FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 
 
 @pytest.fixture
-def dagster_dev(tmp_path: Path) -> Iterator[dict[str, Any]]:
+def apps(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    """A code location with ``maple_job`` under ``dagster dev``, and the emulator it uses."""
     (tmp_path / "defs.py").write_text(DEFS)
     (tmp_path / "workspace.yaml").write_text(
         "load_from:\n  - python_file:\n      relative_path: defs.py\n      location_name: apps\n"
@@ -75,24 +72,10 @@ def dagster_dev(tmp_path: Path) -> Iterator[dict[str, Any]]:
             "MAPLE_EMULATOR_URL": emulator.url,
             "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
         }
-        port = free_port()
-        log = tmp_path / "dev.log"
-        with log.open("wb") as out:
-            dev = subprocess.Popen(
-                [DAGSTER, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-                cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )  # fmt: skip
-        try:
-            wait_ready(f"http://127.0.0.1:{port}", log)
+        with dagster_dev(tmp_path, env) as port:
+            wait_ready(f"http://127.0.0.1:{port}", tmp_path / "dev.log")
             yield {"port": port, "url": f"http://127.0.0.1:{port}", "emulator": emulator,
-                   "dir": tmp_path, "log": log}  # fmt: skip
-        finally:
-            os.killpg(dev.pid, signal.SIGTERM)
-            try:
-                dev.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(dev.pid, signal.SIGKILL)
+                   "dir": tmp_path, "log": tmp_path / "dev.log"}  # fmt: skip
 
 
 def spec(table: Path, job: str, **more: Any) -> dict[str, Any]:
@@ -123,29 +106,29 @@ def run_info(url: str, run_id: str) -> tuple[dict[str, str], list[str]]:
 
 
 def test_two_applications_submit_concurrently_and_each_row_is_paid_once(
-    dagster_dev: dict[str, Any],
+    apps: dict[str, Any],
 ) -> None:
     tables = {}
     for job, rows in ROWS.items():
-        tables[job] = dagster_dev["dir"] / f"{job}.csv"
+        tables[job] = apps["dir"] / f"{job}.csv"
         pl.DataFrame({"title": [f"{job} {i}" for i in range(rows)]}).write_csv(tables[job])
     submissions = {"a": [spec(tables["shared"], "shared")] * 2, "b": [spec(tables["solo"], "solo")]}
 
     def application(name: str) -> list[str]:
-        client = DagsterGraphQLClient("127.0.0.1", port_number=dagster_dev["port"])
+        client = DagsterGraphQLClient("127.0.0.1", port_number=apps["port"])
         return [client.submit_job_execution("maple_job", run_config=c) for c in submissions[name]]
 
     with ThreadPoolExecutor(2) as pool:  # the two applications at once
         launched = dict(zip(submissions, pool.map(application, submissions), strict=True))
-    client = DagsterGraphQLClient("127.0.0.1", port_number=dagster_dev["port"])
+    client = DagsterGraphQLClient("127.0.0.1", port_number=apps["port"])
     runs = {run_id: "shared" for run_id in launched["a"]} | {launched["b"][0]: "solo"}
     for run_id, job in runs.items():
-        assert wait_finished(client, run_id, dagster_dev["log"]) == "SUCCESS", run_info(
-            dagster_dev["url"], run_id
+        assert wait_finished(client, run_id, apps["log"]) == "SUCCESS", run_info(
+            apps["url"], run_id
         )
-        tags, _ = run_info(dagster_dev["url"], run_id)
+        tags, _ = run_info(apps["url"], run_id)
         assert tags["maple/job"] == job and tags["maple/status"] == "succeeded"
-    stats = dagster_dev["emulator"].stats()
+    stats = apps["emulator"].stats()
     assert stats["requests_billed"] == sum(ROWS.values())  # "shared" twice: paid once
     assert stats["batches_created"] == 2 + 2  # 8 rows in 4s, 5 rows in 4s (and a 1)
     for job, rows in ROWS.items():
@@ -156,10 +139,10 @@ def test_two_applications_submit_concurrently_and_each_row_is_paid_once(
     bad_spec = spec(tables["solo"], "bad", prompt="About {nope}")
     bad = client.submit_job_execution("maple_job", run_config=bad_spec)
     started = time.monotonic()
-    assert wait_finished(client, bad, dagster_dev["log"]) == "FAILURE"
-    tags, failures = run_info(dagster_dev["url"], bad)
+    assert wait_finished(client, bad, apps["log"]) == "FAILURE"
+    tags, failures = run_info(apps["url"], bad)
     line = tags["maple/error"]
     assert "['nope']" in line and "Available columns" in line and "\n" not in line
     assert any(line in message for message in failures)
     assert time.monotonic() - started < 120
-    assert dagster_dev["emulator"].stats()["files_uploaded"] == uploaded  # nothing uploaded
+    assert apps["emulator"].stats()["files_uploaded"] == uploaded  # nothing uploaded
