@@ -31,7 +31,7 @@ def print_summary(result: Result) -> None:
     for key in ("rows", "succeeded", "failed"):
         click.echo(f"{key:<15}{getattr(result, key):,}")
     for cls, count in sorted(result.failed_by_class.items()):
-        click.echo(f"  {cls:<13}{count:,}")
+        click.echo(f"  {cls:<12} {count:,}")
     click.echo(f"{'sent':<15}{result.sent:,}  (by this run)")
     click.echo(
         f"{'reused':<15}{result.reused:,}  (not sent: answered by an earlier run or an "

@@ -29,7 +29,7 @@ from maple_assets.api.errors import (
     user_error,
 )
 from maple_assets.api.result import STATUSES, job_status
-from maple_engine.errors import MapleError
+from maple_engine.errors import MapleError, QuotaExhausted
 
 OK = 0
 UNEXPECTED = 1
@@ -57,6 +57,9 @@ def fail(exc: BaseException, debug: bool) -> NoReturn:
     if usage is not None:
         click.echo(f"error: {one_line(usage)}", err=True)
         sys.exit(USAGE)
+    if isinstance(found, QuotaExhausted):  # before a batch went out (the pre-flight call)
+        click.echo(f"stopped: {one_line(found)}", err=True)
+        sys.exit(STOPPED)
     if isinstance(found, MapleError):
         click.echo(f"error: {one_line(found)}", err=True)
         sys.exit(UNEXPECTED)
