@@ -84,6 +84,25 @@ def spec(table: Path, job: str, **more: Any) -> dict[str, Any]:
     return {"ops": {"enrich": {"config": config | more}}}
 
 
+LAUNCH = """
+mutation($p: ExecutionParams!) {
+  launchRun(executionParams: $p) {
+    __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
+  }
+}
+"""
+
+
+def launch_over_http(url: str, run_config: dict[str, Any]) -> str:
+    """The README's curl example: a plain POST to /graphql."""
+    selector = {"repositoryLocationName": "apps", "repositoryName": "__repository__",
+                "jobName": "maple_job"}  # fmt: skip
+    params = {"p": {"selector": selector, "runConfigData": run_config}}
+    got = graphql(url, LAUNCH, params)["data"]["launchRun"]
+    assert got["__typename"] == "LaunchRunSuccess", got
+    return str(got["run"]["runId"])
+
+
 def wait_finished(client: DagsterGraphQLClient, run_id: str, log: Path) -> str:
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
@@ -136,8 +155,7 @@ def test_two_applications_submit_concurrently_and_each_row_is_paid_once(
         assert out.height == rows and (out["llm_status"] == "succeeded").all()
 
     uploaded = stats["files_uploaded"]
-    bad_spec = spec(tables["solo"], "bad", prompt="About {nope}")
-    bad = client.submit_job_execution("maple_job", run_config=bad_spec)
+    bad = launch_over_http(apps["url"], spec(tables["solo"], "bad", prompt="About {nope}"))
     started = time.monotonic()
     assert wait_finished(client, bad, apps["log"]) == "FAILURE"
     tags, failures = run_info(apps["url"], bad)
