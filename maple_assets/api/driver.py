@@ -25,7 +25,7 @@ from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities
 from maple_engine.settings import Settings
 from maple_engine.spec import MAX_JOB_NAME, build_spec
 from maple_engine.state import JobState
-from maple_engine.storage.claims import driver_lease
+from maple_engine.storage.claims import JobRunning, driver_lease
 from maple_engine.storage.storage import Storage
 from maple_engine.submit.budget import resume_budget_stop
 from maple_engine.submit.deadline import realtime_twin
@@ -225,20 +225,32 @@ def drive(
     its runs ``maple/driver``; ``resuming(why)`` hears why a stopped job goes on."""
     opts, en = ready.opts, ready.enrichment
     state = JobState(Storage(opts.storage_root), en.spec.name)
-    lease = driver_lease(state.storage, state.paths.driver, en.spec.name, opts.wait)
+    waited = False
+    try:
+        lease = driver_lease(state.storage, state.paths.driver, en.spec.name, wait=False)
+    except JobRunning:
+        if not opts.wait:
+            raise
+        lease = driver_lease(state.storage, state.paths.driver, en.spec.name, wait=True)
+        waited = True
     with lease.hold():
         lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(
             state, en.spec.budget_usd
         )
         if lifted and resuming is not None:
             resuming(f"resuming job {en.spec.name} (was stopped: {lifted})")
-        return _run(ready, state, instance or instance_for(opts.storage_root), driver)
+        # A driver that waited for another reports the job as that run left it ("print its
+        # result"); otherwise only what this run sends counts as sent.
+        earlier = set() if waited else recorded_batches(state)
+        return _run(ready, state, instance or instance_for(opts.storage_root), driver, earlier)
 
 
-def _run(ready: Ready, state: JobState, instance: dg.DagsterInstance, driver: str) -> Result:
-    """Run the job to the end (this process holds the job's driver lease)."""
+def _run(
+    ready: Ready, state: JobState, instance: dg.DagsterInstance, driver: str, earlier: set[str]
+) -> Result:
+    """Run the job to the end (this process holds the job's driver lease); ``earlier``: the
+    batches whose rows this run does not count as its own."""
     opts, en = ready.opts, ready.enrichment
-    earlier = recorded_batches(state)
     settings = Settings.load(storage=opts.storage_root)
     resources = wire_resources(
         opts.storage_root,
