@@ -12,6 +12,9 @@ an automation condition downstream of an enrichment (``category_report``) refres
 observes the sample's CSV file (``grocery_catalog_file``) every minute: an edit re-reads
 ``grocery_catalog``, which shows the enrichment's ``input_shards`` stale (nothing is sent until
 someone materializes it).
+
+``maple_job`` (``maple_assets.rpc``) takes ad-hoc jobs from applications: its run config is a
+job spec, launched over Dagster's GraphQL API.
 """
 
 from pathlib import Path
@@ -22,6 +25,7 @@ import polars as pl
 from maple_assets.factory import enrichment
 from maple_assets.graph.batch_stats import batch_stats_asset
 from maple_assets.graph.observed import observed_file
+from maple_assets.rpc import maple_job
 from maple_assets.wiring import maple_resources
 from maple_engine.plan.versions import input_digest
 from maple_engine.settings import Settings
@@ -99,5 +103,6 @@ defs = dg.Definitions(
     ],
     asset_checks=product_attributes.checks,
     sensors=[*product_attributes.sensors, automation],
+    jobs=[maple_job()],  # applications run ad-hoc jobs over Dagster's GraphQL API
     resources=maple_resources(ENRICHMENTS),
 )

@@ -20,7 +20,7 @@ from maple_engine.collect.responses import (
     unsent_responses,
 )
 from maple_engine.crashpoints import crash_point
-from maple_engine.errors import ConfigError
+from maple_engine.errors import ConfigError, QuotaExhausted
 from maple_engine.failures import FailureClass, batch_too_large
 from maple_engine.inputs.images import missing_images
 from maple_engine.job import Job
@@ -70,6 +70,12 @@ def check_age(job: Job) -> None:
         )
 
 
+QUOTA_ADVICE = (
+    "no new batches are sent; top up the account, then rerun the same command to send the "
+    "remaining rows"
+)
+
+
 def submit_shard(job: Job, shard: str) -> Submission | None:
     """Send the shard's next attempt unless it is already out, done, or the job has stopped."""
     progress = job.state.progress(shard)
@@ -102,7 +108,11 @@ def _create(job: Job, shard: str, attempt: int, taken_over: bool) -> Submission 
             return None  # no room in the provider's queue yet: the sensor asks again later
         if not within_budget(job, shard, attempt):
             return None  # the job is stopped: committed spend + this batch > budget
-        submission = queue.submit(job, payload)
+        try:
+            submission = queue.submit(job, payload)
+        except QuotaExhausted as exc:  # the batch was refused: stop as a row's quota error does
+            job.state.stop(f"{exc}; {QUOTA_ADVICE}", kind="quota")
+            return None
         if submission is None:
             return None  # the provider refused it as queue-full: it waits again
     crash_point("after_create")
@@ -141,11 +151,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
     combined = combine_attempts([*earlier, results])
     decision = plan_retries(combined, job.policy)
     if decision.quota_exhausted:
-        job.state.stop(
-            "the provider reports insufficient quota: no new batches are sent; top up the "
-            "account, then rerun the same command to send the remaining rows",
-            kind="quota",
-        )
+        job.state.stop(f"the provider reports insufficient quota: {QUOTA_ADVICE}", kind="quota")
     cap = _attempt_cap(progress.summary, state, plan.height)
     pending = decision.retry_ids.height
     if pending:

@@ -1,16 +1,14 @@
 """The ``maple`` command line: enrich, status, cancel, costs, emulator."""
 
-import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import click
 
 from emulator.cli import emulator_command
+from maple_assets.api.driver import CommandOptions
 from maple_assets.cli.costs import costs_command
-from maple_assets.cli.enrich import CommandOptions
 from maple_assets.cli.options import model_options
 from maple_assets.cli.stats import stats_command
 from maple_assets.cli.status import cancel_command, status_command
@@ -18,7 +16,7 @@ from maple_assets.graph.assets import InputShardsConfig
 from maple_engine.errors import ConfigError
 from maple_engine.memory import tune_allocator
 from maple_engine.policy import parse_retry_options
-from maple_engine.providers.registry import PROVIDERS, capabilities
+from maple_engine.providers.registry import PROVIDERS
 from maple_engine.settings import Settings
 from maple_engine.spec import JobSpec, file_format, option_help
 from maple_engine.submit.deadline import parse_duration
@@ -28,35 +26,6 @@ def parse_params(specs: tuple[str, ...]) -> dict[str, Any]:
     from maple_engine.inputs.preflight import parse_param
 
     return dict(parse_param(spec) for spec in specs)
-
-
-@contextlib.contextmanager
-def emulator_url(
-    provider: str, batch_seconds: float, fail: tuple[str, ...], settings: Settings
-) -> Iterator[str | None]:
-    """The emulator's URL for ``--provider emulator``: MAPLE_EMULATOR_URL, or one started here."""
-    if not capabilities(provider).runs_on_emulator:
-        yield None
-        return
-    if settings.emulator_url:
-        default = CommandOptions().emulator_batch_seconds
-        if fail or batch_seconds != default:
-            raise ConfigError(
-                f"--emulator-fail and --emulator-batch-seconds shape the emulator maple starts, "
-                f"but MAPLE_EMULATOR_URL points at a running one ({settings.emulator_url}): "
-                "give them to `maple emulator` (--fail, --batch-seconds) or unset the variable."
-            )
-        yield settings.emulator_url
-        return
-    from emulator.config import EmulatorConfig, parse_fail
-    from emulator.server import EmulatorServer
-
-    try:
-        config = EmulatorConfig(batch_seconds=batch_seconds, fail=parse_fail(list(fail)))
-    except ValueError as exc:
-        raise ConfigError(f"--emulator-fail / --emulator-batch-seconds: {exc}") from None
-    with EmulatorServer(config) as server:
-        yield server.url
 
 
 class _Reported(click.Group):
@@ -118,7 +87,8 @@ def enrich_command(
     stopped early (budget, quota, cancel, max age); 2 usage or validation error (nothing was
     uploaded); 1 anything unexpected; 130 interrupted (rerun the same command to resume).
     """
-    from maple_assets.cli.enrich import EnrichOptions, run_enrich
+    from maple_assets.api.driver import EnrichOptions
+    from maple_assets.cli.enrich import run_enrich
     from maple_assets.cli.errors import quiet_interrupts, reported
 
     if (prompt is None) == (prompt_file is None):
@@ -135,11 +105,7 @@ def enrich_command(
             storage_root=settings.storage_root,
             **options,
         )
-        emulator = emulator_url(
-            opts.provider, opts.emulator_batch_seconds, opts.emulator_fail, settings
-        )
-        with emulator as url:
-            code = run_enrich(opts, url)
+        code = run_enrich(opts, settings)
     sys.exit(code)
 
 

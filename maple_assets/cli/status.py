@@ -16,15 +16,16 @@ from maple_assets.cli.queues import job_queue_note, ledger_exists, queue_lines, 
 from maple_assets.cli.tables import render
 from maple_assets.wiring import cost_ledger, settings_provider
 from maple_engine.collect.responses import summarize
-from maple_engine.errors import ConfigError, MapleError, ProviderError
+from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
-from maple_engine.providers.base import Provider, Submission
+from maple_engine.providers.base import Provider
 from maple_engine.settings import Settings
 from maple_engine.state import JobState
 from maple_engine.steps import shard_responses
 from maple_engine.storage.layout import JobLayout, job_names
 from maple_engine.storage.storage import Storage
+from maple_engine.submit.cancel import cancel_job
 from maple_engine.submit.stalls import Stall, stalled, turnaround_limit
 
 
@@ -228,41 +229,6 @@ def provider_for(state: JobState) -> Provider:
     settings = Settings.load(storage=state.storage.root)
     provider: Provider = settings_provider(name, settings, settings.emulator_url)
     return provider
-
-
-def in_flight(state: JobState, provider: Provider) -> list[Submission]:
-    """Recorded batches still waiting, plus batches the job created but never recorded."""
-    waiting = {}
-    for shard in state.manifest() or []:
-        progress = state.progress(shard.key)
-        if progress.action == "wait" and progress.submission is not None:
-            waiting[progress.submission.batch_id] = progress.submission
-    for orphan in provider.find_orphans(state.job):
-        waiting.setdefault(orphan.batch_id, orphan)
-    if not waiting:
-        return []
-    states = provider.poll(list(waiting.values()))
-    return [s for s in waiting.values() if not states[s.batch_id].ended]
-
-
-def cancel_job(state: JobState, provider: Provider) -> list[Submission]:
-    """Stop new submissions, cancel in-flight batches; the job stays resumable."""
-    state.stop(
-        "cancelled with `maple cancel`; rerun the same `maple enrich` command (same --job) "
-        "to resume: rows the cancelled batches did not run are sent again",
-        kind="cancel",
-    )
-    batches = in_flight(state, provider)
-    cancelled = []
-    for submission in batches:
-        try:
-            provider.cancel(submission)
-        except ProviderError as exc:
-            if exc.status != 400:  # 400: the batch ended meanwhile; nothing to cancel
-                raise
-            continue
-        cancelled.append(submission)
-    return cancelled
 
 
 def release_queue_slots(state: JobState) -> int:

@@ -259,9 +259,22 @@ def fill_responses(found: pl.DataFrame) -> pl.DataFrame:
 
 def add_run_summary(total: dict[str, Any], sent: pl.DataFrame, filled: pl.DataFrame) -> None:
     """Accumulate a shard into a run total: outcomes over every row; tokens and cost over what
-    this run sent (reused answers were paid before); rows sent and reused."""
+    this version sent (reused answers were paid before); rows sent (a row the job stopped
+    before sending is ``not_sent``, not sent) and reused; and per batch, the rows it answered
+    and their cost (``by_batch``: a driver tells this run's batches from earlier runs')."""
     add_summary(total, summarize(sent))
-    total["sent"] = total.get("sent", 0) + sent.height
+    went = sent.filter(pl.col("attempts") > 0) if "attempts" in sent.columns else sent
+    total["sent"] = total.get("sent", 0) + went.height
+    by_batch = total.setdefault("by_batch", {})
+    if went.height and "batch_id" in went.columns:
+        figures = ("cost_usd", "input_tokens", "output_tokens")
+        per_batch = went.group_by("batch_id").agg(
+            pl.len().alias("rows"), *(pl.col(c).fill_null(0).sum() for c in figures)
+        )
+        for row in per_batch.iter_rows(named=True):
+            batch = by_batch.setdefault(str(row.pop("batch_id")), {})
+            for key, value in row.items():
+                batch[key] = batch.get(key, 0) + value
     if filled.height:
         info = summarize(filled)
         for key in ("rows", "succeeded", "failed"):

@@ -13,12 +13,16 @@ import math
 from typing import Any
 
 import orjson
+import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.checks import check_input_schema
 from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.inputs.sources import input_schema
+from maple_engine.inputs.templates import parse_template, template_columns
+from maple_engine.inputs.tokens import prompt_tokens_expr
 from maple_engine.policy import UNLIMITED
+from maple_engine.providers.registry import known_capabilities
 from maple_engine.spec import JobSpec
 from maple_engine.storage.probe import check_readable, check_writable
 
@@ -28,6 +32,25 @@ def check_declaration(spec: JobSpec, schema_source: str = "response_schema") -> 
     check_retries(spec.retries)
     check_param_values(spec.params)
     check_response_schema(spec.response_schema, spec.provider, schema_source)
+    check_queue_limit(spec)
+
+
+def check_queue_limit(spec: JobSpec) -> None:
+    """A ``max_enqueued_tokens`` below the smallest request this job can make (its template
+    and system prompt with every column empty) could never enqueue a batch, however small."""
+    limit, able = spec.max_enqueued_tokens, known_capabilities(spec.provider)
+    if limit is None or able is None or able.mode != "batch":
+        return
+    columns = template_columns(parse_template(spec.prompt))
+    empty = pl.DataFrame({c: [""] for c in columns}) if columns else pl.DataFrame({"_": [""]})
+    least = int(empty.select(prompt_tokens_expr(spec, spec.provider)).item())
+    if least > limit:
+        raise ConfigError(
+            f"--max-enqueued-tokens {limit:,} is below the smallest request of this job (about "
+            f"{least:,} prompt tokens: the template and system prompt alone), so no batch could "
+            "ever be enqueued: give the provider queue's limit for your tier (e.g. 2000000), "
+            "or leave it unset to learn it."
+        )
 
 
 def preflight(spec: JobSpec, storage_root: str) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.cli.runner import Runner
+from maple_assets.api.runner import Runner
 from maple_assets.factory import enrichment
 from maple_assets.wiring import wire_resources
 from maple_engine.providers.registry import build_provider

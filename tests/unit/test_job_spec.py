@@ -10,8 +10,8 @@ from typing import Any
 import click
 import pytest
 
+from maple_assets.api.driver import CommandOptions
 from maple_assets.cli.commands import enrich_command
-from maple_assets.cli.enrich import CommandOptions
 from maple_assets.cli.options import flag_name
 from maple_assets.factory import enrichment
 from maple_assets.graph.assets import InputShardsConfig
