@@ -8,7 +8,7 @@ import dagster as dg
 import polars as pl
 
 from emulator.server import EmulatorServer
-from maple_assets.cli.runner import Runner
+from maple_assets.api.runner import Runner
 from maple_assets.factory import enrichment
 from maple_assets.wiring import wire_resources
 from maple_engine.providers.registry import build_provider
