@@ -58,6 +58,9 @@ class EmulatorConfig:
     #: requests in unfinished Anthropic Message Batches (``emulator.queue_limits``).
     enqueued_token_limit: int | None = None
     anthropic_queue_limit: int | None = None
+    #: API and admin keys -> organisation id (a key not listed belongs to ``org-emulator``):
+    #: the admin reports show one organisation's spend, from every key of it.
+    organizations: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name, rate in self.fail.items():
