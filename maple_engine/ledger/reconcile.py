@@ -110,7 +110,7 @@ def compare(ledger: pl.DataFrame, provider: pl.DataFrame, tolerance: Tolerance) 
     filled = joined.with_columns(
         pl.col(f"{s}_{c}").fill_null(0) for s in ("ledger", "provider") for c in _SIDES
     )
-    drift = pl.col("provider_cost_usd") - pl.col("ledger_cost_usd")
+    drift = (pl.col("provider_cost_usd") - pl.col("ledger_cost_usd")).round(9) + 0.0  # no -0
     pct = pl.when(pl.col("ledger_cost_usd") > 0).then(drift / pl.col("ledger_cost_usd") * 100)
     return (
         filled.with_columns(drift.alias("drift_usd"), pct.alias("drift_pct"))
