@@ -11,6 +11,7 @@ admin key gets the provider's 403 (OpenAI) or 401 (Anthropic); each report shows
 the admin key's organisation only, from every key of it.
 """
 
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -80,7 +81,8 @@ def _openai_admin(request: Request) -> Response | tuple[float, float]:
         return openai_error(403, message, "invalid_request_error", None, "insufficient_permissions")
     try:
         start = int(request.query_params["start_time"])
-        end = int(request.query_params.get("end_time", start + 7 * DAY))
+        given = request.query_params.get("end_time")
+        end = int(given) if given else time.time()
     except (KeyError, ValueError):
         return openai_error(400, "start_time is required (unix seconds).", param="start_time")
     return start, end
@@ -170,7 +172,7 @@ def _anthropic_admin(request: Request) -> Response | tuple[float, float]:
         end = (
             datetime.fromisoformat(end_at).replace(tzinfo=UTC).timestamp()
             if end_at
-            else start + 7 * DAY
+            else time.time()
         )
     except (KeyError, ValueError):
         return anthropic_error(400, "starting_at: a RFC 3339 timestamp is required")
