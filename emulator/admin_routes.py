@@ -44,11 +44,7 @@ def _buckets(start: float, end: float) -> list[tuple[float, float]]:
     return [(s, min(s + DAY, end)) for s in range(int(first), int(end), DAY)] or [(start, end)]
 
 
-def _page(request: Request, buckets: list[Any]) -> tuple[list[Any], str | None]:
-    limit = int(request.query_params.get("limit", "7"))
-    offset = int(request.query_params.get("page", "0") or "0")
-    following = offset + limit
-    return buckets[offset:following], str(following) if following < len(buckets) else None
+Report = tuple[list[tuple[float, float, list[Any]]], str | None]  # buckets, next page
 
 
 def _grouped(charges: Iterable[Charge], key: Callable[[Charge], tuple[Any, ...]]) -> Grouped:
@@ -60,13 +56,21 @@ def _grouped(charges: Iterable[Charge], key: Callable[[Charge], tuple[Any, ...]]
 
 def _report(
     request: Request, family: Family, start: float, end: float, results: Callable[..., list[Any]]
-) -> list[tuple[float, float, list[Any]]]:
-    state = state_of(request)
-    org = state.billing.org_of(api_key_of(request))
-    return [
-        (s, e, results(list(state.billing.charges(family, org, s, e))))
-        for s, e in _buckets(start, end)
-    ]
+) -> Report:
+    """One page of daily buckets (``limit``, ``page``: the offset of its first bucket), each
+    with ``results`` of the charges to the admin key's organisation in it."""
+    limit = int(request.query_params.get("limit", "7"))
+    offset = int(request.query_params.get("page", "0") or "0")
+    buckets = _buckets(start, end)
+    shown = buckets[offset : offset + limit]
+    following = str(offset + limit) if offset + limit < len(buckets) else None
+    if not shown:
+        return [], following
+    billing = state_of(request).billing
+    first, last = shown[0][0], shown[-1][1]
+    found = billing.charges(family, billing.org_of(api_key_of(request)), first, last)
+    by_day = _grouped(found, lambda c: (int(c.at - first) // DAY,))
+    return [(s, e, results(by_day.get((i,), []))) for i, (s, e) in enumerate(shown)], following
 
 
 def _openai_admin(request: Request) -> Response | tuple[float, float]:
@@ -88,13 +92,13 @@ def _openai_admin(request: Request) -> Response | tuple[float, float]:
     return start, end
 
 
-def _openai_page(request: Request, report: list[tuple[float, float, list[Any]]]) -> Response:
+def _openai_page(report: Report) -> Response:
+    shown, following = report
     buckets = [
         {"object": "bucket", "start_time": int(s), "end_time": int(e), "results": r}
-        for s, e, r in report
+        for s, e, r in shown
     ]
-    shown, following = _page(request, buckets)
-    page = {"object": "page", "data": shown, "has_more": following is not None}
+    page = {"object": "page", "data": buckets, "has_more": following is not None}
     return openai_json(page | {"next_page": following})
 
 
@@ -131,7 +135,7 @@ async def openai_usage(request: Request) -> Response:
             for k, found in sorted(_grouped(charges, key).items(), key=str)
         ]
 
-    return _openai_page(request, _report(request, "openai", *window, results))
+    return _openai_page(_report(request, "openai", *window, results))
 
 
 async def openai_costs(request: Request) -> Response:
@@ -158,7 +162,7 @@ async def openai_costs(request: Request) -> Response:
             for item, value in sorted(amounts.items(), key=str)
         ]
 
-    return _openai_page(request, _report(request, "openai", *window, results))
+    return _openai_page(_report(request, "openai", *window, results))
 
 
 def _anthropic_admin(request: Request) -> Response | tuple[float, float]:
@@ -179,10 +183,10 @@ def _anthropic_admin(request: Request) -> Response | tuple[float, float]:
     return start, end
 
 
-def _anthropic_page(request: Request, report: list[tuple[float, float, list[Any]]]) -> Response:
-    buckets = [{"starting_at": _iso(s), "ending_at": _iso(e), "results": r} for s, e, r in report]
-    shown, following = _page(request, buckets)
-    page = {"data": shown, "has_more": following is not None, "next_page": following}
+def _anthropic_page(report: Report) -> Response:
+    shown, following = report
+    buckets = [{"starting_at": _iso(s), "ending_at": _iso(e), "results": r} for s, e, r in shown]
+    page = {"data": buckets, "has_more": following is not None, "next_page": following}
     return anthropic_json(page)
 
 
@@ -225,7 +229,7 @@ async def anthropic_usage(request: Request) -> Response:
             for k, found in sorted(_grouped(charges, key).items(), key=str)
         ]
 
-    return _anthropic_page(request, _report(request, "anthropic", *window, results))
+    return _anthropic_page(_report(request, "anthropic", *window, results))
 
 
 async def anthropic_costs(request: Request) -> Response:
@@ -257,7 +261,7 @@ async def anthropic_costs(request: Request) -> Response:
             )
         return rows
 
-    return _anthropic_page(request, _report(request, "anthropic", *window, results))
+    return _anthropic_page(_report(request, "anthropic", *window, results))
 
 
 ADMIN_ROUTES = [
