@@ -44,6 +44,7 @@ class AnthropicBatch:
     expire: bool
     requests: list[dict[str, Any]] | None
     total: int
+    api_key: str = ""  # the key that created it (billed to its organisation)
     cancel_at: float | None = None
     ended: Ended | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -122,6 +123,11 @@ def _finish(state: State, batch: AnthropicBatch, at: float, done: int, unrun: st
                 if outcome.status == 200:
                     result = {"type": "succeeded", "message": outcome.body}
                     billed.append(billing_key("anthropic", custom_id, body))
+                    tokens = (outcome.prompt_tokens, outcome.completion_tokens)
+                    model = str(params.get("model", ""))
+                    state.billing.charge(
+                        "anthropic", batch.api_key, model, tokens, at=at, batch_id=batch.id
+                    )
                 else:
                     result = {"type": "errored", "error": outcome.body}
                 counts[result["type"]] += 1

@@ -14,6 +14,7 @@ from emulator.http_common import (
     DiskFileResponse,
     anthropic_error,
     anthropic_json,
+    api_key_of,
     check_auth,
     control_fault,
     read_json,
@@ -70,6 +71,7 @@ async def create_batch(request: Request) -> Response:
         expire=expire,
         requests=requests,
         total=len(requests),
+        api_key=api_key_of(request),
     )
     with state.lock:
         full = anthropic_refusal(state, batch.total, batch.created)

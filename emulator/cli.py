@@ -2,7 +2,7 @@
 
 import click
 
-from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail
+from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail, parse_organizations
 
 
 @click.command("emulator")
@@ -78,6 +78,14 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail
     metavar="N",
     help="Anthropic Message Batches: requests in unfinished batches; a create past it gets 429.",
 )
+@click.option(
+    "--organization",
+    "organizations",
+    multiple=True,
+    metavar="KEY=ORG",
+    help="Put an API or admin key in organisation ORG (repeatable; other keys share one): the "
+    "admin usage and cost reports show an organisation's spend from all its keys.",
+)
 def emulator_command(
     *,
     host: str,
@@ -93,6 +101,7 @@ def emulator_command(
     s3_endpoint: str | None,
     enqueued_token_limit: int | None,
     anthropic_queue_limit: int | None,
+    organizations: tuple[str, ...],
 ) -> None:
     """Serve a local emulator of the OpenAI, Anthropic, Gemini and Bedrock batch APIs."""
     try:
@@ -111,6 +120,7 @@ def emulator_command(
             s3_endpoint=s3_endpoint,
             enqueued_token_limit=enqueued_token_limit,
             anthropic_queue_limit=anthropic_queue_limit,
+            organizations=parse_organizations(organizations),
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
@@ -126,6 +136,7 @@ def emulator_command(
     click.echo(f"  export GEMINI_BASE_URL={base}")
     click.echo(f"  export AWS_ENDPOINT_URL_BEDROCK={base}")
     click.echo(f"Stats: {base}/_emulator/stats  (Ctrl-C to stop)")
+    click.echo("Admin keys for usage and cost reports: sk-admin-... (OpenAI), sk-ant-admin...")
     from emulator.server import serve  # starlette and uvicorn: only when serving
 
     serve(config)

@@ -1,5 +1,6 @@
 """Emulator settings shared by the CLI, the in-process server and the test fixtures."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 #: Fault classes accepted by ``--fail CLASS=RATE``; see ``emulator.faults`` for their wire shapes.
@@ -58,6 +59,9 @@ class EmulatorConfig:
     #: requests in unfinished Anthropic Message Batches (``emulator.queue_limits``).
     enqueued_token_limit: int | None = None
     anthropic_queue_limit: int | None = None
+    #: API and admin keys -> organisation id (a key not listed belongs to ``org-emulator``):
+    #: the admin reports show one organisation's spend, from every key of it.
+    organizations: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name, rate in self.fail.items():
@@ -114,3 +118,14 @@ def parse_fail(specs: list[str]) -> dict[str, float]:
         _check_fault(name, rate)
         rates[name] = rate
     return rates
+
+
+def parse_organizations(specs: Iterable[str]) -> dict[str, str]:
+    """Turn ``["sk-b=org-b"]`` into ``{"sk-b": "org-b"}`` (``ValueError`` when malformed)."""
+    found: dict[str, str] = {}
+    for spec in specs:
+        key, sep, org = spec.partition("=")
+        if not sep or not key.strip() or not org.strip():
+            raise ValueError(f"organization {spec!r} must look like KEY=ORG, e.g. sk-b=org-b")
+        found[key.strip()] = org.strip()
+    return found

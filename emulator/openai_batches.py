@@ -106,6 +106,15 @@ def _finish(state: State, batch: OpenAIBatch, status: str, *, at: float, done: i
     errors = _store(state, batch, "error", result.error_path)
     failed = result.total - succeeded
     usage = _usage(tokens_in, tokens_out)
+    if succeeded:
+        state.billing.charge(
+            "openai",
+            batch.api_key,
+            batch.model or "",
+            (tokens_in, tokens_out),
+            at=at,
+            batch_id=batch.id,
+        )
     batch.final = Final(status, at, result.total, succeeded, failed, output, errors, usage)
     batch.run = PassResult(total=result.total)
     state.stats.add(f"batches_{status}")

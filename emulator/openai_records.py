@@ -41,6 +41,7 @@ class OpenAIBatch:
     model: str | None = None
     final: Final | None = None
     run: PassResult | None = None
+    api_key: str = ""  # the key that created it (billed to its organisation)
     enqueued_tokens: int = 0  # prompt tokens counted against the enqueued-token limit
     lock: threading.Lock = field(default_factory=threading.Lock)
 

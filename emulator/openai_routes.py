@@ -10,6 +10,7 @@ from starlette.responses import Response
 from emulator import openai_batches
 from emulator.http_common import (
     DiskFileResponse,
+    api_key_of,
     check_auth,
     control_fault,
     openai_error,
@@ -258,6 +259,7 @@ async def create_batch(request: Request) -> Response:
         created=time.time(),
         seconds=state.durations.draw(),
         expire=expire,
+        api_key=api_key_of(request),
     )
     with state.lock:
         state.openai_batches[batch.id] = batch

@@ -11,10 +11,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from emulator.billing import Family
 from emulator.faults import body_key
 from emulator.http_common import (
     anthropic_error,
     anthropic_json,
+    api_key_of,
     check_auth,
     openai_error,
     openai_json,
@@ -40,8 +42,9 @@ def _estimate(payload: Any) -> int:
     return sum(count_tokens(item) for item in items if isinstance(item, str)) or 1
 
 
-def _account(request: Request, payload: Any, key: int, outcome: Outcome) -> None:
-    stats = state_of(request).stats
+def _account(request: Request, payload: Any, key: int, outcome: Outcome, family: Family) -> None:
+    state = state_of(request)
+    stats = state.stats
     stats.add("requests_received")
     if outcome.fault is not None:
         stats.add(f"fault_{outcome.fault}")
@@ -49,6 +52,9 @@ def _account(request: Request, payload: Any, key: int, outcome: Outcome) -> None
         stats.add("realtime_429")
     if outcome.status == 200:
         stats.bill([hash((_RT_PREFIX, key))])
+        model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
+        tokens = (outcome.prompt_tokens, outcome.completion_tokens)
+        state.billing.charge(family, api_key_of(request), model, tokens, at=time.time())
 
 
 async def _admit(request: Request) -> tuple[Any, Decision | None, Response | None]:
@@ -93,7 +99,7 @@ async def openai_realtime(request: Request) -> Response:
         return _openai_limited(decision, model)
     key = body_key(payload)
     outcome = state_of(request).openai.run(request.url.path, payload, key)
-    _account(request, payload, key, outcome)
+    _account(request, payload, key, outcome, "openai")
     headers = openai_headers(decision) | {"openai-processing-ms": "1", "openai-model": model}
     if outcome.status == 429:
         headers |= {"retry-after": "1", "retry-after-ms": "1000"}
@@ -118,7 +124,7 @@ async def anthropic_messages(request: Request) -> Response:
         return anthropic_error(429, message, headers | retry_headers(decision))
     key = body_key(payload)
     outcome = state_of(request).anthropic.run(payload, key)
-    _account(request, payload, key, outcome)
+    _account(request, payload, key, outcome, "anthropic")
     if outcome.status == 429:
         headers |= {"retry-after": "1", "retry-after-ms": "1000"}
     return anthropic_json(outcome.body, outcome.status, headers)

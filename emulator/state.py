@@ -12,6 +12,7 @@ from typing import Any
 
 from emulator.anthropic_engine import AnthropicEngine
 from emulator.bedrock_jobs import S3Access
+from emulator.billing import Billing
 from emulator.config import EmulatorConfig
 from emulator.durations import BatchDurations
 from emulator.faults import FaultDrawer
@@ -128,6 +129,7 @@ class State:
         self.openai_batches: dict[str, Any] = {}
         self.anthropic_batches: dict[str, Any] = {}
         self.stats = Stats()
+        self.billing = Billing(config.organizations)
         self.drawer = FaultDrawer(config.seed, config.fail)
         self.control_drawer = FaultDrawer(config.seed, {"server_error": config.control_fail_rate})
         self.openai = OpenAIEngine(self.drawer, config.embedding_dimensions)

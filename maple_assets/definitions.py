@@ -25,8 +25,9 @@ import polars as pl
 from maple_assets.factory import enrichment
 from maple_assets.graph.batch_stats import batch_stats_asset
 from maple_assets.graph.observed import observed_file
+from maple_assets.graph.reconcile import reconcile_asset
 from maple_assets.rpc import maple_job
-from maple_assets.wiring import maple_resources
+from maple_assets.wiring import billing_resource, maple_resources
 from maple_engine.plan.versions import input_digest
 from maple_engine.settings import Settings
 
@@ -85,6 +86,8 @@ def category_report(enriched: pl.LazyFrame) -> pl.DataFrame:
 ENRICHMENTS = [product_attributes]
 # Daily batch statistics (turnaround, tasks/s, charts) from the ledger's batch history.
 maple_batch_stats = batch_stats_asset()
+# Daily: the ledger against OpenAI's own usage and cost reports (OPENAI_ADMIN_KEY).
+maple_reconcile = reconcile_asset()
 
 automation = dg.AutomationConditionSensorDefinition(
     "maple_automation",
@@ -100,9 +103,10 @@ defs = dg.Definitions(
         *product_attributes.assets,
         category_report,
         maple_batch_stats,
+        maple_reconcile,
     ],
     asset_checks=product_attributes.checks,
     sensors=[*product_attributes.sensors, automation],
     jobs=[maple_job()],  # applications run ad-hoc jobs over Dagster's GraphQL API
-    resources=maple_resources(ENRICHMENTS),
+    resources=maple_resources(ENRICHMENTS) | {"maple_billing": billing_resource("openai")},
 )

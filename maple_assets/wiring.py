@@ -17,7 +17,8 @@ from maple_engine.job import IO_MANAGER_KEY, provider_key
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.providers.base import Provider
 from maple_engine.providers.registry import build_provider, capabilities
-from maple_engine.settings import Settings, api_key_env
+from maple_engine.settings import Settings, admin_key_env, api_key_env
+from resources.billing import BillingReports
 from resources.costs import CostTracker
 from resources.io_manager import ParquetIOManager
 from resources.providers import provider_resource
@@ -117,3 +118,14 @@ def maple_resources(
         s3=s3,
         provider_config=keys,
     )
+
+
+def billing_resource(provider: str, settings: Settings | None = None) -> BillingReports:
+    """``provider``'s admin reports for ``maple_reconcile``: its base URL from the settings, the
+    admin key as a ``dg.EnvVar`` (left out when the variable is unset, so the asset says which
+    one to set)."""
+    settings = settings or Settings.load()
+    family = capabilities(provider).credentials or provider
+    key = dg.EnvVar(admin_key_env(family)) if settings.admin_key(family) else None
+    base_url = settings.api(family).get("base_url")
+    return BillingReports(provider=provider, admin_key=key, base_url=base_url)

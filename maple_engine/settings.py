@@ -16,6 +16,7 @@ access without an ``S3Resource``.
 | ``MAPLE_BEDROCK_ROLE_ARN`` | the IAM service role Bedrock batch inference assumes |
 | ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY`` | provider API keys |
 | ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, ``GEMINI_BASE_URL`` | provider base URLs |
+| ``OPENAI_ADMIN_KEY``, ``ANTHROPIC_ADMIN_KEY`` | admin keys (usage and cost reports) |
 | ``MAPLE_LEASE_TTL_S``, ``MAPLE_OUTAGE_WINDOW_S`` | operational knobs (`knob`) |
 | ``MAPLE_RUNS_SHARE_MACHINE``, ``MAPLE_CRASH_AT``, ``MAPLE_CRASH_MODE`` | the same |
 """
@@ -42,11 +43,17 @@ KNOBS = (
 DEFAULT_STORAGE = ".maple"
 DEFAULT_EMULATOR_URL = "http://127.0.0.1:8787"
 API_SUFFIXES = ("_API_KEY", "_BASE_URL")  # a provider API's key and base URL: OPENAI_API_KEY
+ADMIN_SUFFIX = "_ADMIN_KEY"  # an organisation's admin key (usage and cost reports)
 
 
 def api_key_env(family: str) -> str:
     """The variable holding ``family``'s API key (``OPENAI_API_KEY``, ...)."""
     return f"{family.upper()}_API_KEY"
+
+
+def admin_key_env(family: str) -> str:
+    """The variable holding ``family``'s admin key (``OPENAI_ADMIN_KEY``, ...)."""
+    return f"{family.upper()}{ADMIN_SUFFIX}"
 
 
 def _no_trailing_slash(url: str | None) -> str | None:
@@ -79,7 +86,11 @@ class Settings(BaseSettings):
     def load(cls, *, storage: str | None = None, cost_db: str | None = None) -> "Settings":
         """Flags first (``None``: not given), then the environment, then the defaults."""
         flags: dict[str, Any] = {"storage_root": storage, "cost_db": cost_db}
-        api = {k: SecretStr(v) for k, v in os.environ.items() if k.endswith(API_SUFFIXES) and v}
+        api = {
+            k: SecretStr(v)
+            for k, v in os.environ.items()
+            if k.endswith((*API_SUFFIXES, ADMIN_SUFFIX)) and v
+        }
         return cls(**{name: value for name, value in flags.items() if value}, provider_api=api)
 
     def emulator_url_or_default(self) -> str:
@@ -94,6 +105,11 @@ class Settings(BaseSettings):
             for field, suffix in zip(("api_key", "base_url"), API_SUFFIXES, strict=True)
         }
         return {field: value.get_secret_value() for field, value in found.items() if value}
+
+    def admin_key(self, family: str) -> str | None:
+        """``<FAMILY>_ADMIN_KEY`` if set."""
+        key = self.provider_api.get(admin_key_env(family))
+        return key.get_secret_value() if key else None
 
     def has_api_key(self, family: str) -> bool:
         return "api_key" in self.api(family)

@@ -10,6 +10,7 @@ from emulator.cli import emulator_command
 from maple_assets.api.driver import CommandOptions
 from maple_assets.cli.costs import costs_command
 from maple_assets.cli.options import model_options
+from maple_assets.cli.reconcile import reconcile_command
 from maple_assets.cli.stats import stats_command
 from maple_assets.cli.status import cancel_command, status_command
 from maple_assets.graph.assets import InputShardsConfig
@@ -129,6 +130,7 @@ def read_prompt_file(path: str) -> str:
 
 main.add_command(costs_command)
 main.add_command(stats_command)
+main.add_command(reconcile_command)
 main.add_command(status_command)
 main.add_command(cancel_command)
 main.add_command(emulator_command)

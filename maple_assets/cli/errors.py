@@ -5,7 +5,7 @@
 | 0 | every row succeeded |
 | 1 | anything unexpected (``--debug`` shows the traceback) |
 | 2 | usage or validation error: nothing was uploaded |
-| 3 | the job finished but some rows failed (the summary says which classes) |
+| 3 | some rows failed (the summary says which classes); `maple reconcile`: drift |
 | 4 | the job stopped early (budget, quota, cancel, max age) |
 | 130 | interrupted (Ctrl-C); rerun the same command to resume |
 """

@@ -20,16 +20,21 @@ from maple_engine.storage.layout import batch_stats_report
 BATCH_STATS = dg.AssetKey("maple_batch_stats")
 
 
+def daily_refresh(cron: str) -> dg.AutomationCondition[Any]:
+    """Yesterday's and today's partitions, each time ``cron`` (UTC) passes."""
+    window: dg.AutomationCondition[Any] = dg.AutomationCondition.in_latest_time_window(
+        timedelta(days=2)
+    )
+    tick: dg.AutomationCondition[Any] = dg.AutomationCondition.cron_tick_passed(cron)
+    return (window & tick.since_last_handled()).with_label(f"yesterday and today at {cron} UTC")
+
+
 def batch_stats_asset(
     start_date: str = "2026-01-01", cron: str = "0 1 * * *"
 ) -> dg.AssetsDefinition:
     """The asset, partitioned by UTC day from ``start_date`` up to today (partial until the
     day ends); at ``cron`` (UTC) the automation sensor materializes yesterday and today."""
-    window: dg.AutomationCondition[Any] = dg.AutomationCondition.in_latest_time_window(
-        timedelta(days=2)
-    )
-    tick: dg.AutomationCondition[Any] = dg.AutomationCondition.cron_tick_passed(cron)
-    refresh = (window & tick.since_last_handled()).with_label(f"yesterday and today at {cron} UTC")
+    refresh = daily_refresh(cron)
 
     @dg.asset(
         key=BATCH_STATS,

@@ -18,7 +18,7 @@ The tables and their migrations: ``maple_engine.ledger.schema``.
 """
 
 import threading
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, time
 from pathlib import Path
@@ -40,6 +40,7 @@ from maple_engine.ledger.batch_history import (
     read_history,
     upsert,
 )
+from maple_engine.ledger.reconcile import ledger_usage
 from maple_engine.ledger.schema import (
     TOKENS,
     attempt_costs,
@@ -174,6 +175,11 @@ class CostLedger(BaseModel):
         """The recorded batches (`maple_engine.ledger.batch_history.read_history`)."""
         with self._read() as conn:
             return read_history(conn, batch_history, attempt_costs, where or HistoryFilter())
+
+    def billed_usage(self, providers: Sequence[str], days: tuple[date, date]) -> pl.DataFrame:
+        """Tokens and dollars per day and model (`maple_engine.ledger.reconcile.ledger_usage`)."""
+        with self._read() as conn:
+            return ledger_usage(conn, attempt_costs, batch_history, providers, days)
 
     @contextmanager
     def transaction(self) -> Iterator[sa.Connection]:

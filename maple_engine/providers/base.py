@@ -13,7 +13,7 @@ import dataclasses
 import enum
 import hashlib
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any, ClassVar, Literal, Protocol
 
 import orjson
@@ -84,6 +84,22 @@ BATCH_FILE_LIMITS = ProviderLimits(max_requests=50_000, max_bytes=200 * MB)
 
 
 @dataclasses.dataclass(frozen=True)
+class BilledUsage:
+    """What a provider's admin reports bill for one UTC day and model."""
+
+    day: date
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+# Reads a provider's own usage and cost reports with an admin key:
+# (base_url or None for the provider's, admin key, first day, last day inclusive) -> rows.
+BillingReport = Callable[[str | None, str, date, date], list[BilledUsage]]
+
+
+@dataclasses.dataclass(frozen=True)
 class ProviderCapabilities:
     """What a provider is and what it serves, readable before one is built."""
 
@@ -102,6 +118,9 @@ class ProviderCapabilities:
     # Whose API key and base URL settings it takes ("openai": OPENAI_API_KEY, OPENAI_BASE_URL).
     credentials: str | None = None
     takes_role_arn: bool = False  # an IAM role the provider's service assumes (Bedrock)
+    # The account's admin usage and cost reports (``maple reconcile``), read with the
+    # ``<CREDENTIALS>_ADMIN_KEY``; every provider with the same credentials bills to them.
+    billing_report: BillingReport | None = None
 
 
 @dataclasses.dataclass(frozen=True)

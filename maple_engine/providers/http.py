@@ -5,7 +5,7 @@ import logging
 import random
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import IO, Any
 
@@ -132,6 +132,18 @@ def request(
     window = outage_window_s() if _idempotent(method, url) else 0.0
     call = functools.partial(_send, client, method, url, kwargs)
     return _retried(call, max_retries, window, what=what, method=method, url=url)
+
+
+def paged_data(client: httpx.Client, path: str, params: dict[str, Any]) -> Iterator[Any]:
+    """Every item of a report's ``data`` pages (``has_more``, ``next_page`` sent as ``page``)."""
+    page: str | None = None
+    while True:
+        query = params | ({"page": page} if page else {})
+        body = request(client, "GET", path, what=f"read {path}", params=query).json()
+        yield from body.get("data") or []
+        page = body.get("next_page")
+        if not body.get("has_more") or not page:
+            return
 
 
 def first_contact(

@@ -32,6 +32,7 @@ def test_definitions_load_with_the_example_graph() -> None:
         "product_attributes/merged",
         "category_report",
         "maple_batch_stats",
+        "maple_reconcile",
     }
     merged = graph.get(dg.AssetKey(["product_attributes", "merged"]))
     assert {k.to_user_string() for k in merged.parent_keys} == {"product_attributes/raw_responses"}

@@ -31,6 +31,7 @@ import polars as pl
 from pydantic import Field, PrivateAttr
 
 from maple_engine.errors import AuthError, ProviderError, QueueFull, QuotaExhausted
+from maple_engine.providers.anthropic import billing
 from maple_engine.providers.anthropic.messages import (
     anthropic_base_url,
     anthropic_headers,
@@ -84,6 +85,7 @@ CAPABILITIES = ProviderCapabilities(
     realtime_twin="anthropic-realtime",
     drops_empty_system=True,
     credentials="anthropic",
+    billing_report=billing.billing_report,
 )
 
 

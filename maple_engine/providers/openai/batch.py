@@ -32,7 +32,7 @@ from maple_engine.providers.batch_api import (
 )
 from maple_engine.providers.http import download, make_client, request
 from maple_engine.providers.lost import LOST
-from maple_engine.providers.openai import wire
+from maple_engine.providers.openai import billing, wire
 from maple_engine.providers.openai.lines import parse_result_file
 
 LIST_PAGE = 100
@@ -45,6 +45,7 @@ CAPABILITIES = ProviderCapabilities(
     orphans="batch-metadata",
     realtime_twin="openai-realtime",
     credentials="openai",
+    billing_report=billing.billing_report,
 )
 
 

@@ -18,6 +18,7 @@ CAPABILITIES = dataclasses.replace(
     price_fallback_model="gpt-4o-mini",
     runs_on_emulator=True,
     credentials=None,  # the emulator takes any key
+    billing_report=None,  # its admin reports are OpenAI's (``maple reconcile --provider openai``)
 )
 
 
