@@ -235,6 +235,11 @@ def print_summary(
             f"{'reused':<15}{reused:,}  (not sent: answered by an earlier run or an identical row)"
         )
     click.echo(f"{'input tokens':<15}{totals['input_tokens']:,}")
+    cached = totals.get("cached_input_tokens", 0)
+    click.echo(
+        f"{'cached tokens':<15}{cached:,}{percent(cached, totals['input_tokens'])} of input read "
+        f"from the prompt cache; {totals.get('cache_write_tokens', 0):,} written to it"
+    )
     click.echo(f"{'output tokens':<15}{totals['output_tokens']:,}")
     click.echo(f"{'cost USD':<15}{totals['cost_usd']:.6f}")
     if costs is not None:
@@ -244,6 +249,9 @@ def print_summary(
         share = percent(saved, ledger["realtime_cost_usd"])
         click.echo(f"{'real-time USD':<15}{ledger['realtime_cost_usd']:.6f}")
         click.echo(f"{'saved USD':<15}{saved:.6f}{share} vs real-time prices")
+        cache_saved = ledger["cache_savings_usd"]
+        share = percent(cache_saved, ledger["uncached_cost_usd"])
+        click.echo(f"{'cache saved USD':<15}{cache_saved:.6f}{share} vs the same tokens uncached")
         if spec is not None and spec.deadline_s is not None:
             _print_deadline(state, costs, shards, spec)
     click.echo(f"{'output':<15}{output}")

@@ -190,6 +190,7 @@ def summarize(combined: pl.DataFrame) -> dict[str, Any]:
         "failed_by_class": {str(k): int(v) for k, v in sorted(by_class.items(), key=str)},
         "input_tokens": int(ok["input_tokens"].sum()),
         "cached_input_tokens": int(ok["cached_input_tokens"].sum()),
+        "cache_write_tokens": int(ok["cache_write_tokens"].sum()),
         "output_tokens": int(ok["output_tokens"].sum()),
         "cost_usd": float(combined["cost_usd"].sum()),
         "attempts": int(combined.select(pl.col("attempts").max().fill_null(0)).item()),

@@ -32,6 +32,9 @@ class AttemptCost:
     cost_usd: float
     realtime_cost_usd: float
     recorded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    # The same usage with no prompt cache (every input token fresh), in the same mode; None in
+    # records made before it was kept (reports then count no cache saving for them).
+    uncached_cost_usd: float | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in get_args(Mode):
@@ -63,6 +66,7 @@ class AttemptCost:
             *(pl.col(t).sum().cast(pl.Int64) for t in TOKENS),
             cost_expr(price, batch=mode == "batch").sum().alias("cost"),
             cost_expr(price, batch=False).sum().alias("realtime"),
+            cost_expr(price, batch=mode == "batch", cached=False).sum().alias("uncached"),
         ).row(0, named=True)
         return cls(
             job=job,
@@ -80,4 +84,5 @@ class AttemptCost:
             output_tokens=int(sums["output_tokens"] or 0),
             cost_usd=float(sums["cost"] or 0.0),
             realtime_cost_usd=float(sums["realtime"] or 0.0),
+            uncached_cost_usd=float(sums["uncached"] or 0.0),
         )

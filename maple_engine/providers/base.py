@@ -83,6 +83,41 @@ class ProviderLimits:
 BATCH_FILE_LIMITS = ProviderLimits(max_requests=50_000, max_bytes=200 * MB)
 
 
+CacheHint = Literal["cache-control", "cache-key", "implicit"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptCaching:
+    """How a provider caches the shared prefix of its requests (docs/caching.md has the table).
+
+    ``hint``: what ``--cache auto`` adds to each request: ``cache-control`` marks the end of the
+    shared prefix (Anthropic), ``cache-key`` names the cache requests share (OpenAI), ``implicit``
+    adds nothing (the provider caches any repeated prefix on its own). ``minimum_tokens`` maps a
+    fragment of the model name to the shortest prefix the provider caches (first match wins,
+    else ``default_minimum``); cached prefixes grow in steps of ``step_tokens``.
+    ``write_multiple``: cache writes cost this multiple of the input price (Anthropic's 1-hour
+    TTL: 2x) instead of the price source's cache-write rate; ``ttl_s``: how long a written
+    prefix stays readable after its last use."""
+
+    hint: CacheHint
+    default_minimum: int
+    minimum_tokens: tuple[tuple[str, int], ...] = ()
+    step_tokens: int = 1
+    write_multiple: float | None = None
+    ttl_s: int = 300
+
+    def minimum(self, model: str) -> int:
+        """The shortest prefix ``model`` caches, in tokens."""
+        name = model.lower()
+        return next((n for part, n in self.minimum_tokens if part in name), self.default_minimum)
+
+    def cacheable(self, model: str, prefix_tokens: int) -> int:
+        """How many of ``prefix_tokens`` shared tokens the provider can read from cache."""
+        if prefix_tokens < self.minimum(model):
+            return 0
+        return prefix_tokens - (prefix_tokens - self.minimum(model)) % self.step_tokens
+
+
 @dataclasses.dataclass(frozen=True)
 class ProviderCapabilities:
     """What a provider is and what it serves, readable before one is built."""
@@ -102,6 +137,7 @@ class ProviderCapabilities:
     # Whose API key and base URL settings it takes ("openai": OPENAI_API_KEY, OPENAI_BASE_URL).
     credentials: str | None = None
     takes_role_arn: bool = False  # an IAM role the provider's service assumes (Bedrock)
+    caching: PromptCaching | None = None  # how it caches a shared prefix; None: it does not
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +149,8 @@ class RequestSpec:
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
     response_schema: dict[str, Any] | None = None
     schema_name: str = "response"
+    cache: bool = False  # send the provider's cache hints on the shared prefix (--cache auto)
+    cache_key: str | None = None  # names the cache the job's requests share (one per version)
 
 
 @dataclasses.dataclass(frozen=True)

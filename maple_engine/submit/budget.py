@@ -125,8 +125,13 @@ def ledger_totals(
         entries = [e for e in entries if e.shard in shards]
     paid = sum(e.cost_usd for e in entries)
     realtime = sum(e.realtime_cost_usd for e in entries)
+    uncached = sum(
+        e.cost_usd if e.uncached_cost_usd is None else e.uncached_cost_usd for e in entries
+    )
     return {
         "ledger_cost_usd": round(paid, 6),
         "realtime_cost_usd": round(realtime, 6),
+        "uncached_cost_usd": round(uncached, 6),
+        "cache_savings_usd": round(uncached - paid, 6),
         "savings_usd": round(realtime - paid, 6),
     }

@@ -22,6 +22,7 @@ from maple_engine.providers.base import (
 )
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
+    CACHING,
     classify_status,
     gemini_api_key,
     gemini_base_url,
@@ -37,7 +38,7 @@ class GeminiRealtimeProvider(RealtimeProvider):
     """Gemini ``generateContent``, one request per row (real-time prices)."""
 
     capabilities: ClassVar[ProviderCapabilities] = realtime_capabilities(
-        Dialect.GEMINI, "google", "gemini"
+        Dialect.GEMINI, "google", "gemini", caching=CACHING
     )
 
     name: str = Field(default="gemini-realtime", description="Provider name in costs/output.")

@@ -16,8 +16,17 @@ import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.failures import FailureClass
-from maple_engine.providers.base import RequestSpec, failed_row, json_literal, json_string_expr
+from maple_engine.providers.base import (
+    PromptCaching,
+    RequestSpec,
+    failed_row,
+    json_literal,
+    json_string_expr,
+)
 
+#: Gemini 2.5+ caches a repeated prefix implicitly (no hint to send): 1,024 tokens and up on the
+#: Flash models, 4,096 on Pro; reads at the cached-input price, writes free.
+CACHING = PromptCaching(hint="implicit", default_minimum=1024, minimum_tokens=(("pro", 4096),))
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 API_VERSION = "v1beta"
 #: Candidates stopped for these reasons carry no usable answer: the row is ``refused``.

@@ -45,6 +45,7 @@ CAPABILITIES = ProviderCapabilities(
     orphans="batch-metadata",
     realtime_twin="openai-realtime",
     credentials="openai",
+    caching=wire.CACHING,
 )
 
 

@@ -26,6 +26,7 @@ from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
     BatchState,
     Dialect,
+    PromptCaching,
     ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
@@ -44,7 +45,11 @@ SHARD = ProviderLimits(max_requests=10_000, max_bytes=BATCH_FILE_LIMITS.max_byte
 
 
 def realtime_capabilities(
-    dialect: Dialect, price_family: str, credentials: str, drops_empty_system: bool = False
+    dialect: Dialect,
+    price_family: str,
+    credentials: str,
+    drops_empty_system: bool = False,
+    caching: PromptCaching | None = None,
 ) -> ProviderCapabilities:
     """What every real-time provider shares: shard attempts run at once, nothing queues, and a
     rerun resumes from the row checkpoints (no orphans)."""
@@ -57,6 +62,7 @@ def realtime_capabilities(
         orphans="checkpoints",
         drops_empty_system=drops_empty_system,
         credentials=credentials,
+        caching=caching,
     )
 
 

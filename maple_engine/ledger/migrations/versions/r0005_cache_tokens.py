@@ -1,0 +1,20 @@
+"""Prompt caching: what each attempt would have cost with no cache, so reports show its saving.
+
+Re-chained after r0004 (batch history) when the branches are merged: set ``down_revision`` to
+that revision's id then.
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0005"
+down_revision = "0003"
+
+
+def upgrade() -> None:
+    op.add_column("attempt_costs", sa.Column("uncached_cost_usd", sa.Double, nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("attempt_costs") as batch:
+        batch.drop_column("uncached_cost_usd")
