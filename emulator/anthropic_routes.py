@@ -20,6 +20,7 @@ from emulator.http_common import (
     state_of,
 )
 from emulator.openai_engine import new_id
+from emulator.prompt_cache import organisation
 from emulator.queue_limits import anthropic_refusal
 from emulator.state import State
 
@@ -70,6 +71,7 @@ async def create_batch(request: Request) -> Response:
         expire=expire,
         requests=requests,
         total=len(requests),
+        org=organisation(request.headers),
     )
     with state.lock:
         full = anthropic_refusal(state, batch.total, batch.created)

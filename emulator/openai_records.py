@@ -42,6 +42,7 @@ class OpenAIBatch:
     final: Final | None = None
     run: PassResult | None = None
     enqueued_tokens: int = 0  # prompt tokens counted against the enqueued-token limit
+    org: str = ""  # the API key that created it: whose prompt cache its lines use
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property

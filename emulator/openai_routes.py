@@ -20,6 +20,7 @@ from emulator.http_common import (
 from emulator.multipart import MultipartError, boundary_of, parse_spooled
 from emulator.openai_engine import new_id
 from emulator.openai_records import OpenAIBatch
+from emulator.prompt_cache import organisation
 from emulator.state import State, StoredFile
 
 FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
@@ -258,6 +259,7 @@ async def create_batch(request: Request) -> Response:
         created=time.time(),
         seconds=state.config.batch_seconds,
         expire=expire,
+        org=organisation(request.headers),
     )
     with state.lock:
         state.openai_batches[batch.id] = batch

@@ -22,6 +22,7 @@ from emulator.http_common import (
     state_of,
 )
 from emulator.openai_engine import Outcome
+from emulator.prompt_cache import anthropic_usage, openai_usage, organisation
 from emulator.ratelimit import Decision, anthropic_headers, openai_headers, retry_headers
 from emulator.replies import echo_text
 from emulator.tokens import count_tokens, prompt_tokens
@@ -92,7 +93,12 @@ async def openai_realtime(request: Request) -> Response:
     if not decision.allowed:
         return _openai_limited(decision, model)
     key = body_key(payload)
-    outcome = state_of(request).openai.run(request.url.path, payload, key)
+    state = state_of(request)
+    outcome = state.openai.run(request.url.path, payload, key)
+    if outcome.status == 200 and request.url.path.endswith("/chat/completions"):
+        use = state.prompt_cache.openai(organisation(request.headers), payload)
+        openai_usage(outcome.body, use)
+        state.stats.cached(use)
     _account(request, payload, key, outcome)
     headers = openai_headers(decision) | {"openai-processing-ms": "1", "openai-model": model}
     if outcome.status == 429:
@@ -117,7 +123,12 @@ async def anthropic_messages(request: Request) -> Response:
             )
         return anthropic_error(429, message, headers | retry_headers(decision))
     key = body_key(payload)
-    outcome = state_of(request).anthropic.run(payload, key)
+    state = state_of(request)
+    outcome = state.anthropic.run(payload, key)
+    if outcome.status == 200:
+        use = state.prompt_cache.anthropic(organisation(request.headers), payload)
+        anthropic_usage(outcome.body, use)
+        state.stats.cached(use)
     _account(request, payload, key, outcome)
     if outcome.status == 429:
         headers |= {"retry-after": "1", "retry-after-ms": "1000"}

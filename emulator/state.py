@@ -18,6 +18,7 @@ from emulator.finisher import Finisher
 from emulator.gemini_batches import GeminiStore
 from emulator.gemini_engine import GeminiEngine
 from emulator.openai_engine import OpenAIEngine, new_id
+from emulator.prompt_cache import CacheUse, PromptCache
 from emulator.ratelimit import RateLimiter
 
 FILE_RETENTION_SECONDS = 30 * 24 * 3600
@@ -34,6 +35,8 @@ _STAT_NAMES = (
     "max_enqueued_tokens",
     "batches_failed_token_limit",
     "anthropic_queue_429",
+    "cache_read_tokens",
+    "cache_write_tokens",
 )
 
 
@@ -103,6 +106,13 @@ class Stats:
                 self._counts["requests_billed"] += 1
             self._counts["bodies_billed_twice"] = len(twice)
 
+    def cached(self, use: CacheUse) -> None:
+        """Count one request's prompt-cache reads and billed writes."""
+        if use.read or use.write:
+            with self._lock:
+                self._counts["cache_read_tokens"] += use.read
+                self._counts["cache_write_tokens"] += use.write
+
     def snapshot(self) -> dict[str, int]:
         """All counters, with the required ones present even when zero."""
         with self._lock:
@@ -135,6 +145,7 @@ class State:
         self.s3 = S3Access(config.s3_endpoint)
         self.gemini_engine = GeminiEngine(self.drawer)
         self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_seconds)
+        self.prompt_cache = PromptCache()
 
     def reset(self) -> None:
         """Forget every file, batch, counter and attempt."""

@@ -12,7 +12,7 @@ resource per provider name (``provider_key(provider)``).
 import dataclasses
 import warnings
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import dagster as dg
 
@@ -105,6 +105,7 @@ def enrichment(
     max_enqueued_tokens: int | None = DEFAULTS.max_enqueued_tokens,
     priority: int = DEFAULTS.priority,
     deadline: "str | float | timedelta | None" = DEFAULTS.deadline_s,
+    cache: Literal["auto", "off"] = DEFAULTS.cache,
 ) -> Enrichment:
     """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI.
 
@@ -134,6 +135,7 @@ def enrichment(
         max_failed_share=max_failed_share,
         error_failed_share=error_failed_share,
         reuse=reuse,
+        cache=cache,
         **queue_options,
     )
     validate_paths(spec)

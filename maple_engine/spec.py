@@ -2,7 +2,7 @@
 
 import hashlib
 import os
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -140,6 +140,12 @@ class JobSpec(BaseModel):
         default=0,
         description="Among waiting jobs of the same team on one provider queue, higher goes first.",
     )
+    cache: Literal["auto", "off"] = Field(
+        default="auto",
+        description="Prompt caching: auto marks the shared prefix (system prompt) for the "
+        "provider's cache (Anthropic cache_control, OpenAI prompt_cache_key); off sends no "
+        "cache hints.",
+    )
     deadline_s: float | None = Field(
         default=None,
         gt=0,
@@ -161,8 +167,16 @@ class JobSpec(BaseModel):
             "max_requests_per_batch",
             "max_batch_bytes",
         )
-        payload = orjson.dumps({k: getattr(self, k) for k in keys}, option=orjson.OPT_SORT_KEYS)
+        fields = {k: getattr(self, k) for k in keys}
+        if self.cache != "auto":  # only then: jobs from before --cache keep their versions
+            fields["cache"] = self.cache
+        payload = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(payload).hexdigest()[:16]
+
+    def cache_key(self) -> str:
+        """The prompt-cache key of this job version: requests sharing it share a cache."""
+        digest = hashlib.sha256(f"{self.name}/{self.fingerprint()}".encode()).hexdigest()
+        return f"maple-{digest[:16]}"
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump()

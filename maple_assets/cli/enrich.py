@@ -17,6 +17,7 @@ from maple_engine.inputs.preflight import preflight
 from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
+from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities
 from maple_engine.settings import Settings
 from maple_engine.spec import MAX_JOB_NAME, JobSpec, build_spec
@@ -240,6 +241,8 @@ def print_summary(
         f"{'cached tokens':<15}{cached:,}{percent(cached, totals['input_tokens'])} of input read "
         f"from the prompt cache; {totals.get('cache_write_tokens', 0):,} written to it"
     )
+    if spec is not None:
+        click.echo(f"{'prompt cache':<15}{cache_layout(spec).describe()}")
     click.echo(f"{'output tokens':<15}{totals['output_tokens']:,}")
     click.echo(f"{'cost USD':<15}{totals['cost_usd']:.6f}")
     if costs is not None:
@@ -251,7 +254,7 @@ def print_summary(
         click.echo(f"{'saved USD':<15}{saved:.6f}{share} vs real-time prices")
         cache_saved = ledger["cache_savings_usd"]
         share = percent(cache_saved, ledger["uncached_cost_usd"])
-        click.echo(f"{'cache saved USD':<15}{cache_saved:.6f}{share} vs the same tokens uncached")
+        click.echo(f"{'cache saved':<15}{cache_saved:.6f} USD{share} vs the same tokens uncached")
         if spec is not None and spec.deadline_s is not None:
             _print_deadline(state, costs, shards, spec)
     click.echo(f"{'output':<15}{output}")
