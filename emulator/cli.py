@@ -61,6 +61,16 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail
     metavar="N",
     help="Anthropic Message Batches: requests in unfinished batches; a create past it gets 429.",
 )
+@click.option(
+    "--flex-unavailable",
+    "flex_unavailable",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    metavar="RATE",
+    help='OpenAI flex tier: answer this share of service_tier "flex" requests 429 '
+    "resource_unavailable.",
+)
 def emulator_command(
     *,
     host: str,
@@ -74,6 +84,7 @@ def emulator_command(
     s3_endpoint: str | None,
     enqueued_token_limit: int | None,
     anthropic_queue_limit: int | None,
+    flex_unavailable: float,
 ) -> None:
     """Serve a local emulator of the OpenAI, Anthropic, Gemini and Bedrock batch APIs."""
     try:
@@ -90,6 +101,7 @@ def emulator_command(
             s3_endpoint=s3_endpoint,
             enqueued_token_limit=enqueued_token_limit,
             anthropic_queue_limit=anthropic_queue_limit,
+            flex_unavailable=flex_unavailable,
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc

@@ -53,6 +53,10 @@ class EmulatorConfig:
     #: requests in unfinished Anthropic Message Batches (``emulator.queue_limits``).
     enqueued_token_limit: int | None = None
     anthropic_queue_limit: int | None = None
+    #: OpenAI's flex tier (``emulator.flex``): the share of flex requests answered 429
+    #: ``resource_unavailable``, and how much longer a flex answer takes.
+    flex_unavailable: float = 0.0
+    flex_delay_s: float = 0.05
 
     def __post_init__(self) -> None:
         for name, rate in self.fail.items():
@@ -61,6 +65,10 @@ class EmulatorConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
+        if not 0.0 <= self.flex_unavailable <= 1.0:
+            raise ValueError(
+                f"flex_unavailable must be between 0 and 1, got {self.flex_unavailable}"
+            )
         if self.batch_seconds < 0:
             raise ValueError(f"batch_seconds must be >= 0, got {self.batch_seconds}")
         if not 0 < self.burst_seconds <= 60:

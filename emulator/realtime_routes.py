@@ -5,6 +5,7 @@ call, ``realtime_429`` every 429 answered (limiter or injected fault), ``request
 every body that passed the limiter, and ``requests_billed`` every 200.
 """
 
+import asyncio
 import time
 from typing import Any
 
@@ -12,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from emulator.faults import body_key
+from emulator.flex import FLEX, UNAVAILABLE_MESSAGE, is_flex
 from emulator.http_common import (
     anthropic_error,
     anthropic_json,
@@ -92,9 +94,22 @@ async def openai_realtime(request: Request) -> Response:
     model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
     if not decision.allowed:
         return _openai_limited(decision, model)
-    key = body_key(payload)
     state = state_of(request)
+    if is_flex(payload):
+        state.stats.add("flex_requests")
+        if state.flex.draw_unavailable():
+            state.stats.add("flex_429")
+            state.stats.add("realtime_429")
+            response = openai_error(
+                429, UNAVAILABLE_MESSAGE, "rate_limit_error", None, "resource_unavailable"
+            )
+            response.headers.update(openai_headers(decision))
+            return response
+        await asyncio.sleep(state.config.flex_delay_s)
+    key = body_key(payload)
     outcome = state.openai.run(request.url.path, payload, key)
+    if outcome.status == 200 and is_flex(payload):
+        outcome.body["service_tier"] = FLEX
     if outcome.status == 200 and request.url.path.endswith("/chat/completions"):
         use = state.prompt_cache.openai(organisation(request.headers), payload)
         openai_usage(outcome.body, use)

@@ -15,6 +15,7 @@ from emulator.bedrock_jobs import S3Access
 from emulator.config import EmulatorConfig
 from emulator.faults import FaultDrawer
 from emulator.finisher import Finisher
+from emulator.flex import FlexTier
 from emulator.gemini_batches import GeminiStore
 from emulator.gemini_engine import GeminiEngine
 from emulator.openai_engine import OpenAIEngine, new_id
@@ -37,6 +38,8 @@ _STAT_NAMES = (
     "anthropic_queue_429",
     "cache_read_tokens",
     "cache_write_tokens",
+    "flex_requests",
+    "flex_429",
 )
 
 
@@ -146,6 +149,7 @@ class State:
         self.gemini_engine = GeminiEngine(self.drawer)
         self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_seconds)
         self.prompt_cache = PromptCache()
+        self.flex = FlexTier(config.seed, config.flex_unavailable)
 
     def reset(self) -> None:
         """Forget every file, batch, counter and attempt."""

@@ -29,6 +29,11 @@ class Job:
     def mode(self) -> str:
         return self.provider.mode
 
+    @property
+    def batch_prices(self) -> bool:
+        """Whether its attempts are billed at batch prices (a batch or a flex provider)."""
+        return self.mode == "batch" or self.provider.capabilities.batch_prices
+
     def prepare_submissions(self) -> None:
         """List the provider's batches once, before shards are submitted (maybe in threads)."""
         if self._orphans is None:

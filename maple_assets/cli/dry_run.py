@@ -54,7 +54,8 @@ def dry_run(
     if paid:
         rows.append(("spent USD", f"{paid:.6f} so far (this job, from the ledger)"))
     if spec.budget_usd is not None:
-        expected = batch if provider.mode == "batch" else realtime
+        priced_as_batch = provider.mode == "batch" or provider.capabilities.batch_prices
+        expected = batch if priced_as_batch else realtime
         fits = "fits" if expected <= spec.budget_usd else "the job will stop before the end"
         rows.append(("budget USD", f"{spec.budget_usd:.6f} ({fits})"))
     click.echo("dry run: nothing uploaded, no batch created, nothing spent")

@@ -59,14 +59,18 @@ class AttemptCost:
         shard: str,
         attempt: int,
         batch_id: str | None,
+        batch_prices: bool | None = None,
     ) -> "AttemptCost":
         """Sum one attempt's billed rows (columns `input_tokens`, `cached_input_tokens`,
-        `cache_write_tokens`, `output_tokens`; one row per billed request)."""
+        `cache_write_tokens`, `output_tokens`; one row per billed request), priced at batch
+        prices when ``batch_prices`` (default: when ``mode`` is batch; a flex attempt is
+        real-time at batch prices)."""
+        batch = mode == "batch" if batch_prices is None else batch_prices
         sums = rows.select(
             *(pl.col(t).sum().cast(pl.Int64) for t in TOKENS),
-            cost_expr(price, batch=mode == "batch").sum().alias("cost"),
+            cost_expr(price, batch=batch).sum().alias("cost"),
             cost_expr(price, batch=False).sum().alias("realtime"),
-            cost_expr(price, batch=mode == "batch", cached=False).sum().alias("uncached"),
+            cost_expr(price, batch=batch, cached=False).sum().alias("uncached"),
         ).row(0, named=True)
         return cls(
             job=job,

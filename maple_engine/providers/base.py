@@ -35,6 +35,17 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "batch_id": pl.String(),
 }
 
+# Batch ids of real-time attempts (``rt-<job>-<shard>-<attempt>``), and of those billed at batch
+# prices (a flex tier: ``rt-flex-...``).
+REALTIME_PREFIX = "rt-"
+BATCH_PRICED_PREFIX = "rt-flex-"
+
+
+def batch_priced(batch_id: str) -> bool:
+    """Whether the attempt ``batch_id`` is billed at batch prices: a batch, or a flex attempt."""
+    return not batch_id.startswith(REALTIME_PREFIX) or batch_id.startswith(BATCH_PRICED_PREFIX)
+
+
 # "lost": a batch the provider no longer knows (maple_engine.providers.lost).
 ENDED_STATES = frozenset({"completed", "failed", "expired", "cancelled", "ended", "lost"})
 
@@ -138,6 +149,10 @@ class ProviderCapabilities:
     credentials: str | None = None
     takes_role_arn: bool = False  # an IAM role the provider's service assumes (Bedrock)
     caching: PromptCaching | None = None  # how it caches a shared prefix; None: it does not
+    # Billed at batch prices though it answers in real time (a flex service tier).
+    batch_prices: bool = False
+    # The batch-priced real-time provider a deadline tries before ``realtime_twin`` (flex).
+    flex_twin: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,6 +44,7 @@ CAPABILITIES = ProviderCapabilities(
     queue="enqueued-tokens",
     orphans="batch-metadata",
     realtime_twin="openai-realtime",
+    flex_twin="openai-flex",
     credentials="openai",
     caching=wire.CACHING,
 )

@@ -16,7 +16,7 @@ row is reported failed with its class and the pipeline's retry policy takes over
 attempt from sending further rows. 401/403 abort the attempt with ``AuthError``.
 """
 
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import polars as pl
@@ -24,6 +24,7 @@ from pydantic import Field
 
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
+    REALTIME_PREFIX,
     BatchState,
     Dialect,
     PromptCaching,
@@ -93,6 +94,8 @@ class RealtimeProvider(ProviderModel):
     max_requests: int = Field(default=SHARD.max_requests, description="Requests per shard.")
     max_bytes: int = Field(default=SHARD.max_bytes, description="Encoded bytes per shard.")
 
+    batch_id_prefix: ClassVar[str] = REALTIME_PREFIX
+
     # -- wire format (subclasses) -----------------------------------------------------------
     def endpoint(self) -> str:
         raise NotImplementedError
@@ -146,7 +149,7 @@ class RealtimeProvider(ProviderModel):
 
     def submit(self, payload: ShardPayload) -> Submission:
         checkpoints = self._checkpoints(payload.job, payload.shard, payload.attempt)
-        batch_id = f"rt-{payload.job}-{payload.shard}-{payload.attempt}"
+        batch_id = f"{self.batch_id_prefix}{payload.job}-{payload.shard}-{payload.attempt}"
         done = checkpoints.open()
         todo = payload.requests.filter(~pl.col("custom_id").is_in(list(done)))
         rows = list(zip(todo["custom_id"].to_list(), todo["request"].to_list(), strict=True))
