@@ -13,6 +13,7 @@ from emulator.gemini_engine import RETRY_INFO, error_status
 from emulator.gemini_routes import _guard, _observe, gemini_error
 from emulator.http_common import JSONResponse, state_of
 from emulator.openai_engine import new_id
+from emulator.prompt_cache import gemini_usage, organisation
 from emulator.state import State
 
 
@@ -102,6 +103,7 @@ def _register(
         inline=inline,
         requests=requests or None,
         total=len(requests),
+        org=gemini_organisation(request),
         error=error,
     )
     with state.gemini.lock:
@@ -183,6 +185,11 @@ async def delete_batch(request: Request) -> Response:
     return JSONResponse({})
 
 
+def gemini_organisation(request: Request) -> str:
+    """The API key of a Gemini call: the ``x-goog-api-key`` header or the ``key`` parameter."""
+    return organisation(request.headers) or request.query_params.get("key", "")
+
+
 async def generate_content(request: Request) -> Response:
     """``POST /v1beta/models/{model}:generateContent`` (real time, rate-limited)."""
     state = state_of(request)
@@ -207,6 +214,9 @@ async def generate_content(request: Request) -> Response:
     if outcome.status == 429:
         state.stats.add("realtime_429")
     if outcome.status == 200:
+        use = state.prompt_cache.gemini(gemini_organisation(request), _model(request), payload)
+        gemini_usage(outcome.body, use)
+        state.stats.cached(use)
         state.stats.bill([hash(("gemini-realtime", key))])
         return JSONResponse(outcome.body)
     return JSONResponse({"error": outcome.body}, outcome.status)

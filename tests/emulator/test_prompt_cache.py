@@ -4,6 +4,7 @@ them, the minimum prefix, organisations kept apart, batch lines in order, and th
 import time
 
 import anthropic
+import httpx
 import openai
 
 from emulator.prompt_cache import PromptCache
@@ -131,3 +132,21 @@ def test_a_prefix_expires_after_its_ttl() -> None:
     assert cache.use(key, 5000, 300).read == 5000
     now[0] = 899.0
     assert cache.use(key, 5000, 300).write == 5000
+
+
+def test_gemini_caches_a_long_system_instruction_implicitly(emulator: EmulatorServer) -> None:
+    def ask(model: str, key: str = "test-key") -> dict[str, int]:
+        body = {
+            "systemInstruction": {"parts": [{"text": RULES}]},
+            "contents": [{"role": "user", "parts": [{"text": "oats"}]}],
+        }
+        url = f"{emulator.url}/v1beta/models/{model}:generateContent"
+        answer = httpx.post(url, json=body, headers={"x-goog-api-key": key}, timeout=10)
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json()["usageMetadata"])
+
+    assert "cachedContentTokenCount" not in ask("gemini-2.5-flash")
+    usage = ask("gemini-2.5-flash")
+    assert 4096 < usage["cachedContentTokenCount"] < usage["promptTokenCount"]
+    assert "cachedContentTokenCount" not in ask("gemini-2.5-flash", key="another-org")
+    assert emulator.stats()["cache_write_tokens"] == 0  # implicit writes are free

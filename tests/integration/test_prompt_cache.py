@@ -25,7 +25,7 @@ SYSTEM = "You extract the brand of a grocery product. Rules: " + " ".join(
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
     with EmulatorServer(EmulatorConfig(batch_seconds=0.2)) as running:
-        for name in ("ANTHROPIC", "OPENAI"):
+        for name in ("ANTHROPIC", "OPENAI", "GEMINI"):
             monkeypatch.setenv(
                 f"{name}_BASE_URL", running.url + ("/v1" if name == "OPENAI" else "")
             )
@@ -116,3 +116,13 @@ def test_openai_realtime_reads_the_shared_prompt_from_cache(
     tokens = cached.select(pl.col("llm_input_tokens", "llm_output_tokens").sum()).row(0)
     assert uncached == pytest.approx(cost_usd(price, TokenUsage(tokens[0], 0, 0, tokens[1]), False))
     assert report["cost_usd"] < 0.5 * uncached  # reads at a quarter of the input price
+
+
+def test_gemini_batch_reads_the_shared_instruction_implicitly(
+    server: EmulatorServer, catalog: Path, tmp_path: Path
+) -> None:
+    model = "gemini-2.5-flash"
+    enrich(catalog, tmp_path / "on", "gemini", model, "auto")
+    cached = agree(tmp_path / "on", "j-auto", "gemini", model, batch=True)
+    assert (cached["llm_cached_tokens"] > 0).sum() == ROWS - 1  # the first line writes
+    assert cached["llm_cache_write_tokens"].sum() == 0
