@@ -1,10 +1,11 @@
-"""OpenAI's flex service tier on the chat-completions endpoint.
+"""The flex service tier: OpenAI's chat completions and Gemini's ``generateContent``.
 
-A request with ``"service_tier": "flex"`` is answered more slowly (``flex_delay_s``) and echoes
-``service_tier: "flex"``; flex is billed at batch prices (half the standard rate), which the
-client prices from the tier. ``--flex-unavailable RATE`` answers that share of flex requests 429
-``resource_unavailable`` (not billed, drawn from the seed). Stats: ``flex_requests`` (every flex
-request), ``flex_429`` (those answered 429).
+An OpenAI request with ``"service_tier": "flex"`` (Gemini: ``"serviceTier": "flex"``) is answered
+more slowly (``flex_delay_s``); OpenAI's answer echoes ``service_tier: "flex"``. Flex is billed
+at batch prices (half the standard rate), which the client prices from the tier.
+``--flex-unavailable RATE`` answers that share of flex requests 429 (OpenAI:
+``resource_unavailable``; Gemini: ``RESOURCE_EXHAUSTED``), not billed, drawn from the seed.
+Stats: ``flex_requests`` (every flex request), ``flex_429`` (those answered 429).
 """
 
 import random
@@ -12,6 +13,7 @@ import threading
 from typing import Any
 
 FLEX = "flex"
+RETRY_AFTER_S = 0.1  # the wait a flex 429 asks for (retry-after-ms; Gemini's RetryInfo)
 UNAVAILABLE_MESSAGE = (
     "Resource unavailable: flex processing capacity is temporarily exhausted. Retry with "
     "backoff, or send the request on the default service tier."

@@ -1,5 +1,6 @@
 """Gemini Batch API endpoints and real-time ``generateContent``."""
 
+import asyncio
 import time
 from typing import Any
 
@@ -9,6 +10,7 @@ from starlette.responses import Response
 
 from emulator import gemini_batches as gb
 from emulator.faults import body_key, bytes_key
+from emulator.flex import FLEX, RETRY_AFTER_S
 from emulator.gemini_engine import RETRY_INFO, error_status
 from emulator.gemini_routes import _guard, _observe, gemini_error
 from emulator.http_common import JSONResponse, state_of
@@ -206,6 +208,15 @@ async def generate_content(request: Request) -> Response:
         body = error_status(429, "Resource has been exhausted (e.g. check quota).")
         body["details"] = [{"@type": RETRY_INFO, "retryDelay": f"{decision.retry_after:.3f}s"}]
         return JSONResponse({"error": body}, 429)
+    if isinstance(payload, dict) and payload.get("serviceTier") == FLEX:
+        state.stats.add("flex_requests")
+        if state.flex.draw_unavailable():
+            state.stats.add("flex_429")
+            state.stats.add("realtime_429")
+            body = error_status(429, "Resource exhausted: flex capacity is unavailable; retry.")
+            body["details"] = [{"@type": RETRY_INFO, "retryDelay": f"{RETRY_AFTER_S}s"}]
+            return JSONResponse({"error": body}, 429)
+        await asyncio.sleep(state.config.flex_delay_s)
     key = bytes_key(await request.body())
     outcome = state.gemini_engine.run(payload, _model(request), key)
     state.stats.add("requests_received")

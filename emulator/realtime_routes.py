@@ -13,7 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from emulator.faults import body_key
-from emulator.flex import FLEX, UNAVAILABLE_MESSAGE, is_flex
+from emulator.flex import FLEX, RETRY_AFTER_S, UNAVAILABLE_MESSAGE, is_flex
 from emulator.http_common import (
     anthropic_error,
     anthropic_json,
@@ -104,6 +104,7 @@ async def openai_realtime(request: Request) -> Response:
                 429, UNAVAILABLE_MESSAGE, "rate_limit_error", None, "resource_unavailable"
             )
             response.headers.update(openai_headers(decision))
+            response.headers["retry-after-ms"] = str(int(RETRY_AFTER_S * 1000))
             return response
         await asyncio.sleep(state.config.flex_delay_s)
     key = body_key(payload)

@@ -15,7 +15,7 @@ from maple_engine.providers.anthropic.realtime import AnthropicRealtimeProvider
 from maple_engine.providers.base import Provider, ProviderCapabilities
 from maple_engine.providers.bedrock.batch import BedrockBatchProvider
 from maple_engine.providers.gemini.batch import GeminiBatchProvider
-from maple_engine.providers.gemini.realtime import GeminiRealtimeProvider
+from maple_engine.providers.gemini.realtime import GeminiFlexProvider, GeminiRealtimeProvider
 from maple_engine.providers.openai import emulator
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
 from maple_engine.providers.openai.flex import OpenAIFlexProvider
@@ -47,6 +47,7 @@ _REGISTRY: dict[str, Registered] = {
     "openai-flex": _of(OpenAIFlexProvider, "checkpoint_root"),
     "anthropic-realtime": _of(AnthropicRealtimeProvider, "checkpoint_root"),
     "gemini-realtime": _of(GeminiRealtimeProvider, "checkpoint_root"),
+    "gemini-flex": _of(GeminiFlexProvider, "checkpoint_root"),
 }
 DEFAULT_PROVIDER = "openai"
 

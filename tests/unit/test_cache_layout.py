@@ -92,3 +92,13 @@ def test_expected_use_writes_once_per_shard_and_reads_the_rest() -> None:
         cache_layout(spec("openai", "gpt-4o-mini", cache="off")).expected_usage(9, 1).input_tokens
         == 0
     )
+
+
+def test_flex_providers_ask_for_the_flex_tier_at_batch_prices() -> None:
+    openai_flex = body(spec("openai-flex", "gpt-4o-mini", system=None))
+    assert openai_flex["service_tier"] == "flex"
+    assert body(spec("gemini-flex", "gemini-2.5-flash", system=None))["serviceTier"] == "flex"
+    for name in ("openai-flex", "gemini-flex"):
+        assert capabilities(name).batch_prices and capabilities(name).mode == "realtime"
+    assert capabilities("openai").flex_twin == "openai-flex"
+    assert capabilities("gemini").flex_twin == "gemini-flex"

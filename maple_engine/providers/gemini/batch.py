@@ -62,6 +62,7 @@ CAPABILITIES = ProviderCapabilities(
     price_families=("google",),
     orphans="name-labels",
     realtime_twin="gemini-realtime",
+    flex_twin="gemini-flex",
     credentials="gemini",
     caching=CACHING,
 )

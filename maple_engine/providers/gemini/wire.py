@@ -79,8 +79,11 @@ def generation_config(spec: RequestSpec) -> dict[str, Any]:
     return config
 
 
-def gemini_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-    """``{"contents":[{"role":"user","parts":[...]}],"systemInstruction"?,"generationConfig"?}``."""
+def gemini_body_expr(
+    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, service_tier: str | None = None
+) -> pl.Expr:
+    """``{"contents":[{"role":"user","parts":[...]}],"systemInstruction"?,"generationConfig"?,
+    "serviceTier"?}``."""
     parts = [pl.lit('{"contents":[{"role":"user","parts":[{"text":'), json_string_expr(user)]
     if image is not None:
         parts += [pl.lit('},{"fileData":{"fileUri":'), json_string_expr(image), pl.lit("}")]
@@ -90,6 +93,8 @@ def gemini_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) ->
     config = generation_config(spec)
     if config:
         tail += ',"generationConfig":' + json_literal(config)
+    if service_tier is not None:
+        tail += ',"serviceTier":' + json_literal(service_tier)
     return pl.concat_str([*parts, pl.lit(tail + "}")])
 
 
