@@ -150,7 +150,8 @@ class JobSpec(BaseModel):
         default=None,
         gt=0,
         description="e.g. 6h, 90s, 1h30m: rows still in batches when it approaches are cancelled "
-        "there and sent through the real-time API (at real-time prices).",
+        "there and sent through the flex tier while time allows (batch prices), else the "
+        "real-time API (real-time prices).",
     )
 
     def fingerprint(self) -> str:
