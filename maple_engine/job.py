@@ -6,6 +6,7 @@ from typing import Any
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
+from maple_engine.plan.cache_layout import check_cache_price
 from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import Provider, Submission
 from maple_engine.spec import JobSpec
@@ -42,11 +43,13 @@ class Job:
             }
 
     def price(self) -> ModelPrice:
-        return self.prices.price(
+        price = self.prices.price(
             self.spec.model,
             self.provider.provider_name,
             allow_untracked=self.spec.allow_untracked_cost,
         )
+        check_cache_price(self.spec, price)
+        return price
 
 
 IO_MANAGER_KEY = "maple_io_manager"

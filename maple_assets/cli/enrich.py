@@ -17,7 +17,7 @@ from maple_engine.inputs.preflight import preflight
 from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
-from maple_engine.plan.cache_layout import cache_layout
+from maple_engine.plan.cache_layout import cache_layout, check_cache_price
 from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities
 from maple_engine.settings import Settings
 from maple_engine.spec import MAX_JOB_NAME, JobSpec, build_spec
@@ -153,6 +153,7 @@ def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
     price = PriceBook(settings.prices).price(  # an unknown model fails here, before sending
         en.spec.model, opts.provider, allow_untracked=en.spec.allow_untracked_cost
     )
+    check_cache_price(en.spec, price)
     overrides = {"storage_root": opts.storage_root, **realtime_limits(opts)}
     provider = settings_provider(opts.provider, settings, emulator_url, overrides)
     if en.spec.deadline_s is not None and provider.mode == "batch":

@@ -145,6 +145,7 @@ class PriceBook:
             cache_write_per_mtok=_default(entry.cache_write_per_mtok, entry.input_per_mtok),
             batch_discount=entry.batch_discount,
             source=f"price file {self.overrides_path}",
+            cache_priced=entry.cached_input_per_mtok is not None,
         )
 
 
@@ -179,6 +180,7 @@ def _with_source(price: ModelPrice, source: str) -> ModelPrice:
         price.batch_discount,
         source,
         price.batch_rates,
+        price.cache_priced,
     )
 
 
@@ -204,7 +206,8 @@ def _genai_price(model: str, family: str) -> ModelPrice | None:
     except LookupError:
         return None
     now = datetime.now(tz=UTC)
-    standard = _rates(info.get_prices(now))
+    published = info.get_prices(now)
+    standard = _rates(published)
     if standard is None:
         return None
     batch_active = any(
@@ -220,6 +223,7 @@ def _genai_price(model: str, family: str) -> ModelPrice | None:
         cache_write_per_mtok=standard.cache_write_per_mtok,
         source=f"genai-prices {version} {provider.id}/{info.id}; {how}",
         batch_rates=batch_rates,
+        cache_priced=_mtok(published.cache_read_mtok) is not None,
     )
 
 

@@ -102,6 +102,7 @@ class ModelPrice:
     batch_discount: float = DEFAULT_BATCH_DISCOUNT
     source: str = "override"
     batch_rates: Rates | None = None
+    cache_priced: bool = True  # the source prices cache reads (else they cost the input price)
 
     def rates(self, batch: bool) -> tuple[Rates, float]:
         """The per-MTok rates and the multiplier applied to their sum."""

@@ -15,7 +15,8 @@ ignored by the provider at no cost. Below that, and with ``--cache off``, reques
 import dataclasses
 
 from maple_engine.inputs.templates import parse_template
-from maple_engine.ledger.pricing import TokenUsage, estimate_tokens
+from maple_engine.ledger.price_book import UnknownModelPriceError
+from maple_engine.ledger.pricing import ModelPrice, TokenUsage, estimate_tokens
 from maple_engine.providers.base import PromptCaching
 from maple_engine.providers.registry import capabilities
 from maple_engine.spec import JobSpec
@@ -104,4 +105,18 @@ def cache_layout(spec: JobSpec) -> CacheLayout:
         prefix_tokens=prefix,
         template_head_tokens=estimate_tokens(head) if head else 0,
         minimum=caching.minimum(spec.model) if caching is not None else 0,
+    )
+
+
+def check_cache_price(spec: JobSpec, price: ModelPrice) -> None:
+    """Refuse, before anything is sent, a job whose requests will be read from the prompt cache
+    when nothing prices cache reads for its model (as a model with no price is refused)."""
+    layout = cache_layout(spec)
+    if price.cache_priced or spec.allow_untracked_cost or not layout.cacheable_tokens:
+        return
+    raise UnknownModelPriceError(
+        f"No cache-read price known for model {spec.model!r} on provider {spec.provider!r}, "
+        f"and its requests share a ~{layout.prefix_tokens:,}-token prefix the provider caches. "
+        'Add "cached_input_per_mtok" for it to a price file ($MAPLE_PRICES), run with --cache '
+        "off, or with --allow-untracked-cost to price cached tokens at the input price."
     )

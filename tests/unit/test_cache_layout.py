@@ -1,12 +1,15 @@
 """The prompt-cache layout of a job: shared prefix vs the model's minimum, the hints each
 provider's requests carry with --cache auto and off, and the dry run's expected cache use."""
 
+from pathlib import Path
+
 import orjson
 import polars as pl
 import pytest
 
 from maple_engine.errors import ConfigError
-from maple_engine.plan.cache_layout import cache_layout
+from maple_engine.ledger.price_book import PriceBook, UnknownModelPriceError
+from maple_engine.plan.cache_layout import cache_layout, check_cache_price
 from maple_engine.plan.sharding import request_spec
 from maple_engine.providers.registry import build_provider, capabilities
 from maple_engine.spec import JobSpec, build_spec
@@ -102,3 +105,20 @@ def test_flex_providers_ask_for_the_flex_tier_at_batch_prices() -> None:
         assert capabilities(name).batch_prices and capabilities(name).mode == "realtime"
     assert capabilities("openai").flex_twin == "openai-flex"
     assert capabilities("gemini").flex_twin == "gemini-flex"
+
+
+def test_a_cached_job_needs_a_cache_read_price(tmp_path: Path) -> None:
+    prices = tmp_path / "prices.json"
+    entry = {"provider": "anthropic", "input_per_mtok": 1.0, "output_per_mtok": 5.0}
+    prices.write_text(orjson.dumps({"models": {"claude-house": entry}}).decode())
+    job = spec("anthropic", "claude-house")
+    price = PriceBook(prices).price("claude-house", "anthropic")
+    with pytest.raises(UnknownModelPriceError, match="cached_input_per_mtok"):
+        check_cache_price(job, price)
+    check_cache_price(spec("anthropic", "claude-house", cache="off"), price)
+    check_cache_price(spec("anthropic", "claude-house", allow_untracked_cost=True), price)
+    check_cache_price(spec("anthropic", "claude-house", system="short"), price)
+    entry["cached_input_per_mtok"] = 0.1
+    prices.write_text(orjson.dumps({"models": {"claude-house": entry}}).decode())
+    check_cache_price(job, PriceBook(prices).price("claude-house", "anthropic"))
+    check_cache_price(job, PriceBook().price("claude-haiku-4-5", "anthropic"))
