@@ -21,6 +21,7 @@ from emulator.http_common import (
     state_of,
 )
 from emulator.openai_engine import new_id
+from emulator.prompt_cache import organisation
 from emulator.queue_limits import anthropic_refusal
 from emulator.state import State
 
@@ -72,6 +73,7 @@ async def create_batch(request: Request) -> Response:
         requests=requests,
         total=len(requests),
         api_key=api_key_of(request),
+        org=organisation(request.headers),
     )
     with state.lock:
         full = anthropic_refusal(state, batch.total, batch.created)

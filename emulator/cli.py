@@ -86,6 +86,16 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail, parse_org
     help="Put an API or admin key in organisation ORG (repeatable; other keys share one): the "
     "admin usage and cost reports show an organisation's spend from all its keys.",
 )
+@click.option(
+    "--flex-unavailable",
+    "flex_unavailable",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    metavar="RATE",
+    help='OpenAI flex tier: answer this share of service_tier "flex" requests 429 '
+    "resource_unavailable.",
+)
 def emulator_command(
     *,
     host: str,
@@ -102,6 +112,7 @@ def emulator_command(
     enqueued_token_limit: int | None,
     anthropic_queue_limit: int | None,
     organizations: tuple[str, ...],
+    flex_unavailable: float,
 ) -> None:
     """Serve a local emulator of the OpenAI, Anthropic, Gemini and Bedrock batch APIs."""
     try:
@@ -121,6 +132,7 @@ def emulator_command(
             enqueued_token_limit=enqueued_token_limit,
             anthropic_queue_limit=anthropic_queue_limit,
             organizations=parse_organizations(organizations),
+            flex_unavailable=flex_unavailable,
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc

@@ -62,6 +62,10 @@ class EmulatorConfig:
     #: API and admin keys -> organisation id (a key not listed belongs to ``org-emulator``):
     #: the admin reports show one organisation's spend, from every key of it.
     organizations: dict[str, str] = field(default_factory=dict)
+    #: OpenAI's flex tier (``emulator.flex``): the share of flex requests answered 429
+    #: ``resource_unavailable``, and how much longer a flex answer takes.
+    flex_unavailable: float = 0.0
+    flex_delay_s: float = 0.05
 
     def __post_init__(self) -> None:
         for name, rate in self.fail.items():
@@ -70,6 +74,10 @@ class EmulatorConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
+        if not 0.0 <= self.flex_unavailable <= 1.0:
+            raise ValueError(
+                f"flex_unavailable must be between 0 and 1, got {self.flex_unavailable}"
+            )
         if self.batch_seconds < 0:
             raise ValueError(f"batch_seconds must be >= 0, got {self.batch_seconds}")
         if self.batch_seconds_spread < 0:

@@ -50,7 +50,7 @@ def advance(state: State, batch: OpenAIBatch, now: float) -> None:
 
 
 def _run(state: State, batch: OpenAIBatch) -> None:
-    runner = BatchPass(state, batch.id, batch.endpoint)
+    runner = BatchPass(state, batch.id, batch.endpoint, batch.org)
     result = runner.run(batch.input_file.path, expire=batch.expire, created=int(batch.created))
     batch.run = result
     batch.errors, batch.total, batch.model = result.errors, result.total, result.model

@@ -21,6 +21,7 @@ from emulator.http_common import (
 from emulator.multipart import MultipartError, boundary_of, parse_spooled
 from emulator.openai_engine import new_id
 from emulator.openai_records import OpenAIBatch
+from emulator.prompt_cache import organisation
 from emulator.state import State, StoredFile
 
 FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
@@ -260,6 +261,7 @@ async def create_batch(request: Request) -> Response:
         seconds=state.durations.draw(),
         expire=expire,
         api_key=api_key_of(request),
+        org=organisation(request.headers),
     )
     with state.lock:
         state.openai_batches[batch.id] = batch

@@ -5,6 +5,7 @@ call, ``realtime_429`` every 429 answered (limiter or injected fault), ``request
 every body that passed the limiter, and ``requests_billed`` every 200.
 """
 
+import asyncio
 import time
 from typing import Any
 
@@ -13,6 +14,7 @@ from starlette.responses import Response
 
 from emulator.billing import Family
 from emulator.faults import body_key
+from emulator.flex import FLEX, RETRY_AFTER_S, UNAVAILABLE_MESSAGE, is_flex
 from emulator.http_common import (
     anthropic_error,
     anthropic_json,
@@ -24,6 +26,7 @@ from emulator.http_common import (
     state_of,
 )
 from emulator.openai_engine import Outcome
+from emulator.prompt_cache import anthropic_usage, openai_usage, organisation
 from emulator.ratelimit import Decision, anthropic_headers, openai_headers, retry_headers
 from emulator.replies import echo_text
 from emulator.tokens import count_tokens, prompt_tokens
@@ -97,8 +100,27 @@ async def openai_realtime(request: Request) -> Response:
     model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
     if not decision.allowed:
         return _openai_limited(decision, model)
+    state = state_of(request)
+    if is_flex(payload):
+        state.stats.add("flex_requests")
+        if state.flex.draw_unavailable():
+            state.stats.add("flex_429")
+            state.stats.add("realtime_429")
+            response = openai_error(
+                429, UNAVAILABLE_MESSAGE, "rate_limit_error", None, "resource_unavailable"
+            )
+            response.headers.update(openai_headers(decision))
+            response.headers["retry-after-ms"] = str(int(RETRY_AFTER_S * 1000))
+            return response
+        await asyncio.sleep(state.config.flex_delay_s)
     key = body_key(payload)
-    outcome = state_of(request).openai.run(request.url.path, payload, key)
+    outcome = state.openai.run(request.url.path, payload, key)
+    if outcome.status == 200 and is_flex(payload):
+        outcome.body["service_tier"] = FLEX
+    if outcome.status == 200 and request.url.path.endswith("/chat/completions"):
+        use = state.prompt_cache.openai(organisation(request.headers), payload)
+        openai_usage(outcome.body, use)
+        state.stats.cached(use)
     _account(request, payload, key, outcome, "openai")
     headers = openai_headers(decision) | {"openai-processing-ms": "1", "openai-model": model}
     if outcome.status == 429:
@@ -123,7 +145,12 @@ async def anthropic_messages(request: Request) -> Response:
             )
         return anthropic_error(429, message, headers | retry_headers(decision))
     key = body_key(payload)
-    outcome = state_of(request).anthropic.run(payload, key)
+    state = state_of(request)
+    outcome = state.anthropic.run(payload, key)
+    if outcome.status == 200:
+        use = state.prompt_cache.anthropic(organisation(request.headers), payload)
+        anthropic_usage(outcome.body, use)
+        state.stats.cached(use)
     _account(request, payload, key, outcome, "anthropic")
     if outcome.status == 429:
         headers |= {"retry-after": "1", "retry-after-ms": "1000"}

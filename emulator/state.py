@@ -17,9 +17,11 @@ from emulator.config import EmulatorConfig
 from emulator.durations import BatchDurations
 from emulator.faults import FaultDrawer
 from emulator.finisher import Finisher
+from emulator.flex import FlexTier
 from emulator.gemini_batches import GeminiStore
 from emulator.gemini_engine import GeminiEngine
 from emulator.openai_engine import OpenAIEngine, new_id
+from emulator.prompt_cache import CacheUse, PromptCache
 from emulator.ratelimit import RateLimiter
 
 FILE_RETENTION_SECONDS = 30 * 24 * 3600
@@ -37,6 +39,10 @@ _STAT_NAMES = (
     "batches_failed_token_limit",
     "anthropic_queue_429",
     "batches_stalled",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "flex_requests",
+    "flex_429",
 )
 
 
@@ -106,6 +112,13 @@ class Stats:
                 self._counts["requests_billed"] += 1
             self._counts["bodies_billed_twice"] = len(twice)
 
+    def cached(self, use: CacheUse) -> None:
+        """Count one request's prompt-cache reads and billed writes."""
+        if use.read or use.write:
+            with self._lock:
+                self._counts["cache_read_tokens"] += use.read
+                self._counts["cache_write_tokens"] += use.write
+
     def snapshot(self) -> dict[str, int]:
         """All counters, with the required ones present even when zero."""
         with self._lock:
@@ -140,6 +153,8 @@ class State:
         self.gemini_engine = GeminiEngine(self.drawer)
         self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_seconds)
         self.durations = BatchDurations(config, self.stats)
+        self.prompt_cache = PromptCache()
+        self.flex = FlexTier(config.seed, config.flex_unavailable)
 
     def reset(self) -> None:
         """Forget every file, batch, counter and attempt."""

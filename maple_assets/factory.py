@@ -12,7 +12,7 @@ resource per provider name (``provider_key(provider)``).
 import dataclasses
 import warnings
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import dagster as dg
 
@@ -109,6 +109,7 @@ def enrichment(
     priority: int = DEFAULTS.priority,
     deadline: "str | float | timedelta | None" = DEFAULTS.deadline_s,
     stall_percentile: float = DEFAULTS.stall_percentile,
+    cache: Literal["auto", "off"] = DEFAULTS.cache,
 ) -> Enrichment:
     """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI.
 
@@ -139,6 +140,7 @@ def enrichment(
         error_failed_share=error_failed_share,
         reuse=reuse,
         stall_percentile=stall_percentile,
+        cache=cache,
         **queue_options,
     )
     validate_paths(spec)

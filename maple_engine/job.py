@@ -7,6 +7,7 @@ from maple_engine.ledger.batch_history import BatchLabels
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
+from maple_engine.plan.cache_layout import check_cache_price
 from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import BatchState, Provider, Submission
 from maple_engine.spec import JobSpec
@@ -30,6 +31,11 @@ class Job:
     def mode(self) -> str:
         return self.provider.mode
 
+    @property
+    def batch_prices(self) -> bool:
+        """Whether its attempts are billed at batch prices (a batch or a flex provider)."""
+        return self.mode == "batch" or self.provider.capabilities.batch_prices
+
     def prepare_submissions(self) -> None:
         """List the provider's batches once, before shards are submitted (maybe in threads)."""
         if self._orphans is None:
@@ -51,11 +57,13 @@ class Job:
         return states
 
     def price(self) -> ModelPrice:
-        return self.prices.price(
+        price = self.prices.price(
             self.spec.model,
             self.provider.provider_name,
             allow_untracked=self.spec.allow_untracked_cost,
         )
+        check_cache_price(self.spec, price)
+        return price
 
 
 IO_MANAGER_KEY = "maple_io_manager"

@@ -2,7 +2,7 @@
 
 import hashlib
 import os
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -27,6 +27,8 @@ OUTPUT_COLUMNS = (
     "llm_attempts",
     "llm_input_tokens",
     "llm_output_tokens",
+    "llm_cached_tokens",
+    "llm_cache_write_tokens",
     "llm_cost_usd",
     "llm_model",
     "llm_batch_id",
@@ -138,11 +140,18 @@ class JobSpec(BaseModel):
         default=0,
         description="Among waiting jobs of the same team on one provider queue, higher goes first.",
     )
+    cache: Literal["auto", "off"] = Field(
+        default="auto",
+        description="Prompt caching: auto marks the shared prefix (system prompt) for the "
+        "provider's cache (Anthropic cache_control, OpenAI prompt_cache_key); off sends no "
+        "cache hints.",
+    )
     deadline_s: float | None = Field(
         default=None,
         gt=0,
         description="e.g. 6h, 90s, 1h30m: rows still in batches when it approaches are cancelled "
-        "there and sent through the real-time API (at real-time prices).",
+        "there and sent through the flex tier while time allows (batch prices), else the "
+        "real-time API (real-time prices).",
     )
     stall_percentile: float = Field(
         default=95,
@@ -166,8 +175,16 @@ class JobSpec(BaseModel):
             "max_requests_per_batch",
             "max_batch_bytes",
         )
-        payload = orjson.dumps({k: getattr(self, k) for k in keys}, option=orjson.OPT_SORT_KEYS)
+        fields = {k: getattr(self, k) for k in keys}
+        if self.cache != "auto":  # only then: jobs from before --cache keep their versions
+            fields["cache"] = self.cache
+        payload = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(payload).hexdigest()[:16]
+
+    def cache_key(self) -> str:
+        """The prompt-cache key of this job version: requests sharing it share a cache."""
+        digest = hashlib.sha256(f"{self.name}/{self.fingerprint()}".encode()).hexdigest()
+        return f"maple-{digest[:16]}"
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump()

@@ -25,14 +25,19 @@ from maple_engine.failures import FailureClass, batch_too_large
 from maple_engine.inputs.images import missing_images
 from maple_engine.job import Job
 from maple_engine.ledger.attempt_cost import AttemptCost
-from maple_engine.providers.base import BatchState, ShardPayload, Submission
+from maple_engine.providers.base import (
+    REALTIME_PREFIX,
+    BatchState,
+    ShardPayload,
+    Submission,
+    batch_priced,
+)
 from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID
 from maple_engine.state import JobState, ShardSummary
 from maple_engine.storage.claims import claim_batch
 from maple_engine.storage.response_store import ResponseStore
 from maple_engine.submit import queue
 from maple_engine.submit.budget import within_budget
-from maple_engine.submit.deadline import REALTIME_PREFIX
 
 
 # -- submissions ----------------------------------------------------------------------------
@@ -140,7 +145,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         state,
         attempt=attempt,
         price=job.price(),
-        batch_pricing=_mode(job, submission) == "batch",
+        batch_pricing=batch_priced(submission.batch_id),
         schema=job.spec.response_schema,
     )
     earlier = [job.state.results(shard, n) for n in range(1, attempt)]
@@ -252,6 +257,7 @@ def _record_cost(job: Job, shard: str, submission: Submission, results: pl.DataF
         model=job.spec.model,
         provider=job.provider.provider_name,
         mode=_mode(job, submission),
+        batch_prices=batch_priced(submission.batch_id),
         shard=shard,
         attempt=submission.attempt,
         batch_id=submission.batch_id,

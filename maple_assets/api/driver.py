@@ -21,6 +21,7 @@ from maple_engine.inputs.preflight import preflight
 from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
+from maple_engine.plan.cache_layout import check_cache_price
 from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities
 from maple_engine.settings import Settings
 from maple_engine.spec import MAX_JOB_NAME, build_spec
@@ -204,6 +205,7 @@ def prepare(opts: EnrichOptions, emulator: str | None) -> Ready:
     price = PriceBook(settings.prices).price(  # an unknown model fails here, before sending
         en.spec.model, opts.provider, allow_untracked=en.spec.allow_untracked_cost
     )
+    check_cache_price(en.spec, price)  # a cached prefix on a model nothing prices reads for
     overrides = {"storage_root": opts.storage_root, **realtime_limits(opts)}
     provider = settings_provider(opts.provider, settings, emulator, overrides)
     if en.spec.deadline_s is not None and provider.mode == "batch":

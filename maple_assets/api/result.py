@@ -52,6 +52,10 @@ class Result:
     output: str
     stopped: str | None = None  # why the job stopped early
     deadline: dict[str, Any] | None = None  # with a deadline: rows by batch and by real-time
+    cached_tokens: int = 0  # of input_tokens, read from the provider's prompt cache
+    cache_write_tokens: int = 0  # written to the prompt cache
+    cache_saved_usd: float = 0.0  # what this run's cache reads and writes saved
+    uncached_cost_usd: float = 0.0  # this run's tokens at prices without the cache
 
     def metadata(self) -> dict[str, Any]:
         """The figures as Dagster metadata values (no secrets: paths, counts and money)."""
@@ -97,6 +101,9 @@ def job_result(
     entries = [e for e in costs.job_entries(state.job) if e.shard in shards]
     ours = [e for e in entries if e.batch_id not in earlier]  # the ledger: this run's batches
     paid, realtime = sum(e.cost_usd for e in ours), sum(e.realtime_cost_usd for e in ours)
+    uncached = sum(
+        e.uncached_cost_usd if e.uncached_cost_usd is not None else e.cost_usd for e in ours
+    )
     by_class = {str(k): int(v) for k, v in (totals.get("failed_by_class") or {}).items()}
     stop = state.stop_record()
     return Result(
@@ -117,6 +124,10 @@ def job_result(
         output=output,
         stopped=state.stop_reason(),
         deadline=_deadline(costs, state.job, shards, spec),
+        cached_tokens=sum(int(f.get("cached_input_tokens", 0)) for f in this_run),
+        cache_write_tokens=sum(int(f.get("cache_write_tokens", 0)) for f in this_run),
+        cache_saved_usd=float(uncached - paid),
+        uncached_cost_usd=float(uncached),
     )
 
 

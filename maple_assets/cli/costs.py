@@ -1,4 +1,5 @@
-"""`maple costs`: what jobs spent and what batch pricing saved, from the cost ledger.
+"""`maple costs`: what jobs spent, what batch pricing saved (`savings_usd`, vs real-time prices)
+and what prompt caching saved (`cache_savings_usd`, vs the same tokens uncached), from the ledger.
 
 Registered in the `maple` group elsewhere; also runs alone as `python -m maple_assets.cli.costs`.
 """
@@ -18,7 +19,7 @@ from maple_engine.settings import COST_DB_ENV, Settings
 
 FORMATS = ("table", "csv", "json")
 _NUMBERS = ("requests", "input_tokens", "cached_input_tokens", "output_tokens")
-_MONEY = ("cost_usd", "savings_usd")
+_MONEY = ("cost_usd", "savings_usd", "cache_savings_usd")
 
 
 def ledger_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -65,7 +66,7 @@ def ledger_options(command: Callable[..., Any]) -> Callable[..., Any]:
 def costs_command(
     by: GroupBy, since: datetime | None, fmt: str, storage: str | None, db: str | None
 ) -> None:
-    """Show recorded LLM spend and batch savings, grouped by team, job, model or day."""
+    """Show recorded LLM spend, batch and cache savings, grouped by team, job, model or day."""
     since_day: date | None = since.date() if since is not None else None
     settings = Settings.load(storage=storage, cost_db=db)
     with CostLedger(database_url=settings.cost_db, storage_root=settings.storage_root) as tracker:

@@ -7,6 +7,7 @@ import click
 from maple_assets.wiring import cost_ledger
 from maple_engine.inputs.tokens import MAX_TOKEN_PARAMS, output_tokens_per_request
 from maple_engine.ledger.pricing import ModelPrice
+from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.plan.dry_plan import SendPlan
 from maple_engine.plan.estimate import estimate_job, estimate_sends
 from maple_engine.spec import JobSpec
@@ -25,7 +26,9 @@ def dry_run(
     else:
         plan = estimate_job(JobState(Storage(storage), spec.name), spec, provider)
         requests = f"{plan.requests:,}"
-    batch, realtime = plan.cost(price, batch=True), plan.cost(price, batch=False)
+    layout = cache_layout(spec)
+    cache = layout.expected_usage(plan.requests, plan.shards)
+    batch, realtime = plan.cost(price, True, cache), plan.cost(price, False, cache)
     per_request = output_tokens_per_request(spec.params)
     rows = [
         ("job", spec.name),
@@ -36,6 +39,11 @@ def dry_run(
         ("bytes", f"{plan.bytes:,}"),
         ("input tokens", f"~{plan.input_tokens:,} (estimated: about 4 characters per token)"),
         ("output tokens", f"<= {plan.output_tokens:,} ({_output_note(spec, per_request)})"),
+        ("prompt cache", layout.describe()),
+        (
+            "cached tokens",
+            f"~{cache.cached_input_tokens:,} read, ~{cache.cache_write_tokens:,} written",
+        ),
         ("batch USD", f"~{batch:.6f}"),
         ("real-time USD", f"~{realtime:.6f}"),
         ("batch saves", f"~{realtime - batch:.6f} USD{percent(realtime - batch, realtime)}"),
@@ -46,7 +54,8 @@ def dry_run(
     if paid:
         rows.append(("spent USD", f"{paid:.6f} so far (this job, from the ledger)"))
     if spec.budget_usd is not None:
-        expected = batch if provider.mode == "batch" else realtime
+        priced_as_batch = provider.mode == "batch" or provider.capabilities.batch_prices
+        expected = batch if priced_as_batch else realtime
         fits = "fits" if expected <= spec.budget_usd else "the job will stop before the end"
         rows.append(("budget USD", f"{spec.budget_usd:.6f} ({fits})"))
     click.echo("dry run: nothing uploaded, no batch created, nothing spent")

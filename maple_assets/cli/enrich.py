@@ -7,7 +7,9 @@ from maple_assets.api.driver import EnrichOptions, drive, emulator_url, prepare
 from maple_assets.api.result import Result
 from maple_assets.cli.dry_run import dry_run, percent
 from maple_assets.cli.errors import EXIT_CODES, engine_warnings_on_stderr
+from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.settings import Settings
+from maple_engine.spec import JobSpec
 
 
 def run_enrich(opts: EnrichOptions, settings: Settings) -> int:
@@ -19,11 +21,11 @@ def run_enrich(opts: EnrichOptions, settings: Settings) -> int:
             return dry_run(spec, ready.provider, ready.price, root, opts.retry_failed)
         with engine_warnings_on_stderr():
             result = drive(ready, resuming=lambda line: click.echo(line, err=True))
-    print_summary(result)
+    print_summary(result, ready.enrichment.spec)
     return EXIT_CODES[result.status]
 
 
-def print_summary(result: Result) -> None:
+def print_summary(result: Result, spec: JobSpec | None = None) -> None:
     """The run's figures on stdout (``sent``, tokens and cost: this run's own); why it
     stopped, if it did, on stderr."""
     click.echo("", err=True)
@@ -38,11 +40,22 @@ def print_summary(result: Result) -> None:
         "identical row)"
     )
     click.echo(f"{'input tokens':<15}{result.input_tokens:,}")
+    click.echo(
+        f"{'cached tokens':<15}{result.cached_tokens:,}"
+        f"{percent(result.cached_tokens, result.input_tokens)} of input read from the prompt "
+        f"cache; {result.cache_write_tokens:,} written to it"
+    )
+    if spec is not None:
+        click.echo(f"{'prompt cache':<15}{cache_layout(spec).describe()}")
     click.echo(f"{'output tokens':<15}{result.output_tokens:,}")
     click.echo(f"{'cost USD':<15}{result.cost_usd:.6f}")
     share = percent(result.saved_usd, result.realtime_cost_usd)
     click.echo(f"{'real-time USD':<15}{result.realtime_cost_usd:.6f}")
     click.echo(f"{'saved USD':<15}{result.saved_usd:.6f}{share} vs real-time prices")
+    share = percent(result.cache_saved_usd, result.uncached_cost_usd)
+    click.echo(
+        f"{'cache saved':<15}{result.cache_saved_usd:.6f} USD{share} vs the same tokens uncached"
+    )
     if result.deadline is not None:
         split = result.deadline
         click.echo(f"{'batch rows':<15}{split['batch_rows']:,}")

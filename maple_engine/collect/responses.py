@@ -190,6 +190,7 @@ def summarize(combined: pl.DataFrame) -> dict[str, Any]:
         "failed_by_class": {str(k): int(v) for k, v in sorted(by_class.items(), key=str)},
         "input_tokens": int(ok["input_tokens"].sum()),
         "cached_input_tokens": int(ok["cached_input_tokens"].sum()),
+        "cache_write_tokens": int(ok["cache_write_tokens"].sum()),
         "output_tokens": int(ok["output_tokens"].sum()),
         "cost_usd": float(combined["cost_usd"].sum()),
         "attempts": int(combined.select(pl.col("attempts").max().fill_null(0)).item()),
@@ -267,7 +268,7 @@ def add_run_summary(total: dict[str, Any], sent: pl.DataFrame, filled: pl.DataFr
     total["sent"] = total.get("sent", 0) + went.height
     by_batch = total.setdefault("by_batch", {})
     if went.height and "batch_id" in went.columns:
-        figures = ("cost_usd", "input_tokens", "output_tokens")
+        figures = ("cost_usd", "input_tokens", "output_tokens", *_TOKENS[1:3])
         per_batch = went.group_by("batch_id").agg(
             pl.len().alias("rows"), *(pl.col(c).fill_null(0).sum() for c in figures)
         )

@@ -125,6 +125,9 @@ class CostLedger(BaseModel):
                     *(sa.func.sum(t[c]).label(c) for c in ("requests", *TOKENS)),
                     sa.func.sum(t.cost_usd).label("cost_usd"),
                     sa.func.sum(t.realtime_cost_usd).label("realtime_cost_usd"),
+                    sa.func.sum(sa.func.coalesce(t.uncached_cost_usd, t.cost_usd)).label(
+                        "uncached_cost_usd"
+                    ),
                 )
                 .group_by(key)
                 .order_by(key)
@@ -281,4 +284,5 @@ def _report_row(by: str, row: Any) -> dict[str, Any]:
         "output_tokens": int(row["output_tokens"]),
         "cost_usd": round(cost, 10),
         "savings_usd": round(realtime - cost, 10),
+        "cache_savings_usd": round(float(row["uncached_cost_usd"]) - cost, 10),
     }

@@ -27,11 +27,16 @@ serves any model name: it is priced as OpenAI, then Anthropic, and a model neith
 as gpt-4o-mini (the `source` says so), so emulator runs show realistic costs. A name no provider
 is registered under is taken as a genai-prices provider id.
 
+Cache prices: reads and writes at genai-prices' ``cache_read_mtok`` / ``cache_write_mtok`` (the
+batch variant's in batches). A provider whose caching writes with a longer TTL states the write
+price as a multiple of the input price (`PromptCaching.write_multiple`: Anthropic's 1-hour
+writes, 2x input, batch-discounted in batches as Anthropic documents).
+
 Caveats: tiered (long-context) prices use the base tier, so a single request above the tier
-threshold (200k input tokens for Claude Sonnet 4.x, 272k for gpt-5.4) is under-priced; Anthropic
-1-hour cache writes are priced at the 5-minute cache-write rate.
+threshold (200k input tokens for Claude Sonnet 4.x, 272k for gpt-5.4) is under-priced.
 """
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -111,7 +116,7 @@ class PriceBook:
         for family in _families(provider):
             found = self._override(model, family, provider) or _genai_price(model, family)
             if found is not None:
-                return found
+                return _with_cache_writes(found, provider)
         fallback_model = _fallback_model(provider)
         if fallback_model is not None:
             fallback = self.price(fallback_model, _family(provider))
@@ -140,7 +145,26 @@ class PriceBook:
             cache_write_per_mtok=_default(entry.cache_write_per_mtok, entry.input_per_mtok),
             batch_discount=entry.batch_discount,
             source=f"price file {self.overrides_path}",
+            cache_priced=entry.cached_input_per_mtok is not None,
         )
+
+
+def _with_cache_writes(price: ModelPrice, provider: str) -> ModelPrice:
+    """``price`` with cache writes at the multiple of the input price ``provider``'s caching
+    states (Anthropic's 1-hour TTL: 2x), in both the standard and the batch rates."""
+    known = known_capabilities(provider.lower())
+    multiple = known.caching.write_multiple if known and known.caching else None
+    if multiple is None:
+        return price
+    batch = price.batch_rates
+    if batch is not None:
+        batch = dataclasses.replace(batch, cache_write_per_mtok=batch.input_per_mtok * multiple)
+    return dataclasses.replace(
+        price,
+        cache_write_per_mtok=price.input_per_mtok * multiple,
+        source=f"{price.source}; cache writes {multiple:g}x input",
+        batch_rates=batch,
+    )
 
 
 def _default(value: float | None, fallback: float) -> float:
@@ -156,6 +180,7 @@ def _with_source(price: ModelPrice, source: str) -> ModelPrice:
         price.batch_discount,
         source,
         price.batch_rates,
+        price.cache_priced,
     )
 
 
@@ -181,7 +206,8 @@ def _genai_price(model: str, family: str) -> ModelPrice | None:
     except LookupError:
         return None
     now = datetime.now(tz=UTC)
-    standard = _rates(info.get_prices(now))
+    published = info.get_prices(now)
+    standard = _rates(published)
     if standard is None:
         return None
     batch_active = any(
@@ -197,6 +223,7 @@ def _genai_price(model: str, family: str) -> ModelPrice | None:
         cache_write_per_mtok=standard.cache_write_per_mtok,
         source=f"genai-prices {version} {provider.id}/{info.id}; {how}",
         batch_rates=batch_rates,
+        cache_priced=_mtok(published.cache_read_mtok) is not None,
     )
 
 

@@ -24,6 +24,14 @@ class OutputTable:
     rows: int
 
 
+#: Usage columns of the prompt cache: of ``llm_input_tokens``, those read from the provider's
+#: cache and those written to it.
+CACHE_COLUMNS = {
+    "cached_input_tokens": "llm_cached_tokens",
+    "cache_write_tokens": "llm_cache_write_tokens",
+}
+
+
 def llm_columns(responses: pl.DataFrame, model: str, structured: bool) -> list[pl.Expr]:
     ok = pl.col("status") == "succeeded"
     columns = [pl.when(ok).then(pl.col("response")).otherwise(None).alias("llm_response")]
@@ -44,6 +52,10 @@ def llm_columns(responses: pl.DataFrame, model: str, structured: bool) -> list[p
         .otherwise(None)
         .cast(pl.Int64)
         .alias("llm_output_tokens"),
+        *(
+            pl.when(ok).then(pl.col(tokens)).otherwise(None).cast(pl.Int64).alias(column)
+            for tokens, column in CACHE_COLUMNS.items()
+        ),
         pl.col("cost_usd").cast(pl.Float64).alias("llm_cost_usd"),
         pl.lit(model, pl.String).alias("llm_model"),
         pl.col("batch_id").cast(pl.String).alias("llm_batch_id"),

@@ -8,8 +8,9 @@ reply primer; image parts count nothing. It matches the emulator's counts exactl
 "about 4 characters per token" rule within a few percent for English text.
 
 Output tokens are a worst case: the request's ``max_completion_tokens`` / ``max_tokens`` /
-``max_output_tokens`` parameter when set, else `DEFAULT_OUTPUT_ESTIMATE` per request. Cached
-input is assumed to be zero (no discount), so estimates err on the high side.
+``max_output_tokens`` parameter when set, else `DEFAULT_OUTPUT_ESTIMATE` per request. The dry run
+counts the expected prompt-cache reads and writes (`maple_engine.plan.cache_layout`); the budget
+guard assumes none (no discount), so it errs on the high side.
 
 Estimates stream: shard by shard from the job's shard files, or block by block from the input
 (``maple enrich --dry-run`` on a job that was never sharded), never the whole table at once.
@@ -55,12 +56,19 @@ class Estimate:
             *(getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self))
         )
 
-    def usage(self) -> TokenUsage:
-        return TokenUsage(input_tokens=self.input_tokens, output_tokens=self.output_tokens)
+    def usage(self, cache: TokenUsage | None = None) -> TokenUsage:
+        """The estimated usage; ``cache``: the expected cache reads and writes among its input."""
+        usage = TokenUsage(input_tokens=self.input_tokens, output_tokens=self.output_tokens)
+        if cache is None:
+            return usage
+        cached = min(cache.cached_input_tokens, usage.input_tokens)
+        written = min(cache.cache_write_tokens, usage.input_tokens - cached)
+        return dataclasses.replace(usage, cached_input_tokens=cached, cache_write_tokens=written)
 
-    def cost(self, price: ModelPrice, batch: bool) -> float:
-        """Estimated USD at batch (``batch=True``) or real-time prices."""
-        return cost_usd(price, self.usage(), batch)
+    def cost(self, price: ModelPrice, batch: bool, cache: TokenUsage | None = None) -> float:
+        """Estimated USD at batch (``batch=True``) or real-time prices, with ``cache``'s
+        expected reads and writes (`maple_engine.plan.cache_layout`) when given."""
+        return cost_usd(price, self.usage(cache), batch)
 
 
 def frame_estimate(frame: pl.DataFrame, spec: JobSpec, provider: str) -> Estimate:

@@ -10,6 +10,7 @@ from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.checks import check_context_window, check_input_schema
 from maple_engine.inputs.templates import parse_template, render_expr
+from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.plan.shards import ShardCutter, shard_key
 from maple_engine.providers.base import Provider, RequestSpec
 from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID, JobSpec
@@ -33,6 +34,8 @@ def request_spec(spec: JobSpec) -> RequestSpec:
         system=spec.system,
         params=dict(spec.params),
         response_schema=spec.response_schema,
+        cache=cache_layout(spec).sends_hints,
+        cache_key=spec.cache_key(),
     )
 
 

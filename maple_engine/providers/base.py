@@ -35,6 +35,17 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "batch_id": pl.String(),
 }
 
+# Batch ids of real-time attempts (``rt-<job>-<shard>-<attempt>``), and of those billed at batch
+# prices (a flex tier: ``rt-flex-...``).
+REALTIME_PREFIX = "rt-"
+BATCH_PRICED_PREFIX = "rt-flex-"
+
+
+def batch_priced(batch_id: str) -> bool:
+    """Whether the attempt ``batch_id`` is billed at batch prices: a batch, or a flex attempt."""
+    return not batch_id.startswith(REALTIME_PREFIX) or batch_id.startswith(BATCH_PRICED_PREFIX)
+
+
 # "lost": a batch the provider no longer knows (maple_engine.providers.lost).
 ENDED_STATES = frozenset({"completed", "failed", "expired", "cancelled", "ended", "lost"})
 
@@ -83,6 +94,41 @@ class ProviderLimits:
 BATCH_FILE_LIMITS = ProviderLimits(max_requests=50_000, max_bytes=200 * MB)
 
 
+CacheHint = Literal["cache-control", "cache-key", "implicit"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptCaching:
+    """How a provider caches the shared prefix of its requests (docs/caching.md has the table).
+
+    ``hint``: what ``--cache auto`` adds to each request: ``cache-control`` marks the end of the
+    shared prefix (Anthropic), ``cache-key`` names the cache requests share (OpenAI), ``implicit``
+    adds nothing (the provider caches any repeated prefix on its own). ``minimum_tokens`` maps a
+    fragment of the model name to the shortest prefix the provider caches (first match wins,
+    else ``default_minimum``); cached prefixes grow in steps of ``step_tokens``.
+    ``write_multiple``: cache writes cost this multiple of the input price (Anthropic's 1-hour
+    TTL: 2x) instead of the price source's cache-write rate; ``ttl_s``: how long a written
+    prefix stays readable after its last use."""
+
+    hint: CacheHint
+    default_minimum: int
+    minimum_tokens: tuple[tuple[str, int], ...] = ()
+    step_tokens: int = 1
+    write_multiple: float | None = None
+    ttl_s: int = 300
+
+    def minimum(self, model: str) -> int:
+        """The shortest prefix ``model`` caches, in tokens."""
+        name = model.lower()
+        return next((n for part, n in self.minimum_tokens if part in name), self.default_minimum)
+
+    def cacheable(self, model: str, prefix_tokens: int) -> int:
+        """How many of ``prefix_tokens`` shared tokens the provider can read from cache."""
+        if prefix_tokens < self.minimum(model):
+            return 0
+        return prefix_tokens - (prefix_tokens - self.minimum(model)) % self.step_tokens
+
+
 @dataclasses.dataclass(frozen=True)
 class BilledUsage:
     """What a provider's admin reports bill for one UTC day and model."""
@@ -121,6 +167,11 @@ class ProviderCapabilities:
     # The account's admin usage and cost reports (``maple reconcile``), read with the
     # ``<CREDENTIALS>_ADMIN_KEY``; every provider with the same credentials bills to them.
     billing_report: BillingReport | None = None
+    caching: PromptCaching | None = None  # how it caches a shared prefix; None: it does not
+    # Billed at batch prices though it answers in real time (a flex service tier).
+    batch_prices: bool = False
+    # The batch-priced real-time provider a deadline tries before ``realtime_twin`` (flex).
+    flex_twin: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +183,8 @@ class RequestSpec:
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
     response_schema: dict[str, Any] | None = None
     schema_name: str = "response"
+    cache: bool = False  # send the provider's cache hints on the shared prefix (--cache auto)
+    cache_key: str | None = None  # names the cache the job's requests share (one per version)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -15,9 +15,10 @@ from maple_engine.providers.anthropic.realtime import AnthropicRealtimeProvider
 from maple_engine.providers.base import Provider, ProviderCapabilities
 from maple_engine.providers.bedrock.batch import BedrockBatchProvider
 from maple_engine.providers.gemini.batch import GeminiBatchProvider
-from maple_engine.providers.gemini.realtime import GeminiRealtimeProvider
+from maple_engine.providers.gemini.realtime import GeminiFlexProvider, GeminiRealtimeProvider
 from maple_engine.providers.openai import emulator
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
+from maple_engine.providers.openai.flex import OpenAIFlexProvider
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 
 _P = TypeVar("_P", bound=Provider)
@@ -43,8 +44,10 @@ _REGISTRY: dict[str, Registered] = {
     "bedrock": _of(BedrockBatchProvider, "storage_root"),
     emulator.NAME: Registered(emulator.on_emulator, emulator.CAPABILITIES),
     "openai-realtime": _of(OpenAIRealtimeProvider, "checkpoint_root"),
+    "openai-flex": _of(OpenAIFlexProvider, "checkpoint_root"),
     "anthropic-realtime": _of(AnthropicRealtimeProvider, "checkpoint_root"),
     "gemini-realtime": _of(GeminiRealtimeProvider, "checkpoint_root"),
+    "gemini-flex": _of(GeminiFlexProvider, "checkpoint_root"),
 }
 DEFAULT_PROVIDER = "openai"
 

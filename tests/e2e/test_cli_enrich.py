@@ -21,6 +21,8 @@ LLM_COLUMNS = [
     "llm_attempts",
     "llm_input_tokens",
     "llm_output_tokens",
+    "llm_cached_tokens",
+    "llm_cache_write_tokens",
     "llm_cost_usd",
     "llm_model",
     "llm_batch_id",

@@ -179,6 +179,7 @@ def test_reports_by_every_key_and_since(pg_url: str) -> None:
             "output_tokens": 400,
             "cost_usd": 1.0,
             "savings_usd": 1.0,
+            "cache_savings_usd": 0.0,
         }
         assert all(isinstance(by_team[0][k], int) for k in ("requests", "input_tokens"))
         assert [(r["job"], r["cost_usd"]) for r in tracker.report(by="job")] == [

@@ -253,6 +253,7 @@ def test_report_by_team(tracker: CostLedger) -> None:
             "output_tokens": 400,
             "cost_usd": 1.0,
             "savings_usd": 1.0,
+            "cache_savings_usd": 0.0,
         },
         {
             "team": "search",
@@ -262,6 +263,7 @@ def test_report_by_team(tracker: CostLedger) -> None:
             "output_tokens": 300,
             "cost_usd": 2.25,
             "savings_usd": 2.0,
+            "cache_savings_usd": 0.0,
         },
     ]
 
@@ -364,6 +366,7 @@ def test_a_ledger_from_before_the_revisions_is_stamped_and_carried_on(tmp_path: 
             conn.exec_driver_sql("DROP TABLE maple_ledger_version")
             conn.exec_driver_sql("DROP TABLE queue_slots")
             conn.exec_driver_sql("DROP TABLE batch_history")
+            conn.exec_driver_sql("ALTER TABLE attempt_costs DROP COLUMN uncached_cost_usd")
             conn.exec_driver_sql("CREATE TABLE schema_version (version INTEGER NOT NULL)")
             conn.exec_driver_sql("INSERT INTO schema_version VALUES (2)")
     finally:
@@ -423,8 +426,10 @@ def test_cli_table_is_aligned_with_a_total(seeded_root: str) -> None:
         "output_tokens",
         "cost_usd",
         "savings_usd",
+        "cache_savings_usd",
     ]
-    assert lines[-1].split() == ["TOTAL", "35", "3,500", "350", "700", "3.250000", "3.000000"]
+    total = ["TOTAL", "35", "3,500", "350", "700", "3.250000", "3.000000", "0.000000"]
+    assert lines[-1].split() == total
     assert len({len(line) for line in lines[1:]}) == 1  # every column right-aligned to one width
     assert [line.split()[0] for line in lines[2:5]] == ["job-a", "job-b", "job-c"]
 

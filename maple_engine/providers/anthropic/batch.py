@@ -33,8 +33,10 @@ from pydantic import Field, PrivateAttr
 from maple_engine.errors import AuthError, ProviderError, QueueFull, QuotaExhausted
 from maple_engine.providers.anthropic import billing
 from maple_engine.providers.anthropic.messages import (
+    ONE_HOUR,
     anthropic_base_url,
     anthropic_headers,
+    claude_caching,
     message_body_expr,
     parse_result_line,
 )
@@ -86,6 +88,7 @@ CAPABILITIES = ProviderCapabilities(
     drops_empty_system=True,
     credentials="anthropic",
     billing_report=billing.billing_report,
+    caching=claude_caching(ONE_HOUR),  # a batch runs for up to 24 h: Anthropic advises 1 h
 )
 
 
@@ -143,7 +146,7 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
 
     # -- encoding ---------------------------------------------------------------------------
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return message_body_expr(spec, user, image)
+        return message_body_expr(spec, user, image, cache_ttl_s=ONE_HOUR)
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
         return wrapped_bytes_expr(custom_id, request, _HEAD, _MID)

@@ -17,6 +17,7 @@ from maple_engine.providers.anthropic.messages import (
     anthropic_base_url,
     anthropic_headers,
     classify_error,
+    claude_caching,
     message_body_expr,
     parse_message,
 )
@@ -24,12 +25,14 @@ from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSp
 from maple_engine.providers.http import error_detail
 from maple_engine.providers.realtime.providers import RealtimeProvider, realtime_capabilities
 
+CACHING = claude_caching()  # 5 minutes, refreshed by every read: rows follow each other closely
+
 
 class AnthropicRealtimeProvider(RealtimeProvider):
     """Anthropic ``POST /v1/messages``, one request per row."""
 
     capabilities: ClassVar[ProviderCapabilities] = realtime_capabilities(
-        Dialect.ANTHROPIC, "anthropic", "anthropic", drops_empty_system=True
+        Dialect.ANTHROPIC, "anthropic", "anthropic", drops_empty_system=True, caching=CACHING
     )
 
     name: str = Field(default="anthropic-realtime", description="Provider name in costs/output.")
@@ -44,7 +47,7 @@ class AnthropicRealtimeProvider(RealtimeProvider):
         return anthropic_headers(self.api_key)
 
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return message_body_expr(spec, user, image)
+        return message_body_expr(spec, user, image, cache_ttl_s=CACHING.ttl_s)
 
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return parse_message(custom_id, body)

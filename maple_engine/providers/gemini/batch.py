@@ -35,6 +35,7 @@ from maple_engine.providers.batch_api import BatchProviderBasics, jsonl, wrapped
 from maple_engine.providers.gemini.api import get_batch, list_batches, upload_file
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
+    CACHING,
     gemini_api_key,
     gemini_base_url,
     gemini_body_expr,
@@ -61,7 +62,9 @@ CAPABILITIES = ProviderCapabilities(
     price_families=("google",),
     orphans="name-labels",
     realtime_twin="gemini-realtime",
+    flex_twin="gemini-flex",
     credentials="gemini",
+    caching=CACHING,
 )
 
 

@@ -16,8 +16,17 @@ import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.failures import NOT_RESENT, FailureClass
-from maple_engine.providers.base import RequestSpec, failed_row, json_literal, json_string_expr
+from maple_engine.providers.base import (
+    PromptCaching,
+    RequestSpec,
+    failed_row,
+    json_literal,
+    json_string_expr,
+)
 
+#: Gemini 2.5+ caches a repeated prefix implicitly (no hint to send): 1,024 tokens and up on the
+#: Flash models, 4,096 on Pro; reads at the cached-input price, writes free.
+CACHING = PromptCaching(hint="implicit", default_minimum=1024, minimum_tokens=(("pro", 4096),))
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 API_VERSION = "v1beta"
 #: Candidates stopped for these reasons carry no usable answer: the row is ``refused``.
@@ -70,8 +79,11 @@ def generation_config(spec: RequestSpec) -> dict[str, Any]:
     return config
 
 
-def gemini_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-    """``{"contents":[{"role":"user","parts":[...]}],"systemInstruction"?,"generationConfig"?}``."""
+def gemini_body_expr(
+    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, service_tier: str | None = None
+) -> pl.Expr:
+    """``{"contents":[{"role":"user","parts":[...]}],"systemInstruction"?,"generationConfig"?,
+    "serviceTier"?}``."""
     parts = [pl.lit('{"contents":[{"role":"user","parts":[{"text":'), json_string_expr(user)]
     if image is not None:
         parts += [pl.lit('},{"fileData":{"fileUri":'), json_string_expr(image), pl.lit("}")]
@@ -81,6 +93,8 @@ def gemini_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) ->
     config = generation_config(spec)
     if config:
         tail += ',"generationConfig":' + json_literal(config)
+    if service_tier is not None:
+        tail += ',"serviceTier":' + json_literal(service_tier)
     return pl.concat_str([*parts, pl.lit(tail + "}")])
 
 

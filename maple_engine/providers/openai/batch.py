@@ -44,8 +44,10 @@ CAPABILITIES = ProviderCapabilities(
     queue="enqueued-tokens",
     orphans="batch-metadata",
     realtime_twin="openai-realtime",
+    flex_twin="openai-flex",
     credentials="openai",
     billing_report=billing.billing_report,
+    caching=wire.CACHING,
 )
 
 

@@ -21,7 +21,7 @@ class OpenAIRealtimeProvider(RealtimeProvider):
     """OpenAI-compatible ``POST /chat/completions``, one request per row."""
 
     capabilities: ClassVar[ProviderCapabilities] = realtime_capabilities(
-        Dialect.OPENAI, "openai", "openai"
+        Dialect.OPENAI, "openai", "openai", caching=wire.CACHING
     )
 
     name: str = Field(default="openai-realtime", description="Provider name in costs/output.")

@@ -8,6 +8,7 @@ import polars as pl
 from maple_engine.errors import ConfigError
 from maple_engine.failures import FailureClass
 from maple_engine.providers.base import (
+    PromptCaching,
     RequestSpec,
     json_literal,
     splice_params,
@@ -15,6 +16,10 @@ from maple_engine.providers.base import (
 )
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: OpenAI caches any prompt prefix of 1,024+ tokens on its own, in 128-token steps (reads at the
+#: model's cached-input price, writes free); ``prompt_cache_key`` steers requests sharing a prefix
+#: to the same cache.
+CACHING = PromptCaching(hint="cache-key", default_minimum=1024, step_tokens=128, ttl_s=300)
 IMAGE_PART = '{"type":"image_url","image_url":{"url":{url}}}'
 
 
@@ -36,6 +41,8 @@ def openai_headers(api_key: str | None) -> dict[str, str]:
 def chat_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
     """The encoded ``/chat/completions`` body of every row."""
     head: dict[str, Any] = {"model": spec.model, **spec.params}
+    if spec.cache and spec.cache_key and "prompt_cache_key" not in head:
+        head["prompt_cache_key"] = spec.cache_key
     if spec.response_schema is not None:
         head["response_format"] = {
             "type": "json_schema",

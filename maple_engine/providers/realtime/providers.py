@@ -16,7 +16,7 @@ row is reported failed with its class and the pipeline's retry policy takes over
 attempt from sending further rows. 401/403 abort the attempt with ``AuthError``.
 """
 
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import polars as pl
@@ -24,8 +24,10 @@ from pydantic import Field
 
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
+    REALTIME_PREFIX,
     BatchState,
     Dialect,
+    PromptCaching,
     ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
@@ -44,7 +46,11 @@ SHARD = ProviderLimits(max_requests=10_000, max_bytes=BATCH_FILE_LIMITS.max_byte
 
 
 def realtime_capabilities(
-    dialect: Dialect, price_family: str, credentials: str, drops_empty_system: bool = False
+    dialect: Dialect,
+    price_family: str,
+    credentials: str,
+    drops_empty_system: bool = False,
+    caching: PromptCaching | None = None,
 ) -> ProviderCapabilities:
     """What every real-time provider shares: shard attempts run at once, nothing queues, and a
     rerun resumes from the row checkpoints (no orphans)."""
@@ -57,6 +63,7 @@ def realtime_capabilities(
         orphans="checkpoints",
         drops_empty_system=drops_empty_system,
         credentials=credentials,
+        caching=caching,
     )
 
 
@@ -86,6 +93,8 @@ class RealtimeProvider(ProviderModel):
     checkpoint_seconds: float = Field(default=2.0, description="Seconds between chunk writes.")
     max_requests: int = Field(default=SHARD.max_requests, description="Requests per shard.")
     max_bytes: int = Field(default=SHARD.max_bytes, description="Encoded bytes per shard.")
+
+    batch_id_prefix: ClassVar[str] = REALTIME_PREFIX
 
     # -- wire format (subclasses) -----------------------------------------------------------
     def endpoint(self) -> str:
@@ -140,7 +149,7 @@ class RealtimeProvider(ProviderModel):
 
     def submit(self, payload: ShardPayload) -> Submission:
         checkpoints = self._checkpoints(payload.job, payload.shard, payload.attempt)
-        batch_id = f"rt-{payload.job}-{payload.shard}-{payload.attempt}"
+        batch_id = f"{self.batch_id_prefix}{payload.job}-{payload.shard}-{payload.attempt}"
         done = checkpoints.open()
         todo = payload.requests.filter(~pl.col("custom_id").is_in(list(done)))
         rows = list(zip(todo["custom_id"].to_list(), todo["request"].to_list(), strict=True))
