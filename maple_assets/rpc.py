@@ -12,7 +12,7 @@ CLI's one-line error (also the ``maple/error`` tag), nothing uploaded.
 """
 
 import types
-from typing import Any, Union, get_args, get_origin
+from typing import Any, Literal, Union, get_args, get_origin
 
 import dagster as dg
 from pydantic import BaseModel
@@ -41,6 +41,8 @@ def config_type(annotation: Any) -> Any:
         return dg.Noneable(config_type(inner[0]))
     if annotation in _SCALARS:
         return _SCALARS[annotation]
+    if get_origin(annotation) is Literal:  # one of a few words: JobSpec says which are valid
+        return _SCALARS[type(get_args(annotation)[0])]
     if annotation is dict or get_origin(annotation) is dict:
         return dg.Permissive()  # type: ignore[no-untyped-call]
     raise TypeError(f"no Dagster config type for {annotation!r}")
