@@ -17,9 +17,10 @@ from maple_assets.graph.assets import InputShardsConfig
 from maple_engine.errors import ConfigError
 from maple_engine.memory import tune_allocator
 from maple_engine.policy import parse_retry_options
+from maple_engine.providers.base import RequestKind
 from maple_engine.providers.registry import PROVIDERS, capabilities
 from maple_engine.settings import Settings
-from maple_engine.spec import JobSpec, file_format, option_help
+from maple_engine.spec import JobSpec, file_format, job_options, option_help
 from maple_engine.submit.deadline import parse_duration
 
 
@@ -91,7 +92,7 @@ PARSED_HERE = ("name", "prompt", "source", "params", "response_schema", "retries
 )
 @model_options(
     JobSpec,
-    [f for f in JobSpec.model_fields if f not in PARSED_HERE],
+    [f for f in job_options(RequestKind.CHAT) if f not in PARSED_HERE],
     {"provider": click.Choice(PROVIDERS)},
 )
 @click.option("--job", "name", default=None, help=option_help("name"))

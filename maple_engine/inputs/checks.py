@@ -22,7 +22,7 @@ def check_input_schema(schema: pl.Schema, spec: JobSpec) -> None:
     """Columns exist, template fields are text-like, the output format can hold every column."""
     columns = schema.names()
     validate_columns(columns, spec)
-    parts = parse_template(spec.prompt)
+    parts = parse_template(spec.template)
     check_columns(parts, columns)
     check_scalar_fields(parts, schema)
     check_output_types(schema, spec)

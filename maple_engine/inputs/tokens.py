@@ -6,6 +6,7 @@ import polars as pl
 
 from maple_engine.inputs.templates import parse_template, render_expr
 from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
+from maple_engine.providers.base import RequestKind
 from maple_engine.providers.registry import known_capabilities
 from maple_engine.spec import JobSpec
 
@@ -39,6 +40,9 @@ def system_tokens(system: str | None, provider: str) -> int:
 
 
 def prompt_tokens_expr(spec: JobSpec, provider: str) -> pl.Expr:
-    """Estimated prompt tokens of each row's request, over the input columns."""
-    user = _count(render_expr(parse_template(spec.prompt))) + MESSAGE_OVERHEAD
+    """Estimated prompt tokens of each row's request, over the input columns (an embedding's
+    are its text's: no messages, no reply)."""
+    if spec.kind == RequestKind.EMBEDDING:
+        return _count(render_expr(parse_template(spec.template)))
+    user = _count(render_expr(parse_template(spec.template))) + MESSAGE_OVERHEAD
     return user + (REPLY_PRIMING + system_tokens(spec.system, provider))

@@ -73,7 +73,7 @@ def frame_estimate(frame: pl.DataFrame, spec: JobSpec, provider: str) -> Estimat
 
 
 def _shard_columns(spec: JobSpec) -> list[str]:
-    return [CUSTOM_ID, *template_columns(parse_template(spec.prompt))]
+    return [CUSTOM_ID, *template_columns(parse_template(spec.template))]
 
 
 def estimate_shards(state: JobState, spec: JobSpec, provider: str) -> Estimate:

@@ -33,6 +33,8 @@ def request_spec(spec: JobSpec) -> RequestSpec:
         system=spec.system,
         params=dict(spec.params),
         response_schema=spec.response_schema,
+        kind=spec.kind,
+        dimensions=spec.dimensions,
     )
 
 
@@ -40,7 +42,7 @@ def prepare_block(
     block: pl.DataFrame, offset: int, spec: JobSpec, provider: Provider
 ) -> pl.DataFrame:
     """Add row id, custom id, the encoded request, its request key and its size (``_size``)."""
-    parts = parse_template(spec.prompt)
+    parts = parse_template(spec.template)
     image = pl.col(spec.image_column).cast(pl.String) if spec.image_column else None
     body = provider.body_expr(request_spec(spec), render_expr(parts), image)
     ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64)

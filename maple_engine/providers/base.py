@@ -53,7 +53,8 @@ OrphanSearch = Literal["batch-metadata", "name-labels", "create-intents", "check
 class RequestKind(enum.StrEnum):
     """What a provider's requests ask for."""
 
-    CHAT = "chat"
+    CHAT = "chat"  # one model reply per row
+    EMBEDDING = "embedding"  # one vector per row
 
 
 class Dialect(enum.StrEnum):
@@ -113,6 +114,8 @@ class RequestSpec:
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
     response_schema: dict[str, Any] | None = None
     schema_name: str = "response"
+    kind: RequestKind = RequestKind.CHAT
+    dimensions: int | None = None  # an embedding's length; None: the model's own
 
 
 @dataclasses.dataclass(frozen=True)
