@@ -2,7 +2,8 @@
 
 Every response carries the provider's rate-limit headers. ``realtime_requests`` counts every
 call, ``realtime_429`` every 429 answered (limiter or injected fault), ``requests_received``
-every body that passed the limiter, and ``requests_billed`` every 200.
+every body that passed the limiter, and ``requests_billed`` every 200 (an embeddings call: one
+per input text).
 """
 
 import time
@@ -48,7 +49,7 @@ def _account(request: Request, payload: Any, key: int, outcome: Outcome) -> None
     if outcome.status == 429:
         stats.add("realtime_429")
     if outcome.status == 200:
-        stats.bill([hash((_RT_PREFIX, key))])
+        stats.bill([hash((_RT_PREFIX, key, unit)) for unit in range(outcome.units)])
 
 
 async def _admit(request: Request) -> tuple[Any, Decision | None, Response | None]:

@@ -1,5 +1,6 @@
 """``maple enrich``: build the job's enrichment, run it in-process, print the summary."""
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -145,8 +146,13 @@ def build_enrichment(opts: EnrichOptions) -> Enrichment:
     return enrichment(source=opts.input_path, response_schema=schema, **job)
 
 
-def run_enrich(opts: EnrichOptions, emulator_url: str | None) -> int:
-    en = build_enrichment(opts)
+def run_enrich(
+    opts: EnrichOptions,
+    emulator_url: str | None,
+    declare: Callable[[EnrichOptions], Enrichment] = build_enrichment,
+) -> int:
+    """Run the job ``declare`` makes of ``opts`` (an enrichment, or ``maple embed``'s)."""
+    en = declare(opts)
     preflight(en.spec, opts.storage_root)
     settings = Settings.load(storage=opts.storage_root)
     price = PriceBook(settings.prices).price(  # an unknown model fails here, before sending
