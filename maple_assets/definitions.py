@@ -1,4 +1,5 @@
-"""The code location: the example grocery enrichment, a downstream asset, and their resources.
+"""The code location: the example grocery enrichment and embedding, a downstream asset of each,
+and their resources.
 
 The example runs on OpenAI's Batch API when ``OPENAI_API_KEY`` is set, else on the local
 emulator (start it with ``maple emulator``; ``MAPLE_EMULATOR_URL`` overrides its address). The
@@ -16,7 +17,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from maple_assets.factory import enrichment
+from maple_assets.factory import embedding, enrichment
+from maple_assets.near_duplicates import near_duplicate_pairs
 from maple_assets.wiring import maple_resources
 from maple_engine.settings import Settings
 
@@ -28,13 +30,27 @@ def grocery_catalog() -> pl.DataFrame:
     return pl.read_csv(SAMPLE_CATALOG, infer_schema=False)
 
 
+PROVIDER = "openai" if Settings.load().has_api_key("openai") else "emulator"
+
 product_attributes = enrichment(
     name="product_attributes",
     source=grocery_catalog,
     prompt="Extract the brand and the pack size from this grocery item: {title} / {description}",
     system="You are a precise catalog assistant. Answer briefly.",
     model="gpt-4o-mini",
-    provider="openai" if Settings.load().has_api_key("openai") else "emulator",
+    provider=PROVIDER,
+    team="catalog",
+    max_requests_per_batch=100,
+    poll_interval_s=10,
+)
+
+catalog_vectors = embedding(
+    name="catalog_vectors",
+    source=grocery_catalog,
+    text="{title}",
+    model="text-embedding-3-small",
+    dimensions=256,
+    provider=PROVIDER,
     team="catalog",
     max_requests_per_batch=100,
     poll_interval_s=10,
@@ -61,7 +77,19 @@ def category_report(enriched: pl.LazyFrame) -> pl.DataFrame:
     )
 
 
-ENRICHMENTS = [product_attributes]
+@dg.asset(
+    group_name="reports",
+    ins={"vectors": dg.AssetIn(key=catalog_vectors.merged_key)},
+    io_manager_key="maple_io_manager",
+    automation_condition=dg.AutomationCondition.eager(),
+    description="Pairs of catalog items whose title vectors nearly coincide (cosine similarity "
+    ">= 0.95): likely duplicate listings to merge.",
+)
+def near_duplicates(vectors: pl.LazyFrame) -> pl.DataFrame:
+    return near_duplicate_pairs(vectors.select("sku", "llm_embedding").collect(), key="sku")
+
+
+ENRICHMENTS = [product_attributes, catalog_vectors]
 
 automation = dg.AutomationConditionSensorDefinition(
     "maple_automation",
@@ -71,8 +99,14 @@ automation = dg.AutomationConditionSensorDefinition(
 )
 
 defs = dg.Definitions(
-    assets=[grocery_catalog, *product_attributes.assets, category_report],
-    asset_checks=product_attributes.checks,
-    sensors=[*product_attributes.sensors, automation],
+    assets=[
+        grocery_catalog,
+        *product_attributes.assets,
+        category_report,
+        *catalog_vectors.assets,
+        near_duplicates,
+    ],
+    asset_checks=[*product_attributes.checks, *catalog_vectors.checks],
+    sensors=[*product_attributes.sensors, *catalog_vectors.sensors, automation],
     resources=maple_resources(ENRICHMENTS),
 )
