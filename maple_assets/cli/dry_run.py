@@ -26,7 +26,7 @@ def dry_run(
         plan = estimate_job(JobState(Storage(storage), spec.name), spec, provider)
         requests = f"{plan.requests:,}"
     batch, realtime = plan.cost(price, batch=True), plan.cost(price, batch=False)
-    per_request = output_tokens_per_request(spec.params)
+    per_request = output_tokens_per_request(spec.params, spec.kind)
     rows = [
         ("job", spec.name),
         ("provider", spec.provider),
@@ -35,7 +35,11 @@ def dry_run(
         ("requests", requests),
         ("bytes", f"{plan.bytes:,}"),
         ("input tokens", f"~{plan.input_tokens:,} (estimated: about 4 characters per token)"),
-        ("output tokens", f"<= {plan.output_tokens:,} ({_output_note(spec, per_request)})"),
+        *(
+            [("output tokens", f"<= {plan.output_tokens:,} ({_output_note(spec, per_request)})")]
+            if per_request
+            else []
+        ),
         ("batch USD", f"~{batch:.6f}"),
         ("real-time USD", f"~{realtime:.6f}"),
         ("batch saves", f"~{realtime - batch:.6f} USD{percent(realtime - batch, realtime)}"),
@@ -61,6 +65,9 @@ def _not_sent(sends: SendPlan) -> str:
         parts.append(f"{sends.reused:,} answered by the response store: --no-reuse sends them")
     if sends.duplicates:
         parts.append(f"{sends.duplicates:,} repeat an identical request: answered once")
+    empty = sends.rows - sends.sent - sends.reused - sends.duplicates
+    if empty:
+        parts.append(f"{empty:,} with an empty text: never sent")
     return f" ({'; '.join(parts)})" if parts else ""
 
 

@@ -15,8 +15,11 @@ REPLY_PRIMING = 3
 MAX_TOKEN_PARAMS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
 
 
-def output_tokens_per_request(params: dict[str, Any]) -> int:
-    """The request's max output tokens when a parameter sets it, else the default estimate."""
+def output_tokens_per_request(params: dict[str, Any], kind: RequestKind = RequestKind.CHAT) -> int:
+    """The request's max output tokens when a parameter sets it, else the default estimate
+    (an embedding has none)."""
+    if kind == RequestKind.EMBEDDING:
+        return 0
     for name in MAX_TOKEN_PARAMS:
         value = params.get(name)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:

@@ -105,6 +105,9 @@ def test_an_empty_text_is_not_sent_and_says_so(tmp_path: Path) -> None:
     assert frame["llm_cost_usd"].to_list()[1:3] == [0.0, 0.0]
     assert stats["requests_billed"] == 2
     assert "empty_text" in done.stdout
+    with emulator() as server:
+        dry = run([*cmd, "--dry-run"], server)
+    assert "2 with an empty text: never sent" in dry.stdout, dry.stderr
 
 
 @pytest.mark.parametrize(
@@ -136,7 +139,7 @@ def test_an_over_long_text_is_named_in_pre_flight(tmp_path: Path) -> None:
         done = run(command(table, tmp_path), server)
         stats = server.stats()
     assert done.returncode == 2, done.stderr
-    assert "Row 1" in done.stderr and "8,192" in done.stderr
+    assert "Row 1's text to embed" in done.stderr and "input limit of 8,192" in done.stderr
     assert stats["files_uploaded"] == 0 and stats["requests_billed"] == 0
 
 
