@@ -18,7 +18,7 @@ def near_duplicate_pairs(table: pl.DataFrame, key: str, threshold: float = 0.95)
     vectors = rows.get_column(EMBEDDING_COLUMN).to_numpy().astype(np.float32, copy=False)
     if vectors.ndim != 2 or len(vectors) < 2:
         return _pairs([], [], [], keys.dtype)
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     firsts, seconds, scores = [], [], []
     for start in range(0, len(vectors), BLOCK):
         similarity = vectors[start : start + BLOCK] @ vectors.T
