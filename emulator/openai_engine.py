@@ -3,11 +3,11 @@
 import base64
 import hashlib
 import itertools
-import struct
 import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 
 from emulator.faults import FaultDrawer, body_key
@@ -247,16 +247,11 @@ def _vector(text: str, dims: int, as_base64: bool) -> list[float] | str:
     Euclidean norm (unit length) and each value rounded to 6 decimals; ``base64`` is those
     values packed as little-endian float32.
     """
-    raw = b""
-    counter = 0
-    while len(raw) < dims * 2:
-        raw += hashlib.blake2b(text.encode() + counter.to_bytes(4, "little")).digest()
-        counter += 1
-    values = [
-        (int.from_bytes(raw[i * 2 : i * 2 + 2], "little") / 32767.5) - 1.0 for i in range(dims)
-    ]
-    norm = sum(v * v for v in values) ** 0.5 or 1.0
-    values = [round(v / norm, 6) for v in values]
+    data = text.encode()
+    blocks = -(-dims * 2 // 64)  # BLAKE2b-512 gives 64 bytes a block
+    raw = b"".join(hashlib.blake2b(data + i.to_bytes(4, "little")).digest() for i in range(blocks))
+    values = np.frombuffer(raw[: dims * 2], dtype="<u2") / 32767.5 - 1.0
+    values = np.round(values / (float(np.linalg.norm(values)) or 1.0), 6)
     if as_base64:
-        return base64.b64encode(struct.pack(f"<{dims}f", *values)).decode()
-    return values
+        return base64.b64encode(values.astype("<f4").tobytes()).decode()
+    return [float(v) for v in values]
