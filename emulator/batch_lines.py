@@ -56,6 +56,8 @@ class PassResult:
     #: per failed line that ran: (index, fault class or None)
     failed: list[tuple[int, str | None]] = field(default_factory=list)
     unrun: int = 0
+    #: per successful line of several embedding inputs: (index, inputs beyond the first)
+    extra_units: list[tuple[int, int]] = field(default_factory=list)
     #: prompt tokens of every valid line (what OpenAI's enqueued-token limit counts)
     prompt_tokens: int = 0
 
@@ -285,6 +287,8 @@ class BatchPass:
             if outcome.status == 200:
                 out.add(dumps(record))
                 ok_append((index, key, outcome.prompt_tokens, outcome.completion_tokens))
+                if outcome.units > 1:
+                    result.extra_units.append((index, outcome.units - 1))
             else:
                 err.add(dumps(record))
                 failed_append((index, outcome.fault))

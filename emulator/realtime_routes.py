@@ -2,7 +2,8 @@
 
 Every response carries the provider's rate-limit headers. ``realtime_requests`` counts every
 call, ``realtime_429`` every 429 answered (limiter or injected fault), ``requests_received``
-every body that passed the limiter, and ``requests_billed`` every 200.
+every body that passed the limiter, and ``requests_billed`` every 200 (an embeddings call: one
+per input text).
 """
 
 import asyncio
@@ -54,7 +55,7 @@ def _account(request: Request, payload: Any, key: int, outcome: Outcome, family:
     if outcome.status == 429:
         stats.add("realtime_429")
     if outcome.status == 200:
-        stats.bill([hash((_RT_PREFIX, key))])
+        stats.bill([hash((_RT_PREFIX, key, unit)) for unit in range(outcome.units)])
         model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
         tokens = (outcome.prompt_tokens, outcome.completion_tokens)
         state.billing.charge(family, api_key_of(request), model, tokens, at=time.time())

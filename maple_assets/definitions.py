@@ -1,4 +1,5 @@
-"""The code location: the example grocery enrichment, a downstream asset, and their resources.
+"""The code location: the example grocery enrichment and embedding, a downstream asset of each,
+and their resources.
 
 The example runs on OpenAI's Batch API when ``OPENAI_API_KEY`` is set, else on the local
 emulator (start it with ``maple emulator``; ``MAPLE_EMULATOR_URL`` overrides its address). The
@@ -22,10 +23,11 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from maple_assets.factory import enrichment
+from maple_assets.factory import embedding, enrichment
 from maple_assets.graph.batch_stats import batch_stats_asset
 from maple_assets.graph.observed import observed_file
 from maple_assets.graph.reconcile import reconcile_asset
+from maple_assets.near_duplicates import near_duplicate_pairs
 from maple_assets.rpc import maple_job
 from maple_assets.wiring import billing_resource, maple_resources
 from maple_engine.plan.versions import input_digest
@@ -50,13 +52,27 @@ def grocery_catalog() -> dg.Output[pl.DataFrame]:
     return dg.Output(pl.read_csv(SAMPLE_CATALOG, infer_schema=False), data_version=version)
 
 
+PROVIDER = "openai" if Settings.load().has_api_key("openai") else "emulator"
+
 product_attributes = enrichment(
     name="product_attributes",
     source=grocery_catalog,
     prompt="Extract the brand and the pack size from this grocery item: {title} / {description}",
     system="You are a precise catalog assistant. Answer briefly.",
     model="gpt-4o-mini",
-    provider="openai" if Settings.load().has_api_key("openai") else "emulator",
+    provider=PROVIDER,
+    team="catalog",
+    max_requests_per_batch=100,
+    poll_interval_s=10,
+)
+
+catalog_vectors = embedding(
+    name="catalog_vectors",
+    source=grocery_catalog,
+    text="{title}",
+    model="text-embedding-3-small",
+    dimensions=256,
+    provider=PROVIDER,
     team="catalog",
     max_requests_per_batch=100,
     poll_interval_s=10,
@@ -83,7 +99,19 @@ def category_report(enriched: pl.LazyFrame) -> pl.DataFrame:
     )
 
 
-ENRICHMENTS = [product_attributes]
+@dg.asset(
+    group_name="reports",
+    ins={"vectors": dg.AssetIn(key=catalog_vectors.merged_key)},
+    io_manager_key="maple_io_manager",
+    automation_condition=dg.AutomationCondition.eager(),
+    description="Pairs of catalog items whose title vectors nearly coincide (cosine similarity "
+    ">= 0.95): likely duplicate listings to merge.",
+)
+def near_duplicates(vectors: pl.LazyFrame) -> pl.DataFrame:
+    return near_duplicate_pairs(vectors.select("sku", "llm_embedding").collect(), key="sku")
+
+
+ENRICHMENTS = [product_attributes, catalog_vectors]
 # Daily batch statistics (turnaround, tasks/s, charts) from the ledger's batch history.
 maple_batch_stats = batch_stats_asset()
 # Daily: the ledger against OpenAI's own usage and cost reports (OPENAI_ADMIN_KEY).
@@ -102,11 +130,13 @@ defs = dg.Definitions(
         grocery_catalog,
         *product_attributes.assets,
         category_report,
+        *catalog_vectors.assets,
+        near_duplicates,
         maple_batch_stats,
         maple_reconcile,
     ],
-    asset_checks=product_attributes.checks,
-    sensors=[*product_attributes.sensors, automation],
+    asset_checks=[*product_attributes.checks, *catalog_vectors.checks],
+    sensors=[*product_attributes.sensors, *catalog_vectors.sensors, automation],
     jobs=[maple_job()],  # applications run ad-hoc jobs over Dagster's GraphQL API
     resources=maple_resources(ENRICHMENTS) | {"maple_billing": billing_resource("openai")},
 )

@@ -1,4 +1,4 @@
-"""``enrichment()``: declare an enrichment job and get its partitioned asset graph.
+"""``enrichment()`` and ``embedding()``: declare a job and get its partitioned asset graph.
 
     NAME/input_shards  ->  NAME/submissions [per shard]  ->  NAME/raw_responses [per shard]
                                                                    ->  NAME/merged
@@ -30,6 +30,7 @@ from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import check_declaration
 from maple_engine.job import provider_key
 from maple_engine.policy import RetryPolicy, job_policy
+from maple_engine.providers.base import RequestKind
 from maple_engine.providers.registry import capabilities, one_of
 from maple_engine.spec import (
     DEFAULTS,
@@ -116,9 +117,9 @@ def enrichment(
     The keywords are the job options of ``maple_engine.spec.JobSpec`` (defaults and help there);
     ``params`` and ``retries`` take None for empty, ``deadline`` ("6h", seconds or a timedelta)
     fills ``deadline_s``. ``poll_interval_s`` is the sensor's minimum interval."""
-    validate_name(name)
-    queue_options = check_queue_options(max_enqueued_tokens, priority, deadline)
-    spec = build_spec(
+    return _declare(
+        source,
+        poll_interval_s,
         name=name,
         prompt=prompt,
         model=model,
@@ -126,7 +127,6 @@ def enrichment(
         team=team,
         system=system,
         params=dict(params or {}),
-        source=source if isinstance(source, str) else None,
         output=output,
         max_requests_per_batch=max_requests_per_batch,
         max_batch_bytes=max_batch_bytes,
@@ -141,14 +141,86 @@ def enrichment(
         reuse=reuse,
         stall_percentile=stall_percentile,
         cache=cache,
-        **queue_options,
+        max_enqueued_tokens=max_enqueued_tokens,
+        priority=priority,
+        deadline=deadline,
+    )
+
+
+def embedding(
+    name: str,
+    source: "str | dg.AssetsDefinition | dg.AssetKey | dg.SourceAsset",
+    text: str,
+    model: str,
+    *,
+    dimensions: int | None = DEFAULTS.dimensions,
+    provider: str = DEFAULTS.provider,
+    team: str = DEFAULTS.team,
+    params: dict[str, Any] | None = None,
+    max_requests_per_batch: int = DEFAULTS.max_requests_per_batch,
+    max_batch_bytes: int = DEFAULTS.max_batch_bytes,
+    output: str | None = DEFAULTS.output,
+    retries: dict[str, int] | None = None,
+    budget_usd: float | None = DEFAULTS.budget_usd,
+    allow_untracked_cost: bool = DEFAULTS.allow_untracked_cost,
+    max_failed_share: float = DEFAULTS.max_failed_share,
+    error_failed_share: float = DEFAULTS.error_failed_share,
+    poll_interval_s: int = 30,
+    reuse: bool = DEFAULTS.reuse,
+    max_enqueued_tokens: int | None = DEFAULTS.max_enqueued_tokens,
+    priority: int = DEFAULTS.priority,
+    deadline: "str | float | timedelta | None" = DEFAULTS.deadline_s,
+    stall_percentile: float = DEFAULTS.stall_percentile,
+) -> Enrichment:
+    """Declare an embedding: one vector per row of ``source`` (``llm_embedding``, Parquet).
+
+    The same four-stage asset graph, sensor and checks as ``enrichment()``; ``text`` is a
+    template over the columns like a prompt, ``dimensions`` the vectors' length (models that
+    can shorten theirs). The other keywords are ``enrichment()``'s."""
+    return _declare(
+        source,
+        poll_interval_s,
+        name=name,
+        kind=RequestKind.EMBEDDING,
+        text=text,
+        dimensions=dimensions,
+        model=model,
+        provider=provider,
+        team=team,
+        params=dict(params or {}),
+        output=output,
+        max_requests_per_batch=max_requests_per_batch,
+        max_batch_bytes=max_batch_bytes,
+        retries=dict(retries or {}),
+        budget_usd=budget_usd,
+        allow_untracked_cost=allow_untracked_cost,
+        max_failed_share=max_failed_share,
+        error_failed_share=error_failed_share,
+        reuse=reuse,
+        max_enqueued_tokens=max_enqueued_tokens,
+        priority=priority,
+        deadline=deadline,
+        stall_percentile=stall_percentile,
+    )
+
+
+def _declare(source: Any, poll_interval_s: int, **options: Any) -> Enrichment:
+    """A job's spec from its options, checked, and its asset graph, sensor and checks."""
+    validate_name(options["name"])
+    deadline = options.pop("deadline")
+    queue_options = check_queue_options(
+        options.pop("max_enqueued_tokens"), options.pop("priority"), deadline
+    )
+    spec = build_spec(
+        source=source if isinstance(source, str) else None, **options, **queue_options
     )
     validate_paths(spec)
     check_declaration(spec)
     check_deadline(spec)
     policy = job_policy(spec.retries, spec.params, spec.check_images)
+    name = spec.name
     pdef = shard_partitions(dagster_name(name))
-    keys = _resource_keys(provider)
+    keys = _resource_keys(spec.provider)
     observed = (
         [observed_file(asset_key(name, "input_file"), source, dagster_name(name))]
         if isinstance(source, str)

@@ -1,14 +1,15 @@
-"""The definition of one enrichment job, and the checks it must pass before anything is sent."""
+"""The definition of one job (an enrichment or an embedding), and the checks it must pass
+before anything is sent."""
 
 import hashlib
 import os
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from maple_engine.errors import ConfigError
-from maple_engine.providers.base import BATCH_FILE_LIMITS
+from maple_engine.providers.base import BATCH_FILE_LIMITS, RequestKind
 from maple_engine.providers.registry import DEFAULT_PROVIDER
 from maple_engine.storage.storage import is_remote
 
@@ -33,7 +34,15 @@ OUTPUT_COLUMNS = (
     "llm_model",
     "llm_batch_id",
     "llm_reused",
+    "llm_embedding",
 )
+EMBEDDING_COLUMN = "llm_embedding"
+
+# The job options only one request kind takes; every other option is common to both.
+KIND_ONLY = {
+    RequestKind.CHAT: ("prompt", "system", "response_schema", "image_column", "check_images"),
+    RequestKind.EMBEDDING: ("text", "dimensions"),
+}
 
 MAX_JOB_NAME = 100  # bytes: a file name component on every store, with room for suffixes
 
@@ -48,22 +57,48 @@ class JobSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(description="Job name; rerun with the same name to resume.")
-    prompt: str = Field(
+    kind: RequestKind = Field(
+        default=RequestKind.CHAT,
+        description="What each row's request asks for: a reply (chat) or a vector (embedding).",
+    )
+    prompt: str | None = Field(
+        default=None,
         description="Prompt template with {column} placeholders ({column:json} for list/struct "
-        "columns, {{ }} for braces)."
+        "columns, {{ }} for braces).",
+    )
+    text: str | None = Field(
+        default=None,
+        description="Template of the text to embed, with {column} placeholders as in --prompt.",
+    )
+    dimensions: int | None = Field(
+        default=None,
+        ge=1,
+        description="Length of each vector (models that can shorten theirs); default: the model's.",
     )
     model: str = Field(description="Model name, e.g. gpt-4o-mini.")
 
-    @field_validator("prompt")
-    @classmethod
-    def _prompt_says_something(cls, prompt: str) -> str:
-        """A blank template (an unset shell variable, say) would be sent, and paid, per row."""
-        if not prompt.strip():
+    @model_validator(mode="after")
+    def _template_fits_the_kind(self) -> "JobSpec":
+        """A chat job has a prompt, an embedding a text; a blank template (an unset shell
+        variable, say) would be sent, and paid, per row."""
+        field = "prompt" if self.kind == RequestKind.CHAT else "text"
+        job = "a chat job" if self.kind == RequestKind.CHAT else "an embedding job"
+        if getattr(self, field) is None:
+            raise ValueError(f"{job} needs a {field} template")
+        if not str(getattr(self, field)).strip():
             raise ValueError(
-                "the prompt template is empty (an unset shell variable?): give it text and "
+                f"the {field} template is empty (an unset shell variable?): give it text and "
                 "{column} placeholders"
             )
-        return prompt
+        other = [f for f in KIND_ONLY[_other(self.kind)] if getattr(self, f) != _default(f)]
+        if other:
+            raise ValueError(f"{', '.join(other)} do(es) not apply to {job}")
+        return self
+
+    @property
+    def template(self) -> str:
+        """The template rendered per row: the prompt, or the text to embed."""
+        return str(self.prompt if self.kind == RequestKind.CHAT else self.text)
 
     provider: str = Field(default=DEFAULT_PROVIDER, description="Provider that runs the requests.")
     team: str = Field(default="default", description="Team the cost is booked to.")
@@ -163,7 +198,7 @@ class JobSpec(BaseModel):
 
     def fingerprint(self) -> str:
         """Hash of the fields that change what is sent (not output path, budget or retries)."""
-        keys = (
+        keys: tuple[str, ...] = (
             "prompt",
             "model",
             "provider",
@@ -175,6 +210,8 @@ class JobSpec(BaseModel):
             "max_requests_per_batch",
             "max_batch_bytes",
         )
+        if self.kind != RequestKind.CHAT:  # a chat job's fingerprint stays what it was
+            keys = (*keys, "kind", "text", "dimensions")
         fields = {k: getattr(self, k) for k in keys}
         if self.cache != "auto":  # only then: jobs from before --cache keep their versions
             fields["cache"] = self.cache
@@ -203,6 +240,19 @@ class JobSpec(BaseModel):
 DEFAULTS = JobSpec.model_construct()
 
 
+def _other(kind: RequestKind) -> RequestKind:
+    return RequestKind.EMBEDDING if kind == RequestKind.CHAT else RequestKind.CHAT
+
+
+def _default(field: str) -> Any:
+    return getattr(DEFAULTS, field)
+
+
+def job_options(kind: RequestKind) -> list[str]:
+    """The job options a job of ``kind`` takes (``kind`` itself is the command's)."""
+    return [f for f in JobSpec.model_fields if f != "kind" and f not in KIND_ONLY[_other(kind)]]
+
+
 def option_help(field: str) -> str:
     """The help text of one job option."""
     return JobSpec.model_fields[field].description or ""
@@ -214,6 +264,9 @@ def build_spec(**fields: Any) -> JobSpec:
         return JobSpec(**fields)
     except ValidationError as exc:
         error = exc.errors()[0]
+        if not error["loc"]:  # a rule over several fields: its message names them
+            message = str(error["msg"]).removeprefix("Value error, ")
+            raise ConfigError(f"{message}.") from None
         field = ".".join(str(part) for part in error["loc"])
         value = error.get("input")
         raise ConfigError(f"{field}={value!r}: {error['msg']}.") from None

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from maple_assets.api.errors import INTERRUPTED_MESSAGE, is_interrupt
 from maple_assets.api.result import Result, job_result, recorded_batches
 from maple_assets.api.runner import Runner, instance_for
-from maple_assets.factory import Enrichment, enrichment, schema_dict
+from maple_assets.factory import Enrichment, embedding, enrichment, schema_dict
 from maple_assets.wiring import env_var_keys, settings_provider, wire_resources
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import preflight
@@ -22,6 +22,7 @@ from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.plan.cache_layout import check_cache_price
+from maple_engine.providers.base import RequestKind
 from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities
 from maple_engine.settings import Settings
 from maple_engine.spec import MAX_JOB_NAME, build_spec
@@ -156,6 +157,31 @@ def build_enrichment(opts: EnrichOptions) -> Enrichment:
     return enrichment(source=opts.input_path, response_schema=schema, **job)
 
 
+def default_embedding_output(source: str) -> str:
+    """``INPUT_embedded.parquet`` beside the input (vectors need Parquet, whatever the input)."""
+    stem, dot, _ = source.split("?", 1)[0].rpartition(".")
+    return f"{stem if dot else source}_embedded.parquet"
+
+
+def build_embedding(opts: EnrichOptions) -> Enrichment:
+    """The job's embedding (``maple embed``): the options as given, names filled in."""
+    job = dict(opts.job)
+    job.pop("kind")
+    job |= {
+        "name": job_name(opts, None),
+        "output": job["output"] or default_embedding_output(opts.input_path),
+        "deadline": job.pop("deadline_s"),
+    }
+    return embedding(source=opts.input_path, **job)
+
+
+def declare(opts: EnrichOptions) -> Enrichment:
+    """The job's asset graph: an embedding when its kind says so, else an enrichment."""
+    if opts.job.get("kind") == RequestKind.EMBEDDING:
+        return build_embedding(opts)
+    return build_enrichment(opts)
+
+
 @contextlib.contextmanager
 def emulator_url(opts: EnrichOptions, settings: Settings) -> Iterator[str | None]:
     """The emulator's URL for a provider that runs on it: MAPLE_EMULATOR_URL, or one started
@@ -199,7 +225,7 @@ class Ready:
 def prepare(opts: EnrichOptions, emulator: str | None) -> Ready:
     """Check the template, schema, parameters, name, input, output, locations, price, and the
     provider's credentials and endpoint (one cheap call): every usage error surfaces here."""
-    en = build_enrichment(opts)
+    en = declare(opts)
     preflight(en.spec, opts.storage_root)
     settings = Settings.load(storage=opts.storage_root)
     price = PriceBook(settings.prices).price(  # an unknown model fails here, before sending

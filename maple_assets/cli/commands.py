@@ -1,8 +1,9 @@
-"""The ``maple`` command line: enrich, status, cancel, costs, emulator."""
+"""The ``maple`` command line: enrich, embed, status, cancel, costs, emulator."""
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
@@ -17,9 +18,10 @@ from maple_assets.graph.assets import InputShardsConfig
 from maple_engine.errors import ConfigError
 from maple_engine.memory import tune_allocator
 from maple_engine.policy import parse_retry_options
-from maple_engine.providers.registry import PROVIDERS
+from maple_engine.providers.base import RequestKind
+from maple_engine.providers.registry import names
 from maple_engine.settings import Settings
-from maple_engine.spec import JobSpec, file_format, option_help
+from maple_engine.spec import JobSpec, file_format, job_options, option_help
 from maple_engine.submit.deadline import parse_duration
 
 
@@ -49,7 +51,47 @@ def main() -> None:
 
 # Job options with a parsing of their own, written here (their help is the field's; a test
 # holds them to ``JobSpec``); every other ``JobSpec`` field is generated.
-PARSED_HERE = ("name", "prompt", "source", "params", "response_schema", "retries", "deadline_s")
+PARSED_HERE = (
+    "name",
+    "prompt",
+    "text",
+    "source",
+    "params",
+    "response_schema",
+    "retries",
+    "deadline_s",
+)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def job_flags(kind: RequestKind) -> Callable[[F], F]:
+    """The options every job command takes: the job options of ``kind`` and the command's."""
+    decorators = [
+        model_options(
+            JobSpec,
+            [f for f in job_options(kind) if f not in PARSED_HERE],
+            {"provider": click.Choice(names(lambda c: kind in c.kinds))},
+        ),
+        click.option("--job", "name", default=None, help=option_help("name")),
+        click.option("--param", "params", multiple=True, help=option_help("params")),
+        click.option("--retry", "retries", multiple=True, help=option_help("retries")),
+        click.option(
+            "--deadline",
+            "deadline_s",
+            default=None,
+            metavar="DURATION",
+            help=option_help("deadline_s"),
+        ),
+        model_options(InputShardsConfig, ["retry_failed"]),
+        model_options(CommandOptions),
+    ]
+
+    def decorate(command: F) -> F:
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+
+    return decorate
 
 
 @main.command("enrich")
@@ -60,25 +102,13 @@ PARSED_HERE = ("name", "prompt", "source", "params", "response_schema", "retries
     type=click.Path(exists=True, dir_okay=False),
     help="Read the template from a file.",
 )
-@model_options(
-    JobSpec,
-    [f for f in JobSpec.model_fields if f not in PARSED_HERE],
-    {"provider": click.Choice(PROVIDERS)},
-)
-@click.option("--job", "name", default=None, help=option_help("name"))
-@click.option("--param", "params", multiple=True, help=option_help("params"))
 @click.option(
     "--response-schema",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
     help=option_help("response_schema"),
 )
-@click.option("--retry", "retries", multiple=True, help=option_help("retries"))
-@click.option(
-    "--deadline", "deadline_s", default=None, metavar="DURATION", help=option_help("deadline_s")
-)
-@model_options(InputShardsConfig, ["retry_failed"])
-@model_options(CommandOptions)
+@job_flags(RequestKind.CHAT)
 def enrich_command(
     input_path: str, prompt: str | None, prompt_file: str | None, **options: Any
 ) -> None:
@@ -88,37 +118,60 @@ def enrich_command(
     stopped early (budget, quota, cancel, max age); 2 usage or validation error (nothing was
     uploaded); 1 anything unexpected; 130 interrupted (rerun the same command to resume).
     """
+    if (prompt is None) == (prompt_file is None):
+        raise click.UsageError("Give exactly one of --prompt or --prompt-file.")
+    run_job(input_path, options, lambda: {"prompt": prompt_of(prompt, prompt_file)})
+
+
+@main.command("embed")
+@click.argument("input_path", metavar="INPUT")
+@click.option("--text", required=True, metavar="TEMPLATE", help=option_help("text"))
+@job_flags(RequestKind.EMBEDDING)
+def embed_command(input_path: str, text: str, **options: Any) -> None:
+    """Embed INPUT (CSV or Parquet, local or s3://): one vector per row, in llm_embedding
+    (Parquet output). Rows whose text is empty are not sent (llm_failure_class empty_text).
+
+    Exit codes: as for maple enrich.
+    """
+    run_job(input_path, options, lambda: {"kind": RequestKind.EMBEDDING, "text": text})
+
+
+def run_job(
+    input_path: str, options: dict[str, Any], templates: Callable[[], dict[str, Any]]
+) -> None:
+    """Run one job command: check the input, start the emulator if asked, drive the job."""
     from maple_assets.api.driver import EnrichOptions
     from maple_assets.cli.enrich import run_enrich
     from maple_assets.cli.errors import quiet_interrupts, reported
 
-    if (prompt is None) == (prompt_file is None):
-        raise click.UsageError("Give exactly one of --prompt or --prompt-file.")
     debug = bool(options.get("debug"))
     with quiet_interrupts(debug), reported(debug):
-        template = prompt if prompt is not None else read_prompt_file(str(prompt_file))
+        given = templates()
         file_format(input_path)
         settings = Settings.load(storage=options["storage"])
         job = {f: options.pop(f) for f in JobSpec.model_fields if f in options}
         opts = EnrichOptions(
             input_path=input_path,
-            job=job | parsed_job_options(job, template),
+            job=job | parsed_job_options(job) | given,
             storage_root=settings.storage_root,
             **options,
         )
-        code = run_enrich(opts, settings)
+        code = run_enrich(opts, settings)  # an embedding when ``given`` says so (its kind)
     sys.exit(code)
 
 
-def parsed_job_options(job: dict[str, Any], prompt: str) -> dict[str, Any]:
+def parsed_job_options(job: dict[str, Any]) -> dict[str, Any]:
     """The options of ``PARSED_HERE`` as ``JobSpec`` values (the schema stays a path)."""
     deadline = job["deadline_s"]
     return {
-        "prompt": prompt,
         "params": parse_params(job["params"]),
         "retries": parse_retry_options(list(job["retries"])),
         "deadline_s": parse_duration(deadline, "--deadline") if deadline else None,
     }
+
+
+def prompt_of(prompt: str | None, prompt_file: str | None) -> str:
+    return prompt if prompt is not None else read_prompt_file(str(prompt_file))
 
 
 def read_prompt_file(path: str) -> str:

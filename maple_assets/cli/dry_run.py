@@ -29,7 +29,7 @@ def dry_run(
     layout = cache_layout(spec)
     cache = layout.expected_usage(plan.requests, plan.shards)
     batch, realtime = plan.cost(price, True, cache), plan.cost(price, False, cache)
-    per_request = output_tokens_per_request(spec.params)
+    per_request = output_tokens_per_request(spec.params, spec.kind)
     rows = [
         ("job", spec.name),
         ("provider", spec.provider),
@@ -38,7 +38,11 @@ def dry_run(
         ("requests", requests),
         ("bytes", f"{plan.bytes:,}"),
         ("input tokens", f"~{plan.input_tokens:,} (estimated: about 4 characters per token)"),
-        ("output tokens", f"<= {plan.output_tokens:,} ({_output_note(spec, per_request)})"),
+        *(
+            [("output tokens", f"<= {plan.output_tokens:,} ({_output_note(spec, per_request)})")]
+            if per_request
+            else []
+        ),
         ("prompt cache", layout.describe()),
         (
             "cached tokens",
@@ -70,6 +74,9 @@ def _not_sent(sends: SendPlan) -> str:
         parts.append(f"{sends.reused:,} answered by the response store: --no-reuse sends them")
     if sends.duplicates:
         parts.append(f"{sends.duplicates:,} repeat an identical request: answered once")
+    empty = sends.rows - sends.sent - sends.reused - sends.duplicates
+    if empty:
+        parts.append(f"{empty:,} with an empty text: never sent")
     return f" ({'; '.join(parts)})" if parts else ""
 
 

@@ -213,6 +213,10 @@ def add_summary(total: dict[str, Any], info: dict[str, Any]) -> None:
 NOT_SENT = "not_sent"
 """Failure class of rows never sent: the job stopped (budget, quota, cancel, age) first."""
 
+EMPTY_TEXT = "empty_text"
+"""Failure class of an embedding's row whose text is empty: never sent, nothing billed."""
+EMPTY_TEXT_ERROR = "the text to embed is empty: not sent (nothing billed)"
+
 
 def unsent_responses(rows: pl.DataFrame, reason: str, cls: str = NOT_SENT) -> pl.DataFrame:
     """Responses for a shard that was never submitted: each row failed, unbilled, 0 attempts."""

@@ -10,7 +10,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from maple_engine.spec import CUSTOM_ID, INTERNAL_COLUMNS, ROW_ID, file_format
+from maple_engine.errors import ConfigError
+from maple_engine.spec import CUSTOM_ID, EMBEDDING_COLUMN, INTERNAL_COLUMNS, ROW_ID, file_format
 from maple_engine.storage.s3 import S3Settings
 from maple_engine.storage.storage import atomic_write, filesystem_for, is_remote
 
@@ -32,9 +33,16 @@ CACHE_COLUMNS = {
 }
 
 
-def llm_columns(responses: pl.DataFrame, model: str, structured: bool) -> list[pl.Expr]:
+def llm_columns(
+    responses: pl.DataFrame, model: str, structured: bool, vector_length: int | None = None
+) -> list[pl.Expr]:
+    """The ``llm_*`` columns: a reply (``llm_response``, maybe ``llm_parsed``) and its output
+    tokens, or with ``vector_length`` the ``llm_embedding`` vector; then the per-row facts."""
     ok = pl.col("status") == "succeeded"
-    columns = [pl.when(ok).then(pl.col("response")).otherwise(None).alias("llm_response")]
+    if vector_length is not None:
+        columns = [embedding_expr(ok, vector_length)]
+    else:
+        columns = [pl.when(ok).then(pl.col("response")).otherwise(None).alias("llm_response")]
     if structured:
         columns.append(pl.col("parsed").alias("llm_parsed"))
     columns += [
@@ -47,15 +55,15 @@ def llm_columns(responses: pl.DataFrame, model: str, structured: bool) -> list[p
         .otherwise(None)
         .cast(pl.Int64)
         .alias("llm_input_tokens"),
-        pl.when(ok)
-        .then(pl.col("output_tokens"))
-        .otherwise(None)
-        .cast(pl.Int64)
-        .alias("llm_output_tokens"),
-        *(
+    ]
+    if vector_length is None:  # a reply's output tokens, and the prompt cache's share
+        output = pl.when(ok).then(pl.col("output_tokens")).otherwise(None).cast(pl.Int64)
+        columns.append(output.alias("llm_output_tokens"))
+        columns += [
             pl.when(ok).then(pl.col(tokens)).otherwise(None).cast(pl.Int64).alias(column)
             for tokens, column in CACHE_COLUMNS.items()
-        ),
+        ]
+    columns += [
         pl.col("cost_usd").cast(pl.Float64).alias("llm_cost_usd"),
         pl.lit(model, pl.String).alias("llm_model"),
         pl.col("batch_id").cast(pl.String).alias("llm_batch_id"),
@@ -64,15 +72,52 @@ def llm_columns(responses: pl.DataFrame, model: str, structured: bool) -> list[p
     return columns
 
 
+def embedding_expr(ok: pl.Expr, length: int) -> pl.Expr:
+    """``llm_embedding``: the base64 float32 response as Arrow ``fixed_size_list<float32>``."""
+    raw = pl.when(ok).then(pl.col("response")).otherwise(None).str.decode("base64")
+    vector = raw.bin.reinterpret(dtype=pl.Array(pl.Float32, length), endianness="little")
+    return vector.alias(EMBEDDING_COLUMN)
+
+
+def check_vector_lengths(responses: pl.DataFrame, length: int) -> None:
+    """Every vector has ``length`` float32 values (one model, one dimension per job)."""
+    encoded = 4 * -(-length * 4 // 3)  # base64 of length * 4 bytes (no decoding needed)
+    ok = responses.filter(pl.col("status") == "succeeded")
+    wrong = ok.filter(pl.col("response").str.len_bytes() != encoded)
+    if wrong.height:
+        row = wrong.row(0, named=True)
+        size = vector_length(wrong.head(1))
+        raise ConfigError(
+            f"Row {row[ROW_ID]}'s embedding has {size} values where the job's others have {length} "
+            f"({wrong.height} such row(s) in this shard): rerun with --dimensions {length} "
+            "(or --no-reuse) so that every row is embedded alike."
+        )
+
+
+def vector_length(responses: pl.DataFrame) -> int | None:
+    """The length of the first vector among ``responses``, None when none succeeded."""
+    ok = responses.filter(pl.col("status") == "succeeded").head(1)
+    if ok.is_empty():
+        return None
+    return int(ok.select(pl.col("response").str.decode("base64").bin.size()).item()) // 4
+
+
 def merge_shard(
-    shard: pl.DataFrame, responses: pl.DataFrame, model: str, parsed: pl.DataType | None
+    shard: pl.DataFrame,
+    responses: pl.DataFrame,
+    model: str,
+    parsed: pl.DataType | None,
+    vector: int | None = None,
 ) -> pl.DataFrame:
-    """Join one shard's input rows with its responses, in input order."""
+    """Join one shard's input rows with its responses, in input order (``vector``: an
+    embedding's length)."""
     inputs = [c for c in shard.columns if c not in INTERNAL_COLUMNS]
+    if vector is not None:
+        check_vector_lengths(responses, vector)
     joined = shard.select([*inputs, ROW_ID]).join(
         responses.drop(CUSTOM_ID, strict=False), on=ROW_ID, how="left", maintain_order="left"
     )
-    merged = joined.select(*inputs, *llm_columns(joined, model, parsed is not None))
+    merged = joined.select(*inputs, *llm_columns(joined, model, parsed is not None, vector))
     if parsed is not None:
         decoded = pl.col("llm_parsed").str.json_decode(parsed)
         ok = pl.col("llm_status") == "succeeded"  # a failed row's llm_parsed is null, not {null}

@@ -96,7 +96,7 @@ def cache_layout(spec: JobSpec) -> CacheLayout:
     caching = capabilities(spec.provider).caching
     system = spec.system or ""
     prefix = estimate_tokens(system) + MESSAGE_FRAMING if system.strip() else 0
-    parts = parse_template(spec.prompt)
+    parts = parse_template(spec.template)
     head = parts[0] if parts and isinstance(parts[0], str) else ""
     return CacheLayout(
         caching=caching,

@@ -33,7 +33,7 @@ from maple_engine.inputs.tokens import (
 )
 from maple_engine.ledger.pricing import ModelPrice, TokenUsage, cost_usd
 from maple_engine.plan.dry_plan import TOKENS, SendPlan, plan_sends
-from maple_engine.plan.sharding import checked_blocks
+from maple_engine.plan.sharding import checked_blocks, with_text
 from maple_engine.plan.shards import ShardCutter
 from maple_engine.providers.base import Provider
 from maple_engine.spec import CUSTOM_ID, JobSpec
@@ -76,12 +76,12 @@ def frame_estimate(frame: pl.DataFrame, spec: JobSpec, provider: str) -> Estimat
     if frame.height == 0:
         return Estimate()
     tokens = frame.select(prompt_tokens_expr(spec, provider).sum()).item()
-    output = output_tokens_per_request(spec.params) * frame.height
+    output = output_tokens_per_request(spec.params, spec.kind) * frame.height
     return Estimate(frame.height, int(tokens), output)
 
 
 def _shard_columns(spec: JobSpec) -> list[str]:
-    return [CUSTOM_ID, *template_columns(parse_template(spec.prompt))]
+    return [CUSTOM_ID, *template_columns(parse_template(spec.template))]
 
 
 def estimate_shards(state: JobState, spec: JobSpec, provider: str) -> Estimate:
@@ -136,7 +136,7 @@ def estimate_input(spec: JobSpec, provider: Provider, blocks: Iterator[pl.DataFr
     """Estimate straight from the input, streaming: the same shard plan the job would cut
     (by request count and encoded bytes), without writing anything."""
     cutter = _cutter(spec, provider)
-    per_request = output_tokens_per_request(spec.params)
+    per_request = output_tokens_per_request(spec.params, spec.kind)
     total = Estimate()
     for rows in _prepared(spec, provider, blocks, cutter):
         tokens, size = rows.select(pl.col(TOKENS).sum(), pl.col("_size").sum()).row(0)
@@ -153,8 +153,15 @@ def estimate_sends(
         raise ConfigError(f"Job {spec.name!r} has no input path to estimate from.")
     cutter = _cutter(spec, provider)
     rows = _prepared(spec, provider, iter_blocks(spec.source, s3=storage.s3), cutter)
-    plan = plan_sends(storage, spec.name, rows, reuse=spec.reuse, retry_failed=retry_failed)
-    output = output_tokens_per_request(spec.params) * plan.sent
+    plan = plan_sends(
+        storage,
+        spec.name,
+        rows,
+        reuse=spec.reuse,
+        retry_failed=retry_failed,
+        sendable=lambda block: with_text(block, spec),
+    )
+    output = output_tokens_per_request(spec.params, spec.kind) * plan.sent
     estimate = Estimate(plan.sent, plan.input_tokens, output, _shards(cutter), plan.bytes)
     return estimate, plan
 

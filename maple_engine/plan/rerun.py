@@ -9,7 +9,7 @@ from typing import Any
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
-from maple_engine.plan.sharding import ShardInfo, write_shards
+from maple_engine.plan.sharding import ShardInfo, with_text, write_shards
 from maple_engine.plan.versions import KeySpill, Version, VersionPlan, attempt_one, input_digest
 from maple_engine.plan.versions import plan_version as plan_rows
 from maple_engine.state import ShardSummary
@@ -108,7 +108,7 @@ def _cut(job: Job, version: Version, source: Any) -> tuple[list[ShardInfo], Vers
             iter_blocks(source, s3=storage.s3),
             job.provider,
             key_for=version.shard_key,
-            on_block=spill.add,
+            on_block=lambda block: spill.add(with_text(block, job.spec)),
         )
     rows = shards[-1].last_row + 1
     counts, send = plan_rows(storage, name, version, rows)

@@ -64,7 +64,8 @@ OrphanSearch = Literal["batch-metadata", "name-labels", "create-intents", "check
 class RequestKind(enum.StrEnum):
     """What a provider's requests ask for."""
 
-    CHAT = "chat"
+    CHAT = "chat"  # one model reply per row
+    EMBEDDING = "embedding"  # one vector per row
 
 
 class Dialect(enum.StrEnum):
@@ -185,6 +186,8 @@ class RequestSpec:
     schema_name: str = "response"
     cache: bool = False  # send the provider's cache hints on the shared prefix (--cache auto)
     cache_key: str | None = None  # names the cache the job's requests share (one per version)
+    kind: RequestKind = RequestKind.CHAT
+    dimensions: int | None = None  # an embedding's length; None: the model's own
 
 
 @dataclasses.dataclass(frozen=True)

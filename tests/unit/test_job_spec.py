@@ -17,7 +17,8 @@ from maple_assets.factory import enrichment
 from maple_assets.graph.assets import InputShardsConfig
 from maple_engine.errors import ConfigError
 from maple_engine.policy import parse_retry_options
-from maple_engine.spec import DEFAULTS, JobSpec, option_help
+from maple_engine.providers.base import RequestKind
+from maple_engine.spec import DEFAULTS, JobSpec, job_options, option_help
 from maple_engine.submit.deadline import parse_duration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +71,10 @@ def test_every_flag_is_still_there() -> None:
     assert all(flag in help_text for flag in FLAGS)
 
 
-@pytest.mark.parametrize("field", sorted(set(JobSpec.model_fields) - {"source"}))
+CHAT_OPTIONS = job_options(RequestKind.CHAT)
+
+
+@pytest.mark.parametrize("field", sorted(set(CHAT_OPTIONS) - {"source"}))
 def test_each_job_option_is_a_flag_with_the_fields_default_and_help(field: str) -> None:
     info = JobSpec.model_fields[field]
     flag = PARSED.get(field) or flag_name(field, info)
@@ -92,7 +96,8 @@ def test_the_input_argument_is_the_source() -> None:
 
 
 @pytest.mark.parametrize(
-    "field", [f for f, i in JobSpec.model_fields.items() if i.metadata and f not in PARSED]
+    "field",
+    [f for f in CHAT_OPTIONS if JobSpec.model_fields[f].metadata and f not in PARSED],
 )
 def test_bounds_are_the_fields(field: str) -> None:
     option = cli_options()[flag_name(field, JobSpec.model_fields[field])]
@@ -106,9 +111,9 @@ def test_enrichment_keywords_are_the_job_options() -> None:
     for name in NOT_JOB_OPTIONS:
         keywords.pop(name)
     fields = {KEYWORD_FIELDS.get(k, k): p.default for k, p in keywords.items()}
-    assert set(fields) == set(JobSpec.model_fields)
+    assert set(fields) == set(CHAT_OPTIONS)
     for field, default in fields.items():
-        if JobSpec.model_fields[field].is_required():
+        if JobSpec.model_fields[field].is_required() or field == "prompt":
             assert default is inspect.Parameter.empty, field
         elif field != "source":
             assert (default or type(getattr(DEFAULTS, field))()) == getattr(DEFAULTS, field)
@@ -152,3 +157,28 @@ def test_provider_file_limits_are_spelled_once() -> None:
 def test_out_of_bounds_values_are_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"max_batch_bytes=0: .*greater than or equal to 1"):
         enrichment("j", "in.csv", "{t}", "gpt-4o-mini", max_batch_bytes=0)
+
+
+def test_a_job_kind_takes_its_own_template_and_options() -> None:
+    from maple_engine.spec import build_spec
+
+    embed = build_spec(name="e", kind="embedding", text="{title}", model="m", dimensions=8)
+    assert embed.template == "{title}" and embed.kind == RequestKind.EMBEDDING
+    chat = build_spec(name="e", prompt="{title}", model="m")
+    assert chat.fingerprint() != build_spec(name="e", prompt="{title}", model="m2").fingerprint()
+    refused = {
+        "an embedding job needs a text template": {"kind": "embedding"},
+        "the text template is empty": {"kind": "embedding", "text": " "},
+        "prompt do(es) not apply to an embedding job": {
+            "kind": "embedding",
+            "text": "{t}",
+            "prompt": "{t}",
+        },
+        "dimensions do(es) not apply to a chat job": {"prompt": "{t}", "dimensions": 8},
+        "a chat job needs a prompt template": {},
+    }
+    for message, fields in refused.items():
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            build_spec(name="e", model="m", **fields)
+    assert "dimensions" in job_options(RequestKind.EMBEDDING)
+    assert "prompt" not in job_options(RequestKind.EMBEDDING)

@@ -17,6 +17,7 @@ from maple_engine.providers.base import (
     ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
+    RequestKind,
     RequestSpec,
     ShardPayload,
     Submission,
@@ -41,6 +42,7 @@ CAPABILITIES = ProviderCapabilities(
     limits=BATCH_FILE_LIMITS,
     dialect=Dialect.OPENAI,
     price_families=("openai",),
+    kinds=frozenset({RequestKind.CHAT, RequestKind.EMBEDDING}),
     queue="enqueued-tokens",
     orphans="batch-metadata",
     realtime_twin="openai-realtime",
@@ -65,7 +67,10 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
         default=None,
         description="API base URL ending in /v1; default: OpenAI's.",
     )
-    endpoint: str = Field(default="/v1/chat/completions", description="Batch endpoint.")
+    endpoint: str = Field(default="/v1/chat/completions", description="Batch endpoint (chat).")
+    embeddings_endpoint: str = Field(
+        default="/v1/embeddings", description="Batch endpoint of embedding jobs."
+    )
     completion_window: str = Field(default="24h", description="Batch completion window.")
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
     max_retries: int = Field(default=6, description="Retries of a control call on 429/5xx.")
@@ -96,16 +101,21 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
 
     # -- encoding ---------------------------------------------------------------------------
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return wire.chat_body_expr(spec, user, image)
+        return wire.body_expr(spec, user, image)
 
-    def _line_prefix(self) -> tuple[str, str]:
-        return '{"custom_id":', ',"method":"POST","url":' + json_literal(self.endpoint) + ',"body":'
+    def _endpoint(self, requests: pl.DataFrame | None) -> str:
+        embeds = requests is not None and wire.path_of(requests) == wire.EMBEDDINGS_PATH
+        return self.embeddings_endpoint if embeds else self.endpoint
+
+    def _line_prefix(self, endpoint: str) -> tuple[str, str]:
+        return '{"custom_id":', ',"method":"POST","url":' + json_literal(endpoint) + ',"body":'
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
-        return wrapped_bytes_expr(custom_id, request, *self._line_prefix())
+        """Sized with the chat endpoint, the longer of the two (a bound for embeddings)."""
+        return wrapped_bytes_expr(custom_id, request, *self._line_prefix(self.endpoint))
 
     def encode(self, requests: pl.DataFrame) -> bytes:
-        return jsonl(requests, *self._line_prefix())
+        return jsonl(requests, *self._line_prefix(self._endpoint(requests)))
 
     # -- lifecycle --------------------------------------------------------------------------
     def submit(self, payload: ShardPayload) -> Submission:
@@ -133,7 +143,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
                 max_retries=self.max_retries,
                 json={
                     "input_file_id": file_id,
-                    "endpoint": self.endpoint,
+                    "endpoint": self._endpoint(payload.requests),
                     "completion_window": self.completion_window,
                     "metadata": payload.metadata(digest),
                 },
@@ -227,7 +237,7 @@ def _parse_line(line: dict[str, Any]) -> dict[str, Any]:
         detail = body.get("error") or error or {}
         cls = classify_http(status, detail.get("code"), detail.get("type"))
         return _failed(custom_id, cls, detail.get("message") or f"HTTP {status}")
-    return wire.parse_chat_completion(custom_id, body)
+    return wire.parse_reply(custom_id, body)
 
 
 def _failed(custom_id: Any, cls: FailureClass, message: Any) -> dict[str, Any]:

@@ -31,11 +31,12 @@ from maple_engine.providers.base import (
     ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
+    RequestKind,
     ShardPayload,
     Submission,
 )
 from maple_engine.providers.realtime.checkpoints import RowCheckpoints
-from maple_engine.providers.realtime.engine import AttemptRun, run_sync
+from maple_engine.providers.realtime.engine import AttemptRun, Group, run_sync
 from maple_engine.providers.realtime.rate_shares import RateShare, account_digest
 from maple_engine.settings import DEFAULT_STORAGE
 from maple_engine.storage.layout import JobLayout
@@ -49,8 +50,10 @@ def realtime_capabilities(
     dialect: Dialect,
     price_family: str,
     credentials: str,
+    *,
     drops_empty_system: bool = False,
     caching: PromptCaching | None = None,
+    kinds: frozenset[RequestKind] = frozenset({RequestKind.CHAT}),
 ) -> ProviderCapabilities:
     """What every real-time provider shares: shard attempts run at once, nothing queues, and a
     rerun resumes from the row checkpoints (no orphans)."""
@@ -64,6 +67,7 @@ def realtime_capabilities(
         drops_empty_system=drops_empty_system,
         credentials=credentials,
         caching=caching,
+        kinds=kinds,
     )
 
 
@@ -108,6 +112,13 @@ class RealtimeProvider(ProviderModel):
 
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> Row:
         raise NotImplementedError
+
+    def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
+        """One request per row, to ``endpoint()`` (a provider may group rows instead)."""
+        return self.endpoint(), [((custom_id,), body) for custom_id, body in rows]
+
+    def parse_group(self, custom_ids: tuple[str, ...], body: dict[str, Any]) -> list[Row]:
+        return [self.parse_body(custom_ids[0], body)]
 
     def classify(self, response: httpx.Response) -> tuple[str, str]:
         raise NotImplementedError
