@@ -11,6 +11,7 @@ figures are the op output's metadata; a spec that cannot start fails the run at 
 CLI's one-line error (also the ``maple/error`` tag), nothing uploaded.
 """
 
+import enum
 import types
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -43,6 +44,8 @@ def config_type(annotation: Any) -> Any:
         return _SCALARS[annotation]
     if get_origin(annotation) is Literal:  # one of a few words: JobSpec says which are valid
         return _SCALARS[type(get_args(annotation)[0])]
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):  # e.g. the kind
+        return dg.String  # its value; JobSpec says which are valid
     if annotation is dict or get_origin(annotation) is dict:
         return dg.Permissive()  # type: ignore[no-untyped-call]
     raise TypeError(f"no Dagster config type for {annotation!r}")
@@ -54,6 +57,7 @@ def config_field(info: FieldInfo, default: Any = None) -> dg.Field:
     if info.is_required():
         return dg.Field(kind, description=info.description)
     value = default if default is not None else info.get_default(call_default_factory=True)
+    value = value.value if isinstance(value, enum.Enum) else value
     return dg.Field(kind, default_value=value, is_required=False, description=info.description)
 
 

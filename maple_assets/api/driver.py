@@ -25,7 +25,7 @@ from maple_engine.plan.cache_layout import check_cache_price
 from maple_engine.providers.base import RequestKind
 from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities
 from maple_engine.settings import Settings
-from maple_engine.spec import MAX_JOB_NAME, build_spec
+from maple_engine.spec import MAX_JOB_NAME, build_spec, job_options
 from maple_engine.state import JobState
 from maple_engine.storage.claims import JobRunning, driver_lease
 from maple_engine.storage.storage import Storage
@@ -147,7 +147,8 @@ def job_name(opts: EnrichOptions, schema: dict[str, Any] | None) -> str:
 
 def build_enrichment(opts: EnrichOptions) -> Enrichment:
     """The job's enrichment: the options as given, the schema file read, names filled in."""
-    job = dict(opts.job)
+    chat = set(job_options(RequestKind.CHAT))
+    job = {k: v for k, v in opts.job.items() if k in chat}  # not an embedding's own options
     schema = load_schema(job.pop("response_schema"), opts.provider)
     job |= {
         "name": job_name(opts, schema),
