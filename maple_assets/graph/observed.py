@@ -9,6 +9,7 @@ re-running anything by hand.
 """
 
 import os
+import warnings
 
 import dagster as dg
 
@@ -46,10 +47,12 @@ def observed_file(key: dg.AssetKey, uri: str, group: str) -> dg.SourceAsset:
     def observe_remote(maple_storage: StorageResource) -> dg.ObserveResult:
         return result(maple_storage.s3_settings())
 
-    observe = dg.observable_source_asset(
-        key=key,
-        group_name=group,
-        description=f"The input file {location}, observed for changes (its content digest).",
-        metadata={AUTO_OBSERVE: OBSERVE_EVERY_MINUTES},
-    )
-    return observe(observe_remote if is_remote(location) else observe_local)
+    with warnings.catch_warnings():  # observable source assets are Beta in dagster 1.13
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        observe = dg.observable_source_asset(
+            key=key,
+            group_name=group,
+            description=f"The input file {location}, observed for changes (its content digest).",
+            metadata={AUTO_OBSERVE: OBSERVE_EVERY_MINUTES},
+        )
+        return observe(observe_remote if is_remote(location) else observe_local)
