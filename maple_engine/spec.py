@@ -40,7 +40,14 @@ EMBEDDING_COLUMN = "llm_embedding"
 
 # The job options only one request kind takes; every other option is common to both.
 KIND_ONLY = {
-    RequestKind.CHAT: ("prompt", "system", "response_schema", "image_column", "check_images"),
+    RequestKind.CHAT: (
+        "prompt",
+        "system",
+        "response_schema",
+        "image_column",
+        "check_images",
+        "cache",
+    ),
     RequestKind.EMBEDDING: ("text", "dimensions"),
 }
 
