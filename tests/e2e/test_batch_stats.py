@@ -20,6 +20,9 @@ CSV_COLUMNS = [
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
+pytestmark = pytest.mark.slow  # two jobs on a spreading emulator: about a minute
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]:
     """Two jobs of 6 batches each through an emulator with spread-out durations."""

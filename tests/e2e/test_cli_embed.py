@@ -163,7 +163,17 @@ def test_a_rerun_after_editing_rows_sends_only_those(tmp_path: Path) -> None:
     assert after["llm_reused"].to_list() == [i not in (2, 7) for i in range(ROWS)]
 
 
-@pytest.mark.parametrize("point", ["after_upload", "after_create", "mid_download", "mid_merge"])
+@pytest.mark.parametrize(
+    "point",
+    [
+        "after_upload",
+        # the other crash points take 25-75 s each: the long-running pass
+        *(
+            pytest.param(p, marks=pytest.mark.slow)
+            for p in ("after_create", "mid_download", "mid_merge")
+        ),
+    ],
+)
 def test_kill_9_then_resume_pays_nothing_twice(tmp_path: Path, point: str) -> None:
     base, crash = tmp_path / "base", tmp_path / "crash"
     base.mkdir()
@@ -186,6 +196,7 @@ def comparable(work: Path) -> Any:
     return pl.read_parquet(work / "out.parquet").drop("llm_batch_id")
 
 
+@pytest.mark.slow  # about 3 minutes on 2 cores
 def test_realtime_sends_several_texts_per_request_with_the_batch_vectors(tmp_path: Path) -> None:
     names = [f"catalog item {i}" for i in range(250)]
     table = make_table(tmp_path / "items.parquet", names)

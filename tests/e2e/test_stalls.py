@@ -12,6 +12,7 @@ from pathlib import Path
 
 import orjson
 import polars as pl
+import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
@@ -45,6 +46,7 @@ def enrich(source: Path, store: Path, job: str, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
+@pytest.mark.slow  # waits out a stalled batch: about 40 s
 def test_a_stalled_batch_is_reported_then_escalated_by_the_deadline(tmp_path: Path) -> None:
     store = tmp_path / "store"
     quick, slow = tmp_path / "quick.csv", tmp_path / "slow.csv"

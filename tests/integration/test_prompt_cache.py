@@ -96,6 +96,7 @@ def test_anthropic_batch_reads_the_shared_prompt_from_cache(
     assert "cache saved" in on.output and "prompt cache" in on.output
 
 
+@pytest.mark.slow  # 1,000 paced real-time requests: about 45 s
 def test_openai_realtime_reads_the_shared_prompt_from_cache(
     server: EmulatorServer, catalog: Path, tmp_path: Path
 ) -> None:
