@@ -31,12 +31,10 @@ from pathlib import Path
 import httpx
 import polars as pl
 
+from maple_engine.providers.anthropic.realtime import AnthropicRealtimeProvider
 from maple_engine.providers.base import RequestSpec, ShardPayload
-from maple_engine.providers.realtime.providers import (
-    AnthropicRealtimeProvider,
-    OpenAIRealtimeProvider,
-    RealtimeProvider,
-)
+from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
+from maple_engine.providers.realtime.providers import RealtimeProvider
 
 WARM_S = 5.0
 
@@ -113,10 +111,14 @@ def case(args: argparse.Namespace, name: str, rpm: int | None, tpm: int | None) 
         root = tempfile.mkdtemp(prefix="maple-bench-")
         provider: RealtimeProvider
         if args.provider == "anthropic-realtime":
-            provider = AnthropicRealtimeProvider(base_url=url, checkpoint_root=root)
+            provider = AnthropicRealtimeProvider(
+                base_url=url, api_key="bench", checkpoint_root=root
+            )
             model = "claude-haiku-4-5"
         else:
-            provider = OpenAIRealtimeProvider(base_url=f"{url}/v1", checkpoint_root=root)
+            provider = OpenAIRealtimeProvider(
+                base_url=f"{url}/v1", api_key="bench", checkpoint_root=root
+            )
             model = "gpt-4o-mini"
         work = payload(provider, args.rows, model)
         sampler = Sampler(url)

@@ -18,6 +18,7 @@ import orjson
 
 from emulator.anthropic_engine import check_params
 from emulator.faults import billing_key, bytes_key, canonical
+from emulator.prompt_cache import anthropic_usage
 from emulator.ratelimit import rfc3339
 from emulator.state import State
 
@@ -44,9 +45,11 @@ class AnthropicBatch:
     expire: bool
     requests: list[dict[str, Any]] | None
     total: int
+    api_key: str = ""  # the key that created it (billed to its organisation)
     cancel_at: float | None = None
     ended: Ended | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    org: str = ""  # the API key that created it: whose prompt cache its requests use
 
     def done_by(self, moment: float) -> int:
         """Requests finished by ``moment`` (linear over the batch's duration)."""
@@ -120,8 +123,16 @@ def _finish(state: State, batch: AnthropicBatch, at: float, done: int, unrun: st
                 if outcome.fault is not None:
                     stats[f"fault_{outcome.fault}"] += 1
                 if outcome.status == 200:
+                    use = state.prompt_cache.anthropic(batch.org, params)
+                    anthropic_usage(outcome.body, use)
+                    state.stats.cached(use)
                     result = {"type": "succeeded", "message": outcome.body}
                     billed.append(billing_key("anthropic", custom_id, body))
+                    tokens = (outcome.prompt_tokens, outcome.completion_tokens)
+                    model = str(params.get("model", ""))
+                    state.billing.charge(
+                        "anthropic", batch.api_key, model, tokens, at=at, batch_id=batch.id
+                    )
                 else:
                     result = {"type": "errored", "error": outcome.body}
                 counts[result["type"]] += 1

@@ -14,12 +14,14 @@ from emulator.http_common import (
     DiskFileResponse,
     anthropic_error,
     anthropic_json,
+    api_key_of,
     check_auth,
     control_fault,
     read_json,
     state_of,
 )
 from emulator.openai_engine import new_id
+from emulator.prompt_cache import organisation
 from emulator.queue_limits import anthropic_refusal
 from emulator.state import State
 
@@ -66,10 +68,12 @@ async def create_batch(request: Request) -> Response:
     batch = AnthropicBatch(
         id=new_id("msgbatch_"),
         created=time.time(),
-        seconds=state.config.batch_seconds,
+        seconds=state.durations.draw(),
         expire=expire,
         requests=requests,
         total=len(requests),
+        api_key=api_key_of(request),
+        org=organisation(request.headers),
     )
     with state.lock:
         full = anthropic_refusal(state, batch.total, batch.created)

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from emulator import anthropic_routes, openai_routes, realtime_routes
+from emulator import admin_routes, anthropic_routes, openai_routes, realtime_routes
 from emulator.bedrock_routes import BEDROCK_ROUTES
 from emulator.config import EmulatorConfig
 from emulator.gemini_app import GEMINI_ROUTES
@@ -50,6 +50,7 @@ async def _crash(request: Request, exc: Exception) -> Response:
 
 
 ROUTES = [
+    *admin_routes.ADMIN_ROUTES,
     *GEMINI_ROUTES,
     *BEDROCK_ROUTES,
     Route("/v1/files", openai_routes.create_file, methods=["POST"]),

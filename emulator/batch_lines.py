@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from emulator.faults import billing_key, bytes_key
+from emulator.prompt_cache import has_openai_prefix, openai_usage
 from emulator.tokens import content_text, count_tokens, prompt_tokens
 
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ class PassResult:
     #: per failed line that ran: (index, fault class or None)
     failed: list[tuple[int, str | None]] = field(default_factory=list)
     unrun: int = 0
+    #: per successful line of several embedding inputs: (index, inputs beyond the first)
+    extra_units: list[tuple[int, int]] = field(default_factory=list)
     #: prompt tokens of every valid line (what OpenAI's enqueued-token limit counts)
     prompt_tokens: int = 0
 
@@ -162,9 +165,10 @@ def fast_chat(body: dict[str, Any]) -> tuple[bytes, int, int] | None:
 class BatchPass:
     """Validates and runs all lines of one batch input file in a single pass."""
 
-    def __init__(self, state: "State", batch_id: str, endpoint: str) -> None:
+    def __init__(self, state: "State", batch_id: str, endpoint: str, org: str = "") -> None:
         self.state = state
         self.endpoint = endpoint
+        self.org = org
         self.prefix = batch_id.removeprefix("batch_")
 
     def run(self, path: Path, *, expire: bool, created: int) -> PassResult:
@@ -235,7 +239,7 @@ class BatchPass:
             index += 1
             custom_id = line["custom_id"]
             body = line["body"]
-            quick = fast_chat(body) if fast else None
+            quick = fast_chat(body) if fast and not has_openai_prefix(body) else None
             result.prompt_tokens += quick[1] if quick is not None else line_tokens(body)
             if index >= cutoff:
                 err.add(unrun_line(prefix, index, custom_id, "batch_expired"))
@@ -266,6 +270,10 @@ class BatchPass:
                 ok_append((index, key, prompt, completion))
                 continue
             outcome = engine.run(endpoint, body, bytes_key(canonical))
+            if outcome.status == 200 and has_openai_prefix(body):
+                use = self.state.prompt_cache.openai(self.org, body)
+                openai_usage(outcome.body, use)
+                self.state.stats.cached(use)
             record = {
                 "id": f"batch_req_{prefix}{index:06x}",
                 "custom_id": custom_id,
@@ -279,6 +287,8 @@ class BatchPass:
             if outcome.status == 200:
                 out.add(dumps(record))
                 ok_append((index, key, outcome.prompt_tokens, outcome.completion_tokens))
+                if outcome.units > 1:
+                    result.extra_units.append((index, outcome.units - 1))
             else:
                 err.add(dumps(record))
                 failed_append((index, outcome.fault))

@@ -23,6 +23,7 @@ def commit(state: "State", result: PassResult, done: int) -> tuple[int, int, int
             stats[f"fault_{fault}"] += 1
     stats["requests_received"] += len(ok) + len(failed)
     stats["batch_lines_processed"] += result.total
+    stats["requests_billed"] += sum(extra for index, extra in result.extra_units if index < done)
     state.stats.merge(stats)
     state.stats.bill(entry[1] for entry in ok)
     return len(ok), len(failed), sum(e[2] for e in ok), sum(e[3] for e in ok)

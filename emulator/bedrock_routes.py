@@ -176,7 +176,7 @@ def _new_job(state: State, body: dict[str, Any]) -> bj.BedrockJob:
         input_uri=body["inputDataConfig"]["s3InputDataConfig"]["s3Uri"],
         output_uri=body["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"],
         created=time.time(),
-        seconds=state.config.batch_seconds,
+        seconds=state.durations.draw(),
         expire=expire,
         timeout_hours=int(body.get("timeoutDurationInHours") or 24),
     )

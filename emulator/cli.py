@@ -2,7 +2,7 @@
 
 import click
 
-from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail
+from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail, parse_organizations
 
 
 @click.command("emulator")
@@ -17,6 +17,23 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail
     type=float,
     metavar="S",
     help="How long a batch takes to finish.",
+)
+@click.option(
+    "--batch-seconds-spread",
+    "batch_seconds_spread",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    metavar="SIGMA",
+    help="Draw each batch's duration from a log-normal with this sigma around --batch-seconds.",
+)
+@click.option(
+    "--stall",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    metavar="RATE",
+    help="Share of batches left in progress 50 times longer than drawn (stalled).",
 )
 @click.option(
     "--fail",
@@ -61,12 +78,32 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail
     metavar="N",
     help="Anthropic Message Batches: requests in unfinished batches; a create past it gets 429.",
 )
+@click.option(
+    "--organization",
+    "organizations",
+    multiple=True,
+    metavar="KEY=ORG",
+    help="Put an API or admin key in organisation ORG (repeatable; other keys share one): the "
+    "admin usage and cost reports show an organisation's spend from all its keys.",
+)
+@click.option(
+    "--flex-unavailable",
+    "flex_unavailable",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    metavar="RATE",
+    help='OpenAI flex tier: answer this share of service_tier "flex" requests 429 '
+    "resource_unavailable.",
+)
 def emulator_command(
     *,
     host: str,
     port: int,
     seed: int,
     batch_seconds: float,
+    batch_seconds_spread: float,
+    stall: float,
     fail: tuple[str, ...],
     rpm: int | None,
     tpm: int | None,
@@ -74,6 +111,8 @@ def emulator_command(
     s3_endpoint: str | None,
     enqueued_token_limit: int | None,
     anthropic_queue_limit: int | None,
+    organizations: tuple[str, ...],
+    flex_unavailable: float,
 ) -> None:
     """Serve a local emulator of the OpenAI, Anthropic, Gemini and Bedrock batch APIs."""
     try:
@@ -83,6 +122,8 @@ def emulator_command(
             port=port,
             seed=seed,
             batch_seconds=batch_seconds,
+            batch_seconds_spread=batch_seconds_spread,
+            stall=stall,
             fail=rates,
             rpm=rpm,
             tpm=tpm,
@@ -90,6 +131,8 @@ def emulator_command(
             s3_endpoint=s3_endpoint,
             enqueued_token_limit=enqueued_token_limit,
             anthropic_queue_limit=anthropic_queue_limit,
+            organizations=parse_organizations(organizations),
+            flex_unavailable=flex_unavailable,
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
@@ -105,6 +148,7 @@ def emulator_command(
     click.echo(f"  export GEMINI_BASE_URL={base}")
     click.echo(f"  export AWS_ENDPOINT_URL_BEDROCK={base}")
     click.echo(f"Stats: {base}/_emulator/stats  (Ctrl-C to stop)")
+    click.echo("Admin keys for usage and cost reports: sk-admin-... (OpenAI), sk-ant-admin...")
     from emulator.server import serve  # starlette and uvicorn: only when serving
 
     serve(config)

@@ -1,5 +1,6 @@
 """Emulator settings shared by the CLI, the in-process server and the test fixtures."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 #: Fault classes accepted by ``--fail CLASS=RATE``; see ``emulator.faults`` for their wire shapes.
@@ -28,6 +29,11 @@ class EmulatorConfig:
     port: int = 0
     seed: int = 0
     batch_seconds: float = 2.0
+    #: sigma of the log-normal each batch's duration is drawn from (0: every batch takes
+    #: ``batch_seconds``), and the share of batches that stall ``stall_factor`` times longer
+    batch_seconds_spread: float = 0.0
+    stall: float = 0.0
+    stall_factor: float = 50.0
     fail: dict[str, float] = field(default_factory=dict)
     rpm: int | None = None
     tpm: int | None = None
@@ -53,6 +59,13 @@ class EmulatorConfig:
     #: requests in unfinished Anthropic Message Batches (``emulator.queue_limits``).
     enqueued_token_limit: int | None = None
     anthropic_queue_limit: int | None = None
+    #: API and admin keys -> organisation id (a key not listed belongs to ``org-emulator``):
+    #: the admin reports show one organisation's spend, from every key of it.
+    organizations: dict[str, str] = field(default_factory=dict)
+    #: OpenAI's flex tier (``emulator.flex``): the share of flex requests answered 429
+    #: ``resource_unavailable``, and how much longer a flex answer takes.
+    flex_unavailable: float = 0.0
+    flex_delay_s: float = 0.05
 
     def __post_init__(self) -> None:
         for name, rate in self.fail.items():
@@ -61,8 +74,19 @@ class EmulatorConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
+        if not 0.0 <= self.flex_unavailable <= 1.0:
+            raise ValueError(
+                f"flex_unavailable must be between 0 and 1, got {self.flex_unavailable}"
+            )
         if self.batch_seconds < 0:
             raise ValueError(f"batch_seconds must be >= 0, got {self.batch_seconds}")
+        if self.batch_seconds_spread < 0:
+            raise ValueError(f"batch_seconds_spread must be >= 0, got {self.batch_seconds_spread}")
+        if not 0.0 <= self.stall <= 1.0 or self.stall_factor < 1:
+            raise ValueError(
+                f"stall must be in [0, 1] and stall_factor >= 1, got {self.stall}, "
+                f"{self.stall_factor}"
+            )
         if not 0 < self.burst_seconds <= 60:
             raise ValueError(f"burst_seconds must be in (0, 60], got {self.burst_seconds}")
 
@@ -102,3 +126,14 @@ def parse_fail(specs: list[str]) -> dict[str, float]:
         _check_fault(name, rate)
         rates[name] = rate
     return rates
+
+
+def parse_organizations(specs: Iterable[str]) -> dict[str, str]:
+    """Turn ``["sk-b=org-b"]`` into ``{"sk-b": "org-b"}`` (``ValueError`` when malformed)."""
+    found: dict[str, str] = {}
+    for spec in specs:
+        key, sep, org = spec.partition("=")
+        if not sep or not key.strip() or not org.strip():
+            raise ValueError(f"organization {spec!r} must look like KEY=ORG, e.g. sk-b=org-b")
+        found[key.strip()] = org.strip()
+    return found

@@ -1,5 +1,6 @@
 """Gemini Batch API endpoints and real-time ``generateContent``."""
 
+import asyncio
 import time
 from typing import Any
 
@@ -9,10 +10,12 @@ from starlette.responses import Response
 
 from emulator import gemini_batches as gb
 from emulator.faults import body_key, bytes_key
+from emulator.flex import FLEX, RETRY_AFTER_S
 from emulator.gemini_engine import RETRY_INFO, error_status
 from emulator.gemini_routes import _guard, _observe, gemini_error
 from emulator.http_common import JSONResponse, state_of
 from emulator.openai_engine import new_id
+from emulator.prompt_cache import gemini_usage, organisation
 from emulator.state import State
 
 
@@ -97,11 +100,12 @@ def _register(
         model=_model(request),
         display_name=str(spec.get("displayName") or spec.get("display_name") or ""),
         created=time.time(),
-        seconds=state.config.batch_seconds,
+        seconds=state.durations.draw(),
         expire=expire,
         inline=inline,
         requests=requests or None,
         total=len(requests),
+        org=gemini_organisation(request),
         error=error,
     )
     with state.gemini.lock:
@@ -183,6 +187,11 @@ async def delete_batch(request: Request) -> Response:
     return JSONResponse({})
 
 
+def gemini_organisation(request: Request) -> str:
+    """The API key of a Gemini call: the ``x-goog-api-key`` header or the ``key`` parameter."""
+    return organisation(request.headers) or request.query_params.get("key", "")
+
+
 async def generate_content(request: Request) -> Response:
     """``POST /v1beta/models/{model}:generateContent`` (real time, rate-limited)."""
     state = state_of(request)
@@ -199,6 +208,15 @@ async def generate_content(request: Request) -> Response:
         body = error_status(429, "Resource has been exhausted (e.g. check quota).")
         body["details"] = [{"@type": RETRY_INFO, "retryDelay": f"{decision.retry_after:.3f}s"}]
         return JSONResponse({"error": body}, 429)
+    if isinstance(payload, dict) and payload.get("serviceTier") == FLEX:
+        state.stats.add("flex_requests")
+        if state.flex.draw_unavailable():
+            state.stats.add("flex_429")
+            state.stats.add("realtime_429")
+            body = error_status(429, "Resource exhausted: flex capacity is unavailable; retry.")
+            body["details"] = [{"@type": RETRY_INFO, "retryDelay": f"{RETRY_AFTER_S}s"}]
+            return JSONResponse({"error": body}, 429)
+        await asyncio.sleep(state.config.flex_delay_s)
     key = bytes_key(await request.body())
     outcome = state.gemini_engine.run(payload, _model(request), key)
     state.stats.add("requests_received")
@@ -207,6 +225,9 @@ async def generate_content(request: Request) -> Response:
     if outcome.status == 429:
         state.stats.add("realtime_429")
     if outcome.status == 200:
+        use = state.prompt_cache.gemini(gemini_organisation(request), _model(request), payload)
+        gemini_usage(outcome.body, use)
+        state.stats.cached(use)
         state.stats.bill([hash(("gemini-realtime", key))])
         return JSONResponse(outcome.body)
     return JSONResponse({"error": outcome.body}, outcome.status)

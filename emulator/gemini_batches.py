@@ -20,6 +20,7 @@ import orjson
 
 from emulator.faults import billing_key, bytes_key, canonical
 from emulator.gemini_engine import GeminiEngine, error_status
+from emulator.prompt_cache import CacheUse, gemini_usage
 
 BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
 OUTPUT_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput"
@@ -91,6 +92,7 @@ class GeminiBatch:
     state: str = "BATCH_STATE_PENDING"
     ended_at: float | None = None
     output: dict[str, Any] | None = None
+    org: str = ""  # the API key that created it: whose prompt cache its requests use
     counts: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -170,6 +172,10 @@ class Sink:
     def account(self, stats: Counter[str], billed: list[int]) -> None:
         raise NotImplementedError
 
+    def cached(self, org: str, model: str, request: dict[str, Any]) -> CacheUse:
+        """The implicit prompt-cache use of one request, counted in the stats."""
+        raise NotImplementedError
+
 
 def _finish(engine: GeminiEngine, batch: GeminiBatch, at: float, done: int, sink: Sink) -> None:
     requests, batch.requests = batch.requests or [], None
@@ -182,6 +188,7 @@ def _finish(engine: GeminiEngine, batch: GeminiBatch, at: float, done: int, sink
         if outcome.fault is not None:
             stats[f"fault_{outcome.fault}"] += 1
         if outcome.status == 200:
+            gemini_usage(outcome.body, sink.cached(batch.org, batch.model, request))
             results.append({"key": key, "response": outcome.body})
             billed.append(billing_key("gemini", key, body))
         else:

@@ -16,6 +16,7 @@ from emulator import gemini_batches as gb
 from emulator.gemini_engine import error_status
 from emulator.http_common import DiskFileResponse, JSONResponse, control_fault, state_of
 from emulator.openai_engine import new_id
+from emulator.prompt_cache import CacheUse
 from emulator.state import State
 
 LIST_PAGE_MAX = 1000
@@ -45,6 +46,11 @@ class _StateSink(gb.Sink):
     def account(self, stats: Counter[str], billed: list[int]) -> None:
         self.state.stats.merge(stats)
         self.state.stats.bill(billed)
+
+    def cached(self, org: str, model: str, request: dict[str, Any]) -> CacheUse:
+        use = self.state.prompt_cache.gemini(org, model, request)
+        self.state.stats.cached(use)
+        return use
 
 
 async def _guard(request: Request) -> Response | None:

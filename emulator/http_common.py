@@ -88,6 +88,13 @@ def provider_error(request: Request, status: int, message: str) -> JSONResponse:
     return openai_error(status, message, type_)
 
 
+def api_key_of(request: Request) -> str:
+    """The key a request was sent with (``x-api-key`` or a bearer token; "" when none)."""
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    bearer = token.strip() if scheme.lower() == "bearer" else ""
+    return request.headers.get("x-api-key") or bearer
+
+
 def check_auth(request: Request) -> JSONResponse | None:
     """The 401/400 the provider would send for missing credentials, or None."""
     headers = request.headers

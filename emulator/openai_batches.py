@@ -50,7 +50,7 @@ def advance(state: State, batch: OpenAIBatch, now: float) -> None:
 
 
 def _run(state: State, batch: OpenAIBatch) -> None:
-    runner = BatchPass(state, batch.id, batch.endpoint)
+    runner = BatchPass(state, batch.id, batch.endpoint, batch.org)
     result = runner.run(batch.input_file.path, expire=batch.expire, created=int(batch.created))
     batch.run = result
     batch.errors, batch.total, batch.model = result.errors, result.total, result.model
@@ -106,6 +106,15 @@ def _finish(state: State, batch: OpenAIBatch, status: str, *, at: float, done: i
     errors = _store(state, batch, "error", result.error_path)
     failed = result.total - succeeded
     usage = _usage(tokens_in, tokens_out)
+    if succeeded:
+        state.billing.charge(
+            "openai",
+            batch.api_key,
+            batch.model or "",
+            (tokens_in, tokens_out),
+            at=at,
+            batch_id=batch.id,
+        )
     batch.final = Final(status, at, result.total, succeeded, failed, output, errors, usage)
     batch.run = PassResult(total=result.total)
     state.stats.add(f"batches_{status}")

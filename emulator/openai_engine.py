@@ -3,11 +3,11 @@
 import base64
 import hashlib
 import itertools
-import struct
 import time
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import orjson
 
 from emulator.faults import FaultDrawer, body_key
@@ -39,6 +39,7 @@ class Outcome:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     fault: str | None = None
+    units: int = 1  # what ``requests_billed`` counts for a 200: one per input text embedded
 
 
 def fault_outcome(fault: str, model: str) -> Outcome | None:
@@ -204,7 +205,7 @@ class OpenAIEngine:
             "model": body["model"],
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
-        return Outcome(200, result, tokens, 0)
+        return Outcome(200, result, tokens, 0, units=len(items))
 
 
 def chat_usage(prompt: int, completion: int, cached: int = 0) -> dict[str, Any]:
@@ -237,16 +238,20 @@ def _embedding_inputs(raw: Any) -> list[str] | None:
 
 
 def _vector(text: str, dims: int, as_base64: bool) -> list[float] | str:
-    raw = b""
-    counter = 0
-    while len(raw) < dims * 2:
-        raw += hashlib.blake2b(text.encode() + counter.to_bytes(4, "little")).digest()
-        counter += 1
-    values = [
-        (int.from_bytes(raw[i * 2 : i * 2 + 2], "little") / 32767.5) - 1.0 for i in range(dims)
-    ]
-    norm = sum(v * v for v in values) ** 0.5 or 1.0
-    values = [round(v / norm, 6) for v in values]
+    """The emulator's embedding of ``text``: a documented, deterministic function of the text
+    and the dimension, the same in real-time calls and in batches.
+
+    Bytes: BLAKE2b-512 of ``text`` (UTF-8) followed by a 4-byte little-endian counter 0, 1, 2,
+    ... concatenated until there are ``2 * dims`` bytes. Value i: the i-th 2-byte little-endian
+    unsigned integer u, as ``u / 32767.5 - 1`` (in [-1, 1]). The vector is then divided by its
+    Euclidean norm (unit length) and each value rounded to 6 decimals; ``base64`` is those
+    values packed as little-endian float32.
+    """
+    data = text.encode()
+    blocks = -(-dims * 2 // 64)  # BLAKE2b-512 gives 64 bytes a block
+    raw = b"".join(hashlib.blake2b(data + i.to_bytes(4, "little")).digest() for i in range(blocks))
+    values = np.frombuffer(raw[: dims * 2], dtype="<u2") / 32767.5 - 1.0
+    values = np.round(values / (float(np.linalg.norm(values)) or 1.0), 6)
     if as_base64:
-        return base64.b64encode(struct.pack(f"<{dims}f", *values)).decode()
-    return values
+        return base64.b64encode(values.astype("<f4").tobytes()).decode()
+    return [float(v) for v in values]

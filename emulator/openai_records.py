@@ -41,7 +41,9 @@ class OpenAIBatch:
     model: str | None = None
     final: Final | None = None
     run: PassResult | None = None
+    api_key: str = ""  # the key that created it (billed to its organisation)
     enqueued_tokens: int = 0  # prompt tokens counted against the enqueued-token limit
+    org: str = ""  # the API key that created it: whose prompt cache its lines use
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property

@@ -10,6 +10,7 @@ from starlette.responses import Response
 from emulator import openai_batches
 from emulator.http_common import (
     DiskFileResponse,
+    api_key_of,
     check_auth,
     control_fault,
     openai_error,
@@ -20,6 +21,7 @@ from emulator.http_common import (
 from emulator.multipart import MultipartError, boundary_of, parse_spooled
 from emulator.openai_engine import new_id
 from emulator.openai_records import OpenAIBatch
+from emulator.prompt_cache import organisation
 from emulator.state import State, StoredFile
 
 FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
@@ -256,8 +258,10 @@ async def create_batch(request: Request) -> Response:
         completion_window="24h",
         metadata=payload.get("metadata"),
         created=time.time(),
-        seconds=state.config.batch_seconds,
+        seconds=state.durations.draw(),
         expire=expire,
+        api_key=api_key_of(request),
+        org=organisation(request.headers),
     )
     with state.lock:
         state.openai_batches[batch.id] = batch

@@ -2,19 +2,24 @@
 
 Every response carries the provider's rate-limit headers. ``realtime_requests`` counts every
 call, ``realtime_429`` every 429 answered (limiter or injected fault), ``requests_received``
-every body that passed the limiter, and ``requests_billed`` every 200.
+every body that passed the limiter, and ``requests_billed`` every 200 (an embeddings call: one
+per input text).
 """
 
+import asyncio
 import time
 from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from emulator.billing import Family
 from emulator.faults import body_key
+from emulator.flex import FLEX, RETRY_AFTER_S, UNAVAILABLE_MESSAGE, is_flex
 from emulator.http_common import (
     anthropic_error,
     anthropic_json,
+    api_key_of,
     check_auth,
     openai_error,
     openai_json,
@@ -22,6 +27,7 @@ from emulator.http_common import (
     state_of,
 )
 from emulator.openai_engine import Outcome
+from emulator.prompt_cache import anthropic_usage, openai_usage, organisation
 from emulator.ratelimit import Decision, anthropic_headers, openai_headers, retry_headers
 from emulator.replies import echo_text
 from emulator.tokens import count_tokens, prompt_tokens
@@ -40,15 +46,19 @@ def _estimate(payload: Any) -> int:
     return sum(count_tokens(item) for item in items if isinstance(item, str)) or 1
 
 
-def _account(request: Request, payload: Any, key: int, outcome: Outcome) -> None:
-    stats = state_of(request).stats
+def _account(request: Request, payload: Any, key: int, outcome: Outcome, family: Family) -> None:
+    state = state_of(request)
+    stats = state.stats
     stats.add("requests_received")
     if outcome.fault is not None:
         stats.add(f"fault_{outcome.fault}")
     if outcome.status == 429:
         stats.add("realtime_429")
     if outcome.status == 200:
-        stats.bill([hash((_RT_PREFIX, key))])
+        stats.bill([hash((_RT_PREFIX, key, unit)) for unit in range(outcome.units)])
+        model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
+        tokens = (outcome.prompt_tokens, outcome.completion_tokens)
+        state.billing.charge(family, api_key_of(request), model, tokens, at=time.time())
 
 
 async def _admit(request: Request) -> tuple[Any, Decision | None, Response | None]:
@@ -91,9 +101,28 @@ async def openai_realtime(request: Request) -> Response:
     model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
     if not decision.allowed:
         return _openai_limited(decision, model)
+    state = state_of(request)
+    if is_flex(payload):
+        state.stats.add("flex_requests")
+        if state.flex.draw_unavailable():
+            state.stats.add("flex_429")
+            state.stats.add("realtime_429")
+            response = openai_error(
+                429, UNAVAILABLE_MESSAGE, "rate_limit_error", None, "resource_unavailable"
+            )
+            response.headers.update(openai_headers(decision))
+            response.headers["retry-after-ms"] = str(int(RETRY_AFTER_S * 1000))
+            return response
+        await asyncio.sleep(state.config.flex_delay_s)
     key = body_key(payload)
-    outcome = state_of(request).openai.run(request.url.path, payload, key)
-    _account(request, payload, key, outcome)
+    outcome = state.openai.run(request.url.path, payload, key)
+    if outcome.status == 200 and is_flex(payload):
+        outcome.body["service_tier"] = FLEX
+    if outcome.status == 200 and request.url.path.endswith("/chat/completions"):
+        use = state.prompt_cache.openai(organisation(request.headers), payload)
+        openai_usage(outcome.body, use)
+        state.stats.cached(use)
+    _account(request, payload, key, outcome, "openai")
     headers = openai_headers(decision) | {"openai-processing-ms": "1", "openai-model": model}
     if outcome.status == 429:
         headers |= {"retry-after": "1", "retry-after-ms": "1000"}
@@ -117,8 +146,13 @@ async def anthropic_messages(request: Request) -> Response:
             )
         return anthropic_error(429, message, headers | retry_headers(decision))
     key = body_key(payload)
-    outcome = state_of(request).anthropic.run(payload, key)
-    _account(request, payload, key, outcome)
+    state = state_of(request)
+    outcome = state.anthropic.run(payload, key)
+    if outcome.status == 200:
+        use = state.prompt_cache.anthropic(organisation(request.headers), payload)
+        anthropic_usage(outcome.body, use)
+        state.stats.cached(use)
+    _account(request, payload, key, outcome, "anthropic")
     if outcome.status == 429:
         headers |= {"retry-after": "1", "retry-after-ms": "1000"}
     return anthropic_json(outcome.body, outcome.status, headers)

@@ -12,12 +12,16 @@ from typing import Any
 
 from emulator.anthropic_engine import AnthropicEngine
 from emulator.bedrock_jobs import S3Access
+from emulator.billing import Billing
 from emulator.config import EmulatorConfig
+from emulator.durations import BatchDurations
 from emulator.faults import FaultDrawer
 from emulator.finisher import Finisher
+from emulator.flex import FlexTier
 from emulator.gemini_batches import GeminiStore
 from emulator.gemini_engine import GeminiEngine
 from emulator.openai_engine import OpenAIEngine, new_id
+from emulator.prompt_cache import CacheUse, PromptCache
 from emulator.ratelimit import RateLimiter
 
 FILE_RETENTION_SECONDS = 30 * 24 * 3600
@@ -34,6 +38,11 @@ _STAT_NAMES = (
     "max_enqueued_tokens",
     "batches_failed_token_limit",
     "anthropic_queue_429",
+    "batches_stalled",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "flex_requests",
+    "flex_429",
 )
 
 
@@ -103,6 +112,13 @@ class Stats:
                 self._counts["requests_billed"] += 1
             self._counts["bodies_billed_twice"] = len(twice)
 
+    def cached(self, use: CacheUse) -> None:
+        """Count one request's prompt-cache reads and billed writes."""
+        if use.read or use.write:
+            with self._lock:
+                self._counts["cache_read_tokens"] += use.read
+                self._counts["cache_write_tokens"] += use.write
+
     def snapshot(self) -> dict[str, int]:
         """All counters, with the required ones present even when zero."""
         with self._lock:
@@ -126,6 +142,7 @@ class State:
         self.openai_batches: dict[str, Any] = {}
         self.anthropic_batches: dict[str, Any] = {}
         self.stats = Stats()
+        self.billing = Billing(config.organizations)
         self.drawer = FaultDrawer(config.seed, config.fail)
         self.control_drawer = FaultDrawer(config.seed, {"server_error": config.control_fail_rate})
         self.openai = OpenAIEngine(self.drawer, config.embedding_dimensions)
@@ -135,6 +152,9 @@ class State:
         self.s3 = S3Access(config.s3_endpoint)
         self.gemini_engine = GeminiEngine(self.drawer)
         self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_seconds)
+        self.durations = BatchDurations(config, self.stats)
+        self.prompt_cache = PromptCache()
+        self.flex = FlexTier(config.seed, config.flex_unavailable)
 
     def reset(self) -> None:
         """Forget every file, batch, counter and attempt."""

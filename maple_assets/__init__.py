@@ -1,5 +1,47 @@
-"""Maple on Dagster: LLM enrichment of tables as Dagster assets."""
+"""Maple on Dagster: LLM enrichment of tables as Dagster assets.
 
-from maple_assets.factory import Enrichment, enrichment
+Every name loads on first use, so ``import maple_assets`` stays cheap and the ``maple`` command
+can take Ctrl-C from its first instruction, before Dagster is imported."""
 
-__all__ = ["Enrichment", "enrichment"]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from maple_assets.api.errors import InvalidJob, JobBusy, SetupError, UsageError
+    from maple_assets.api.jobs import JobHandle, enrich, submit
+    from maple_assets.api.result import Result
+    from maple_assets.factory import Enrichment, enrichment
+    from maple_assets.rpc import maple_job
+
+_HOMES = {
+    "Enrichment": "maple_assets.factory",
+    "enrichment": "maple_assets.factory",
+    "enrich": "maple_assets.api.jobs",
+    "submit": "maple_assets.api.jobs",
+    "JobHandle": "maple_assets.api.jobs",
+    "Result": "maple_assets.api.result",
+    "UsageError": "maple_assets.api.errors",
+    "InvalidJob": "maple_assets.api.errors",
+    "SetupError": "maple_assets.api.errors",
+    "JobBusy": "maple_assets.api.errors",
+    "maple_job": "maple_assets.rpc",
+}
+__all__ = [
+    "Enrichment",
+    "InvalidJob",
+    "JobBusy",
+    "JobHandle",
+    "Result",
+    "SetupError",
+    "UsageError",
+    "enrich",
+    "enrichment",
+    "maple_job",
+    "submit",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    raise AttributeError(name)

@@ -1,25 +1,58 @@
-"""The code location: the example grocery enrichment, a downstream asset, and their resources.
+"""The code location: the example grocery enrichment and embedding, a downstream asset of each,
+and their resources.
 
 The example runs on OpenAI's Batch API when ``OPENAI_API_KEY`` is set, else on the local
-emulator (start it with ``maple emulator``; ``MAPLE_EMULATOR_URL`` overrides its address).
+emulator (start it with ``maple emulator``; ``MAPLE_EMULATOR_URL`` overrides its address). The
+key is the provider resource's ``dg.EnvVar("OPENAI_API_KEY")``: the UI shows the variable's name,
+the run reads its value (``maple_assets.wiring``).
+
+``maple_automation`` is the code location's automation sensor, running by default: assets with
+an automation condition downstream of an enrichment (``category_report``) refresh when its
+``merged`` does, under ``dagster dev`` and in a deployment, without a click. Stop it in the UI
+(Automation), or declare it with ``default_status=dg.DefaultSensorStatus.STOPPED``. It also
+observes the sample's CSV file (``grocery_catalog_file``) every minute: an edit re-reads
+``grocery_catalog``, which shows the enrichment's ``input_shards`` stale (nothing is sent until
+someone materializes it).
+
+``maple_job`` (``maple_assets.rpc``) takes ad-hoc jobs from applications: its run config is a
+job spec, launched over Dagster's GraphQL API.
 """
 
-import os
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
-from maple_assets.factory import enrichment
-from maple_assets.wiring import maple_resources
+from maple_assets.factory import embedding, enrichment
+from maple_assets.graph.batch_stats import batch_stats_asset
+from maple_assets.graph.observed import observed_file
+from maple_assets.graph.reconcile import reconcile_asset
+from maple_assets.near_duplicates import near_duplicate_pairs
+from maple_assets.rpc import maple_job
+from maple_assets.wiring import billing_resource, maple_resources
+from maple_engine.plan.versions import input_digest
+from maple_engine.settings import Settings
 
 SAMPLE_CATALOG = Path(__file__).parent / "data" / "grocery_catalog.csv"
 
+grocery_catalog_file = observed_file(
+    dg.AssetKey("grocery_catalog_file"), str(SAMPLE_CATALOG), group="catalog"
+)
 
-@dg.asset(group_name="catalog", description="A few hundred synthetic grocery items (sample data).")
-def grocery_catalog() -> pl.DataFrame:
-    return pl.read_csv(SAMPLE_CATALOG, infer_schema=False)
 
+@dg.asset(
+    group_name="catalog",
+    deps=[grocery_catalog_file],
+    automation_condition=dg.AutomationCondition.eager(),  # re-read when the file changes
+    description="A few hundred synthetic grocery items (sample data).",
+)
+def grocery_catalog() -> dg.Output[pl.DataFrame]:
+    # The file's digest as data version: re-reading an unchanged file changes nothing downstream.
+    version = dg.DataVersion(input_digest(str(SAMPLE_CATALOG)))
+    return dg.Output(pl.read_csv(SAMPLE_CATALOG, infer_schema=False), data_version=version)
+
+
+PROVIDER = "openai" if Settings.load().has_api_key("openai") else "emulator"
 
 product_attributes = enrichment(
     name="product_attributes",
@@ -27,7 +60,19 @@ product_attributes = enrichment(
     prompt="Extract the brand and the pack size from this grocery item: {title} / {description}",
     system="You are a precise catalog assistant. Answer briefly.",
     model="gpt-4o-mini",
-    provider="openai" if os.environ.get("OPENAI_API_KEY") else "emulator",
+    provider=PROVIDER,
+    team="catalog",
+    max_requests_per_batch=100,
+    poll_interval_s=10,
+)
+
+catalog_vectors = embedding(
+    name="catalog_vectors",
+    source=grocery_catalog,
+    text="{title}",
+    model="text-embedding-3-small",
+    dimensions=256,
+    provider=PROVIDER,
     team="catalog",
     max_requests_per_batch=100,
     poll_interval_s=10,
@@ -35,7 +80,7 @@ product_attributes = enrichment(
 
 
 @dg.asset(
-    group_name="catalog",
+    group_name="reports",  # catalog -> product_attributes -> reports: the graph reads left to right
     ins={"enriched": dg.AssetIn(key=product_attributes.merged_key)},
     io_manager_key="maple_io_manager",
     automation_condition=dg.AutomationCondition.eager(),  # refreshes when merged does
@@ -54,11 +99,44 @@ def category_report(enriched: pl.LazyFrame) -> pl.DataFrame:
     )
 
 
-ENRICHMENTS = [product_attributes]
+@dg.asset(
+    group_name="reports",
+    ins={"vectors": dg.AssetIn(key=catalog_vectors.merged_key)},
+    io_manager_key="maple_io_manager",
+    automation_condition=dg.AutomationCondition.eager(),
+    description="Pairs of catalog items whose title vectors nearly coincide (cosine similarity "
+    ">= 0.95): likely duplicate listings to merge.",
+)
+def near_duplicates(vectors: pl.LazyFrame) -> pl.DataFrame:
+    return near_duplicate_pairs(vectors.select("sku", "llm_embedding").collect(), key="sku")
+
+
+ENRICHMENTS = [product_attributes, catalog_vectors]
+# Daily batch statistics (turnaround, tasks/s, charts) from the ledger's batch history.
+maple_batch_stats = batch_stats_asset()
+# Daily: the ledger against OpenAI's own usage and cost reports (OPENAI_ADMIN_KEY).
+maple_reconcile = reconcile_asset()
+
+automation = dg.AutomationConditionSensorDefinition(
+    "maple_automation",
+    target=dg.AssetSelection.all(include_sources=True),  # observes the input files too
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Evaluates the automation conditions of this code location's assets.",
+)
 
 defs = dg.Definitions(
-    assets=[grocery_catalog, *product_attributes.assets, category_report],
-    asset_checks=product_attributes.checks,
-    sensors=product_attributes.sensors,
-    resources=maple_resources(ENRICHMENTS),
+    assets=[
+        grocery_catalog_file,
+        grocery_catalog,
+        *product_attributes.assets,
+        category_report,
+        *catalog_vectors.assets,
+        near_duplicates,
+        maple_batch_stats,
+        maple_reconcile,
+    ],
+    asset_checks=[*product_attributes.checks, *catalog_vectors.checks],
+    sensors=[*product_attributes.sensors, *catalog_vectors.sensors, automation],
+    jobs=[maple_job()],  # applications run ad-hoc jobs over Dagster's GraphQL API
+    resources=maple_resources(ENRICHMENTS) | {"maple_billing": billing_resource("openai")},
 )

@@ -1,4 +1,4 @@
-"""``enrichment()``: declare an enrichment job and get its partitioned asset graph.
+"""``enrichment()`` and ``embedding()``: declare a job and get its partitioned asset graph.
 
     NAME/input_shards  ->  NAME/submissions [per shard]  ->  NAME/raw_responses [per shard]
                                                                    ->  NAME/merged
@@ -12,7 +12,7 @@ resource per provider name (``provider_key(provider)``).
 import dataclasses
 import warnings
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import dagster as dg
 
@@ -23,12 +23,23 @@ from maple_assets.graph.assets import (
     submissions_asset,
 )
 from maple_assets.graph.checks import build_checks
+from maple_assets.graph.names import asset_key, dagster_name
+from maple_assets.graph.observed import observed_file
 from maple_assets.graph.sensors import enrichment_sensor
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import check_declaration
 from maple_engine.job import provider_key
-from maple_engine.policy import RetryPolicy
-from maple_engine.spec import MB, JobSpec, check_queue_options, validate_name, validate_paths
+from maple_engine.policy import RetryPolicy, job_policy
+from maple_engine.providers.base import RequestKind
+from maple_engine.providers.registry import capabilities, one_of
+from maple_engine.spec import (
+    DEFAULTS,
+    JobSpec,
+    build_spec,
+    check_queue_options,
+    validate_name,
+    validate_paths,
+)
 from partitions.shards import shard_partitions
 
 
@@ -44,7 +55,7 @@ class Enrichment:
     """What ``enrichment()`` returns: put its assets, sensors and checks in Definitions."""
 
     spec: JobSpec
-    assets: list[dg.AssetsDefinition]
+    assets: list["dg.AssetsDefinition | dg.SourceAsset"]  # an observed input file first
     sensor: dg.SensorDefinition
     checks: list[dg.AssetChecksDefinition]
     partitions_def: dg.DynamicPartitionsDefinition
@@ -52,14 +63,16 @@ class Enrichment:
 
     @property
     def merged(self) -> dg.AssetsDefinition:
-        return self.assets[-1]
+        merged = self.assets[-1]
+        assert isinstance(merged, dg.AssetsDefinition)
+        return merged
 
     @property
     def merged_key(self) -> dg.AssetKey:
-        return dg.AssetKey([self.spec.name, "merged"])
+        return asset_key(self.spec.name, "merged")
 
     def key(self, asset: str) -> dg.AssetKey:
-        return dg.AssetKey([self.spec.name, asset])
+        return asset_key(self.spec.name, asset)
 
     @property
     def sensors(self) -> list[dg.SensorDefinition]:
@@ -76,33 +89,37 @@ def enrichment(
     prompt: str,
     model: str,
     *,
-    provider: str = "openai",
-    team: str = "default",
-    system: str | None = None,
+    provider: str = DEFAULTS.provider,
+    team: str = DEFAULTS.team,
+    system: str | None = DEFAULTS.system,
     params: dict[str, Any] | None = None,
-    max_requests_per_batch: int = 50_000,
-    max_batch_bytes: int = 200 * MB,
-    response_schema: Any = None,
-    image_column: str | None = None,
-    output: str | None = None,
+    max_requests_per_batch: int = DEFAULTS.max_requests_per_batch,
+    max_batch_bytes: int = DEFAULTS.max_batch_bytes,
+    response_schema: Any = DEFAULTS.response_schema,
+    image_column: str | None = DEFAULTS.image_column,
+    output: str | None = DEFAULTS.output,
     retries: dict[str, int] | None = None,
-    budget_usd: float | None = None,
-    allow_untracked_cost: bool = False,
-    check_images: bool = True,
+    budget_usd: float | None = DEFAULTS.budget_usd,
+    allow_untracked_cost: bool = DEFAULTS.allow_untracked_cost,
+    max_failed_share: float = DEFAULTS.max_failed_share,
+    error_failed_share: float = DEFAULTS.error_failed_share,
+    check_images: bool = DEFAULTS.check_images,
     poll_interval_s: int = 30,
-    reuse: bool = True,
-    max_enqueued_tokens: int | None = None,
-    priority: int = 0,
-    deadline: "str | float | timedelta | None" = None,
+    reuse: bool = DEFAULTS.reuse,
+    max_enqueued_tokens: int | None = DEFAULTS.max_enqueued_tokens,
+    priority: int = DEFAULTS.priority,
+    deadline: "str | float | timedelta | None" = DEFAULTS.deadline_s,
+    stall_percentile: float = DEFAULTS.stall_percentile,
+    cache: Literal["auto", "off"] = DEFAULTS.cache,
 ) -> Enrichment:
     """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI.
 
-    ``max_enqueued_tokens``: the provider queue's limit for this model (else learned);
-    ``priority``: goes first among the waiting jobs of its team; ``deadline`` ("6h", seconds or
-    a timedelta): rows still in batches when it approaches go through the real-time API."""
-    validate_name(name)
-    queue_options = check_queue_options(max_enqueued_tokens, priority, deadline)
-    spec = JobSpec(
+    The keywords are the job options of ``maple_engine.spec.JobSpec`` (defaults and help there);
+    ``params`` and ``retries`` take None for empty, ``deadline`` ("6h", seconds or a timedelta)
+    fills ``deadline_s``. ``poll_interval_s`` is the sensor's minimum interval."""
+    return _declare(
+        source,
+        poll_interval_s,
         name=name,
         prompt=prompt,
         model=model,
@@ -110,31 +127,106 @@ def enrichment(
         team=team,
         system=system,
         params=dict(params or {}),
-        source=source if isinstance(source, str) else None,
         output=output,
         max_requests_per_batch=max_requests_per_batch,
         max_batch_bytes=max_batch_bytes,
         response_schema=schema_dict(response_schema),
         image_column=image_column,
         retries=dict(retries or {}),
+        check_images=check_images,
         budget_usd=budget_usd,
         allow_untracked_cost=allow_untracked_cost,
+        max_failed_share=max_failed_share,
+        error_failed_share=error_failed_share,
         reuse=reuse,
-        **queue_options,
+        stall_percentile=stall_percentile,
+        cache=cache,
+        max_enqueued_tokens=max_enqueued_tokens,
+        priority=priority,
+        deadline=deadline,
+    )
+
+
+def embedding(
+    name: str,
+    source: "str | dg.AssetsDefinition | dg.AssetKey | dg.SourceAsset",
+    text: str,
+    model: str,
+    *,
+    dimensions: int | None = DEFAULTS.dimensions,
+    provider: str = DEFAULTS.provider,
+    team: str = DEFAULTS.team,
+    params: dict[str, Any] | None = None,
+    max_requests_per_batch: int = DEFAULTS.max_requests_per_batch,
+    max_batch_bytes: int = DEFAULTS.max_batch_bytes,
+    output: str | None = DEFAULTS.output,
+    retries: dict[str, int] | None = None,
+    budget_usd: float | None = DEFAULTS.budget_usd,
+    allow_untracked_cost: bool = DEFAULTS.allow_untracked_cost,
+    max_failed_share: float = DEFAULTS.max_failed_share,
+    error_failed_share: float = DEFAULTS.error_failed_share,
+    poll_interval_s: int = 30,
+    reuse: bool = DEFAULTS.reuse,
+    max_enqueued_tokens: int | None = DEFAULTS.max_enqueued_tokens,
+    priority: int = DEFAULTS.priority,
+    deadline: "str | float | timedelta | None" = DEFAULTS.deadline_s,
+    stall_percentile: float = DEFAULTS.stall_percentile,
+) -> Enrichment:
+    """Declare an embedding: one vector per row of ``source`` (``llm_embedding``, Parquet).
+
+    The same four-stage asset graph, sensor and checks as ``enrichment()``; ``text`` is a
+    template over the columns like a prompt, ``dimensions`` the vectors' length (models that
+    can shorten theirs). The other keywords are ``enrichment()``'s."""
+    return _declare(
+        source,
+        poll_interval_s,
+        name=name,
+        kind=RequestKind.EMBEDDING,
+        text=text,
+        dimensions=dimensions,
+        model=model,
+        provider=provider,
+        team=team,
+        params=dict(params or {}),
+        output=output,
+        max_requests_per_batch=max_requests_per_batch,
+        max_batch_bytes=max_batch_bytes,
+        retries=dict(retries or {}),
+        budget_usd=budget_usd,
+        allow_untracked_cost=allow_untracked_cost,
+        max_failed_share=max_failed_share,
+        error_failed_share=error_failed_share,
+        reuse=reuse,
+        max_enqueued_tokens=max_enqueued_tokens,
+        priority=priority,
+        deadline=deadline,
+        stall_percentile=stall_percentile,
+    )
+
+
+def _declare(source: Any, poll_interval_s: int, **options: Any) -> Enrichment:
+    """A job's spec from its options, checked, and its asset graph, sensor and checks."""
+    validate_name(options["name"])
+    deadline = options.pop("deadline")
+    queue_options = check_queue_options(
+        options.pop("max_enqueued_tokens"), options.pop("priority"), deadline
+    )
+    spec = build_spec(
+        source=source if isinstance(source, str) else None, **options, **queue_options
     )
     validate_paths(spec)
     check_declaration(spec)
-    if spec.deadline_s is not None and provider == "bedrock":
-        raise ConfigError(
-            "deadline= needs a real-time API to fall back on, and bedrock has none here: "
-            "drop the deadline or use openai, anthropic or gemini."
-        )
-    policy = dataclasses.replace(
-        RetryPolicy().with_overrides(spec.retries), check_images=check_images
+    check_deadline(spec)
+    policy = job_policy(spec.retries, spec.params, spec.check_images)
+    name = spec.name
+    pdef = shard_partitions(dagster_name(name))
+    keys = _resource_keys(spec.provider)
+    observed = (
+        [observed_file(asset_key(name, "input_file"), source, dagster_name(name))]
+        if isinstance(source, str)
+        else []
     )
-    pdef = shard_partitions(name)
-    keys = _resource_keys(provider)
-    upstream = None if isinstance(source, str) else _source_key(source)
+    upstream = observed[0].key if observed else _source_key(source)
     with warnings.catch_warnings():  # single-run backfill policies are Beta in dagster 1.13
         warnings.simplefilter("ignore", dg.BetaWarning)
         assets = [
@@ -144,8 +236,18 @@ def enrichment(
             merged_asset(spec, policy, keys),
         ]
     sensor = enrichment_sensor(spec, policy, assets, keys, poll_interval_s)
-    checks = build_checks(spec, keys)
-    return Enrichment(spec, assets, sensor, checks, pdef, policy)
+    checks = build_checks(spec, keys, None if observed else upstream)
+    return Enrichment(spec, [*observed, *assets], sensor, checks, pdef, policy)
+
+
+def check_deadline(spec: JobSpec) -> None:
+    """A deadline needs a real-time API to fall back on (a real-time provider is one)."""
+    able = capabilities(spec.provider)
+    if spec.deadline_s is not None and able.mode == "batch" and able.realtime_twin is None:
+        raise ConfigError(
+            f"deadline= needs a real-time API to fall back on, and {spec.provider} has none "
+            f"here: drop the deadline or use {one_of(lambda c: c.realtime_twin is not None)}."
+        )
 
 
 def _resource_keys(provider: str) -> set[str]:

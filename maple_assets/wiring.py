@@ -1,14 +1,24 @@
 """The one place resources are wired, for the code location and for ``maple enrich`` alike:
-storage, cost ledger, IO manager and one resource per provider."""
+storage, cost ledger, IO manager and one resource per provider.
+
+Values come from `Settings` (flags, then the environment) here, never from the environment at
+run time: what the Dagster UI shows as a resource's config is what the run uses. API keys are
+the exception: the provider resources take them as ``dg.EnvVar`` fields, so the UI shows the
+variable's name, the run reads its value, and no key enters a job snapshot Dagster stores. The
+CLI's own provider (credential check, dry run, cancel) gets the plain value from `Settings`."""
 
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+import dagster as dg
+
 from maple_assets.factory import Enrichment
 from maple_engine.job import IO_MANAGER_KEY, provider_key
-from maple_engine.providers.base import ProviderModel
-from maple_engine.providers.registry import build_provider
-from maple_engine.settings import Settings
+from maple_engine.ledger.costs import CostLedger
+from maple_engine.providers.base import Provider
+from maple_engine.providers.registry import build_provider, capabilities
+from maple_engine.settings import Settings, admin_key_env, api_key_env
+from resources.billing import BillingReports
 from resources.costs import CostTracker
 from resources.io_manager import ParquetIOManager
 from resources.providers import provider_resource
@@ -18,20 +28,56 @@ if TYPE_CHECKING:
     from dagster_aws.s3 import S3Resource
 
 
+def provider_settings(name: str, settings: Settings, *, with_key: bool = True) -> dict[str, Any]:
+    """What `settings` set for provider ``name``: the API key and base URL of the API family
+    it takes credentials from, the role its service assumes (its capabilities say which)."""
+    caps = capabilities(name)
+    found = settings.api(caps.credentials) if caps.credentials else {}
+    if not with_key:
+        found.pop("api_key", None)
+    if caps.takes_role_arn and settings.bedrock_role_arn:
+        found["role_arn"] = settings.bedrock_role_arn
+    return found
+
+
+def settings_provider(
+    name: str,
+    settings: Settings,
+    emulator_url: str | None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    with_key: bool = True,
+) -> Any:
+    """Provider ``name`` on the settings' storage root with their key, base URL and role;
+    ``overrides`` (fields, a ``storage_root`` among them) win."""
+    fields = provider_settings(name, settings, with_key=with_key) | dict(overrides or {})
+    root = fields.pop("storage_root", settings.storage_root)
+    return build_provider(name, emulator_url=emulator_url, storage_root=root, **fields)
+
+
+def cost_ledger(storage_root: str) -> CostLedger:
+    """The ledger of ``storage_root``: ``MAPLE_COST_DB``, else the root's SQLite file."""
+    return CostLedger(database_url=Settings.load().cost_db, storage_root=storage_root)
+
+
 def wire_resources(
     storage_root: str,
-    providers: Mapping[str, ProviderModel],
+    providers: Mapping[str, Provider],
     *,
     cost_db: str | None = None,
+    prices: str | None = None,
     s3: "S3Resource | None" = None,
+    provider_config: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Resources over ``storage_root`` with ``providers`` (by provider name) as resources.
 
     ``s3``: a dagster-aws ``S3Resource`` for an ``s3://`` root (endpoint, region, credentials,
-    secrets as ``dg.EnvVar``); without it the AWS_* environment applies."""
+    secrets as ``dg.EnvVar``); without it the AWS_* environment applies. ``provider_config``:
+    more config per provider name (``dg.EnvVar`` keys). ``cost_db``, ``prices``: the ledger's
+    database URL and price-overrides file."""
     resources: dict[str, Any] = {
         "maple_storage": StorageResource(root=storage_root),
-        "maple_costs": CostTracker(storage_root=storage_root, database_url=cost_db),
+        "maple_costs": CostTracker(storage_root=storage_root, database_url=cost_db, prices=prices),
         IO_MANAGER_KEY: ParquetIOManager(root=storage_root),
     }
     if s3 is not None:  # dagster-aws is imported only by those who use it (start-up time)
@@ -39,9 +85,17 @@ def wire_resources(
 
         resources["maple_storage"] = S3StorageResource(root=storage_root, s3=s3)
         resources[IO_MANAGER_KEY] = S3ParquetIOManager(root=storage_root, s3=s3)
+    extra = provider_config or {}
     for name, provider in providers.items():
-        resources[provider_key(name)] = provider_resource(provider)
+        resources[provider_key(name)] = provider_resource(provider, **extra.get(name, {}))
     return resources
+
+
+def env_var_keys(name: str) -> dict[str, dg.EnvVar]:
+    """Provider ``name``'s API key as a ``dg.EnvVar`` (none for bedrock and the emulator): a
+    resource's plain config values are stored in the job snapshots of its runs."""
+    family = capabilities(name).credentials
+    return {"api_key": dg.EnvVar(api_key_env(family))} if family else {}
 
 
 def maple_resources(
@@ -50,12 +104,28 @@ def maple_resources(
     s3: "S3Resource | None" = None,
 ) -> dict[str, Any]:
     """Resources the enrichments need, from the environment's settings (no I/O here);
-    ``emulator`` points at MAPLE_EMULATOR_URL."""
+    ``emulator`` points at MAPLE_EMULATOR_URL. API keys are ``dg.EnvVar`` fields."""
     settings = Settings.load(storage=storage_root)
-    root = settings.storage_root
-    emulator_url = settings.emulator_url_or_default()
-    providers = {
-        name: build_provider(name, emulator_url=emulator_url, storage_root=root)
-        for name in sorted({e.spec.provider for e in enrichments})
-    }
-    return wire_resources(root, providers, cost_db=settings.cost_db, s3=s3)
+    names = sorted({e.spec.provider for e in enrichments})
+    url = settings.emulator_url_or_default()
+    providers = {name: settings_provider(name, settings, url, with_key=False) for name in names}
+    keys = {name: env_var_keys(name) for name in names}
+    return wire_resources(
+        settings.storage_root,
+        providers,
+        cost_db=settings.cost_db,
+        prices=settings.prices,
+        s3=s3,
+        provider_config=keys,
+    )
+
+
+def billing_resource(provider: str, settings: Settings | None = None) -> BillingReports:
+    """``provider``'s admin reports for ``maple_reconcile``: its base URL from the settings, the
+    admin key as a ``dg.EnvVar`` (left out when the variable is unset, so the asset says which
+    one to set)."""
+    settings = settings or Settings.load()
+    family = capabilities(provider).credentials or provider
+    key = dg.EnvVar(admin_key_env(family)) if settings.admin_key(family) else None
+    base_url = settings.api(family).get("base_url")
+    return BillingReports(provider=provider, admin_key=key, base_url=base_url)

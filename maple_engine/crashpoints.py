@@ -1,7 +1,6 @@
 """Test hook: die (or raise) at a named point so crash tests hit exact moments.
 
-It lives in ``resources`` because providers call it too (imports point one way);
-``maple_engine.crashpoints`` re-exports it.
+Every layer may call it (providers, submission, collection): it sits at the engine's root.
 
 ``MAPLE_CRASH_AT=after_create`` makes the process SIGKILL itself when it reaches
 ``crash_point("after_create")``; ``MAPLE_CRASH_MODE=raise`` raises ``CrashPointReached`` instead

@@ -1,4 +1,7 @@
-"""The failure taxonomy (DESIGN section 5) and the mapping of provider outcomes onto it."""
+"""The failure taxonomy and the mapping of provider outcomes onto it.
+
+The classes and their default retries: docs/architecture.md, "Failures and retries".
+"""
 
 import enum
 
@@ -13,6 +16,10 @@ class FailureClass(enum.StrEnum):
     INVALID_REQUEST = "invalid_request"
     INSUFFICIENT_QUOTA = "insufficient_quota"
 
+
+#: The start of the error of a row that a resend cannot change (an image that is gone, a
+#: prompt a provider blocks before generating): such rows are never sent again.
+NOT_RESENT = "not resent: "
 
 _IMAGE_CODES = {"invalid_image_url", "invalid_image", "image_parse_error", "invalid_image_format"}
 

@@ -1,4 +1,4 @@
-"""Retry policies per failure class (DESIGN section 5)."""
+"""Retry policies per failure class (docs/architecture.md, "Failures and retries")."""
 
 import dataclasses
 from collections.abc import Mapping
@@ -12,7 +12,7 @@ DEFAULT_RETRIES: dict[str, int] = {
     FailureClass.EXPIRED: UNLIMITED,
     FailureClass.RATE_LIMITED: UNLIMITED,
     FailureClass.SERVER_ERROR: 5,
-    FailureClass.REFUSED: 2,
+    FailureClass.REFUSED: 1,  # 0 when sampling is deterministic: see `job_policy`
     FailureClass.INVALID_IMAGE: 1,
     FailureClass.INVALID_OUTPUT: 2,
     FailureClass.INVALID_REQUEST: 0,
@@ -41,6 +41,23 @@ class RetryPolicy:
                 f"valid classes: {[c.value for c in FailureClass]}."
             )
         return dataclasses.replace(self, retries={**self.retries, **overrides})
+
+
+def deterministic(params: Mapping[str, object]) -> bool:
+    """Does an identical request get an identical answer? (temperature 0, or top_k 1)"""
+    return params.get("temperature") == 0 or params.get("top_k") == 1
+
+
+def job_policy(
+    retries: Mapping[str, int], params: Mapping[str, object], check_images: bool = True
+) -> RetryPolicy:
+    """The job's policy: the defaults, ``retries`` over them. A refusal is resent only when a
+    resend can change the outcome: with random sampling, not at temperature 0 (the same request
+    gets the same refusal, paid again) nor for a refusal a provider decides before generating
+    (those rows say so in their error and are never resent, `maple_engine.failures`)."""
+    defaults: dict[str, int] = {FailureClass.REFUSED: 0} if deterministic(params) else {}
+    base = RetryPolicy(retries={**DEFAULT_RETRIES, **defaults}, check_images=check_images)
+    return base.with_overrides(retries)
 
 
 def parse_retry_options(specs: list[str]) -> dict[str, int]:

@@ -1,9 +1,11 @@
 """Maple's own settings: one object built from command-line flags and the environment.
 
-This is the only module that reads ``MAPLE_*`` variables. Entry points (the CLI, the Dagster
-definitions) build a `Settings` once and hand its values to the resources they wire. A few
-operational knobs (lease time-to-live, outage window, crash points for the crash tests) are
-read where they act through `knob`, so a run worker sees its own environment.
+This is the only module that reads Maple's configuration from the environment. Entry points
+(the CLI, the Dagster definitions' wiring) build a `Settings` once and hand its values to the
+resources they wire; engine classes take plain values. A few operational knobs (lease
+time-to-live, outage window, crash points for the crash tests) are read where they act through
+`knob`, so a run worker sees its own environment; `aws_environment` is the AWS_* default of S3
+access without an ``S3Resource``.
 
 | variable | setting |
 |---|---|
@@ -12,13 +14,18 @@ read where they act through `knob`, so a run worker sees its own environment.
 | ``MAPLE_COST_DB`` | the cost ledger's SQLAlchemy URL |
 | ``MAPLE_PRICES`` | a price-overrides file |
 | ``MAPLE_BEDROCK_ROLE_ARN`` | the IAM service role Bedrock batch inference assumes |
+| ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY`` | provider API keys |
+| ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, ``GEMINI_BASE_URL`` | provider base URLs |
+| ``OPENAI_ADMIN_KEY``, ``ANTHROPIC_ADMIN_KEY`` | admin keys (usage and cost reports) |
 | ``MAPLE_LEASE_TTL_S``, ``MAPLE_OUTAGE_WINDOW_S`` | operational knobs (`knob`) |
 | ``MAPLE_RUNS_SHARE_MACHINE``, ``MAPLE_CRASH_AT``, ``MAPLE_CRASH_MODE`` | the same |
 """
 
-import dataclasses
 import os
-from collections.abc import Mapping
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 STORAGE_ENV = "MAPLE_STORAGE"
 EMULATOR_URL_ENV = "MAPLE_EMULATOR_URL"
@@ -35,45 +42,86 @@ KNOBS = (
 )
 DEFAULT_STORAGE = ".maple"
 DEFAULT_EMULATOR_URL = "http://127.0.0.1:8787"
+API_SUFFIXES = ("_API_KEY", "_BASE_URL")  # a provider API's key and base URL: OPENAI_API_KEY
+ADMIN_SUFFIX = "_ADMIN_KEY"  # an organisation's admin key (usage and cost reports)
 
 
-@dataclasses.dataclass(frozen=True)
-class Settings:
-    """What a ``maple`` command or a code location runs with."""
+def api_key_env(family: str) -> str:
+    """The variable holding ``family``'s API key (``OPENAI_API_KEY``, ...)."""
+    return f"{family.upper()}_API_KEY"
 
-    storage_root: str = DEFAULT_STORAGE
-    emulator_url: str | None = None
-    cost_db: str | None = None
-    prices: str | None = None
-    bedrock_role_arn: str | None = None
+
+def admin_key_env(family: str) -> str:
+    """The variable holding ``family``'s admin key (``OPENAI_ADMIN_KEY``, ...)."""
+    return f"{family.upper()}{ADMIN_SUFFIX}"
+
+
+def _no_trailing_slash(url: str | None) -> str | None:
+    return url.rstrip("/") if url else None
+
+
+class Settings(BaseSettings):
+    """What a ``maple`` command or a code location runs with (keys kept as ``SecretStr``)."""
+
+    model_config = SettingsConfigDict(
+        frozen=True,
+        extra="ignore",
+        case_sensitive=True,
+        env_ignore_empty=True,
+        populate_by_name=True,
+    )
+
+    storage_root: str = Field(default=DEFAULT_STORAGE, validation_alias=STORAGE_ENV)
+    emulator_url: Annotated[str | None, AfterValidator(_no_trailing_slash)] = Field(
+        default=None, validation_alias=EMULATOR_URL_ENV
+    )
+    cost_db: str | None = Field(default=None, validation_alias=COST_DB_ENV)
+    prices: str | None = Field(default=None, validation_alias=PRICES_ENV)
+    bedrock_role_arn: str | None = Field(default=None, validation_alias=BEDROCK_ROLE_ENV)
+    # Every ``<FAMILY>_API_KEY`` and ``<FAMILY>_BASE_URL`` set, by variable name: a provider's
+    # capabilities say which family's it takes (``credentials``).
+    provider_api: dict[str, SecretStr] = Field(default_factory=dict)
 
     @classmethod
-    def load(
-        cls,
-        *,
-        storage: str | None = None,
-        cost_db: str | None = None,
-        environ: Mapping[str, str] | None = None,
-    ) -> "Settings":
+    def load(cls, *, storage: str | None = None, cost_db: str | None = None) -> "Settings":
         """Flags first (``None``: not given), then the environment, then the defaults."""
-        env = os.environ if environ is None else environ
-        url = env.get(EMULATOR_URL_ENV)
-        return cls(
-            storage_root=storage or env.get(STORAGE_ENV) or DEFAULT_STORAGE,
-            emulator_url=url.rstrip("/") if url else None,
-            cost_db=cost_db or env.get(COST_DB_ENV) or None,
-            prices=env.get(PRICES_ENV) or None,
-            bedrock_role_arn=env.get(BEDROCK_ROLE_ENV) or None,
-        )
+        flags: dict[str, Any] = {"storage_root": storage, "cost_db": cost_db}
+        api = {
+            k: SecretStr(v)
+            for k, v in os.environ.items()
+            if k.endswith((*API_SUFFIXES, ADMIN_SUFFIX)) and v
+        }
+        return cls(**{name: value for name, value in flags.items() if value}, provider_api=api)
 
     def emulator_url_or_default(self) -> str:
         """Where ``maple emulator`` listens by default, for definitions that load without I/O."""
         return self.emulator_url or DEFAULT_EMULATOR_URL
 
+    def api(self, family: str) -> dict[str, str]:
+        """``api_key`` and ``base_url`` of the API ``family`` (``<FAMILY>_API_KEY``,
+        ``<FAMILY>_BASE_URL``) that are set, as plain values for a provider class."""
+        found = {
+            field: self.provider_api.get(f"{family.upper()}{suffix}")
+            for field, suffix in zip(("api_key", "base_url"), API_SUFFIXES, strict=True)
+        }
+        return {field: value.get_secret_value() for field, value in found.items() if value}
 
-def default_storage_root() -> str:
-    """The storage root a resource uses when none is wired (``MAPLE_STORAGE``, else .maple)."""
-    return Settings.load().storage_root
+    def admin_key(self, family: str) -> str | None:
+        """``<FAMILY>_ADMIN_KEY`` if set."""
+        key = self.provider_api.get(admin_key_env(family))
+        return key.get_secret_value() if key else None
+
+    def has_api_key(self, family: str) -> bool:
+        return "api_key" in self.api(family)
+
+
+def aws_environment() -> dict[str, str | None]:
+    """The AWS_* default of S3 access: endpoint and region (credentials: boto's own chain)."""
+    env = os.environ
+    return {
+        "endpoint_url": env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None,
+        "region_name": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
+    }
 
 
 def knob(name: str) -> str | None:

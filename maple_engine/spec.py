@@ -1,13 +1,16 @@
-"""The definition of one enrichment job, and the checks it must pass before anything is sent."""
+"""The definition of one job (an enrichment or an embedding), and the checks it must pass
+before anything is sent."""
 
-import dataclasses
 import hashlib
 import os
-from typing import Any
+from typing import Any, Literal
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from maple_engine.errors import ConfigError
+from maple_engine.providers.base import BATCH_FILE_LIMITS, RequestKind
+from maple_engine.providers.registry import DEFAULT_PROVIDER
 from maple_engine.storage.storage import is_remote
 
 ROW_ID = "_maple_row_id"
@@ -25,44 +28,184 @@ OUTPUT_COLUMNS = (
     "llm_attempts",
     "llm_input_tokens",
     "llm_output_tokens",
+    "llm_cached_tokens",
+    "llm_cache_write_tokens",
     "llm_cost_usd",
     "llm_model",
     "llm_batch_id",
     "llm_reused",
+    "llm_embedding",
 )
+EMBEDDING_COLUMN = "llm_embedding"
 
-MB = 1_000_000
+# The job options only one request kind takes; every other option is common to both.
+KIND_ONLY = {
+    RequestKind.CHAT: (
+        "prompt",
+        "system",
+        "response_schema",
+        "image_column",
+        "check_images",
+        "cache",
+    ),
+    RequestKind.EMBEDDING: ("text", "dimensions"),
+}
+
 MAX_JOB_NAME = 100  # bytes: a file name component on every store, with room for suffixes
 
 
-@dataclasses.dataclass(frozen=True)
-class JobSpec:
-    """Everything that decides what is sent; a rerun of the same job must agree on it."""
+class JobSpec(BaseModel):
+    """Every option of a job, each with its default, bounds and help, written once here.
 
-    name: str
-    prompt: str
-    model: str
-    provider: str = "openai"
-    team: str = "default"
-    system: str | None = None
-    params: dict[str, Any] = dataclasses.field(default_factory=dict)
-    source: str | None = None
-    output: str | None = None
-    max_requests_per_batch: int = 50_000
-    max_batch_bytes: int = 200 * MB
-    response_schema: dict[str, Any] | None = None
-    image_column: str | None = None
-    retries: dict[str, int] = dataclasses.field(default_factory=dict)
-    budget_usd: float | None = None
-    allow_untracked_cost: bool = False
-    reuse: bool = True  # fill rows from the response store (False: send every row)
-    max_enqueued_tokens: int | None = None  # the provider queue's limit (None: learn it)
-    priority: int = 0  # among the waiting jobs of one team, higher goes first
-    deadline_s: float | None = None  # rows still in batches then go through real-time
+    The ``maple enrich`` options are generated from these fields and ``enrichment()`` takes them
+    as keywords (a test holds both to this model). The fields in ``fingerprint`` decide what is
+    sent; a rerun of the same job must agree on them."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="Job name; rerun with the same name to resume.")
+    kind: RequestKind = Field(
+        default=RequestKind.CHAT,
+        description="What each row's request asks for: a reply (chat) or a vector (embedding).",
+    )
+    prompt: str | None = Field(
+        default=None,
+        description="Prompt template with {column} placeholders ({column:json} for list/struct "
+        "columns, {{ }} for braces).",
+    )
+    text: str | None = Field(
+        default=None,
+        description="Template of the text to embed, with {column} placeholders as in --prompt.",
+    )
+    dimensions: int | None = Field(
+        default=None,
+        ge=1,
+        description="Length of each vector (models that can shorten theirs); default: the model's.",
+    )
+    model: str = Field(description="Model name, e.g. gpt-4o-mini.")
+
+    @model_validator(mode="after")
+    def _template_fits_the_kind(self) -> "JobSpec":
+        """A chat job has a prompt, an embedding a text; a blank template (an unset shell
+        variable, say) would be sent, and paid, per row."""
+        field = "prompt" if self.kind == RequestKind.CHAT else "text"
+        job = "a chat job" if self.kind == RequestKind.CHAT else "an embedding job"
+        if getattr(self, field) is None:
+            raise ValueError(f"{job} needs a {field} template")
+        if not str(getattr(self, field)).strip():
+            raise ValueError(
+                f"the {field} template is empty (an unset shell variable?): give it text and "
+                "{column} placeholders"
+            )
+        other = [f for f in KIND_ONLY[_other(self.kind)] if getattr(self, f) != _default(f)]
+        if other:
+            raise ValueError(f"{', '.join(other)} do(es) not apply to {job}")
+        return self
+
+    @property
+    def template(self) -> str:
+        """The template rendered per row: the prompt, or the text to embed."""
+        return str(self.prompt if self.kind == RequestKind.CHAT else self.text)
+
+    provider: str = Field(default=DEFAULT_PROVIDER, description="Provider that runs the requests.")
+    team: str = Field(default="default", description="Team the cost is booked to.")
+    system: str | None = Field(default=None, description="System prompt.")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Model parameter NAME=VALUE (JSON value), repeatable."
+    )
+    source: str | None = Field(
+        default=None, description="Input table: a CSV or Parquet path or URI."
+    )
+    output: str | None = Field(
+        default=None, description="Output path (.parquet or .csv); default INPUT_enriched.EXT."
+    )
+    max_requests_per_batch: int = Field(
+        default=BATCH_FILE_LIMITS.max_requests,
+        ge=1,
+        description="Most requests in one batch (the provider's file limit by default).",
+    )
+    max_batch_bytes: int = Field(
+        default=BATCH_FILE_LIMITS.max_bytes,
+        ge=1,
+        description="Most bytes in one batch file (the provider's file limit by default).",
+    )
+    response_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="JSON schema file: replies are validated and parsed into llm_parsed.",
+    )
+    image_column: str | None = Field(
+        default=None, description="Column holding an image URL sent with each prompt."
+    )
+    retries: dict[str, int] = Field(
+        default_factory=dict, description="Retry policy override CLASS=N|unlimited."
+    )
+    check_images: bool = Field(
+        default=True,
+        description="Check image URLs before retrying invalid_image (--no-image-check: retry "
+        "without checking).",
+    )
+    budget_usd: float | None = Field(
+        default=None,
+        ge=0,
+        description="Stop submitting batches before the job's spend (committed + next batch) "
+        "exceeds USD; rerun with a larger --budget to continue.",
+    )
+    allow_untracked_cost: bool = Field(
+        default=False, description="Run a model with no known price (its cost is recorded as 0)."
+    )
+    max_failed_share: float = Field(
+        default=0.0,
+        ge=0,
+        le=1,
+        description="merged's failed_rows check fails (WARN) when more than this share of the "
+        "rows failed; 0: any failed row.",
+    )
+    error_failed_share: float = Field(
+        default=0.1,
+        ge=0,
+        le=1,
+        description="merged's failed_rows check fails at ERROR severity when more than this "
+        "share of the rows failed.",
+    )
+    reuse: bool = Field(
+        default=True,
+        description="Rows whose request has a stored answer from an earlier run are filled from "
+        "it, not sent (--no-reuse: send every row).",
+    )
+    max_enqueued_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="The provider queue's limit for this model (OpenAI: prompt tokens enqueued "
+        "in batches); shards wait locally instead of failing. Default: learned from the provider.",
+    )
+    priority: int = Field(
+        default=0,
+        description="Among waiting jobs of the same team on one provider queue, higher goes first.",
+    )
+    cache: Literal["auto", "off"] = Field(
+        default="auto",
+        description="Prompt caching: auto marks the shared prefix (system prompt) for the "
+        "provider's cache (Anthropic cache_control, OpenAI prompt_cache_key); off sends no "
+        "cache hints.",
+    )
+    deadline_s: float | None = Field(
+        default=None,
+        gt=0,
+        description="e.g. 6h, 90s, 1h30m: rows still in batches when it approaches are cancelled "
+        "there and sent through the flex tier while time allows (batch prices), else the "
+        "real-time API (real-time prices).",
+    )
+    stall_percentile: float = Field(
+        default=95,
+        ge=50,
+        lt=100,
+        description="A batch in flight longer than this percentile of its provider and model's "
+        "turnaround (batch history) is stalled; with a deadline its rows go real-time at once.",
+    )
 
     def fingerprint(self) -> str:
         """Hash of the fields that change what is sent (not output path, budget or retries)."""
-        keys = (
+        keys: tuple[str, ...] = (
             "prompt",
             "model",
             "provider",
@@ -74,11 +217,21 @@ class JobSpec:
             "max_requests_per_batch",
             "max_batch_bytes",
         )
-        payload = orjson.dumps({k: getattr(self, k) for k in keys}, option=orjson.OPT_SORT_KEYS)
+        if self.kind != RequestKind.CHAT:  # a chat job's fingerprint stays what it was
+            keys = (*keys, "kind", "text", "dimensions")
+        fields = {k: getattr(self, k) for k in keys}
+        if self.cache != "auto":  # only then: jobs from before --cache keep their versions
+            fields["cache"] = self.cache
+        payload = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(payload).hexdigest()[:16]
 
+    def cache_key(self) -> str:
+        """The prompt-cache key of this job version: requests sharing it share a cache."""
+        digest = hashlib.sha256(f"{self.name}/{self.fingerprint()}".encode()).hexdigest()
+        return f"maple-{digest[:16]}"
+
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return self.model_dump()
 
     def output_format(self) -> str:
         """``parquet`` or ``csv``: the output path's extension, else the input's format."""
@@ -88,6 +241,42 @@ class JobSpec:
                 if fmt:
                     return fmt
         return "parquet"
+
+
+# Every option's default, typed (``DEFAULTS.team``); the fields with no default are unset.
+DEFAULTS = JobSpec.model_construct()
+
+
+def _other(kind: RequestKind) -> RequestKind:
+    return RequestKind.EMBEDDING if kind == RequestKind.CHAT else RequestKind.CHAT
+
+
+def _default(field: str) -> Any:
+    return getattr(DEFAULTS, field)
+
+
+def job_options(kind: RequestKind) -> list[str]:
+    """The job options a job of ``kind`` takes (``kind`` itself is the command's)."""
+    return [f for f in JobSpec.model_fields if f != "kind" and f not in KIND_ONLY[_other(kind)]]
+
+
+def option_help(field: str) -> str:
+    """The help text of one job option."""
+    return JobSpec.model_fields[field].description or ""
+
+
+def build_spec(**fields: Any) -> JobSpec:
+    """A ``JobSpec`` from keyword values; a value out of bounds is one clear ``ConfigError``."""
+    try:
+        return JobSpec(**fields)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        if not error["loc"]:  # a rule over several fields: its message names them
+            message = str(error["msg"]).removeprefix("Value error, ")
+            raise ConfigError(f"{message}.") from None
+        field = ".".join(str(part) for part in error["loc"])
+        value = error.get("input")
+        raise ConfigError(f"{field}={value!r}: {error['msg']}.") from None
 
 
 def file_format(path: str, strict: bool = True) -> str | None:
@@ -104,10 +293,10 @@ def file_format(path: str, strict: bool = True) -> str | None:
 
 
 def validate_name(name: str) -> None:
-    if not name or not all(c.isalnum() or c in "_-" for c in name) or not name[0].isalpha():
+    if not name or not all(c.isalnum() or c in "_-." for c in name) or not name[0].isalnum():
         raise ConfigError(
-            f"Job name {name!r} is not usable as a Dagster name: use letters, digits, '_' and '-', "
-            "starting with a letter (e.g. product_attributes)."
+            f"Job name {name!r} is not usable as a folder name on every store: use letters, "
+            "digits, '_', '-' and '.', starting with a letter or digit (e.g. rye-bread-2026)."
         )
     if len(name.encode()) > MAX_JOB_NAME:
         raise ConfigError(

@@ -22,19 +22,24 @@ from maple_engine.collect.responses import (
     with_final,
 )
 from maple_engine.crashpoints import crash_point
-from maple_engine.errors import ConfigError
+from maple_engine.errors import ConfigError, QuotaExhausted
 from maple_engine.failures import FailureClass, batch_too_large
 from maple_engine.inputs.images import missing_images
 from maple_engine.job import Job
 from maple_engine.ledger.attempt_cost import AttemptCost
-from maple_engine.providers.base import BatchState, ShardPayload, Submission
+from maple_engine.providers.base import (
+    REALTIME_PREFIX,
+    BatchState,
+    ShardPayload,
+    Submission,
+    batch_priced,
+)
 from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID
 from maple_engine.state import JobState, ShardSummary
+from maple_engine.storage.claims import claim_batch
 from maple_engine.storage.response_store import ResponseStore, collection
 from maple_engine.submit import queue
 from maple_engine.submit.budget import within_budget
-from maple_engine.submit.claims import claim_batch
-from maple_engine.submit.deadline import REALTIME_PREFIX
 
 
 # -- submissions ----------------------------------------------------------------------------
@@ -72,6 +77,12 @@ def check_age(job: Job) -> None:
         )
 
 
+QUOTA_ADVICE = (
+    "no new batches are sent; top up the account, then rerun the same command to send the "
+    "remaining rows"
+)
+
+
 def submit_shard(job: Job, shard: str) -> Submission | None:
     """Send the shard's next attempt unless it is already out, done, or the job has stopped."""
     progress = job.state.progress(shard)
@@ -104,7 +115,11 @@ def _create(job: Job, shard: str, attempt: int, taken_over: bool) -> Submission 
             return None  # no room in the provider's queue yet: the sensor asks again later
         if not within_budget(job, shard, attempt):
             return None  # the job is stopped: committed spend + this batch > budget
-        submission = queue.submit(job, payload)
+        try:
+            submission = queue.submit(job, payload)
+        except QuotaExhausted as exc:  # the batch was refused: stop as a row's quota error does
+            job.state.stop(f"{exc}; {QUOTA_ADVICE}", kind="quota")
+            return None
         if submission is None:
             return None  # the provider refused it as queue-full: it waits again
     crash_point("after_create")
@@ -134,7 +149,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         state,
         attempt=attempt,
         price=job.price(),
-        batch_pricing=_mode(job, submission) == "batch",
+        batch_pricing=batch_priced(submission.batch_id),
         schema=job.spec.response_schema,
     )
     earlier = [job.state.results(shard, attempt - 1)] if attempt > 1 else []
@@ -145,11 +160,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
     crash_point("after_results")
     _record_cost(job, shard, submission, results)
     if decision.quota_exhausted:
-        job.state.stop(
-            "the provider reports insufficient quota: no new batches are sent; top up the "
-            "account, then rerun the same command to send the remaining rows",
-            kind="quota",
-        )
+        job.state.stop(f"the provider reports insufficient quota: {QUOTA_ADVICE}", kind="quota")
     cap = _attempt_cap(progress.summary, state, plan.height)
     pending = decision.retry_ids.height
     if pending:
@@ -262,6 +273,7 @@ def _record_cost(job: Job, shard: str, submission: Submission, results: pl.DataF
         model=job.spec.model,
         provider=job.provider.provider_name,
         mode=_mode(job, submission),
+        batch_prices=batch_priced(submission.batch_id),
         shard=shard,
         attempt=submission.attempt,
         batch_id=submission.batch_id,

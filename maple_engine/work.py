@@ -39,7 +39,7 @@ def pending_work(job: Job) -> Work:
             waiting.append(progress.submission)
         else:
             done += 1
-    states = job.provider.poll(waiting) if waiting else {}
+    states = job.poll(waiting)
     ended = [(s.shard, s, states[s.batch_id]) for s in waiting if states[s.batch_id].ended]
     if job.state.stop_reason() is not None:
         done += len(submit)

@@ -15,12 +15,16 @@ import pyarrow.parquet as pq
 from pydantic import Field
 from upath import UPath
 
-from maple_engine.storage import s3 as s3_settings
+from maple_engine.storage.s3 import ENVIRONMENT, S3Settings
 from maple_engine.storage.storage import atomic_write, is_remote, polars_storage_options
 
 
 class ParquetUPathIOManager(dg.UPathIOManager):
     extension: str = ".parquet"
+
+    def __init__(self, base_path: UPath, s3: S3Settings = ENVIRONMENT) -> None:
+        super().__init__(base_path=base_path)
+        self.s3 = s3  # how the outputs that pointers name are reached
 
     def dump_to_path(self, context: dg.OutputContext, obj: Any, path: UPath) -> None:
         if dataclasses.is_dataclass(obj) and hasattr(obj, "path"):
@@ -56,7 +60,7 @@ class ParquetUPathIOManager(dg.UPathIOManager):
         pointer = path.with_suffix(".json")
         if pointer.exists():
             target = orjson.loads(pointer.read_bytes())["pointer"]
-            return _scan(target["path"], target["format"])
+            return _scan(target["path"], target["format"], self.s3)
         with path.open("rb") as handle:
             frame = pl.read_parquet(handle)
         return frame.lazy() if context.dagster_type.typing_type is pl.LazyFrame else frame
@@ -65,8 +69,8 @@ class ParquetUPathIOManager(dg.UPathIOManager):
         return bool(path.exists() or path.with_suffix(".json").exists())
 
 
-def _scan(path: str, fmt: str) -> pl.LazyFrame:
-    options = polars_storage_options(path)
+def _scan(path: str, fmt: str, s3: S3Settings) -> pl.LazyFrame:
+    options = polars_storage_options(path, s3)
     if fmt == "csv":
         return pl.scan_csv(path, infer_schema=False, storage_options=options)
     return pl.scan_parquet(path, storage_options=options)
@@ -78,14 +82,12 @@ class ParquetIOManager(dg.ConfigurableIOManagerFactory):  # type: ignore[type-ar
     root: str = Field(description="Storage root: a local folder or s3://bucket/prefix.")
 
     def create_io_manager(self, context: dg.InitResourceContext) -> ParquetUPathIOManager:
-        self.apply_s3_settings()
-        base = (
-            UPath(self.root, **s3_settings.fsspec_options())
-            if is_remote(self.root)
-            else UPath(self.root)
-        )
-        return ParquetUPathIOManager(base_path=base)
+        s3 = self.s3_settings()
+        remote = is_remote(self.root)
+        base = UPath(self.root, **s3.fsspec_options()) if remote else UPath(self.root)
+        return ParquetUPathIOManager(base_path=base, s3=s3)
 
-    def apply_s3_settings(self) -> None:
-        """Nothing here: S3 settings come from the environment (``resources.s3_resources`` has
-        the variant that takes a dagster-aws ``S3Resource``)."""
+    def s3_settings(self) -> S3Settings:
+        """How ``s3://`` is reached: here the AWS_* environment (``resources.s3_resources``
+        has the variant that takes a dagster-aws ``S3Resource``)."""
+        return ENVIRONMENT

@@ -6,7 +6,7 @@ from typing import Any
 
 import dagster as dg
 
-from maple_engine.providers.base import ProviderModel
+from maple_engine.providers.base import Provider, ProviderModel
 
 
 @functools.cache
@@ -25,7 +25,10 @@ def resource_class(provider_class: type[ProviderModel]) -> type[dg.ConfigurableR
     return type(provider_class.__name__ + "Resource", bases, namespace)
 
 
-def provider_resource(provider: ProviderModel) -> dg.ConfigurableResource:  # type: ignore[type-arg]
-    """An engine provider as a Dagster resource with the same settings."""
+def provider_resource(provider: Provider, **config: Any) -> dg.ConfigurableResource:  # type: ignore[type-arg]
+    """An engine provider as a Dagster resource with the same settings, plus ``config``
+    (e.g. ``api_key=dg.EnvVar("OPENAI_API_KEY")``)."""
+    if not isinstance(provider, ProviderModel):
+        raise TypeError(f"{provider.provider_name}: a provider resource needs a ProviderModel")
     fields = {name: getattr(provider, name) for name in provider.model_fields_set}
-    return resource_class(type(provider))(**fields)
+    return resource_class(type(provider))(**(fields | config))

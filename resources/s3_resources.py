@@ -1,27 +1,27 @@
 """The storage resource and IO manager with a dagster-aws ``S3Resource`` for their S3 settings.
 
-Separate from ``maple_engine.storage.storage`` and ``resources.io_manager`` because importing
-dagster-aws
+Separate from ``resources.storage`` and ``resources.io_manager`` because importing dagster-aws
 costs most of a second of start-up: only code that builds an ``S3Resource`` loads it.
-``maple_resources(..., s3=S3Resource(...))`` picks these variants.
+``maple_resources(..., s3=S3Resource(...))`` picks these variants. Each resource instance
+carries its own settings (nothing is shared by the process).
 """
 
 from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
-from maple_engine.storage import s3 as s3_settings
+from maple_engine.storage.s3 import S3Settings
 from resources.io_manager import ParquetIOManager
 from resources.storage import StorageResource
 
 _DESCRIPTION = (
-    "dagster-aws S3 resource: endpoint, region and credentials of the s3:// root (secrets as "
-    "EnvVar). Applies to every S3 access of the process."
+    "dagster-aws S3 resource: endpoint, region and credentials of the s3:// root and the jobs' "
+    "s3:// inputs and outputs (secrets as EnvVar)."
 )
 
 
-def settings_of(resource: S3Resource) -> s3_settings.S3Settings:
+def settings_of(resource: S3Resource) -> S3Settings:
     """The engine's S3 settings from a dagster-aws ``S3Resource``."""
-    return s3_settings.S3Settings(
+    return S3Settings(
         endpoint_url=resource.endpoint_url,
         region_name=resource.region_name,
         access_key_id=resource.aws_access_key_id,
@@ -38,8 +38,8 @@ class S3StorageResource(StorageResource):
 
     s3: S3Resource = Field(description=_DESCRIPTION)
 
-    def apply_s3_settings(self) -> None:
-        s3_settings.configure(settings_of(self.s3))
+    def s3_settings(self) -> S3Settings:
+        return settings_of(self.s3)
 
 
 class S3ParquetIOManager(ParquetIOManager):
@@ -47,5 +47,5 @@ class S3ParquetIOManager(ParquetIOManager):
 
     s3: S3Resource = Field(description=_DESCRIPTION)
 
-    def apply_s3_settings(self) -> None:
-        s3_settings.configure(settings_of(self.s3))
+    def s3_settings(self) -> S3Settings:
+        return settings_of(self.s3)

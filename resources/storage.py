@@ -7,22 +7,17 @@ from pydantic import Field
 
 from maple_engine.deployment import require_shared
 from maple_engine.memory import tune_allocator
-from maple_engine.settings import default_storage_root
+from maple_engine.storage.s3 import ENVIRONMENT, S3Settings
 from maple_engine.storage.storage import Storage, is_remote
 
 
 class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """The storage root every job writes under: a local folder or ``s3://bucket/prefix``."""
 
-    root: str = Field(
-        default_factory=default_storage_root,
-        description="Storage root (folder or s3:// URI); default MAPLE_STORAGE, else ./.maple.",
-    )
+    root: str = Field(description="Storage root: a local folder or s3://bucket/prefix.")
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """At run start: S3 settings, flat memory in run workers; refuse a local root across
-        machines."""
-        self.apply_s3_settings()
+        """At run start: flat memory in run workers; refuse a local root across machines."""
         tune_allocator()
         if not is_remote(self.root):
             require_shared(
@@ -32,9 +27,10 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 "Set MAPLE_STORAGE to s3://bucket/prefix",
             )
 
-    def apply_s3_settings(self) -> None:
-        """Nothing here: S3 settings come from the environment (``resources.s3_resources`` has
-        the variant that takes a dagster-aws ``S3Resource``)."""
+    def s3_settings(self) -> S3Settings:
+        """How ``s3://`` is reached: here the AWS_* environment (``resources.s3_resources``
+        has the variant that takes a dagster-aws ``S3Resource``)."""
+        return ENVIRONMENT
 
     def storage(self) -> Storage:
-        return Storage(self.root)
+        return Storage(self.root, s3=self.s3_settings())

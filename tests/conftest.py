@@ -4,6 +4,7 @@ S3 server on 127.0.0.1 (the real S3 API)."""
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import boto3
 import polars as pl
@@ -12,6 +13,8 @@ from moto.server import ThreadedMotoServer
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
+from maple_assets.wiring import settings_provider
+from maple_engine.settings import Settings
 
 TRICKY_ROWS = {
     "sku": ["A-1", "B-2", "C-3", "D-4", "E-5", "F-6"],
@@ -19,6 +22,12 @@ TRICKY_ROWS = {
     "description": ["naïve café", "", "a,b,c", 'He said "hi"\r\nbye', "null text", None],
     "price": ["1.50", "2", "3.0", None, "5", "6.25"],
 }
+
+
+def env_provider(name: str, **fields: Any) -> Any:
+    """Provider ``name`` with the API key and base URL the environment sets, built as ``maple``
+    builds it (the engine's classes never read the environment themselves)."""
+    return settings_provider(name, Settings.load(), None, fields)
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """``python -m maple_assets.cli``: the ``maple`` command."""
 
-from maple_assets.cli.commands import main
+from maple_assets.cli import main
 
 main()

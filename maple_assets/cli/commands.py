@@ -1,22 +1,28 @@
-"""The ``maple`` command line: enrich, status, cancel, costs, emulator."""
+"""The ``maple`` command line: enrich, embed, status, cancel, costs, emulator."""
 
-import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from emulator.cli import emulator_command
+from maple_assets.api.driver import CommandOptions
 from maple_assets.cli.costs import costs_command
+from maple_assets.cli.options import model_options
+from maple_assets.cli.reconcile import reconcile_command
+from maple_assets.cli.stats import stats_command
 from maple_assets.cli.status import cancel_command, status_command
+from maple_assets.graph.assets import InputShardsConfig
 from maple_engine.errors import ConfigError
 from maple_engine.memory import tune_allocator
 from maple_engine.policy import parse_retry_options
-from maple_engine.providers.registry import PROVIDERS
+from maple_engine.providers.base import RequestKind
+from maple_engine.providers.registry import names
 from maple_engine.settings import Settings
-from maple_engine.spec import MB, file_format
+from maple_engine.spec import JobSpec, file_format, job_options, option_help
+from maple_engine.submit.deadline import parse_duration
 
 
 def parse_params(specs: tuple[str, ...]) -> dict[str, Any]:
@@ -25,175 +31,84 @@ def parse_params(specs: tuple[str, ...]) -> dict[str, Any]:
     return dict(parse_param(spec) for spec in specs)
 
 
-@contextlib.contextmanager
-def emulator_url(
-    provider: str, batch_seconds: float, fail: tuple[str, ...], settings: Settings
-) -> Iterator[str | None]:
-    """The emulator's URL for ``--provider emulator``: MAPLE_EMULATOR_URL, or one started here."""
-    if provider != "emulator":
-        yield None
-        return
-    if settings.emulator_url:
-        yield settings.emulator_url
-        return
-    from emulator.config import EmulatorConfig, parse_fail
-    from emulator.server import EmulatorServer
+class _Reported(click.Group):
+    """Every command ends the same way: one line on stderr and an exit code from the README's
+    table, whatever escapes it (``enrich --debug`` adds the traceback itself)."""
 
-    config = EmulatorConfig(batch_seconds=batch_seconds, fail=parse_fail(list(fail)))
-    with EmulatorServer(config) as server:
-        yield server.url
+    def invoke(self, ctx: click.Context) -> Any:
+        from maple_assets.cli.errors import quiet_interrupts, reported
+
+        with quiet_interrupts(debug=False), reported(debug=False):
+            return super().invoke(ctx)
 
 
-@click.group()
+@click.group(cls=_Reported)
 @click.version_option(package_name="maple-dagster")
 def main() -> None:
     """Maple: run LLM prompts over tables through provider batch APIs, as Dagster assets."""
     tune_allocator()
 
 
+# Job options with a parsing of their own, written here (their help is the field's; a test
+# holds them to ``JobSpec``); every other ``JobSpec`` field is generated.
+PARSED_HERE = (
+    "name",
+    "prompt",
+    "text",
+    "source",
+    "params",
+    "response_schema",
+    "retries",
+    "deadline_s",
+)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def job_flags(kind: RequestKind) -> Callable[[F], F]:
+    """The options every job command takes: the job options of ``kind`` and the command's."""
+    decorators = [
+        model_options(
+            JobSpec,
+            [f for f in job_options(kind) if f not in PARSED_HERE],
+            {"provider": click.Choice(names(lambda c: kind in c.kinds))},
+        ),
+        click.option("--job", "name", default=None, help=option_help("name")),
+        click.option("--param", "params", multiple=True, help=option_help("params")),
+        click.option("--retry", "retries", multiple=True, help=option_help("retries")),
+        click.option(
+            "--deadline",
+            "deadline_s",
+            default=None,
+            metavar="DURATION",
+            help=option_help("deadline_s"),
+        ),
+        model_options(InputShardsConfig, ["retry_failed"]),
+        model_options(CommandOptions),
+    ]
+
+    def decorate(command: F) -> F:
+        for decorator in reversed(decorators):
+            command = decorator(command)
+        return command
+
+    return decorate
+
+
 @main.command("enrich")
 @click.argument("input_path", metavar="INPUT")
-@click.option(
-    "--prompt",
-    help="Prompt template with {column} placeholders ({column:json} for list/struct columns, "
-    "{{ }} for braces).",
-)
+@click.option("--prompt", help=option_help("prompt"))
 @click.option(
     "--prompt-file",
     type=click.Path(exists=True, dir_okay=False),
     help="Read the template from a file.",
 )
-@click.option("--model", required=True, help="Model name, e.g. gpt-4o-mini.")
-@click.option("--system", default=None, help="System prompt.")
-@click.option("--provider", type=click.Choice(PROVIDERS), default="openai", show_default=True)
-@click.option(
-    "--output", default=None, help="Output path (.parquet or .csv); default INPUT_enriched.EXT."
-)
-@click.option("--team", default="default", show_default=True, help="Team the cost is booked to.")
-@click.option(
-    "--job", "job_name", default=None, help="Job name; rerun with the same name to resume."
-)
-@click.option(
-    "--max-requests-per-batch", type=click.IntRange(min=1), default=50_000, show_default=True
-)
-@click.option("--max-batch-bytes", type=click.IntRange(min=1), default=200 * MB, show_default=True)
-@click.option(
-    "--storage",
-    default=None,
-    help="Storage root (folder or s3://); default MAPLE_STORAGE or ./.maple.",
-)
-@click.option(
-    "--param", "params", multiple=True, help="Model parameter NAME=VALUE (JSON value), repeatable."
-)
 @click.option(
     "--response-schema",
     type=click.Path(exists=True, dir_okay=False),
     default=None,
-    help="JSON schema file: replies are validated and parsed into llm_parsed.",
+    help=option_help("response_schema"),
 )
-@click.option(
-    "--image-column", default=None, help="Column holding an image URL sent with each prompt."
-)
-@click.option(
-    "--retry", "retry_specs", multiple=True, help="Retry policy override CLASS=N|unlimited."
-)
-@click.option(
-    "--no-image-check", is_flag=True, help="Do not check image URLs before retrying invalid_image."
-)
-@click.option(
-    "--poll-interval",
-    type=float,
-    default=2.0,
-    show_default=True,
-    help="Seconds between provider polls.",
-)
-@click.option(
-    "--emulator-batch-seconds",
-    type=float,
-    default=1.0,
-    show_default=True,
-    help="With --provider emulator: how long a batch takes.",
-)
-@click.option(
-    "--emulator-fail", multiple=True, help="With --provider emulator: inject CLASS=RATE faults."
-)
-@click.option(
-    "--rpm",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Real-time providers: requests per minute (default: learned from headers).",
-)
-@click.option(
-    "--tpm",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Real-time providers: tokens per minute (default: learned from headers).",
-)
-@click.option(
-    "--max-concurrency",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Real-time providers: most requests in flight at once.",
-)
-@click.option("--quiet", is_flag=True, help="No progress line.")
-@click.option(
-    "--wait",
-    is_flag=True,
-    help="If another maple enrich drives this job, wait for it, then print the result "
-    "(default: exit at once with code 2, saying where and since when it runs).",
-)
-@click.option(
-    "--timings-json", default=None, help="Write per-stage wall times (JSON) to this file."
-)
-@click.option(
-    "--dry-run",
-    is_flag=True,
-    help="Print the plan and the estimated tokens and cost; upload and submit nothing.",
-)
-@click.option(
-    "--budget",
-    type=click.FloatRange(min=0),
-    default=None,
-    help="Stop submitting batches before the job's spend (committed + next batch) exceeds "
-    "USD; rerun with a larger --budget to continue.",
-)
-@click.option(
-    "--allow-untracked-cost",
-    is_flag=True,
-    help="Run a model with no known price (its cost is recorded as 0).",
-)
-@click.option(
-    "--no-reuse",
-    is_flag=True,
-    help="Send every row, even those whose request has a stored answer from an earlier run.",
-)
-@click.option(
-    "--retry-failed",
-    is_flag=True,
-    help="Send again the rows whose stored outcome is a failure, each with a fresh retry budget.",
-)
-@click.option(
-    "--max-enqueued-tokens",
-    type=click.IntRange(min=1),
-    default=None,
-    help="The provider queue's limit for this model (OpenAI: prompt tokens enqueued in "
-    "batches); shards wait locally instead of failing. Default: learned from the provider.",
-)
-@click.option(
-    "--priority",
-    type=int,
-    default=0,
-    show_default=True,
-    help="Among waiting jobs of the same team on one provider queue, higher goes first.",
-)
-@click.option(
-    "--deadline",
-    default=None,
-    metavar="DURATION",
-    help="e.g. 6h, 90s, 1h30m: rows still in batches when it approaches are cancelled there "
-    "and sent through the real-time API (at real-time prices).",
-)
-@click.option("--debug", is_flag=True, help="Show tracebacks and Dagster's warnings.")
+@job_flags(RequestKind.CHAT)
 def enrich_command(
     input_path: str, prompt: str | None, prompt_file: str | None, **options: Any
 ) -> None:
@@ -203,30 +118,60 @@ def enrich_command(
     stopped early (budget, quota, cancel, max age); 2 usage or validation error (nothing was
     uploaded); 1 anything unexpected; 130 interrupted (rerun the same command to resume).
     """
-    from maple_assets.cli.enrich import EnrichOptions, run_enrich
-    from maple_assets.cli.errors import quiet_interrupts, reported
-
     if (prompt is None) == (prompt_file is None):
         raise click.UsageError("Give exactly one of --prompt or --prompt-file.")
+    run_job(input_path, options, lambda: {"prompt": prompt_of(prompt, prompt_file)})
+
+
+@main.command("embed")
+@click.argument("input_path", metavar="INPUT")
+@click.option("--text", required=True, metavar="TEMPLATE", help=option_help("text"))
+@job_flags(RequestKind.EMBEDDING)
+def embed_command(input_path: str, text: str, **options: Any) -> None:
+    """Embed INPUT (CSV or Parquet, local or s3://): one vector per row, in llm_embedding
+    (Parquet output). Rows whose text is empty are not sent (llm_failure_class empty_text).
+
+    Exit codes: as for maple enrich.
+    """
+    run_job(input_path, options, lambda: {"kind": RequestKind.EMBEDDING, "text": text})
+
+
+def run_job(
+    input_path: str, options: dict[str, Any], templates: Callable[[], dict[str, Any]]
+) -> None:
+    """Run one job command: check the input, start the emulator if asked, drive the job."""
+    from maple_assets.api.driver import EnrichOptions
+    from maple_assets.cli.enrich import run_enrich
+    from maple_assets.cli.errors import quiet_interrupts, reported
+
     debug = bool(options.get("debug"))
     with quiet_interrupts(debug), reported(debug):
-        template = prompt if prompt is not None else read_prompt_file(str(prompt_file))
+        given = templates()
         file_format(input_path)
-        settings = Settings.load(storage=options.pop("storage"))
+        settings = Settings.load(storage=options["storage"])
+        job = {f: options.pop(f) for f in JobSpec.model_fields if f in options}
         opts = EnrichOptions(
             input_path=input_path,
-            prompt=template,
-            params=parse_params(options.pop("params")),
-            retries=parse_retry_options(list(options.pop("retry_specs"))),
-            storage=settings.storage_root,
+            job=job | parsed_job_options(job) | given,
+            storage_root=settings.storage_root,
             **options,
         )
-        emulator = emulator_url(
-            opts.provider, opts.emulator_batch_seconds, opts.emulator_fail, settings
-        )
-        with emulator as url:
-            code = run_enrich(opts, url)
+        code = run_enrich(opts, settings)  # an embedding when ``given`` says so (its kind)
     sys.exit(code)
+
+
+def parsed_job_options(job: dict[str, Any]) -> dict[str, Any]:
+    """The options of ``PARSED_HERE`` as ``JobSpec`` values (the schema stays a path)."""
+    deadline = job["deadline_s"]
+    return {
+        "params": parse_params(job["params"]),
+        "retries": parse_retry_options(list(job["retries"])),
+        "deadline_s": parse_duration(deadline, "--deadline") if deadline else None,
+    }
+
+
+def prompt_of(prompt: str | None, prompt_file: str | None) -> str:
+    return prompt if prompt is not None else read_prompt_file(str(prompt_file))
 
 
 def read_prompt_file(path: str) -> str:
@@ -237,6 +182,8 @@ def read_prompt_file(path: str) -> str:
 
 
 main.add_command(costs_command)
+main.add_command(stats_command)
+main.add_command(reconcile_command)
 main.add_command(status_command)
 main.add_command(cancel_command)
 main.add_command(emulator_command)

@@ -1,4 +1,5 @@
-"""`maple costs`: what jobs spent and what batch pricing saved, from the cost ledger.
+"""`maple costs`: what jobs spent, what batch pricing saved (`savings_usd`, vs real-time prices)
+and what prompt caching saved (`cache_savings_usd`, vs the same tokens uncached), from the ledger.
 
 Registered in the `maple` group elsewhere; also runs alone as `python -m maple_assets.cli.costs`.
 """
@@ -6,6 +7,7 @@ Registered in the `maple` group elsewhere; also runs alone as `python -m maple_a
 import csv
 import io
 import json
+from collections.abc import Callable
 from datetime import date, datetime
 from typing import Any, get_args
 
@@ -17,7 +19,24 @@ from maple_engine.settings import COST_DB_ENV, Settings
 
 FORMATS = ("table", "csv", "json")
 _NUMBERS = ("requests", "input_tokens", "cached_input_tokens", "output_tokens")
-_MONEY = ("cost_usd", "savings_usd")
+_MONEY = ("cost_usd", "savings_usd", "cache_savings_usd")
+
+
+def ledger_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--storage`` and ``--db``: where the ledger is (every command reading it takes them)."""
+    storage = click.option(
+        "--storage",
+        default=None,
+        help="Storage root whose costs.sqlite is the default ledger [env: MAPLE_STORAGE; "
+        "default: ./.maple].",
+    )
+    db = click.option(
+        "--db",
+        "db",
+        default=None,
+        help=f"Ledger database URL, e.g. postgresql+psycopg2://... [env: {COST_DB_ENV}].",
+    )
+    return storage(db(command))
 
 
 @click.command("costs")
@@ -43,22 +62,11 @@ _MONEY = ("cost_usd", "savings_usd")
     show_default=True,
     help="table for people, csv or json (a list of objects) for tools.",
 )
-@click.option(
-    "--storage",
-    default=None,
-    help="Storage root whose costs.sqlite is the default ledger [env: MAPLE_STORAGE; "
-    "default: ./.maple].",
-)
-@click.option(
-    "--db",
-    "db",
-    default=None,
-    help=f"Ledger database URL, e.g. postgresql+psycopg2://... [env: {COST_DB_ENV}].",
-)
+@ledger_options
 def costs_command(
     by: GroupBy, since: datetime | None, fmt: str, storage: str | None, db: str | None
 ) -> None:
-    """Show recorded LLM spend and batch savings, grouped by team, job, model or day."""
+    """Show recorded LLM spend, batch and cache savings, grouped by team, job, model or day."""
     since_day: date | None = since.date() if since is not None else None
     settings = Settings.load(storage=storage, cost_db=db)
     with CostLedger(database_url=settings.cost_db, storage_root=settings.storage_root) as tracker:

@@ -4,9 +4,10 @@ from typing import Any
 
 import click
 
+from maple_assets.wiring import cost_ledger
 from maple_engine.inputs.tokens import MAX_TOKEN_PARAMS, output_tokens_per_request
-from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.pricing import ModelPrice
+from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.plan.dry_plan import SendPlan
 from maple_engine.plan.estimate import estimate_job, estimate_sends
 from maple_engine.spec import JobSpec
@@ -25,8 +26,10 @@ def dry_run(
     else:
         plan = estimate_job(JobState(Storage(storage), spec.name), spec, provider)
         requests = f"{plan.requests:,}"
-    batch, realtime = plan.cost(price, batch=True), plan.cost(price, batch=False)
-    per_request = output_tokens_per_request(spec.params)
+    layout = cache_layout(spec)
+    cache = layout.expected_usage(plan.requests, plan.shards)
+    batch, realtime = plan.cost(price, True, cache), plan.cost(price, False, cache)
+    per_request = output_tokens_per_request(spec.params, spec.kind)
     rows = [
         ("job", spec.name),
         ("provider", spec.provider),
@@ -35,18 +38,28 @@ def dry_run(
         ("requests", requests),
         ("bytes", f"{plan.bytes:,}"),
         ("input tokens", f"~{plan.input_tokens:,} (estimated: about 4 characters per token)"),
-        ("output tokens", f"<= {plan.output_tokens:,} ({_output_note(spec, per_request)})"),
+        *(
+            [("output tokens", f"<= {plan.output_tokens:,} ({_output_note(spec, per_request)})")]
+            if per_request
+            else []
+        ),
+        ("prompt cache", layout.describe()),
+        (
+            "cached tokens",
+            f"~{cache.cached_input_tokens:,} read, ~{cache.cache_write_tokens:,} written",
+        ),
         ("batch USD", f"~{batch:.6f}"),
         ("real-time USD", f"~{realtime:.6f}"),
         ("batch saves", f"~{realtime - batch:.6f} USD{percent(realtime - batch, realtime)}"),
         ("price", price.source),
     ]
-    with CostLedger(storage_root=storage) as costs:
+    with cost_ledger(storage) as costs:
         paid = costs.job_total(spec.name)
     if paid:
         rows.append(("spent USD", f"{paid:.6f} so far (this job, from the ledger)"))
     if spec.budget_usd is not None:
-        expected = batch if provider.mode == "batch" else realtime
+        priced_as_batch = provider.mode == "batch" or provider.capabilities.batch_prices
+        expected = batch if priced_as_batch else realtime
         fits = "fits" if expected <= spec.budget_usd else "the job will stop before the end"
         rows.append(("budget USD", f"{spec.budget_usd:.6f} ({fits})"))
     click.echo("dry run: nothing uploaded, no batch created, nothing spent")
@@ -61,6 +74,9 @@ def _not_sent(sends: SendPlan) -> str:
         parts.append(f"{sends.reused:,} answered by the response store: --no-reuse sends them")
     if sends.duplicates:
         parts.append(f"{sends.duplicates:,} repeat an identical request: answered once")
+    empty = sends.rows - sends.sent - sends.reused - sends.duplicates
+    if empty:
+        parts.append(f"{empty:,} with an empty text: never sent")
     return f" ({'; '.join(parts)})" if parts else ""
 
 

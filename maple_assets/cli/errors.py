@@ -5,7 +5,7 @@
 | 0 | every row succeeded |
 | 1 | anything unexpected (``--debug`` shows the traceback) |
 | 2 | usage or validation error: nothing was uploaded |
-| 3 | the job finished but some rows failed (the summary says which classes) |
+| 3 | some rows failed (the summary says which classes); `maple reconcile`: drift |
 | 4 | the job stopped early (budget, quota, cancel, max age) |
 | 130 | interrupted (Ctrl-C); rerun the same command to resume |
 """
@@ -21,7 +21,15 @@ from typing import Any, NoReturn
 
 import click
 
-from maple_engine.errors import AuthError, ConfigError, MapleError, StorageError
+from maple_assets.api.errors import (
+    INTERRUPTED_MESSAGE,
+    is_interrupt,
+    one_line,
+    usage_error,
+    user_error,
+)
+from maple_assets.api.result import STATUSES, job_status
+from maple_engine.errors import MapleError, QuotaExhausted
 
 OK = 0
 UNEXPECTED = 1
@@ -29,37 +37,12 @@ USAGE = 2
 ROWS_FAILED = 3
 STOPPED = 4
 INTERRUPTED = 130
-INTERRUPTED_MESSAGE = (
-    "stopped; batches already submitted keep running at the provider; rerun the same command "
-    "to resume"
-)
+EXIT_CODES = dict(zip(STATUSES, (OK, ROWS_FAILED, STOPPED), strict=True))
 
 
 def outcome_code(totals: dict[str, Any], stop: dict[str, str] | None) -> int:
     """The exit code of a job that ran to its end (or to its stop)."""
-    if stop is not None:
-        return STOPPED
-    return ROWS_FAILED if int(totals.get("failed", 0)) > 0 else OK
-
-
-def user_error(exc: BaseException) -> BaseException:
-    """The error the user should see: our own error inside Dagster's wrappers, if any."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, (MapleError, KeyboardInterrupt)):
-            return current
-        seen.add(id(current))
-        inner = getattr(current, "user_exception", None)
-        current = inner if isinstance(inner, BaseException) else current.__cause__
-    return exc
-
-
-def is_interrupt(exc: BaseException) -> bool:
-    from dagster._core.errors import DagsterExecutionInterruptedError
-
-    found = user_error(exc)
-    return isinstance(found, (KeyboardInterrupt, DagsterExecutionInterruptedError))
+    return EXIT_CODES[job_status(totals, stop)]
 
 
 def fail(exc: BaseException, debug: bool) -> NoReturn:
@@ -70,19 +53,19 @@ def fail(exc: BaseException, debug: bool) -> NoReturn:
         click.echo(f"\n{INTERRUPTED_MESSAGE}", err=True)
         sys.exit(INTERRUPTED)
     found = user_error(exc)
-    if isinstance(found, (ConfigError, StorageError, AuthError)):
-        click.echo(f"error: {_one_line(found)}", err=True)
+    usage = usage_error(found)
+    if usage is not None:
+        click.echo(f"error: {one_line(usage)}", err=True)
         sys.exit(USAGE)
+    if isinstance(found, QuotaExhausted):  # before a batch went out (the pre-flight call)
+        click.echo(f"stopped: {one_line(found)}", err=True)
+        sys.exit(STOPPED)
     if isinstance(found, MapleError):
-        click.echo(f"error: {_one_line(found)}", err=True)
+        click.echo(f"error: {one_line(found)}", err=True)
         sys.exit(UNEXPECTED)
     hint = "" if debug else " (rerun with --debug for the traceback)"
-    click.echo(f"error: unexpected {type(found).__name__}: {_one_line(found)}{hint}", err=True)
+    click.echo(f"error: unexpected {type(found).__name__}: {one_line(found)}{hint}", err=True)
     sys.exit(UNEXPECTED)
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 @contextlib.contextmanager
@@ -97,17 +80,18 @@ def reported(debug: bool) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def marks_interrupt(state: Any) -> Iterator[None]:
-    """While a job runs, a Ctrl-C leaves ``interrupted.json`` in its state (``maple status``
-    shows ``interrupted``, not ``running``); the next run of the job removes it."""
-    key = state.paths.interrupted
-    state.storage.delete(key)
+def engine_warnings_on_stderr() -> Iterator[None]:
+    """The engine's warnings (a provider call retrying through an outage, say) as one
+    ``maple: ...`` line each on stderr while a job runs."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("maple: %(message)s"))
+    engine = logging.getLogger("maple")
+    engine.addHandler(handler)
     try:
         yield
-    except BaseException as exc:
-        if is_interrupt(exc):
-            state.storage.write_json(key, {"reason": INTERRUPTED_MESSAGE})
-        raise
+    finally:
+        engine.removeHandler(handler)
 
 
 @contextlib.contextmanager

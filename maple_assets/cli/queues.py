@@ -5,12 +5,13 @@ from typing import Any
 
 from maple_assets.cli.tables import render
 from maple_assets.graph.admission import wait_message
-from maple_engine.ledger.costs import CostLedger, default_sqlite_path
+from maple_assets.wiring import cost_ledger
+from maple_engine.ledger.costs import default_sqlite_path
+from maple_engine.ledger.queues import usage_by_queue
 from maple_engine.ledger.schema import queue_slots
 from maple_engine.settings import Settings
 from maple_engine.storage.layout import QUEUES, JobLayout
 from maple_engine.storage.storage import Storage
-from maple_engine.submit.queue_ledger import usage_by_queue
 
 
 def ledger_exists(root: str) -> bool:
@@ -23,7 +24,7 @@ def queue_status(storage: Storage) -> list[dict[str, Any]]:
     """One entry per queue with work in it or a learned limit."""
     rows: dict[str, dict[str, Any]] = {}
     if ledger_exists(storage.root):
-        with CostLedger(storage_root=storage.root) as costs, costs.transaction() as conn:
+        with cost_ledger(storage.root) as costs, costs.transaction() as conn:
             for entry in usage_by_queue(conn, queue_slots):
                 rows[str(entry["queue"])] = dict(entry)
     for key in storage.list_keys(QUEUES):

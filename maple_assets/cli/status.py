@@ -14,18 +14,19 @@ import orjson
 
 from maple_assets.cli.queues import job_queue_note, ledger_exists, queue_lines, queue_status
 from maple_assets.cli.tables import render
+from maple_assets.wiring import cost_ledger, settings_provider
 from maple_engine.collect.responses import summarize
-from maple_engine.errors import ConfigError, MapleError, ProviderError
-from maple_engine.ledger.costs import CostLedger
+from maple_engine.errors import ConfigError, MapleError
+from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
-from maple_engine.providers.base import Provider, Submission
-from maple_engine.providers.registry import build_provider
+from maple_engine.providers.base import Provider
 from maple_engine.settings import Settings
 from maple_engine.state import JobState
 from maple_engine.steps import shard_responses
 from maple_engine.storage.layout import JobLayout, job_names
 from maple_engine.storage.storage import Storage
-from maple_engine.submit.queue_ledger import release_job
+from maple_engine.submit.cancel import cancel_job
+from maple_engine.submit.stalls import Stall, stalled, turnaround_limit
 
 
 def _storage(root: str | None) -> Storage:
@@ -105,8 +106,38 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
         "cost_usd": round(sum(s["cost_usd"] for s in shards), 8),
         "output": storage.read_json(merged)["path"] if storage.exists(merged) else None,
         "queue": job_queue_note(storage, job) or None,
+        "stalled": [_stall_json(st) for st in _stalls(state, spec["spec"])],
         "shards": shards,
     }
+
+
+def _stall_json(stall: Stall) -> dict[str, Any]:
+    sub = stall.submission
+    return {
+        "shard": sub.shard,
+        "batch_id": sub.batch_id,
+        "age_s": round(stall.age_s, 1),
+        "limit_s": round(stall.limit_s, 1),
+        "percentile": stall.percentile,
+        "message": stall.describe(),
+    }
+
+
+def _stalls(state: JobState, spec: dict[str, Any]) -> list[Stall]:
+    """The job's batches in flight longer than their provider and model's turnaround
+    percentile in the batch history (none without a ledger or enough history)."""
+    flying = [
+        p.submission
+        for s in state.manifest() or []
+        if (p := state.progress(s.key)).action == "wait"
+    ]
+    subs = [s for s in flying if s is not None]
+    if not subs or not ledger_exists(state.storage.root):
+        return []
+    percentile = float(spec.get("stall_percentile") or 95)
+    with cost_ledger(state.storage.root) as costs:
+        limit = turnaround_limit(costs, subs[0].provider, str(spec.get("model")), percentile)
+    return stalled(subs, limit, percentile)
 
 
 def _phase(state: JobState, sharded: bool, shards: list[dict[str, Any]]) -> str:
@@ -139,8 +170,9 @@ def _table(status: dict[str, Any]) -> str:
         lines.append(f"stopped: {status['stopped']}")
     if status["output"]:
         lines.append(f"output: {status['output']}")
-    if status.get("queue") and status["phase"] == "running":
+    if status.get("queue") and status["phase"] not in ("merged", "final"):
         lines.append(f"queue: {status['queue']}")
+    lines += [f"stalled: {st['message']}" for st in status["stalled"]]
     header = ["shard", "state", "attempts", "rows", "ok", "failed", "cost USD"]
     rows = []
     for s in status["shards"]:
@@ -181,6 +213,7 @@ def status_command(job: str | None, storage: str | None, fmt: str) -> None:
             click.echo(
                 f"{s['job']:<32}{s['phase']:<10}{s['rows']:>10,} rows  "
                 f"{s['succeeded']:>10,} ok  {s['failed']:>8,} failed  ${s['cost_usd']:.6f}"
+                + (f"  {len(s['stalled'])} stalled" if s["stalled"] else "")
             )
     if not job and fmt == "table":
         for line in queue_lines(queue_status(store)):
@@ -194,45 +227,8 @@ def provider_for(state: JobState) -> Provider:
         raise ConfigError(f"No job {state.job!r} under {state.storage.root}.")
     name = str(spec["spec"]["provider"])
     settings = Settings.load(storage=state.storage.root)
-    provider: Provider = build_provider(
-        name, emulator_url=settings.emulator_url, storage_root=settings.storage_root
-    )
+    provider: Provider = settings_provider(name, settings, settings.emulator_url)
     return provider
-
-
-def in_flight(state: JobState, provider: Provider) -> list[Submission]:
-    """Recorded batches still waiting, plus batches the job created but never recorded."""
-    waiting = {}
-    for shard in state.manifest() or []:
-        progress = state.progress(shard.key)
-        if progress.action == "wait" and progress.submission is not None:
-            waiting[progress.submission.batch_id] = progress.submission
-    for orphan in provider.find_orphans(state.job):
-        waiting.setdefault(orphan.batch_id, orphan)
-    if not waiting:
-        return []
-    states = provider.poll(list(waiting.values()))
-    return [s for s in waiting.values() if not states[s.batch_id].ended]
-
-
-def cancel_job(state: JobState, provider: Provider) -> list[Submission]:
-    """Stop new submissions, cancel in-flight batches; the job stays resumable."""
-    state.stop(
-        "cancelled with `maple cancel`; rerun the same `maple enrich` command (same --job) "
-        "to resume: rows the cancelled batches did not run are sent again",
-        kind="cancel",
-    )
-    batches = in_flight(state, provider)
-    cancelled = []
-    for submission in batches:
-        try:
-            provider.cancel(submission)
-        except ProviderError as exc:
-            if exc.status != 400:  # 400: the batch ended meanwhile; nothing to cancel
-                raise
-            continue
-        cancelled.append(submission)
-    return cancelled
 
 
 def release_queue_slots(state: JobState) -> int:
@@ -240,7 +236,7 @@ def release_queue_slots(state: JobState) -> int:
     wait for a job that is no longer running to see its cancelled batches end."""
     if not ledger_exists(state.storage.root):
         return 0
-    with CostLedger(storage_root=state.storage.root) as costs, costs.transaction() as conn:
+    with cost_ledger(state.storage.root) as costs, costs.transaction() as conn:
         return release_job(conn, queue_slots, state.job)
 
 

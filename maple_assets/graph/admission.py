@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from maple_engine.submit import queue
 from maple_engine.submit.deadline import cancel_for_deadline
+from maple_engine.submit.stalls import escalate_stalled
 
 if TYPE_CHECKING:
     from maple_engine.job import Job
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
 
 def plan_submissions(job: "Job", work: "Work") -> dict[str, str]:
     """Shard -> ticket (part of the submit run key) for every shard to submit now."""
+    stalls = []
     if queue.deadline_due(job):
         cancelled = cancel_for_deadline(job, work.states)
         if cancelled:
@@ -29,12 +31,24 @@ def plan_submissions(job: "Job", work: "Work") -> dict[str, str]:
                     "their unrun rows and every unsent shard go through real-time"
                 },
             )
+    elif stalls := escalate_stalled(job, work.states):  # noted until the next tick
+        _note(
+            job,
+            {
+                "deadline": f"stalled: cancelled {len(stalls)} batch(es) ({stalls[0].describe()}); "
+                "their unrun rows go through real-time"
+            },
+        )
     admitted, waits = queue.gate(job, work)
     if waits:
         shard, reason = next(iter(waits.items()))
         waiting = len(work.submit) - len(admitted)
         _note(job, {"shard": shard, "waiting_shards": waiting, "reason": reason})
-    elif not queue.deadline_due(job) and job.state.storage.exists(job.state.paths.queue_wait):
+    elif (
+        not queue.deadline_due(job)
+        and not stalls
+        and job.state.storage.exists(job.state.paths.queue_wait)
+    ):
         job.state.storage.delete(job.state.paths.queue_wait)
     return admitted
 

@@ -15,13 +15,14 @@ import polars as pl
 import pyarrow as pa
 from pydantic import Field
 
+from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.per_shard import per_shard
 from maple_engine.collect.responses import summarize
 from maple_engine.job import IO_MANAGER_KEY, Job, job_for
 from maple_engine.merge.output import merge_job
 from maple_engine.plan.rerun import shard_input
 from maple_engine.policy import RetryPolicy
-from maple_engine.spec import JobSpec
+from maple_engine.spec import DEFAULTS, JobSpec, option_help
 from maple_engine.steps import collect_shard, shard_responses, submit_shard
 from maple_engine.submit.budget import ledger_totals
 from maple_engine.submit.deadline import deadline_split
@@ -32,17 +33,15 @@ COLLECT_PARALLELISM = 2  # shards downloaded and parsed at once (memory: that ma
 
 
 class InputShardsConfig(dg.Config):
-    """Run options of ``input_shards`` (the launchpad's config in the UI)."""
+    """Run options of ``input_shards`` (the launchpad's config in the UI; ``maple enrich``'s
+    ``--retry-failed``). ``no_reuse`` turns off the job option ``reuse`` for one run."""
 
     retry_failed: bool = Field(
         default=False,
         description="Send again the rows whose stored outcome is a failure, each with a fresh "
         "retry budget (otherwise a failed row stays failed until its request changes).",
     )
-    no_reuse: bool = Field(
-        default=False,
-        description="Send every row, even those whose request has a stored answer.",
-    )
+    no_reuse: bool = Field(default=not DEFAULTS.reuse, description=option_help("reuse"))
 
 
 def input_shards_asset(
@@ -55,13 +54,11 @@ def input_shards_asset(
     def body(
         context: dg.AssetExecutionContext, config: InputShardsConfig, table: Any
     ) -> dg.Output[pl.DataFrame]:
-        run_spec = dataclasses.replace(spec, reuse=spec.reuse and not config.no_reuse)
+        run_spec = spec.model_copy(update={"reuse": spec.reuse and not config.no_reuse})
         job = job_for(run_spec, policy, context.resources)
         shards, version, counts = shard_input(job, table, retry_failed=config.retry_failed)
-        existing = set(context.instance.get_dynamic_partitions(pdef.name or ""))
-        new = [s.key for s in shards if s.key not in existing]
-        if new:
-            context.instance.add_dynamic_partitions(pdef.name or "", new)
+        current_partitions(context.instance, pdef.name or "", [s.key for s in shards])
+        mark_reused_shards(context, job, shards, spec.name)
         manifest = pl.DataFrame([dataclasses.asdict(s) for s in shards])
         warnings.filterwarnings("ignore", category=dg.BetaWarning)  # data_version is Beta
         return dg.Output(
@@ -70,8 +67,10 @@ def input_shards_asset(
             metadata={
                 "rows": counts.rows,
                 "to_send": counts.sent,
-                "reused": counts.reused,
-                "duplicates": counts.duplicates,
+                # "reused" means one thing everywhere (merged, llm_reused, maple status): rows
+                # answered without being sent; of which repeats of another row's request:
+                "reused": counts.reused + counts.duplicates,
+                "reused_repeats": counts.duplicates,
                 "version": version.number,
                 "shards": len(shards),
                 "bytes": int(manifest["bytes"].sum()),
@@ -79,20 +78,21 @@ def input_shards_asset(
             },
         )
 
-    key = dg.AssetKey([spec.name, "input_shards"])
+    key = asset_key(spec.name, "input_shards")
     description = (
         f"Input of {spec.name} rendered into provider requests and cut into shards; rows whose "
         "request has a stored answer are filled from the response store, not sent."
     )
-    if upstream is None:
+    if spec.source is not None:  # a file: its observed source asset is the upstream
 
         @dg.asset(
             key=key,
-            group_name=spec.name,
+            group_name=dagster_name(spec.name),
             required_resource_keys=keys,
             io_manager_key=IO_MANAGER_KEY,
             description=description,
             code_version=spec.fingerprint(),
+            deps=[upstream] if upstream is not None else None,
         )
         def input_shards(
             context: dg.AssetExecutionContext, config: InputShardsConfig
@@ -103,7 +103,7 @@ def input_shards_asset(
 
     @dg.asset(
         key=key,
-        group_name=spec.name,
+        group_name=dagster_name(spec.name),
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         description=description,
@@ -122,6 +122,41 @@ def input_shards_asset(
     return input_shards_from_asset
 
 
+def current_partitions(instance: dg.DagsterInstance, name: str, keys: list[str]) -> None:
+    """The shard partitions are the current version's: new ones added, an earlier version's
+    removed (their answers live on in the response store, and a version cut again re-adds
+    its keys), so the partition count is the current version's shard count."""
+    existing = instance.get_dynamic_partitions(name)
+    wanted = set(keys)
+    new = [k for k in keys if k not in set(existing)]
+    if new:
+        instance.add_dynamic_partitions(name, new)
+    for old in existing:
+        if old not in wanted:
+            instance.delete_dynamic_partition(name, old)
+
+
+def mark_reused_shards(
+    context: dg.AssetExecutionContext, job: Job, shards: list[Any], name: str
+) -> None:
+    """A shard whose rows were all answered from the response store sends nothing: its
+    submissions and raw_responses partitions are recorded as materialized (0 requests), not
+    left Missing to invite a pointless "Materialize missing"."""
+    for shard in shards:
+        summary = job.state.summary(shard.key)
+        if summary is None or summary.attempt != 0 or not summary.final:
+            continue
+        for stage in ("submissions", "raw_responses"):
+            context.log_event(
+                dg.AssetMaterialization(
+                    asset_key=asset_key(name, stage),
+                    partition=shard.key,
+                    description="Every row of this shard was answered from the response store.",
+                    metadata={"requests": 0, "reused": shard.rows},
+                )
+            )
+
+
 def _shard_asset(
     spec: JobSpec,
     name: str,
@@ -133,10 +168,10 @@ def _shard_asset(
     and resources (``parts``), the job's IO manager, one run per backfill, the spec's version."""
     pdef, keys = parts
     return dg.asset(
-        key=dg.AssetKey([spec.name, name]),
-        group_name=spec.name,
+        key=asset_key(spec.name, name),
+        group_name=dagster_name(spec.name),
         partitions_def=pdef,
-        deps=[dg.AssetKey([spec.name, upstream])],
+        deps=[asset_key(spec.name, upstream)],
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         backfill_policy=dg.BackfillPolicy.single_run(),
@@ -191,7 +226,7 @@ def raw_responses_asset(
         job = job_for(spec, policy, context.resources)
         waiting = [job.state.progress(k).submission for k in context.partition_keys]
         subs = [s for s in waiting if s is not None]
-        states = job.provider.poll(subs) if subs else {}
+        states = job.poll(subs)
 
         def one(shard: str) -> dict[str, Any]:
             progress = job.state.progress(shard)
@@ -200,7 +235,8 @@ def raw_responses_asset(
                 if not state.ended:
                     raise dg.Failure(
                         f"Batch {state.batch_id} of shard {shard} is still {state.status}; the "
-                        f"{spec.name}_sensor materializes this partition when the batch ends."
+                        f"{dagster_name(spec.name)}_sensor materializes this partition when the "
+                        "batch ends."
                     )
                 combined = collect_shard(job, shard, state)
             else:
@@ -226,9 +262,9 @@ def _responses_metadata(job: Job, shard: str, combined: pl.DataFrame) -> dict[st
 
 def merged_asset(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.AssetsDefinition:
     @dg.asset(
-        key=dg.AssetKey([spec.name, "merged"]),
-        group_name=spec.name,
-        deps=[dg.AssetKey([spec.name, "raw_responses"])],
+        key=asset_key(spec.name, "merged"),
+        group_name=dagster_name(spec.name),
+        deps=[asset_key(spec.name, "raw_responses")],
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         code_version=spec.fingerprint(),

@@ -1,10 +1,14 @@
-"""Asset checks: every input row once in ``merged``, every row final, no shard over the limits."""
+"""Asset checks: every input row once in ``merged``, the same rows as the input table, every
+row final, the failed share, no shard over the limits."""
 
+import hashlib
 from typing import Any
 
 import dagster as dg
 import polars as pl
 
+from maple_assets.graph.names import asset_key
+from maple_engine.inputs.sources import scan
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 
@@ -13,9 +17,14 @@ def _state(spec: JobSpec, context: dg.AssetCheckExecutionContext) -> JobState:
     return JobState(context.resources.maple_storage.storage(), spec.name)
 
 
-def build_checks(spec: JobSpec, keys: set[str]) -> list[dg.AssetChecksDefinition]:
-    merged_key = dg.AssetKey([spec.name, "merged"])
-    shards_key = dg.AssetKey([spec.name, "input_shards"])
+def build_checks(
+    spec: JobSpec, keys: set[str], table_key: dg.AssetKey | None = None
+) -> list[dg.AssetChecksDefinition]:
+    """The job's checks; ``table_key``: the upstream asset whose table is the input (None when
+    the input is the file ``spec.source``)."""
+    merged_key = asset_key(spec.name, "merged")
+    shards_key = asset_key(spec.name, "input_shards")
+    same_rows = same_rows_check(spec, keys, merged_key, table_key)
 
     @dg.asset_check(
         asset=merged_key,
@@ -54,6 +63,15 @@ def build_checks(spec: JobSpec, keys: set[str]) -> list[dg.AssetChecksDefinition
         return dg.AssetCheckResult(passed=bad == 0, metadata={"rows_not_final": int(bad)})
 
     @dg.asset_check(
+        asset=merged_key,
+        name="failed_rows",
+        description="The share of failed rows stays within max_failed_share (WARN) and "
+        "error_failed_share (ERROR); metadata names the top failure classes.",
+    )
+    def failed_rows(merged: pl.LazyFrame) -> dg.AssetCheckResult:
+        return failed_rows_result(spec, merged)
+
+    @dg.asset_check(
         asset=shards_key,
         name="shards_within_limits",
         required_resource_keys=keys,
@@ -70,4 +88,98 @@ def build_checks(spec: JobSpec, keys: set[str]) -> list[dg.AssetChecksDefinition
             passed=not over, metadata={"shards": len(manifest), "over": str(over)}
         )
 
-    return [every_row_once, every_row_final, shards_within_limits]
+    return [every_row_once, same_rows, every_row_final, failed_rows, shards_within_limits]
+
+
+def same_rows_check(
+    spec: JobSpec, keys: set[str], merged_key: dg.AssetKey, table_key: dg.AssetKey | None
+) -> dg.AssetChecksDefinition:
+    """merged holds exactly the input table's rows: the same count, and each row's input
+    columns equal to the input's row at the same place (compared by a digest per row)."""
+    description = (
+        "merged has exactly the input table's rows: the same count and, row by row in order, "
+        "the same values in the input's columns (not only the job's own manifest)."
+    )
+    if table_key is None:
+
+        @dg.asset_check(
+            asset=merged_key,
+            name="same_rows_as_input",
+            required_resource_keys=keys,
+            description=description,
+        )
+        def same_rows_as_input_file(
+            context: dg.AssetCheckExecutionContext, merged: pl.LazyFrame
+        ) -> dg.AssetCheckResult:
+            assert spec.source is not None
+            s3 = context.resources.maple_storage.s3_settings()
+            return same_rows_result(scan(spec.source, s3), merged)
+
+        return same_rows_as_input_file
+
+    @dg.asset_check(
+        asset=merged_key,
+        name="same_rows_as_input",
+        additional_ins={"table": dg.AssetIn(key=table_key)},
+        description=description,
+    )
+    def same_rows_as_input(merged: pl.LazyFrame, table: Any) -> dg.AssetCheckResult:
+        if not isinstance(table, (pl.DataFrame, pl.LazyFrame)):
+            table = pl.DataFrame(table)
+        return same_rows_result(table.lazy(), merged)
+
+    return same_rows_as_input
+
+
+def same_rows_result(table: pl.LazyFrame, merged: pl.LazyFrame) -> dg.AssetCheckResult:
+    columns = table.collect_schema().names()
+    missing = [c for c in columns if c not in merged.collect_schema().names()]
+    if missing:
+        return dg.AssetCheckResult(passed=False, metadata={"missing_input_columns": str(missing)})
+    theirs, ours = _row_digests(table, columns), _row_digests(merged, columns)
+    same = len(theirs) == len(ours) and _digest(theirs) == _digest(ours)
+    metadata: dict[str, Any] = {"input_rows": len(theirs), "rows": len(ours)}
+    if not same:
+        length = min(len(theirs), len(ours))
+        differs = (theirs[:length] != ours[:length]).arg_true()
+        metadata["first_different_row"] = int(differs[0]) if len(differs) else length
+    return dg.AssetCheckResult(passed=same, metadata=metadata)
+
+
+def _row_digests(frame: pl.LazyFrame, columns: list[str]) -> pl.Series:
+    """A 64-bit digest per row of ``columns`` (as JSON, so nested values and types compare)."""
+    row = pl.struct([pl.col(c) for c in columns]).struct.json_encode().hash(seed=0)
+    return frame.select(row.alias("digest")).collect(engine="streaming")["digest"]
+
+
+def _digest(digests: pl.Series) -> str:
+    return hashlib.sha256(digests.to_numpy().tobytes()).hexdigest()
+
+
+def failed_rows_result(spec: JobSpec, merged: pl.LazyFrame) -> dg.AssetCheckResult:
+    """Pass while the failed share is within ``max_failed_share`` (0: no failed row at all);
+    beyond ``error_failed_share`` the failure is an ERROR, else a WARN."""
+    classes = (
+        merged.filter(pl.col("llm_status") == "failed")
+        .group_by(pl.col("llm_failure_class").fill_null("unknown"))
+        .agg(pl.len().alias("rows"))
+        .sort(["rows", "llm_failure_class"], descending=[True, False])
+        .collect()
+    )
+    rows = int(merged.select(pl.len()).collect().item())
+    failed = int(classes["rows"].sum())
+    share = failed / rows if rows else 0.0
+    passed = failed == 0 if spec.max_failed_share == 0 else share <= spec.max_failed_share
+    top = ", ".join(f"{c}: {n}" for c, n in classes.head(5).iter_rows())
+    error = not passed and share > spec.error_failed_share
+    return dg.AssetCheckResult(
+        passed=passed,
+        severity=dg.AssetCheckSeverity.ERROR if error else dg.AssetCheckSeverity.WARN,
+        metadata={
+            "rows": rows,
+            "failed": failed,
+            "failed_share": round(share, 6),
+            "max_failed_share": spec.max_failed_share,
+            "top_failure_classes": top or "none",
+        },
+    )

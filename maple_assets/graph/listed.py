@@ -65,11 +65,12 @@ class ListedStorage(Storage):
     """``storage`` with reads under ``prefix`` answered from one listing taken at creation."""
 
     def __init__(self, storage: Storage, prefix: str) -> None:  # no super(): shares its fs
-        self.root, self.fs, self._base, self.remote = (
+        self.root, self.fs, self._base, self.remote, self.s3 = (
             storage.root,
             storage.fs,
             storage._base,
             storage.remote,
+            storage.s3,
         )
         self._prefix = prefix.rstrip("/") + "/"
         self._tree = storage.list_tree(prefix)

@@ -7,6 +7,8 @@ from typing import Any
 
 import dagster as dg
 
+from maple_assets.graph.engine_log import engine_log_to
+
 
 def per_shard(
     context: dg.AssetExecutionContext, work: Any, parallel: int = 1
@@ -15,25 +17,20 @@ def per_shard(
 
     A run may cover one shard (the sensor's per-shard runs) or a range of shards (the CLI driver
     and single-run backfills). The shards' data lives in the job's state, so the run stores no
-    value: it reports metadata only (one shard's, or the range's sums).
+    value: it reports metadata only, each partition its own shard's figures (a range run adds
+    the number of shards it covered and its duration to every one).
     """
     keys = context.partition_keys
     started = time.monotonic()
-    if parallel > 1 and len(keys) > 1:
-        with ThreadPoolExecutor(max_workers=parallel) as pool:
-            results: list[dict[str, Any]] = list(pool.map(work, keys))
-    else:
-        results = [work(key) for key in keys]
+    with engine_log_to(context.log):
+        if parallel > 1 and len(keys) > 1:
+            with ThreadPoolExecutor(max_workers=parallel) as pool:
+                results: list[dict[str, Any]] = list(pool.map(work, keys))
+        else:
+            results = [work(key) for key in keys]
     duration = {"duration_s": round(time.monotonic() - started, 3)}
     if len(keys) == 1:
         return dg.MaterializeResult(metadata={**results[0], **duration})
-    return dg.MaterializeResult(metadata={"shards": len(keys), **sum_metadata(results), **duration})
-
-
-def sum_metadata(items: list[dict[str, Any]]) -> dict[str, Any]:
-    total: dict[str, Any] = {}
-    for item in items:
-        for key, value in item.items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
-                total[key] = total.get(key, 0) + value
-    return total
+    for key, metadata in zip(keys, results, strict=True):
+        context.add_asset_metadata(metadata, partition_key=key)
+    return dg.MaterializeResult(metadata={"shards_in_run": len(keys), **duration})

@@ -5,9 +5,12 @@ from collections.abc import Sequence
 import dagster as dg
 
 from maple_assets.graph.admission import plan_submissions, wait_message, wait_note
+from maple_assets.graph.engine_log import engine_log_to
 from maple_assets.graph.listed import ListedStorage
+from maple_assets.graph.names import dagster_name
 from maple_assets.graph.revive import revive
 from maple_assets.graph.sensor_cursor import fresh_requests
+from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job, job_for
 from maple_engine.policy import RetryPolicy
 from maple_engine.spec import JobSpec
@@ -26,7 +29,7 @@ def enrichment_sensor(
     submissions_key, raw_key, merged_key = (a.key for a in assets[1:])
 
     @dg.sensor(
-        name=f"{spec.name}_sensor",
+        name=f"{dagster_name(spec.name)}_sensor",
         minimum_interval_seconds=interval,
         asset_selection=[submissions_key, raw_key, merged_key],
         required_resource_keys=keys,
@@ -34,6 +37,10 @@ def enrichment_sensor(
         description=f"Polls the provider for {spec.name} and requests the next runs.",
     )
     def enrichment_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        with engine_log_to(context.log):
+            return _tick(context)
+
+    def _tick(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         job = job_for(spec, policy, context.resources)
         # One listing of the job's state answers the tick's reads (maple_assets.graph.listed).
         job.state = JobState(ListedStorage(job.state.storage, job.state.paths.state()), spec.name)
@@ -67,12 +74,14 @@ def run_requests(
     """The runs a job needs now; run keys are deterministic so a request is never doubled."""
     work = pending_work(job)
     name = job.spec.name
+    tags = run_tags(job.spec, job.state)
     admitted = plan_submissions(job, work)  # the queue's room and the deadline decide
     requests = [
         dg.RunRequest(
             run_key=f"{name}:{shard}:submit:{job.state.progress(shard).attempt}{ticket}",
             asset_selection=[submissions_key],
             partition_key=shard,
+            tags=tags,
         )
         for shard, ticket in admitted.items()
     ]
@@ -81,11 +90,16 @@ def run_requests(
             run_key=f"{name}:{shard}:collect:{sub.batch_id}:{sub.attempt}",
             asset_selection=[raw_key],
             partition_key=shard,
+            tags=tags,
         )
         for shard, sub, _ in work.collect
     ]
     if work.finished:
         requests.append(
-            dg.RunRequest(run_key=f"{name}:merged:{generation(job)}", asset_selection=[merged_key])
+            dg.RunRequest(
+                run_key=f"{name}:merged:{generation(job)}",
+                asset_selection=[merged_key],
+                tags=tags,
+            )
         )
     return requests

@@ -8,7 +8,7 @@ import jsonschema_rs
 import orjson
 import polars as pl
 
-from maple_engine.failures import FailureClass, batch_too_large
+from maple_engine.failures import NOT_RESENT, FailureClass, batch_too_large
 from maple_engine.ledger.pricing import ModelPrice, cost_expr
 from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import RESULT_SCHEMA, BatchState
@@ -176,7 +176,7 @@ def with_final(final: pl.DataFrame | None, pending: pl.DataFrame) -> pl.DataFram
 
 
 #: Error text of an ``invalid_image`` row whose image was checked and found gone: never resent.
-IMAGE_GONE = "image is gone, not resent: "
+IMAGE_GONE = f"{NOT_RESENT}the image is gone: "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,7 +195,7 @@ def plan_retries(combined: pl.DataFrame, policy: RetryPolicy) -> RetryDecision:
     quota_value = FailureClass.INSUFFICIENT_QUOTA.value
     quota = bool((failed["failure_class"] == quota_value).any())
     allowed = [
-        cls == quota_value or (policy.allows(cls, sends) and not str(err).startswith(IMAGE_GONE))
+        cls == quota_value or (policy.allows(cls, sends) and not str(err).startswith(NOT_RESENT))
         for cls, sends, err in zip(
             failed["failure_class"], failed["attempts"], failed["error"], strict=True
         )
@@ -216,6 +216,7 @@ def summarize(combined: pl.DataFrame) -> dict[str, Any]:
         "failed_by_class": {str(k): int(v) for k, v in sorted(by_class.items(), key=str)},
         "input_tokens": int(ok["input_tokens"].sum()),
         "cached_input_tokens": int(ok["cached_input_tokens"].sum()),
+        "cache_write_tokens": int(ok["cache_write_tokens"].sum()),
         "output_tokens": int(ok["output_tokens"].sum()),
         "cost_usd": float(combined["cost_usd"].sum()),
         "attempts": int(combined.select(pl.col("attempts").max().fill_null(0)).item()),
@@ -237,6 +238,10 @@ def add_summary(total: dict[str, Any], info: dict[str, Any]) -> None:
 
 NOT_SENT = "not_sent"
 """Failure class of rows never sent: the job stopped (budget, quota, cancel, age) first."""
+
+EMPTY_TEXT = "empty_text"
+"""Failure class of an embedding's row whose text is empty: never sent, nothing billed."""
+EMPTY_TEXT_ERROR = "the text to embed is empty: not sent (nothing billed)"
 
 
 def unsent_responses(rows: pl.DataFrame, reason: str, cls: str = NOT_SENT) -> pl.DataFrame:
@@ -285,9 +290,22 @@ def fill_responses(found: pl.DataFrame) -> pl.DataFrame:
 
 def add_run_summary(total: dict[str, Any], sent: pl.DataFrame, filled: pl.DataFrame) -> None:
     """Accumulate a shard into a run total: outcomes over every row; tokens and cost over what
-    this run sent (reused answers were paid before); rows sent and reused."""
+    this version sent (reused answers were paid before); rows sent (a row the job stopped
+    before sending is ``not_sent``, not sent) and reused; and per batch, the rows it answered
+    and their cost (``by_batch``: a driver tells this run's batches from earlier runs')."""
     add_summary(total, summarize(sent))
-    total["sent"] = total.get("sent", 0) + sent.height
+    went = sent.filter(pl.col("attempts") > 0) if "attempts" in sent.columns else sent
+    total["sent"] = total.get("sent", 0) + went.height
+    by_batch = total.setdefault("by_batch", {})
+    if went.height and "batch_id" in went.columns:
+        figures = ("cost_usd", "input_tokens", "output_tokens", *_TOKENS[1:3])
+        per_batch = went.group_by("batch_id").agg(
+            pl.len().alias("rows"), *(pl.col(c).fill_null(0).sum() for c in figures)
+        )
+        for row in per_batch.iter_rows(named=True):
+            batch = by_batch.setdefault(str(row.pop("batch_id")), {})
+            for key, value in row.items():
+                batch[key] = batch.get(key, 0) + value
     if filled.height:
         info = summarize(filled)
         for key in ("rows", "succeeded", "failed"):

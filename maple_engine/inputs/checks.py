@@ -11,6 +11,7 @@ from maple_engine.errors import ConfigError
 from maple_engine.inputs.templates import JSON_SUFFIX, Placeholder, check_columns, parse_template
 from maple_engine.inputs.tokens import MAX_TOKEN_PARAMS, prompt_tokens_expr
 from maple_engine.ledger.price_book import context_window
+from maple_engine.providers.base import RequestKind
 from maple_engine.spec import ROW_ID, JobSpec, validate_columns
 
 
@@ -22,7 +23,7 @@ def check_input_schema(schema: pl.Schema, spec: JobSpec) -> None:
     """Columns exist, template fields are text-like, the output format can hold every column."""
     columns = schema.names()
     validate_columns(columns, spec)
-    parts = parse_template(spec.prompt)
+    parts = parse_template(spec.template)
     check_columns(parts, columns)
     check_scalar_fields(parts, schema)
     check_output_types(schema, spec)
@@ -69,6 +70,12 @@ def check_context_window(frame: pl.DataFrame, spec: JobSpec) -> None:
     if over.height:
         row, count = over.row(0, named=True), over.height
         with_output = f", including {reserved:,} max output tokens" if reserved else ""
+        if spec.kind == RequestKind.EMBEDDING:
+            raise ConfigError(
+                f"Row {row[ROW_ID]}'s text to embed is about {row['_tokens']:,} tokens, over "
+                f"{spec.model}'s input limit of {window:,} tokens ({count} such row(s) in this "
+                "block). Shorten the row's text or the --text template."
+            )
         raise ConfigError(
             f"Row {row[ROW_ID]} renders a request of about {row['_tokens']:,} tokens"
             f"{with_output}, over {spec.model}'s context window of {window:,} tokens "

@@ -13,21 +13,61 @@ import math
 from typing import Any
 
 import orjson
+import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.checks import check_input_schema
 from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.inputs.sources import input_schema
+from maple_engine.inputs.templates import parse_template, template_columns
+from maple_engine.inputs.tokens import prompt_tokens_expr
 from maple_engine.policy import UNLIMITED
-from maple_engine.spec import JobSpec
+from maple_engine.providers.base import RequestKind
+from maple_engine.providers.registry import capabilities, known_capabilities, one_of
+from maple_engine.spec import EMBEDDING_COLUMN, JobSpec
 from maple_engine.storage.probe import check_readable, check_writable
 
 
 def check_declaration(spec: JobSpec, schema_source: str = "response_schema") -> None:
     """The checks on the job's settings alone (no I/O)."""
+    check_kind(spec)
     check_retries(spec.retries)
     check_param_values(spec.params)
     check_response_schema(spec.response_schema, spec.provider, schema_source)
+    check_queue_limit(spec)
+
+
+def check_queue_limit(spec: JobSpec) -> None:
+    """A ``max_enqueued_tokens`` below the smallest request this job can make (its template
+    and system prompt with every column empty) could never enqueue a batch, however small."""
+    limit, able = spec.max_enqueued_tokens, known_capabilities(spec.provider)
+    if limit is None or able is None or able.mode != "batch":
+        return
+    columns = template_columns(parse_template(spec.template))
+    empty = pl.DataFrame({c: [""] for c in columns}) if columns else pl.DataFrame({"_": [""]})
+    least = int(empty.select(prompt_tokens_expr(spec, spec.provider)).item())
+    if least > limit:
+        raise ConfigError(
+            f"--max-enqueued-tokens {limit:,} is below the smallest request of this job (about "
+            f"{least:,} prompt tokens: the template and system prompt alone), so no batch could "
+            "ever be enqueued: give the provider queue's limit for your tier (e.g. 2000000), "
+            "or leave it unset to learn it."
+        )
+
+
+def check_kind(spec: JobSpec) -> None:
+    """The provider serves the job's kind of request; an embedding's output can hold vectors."""
+    if spec.kind not in capabilities(spec.provider).kinds:
+        raise ConfigError(
+            f"Provider {spec.provider!r} does not serve {spec.kind.value} requests here: use "
+            f"{one_of(lambda c: spec.kind in c.kinds)}."
+        )
+    if spec.kind == RequestKind.EMBEDDING and spec.output_format() == "csv":
+        raise ConfigError(
+            f"An embedding's output ({spec.output or 'the default output'}) must be Parquet: "
+            f"{EMBEDDING_COLUMN} is a fixed-size float32 list, which CSV cannot hold "
+            "(--output NAME.parquet)."
+        )
 
 
 def preflight(spec: JobSpec, storage_root: str) -> None:

@@ -18,6 +18,8 @@ from typing import Any
 import jsonschema
 
 from maple_engine.errors import ConfigError
+from maple_engine.providers.base import Dialect
+from maple_engine.providers.registry import known_capabilities
 
 UNSUPPORTED = frozenset(
     {
@@ -66,23 +68,24 @@ def check_response_schema(schema: dict[str, Any] | None, provider: str, where: s
     problem = subset_problem(schema, provider)
     if problem:
         raise ConfigError(
-            f"{where}: {problem}; the {_family(provider)} structured-output API rejects it. "
-            "Fix the schema before sending."
+            f"{where}: {problem}; the {_dialect(provider).label} structured-output API rejects "
+            "it. Fix the schema before sending."
         )
 
 
-def _family(provider: str) -> str:
-    if provider.startswith(("anthropic", "bedrock")):  # Bedrock batches run Claude
-        return "Anthropic"
-    return "Gemini" if provider.startswith("gemini") else "OpenAI"
+def _dialect(provider: str) -> Dialect:
+    known = known_capabilities(provider)
+    return known.dialect if known is not None else Dialect.OPENAI
 
 
 def subset_problem(schema: dict[str, Any], provider: str) -> str | None:
     """The first way ``schema`` leaves the provider's subset, or None."""
     if schema.get("type") != "object":
         return 'the root must be an object schema ({"type": "object", ...})'
-    family = _family(provider)
-    return None if family == "Gemini" else _strict_problem(schema, family == "Anthropic")
+    dialect = _dialect(provider)
+    if dialect is Dialect.GEMINI:
+        return None
+    return _strict_problem(schema, dialect is Dialect.ANTHROPIC)
 
 
 def _strict_problem(schema: dict[str, Any], anthropic: bool) -> str | None:

@@ -9,39 +9,40 @@ import pyarrow.parquet as pq
 
 from maple_engine.errors import ConfigError
 from maple_engine.spec import file_format
+from maple_engine.storage.s3 import S3Settings
 from maple_engine.storage.storage import filesystem_for, polars_storage_options
 
 BLOCK_ROWS = 50_000
 CSV_BLOCK_BYTES = 8 << 20
 
 
-def scan(uri: str) -> pl.LazyFrame:
+def scan(uri: str, s3: S3Settings | None = None) -> pl.LazyFrame:
     """A lazy scan of the input; CSV columns stay strings so values round-trip unchanged."""
     fmt = file_format(uri)
-    options = polars_storage_options(uri)
+    options = polars_storage_options(uri, s3)
     if fmt == "csv":
         return pl.scan_csv(uri, infer_schema=False, storage_options=options)
     return pl.scan_parquet(uri, storage_options=options)
 
 
-def input_columns(uri: str) -> list[str]:
-    return input_schema(uri).names()
+def input_columns(uri: str, s3: S3Settings | None = None) -> list[str]:
+    return input_schema(uri, s3).names()
 
 
-def input_schema(uri: str) -> pl.Schema:
+def input_schema(uri: str, s3: S3Settings | None = None) -> pl.Schema:
     try:
-        return scan(uri).collect_schema()
+        return scan(uri, s3).collect_schema()
     except (pl.exceptions.PolarsError, OSError) as exc:
-        raise ConfigError(
-            f"Cannot read the input {uri!r}: {exc}. Give a readable CSV (with a header row) "
-            "or Parquet file."
+        raise unreadable(
+            uri, exc, s3, "Give a readable CSV (with a header row) or Parquet file."
         ) from exc
 
 
 def iter_blocks(
-    source: str | pl.DataFrame | pa.Table, rows: int = BLOCK_ROWS
+    source: str | pl.DataFrame | pa.Table, rows: int = BLOCK_ROWS, s3: S3Settings | None = None
 ) -> Iterator[pl.DataFrame]:
-    """The input in blocks of about ``rows`` rows, never the whole file at once."""
+    """The input in blocks of about ``rows`` rows, never the whole file at once (``s3``: how
+    an ``s3://`` input is reached)."""
     if isinstance(source, pa.Table):
         yield from pl.DataFrame(source).iter_slices(rows)
         return
@@ -49,27 +50,53 @@ def iter_blocks(
         yield from source.iter_slices(rows)
         return
     try:
-        yield from _read_blocks(source, rows)
+        yield from _read_blocks(source, rows, s3)
     except (pl.exceptions.PolarsError, pa.ArrowException, OSError) as exc:
-        raise ConfigError(
-            f"Cannot read the input {source!r}: {exc}. Give a readable CSV or Parquet file."
-        ) from exc
+        raise unreadable(source, exc, s3, "Give a readable CSV or Parquet file.") from exc
 
 
-def _read_blocks(uri: str, rows: int) -> Iterator[pl.DataFrame]:
+def unreadable(uri: str, exc: Exception, s3: S3Settings | None, fix: str) -> ConfigError:
+    """The error for an input that cannot be read; a CSV that is not UTF-8 names its first bad
+    line (found by reading the file again, only on this error path)."""
+    bad = _first_invalid_utf8(uri, s3) if "utf" in str(exc).lower() else None
+    if bad is None:
+        return ConfigError(f"Cannot read the input {uri!r}: {exc}. {fix}")
+    line, column, byte = bad
+    return ConfigError(
+        f"Cannot read the input {uri!r}: line {line:,} is not valid UTF-8 (byte 0x{byte:02x} "
+        f"at byte {column:,} of the line). Save the file as UTF-8 (e.g. iconv -f latin1 -t "
+        "utf-8) or give a Parquet file."
+    )
+
+
+def _first_invalid_utf8(uri: str, s3: S3Settings | None) -> tuple[int, int, int] | None:
+    """(line, byte position within it, the byte) of the first invalid UTF-8 in a CSV."""
+    if file_format(uri) != "csv":
+        return None
+    fs, path = filesystem_for(uri, s3)
+    with fs.open(path, "rb") as handle:
+        for number, line in enumerate(handle, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return number, exc.start + 1, line[exc.start]
+    return None
+
+
+def _read_blocks(uri: str, rows: int, s3: S3Settings | None) -> Iterator[pl.DataFrame]:
     """Pull-based readers (pyarrow): the next block is read only when asked for.
 
     polars' ``collect_batches`` runs its engine ahead of the consumer and can buffer the whole
     input, so peak memory would grow with the file; these readers hold one block (a Parquet
     row group slice, or a CSV block of ``CSV_BLOCK_BYTES``) at a time.
     """
-    fs, path = filesystem_for(uri)
+    fs, path = filesystem_for(uri, s3)
     with fs.open(path, "rb") as handle:
         if file_format(uri) == "parquet":
             for batch in pq.ParquetFile(handle).iter_batches(batch_size=rows):
                 yield _frame(batch)
             return
-        names = input_columns(uri)
+        names = input_columns(uri, s3)
         reader = pacsv.open_csv(
             handle,
             read_options=pacsv.ReadOptions(block_size=CSV_BLOCK_BYTES),

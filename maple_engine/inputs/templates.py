@@ -5,6 +5,7 @@
 """
 
 import dataclasses
+import re
 
 import orjson
 import polars as pl
@@ -58,6 +59,10 @@ def parse_template(template: str) -> list[Part]:
     return parts
 
 
+#: What a column name usually looks like; anything else in braces is likely literal text.
+_NAME_LIKE = re.compile(r"[\w .-]+")
+
+
 def _placeholder(inner: str) -> Placeholder:
     if inner.endswith(JSON_SUFFIX) and inner[: -len(JSON_SUFFIX)].strip():
         return Placeholder(inner[: -len(JSON_SUFFIX)], as_json=True)
@@ -79,9 +84,16 @@ def template_columns(parts: list[Part]) -> list[str]:
 def check_columns(parts: list[Part], columns: list[str], what: str = "prompt template") -> None:
     missing = [c for c in template_columns(parts) if c not in columns]
     if missing:
+        literal = next((c for c in missing if not _NAME_LIKE.fullmatch(c)), None)
+        hint = (
+            f" If {{{literal}}} is meant as literal text (a JSON example), double its braces: "
+            f"{{{{{literal}}}}}."
+            if literal is not None
+            else ""
+        )
         raise ConfigError(
             f"The {what} names column(s) {missing} that the input does not have. "
-            f"Available columns: {columns}."
+            f"Available columns: {columns}.{hint}"
         )
 
 

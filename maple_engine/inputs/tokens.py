@@ -6,6 +6,8 @@ import polars as pl
 
 from maple_engine.inputs.templates import parse_template, render_expr
 from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
+from maple_engine.providers.base import RequestKind
+from maple_engine.providers.registry import known_capabilities
 from maple_engine.spec import JobSpec
 
 MESSAGE_OVERHEAD = 3
@@ -13,8 +15,11 @@ REPLY_PRIMING = 3
 MAX_TOKEN_PARAMS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
 
 
-def output_tokens_per_request(params: dict[str, Any]) -> int:
-    """The request's max output tokens when a parameter sets it, else the default estimate."""
+def output_tokens_per_request(params: dict[str, Any], kind: RequestKind = RequestKind.CHAT) -> int:
+    """The request's max output tokens when a parameter sets it, else the default estimate
+    (an embedding has none)."""
+    if kind == RequestKind.EMBEDDING:
+        return 0
     for name in MAX_TOKEN_PARAMS:
         value = params.get(name)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
@@ -29,14 +34,18 @@ def _count(text: pl.Expr) -> pl.Expr:
 
 
 def system_tokens(system: str | None, provider: str) -> int:
-    """Prompt tokens of the system message: Anthropic drops an empty system prompt, OpenAI
-    sends it as a message of its own."""
-    if system is None or (not system and provider.startswith("anthropic")):
+    """Prompt tokens of the system message: some providers drop an empty system prompt
+    (Anthropic's), others send it as a message of its own (OpenAI's)."""
+    known = known_capabilities(provider)
+    if system is None or (not system and known is not None and known.drops_empty_system):
         return 0
     return estimate_tokens(system) + MESSAGE_OVERHEAD
 
 
 def prompt_tokens_expr(spec: JobSpec, provider: str) -> pl.Expr:
-    """Estimated prompt tokens of each row's request, over the input columns."""
-    user = _count(render_expr(parse_template(spec.prompt))) + MESSAGE_OVERHEAD
+    """Estimated prompt tokens of each row's request, over the input columns (an embedding's
+    are its text's: no messages, no reply)."""
+    if spec.kind == RequestKind.EMBEDDING:
+        return _count(render_expr(parse_template(spec.template)))
+    user = _count(render_expr(parse_template(spec.template))) + MESSAGE_OVERHEAD
     return user + (REPLY_PRIMING + system_tokens(spec.system, provider))

@@ -32,6 +32,9 @@ class AttemptCost:
     cost_usd: float
     realtime_cost_usd: float
     recorded_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    # The same usage with no prompt cache (every input token fresh), in the same mode; None in
+    # records made before it was kept (reports then count no cache saving for them).
+    uncached_cost_usd: float | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in get_args(Mode):
@@ -56,13 +59,18 @@ class AttemptCost:
         shard: str,
         attempt: int,
         batch_id: str | None,
+        batch_prices: bool | None = None,
     ) -> "AttemptCost":
         """Sum one attempt's billed rows (columns `input_tokens`, `cached_input_tokens`,
-        `cache_write_tokens`, `output_tokens`; one row per billed request)."""
+        `cache_write_tokens`, `output_tokens`; one row per billed request), priced at batch
+        prices when ``batch_prices`` (default: when ``mode`` is batch; a flex attempt is
+        real-time at batch prices)."""
+        batch = mode == "batch" if batch_prices is None else batch_prices
         sums = rows.select(
             *(pl.col(t).sum().cast(pl.Int64) for t in TOKENS),
-            cost_expr(price, batch=mode == "batch").sum().alias("cost"),
+            cost_expr(price, batch=batch).sum().alias("cost"),
             cost_expr(price, batch=False).sum().alias("realtime"),
+            cost_expr(price, batch=batch, cached=False).sum().alias("uncached"),
         ).row(0, named=True)
         return cls(
             job=job,
@@ -80,4 +88,5 @@ class AttemptCost:
             output_tokens=int(sums["output_tokens"] or 0),
             cost_usd=float(sums["cost"] or 0.0),
             realtime_cost_usd=float(sums["realtime"] or 0.0),
+            uncached_cost_usd=float(sums["uncached"] or 0.0),
         )

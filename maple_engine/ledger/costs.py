@@ -7,9 +7,9 @@ upsert on (job, shard, attempt), so recording the same results again (a re-run a
 not double count. Build records with `AttemptCost.from_rows` over the per-row frame so the ledger
 reconciles with the rows' `llm_cost_usd` to the micro-dollar.
 
-Database: `database_url` (a SQLAlchemy URL), else `$MAPLE_COST_DB`, else a SQLite file
-`<storage_root>/costs.sqlite`. SQLite needs a local file, so for an `s3://` (or any remote)
-storage root the default is `~/.maple/costs.sqlite`; point `MAPLE_COST_DB` at PostgreSQL
+Database: `database_url` (a SQLAlchemy URL; entry points fill it from `$MAPLE_COST_DB`), else a
+SQLite file `<storage_root>/costs.sqlite`. SQLite needs a local file, so for an `s3://` (or any
+remote) storage root the default is `~/.maple/costs.sqlite`; point `MAPLE_COST_DB` at PostgreSQL
 (`postgresql+psycopg2://user:pass@host/db`) to share one ledger between machines. SQLite runs in
 WAL mode with a 30 s busy timeout and takes the write lock when a transaction begins, so several
 processes can record at once.
@@ -18,30 +18,41 @@ The tables and their migrations: ``maple_engine.ledger.schema``.
 """
 
 import threading
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, time
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Self, get_args
 
+import polars as pl
 import sqlalchemy as sa
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from sqlalchemy.dialects import postgresql, sqlite
 
 from maple_engine.errors import StorageError
+from maple_engine.ledger.admissions import Admission, admit
 from maple_engine.ledger.attempt_cost import AttemptCost
+from maple_engine.ledger.batch_history import (
+    BatchLabels,
+    HistoryFilter,
+    history_rows,
+    read_history,
+    upsert,
+)
+from maple_engine.ledger.reconcile import ledger_usage
 from maple_engine.ledger.schema import (
     TOKENS,
     attempt_costs,
+    batch_history,
     budget_admissions,
     create_engine,
     migrate,
     sqlite_exists,
 )
-from maple_engine.settings import Settings
+from maple_engine.providers.base import BatchState, Submission
+from maple_engine.settings import DEFAULT_STORAGE
 from maple_engine.storage.layout import COSTS_DB
-from maple_engine.submit.admissions import Admission, admit
 
 GroupBy = Literal["team", "job", "model", "day"]
 _KEY = ("job", "shard", "attempt")
@@ -64,20 +75,23 @@ class CostLedger(BaseModel):
     database_url: str | None = Field(
         default=None,
         description="SQLAlchemy URL of the ledger: sqlite:///path or postgresql+psycopg2://... "
-        "Default: $MAPLE_COST_DB, else SQLite <storage_root>/costs.sqlite.",
+        "Default: SQLite <storage_root>/costs.sqlite (entry points pass $MAPLE_COST_DB).",
     )
     storage_root: str = Field(
-        default=".maple",
+        default=DEFAULT_STORAGE,
         description="Storage root whose costs.sqlite is the default ledger (for s3:// roots "
         "the default is ~/.maple/costs.sqlite, since SQLite needs a local file).",
+    )
+    prices: str | None = Field(
+        default=None,
+        description="Price-overrides file (JSON) jobs price with; entry points pass $MAPLE_PRICES.",
     )
     _engine: sa.Engine | None = PrivateAttr(default=None)
     _lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def resolved_url(self) -> str:
         """The database URL in use."""
-        url = self.database_url or Settings.load().cost_db
-        return url or f"sqlite:///{default_sqlite_path(self.storage_root)}"
+        return self.database_url or f"sqlite:///{default_sqlite_path(self.storage_root)}"
 
     def record(self, entry: AttemptCost) -> None:
         """Record the costs of one shard attempt; recording it again replaces the sums (never
@@ -111,6 +125,9 @@ class CostLedger(BaseModel):
                     *(sa.func.sum(t[c]).label(c) for c in ("requests", *TOKENS)),
                     sa.func.sum(t.cost_usd).label("cost_usd"),
                     sa.func.sum(t.realtime_cost_usd).label("realtime_cost_usd"),
+                    sa.func.sum(sa.func.coalesce(t.uncached_cost_usd, t.cost_usd)).label(
+                        "uncached_cost_usd"
+                    ),
                 )
                 .group_by(key)
                 .order_by(key)
@@ -136,7 +153,7 @@ class CostLedger(BaseModel):
     ) -> Admission:
         """Atomically admit attempt ``key`` (job, shard, attempt) under ``budget_usd``, counting
         the spend of the shards in ``scope`` (default: the whole job;
-        `maple_engine.submit.admissions`)."""
+        `maple_engine.ledger.admissions`)."""
         with self._write() as conn:
             return admit(
                 conn,
@@ -147,6 +164,25 @@ class CostLedger(BaseModel):
                 budget_usd=budget_usd,
                 scope=scope,
             )
+
+    def record_batches(
+        self, labels: BatchLabels, polled: Iterable[tuple[Submission, BatchState]]
+    ) -> None:
+        """Bring the batch history up to date with one poll of a job's batches."""
+        rows = history_rows(labels, polled)
+        if rows:
+            with self._write() as conn:
+                upsert(conn, batch_history, rows)
+
+    def batch_history(self, where: HistoryFilter | None = None) -> pl.DataFrame:
+        """The recorded batches (`maple_engine.ledger.batch_history.read_history`)."""
+        with self._read() as conn:
+            return read_history(conn, batch_history, attempt_costs, where or HistoryFilter())
+
+    def billed_usage(self, providers: Sequence[str], days: tuple[date, date]) -> pl.DataFrame:
+        """Tokens and dollars per day and model (`maple_engine.ledger.reconcile.ledger_usage`)."""
+        with self._read() as conn:
+            return ledger_usage(conn, attempt_costs, batch_history, providers, days)
 
     @contextmanager
     def transaction(self) -> Iterator[sa.Connection]:
@@ -248,4 +284,5 @@ def _report_row(by: str, row: Any) -> dict[str, Any]:
         "output_tokens": int(row["output_tokens"]),
         "cost_usd": round(cost, 10),
         "savings_usd": round(realtime - cost, 10),
+        "cache_savings_usd": round(float(row["uncached_cost_usd"]) - cost, 10),
     }

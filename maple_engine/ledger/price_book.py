@@ -7,9 +7,10 @@ the wheel so it works offline), overridable by a small JSON price file:
                              "cached_input_per_mtok": 0.1, "cache_write_per_mtok": 0.25,
                              "batch_discount": 0.5}}}
 
-given by path or by the `MAPLE_PRICES` environment variable. Only the two `*_per_mtok` input and
-output prices are required; cached reads and cache writes default to the input price (no discount
-assumed) and `batch_discount` to 0.5. An entry without `provider` applies to every provider.
+given by path (the entry points pass `MAPLE_PRICES`; a run prices with its cost ledger's file).
+Only the two `*_per_mtok` input and output prices are required; cached reads and cache writes
+default to the input price (no discount assumed) and `batch_discount` to 0.5. An entry without
+`provider` applies to every provider.
 
 Batch prices: genai-prices publishes batch rates for many OpenAI and Anthropic models as a
 `{"processing": "batch"}` price variant. When the variant is active for a model, its rates are
@@ -17,17 +18,25 @@ used as they are (e.g. OpenAI's Batch table has no cached-input rate for gpt-4o-
 input keeps its standard rate there); otherwise the providers' published batch discount (50% for
 OpenAI and Anthropic) is applied to the standard rates.
 
-Providers: `openai-realtime` is priced as `openai` and `anthropic-realtime` as `anthropic`;
-`gemini` and `gemini-realtime` use genai-prices' `google` provider (Gemini's batch rates are
-published there), `bedrock` its `aws` provider (Bedrock model ids; batch = 50% of on-demand). The
-local `emulator` serves any model name: it is priced as OpenAI, then Anthropic, and a model neither
-knows is priced as gpt-4o-mini (the `source` says so), so emulator runs show realistic costs.
+Providers: each provider's capabilities name the genai-prices providers (families) that price
+its models, tried in order, and maybe a model that prices what none of them knows. So
+`openai-realtime` is priced as `openai` and `anthropic-realtime` as `anthropic`; `gemini` and
+`gemini-realtime` use genai-prices' `google` provider (Gemini's batch rates are published there),
+`bedrock` its `aws` provider (Bedrock model ids; batch = 50% of on-demand). The local `emulator`
+serves any model name: it is priced as OpenAI, then Anthropic, and a model neither knows is priced
+as gpt-4o-mini (the `source` says so), so emulator runs show realistic costs. A name no provider
+is registered under is taken as a genai-prices provider id.
+
+Cache prices: reads and writes at genai-prices' ``cache_read_mtok`` / ``cache_write_mtok`` (the
+batch variant's in batches). A provider whose caching writes with a longer TTL states the write
+price as a multiple of the input price (`PromptCaching.write_multiple`: Anthropic's 1-hour
+writes, 2x input, batch-discounted in batches as Anthropic documents).
 
 Caveats: tiered (long-context) prices use the base tier, so a single request above the tier
-threshold (200k input tokens for Claude Sonnet 4.x, 272k for gpt-5.4) is under-priced; Anthropic
-1-hour cache writes are priced at the 5-minute cache-write rate.
+threshold (200k input tokens for Claude Sonnet 4.x, 272k for gpt-5.4) is under-priced.
 """
 
+import dataclasses
 import json
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -38,19 +47,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from maple_engine.errors import ConfigError
 from maple_engine.ledger.pricing import DEFAULT_BATCH_DISCOUNT, ModelPrice, Rates
-from maple_engine.settings import PRICES_ENV, Settings
-
-EMULATOR_FALLBACK_MODEL = "gpt-4o-mini"
-_PROVIDER_FAMILY = {
-    "openai": "openai",
-    "openai-realtime": "openai",
-    "anthropic": "anthropic",
-    "anthropic-realtime": "anthropic",
-    "gemini": "google",
-    "gemini-realtime": "google",
-    "bedrock": "aws",
-}
-_EMULATOR = "emulator"
+from maple_engine.providers.registry import known_capabilities
+from maple_engine.settings import PRICES_ENV
 
 
 class UnknownModelPriceError(ConfigError):
@@ -74,8 +72,19 @@ class _PriceFile(BaseModel):
     models: dict[str, _PriceEntry]
 
 
+def _families(provider: str) -> tuple[str, ...]:
+    """The genai-prices providers that price ``provider``'s models, in the order tried."""
+    known = known_capabilities(provider.lower())
+    return known.price_families if known is not None else (provider.lower(),)
+
+
 def _family(provider: str) -> str:
-    return _PROVIDER_FAMILY.get(provider.lower(), provider.lower())
+    return _families(provider)[0]
+
+
+def _fallback_model(provider: str) -> str | None:
+    known = known_capabilities(provider.lower())
+    return known.price_fallback_model if known is not None else None
 
 
 def _mtok(value: object) -> float | None:
@@ -87,9 +96,8 @@ def _mtok(value: object) -> float | None:
 class PriceBook:
     """Looks up a `ModelPrice` per (model, provider): overrides first, then genai-prices."""
 
-    def __init__(self, overrides_path: str | Path | None = None, *, use_env: bool = True) -> None:
-        path = overrides_path or (Settings.load().prices if use_env else None)
-        self.overrides_path = Path(path) if path else None
+    def __init__(self, overrides_path: str | Path | None = None) -> None:
+        self.overrides_path = Path(overrides_path) if overrides_path else None
         self._overrides = _load_overrides(self.overrides_path) if self.overrides_path else {}
         self._cache: dict[tuple[str, str, bool], ModelPrice] = {}
 
@@ -105,14 +113,14 @@ class PriceBook:
         return self._cache[key]
 
     def _lookup(self, model: str, provider: str, allow_untracked: bool) -> ModelPrice:
-        families = ["openai", "anthropic"] if provider == _EMULATOR else [_family(provider)]
-        for family in families:
+        for family in _families(provider):
             found = self._override(model, family, provider) or _genai_price(model, family)
             if found is not None:
-                return found
-        if provider == _EMULATOR:
-            fallback = self.price(EMULATOR_FALLBACK_MODEL, "openai")
-            note = f"emulator: unknown model {model!r} priced as {EMULATOR_FALLBACK_MODEL}"
+                return _with_cache_writes(found, provider)
+        fallback_model = _fallback_model(provider)
+        if fallback_model is not None:
+            fallback = self.price(fallback_model, _family(provider))
+            note = f"{provider}: unknown model {model!r} priced as {fallback_model}"
             return _with_source(fallback, f"{note} ({fallback.source})")
         if allow_untracked:
             return ModelPrice(0.0, 0.0, 0.0, 0.0, source=f"untracked: no price for {model!r}")
@@ -137,7 +145,26 @@ class PriceBook:
             cache_write_per_mtok=_default(entry.cache_write_per_mtok, entry.input_per_mtok),
             batch_discount=entry.batch_discount,
             source=f"price file {self.overrides_path}",
+            cache_priced=entry.cached_input_per_mtok is not None,
         )
+
+
+def _with_cache_writes(price: ModelPrice, provider: str) -> ModelPrice:
+    """``price`` with cache writes at the multiple of the input price ``provider``'s caching
+    states (Anthropic's 1-hour TTL: 2x), in both the standard and the batch rates."""
+    known = known_capabilities(provider.lower())
+    multiple = known.caching.write_multiple if known and known.caching else None
+    if multiple is None:
+        return price
+    batch = price.batch_rates
+    if batch is not None:
+        batch = dataclasses.replace(batch, cache_write_per_mtok=batch.input_per_mtok * multiple)
+    return dataclasses.replace(
+        price,
+        cache_write_per_mtok=price.input_per_mtok * multiple,
+        source=f"{price.source}; cache writes {multiple:g}x input",
+        batch_rates=batch,
+    )
 
 
 def _default(value: float | None, fallback: float) -> float:
@@ -153,6 +180,7 @@ def _with_source(price: ModelPrice, source: str) -> ModelPrice:
         price.batch_discount,
         source,
         price.batch_rates,
+        price.cache_priced,
     )
 
 
@@ -178,7 +206,8 @@ def _genai_price(model: str, family: str) -> ModelPrice | None:
     except LookupError:
         return None
     now = datetime.now(tz=UTC)
-    standard = _rates(info.get_prices(now))
+    published = info.get_prices(now)
+    standard = _rates(published)
     if standard is None:
         return None
     batch_active = any(
@@ -194,6 +223,7 @@ def _genai_price(model: str, family: str) -> ModelPrice | None:
         cache_write_per_mtok=standard.cache_write_per_mtok,
         source=f"genai-prices {version} {provider.id}/{info.id}; {how}",
         batch_rates=batch_rates,
+        cache_priced=_mtok(published.cache_read_mtok) is not None,
     )
 
 
@@ -213,8 +243,7 @@ def context_window(model: str, provider: str) -> int | None:
     """The model's context window in tokens per genai-prices, or None when it is not known."""
     from genai_prices import data_snapshot
 
-    families = ["openai", "anthropic"] if provider == _EMULATOR else [_family(provider)]
-    for family in families:
+    for family in _families(provider):
         try:
             _, info = data_snapshot.get_snapshot().find_provider_model(model, None, family, None)
         except LookupError:

@@ -102,6 +102,7 @@ class ModelPrice:
     batch_discount: float = DEFAULT_BATCH_DISCOUNT
     source: str = "override"
     batch_rates: Rates | None = None
+    cache_priced: bool = True  # the source prices cache reads (else they cost the input price)
 
     def rates(self, batch: bool) -> tuple[Rates, float]:
         """The per-MTok rates and the multiplier applied to their sum."""
@@ -135,11 +136,24 @@ def _scale(multiplier: float) -> float:
     return multiplier / 1e6
 
 
-def cost_expr(price: ModelPrice, batch: bool) -> pl.Expr:
+def uncached_cost_usd(price: ModelPrice, usage: TokenUsage, batch: bool) -> float:
+    """What `usage` would cost with no prompt cache: every input token at the input price."""
+    return cost_usd(price, TokenUsage(usage.input_tokens, output_tokens=usage.output_tokens), batch)
+
+
+def cost_expr(price: ModelPrice, batch: bool, *, cached: bool = True) -> pl.Expr:
     """`cost_usd` as a polars expression over the `input_tokens`, `cached_input_tokens`,
-    `cache_write_tokens` and `output_tokens` columns; bit-identical to `cost_usd` per row."""
+    `cache_write_tokens` and `output_tokens` columns; bit-identical to `cost_usd` per row.
+    ``cached=False``: `uncached_cost_usd` (cache reads and writes as fresh input)."""
     r, multiplier = price.rates(batch)
-    cached, write = pl.col("cached_input_tokens"), pl.col("cache_write_tokens")
+    if cached:
+        cached_in, write = pl.col("cached_input_tokens"), pl.col("cache_write_tokens")
+    else:
+        cached_in = write = pl.lit(0, pl.Int64)
+    return _cost(r, multiplier, cached_in, write)
+
+
+def _cost(r: Rates, multiplier: float, cached: pl.Expr, write: pl.Expr) -> pl.Expr:
     fresh = pl.col("input_tokens") - cached - write
     total = (
         fresh.cast(pl.Float64) * r.input_per_mtok

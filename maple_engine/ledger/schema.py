@@ -1,33 +1,45 @@
 """The cost ledger's tables, its database engine, and the schema migrations.
 
-Migration story: `schema_version` holds one integer; `MIGRATIONS` is an ordered list of functions,
-migration N bringing the schema from version N-1 to N. On first use a tracker applies the missing
-ones in one transaction (under an advisory lock on PostgreSQL, the write lock on SQLite), so
-concurrent first uses are safe. To change the schema, append a migration (never edit a shipped
-one) and update the `attempt_costs` table below to the resulting shape. A database newer than the
-code is refused rather than written.
+Migrations are alembic revisions in ``maple_engine/ledger/migrations/versions``
+(``maple_ledger_version`` holds the database's revision). On first use a ledger applies the
+missing ones in its write transaction (under an advisory lock on PostgreSQL, the write lock on
+SQLite), so concurrent first uses are safe. To change the schema, add a revision after the head
+(copy the latest one, never edit a shipped one) and update the table definitions below to the
+resulting shape. A database whose revision this code does not know (written by a newer Maple)
+is refused rather than written. A ledger made before the revisions existed (a
+``schema_version`` table holding N) is stamped with revision N and carried on from there.
 """
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from alembic.config import Config
+from alembic.runtime.environment import EnvironmentContext
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
 from maple_engine.errors import ConfigError, StorageError
-from maple_engine.submit.admissions import admissions_table
-from maple_engine.submit.queue_ledger import queue_table
+from maple_engine.ledger.admissions import admissions_table
+from maple_engine.ledger.batch_history import history_table
+from maple_engine.ledger.queues import queue_table
 
 TOKENS = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
 _PG_MIGRATION_LOCK = 0x6D61706C  # "mapl": pg_advisory_xact_lock id for schema migrations
 
+MIGRATIONS = Path(__file__).with_name("migrations")
+# Not alembic's default table: a deployment's ledger may share its database with Dagster's
+# own storage, which keeps its alembic revision in ``alembic_version``.
+VERSION_TABLE = "maple_ledger_version"
+_OPTS = {"version_table": VERSION_TABLE}
 metadata = sa.MetaData()
-schema_version = sa.Table(
-    "schema_version", metadata, sa.Column("version", sa.Integer, nullable=False)
+# Before alembic: one integer, the number of migrations applied (revisions "0001".."0003").
+legacy_schema_version = sa.Table(
+    "schema_version", sa.MetaData(), sa.Column("version", sa.Integer, nullable=False)
 )
 
 
-def _attempt_costs_v1(md: sa.MetaData) -> sa.Table:
+def _attempt_costs(md: sa.MetaData) -> sa.Table:
     return sa.Table(
         "attempt_costs",
         md,
@@ -41,33 +53,17 @@ def _attempt_costs_v1(md: sa.MetaData) -> sa.Table:
         sa.Column("cost_usd", sa.Double, nullable=False),
         sa.Column("realtime_cost_usd", sa.Double, nullable=False),
         sa.Column("recorded_at", sa.DateTime, nullable=False),  # naive UTC
+        sa.Column("uncached_cost_usd", sa.Double, nullable=True),
         sa.Index("ix_attempt_costs_recorded_at", "recorded_at"),
         sa.Index("ix_attempt_costs_team", "team"),
     )
 
 
-attempt_costs = _attempt_costs_v1(metadata)  # the current shape (after the last migration)
-
-
-def _migration_1(conn: sa.Connection) -> None:
-    _attempt_costs_v1(sa.MetaData()).create(conn)
-
-
+# The current shape of every table (after the head revision; a test compares the two).
+attempt_costs = _attempt_costs(metadata)
 budget_admissions = admissions_table(metadata)
-
-
-def _migration_2(conn: sa.Connection) -> None:
-    admissions_table(sa.MetaData()).create(conn)
-
-
 queue_slots = queue_table(metadata)
-
-
-def _migration_3(conn: sa.Connection) -> None:
-    queue_table(sa.MetaData()).create(conn)
-
-
-MIGRATIONS: list[Callable[[sa.Connection], None]] = [_migration_1, _migration_2, _migration_3]
+batch_history = history_table(metadata)
 
 
 def create_engine(url: sa.URL) -> sa.Engine:
@@ -99,18 +95,55 @@ def sqlite_exists(url: sa.URL) -> bool:
     return not url.database or url.database == ":memory:" or Path(url.database).exists()
 
 
+def migrations() -> ScriptDirectory:
+    """The ledger's alembic revisions."""
+    return ScriptDirectory(str(MIGRATIONS))
+
+
+def head_revision() -> str:
+    head = migrations().get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(conn: sa.Connection) -> str | None:
+    """The database's revision (``None``: nothing applied yet)."""
+    return MigrationContext.configure(conn, opts=_OPTS).get_current_revision()
+
+
 def migrate(conn: sa.Connection) -> None:
+    """Bring the ledger to the head revision inside ``conn``'s transaction."""
     if conn.dialect.name == "postgresql":
         conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_MIGRATION_LOCK)))
-    schema_version.create(conn, checkfirst=True)
-    current = conn.execute(sa.select(sa.func.max(schema_version.c.version))).scalar() or 0
-    if current > len(MIGRATIONS):
+    script = migrations()
+    context = MigrationContext.configure(conn, opts=_OPTS)
+    current = context.get_current_revision() or _stamp_legacy(conn, context, script)
+    known = {rev.revision for rev in script.walk_revisions()}
+    if current is not None and current not in known:
         raise StorageError(
-            f"The cost ledger's schema is version {current}, newer than this Maple understands "
-            f"({len(MIGRATIONS)}). Upgrade Maple before recording costs in it."
+            f"The cost ledger's schema is revision {current}, newer than this Maple understands "
+            f"(head {script.get_current_head()}). Upgrade Maple before recording costs in it."
         )
-    for version in range(current + 1, len(MIGRATIONS) + 1):
-        MIGRATIONS[version - 1](conn)
-    if current < len(MIGRATIONS):
-        conn.execute(schema_version.delete())
-        conn.execute(schema_version.insert().values(version=len(MIGRATIONS)))
+    if current == script.get_current_head():
+        return
+
+    def upgrade(revision: Any, _context: Any) -> Any:
+        return script._upgrade_revs("head", revision)  # what `alembic upgrade head` runs
+
+    with EnvironmentContext(Config(), script, fn=upgrade, destination_rev="head") as env:
+        env.configure(connection=conn, version_table=VERSION_TABLE)
+        env.run_migrations()
+
+
+def _stamp_legacy(
+    conn: sa.Connection, context: MigrationContext, script: ScriptDirectory
+) -> str | None:
+    """A ledger from before alembic: stamp the revision its ``schema_version`` stands for."""
+    if not sa.inspect(conn).has_table("schema_version"):
+        return None
+    version = conn.execute(sa.select(sa.func.max(legacy_schema_version.c.version))).scalar()
+    if not version:
+        return None
+    revision = f"{version:04d}"
+    context.stamp(script, revision)
+    return revision

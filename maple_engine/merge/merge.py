@@ -1,6 +1,7 @@
 """merged: the input columns unchanged and in order, then the ``llm_*`` columns, streamed."""
 
 import dataclasses
+import os
 import sys
 from collections.abc import Iterator
 from typing import IO, Any
@@ -9,8 +10,10 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from maple_engine.spec import CUSTOM_ID, INTERNAL_COLUMNS, ROW_ID, file_format
-from maple_engine.storage.storage import atomic_write, filesystem_for
+from maple_engine.errors import ConfigError
+from maple_engine.spec import CUSTOM_ID, EMBEDDING_COLUMN, INTERNAL_COLUMNS, ROW_ID, file_format
+from maple_engine.storage.s3 import S3Settings
+from maple_engine.storage.storage import atomic_write, filesystem_for, is_remote
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,9 +25,24 @@ class OutputTable:
     rows: int
 
 
-def llm_columns(responses: pl.DataFrame, model: str, structured: bool) -> list[pl.Expr]:
+#: Usage columns of the prompt cache: of ``llm_input_tokens``, those read from the provider's
+#: cache and those written to it.
+CACHE_COLUMNS = {
+    "cached_input_tokens": "llm_cached_tokens",
+    "cache_write_tokens": "llm_cache_write_tokens",
+}
+
+
+def llm_columns(
+    responses: pl.DataFrame, model: str, structured: bool, vector_length: int | None = None
+) -> list[pl.Expr]:
+    """The ``llm_*`` columns: a reply (``llm_response``, maybe ``llm_parsed``) and its output
+    tokens, or with ``vector_length`` the ``llm_embedding`` vector; then the per-row facts."""
     ok = pl.col("status") == "succeeded"
-    columns = [pl.when(ok).then(pl.col("response")).otherwise(None).alias("llm_response")]
+    if vector_length is not None:
+        columns = [embedding_expr(ok, vector_length)]
+    else:
+        columns = [pl.when(ok).then(pl.col("response")).otherwise(None).alias("llm_response")]
     if structured:
         columns.append(pl.col("parsed").alias("llm_parsed"))
     columns += [
@@ -37,11 +55,15 @@ def llm_columns(responses: pl.DataFrame, model: str, structured: bool) -> list[p
         .otherwise(None)
         .cast(pl.Int64)
         .alias("llm_input_tokens"),
-        pl.when(ok)
-        .then(pl.col("output_tokens"))
-        .otherwise(None)
-        .cast(pl.Int64)
-        .alias("llm_output_tokens"),
+    ]
+    if vector_length is None:  # a reply's output tokens, and the prompt cache's share
+        output = pl.when(ok).then(pl.col("output_tokens")).otherwise(None).cast(pl.Int64)
+        columns.append(output.alias("llm_output_tokens"))
+        columns += [
+            pl.when(ok).then(pl.col(tokens)).otherwise(None).cast(pl.Int64).alias(column)
+            for tokens, column in CACHE_COLUMNS.items()
+        ]
+    columns += [
         pl.col("cost_usd").cast(pl.Float64).alias("llm_cost_usd"),
         pl.lit(model, pl.String).alias("llm_model"),
         pl.col("batch_id").cast(pl.String).alias("llm_batch_id"),
@@ -50,15 +72,52 @@ def llm_columns(responses: pl.DataFrame, model: str, structured: bool) -> list[p
     return columns
 
 
+def embedding_expr(ok: pl.Expr, length: int) -> pl.Expr:
+    """``llm_embedding``: the base64 float32 response as Arrow ``fixed_size_list<float32>``."""
+    raw = pl.when(ok).then(pl.col("response")).otherwise(None).str.decode("base64")
+    vector = raw.bin.reinterpret(dtype=pl.Array(pl.Float32, length), endianness="little")
+    return vector.alias(EMBEDDING_COLUMN)
+
+
+def check_vector_lengths(responses: pl.DataFrame, length: int) -> None:
+    """Every vector has ``length`` float32 values (one model, one dimension per job)."""
+    encoded = 4 * -(-length * 4 // 3)  # base64 of length * 4 bytes (no decoding needed)
+    ok = responses.filter(pl.col("status") == "succeeded")
+    wrong = ok.filter(pl.col("response").str.len_bytes() != encoded)
+    if wrong.height:
+        row = wrong.row(0, named=True)
+        size = vector_length(wrong.head(1))
+        raise ConfigError(
+            f"Row {row[ROW_ID]}'s embedding has {size} values where the job's others have {length} "
+            f"({wrong.height} such row(s) in this shard): rerun with --dimensions {length} "
+            "(or --no-reuse) so that every row is embedded alike."
+        )
+
+
+def vector_length(responses: pl.DataFrame) -> int | None:
+    """The length of the first vector among ``responses``, None when none succeeded."""
+    ok = responses.filter(pl.col("status") == "succeeded").head(1)
+    if ok.is_empty():
+        return None
+    return int(ok.select(pl.col("response").str.decode("base64").bin.size()).item()) // 4
+
+
 def merge_shard(
-    shard: pl.DataFrame, responses: pl.DataFrame, model: str, parsed: pl.DataType | None
+    shard: pl.DataFrame,
+    responses: pl.DataFrame,
+    model: str,
+    parsed: pl.DataType | None,
+    vector: int | None = None,
 ) -> pl.DataFrame:
-    """Join one shard's input rows with its responses, in input order."""
+    """Join one shard's input rows with its responses, in input order (``vector``: an
+    embedding's length)."""
     inputs = [c for c in shard.columns if c not in INTERNAL_COLUMNS]
+    if vector is not None:
+        check_vector_lengths(responses, vector)
     joined = shard.select([*inputs, ROW_ID]).join(
         responses.drop(CUSTOM_ID, strict=False), on=ROW_ID, how="left", maintain_order="left"
     )
-    merged = joined.select(*inputs, *llm_columns(joined, model, parsed is not None))
+    merged = joined.select(*inputs, *llm_columns(joined, model, parsed is not None, vector))
     if parsed is not None:
         decoded = pl.col("llm_parsed").str.json_decode(parsed)
         ok = pl.col("llm_status") == "succeeded"  # a failed row's llm_parsed is null, not {null}
@@ -72,11 +131,17 @@ class OutputWriter:
     Nothing is committed if the writing raises (see
     ``maple_engine.storage.storage.atomic_write``)."""
 
-    def __init__(self, path: str, fmt: str, input_schema: pa.Schema | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        fmt: str,
+        input_schema: pa.Schema | None = None,
+        s3: S3Settings | None = None,
+    ) -> None:
         self.path = path
         self.fmt = fmt
         self.input_schema = input_schema
-        self.fs, self._target = filesystem_for(path)
+        self.fs, self._target = filesystem_for(path, s3)
         self._commit = atomic_write(self.fs, self._target)
         self._handle: IO[bytes] | None = None
         self._parquet: pq.ParquetWriter | None = None
@@ -134,20 +199,26 @@ def _castable(table: pa.Table, field: pa.Field) -> bool:
     return True
 
 
-def parquet_schema(source: str | None) -> pa.Schema | None:
+def parquet_schema(source: str | None, s3: S3Settings | None = None) -> pa.Schema | None:
     """The Arrow schema of a Parquet input (read from its footer), else None."""
     if source is None or file_format(source, strict=False) != "parquet":
         return None
-    fs, path = filesystem_for(source)
+    fs, path = filesystem_for(source, s3)
     with fs.open(path, "rb") as handle:
         return pq.read_schema(handle)
 
 
 def write_merged(
-    frames: Iterator[pl.DataFrame], path: str, fmt: str, source: str | None = None
+    frames: Iterator[pl.DataFrame],
+    path: str,
+    fmt: str,
+    source: str | None = None,
+    s3: S3Settings | None = None,
 ) -> OutputTable:
-    """Stream ``frames`` into ``path``; a Parquet ``source``'s column types are kept."""
-    with OutputWriter(path, fmt, parquet_schema(source)) as writer:
+    """Stream ``frames`` into ``path``; a Parquet ``source``'s column types are kept (``s3``:
+    how ``s3://`` paths are reached)."""
+    with OutputWriter(path, fmt, parquet_schema(source, s3), s3) as writer:
         for frame in frames:
             writer.write(frame)
-    return OutputTable(path=path, format=fmt, rows=writer.rows)
+    shown = path if is_remote(path) else os.path.abspath(path)  # where it is, from anywhere
+    return OutputTable(path=shown, format=fmt, rows=writer.rows)

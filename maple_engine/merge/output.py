@@ -1,19 +1,28 @@
 """The merged output: every shard's input rows joined with its responses, streamed to one file,
 and the ``merged.json`` record of it."""
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import polars as pl
 
-from maple_engine.collect.responses import REUSED, add_run_summary, fill_responses
+from maple_engine.collect.responses import (
+    EMPTY_TEXT,
+    EMPTY_TEXT_ERROR,
+    REUSED,
+    add_run_summary,
+    fill_responses,
+    unsent_responses,
+)
 from maple_engine.crashpoints import crash_point
 from maple_engine.inputs.structured import schema_dtype
 from maple_engine.job import Job
-from maple_engine.merge.merge import OutputTable, merge_shard, write_merged
+from maple_engine.merge.merge import OutputTable, merge_shard, vector_length, write_merged
+from maple_engine.plan.sharding import ShardInfo
 from maple_engine.plan.versions import prepare_fills, shard_fills
-from maple_engine.spec import CUSTOM_ID, KEY, REQUEST
+from maple_engine.providers.base import RequestKind
+from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID
 from maple_engine.steps import shard_responses
 
 
@@ -37,22 +46,33 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
 
     totals: dict[str, Any] = {"sent": 0, "reused": 0}
 
+    def responses_of(shard: ShardInfo) -> tuple[pl.DataFrame, pl.DataFrame]:
+        sent = shard_responses(job.state, shard.key).with_columns(pl.lit(False).alias(REUSED))
+        filled = pl.DataFrame()
+        if number:
+            found = shard_fills(
+                job.state.storage, job.spec.name, number, shard.first_row, shard.last_row
+            )
+            filled = fill_responses(found)
+        return sent, filled
+
+    vector = None
+    if job.spec.kind == RequestKind.EMBEDDING:
+        vector = job.spec.dimensions or _first_vector_length(manifest, responses_of)
+
     def frames() -> Iterator[pl.DataFrame]:
         for shard in manifest:
             rows = job.state.shard_frame(shard.key).drop(REQUEST, CUSTOM_ID, KEY, strict=False)
-            sent = shard_responses(job.state, shard.key).with_columns(pl.lit(False).alias(REUSED))
-            filled = pl.DataFrame()
-            if number:
-                found = shard_fills(
-                    job.state.storage, job.spec.name, number, shard.first_row, shard.last_row
-                )
-                filled = fill_responses(found)
+            sent, filled = responses_of(shard)
+            if vector is not None:
+                filled = _with_empty_texts(rows, sent, filled)
             add_run_summary(totals, sent, filled)
             responses = pl.concat([sent, filled], how="diagonal_relaxed") if filled.height else sent
-            yield merge_shard(rows, responses, job.spec.model, parsed)
+            yield merge_shard(rows, responses, job.spec.model, parsed, vector)
             crash_point("mid_merge")
 
-    table = write_merged(frames(), path, job.spec.output_format(), job.spec.source)
+    fmt, s3 = job.spec.output_format(), job.state.storage.s3
+    table = write_merged(frames(), path, fmt, job.spec.source, s3)
     job.state.storage.write_json(
         job.state.paths.merged,
         {
@@ -64,3 +84,32 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
         },
     )
     return table
+
+
+def _first_vector_length(
+    manifest: list[ShardInfo],
+    responses_of: Callable[[ShardInfo], tuple[pl.DataFrame, pl.DataFrame]],
+) -> int:
+    """The length of the job's vectors, from its first shard with one (1 when no row has one:
+    every ``llm_embedding`` is then null)."""
+    for shard in manifest:
+        for responses in responses_of(shard):
+            if responses.height and (length := vector_length(responses)) is not None:
+                return length
+    return 1
+
+
+def _with_empty_texts(rows: pl.DataFrame, sent: pl.DataFrame, filled: pl.DataFrame) -> pl.DataFrame:
+    """``filled`` plus the rows the version neither sent nor filled: their text was empty
+    (``maple_engine.plan.rerun``), so they were never sent: failed, ``empty_text``, unbilled."""
+    custom_id = pl.concat_str([pl.lit("r"), pl.col(ROW_ID).cast(pl.String)])
+    empty = rows.select(ROW_ID, custom_id.alias(CUSTOM_ID))
+    for answered in (sent, filled):
+        if answered.height:
+            empty = empty.join(answered.select(ROW_ID), on=ROW_ID, how="anti")
+    if empty.is_empty():
+        return filled
+    skipped = unsent_responses(empty, EMPTY_TEXT_ERROR, EMPTY_TEXT).with_columns(
+        pl.lit(False).alias(REUSED)
+    )
+    return pl.concat([filled, skipped], how="diagonal_relaxed") if filled.height else skipped

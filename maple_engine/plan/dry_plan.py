@@ -62,9 +62,11 @@ def plan_sends(
     reuse: bool,
     retry_failed: bool,
     on_block: Callable[[pl.DataFrame], None] | None = None,
+    sendable: Callable[[pl.DataFrame], pl.DataFrame] = lambda block: block,
 ) -> SendPlan:
     """Stream ``blocks`` (prepared rows with ROW_ID, KEY, ``_tokens``, ``_size``) and decide,
-    bucket by bucket, which rows a run would send."""
+    bucket by bucket, which rows a run would send (of the ``sendable`` rows: an embedding's
+    empty texts are never sent)."""
     store = ResponseStore(storage, job)
     with tempfile.TemporaryDirectory(prefix="maple-dry-") as folder:
         spill = _Spill(folder)
@@ -72,7 +74,7 @@ def plan_sends(
         for block in blocks:
             if on_block is not None:
                 on_block(block)
-            spill.add(block.select(ROW_ID, KEY, TOKENS, SIZE))
+            spill.add(sendable(block).select(ROW_ID, KEY, TOKENS, SIZE))
             rows += block.height
         sent = tokens = size = reused = duplicates = 0
         for bucket in BUCKETS:

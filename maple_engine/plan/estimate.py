@@ -8,8 +8,9 @@ reply primer; image parts count nothing. It matches the emulator's counts exactl
 "about 4 characters per token" rule within a few percent for English text.
 
 Output tokens are a worst case: the request's ``max_completion_tokens`` / ``max_tokens`` /
-``max_output_tokens`` parameter when set, else `DEFAULT_OUTPUT_ESTIMATE` per request. Cached
-input is assumed to be zero (no discount), so estimates err on the high side.
+``max_output_tokens`` parameter when set, else `DEFAULT_OUTPUT_ESTIMATE` per request. The dry run
+counts the expected prompt-cache reads and writes (`maple_engine.plan.cache_layout`); the budget
+guard assumes none (no discount), so it errs on the high side.
 
 Estimates stream: shard by shard from the job's shard files, or block by block from the input
 (``maple enrich --dry-run`` on a job that was never sharded), never the whole table at once.
@@ -32,7 +33,7 @@ from maple_engine.inputs.tokens import (
 )
 from maple_engine.ledger.pricing import ModelPrice, TokenUsage, cost_usd
 from maple_engine.plan.dry_plan import TOKENS, SendPlan, plan_sends
-from maple_engine.plan.sharding import checked_blocks
+from maple_engine.plan.sharding import checked_blocks, with_text
 from maple_engine.plan.shards import ShardCutter
 from maple_engine.providers.base import Provider
 from maple_engine.spec import CUSTOM_ID, JobSpec
@@ -55,12 +56,19 @@ class Estimate:
             *(getattr(self, f.name) + getattr(other, f.name) for f in dataclasses.fields(self))
         )
 
-    def usage(self) -> TokenUsage:
-        return TokenUsage(input_tokens=self.input_tokens, output_tokens=self.output_tokens)
+    def usage(self, cache: TokenUsage | None = None) -> TokenUsage:
+        """The estimated usage; ``cache``: the expected cache reads and writes among its input."""
+        usage = TokenUsage(input_tokens=self.input_tokens, output_tokens=self.output_tokens)
+        if cache is None:
+            return usage
+        cached = min(cache.cached_input_tokens, usage.input_tokens)
+        written = min(cache.cache_write_tokens, usage.input_tokens - cached)
+        return dataclasses.replace(usage, cached_input_tokens=cached, cache_write_tokens=written)
 
-    def cost(self, price: ModelPrice, batch: bool) -> float:
-        """Estimated USD at batch (``batch=True``) or real-time prices."""
-        return cost_usd(price, self.usage(), batch)
+    def cost(self, price: ModelPrice, batch: bool, cache: TokenUsage | None = None) -> float:
+        """Estimated USD at batch (``batch=True``) or real-time prices, with ``cache``'s
+        expected reads and writes (`maple_engine.plan.cache_layout`) when given."""
+        return cost_usd(price, self.usage(cache), batch)
 
 
 def frame_estimate(frame: pl.DataFrame, spec: JobSpec, provider: str) -> Estimate:
@@ -68,12 +76,12 @@ def frame_estimate(frame: pl.DataFrame, spec: JobSpec, provider: str) -> Estimat
     if frame.height == 0:
         return Estimate()
     tokens = frame.select(prompt_tokens_expr(spec, provider).sum()).item()
-    output = output_tokens_per_request(spec.params) * frame.height
+    output = output_tokens_per_request(spec.params, spec.kind) * frame.height
     return Estimate(frame.height, int(tokens), output)
 
 
 def _shard_columns(spec: JobSpec) -> list[str]:
-    return [CUSTOM_ID, *template_columns(parse_template(spec.prompt))]
+    return [CUSTOM_ID, *template_columns(parse_template(spec.template))]
 
 
 def estimate_shards(state: JobState, spec: JobSpec, provider: str) -> Estimate:
@@ -128,7 +136,7 @@ def estimate_input(spec: JobSpec, provider: Provider, blocks: Iterator[pl.DataFr
     """Estimate straight from the input, streaming: the same shard plan the job would cut
     (by request count and encoded bytes), without writing anything."""
     cutter = _cutter(spec, provider)
-    per_request = output_tokens_per_request(spec.params)
+    per_request = output_tokens_per_request(spec.params, spec.kind)
     total = Estimate()
     for rows in _prepared(spec, provider, blocks, cutter):
         tokens, size = rows.select(pl.col(TOKENS).sum(), pl.col("_size").sum()).row(0)
@@ -144,9 +152,16 @@ def estimate_sends(
     if spec.source is None:
         raise ConfigError(f"Job {spec.name!r} has no input path to estimate from.")
     cutter = _cutter(spec, provider)
-    rows = _prepared(spec, provider, iter_blocks(spec.source), cutter)
-    plan = plan_sends(storage, spec.name, rows, reuse=spec.reuse, retry_failed=retry_failed)
-    output = output_tokens_per_request(spec.params) * plan.sent
+    rows = _prepared(spec, provider, iter_blocks(spec.source, s3=storage.s3), cutter)
+    plan = plan_sends(
+        storage,
+        spec.name,
+        rows,
+        reuse=spec.reuse,
+        retry_failed=retry_failed,
+        sendable=lambda block: with_text(block, spec),
+    )
+    output = output_tokens_per_request(spec.params, spec.kind) * plan.sent
     estimate = Estimate(plan.sent, plan.input_tokens, output, _shards(cutter), plan.bytes)
     return estimate, plan
 
@@ -157,4 +172,5 @@ def estimate_job(state: JobState, spec: JobSpec, provider: Provider) -> Estimate
         return estimate_shards(state, spec, provider.provider_name)
     if spec.source is None:
         raise ConfigError(f"Job {spec.name!r} has no input path and no shards to estimate yet.")
-    return estimate_input(spec, provider, iter_blocks(spec.source))
+    blocks = iter_blocks(spec.source, s3=state.storage.s3)
+    return estimate_input(spec, provider, blocks)

@@ -9,11 +9,11 @@ from typing import Any
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
-from maple_engine.plan.sharding import ShardInfo, write_shards
+from maple_engine.plan.sharding import ShardInfo, with_text, write_shards
 from maple_engine.plan.versions import KeySpill, Version, VersionPlan, attempt_one, input_digest
 from maple_engine.plan.versions import plan_version as plan_rows
 from maple_engine.state import ShardSummary
-from maple_engine.submit.claims import sharding_lease
+from maple_engine.storage.claims import sharding_lease
 
 
 def shard_input(
@@ -21,7 +21,7 @@ def shard_input(
 ) -> tuple[list[ShardInfo], Version, VersionPlan]:
     """The current version's shards: resumed if the input and settings are unchanged, else a
     new version cut from the input, with attempt-1 plans holding only the rows to send.
-    One run cuts a job's shards at a time (`maple_engine.submit.claims.sharding_lease`)."""
+    One run cuts a job's shards at a time (`maple_engine.storage.claims.sharding_lease`)."""
     job.price()  # an unknown model is an error before anything is sent
     with sharding_lease(job.state.storage, job.state.paths.sharding):
         return _shard_input(job, source, retry_failed)
@@ -34,7 +34,7 @@ def _shard_input(
     wanted = Version(
         number=0,
         fingerprint=job.spec.fingerprint(),
-        input_digest=input_digest(source),
+        input_digest=input_digest(source, job.state.storage.s3),
         reuse=job.spec.reuse,
         retry_failed=retry_failed,
         created_at=time.time(),
@@ -105,10 +105,10 @@ def _cut(job: Job, version: Version, source: Any) -> tuple[list[ShardInfo], Vers
         shards = write_shards(
             storage,
             job.spec,
-            iter_blocks(source),
+            iter_blocks(source, s3=storage.s3),
             job.provider,
             key_for=version.shard_key,
-            on_block=spill.add,
+            on_block=lambda block: spill.add(with_text(block, job.spec)),
         )
     rows = shards[-1].last_row + 1
     counts, send = plan_rows(storage, name, version, rows)

@@ -10,8 +10,9 @@ from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.checks import check_context_window, check_input_schema
 from maple_engine.inputs.templates import parse_template, render_expr
+from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.plan.shards import ShardCutter, shard_key
-from maple_engine.providers.base import Provider, RequestSpec
+from maple_engine.providers.base import Provider, RequestKind, RequestSpec
 from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID, JobSpec
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.response_store import request_key
@@ -33,6 +34,10 @@ def request_spec(spec: JobSpec) -> RequestSpec:
         system=spec.system,
         params=dict(spec.params),
         response_schema=spec.response_schema,
+        cache=cache_layout(spec).sends_hints,
+        cache_key=spec.cache_key(),
+        kind=spec.kind,
+        dimensions=spec.dimensions,
     )
 
 
@@ -40,7 +45,7 @@ def prepare_block(
     block: pl.DataFrame, offset: int, spec: JobSpec, provider: Provider
 ) -> pl.DataFrame:
     """Add row id, custom id, the encoded request, its request key and its size (``_size``)."""
-    parts = parse_template(spec.prompt)
+    parts = parse_template(spec.template)
     image = pl.col(spec.image_column).cast(pl.String) if spec.image_column else None
     body = provider.body_expr(request_spec(spec), render_expr(parts), image)
     ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64)
@@ -52,6 +57,15 @@ def prepare_block(
         request_key(spec.provider, pl.col(REQUEST)).alias(KEY),
         provider.line_bytes_expr(pl.col(CUSTOM_ID), pl.col(REQUEST)).cast(pl.Int64).alias("_size"),
     )
+
+
+def with_text(block: pl.DataFrame, spec: JobSpec) -> pl.DataFrame:
+    """The rows of a prepared block that are sent: for an embedding, those whose text is not
+    empty or blank (an empty text is never sent nor paid; its row is ``empty_text``)."""
+    if spec.kind != RequestKind.EMBEDDING:
+        return block
+    text = render_expr(parse_template(spec.template))
+    return block.filter(text.is_not_null() & (text.str.strip_chars() != ""))
 
 
 def check_block(block: pl.DataFrame, spec: JobSpec, limit: int) -> None:

@@ -30,6 +30,7 @@ from maple_engine.plan.shards import shard_key
 from maple_engine.spec import CUSTOM_ID, KEY, ROW_ID
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.response_store import BUCKETS, ResponseStore, by_bucket
+from maple_engine.storage.s3 import S3Settings
 from maple_engine.storage.storage import Storage, filesystem_for
 
 _KEYS_SCHEMA = pa.schema([(ROW_ID, pa.int64()), (KEY, pa.large_string())])
@@ -63,11 +64,11 @@ class Version:
 
 
 # -- input digest ---------------------------------------------------------------------------
-def input_digest(source: Any) -> str:
+def input_digest(source: Any, s3: S3Settings | None = None) -> str:
     """A digest of the input's content: the file's bytes (local), the object's ETag and size
     (S3), or the table's Arrow IPC stream (an upstream asset's table)."""
     if isinstance(source, str):
-        fs, path = filesystem_for(source)
+        fs, path = filesystem_for(source, s3)
         if "://" in source and not source.startswith("file://"):
             info = fs.info(path)
             tag = f"{info.get('ETag') or info.get('etag')}:{info.get('size')}:{source}"

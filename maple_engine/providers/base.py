@@ -3,13 +3,18 @@
 A provider turns one shard attempt (a frame of ``custom_id`` + encoded request body) into a
 provider-side unit of work, reports its state, and returns one result row per request in the
 provider-neutral ``RESULT_SCHEMA``. Batch APIs (OpenAI, Anthropic) and real-time APIs share it.
+
+Each provider class describes itself in a `ProviderCapabilities` record: every rule outside the
+providers that differs by provider (queues, deadlines, prices, schema subsets, token estimates)
+reads that record, never the provider's name or class.
 """
 
 import dataclasses
+import enum
 import hashlib
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
-from typing import Any, Protocol
+from datetime import UTC, date, datetime
+from typing import Any, ClassVar, Literal, Protocol
 
 import orjson
 import polars as pl
@@ -30,14 +35,144 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "batch_id": pl.String(),
 }
 
+# Batch ids of real-time attempts (``rt-<job>-<shard>-<attempt>``), and of those billed at batch
+# prices (a flex tier: ``rt-flex-...``).
+REALTIME_PREFIX = "rt-"
+BATCH_PRICED_PREFIX = "rt-flex-"
+
+
+def batch_priced(batch_id: str) -> bool:
+    """Whether the attempt ``batch_id`` is billed at batch prices: a batch, or a flex attempt."""
+    return not batch_id.startswith(REALTIME_PREFIX) or batch_id.startswith(BATCH_PRICED_PREFIX)
+
+
 # "lost": a batch the provider no longer knows (maple_engine.providers.lost).
 ENDED_STATES = frozenset({"completed", "failed", "expired", "cancelled", "ended", "lost"})
 
 
+MB = 1_000_000
+
+Mode = Literal["batch", "realtime"]
+# What caps a provider's batch queue: prompt tokens enqueued per model, requests waiting, nothing.
+QueueModel = Literal["enqueued-tokens", "requests", "none"]
+# How a batch created just before a crash is found again: by its metadata in the provider's batch
+# listing, by labels in its name, by create intents kept under the storage root, or not at all
+# (a rerun resumes from the row checkpoints).
+OrphanSearch = Literal["batch-metadata", "name-labels", "create-intents", "checkpoints"]
+
+
+class RequestKind(enum.StrEnum):
+    """What a provider's requests ask for."""
+
+    CHAT = "chat"  # one model reply per row
+    EMBEDDING = "embedding"  # one vector per row
+
+
+class Dialect(enum.StrEnum):
+    """The structured-output API a provider's requests speak (its JSON-schema subset)."""
+
+    OPENAI = "openai"
+    ANTHROPIC = "anthropic"
+    GEMINI = "gemini"
+
+    @property
+    def label(self) -> str:
+        return {"openai": "OpenAI", "anthropic": "Anthropic", "gemini": "Gemini"}[self.value]
+
+
 @dataclasses.dataclass(frozen=True)
 class ProviderLimits:
+    """Most requests and bytes per batch file (or real-time shard attempt), and the fewest
+    requests a batch may hold."""
+
     max_requests: int
     max_bytes: int
+    min_requests: int = 1
+
+
+# The batch APIs' per-file limits (OpenAI's; Gemini and Bedrock take the same request count):
+# the providers' defaults and the job's default shard size.
+BATCH_FILE_LIMITS = ProviderLimits(max_requests=50_000, max_bytes=200 * MB)
+
+
+CacheHint = Literal["cache-control", "cache-key", "implicit"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptCaching:
+    """How a provider caches the shared prefix of its requests (docs/caching.md has the table).
+
+    ``hint``: what ``--cache auto`` adds to each request: ``cache-control`` marks the end of the
+    shared prefix (Anthropic), ``cache-key`` names the cache requests share (OpenAI), ``implicit``
+    adds nothing (the provider caches any repeated prefix on its own). ``minimum_tokens`` maps a
+    fragment of the model name to the shortest prefix the provider caches (first match wins,
+    else ``default_minimum``); cached prefixes grow in steps of ``step_tokens``.
+    ``write_multiple``: cache writes cost this multiple of the input price (Anthropic's 1-hour
+    TTL: 2x) instead of the price source's cache-write rate; ``ttl_s``: how long a written
+    prefix stays readable after its last use."""
+
+    hint: CacheHint
+    default_minimum: int
+    minimum_tokens: tuple[tuple[str, int], ...] = ()
+    step_tokens: int = 1
+    write_multiple: float | None = None
+    ttl_s: int = 300
+
+    def minimum(self, model: str) -> int:
+        """The shortest prefix ``model`` caches, in tokens."""
+        name = model.lower()
+        return next((n for part, n in self.minimum_tokens if part in name), self.default_minimum)
+
+    def cacheable(self, model: str, prefix_tokens: int) -> int:
+        """How many of ``prefix_tokens`` shared tokens the provider can read from cache."""
+        if prefix_tokens < self.minimum(model):
+            return 0
+        return prefix_tokens - (prefix_tokens - self.minimum(model)) % self.step_tokens
+
+
+@dataclasses.dataclass(frozen=True)
+class BilledUsage:
+    """What a provider's admin reports bill for one UTC day and model."""
+
+    day: date
+    model: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+# Reads a provider's own usage and cost reports with an admin key:
+# (base_url or None for the provider's, admin key, first day, last day inclusive) -> rows.
+BillingReport = Callable[[str | None, str, date, date], list[BilledUsage]]
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderCapabilities:
+    """What a provider is and what it serves, readable before one is built."""
+
+    mode: Mode
+    limits: ProviderLimits
+    dialect: Dialect
+    price_families: tuple[str, ...]  # genai-prices provider ids, tried in order
+    orphans: OrphanSearch
+    kinds: frozenset[RequestKind] = frozenset({RequestKind.CHAT})
+    queue: QueueModel = "none"
+    realtime_twin: str | None = None  # the provider name a deadline falls back on
+    needs_s3_root: bool = False  # the provider itself reads and writes the storage root on S3
+    drops_empty_system: bool = False  # an empty system prompt costs no tokens
+    price_fallback_model: str | None = None  # prices a model no family knows
+    runs_on_emulator: bool = False  # served by the local emulator (``maple`` starts one)
+    # Whose API key and base URL settings it takes ("openai": OPENAI_API_KEY, OPENAI_BASE_URL).
+    credentials: str | None = None
+    takes_role_arn: bool = False  # an IAM role the provider's service assumes (Bedrock)
+    # The account's admin usage and cost reports (``maple reconcile``), read with the
+    # ``<CREDENTIALS>_ADMIN_KEY``; every provider with the same credentials bills to them.
+    billing_report: BillingReport | None = None
+    caching: PromptCaching | None = None  # how it caches a shared prefix; None: it does not
+    # Billed at batch prices though it answers in real time (a flex service tier).
+    batch_prices: bool = False
+    # The batch-priced real-time provider a deadline tries before ``realtime_twin`` (flex).
+    flex_twin: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,6 +184,10 @@ class RequestSpec:
     params: dict[str, Any] = dataclasses.field(default_factory=dict)
     response_schema: dict[str, Any] | None = None
     schema_name: str = "response"
+    cache: bool = False  # send the provider's cache hints on the shared prefix (--cache auto)
+    cache_key: str | None = None  # names the cache the job's requests share (one per version)
+    kind: RequestKind = RequestKind.CHAT
+    dimensions: int | None = None  # an embedding's length; None: the model's own
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,6 +273,9 @@ class BatchState:
     completed: int = 0
     failed: int = 0
     total: int = 0
+    #: the provider's own times (unix seconds) of the phases it reports: ``created``,
+    #: ``validating``, ``in_progress``, ``finalizing``, ``ended`` (the batch history reads them)
+    times: tuple[tuple[str, float], ...] = ()
 
 
 class ProviderModel(BaseModel):
@@ -143,9 +285,18 @@ class ProviderModel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    capabilities: ClassVar[ProviderCapabilities]
+
+    @property
+    def mode(self) -> str:
+        """``batch`` (a provider batch API) or ``realtime`` (one call per row)."""
+        return self.capabilities.mode
+
 
 class Provider(Protocol):
     """The interface the asset graph drives. Implementations are Dagster resources."""
+
+    capabilities: ClassVar[ProviderCapabilities]
 
     @property
     def provider_name(self) -> str: ...
@@ -181,6 +332,11 @@ class Provider(Protocol):
 
     def close(self) -> None:
         """Release connections (the provider opens them again if used later)."""
+        ...
+
+    def check_endpoint(self) -> None:
+        """One cheap call before anything is uploaded: `ConfigError` naming the URL and the fix
+        when the endpoint is unreachable, refuses the key, or is not the provider's API."""
         ...
 
 

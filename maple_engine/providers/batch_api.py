@@ -7,19 +7,20 @@ import dataclasses
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import httpx
 import polars as pl
 
 from maple_engine.providers.base import (
     BatchState,
+    ProviderCapabilities,
     ProviderLimits,
     Submission,
     json_string_expr,
     poll_batches,
 )
-from maple_engine.providers.http import request
+from maple_engine.providers.http import first_contact, request
 from maple_engine.providers.lost import fetch_or_lost, ignore_missing
 
 LIST_PAGE = 100
@@ -64,7 +65,7 @@ def _close_client(owner: _Clients) -> None:
 
 
 class BatchProviderBasics:
-    """``provider_name``, ``mode`` and ``limits`` of a batch provider resource whose fields are
+    """``provider_name`` and ``limits`` of a batch provider resource whose fields are
     ``name``, ``max_requests`` and ``max_bytes``; and, for those with a private ``_http`` and a
     ``_new_client()``, one HTTP client kept for the resource's life (connections reused by every
     poll, list, upload and download of a run), closed by ``close()``."""
@@ -81,15 +82,13 @@ class BatchProviderBasics:
     def provider_name(self: _Named) -> str:
         return self.name
 
-    @property
-    def mode(self) -> str:
-        return "batch"
-
     def limits(self: _Limited) -> ProviderLimits:
         return ProviderLimits(self.max_requests, self.max_bytes)
 
 
 class _RestBatches(Protocol):
+    capabilities: ClassVar[ProviderCapabilities]
+
     def _client(self) -> contextlib.AbstractContextManager[httpx.Client]: ...
 
     def _batches(self) -> "BatchCollection": ...
@@ -107,6 +106,19 @@ class RestBatchCalls:
     def cancel(self: _RestBatches, submission: Submission) -> None:
         with self._client() as client:
             self._batches().cancel(client, submission.batch_id)
+
+    def check_endpoint(self: _RestBatches) -> None:
+        """List one batch: the key, the URL and the API are checked before any upload."""
+        batches = self._batches()
+        with self._client() as client:
+            first_contact(
+                client,
+                batches.path,
+                params={"limit": 1},
+                api=f"the {batches.noun} API",
+                family=self.capabilities.credentials,
+                expect="data",
+            )
 
 
 # -- JSON lines of already-encoded requests ---------------------------------------------------

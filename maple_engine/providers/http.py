@@ -1,21 +1,26 @@
 """The one place that builds httpx clients and retries provider control calls politely."""
 
 import functools
+import logging
 import random
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from typing import IO, Any
 
 import httpx
 import orjson
 import tenacity
 
-from maple_engine.errors import AuthError, ProviderError, QuotaExhausted
+from maple_engine.errors import AuthError, ConfigError, ProviderError, QuotaExhausted
 from maple_engine.settings import knob
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 MAX_RETRY_AFTER_S = 60.0
+# Control calls that retry say so here (a Dagster run shows it in its log; `maple` on stderr).
+log = logging.getLogger("maple.provider")
+RETRY_LOG_EVERY_S = 30.0  # one line when an episode starts, then at most one per 30 s
 
 
 def make_client(
@@ -129,6 +134,59 @@ def request(
     return _retried(call, max_retries, window, what=what, method=method, url=url)
 
 
+def paged_data(client: httpx.Client, path: str, params: dict[str, Any]) -> Iterator[Any]:
+    """Every item of a report's ``data`` pages (``has_more``, ``next_page`` sent as ``page``)."""
+    page: str | None = None
+    while True:
+        query = params | ({"page": page} if page else {})
+        body = request(client, "GET", path, what=f"read {path}", params=query).json()
+        yield from body.get("data") or []
+        page = body.get("next_page")
+        if not body.get("has_more") or not page:
+            return
+
+
+def first_contact(
+    client: httpx.Client,
+    path: str,
+    *,
+    params: dict[str, Any],
+    api: str,
+    family: str | None,
+    expect: str | None = None,
+) -> None:
+    """One cheap authenticated GET of ``path`` before anything is uploaded, tried once: an
+    endpoint that never answered is a setting to fix, not an outage to wait out. Unreachable,
+    a refused key, or an answer that is not ``api``'s JSON is a `ConfigError` naming the URL
+    and the fix (``expect``: a member the answer must have); a busy service (429, 5xx) is left to
+    the usual retries."""
+    url = f"{str(client.base_url).rstrip('/')}{path}"
+    env = (family or "").upper()
+    fix_url = f"check {env}_BASE_URL and the network" if env else "check the base URL"
+    try:
+        response = client.request("GET", path, params=params)
+    except httpx.TransportError as exc:
+        reason = type(exc).__name__
+        raise ConfigError(f"{api} at {url} cannot be reached ({reason}): {fix_url}.") from exc
+    if response.status_code in {401, 403}:
+        fix_key = f"check {env}_API_KEY" if env else "check the API key"
+        raise ConfigError(
+            f"{api} at {url} refused the API key ({response.status_code}): {fix_key}."
+        )
+    if response.status_code == 429 or response.status_code >= 500:
+        return
+    kind = response.headers.get("content-type", "no content type").split(";")[0]
+    try:
+        body = orjson.loads(response.content) if response.status_code < 400 else None
+    except orjson.JSONDecodeError:
+        body = None
+    if not isinstance(body, dict) or (expect is not None and expect not in body):
+        raise ConfigError(
+            f"{url} does not answer like {api} (HTTP {response.status_code}, {kind}): "
+            f"{fix_url} (it must point at the API, e.g. ending in /v1)."
+        )
+
+
 def download(
     client: httpx.Client, url: str, into: IO[bytes], *, what: str, max_retries: int = 5
 ) -> None:
@@ -162,8 +220,9 @@ def _retried(
 ) -> httpx.Response:
     """``call`` under `control_retrying`; errors name the call, the last answer is checked."""
     started = time.monotonic()
+    say = _retry_logger(f"{what}: {method} {url}")
     try:
-        response = control_retrying(max_retries, window, started)(call)
+        response = control_retrying(max_retries, window, started, say)(call)
     except httpx.TransportError as exc:
         raise ProviderError(f"{what}: {method} {url} failed: {exc!r}{_for(started)}") from exc
     except Retryable as exc:  # retries used up: report the last answer
@@ -191,10 +250,16 @@ def _retryable(response: httpx.Response) -> httpx.Response:
     return response
 
 
-def control_retrying(max_retries: int, window: float, started: float) -> tenacity.Retrying:
+def control_retrying(
+    max_retries: int,
+    window: float,
+    started: float,
+    before_sleep: Callable[[tenacity.RetryCallState], None] | None = None,
+) -> tenacity.Retrying:
     """The one retry policy of control calls: transport errors and retryable answers are sent
     again with jittered exponential backoff (or the answer's ``retry-after``), up to
-    ``max_retries`` retries, or for as long as ``window`` seconds since ``started`` allow."""
+    ``max_retries`` retries, or for as long as ``window`` seconds since ``started`` allow;
+    ``before_sleep`` hears of each retry."""
 
     def stop(state: tenacity.RetryCallState) -> bool:
         retries = state.attempt_number - 1
@@ -213,8 +278,39 @@ def control_retrying(max_retries: int, window: float, started: float) -> tenacit
         stop=stop,
         wait=wait,
         sleep=time.sleep,  # looked up per call: tests may patch time.sleep
+        before_sleep=before_sleep,
         reraise=True,
     )
+
+
+def _retry_logger(call: str) -> Callable[[tenacity.RetryCallState], None]:
+    """A ``before_sleep`` hook that logs one warning when ``call`` starts retrying and then at
+    most one every ``RETRY_LOG_EVERY_S``: what failed, since when, how many tries, next try."""
+    since = datetime.now(UTC)
+    last = {"at": -RETRY_LOG_EVERY_S}
+
+    def say(state: tenacity.RetryCallState) -> None:
+        now = time.monotonic()
+        if now - last["at"] < RETRY_LOG_EVERY_S:
+            return
+        last["at"] = now
+        error = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(error, Retryable):
+            answer = f"answered {error.response.status_code}"
+        else:
+            answer = f"failed ({type(error).__name__})"
+        wait = state.upcoming_sleep
+        log.warning(
+            "provider call retrying: %s %s since %s UTC, %d tries, next try in %.1f s",
+            call,
+            answer,
+            since.strftime("%H:%M:%S"),
+            state.attempt_number,
+            wait,
+            extra={"maple_call": call, "maple_since": since.isoformat(), "maple_next_s": wait},
+        )
+
+    return say
 
 
 def _checked(response: httpx.Response, what: str, method: str, url: str) -> httpx.Response:

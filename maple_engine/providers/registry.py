@@ -1,56 +1,103 @@
-"""Provider resources by name: what ``--provider`` and ``enrichment(provider=...)`` accept."""
+"""Providers by name: what ``--provider`` and ``enrichment(provider=...)`` accept.
 
-from typing import Any
+Each name maps to how its provider is built and to its `ProviderCapabilities`, which are read by
+name before anything is built (the CLI and ``enrichment()`` check a job before any I/O). Building
+through `Registered.build` makes mypy check every provider class against the `Provider` protocol.
+"""
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from maple_engine.errors import ConfigError
 from maple_engine.providers.anthropic.batch import AnthropicBatchProvider
+from maple_engine.providers.anthropic.realtime import AnthropicRealtimeProvider
+from maple_engine.providers.base import Provider, ProviderCapabilities
 from maple_engine.providers.bedrock.batch import BedrockBatchProvider
 from maple_engine.providers.gemini.batch import GeminiBatchProvider
-from maple_engine.providers.gemini.realtime import GeminiRealtimeProvider
+from maple_engine.providers.gemini.realtime import GeminiFlexProvider, GeminiRealtimeProvider
+from maple_engine.providers.openai import emulator
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
-from maple_engine.providers.realtime.providers import (
-    AnthropicRealtimeProvider,
-    OpenAIRealtimeProvider,
-)
+from maple_engine.providers.openai.flex import OpenAIFlexProvider
+from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 
-BATCH_PROVIDERS = ("openai", "anthropic", "gemini", "bedrock", "emulator")
-REALTIME_PROVIDERS = ("openai-realtime", "anthropic-realtime", "gemini-realtime")
-PROVIDERS = (*BATCH_PROVIDERS, *REALTIME_PROVIDERS)
+_P = TypeVar("_P", bound=Provider)
+
+
+@dataclasses.dataclass(frozen=True)
+class Registered:
+    """One ``--provider`` name: how it is built and what it can do."""
+
+    build: Callable[..., Provider]
+    capabilities: ProviderCapabilities
+    root_field: str | None = None  # the setting that takes the job's storage root
+
+
+def _of(provider_class: type[_P], root_field: str | None = None) -> Registered:
+    return Registered(provider_class, provider_class.capabilities, root_field)
+
+
+_REGISTRY: dict[str, Registered] = {
+    "openai": _of(OpenAIBatchProvider),
+    "anthropic": _of(AnthropicBatchProvider, "intent_root"),
+    "gemini": _of(GeminiBatchProvider),
+    "bedrock": _of(BedrockBatchProvider, "storage_root"),
+    emulator.NAME: Registered(emulator.on_emulator, emulator.CAPABILITIES),
+    "openai-realtime": _of(OpenAIRealtimeProvider, "checkpoint_root"),
+    "openai-flex": _of(OpenAIFlexProvider, "checkpoint_root"),
+    "anthropic-realtime": _of(AnthropicRealtimeProvider, "checkpoint_root"),
+    "gemini-realtime": _of(GeminiRealtimeProvider, "checkpoint_root"),
+    "gemini-flex": _of(GeminiFlexProvider, "checkpoint_root"),
+}
+DEFAULT_PROVIDER = "openai"
+
+
+def names(where: Callable[[ProviderCapabilities], bool] = lambda _: True) -> tuple[str, ...]:
+    """The registered names whose capabilities pass ``where``, in the order above."""
+    return tuple(name for name, entry in _REGISTRY.items() if where(entry.capabilities))
+
+
+def one_of(where: Callable[[ProviderCapabilities], bool]) -> str:
+    """``names(where)`` as prose: "openai, anthropic or gemini"."""
+    *rest, last = names(where)
+    return f"{', '.join(rest)} or {last}" if rest else last
+
+
+PROVIDERS = names()
+BATCH_PROVIDERS = names(lambda c: c.mode == "batch")
+REALTIME_PROVIDERS = names(lambda c: c.mode == "realtime")
+
+
+def _entry(name: str) -> Registered:
+    entry = _REGISTRY.get(name)
+    if entry is None:
+        raise ConfigError(f"Unknown provider {name!r}: choose one of {list(PROVIDERS)}.")
+    return entry
+
+
+def capabilities(name: str) -> ProviderCapabilities:
+    """What the provider ``name`` can do, without building it (ConfigError if unknown)."""
+    return _entry(name).capabilities
+
+
+def known_capabilities(name: str) -> ProviderCapabilities | None:
+    """``capabilities(name)``, or None for a name no provider is registered under."""
+    entry = _REGISTRY.get(name)
+    return entry.capabilities if entry is not None else None
 
 
 def build_provider(
     name: str, emulator_url: str | None = None, storage_root: str | None = None, **overrides: Any
-) -> Any:
-    """The provider resource for ``name``; ``emulator`` is OpenAI's batch API on the emulator.
+) -> Provider:
+    """The provider ``name`` with ``overrides`` as settings.
 
     ``storage_root`` is the job's storage root: the Anthropic batch provider keeps its create
-    intents there and the real-time providers their row checkpoints.
+    intents there, Bedrock its input and output, the real-time providers their row checkpoints.
+    ``emulator_url`` is where a provider that runs on the emulator finds it.
     """
-    if name == "openai":
-        return OpenAIBatchProvider(**overrides)
-    if name == "emulator":
-        if emulator_url is None:
-            raise ConfigError("provider 'emulator' needs a running emulator URL")
-        return OpenAIBatchProvider(
-            name="emulator", base_url=f"{emulator_url}/v1", api_key="emulator", **overrides
-        )
-    if name == "gemini":
-        return GeminiBatchProvider(**overrides)
-    if name == "bedrock":
-        if storage_root is not None:
-            overrides.setdefault("storage_root", storage_root)
-        return BedrockBatchProvider(**overrides)
-    if name == "anthropic":
-        if storage_root is not None:
-            overrides.setdefault("intent_root", storage_root)
-        return AnthropicBatchProvider(**overrides)
-    realtime = {
-        "openai-realtime": OpenAIRealtimeProvider,
-        "anthropic-realtime": AnthropicRealtimeProvider,
-        "gemini-realtime": GeminiRealtimeProvider,
-    }
-    if name in realtime:
-        if storage_root is not None:
-            overrides.setdefault("checkpoint_root", storage_root)
-        return realtime[name](**overrides)
-    raise ConfigError(f"Unknown provider {name!r}: choose one of {list(PROVIDERS)}.")
+    entry = _entry(name)
+    if entry.root_field is not None and storage_root is not None:
+        overrides.setdefault(entry.root_field, storage_root)
+    if entry.capabilities.runs_on_emulator:
+        return entry.build(emulator_url, **overrides)
+    return entry.build(**overrides)

@@ -24,6 +24,7 @@ Layout of one job ``<job>``::
         <key>/estimate-<n>.json         the estimated cost of attempt n (budget)
         <key>/queue-<n>.json            attempt n's units in the provider queue (tokens/requests)
         <key>/deadline-cancel-<n>.json  attempt n's batch was cancelled for the deadline
+        <key>/stall-cancel-<n>.json     attempt n's batch was stalled: cancelled, rest real-time
         <key>/claim-<n>/                the claim on attempt n (`maple_engine.storage.leases`)
         <key>/rt-<n>/                   real-time checkpoints of attempt n
         <key>/results-<n>.parquet       the rows not final after attempt n (to retry, or held by
@@ -44,6 +45,7 @@ Layout of one job ``<job>``::
     _ratelimits/<provider>/<account>/<model>/<sender>~<expiry>.json
                                         real-time senders' heartbeats (their share of a limit)
     _queues/<provider>/<model>.json     a provider queue's limit, configured, learned or probed
+    _reports/batch_stats/<day>.html, .csv  the maple_batch_stats asset's report and batches
     costs.sqlite                        the default cost ledger of a local root
 """
 
@@ -147,6 +149,9 @@ class JobLayout:
     def deadline_cancel(self, shard: str, attempt: int) -> str:
         return self.state(shard, f"deadline-cancel-{attempt}.json")
 
+    def stall_cancel(self, shard: str, attempt: int) -> str:
+        return self.state(shard, f"stall-cancel-{attempt}.json")
+
     @property
     def sharding(self) -> str:
         """The lease one ``input_shards`` run holds while it cuts the job's shards."""
@@ -156,19 +161,14 @@ class JobLayout:
     def queue_wait(self) -> str:
         return self.state("queue_wait.json")
 
-    # -- provider-side records ------------------------------------------------------------
-    @property
-    def anthropic_intents(self) -> str:
-        return self.state("anthropic-intents")
+    # -- provider-side records (``folder`` is the provider's own) ---------------------------
+    def provider_state(self, folder: str, *parts: str) -> str:
+        """A provider's records among the job's state (Anthropic's create intents)."""
+        return self.state(folder, *parts)
 
-    def anthropic_intent(self, shard: str, attempt: int) -> str:
-        return join(self.anthropic_intents, f"{shard}-{attempt}.json")
-
-    def bedrock_input(self, stem: str, digest: str) -> str:
-        return join(self.job, "bedrock", "input", f"{stem}-{digest}.jsonl")
-
-    def bedrock_output(self, stem: str) -> str:
-        return join(self.job, "bedrock", "output", stem) + "/"
+    def provider_files(self, folder: str, *parts: str) -> str:
+        """Objects a provider reads or writes itself (Bedrock's input and output)."""
+        return join(self.job, folder, *parts)
 
     # -- versions and the response store --------------------------------------------------
     def version_dir(self, number: int) -> str:
@@ -202,6 +202,11 @@ QUEUES = "_queues"
 def queue_file(provider: str, model: str) -> str:
     """What is known of one provider queue (its limit, learned or probed), for every job."""
     return join(QUEUES, provider, f"{model}.json")
+
+
+def batch_stats_report(day: str, suffix: str) -> str:
+    """The ``maple_batch_stats`` asset's files for one UTC day (``html`` report, ``csv``)."""
+    return join("_reports", "batch_stats", f"{day}.{suffix}")
 
 
 def rate_share_folder(provider: str, account: str, model: str) -> str:

@@ -13,8 +13,8 @@ import uuid
 from typing import Any
 
 from maple_engine.errors import ConfigError
-from maple_engine.storage import s3 as s3_settings
-from maple_engine.storage.storage import is_remote, s3_endpoint
+from maple_engine.storage.s3 import ENVIRONMENT
+from maple_engine.storage.storage import is_remote
 
 CONNECT_TIMEOUT_S = 3
 READ_TIMEOUT_S = 10
@@ -79,7 +79,7 @@ def _probe_s3(probe_uri: str, uri: str, what: str) -> None:
     except FileNotFoundError as exc:
         raise ConfigError(
             f"{what} {uri!r}: the bucket {bucket!r} does not exist at "
-            f"{s3_endpoint() or 'AWS'}: create it or fix the URI."
+            f"{ENVIRONMENT.endpoint() or 'AWS'}: create it or fix the URI."
         ) from exc
 
 
@@ -88,7 +88,7 @@ def _s3(uri: str, what: str) -> tuple[Any, str]:
 
     fs = s3fs.S3FileSystem(
         skip_instance_cache=True,
-        **s3_settings.fsspec_options(),
+        **ENVIRONMENT.fsspec_options(),
         config_kwargs={
             "connect_timeout": CONNECT_TIMEOUT_S,
             "read_timeout": READ_TIMEOUT_S,
@@ -103,7 +103,7 @@ def _s3_errors(uri: str, what: str) -> Any:
     """Botocore's errors as one line: no credentials, unreachable endpoint, access denied."""
     import botocore.exceptions as bex
 
-    endpoint = s3_endpoint() or "AWS S3"
+    endpoint = ENVIRONMENT.endpoint() or "AWS S3"
     try:
         yield
     except (bex.NoCredentialsError, bex.PartialCredentialsError) as exc:

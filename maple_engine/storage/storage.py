@@ -1,6 +1,6 @@
 """One storage abstraction for everything a job writes: a local folder or ``s3://bucket/prefix``.
 
-Built on fsspec (``s3fs`` for S3; any S3-compatible endpoint through ``AWS_ENDPOINT_URL``).
+Built on fsspec (``s3fs`` for S3; any S3-compatible endpoint, ``maple_engine.storage.s3``).
 Writes are atomic: a local file is written beside its target and renamed; an S3 object only
 appears when its (multipart) upload completes, and a write that raises is discarded (fsspec's own
 file would upload what it had on ``__exit__``, leaving a truncated object behind).
@@ -20,24 +20,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from maple_engine.errors import StorageError
-from maple_engine.storage import s3 as s3_settings
 from maple_engine.storage.layout import join
+from maple_engine.storage.s3 import ENVIRONMENT, S3Settings
 
 
-def s3_endpoint() -> str | None:
-    return s3_settings.endpoint()
-
-
-def filesystem_for(uri: str) -> tuple[Any, str]:
-    """The fsspec filesystem and in-filesystem path for a local path or URI."""
-    options = s3_settings.fsspec_options() if uri.startswith(("s3://", "s3a://")) else {}
+def filesystem_for(uri: str, s3: S3Settings | None = None) -> tuple[Any, str]:
+    """The fsspec filesystem and in-filesystem path for a local path or URI (``s3``: how an
+    ``s3://`` URI is reached; default: the environment)."""
+    remote = uri.startswith(("s3://", "s3a://"))
+    options = (s3 or ENVIRONMENT).fsspec_options() if remote else {}
     fs, path = fsspec.core.url_to_fs(uri, **options)
     return fs, str(path)
 
 
-def polars_storage_options(uri: str) -> dict[str, Any] | None:
+def polars_storage_options(uri: str, s3: S3Settings | None = None) -> dict[str, Any] | None:
     """polars' ``storage_options`` for a URI (endpoint, region and credentials for S3)."""
-    return s3_settings.polars_options() if is_remote(uri) else None
+    return (s3 or ENVIRONMENT).polars_options() if is_remote(uri) else None
 
 
 def create_exclusive_s3(fs: Any, path: str, data: bytes) -> bool:
@@ -129,11 +127,13 @@ def is_remote(uri: str) -> bool:
 
 
 class Storage:
-    """Keys are ``/``-separated paths relative to the root."""
+    """Keys are ``/``-separated paths relative to the root; ``s3``: how an ``s3://`` root (and
+    the job's ``s3://`` inputs and outputs) is reached, default the environment."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, s3: S3Settings | None = None) -> None:
         self.root = root.rstrip("/") if is_remote(root) else os.path.abspath(root)
-        self.fs, self._base = filesystem_for(self.root)
+        self.s3 = s3 or ENVIRONMENT
+        self.fs, self._base = filesystem_for(self.root, self.s3)
         self.remote = is_remote(self.root)
 
     def __repr__(self) -> str:
@@ -235,7 +235,7 @@ class Storage:
     def scan_parquet(self, key: str) -> pl.LazyFrame:
         """A lazy scan: nothing is read until the frame is collected or sunk."""
         uri = self.uri(key)
-        return pl.scan_parquet(uri, storage_options=polars_storage_options(uri))
+        return pl.scan_parquet(uri, storage_options=polars_storage_options(uri, self.s3))
 
     def write_parquet(self, key: str, frame: pl.DataFrame | pa.Table) -> None:
         table = frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame

@@ -15,7 +15,7 @@ a larger budget (or none) clears the stop (`resume_budget_stop`), and the guard 
 batches against the new budget.
 
 With a cost ledger (always, under the CLI and the definitions) the admission is one atomic
-transaction in the ledger (`maple_engine.submit.admissions`), so concurrent submission runs (the
+transaction in the ledger (`maple_engine.ledger.admissions`), so concurrent submission runs (the
 daemon's,
 a UI run beside a CLI run) can not overshoot the budget by more than one batch in total.
 """
@@ -39,7 +39,7 @@ def attempt_estimate(job: Job, shard: str, attempt: int) -> float:
     if job.state.storage.exists(key):
         return float(job.state.storage.read_json(key)["cost_usd"])
     plan = estimate_attempt(job.state, job.spec, job.provider.provider_name, shard, attempt)
-    return plan.cost(job.price(), batch=job.mode == "batch")
+    return plan.cost(job.price(), batch=job.batch_prices)
 
 
 def spent(job: Job) -> float:
@@ -66,7 +66,7 @@ def within_budget(job: Job, shard: str, attempt: int) -> bool:
     if budget is None:
         return True
     plan = estimate_attempt(job.state, job.spec, job.provider.provider_name, shard, attempt)
-    nxt = plan.cost(job.price(), batch=job.mode == "batch")
+    nxt = plan.cost(job.price(), batch=job.batch_prices)
     if job.costs is not None:  # one atomic admission in the ledger, shared by every run
         run = {s.key for s in job.state.manifest() or []}  # a budget bounds one run
         admission = job.costs.admit((job.spec.name, shard, attempt), nxt, budget, run)
@@ -125,8 +125,13 @@ def ledger_totals(
         entries = [e for e in entries if e.shard in shards]
     paid = sum(e.cost_usd for e in entries)
     realtime = sum(e.realtime_cost_usd for e in entries)
+    uncached = sum(
+        e.cost_usd if e.uncached_cost_usd is None else e.uncached_cost_usd for e in entries
+    )
     return {
         "ledger_cost_usd": round(paid, 6),
         "realtime_cost_usd": round(realtime, 6),
+        "uncached_cost_usd": round(uncached, 6),
+        "cache_savings_usd": round(uncached - paid, 6),
         "savings_usd": round(realtime - paid, 6),
     }

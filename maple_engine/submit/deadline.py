@@ -7,6 +7,10 @@ sensor cancels the job's batches still running (the provider returns what alread
 unrun rows come back ``batch_cancelled``), and every shard attempt sent from then on, the unrun
 rows and shards never sent alike, goes to the provider's real-time API, paced to its rate limits
 like the real-time providers. Their cost is recorded at real-time prices.
+
+Where the provider has a flex twin (real-time answers at batch prices, slower: OpenAI's
+``openai-flex``), attempts go there first while the time left before the deadline is at least
+the flex provider's request timeout (15 minutes by default); later ones use standard real-time.
 """
 
 import re
@@ -14,11 +18,16 @@ import time
 from typing import Any
 
 from maple_engine.errors import ConfigError, ProviderError
-from maple_engine.providers.base import BatchState, ShardPayload, Submission
+from maple_engine.providers.base import (
+    BATCH_PRICED_PREFIX,
+    REALTIME_PREFIX,
+    BatchState,
+    ShardPayload,
+    Submission,
+)
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 
-REALTIME_PREFIX = "rt-"
 _PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 _UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
@@ -49,24 +58,34 @@ def is_realtime(submission: Submission) -> bool:
 
 def realtime_twin(batch: Any, storage_root: str) -> Any:
     """The real-time provider speaking to the same API (base URL, key) as a batch provider."""
-    from maple_engine.providers.gemini.realtime import GeminiRealtimeProvider
-    from maple_engine.providers.realtime.providers import (
-        AnthropicRealtimeProvider,
-        OpenAIRealtimeProvider,
-    )
+    from maple_engine.providers.registry import build_provider, one_of
 
-    twins = {
-        "OpenAIBatchProvider": OpenAIRealtimeProvider,
-        "AnthropicBatchProvider": AnthropicRealtimeProvider,
-        "GeminiBatchProvider": GeminiRealtimeProvider,
-    }
-    twin = twins.get(type(batch).__name__)
+    twin = batch.capabilities.realtime_twin
     if twin is None:
         raise ConfigError(
             f"--deadline needs a provider with a real-time API to fall back on; "
-            f"{batch.provider_name} has none here (use openai, anthropic, gemini or emulator)."
+            f"{batch.provider_name} has none here "
+            f"(use {one_of(lambda c: c.realtime_twin is not None)})."
         )
-    return twin(base_url=batch.base_url, api_key=batch.api_key, checkpoint_root=storage_root)
+    return build_provider(
+        twin, storage_root=storage_root, base_url=batch.base_url, api_key=batch.api_key
+    )
+
+
+def flex_twin(batch: Any, storage_root: str) -> Any:
+    """The batch-priced real-time provider of ``batch``'s API (its flex tier), or None."""
+    from maple_engine.providers.registry import build_provider
+
+    twin = batch.capabilities.flex_twin
+    if twin is None:
+        return None
+    return build_provider(
+        twin, storage_root=storage_root, base_url=batch.base_url, api_key=batch.api_key
+    )
+
+
+def is_flex(submission: Submission) -> bool:
+    return submission.batch_id.startswith(BATCH_PRICED_PREFIX)
 
 
 class DeadlineProvider:
@@ -80,6 +99,7 @@ class DeadlineProvider:
         self.job = job
         self.duration_s = duration_s
         self._realtime: Any = None
+        self._flex: Any = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.batch_provider, name)
@@ -89,6 +109,24 @@ class DeadlineProvider:
         if self._realtime is None:
             self._realtime = realtime_twin(self.batch_provider, self.storage.root)
         return self._realtime
+
+    @property
+    def flex(self) -> Any:
+        if self._flex is None:
+            self._flex = flex_twin(self.batch_provider, self.storage.root) or False
+        return self._flex or None
+
+    def late_provider(self) -> Any:
+        """Flex while the time left allows one of its (slow) requests, else real-time."""
+        flex, at = self.flex, self.deadline_at()
+        if flex is not None and at is not None and at - time.time() >= flex.timeout_s:
+            return flex
+        return self.realtime
+
+    def _sender(self, submission: Submission) -> Any:
+        if is_flex(submission):
+            return self.flex
+        return self.realtime if is_realtime(submission) else self.batch_provider
 
     def deadline_at(self) -> float | None:
         key = JobLayout(self.job).version
@@ -100,20 +138,28 @@ class DeadlineProvider:
         at = self.deadline_at()
         return at is not None and time.time() >= at - margin(self.duration_s)
 
+    def escalated(self, shard: str, attempt: int) -> bool:
+        """An earlier attempt of ``shard`` stalled (`maple_engine.submit.stalls`)."""
+        layout = JobLayout(self.job)
+        return any(self.storage.exists(layout.stall_cancel(shard, n)) for n in range(1, attempt))
+
     def submit(self, payload: ShardPayload) -> Submission:
-        if self.deadline_due():
-            return self.realtime.submit(payload)  # type: ignore[no-any-return]
+        if self.deadline_due() or self.escalated(payload.shard, payload.attempt):
+            return self.late_provider().submit(payload)  # type: ignore[no-any-return]
         return self.batch_provider.submit(payload)  # type: ignore[no-any-return]
 
     def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
-        fast = [s for s in submissions if is_realtime(s)]
-        slow = [s for s in submissions if not is_realtime(s)]
-        states: dict[str, BatchState] = self.realtime.poll(fast) if fast else {}
-        return states | (self.batch_provider.poll(slow) if slow else {})
+        states: dict[str, BatchState] = {}
+        by_sender: dict[int, tuple[Any, list[Submission]]] = {}
+        for sub in submissions:
+            sender = self._sender(sub)
+            by_sender.setdefault(id(sender), (sender, []))[1].append(sub)
+        for sender, subs in by_sender.values():
+            states |= sender.poll(subs)
+        return states
 
     def results(self, submission: Submission, state: BatchState) -> Any:
-        provider = self.realtime if is_realtime(submission) else self.batch_provider
-        return provider.results(submission, state)
+        return self._sender(submission).results(submission, state)
 
     def cancel(self, submission: Submission) -> None:
         if not is_realtime(submission):
@@ -135,16 +181,22 @@ def cancel_for_deadline(job: Any, states: list[tuple[Submission, BatchState]]) -
         if state.ended or is_realtime(sub) or state.status in ("cancelling", "canceling"):
             continue
         marker = job.state.paths.deadline_cancel(sub.shard, sub.attempt)
-        if job.state.storage.exists(marker):
-            continue
-        try:
-            job.provider.cancel(sub)
-        except ProviderError as exc:
-            if exc.status != 400:  # 400: it ended meanwhile; its results are collected as usual
-                raise
-        job.state.storage.write_json(marker, {"batch_id": sub.batch_id, "at": time.time()})
-        cancelled.append(sub.batch_id)
+        if cancel_once(job, sub, marker, {"batch_id": sub.batch_id, "at": time.time()}):
+            cancelled.append(sub.batch_id)
     return cancelled
+
+
+def cancel_once(job: Any, sub: Submission, marker: str, record: dict[str, Any]) -> bool:
+    """Cancel ``sub``'s batch unless ``marker`` says it was, then write ``record`` there."""
+    if job.state.storage.exists(marker):
+        return False
+    try:
+        job.provider.cancel(sub)
+    except ProviderError as exc:
+        if exc.status != 400:  # 400: it ended meanwhile; its results are collected as usual
+            raise
+    job.state.storage.write_json(marker, record)
+    return True
 
 
 def deadline_split(costs: Any, job: str, shards: set[str], price: Any) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 OpenAI limits the prompt tokens enqueued in batches per model and organization; Anthropic the
 requests waiting in the Message Batches queue. Before a shard attempt is sent, it asks the
-shared queue budget in the ledger (`maple_engine.submit.queue_ledger`) for room: its units
+shared queue budget in the ledger (`maple_engine.ledger.queues`) for room: its units
 (estimated
 prompt tokens, or requests for Anthropic) must fit under the limit with everything already
 enqueued by every job on the same provider and model, and the teams waiting share the room by
@@ -23,21 +23,24 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from maple_engine.errors import ConfigError, QueueFull, StorageError
-from maple_engine.providers.base import BatchState, ShardPayload, Submission
-from maple_engine.settings import knob
-from maple_engine.storage.layout import queue_file
-from maple_engine.storage.storage import Storage
-from maple_engine.submit.queue_ledger import (
+from maple_engine.ledger.queues import (
     Decision,
     Slot,
     admit_slot,
     forget_waiting,
+    holders,
     mark,
     mark_sent,
     refused,
     release_others,
+    release_slot,
     validated_units,
 )
+from maple_engine.providers.base import BatchState, ShardPayload, Submission
+from maple_engine.settings import knob
+from maple_engine.storage.claims import driver_gone
+from maple_engine.storage.layout import queue_file
+from maple_engine.storage.storage import Storage
 
 if TYPE_CHECKING:
     from maple_engine.job import Job
@@ -77,15 +80,14 @@ def queue_of(job: "Job") -> Queue | None:
     """The queue the job's batches go into, or None when no queue limit applies."""
     if job.mode != "batch" or job.costs is None:
         return None
-    provider = getattr(job.provider, "batch_provider", job.provider)
-    kind = type(provider).__name__
-    name = provider.provider_name
-    if kind == "AnthropicBatchProvider":
-        return Queue(name, job.spec.model, "requests", probe=False)
-    if kind == "OpenAIBatchProvider":
-        return Queue(name, job.spec.model, "tokens", probe=True)
+    name, model = job.provider.provider_name, job.spec.model
+    queue = job.provider.capabilities.queue
+    if queue == "requests":
+        return Queue(name, model, "requests", probe=False)
+    if queue == "enqueued-tokens":
+        return Queue(name, model, "tokens", probe=True)
     if job.spec.max_enqueued_tokens is not None:
-        return Queue(name, job.spec.model, "tokens", probe=False)
+        return Queue(name, model, "tokens", probe=False)
     return None
 
 
@@ -155,7 +157,24 @@ def units(job: "Job", queue: Queue, shard: str, attempt: int) -> int:
     return count
 
 
-def _admit(job: "Job", queue: Queue, shard: str, attempt: int, probe: bool = True) -> Decision:
+def gone(job: "Job", queue: Queue) -> frozenset[str]:
+    """Other jobs holding room in the queue whose driver is gone (`maple_engine.ledger.queues`
+    releases what they hold that reached no provider)."""
+    assert job.costs is not None
+    with job.costs.transaction() as conn:
+        others = holders(conn, _table(), queue.name) - {job.spec.name}
+    return frozenset(other for other in others if driver_gone(job.state.storage, other))
+
+
+def _admit(
+    job: "Job",
+    queue: Queue,
+    shard: str,
+    attempt: int,
+    *,
+    probe: bool = True,
+    dead: frozenset[str] | None = None,
+) -> Decision:
     retry_at = float(learned(job.state.storage, queue).get("retry_at", 0))
     if retry_at > time.time():
         wait = retry_at - time.time()
@@ -180,10 +199,11 @@ def _admit(job: "Job", queue: Queue, shard: str, attempt: int, probe: bool = Tru
         )
         return Decision(False, "the shard is larger than the queue limit", 0)
     assert job.costs is not None
+    dead = gone(job, queue) if dead is None else dead
     with job.costs.transaction() as conn:
         probe_limit = limit if limit is not None or queue.probe else 2**62
         proven = int(learned(job.state.storage, queue).get("proven", 0)) if probe else 2**62
-        return admit_slot(conn, _table(), slot, probe_limit, proven)
+        return admit_slot(conn, _table(), slot, probe_limit, proven, dead=dead)
 
 
 def _table() -> Any:
@@ -203,9 +223,10 @@ def gate(job: "Job", work: "Work") -> tuple[dict[str, str], dict[str, str]]:
         forget(job)
         return {shard: "rt" for shard in work.submit}, {}
     admitted: dict[str, str] = {}
+    dead = gone(job, queue) if work.submit else frozenset()
     for shard in work.submit:
         attempt = job.state.progress(shard).attempt
-        decision = _admit(job, queue, shard, attempt)
+        decision = _admit(job, queue, shard, attempt, dead=dead)
         if not decision.admitted:
             return admitted, {shard: decision.reason}
         admitted[shard] = _ticket(decision.enqueued_at)
@@ -250,6 +271,11 @@ def submit(job: "Job", payload: ShardPayload) -> Submission | None:
             out = refused(conn, _table(), queue.name)
         _learn(job, queue, out or None, str(exc), cooldown=not out)
         return None
+    except BaseException:  # failed or interrupted: hold no room, keep nobody waiting
+        if queue is not None and job.costs is not None:
+            with job.costs.transaction() as conn:
+                release_slot(conn, _table(), key)
+        raise
     if queue is not None and job.costs is not None and not deadline_due(job):
         with job.costs.transaction() as conn:
             mark_sent(conn, _table(), key)

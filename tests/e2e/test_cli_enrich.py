@@ -5,8 +5,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dagster as dg
 import polars as pl
 import pytest
+from dagster._serdes import serialize_value
 from polars.testing import assert_frame_equal
 
 from emulator.server import EmulatorServer
@@ -19,6 +21,8 @@ LLM_COLUMNS = [
     "llm_attempts",
     "llm_input_tokens",
     "llm_output_tokens",
+    "llm_cached_tokens",
+    "llm_cache_write_tokens",
     "llm_cost_usd",
     "llm_model",
     "llm_batch_id",
@@ -124,6 +128,21 @@ def test_rerun_resumes_without_resubmitting(
     assert again.returncode == 0, again.stderr
     assert emulator_server.stats()["batches_created"] == created
     assert emulator_server.stats()["bodies_billed_twice"] == 0
+
+
+def test_a_job_name_with_dashes_and_dots_runs_under_that_name(
+    emulator_server: EmulatorServer, tricky_csv: Path, tmp_path: Path
+) -> None:
+    """Dagster names allow no ``-``: the job runs anyway, and the user sees the typed name."""
+    result = enrich(emulator_server, tricky_csv, tmp_path, "--job", "rye-bread-2026")
+    assert result.returncode == 0, result.stderr
+    assert "rye-bread-2026" in result.stdout.splitlines()[0]
+    assert (tmp_path / "store" / "rye-bread-2026").is_dir()
+    again = enrich(emulator_server, tricky_csv, tmp_path, "--job", "rye-bread-2026")
+    assert again.returncode == 0, again.stderr
+    status = maple("status", "--storage", str(tmp_path / "store"))
+    assert status.returncode == 0, status.stderr
+    assert "rye-bread-2026" in status.stdout
 
 
 def test_emulator_provider_runs_with_no_keys_and_no_server(tmp_path: Path) -> None:
@@ -244,6 +263,17 @@ def test_secrets_never_reach_output_or_state(
     for path in tmp_path.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+    assert secret not in stored_snapshots(tmp_path / "store" / "dagster")
+
+
+def stored_snapshots(home: Path) -> str:
+    """Every job snapshot of the runs in the Dagster instance at ``home``, serialized (they are
+    stored compressed, so a byte search of the files would not see a key in them)."""
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        runs = instance.get_runs()
+        assert runs
+        snaps = [instance.get_job_snapshot(run.job_snapshot_id) for run in runs]
+    return "".join(serialize_value(snap) for snap in snaps)
 
 
 def test_realtime_limits_from_the_command_line(

@@ -30,7 +30,7 @@ from polars.testing import assert_frame_equal
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.cli.runner import Runner, instance_for
+from maple_assets.api.runner import Runner, instance_for
 from maple_assets.factory import enrichment
 from maple_assets.wiring import wire_resources
 from maple_engine.crashpoints import POINTS

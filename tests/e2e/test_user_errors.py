@@ -144,7 +144,7 @@ EXPECTED = {
     "long_job": "300 bytes long",
     "storage_read_only": "is not writable",
     "ragged_csv": "Expected 2 columns, got 3",
-    "non_utf8_csv": "invalid UTF8",
+    "non_utf8_csv": "is not valid UTF-8 (byte 0xe8",
     "missing_placeholder": "['colour']",
     "context_window": "Row 1 renders a request of about 150,00",
 }

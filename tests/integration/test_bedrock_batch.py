@@ -20,6 +20,7 @@ from maple_assets.factory import enrichment, provider_key
 from maple_assets.wiring import maple_resources
 from maple_engine.providers.base import RequestSpec, ShardPayload
 from maple_engine.providers.bedrock.batch import BedrockBatchProvider
+from tests.conftest import env_provider
 from tests.integration.test_graph import run_graph
 
 BUCKET = "maple-bedrock"
@@ -120,7 +121,9 @@ def payload(provider: BedrockBatchProvider, rows: int, shard: str) -> ShardPaylo
 
 def test_limits_orphans_and_stop(s3_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     with bedrock_emulator(s3_url, monkeypatch, batch_seconds=3, bedrock_min_records=2):
-        provider = BedrockBatchProvider(storage_root=f"s3://{BUCKET}/r", min_records=2, max_jobs=2)
+        provider = env_provider(
+            "bedrock", storage_root=f"s3://{BUCKET}/r", min_records=2, max_jobs=2
+        )
         small = provider.submit(payload(provider, 1, "s00000"))  # under the minimum: not sent
         state = provider.poll([small])[small.batch_id]
         assert state.ended and state.status == "failed" and "at least 2 records" in state.errors[0]
@@ -160,7 +163,9 @@ def test_dagster_sensor_with_faults(
         )
         root = f"s3://{BUCKET}/dagster"
         resources = maple_resources([en], storage_root=root)
-        resources[provider_key("bedrock")] = BedrockBatchProvider(storage_root=root, min_records=1)
+        resources[provider_key("bedrock")] = env_provider(
+            "bedrock", storage_root=root, min_records=1
+        )
         with dg.instance_for_test() as instance:
             run_graph(en, [items], resources, instance)
         stats = srv.stats()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from maple_engine.ledger.schema import MIGRATIONS, schema_version
+from maple_engine.ledger.schema import current_revision, head_revision
 from resources.costs import CostTracker
 
 REPO = Path(__file__).parents[2]
@@ -55,7 +55,8 @@ def test_concurrent_processes_share_one_sqlite_ledger(tmp_path: Path) -> None:
         with engine.connect() as conn:
             assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
             assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
-            versions = conn.execute(sa.select(schema_version.c.version)).scalars().all()
-            assert versions == [len(MIGRATIONS)]
+            assert current_revision(conn) == head_revision()
+            versions = conn.exec_driver_sql("SELECT version_num FROM maple_ledger_version").all()
+            assert len(versions) == 1
     finally:
         engine.dispose()

@@ -13,18 +13,14 @@ finish with every batch created once and nothing billed twice (the emulator's co
 import contextlib
 import os
 import signal
-import socket
-import subprocess
 import sys
 import textwrap
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
-import orjson
 import polars as pl
 import pytest
 import sqlalchemy as sa
@@ -33,6 +29,7 @@ from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_engine.storage.storage import Storage
 from resources.run_launcher import worker_pid
+from tests.integration.dagster_processes import dagster_dev, graphql, wait_ready
 from tests.integration.test_costs_postgres import pg_url, server_url
 from tests.integration.test_deployment_postgres import deployment_env, s3_endpoint
 
@@ -78,12 +75,6 @@ mutation($params: ExecutionParams!) {
 SHARD_STEPS = ("submissions", "raw_responses")  # a shard's steps: submit, collect
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 def deployment(
     tmp_path: Path, pg_url: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
@@ -99,43 +90,8 @@ def deployment(
         for key, value in env.items():
             if key.startswith(("DAGSTER_", "AWS_", "MAPLE_")):
                 monkeypatch.setenv(key, value)
-        port = free_port()
-        with (tmp_path / "dev.log").open("wb") as log:
-            dev = subprocess.Popen(
-                [DAGSTER, "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
-                cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )  # fmt: skip
-        try:
+        with dagster_dev(tmp_path, env) as port:
             yield {"url": f"http://127.0.0.1:{port}", "emulator": emulator, "dir": tmp_path}
-        finally:
-            os.killpg(dev.pid, signal.SIGTERM)
-            try:
-                dev.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(dev.pid, signal.SIGKILL)
-
-
-def graphql(url: str, query: str, variables: dict[str, Any] | None = None) -> Any:
-    body = orjson.dumps({"query": query, "variables": variables or {}})
-    request = urllib.request.Request(
-        f"{url}/graphql", data=body, headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return orjson.loads(response.read())
-
-
-def wait_ready(url: str, log: Path) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            data = graphql(url, "{ repositoriesOrError { __typename } }")
-            if data["data"]["repositoriesOrError"]["__typename"] == "RepositoryConnection":
-                return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError(f"dagster dev did not come up:\n{log.read_text()[-3000:]}")
 
 
 def launch_input_shards(url: str) -> str:

@@ -159,7 +159,7 @@ def test_server_errors_obey_a_cli_retry_override(table: Path, tmp_path: Path) ->
     assert stats["bodies_billed_twice"] == 0 and stats["requests_billed"] == ok.height
 
 
-def test_refused_rows_fail_after_two_retries_and_pay_for_each(table: Path, tmp_path: Path) -> None:
+def test_refused_rows_fail_after_one_resend_and_pay_for_each(table: Path, tmp_path: Path) -> None:
     with emulator(fail={"refused": 0.4}) as server:
         _, frame = run(server, table, tmp_path)
         stats = server.stats()
@@ -167,12 +167,22 @@ def test_refused_rows_fail_after_two_retries_and_pay_for_each(table: Path, tmp_p
     ok = frame.filter(pl.col("llm_status") == "succeeded")
     assert refused.height > 0 and ok.height > 0
     assert set(refused["llm_failure_class"]) == {"refused"}
-    assert set(refused["llm_attempts"]) == {3}  # sticky: 1 send + 2 retries
+    assert set(refused["llm_attempts"]) == {2}  # sticky: 1 send + 1 resend (random sampling)
     assert set(ok["llm_attempts"]) == {1}
-    # a refusal is billed: each refused row paid three times, and only refused rows twice+
+    # a refusal is billed: each refused row paid twice, and only refused rows twice
     assert (refused["llm_cost_usd"] > ok["llm_cost_usd"].min()).all()  # type: ignore[operator]
     assert stats["bodies_billed_twice"] == refused.height
-    assert stats["requests_billed"] == ok.height + 3 * refused.height
+    assert stats["requests_billed"] == ok.height + 2 * refused.height
+
+
+def test_at_temperature_zero_a_refusal_is_paid_once(table: Path, tmp_path: Path) -> None:
+    """The same request at temperature 0 gets the same refusal: resending it only pays again."""
+    with emulator(fail={"refused": 0.4}) as server:
+        _, frame = run(server, table, tmp_path, "--param", "temperature=0")
+        stats = server.stats()
+    refused = frame.filter(pl.col("llm_status") == "failed")
+    assert refused.height > 0 and set(refused["llm_attempts"]) == {1}
+    assert stats["bodies_billed_twice"] == 0 and stats["requests_billed"] == frame.height
 
 
 def test_invalid_output_is_retried_and_parsed_fields_land_in_llm_parsed(

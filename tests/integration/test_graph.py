@@ -1,6 +1,5 @@
 """The enrichment graph through Dagster's machinery: materialize + the sensor's real tick path."""
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +17,8 @@ def run_graph(
     extra_assets: list[Any],
     resources: dict[str, Any],
     instance: dg.DagsterInstance,
-    fresh_process: Callable[[], None] = lambda: None,
 ) -> list[str]:
-    """Drive the graph as the daemon would: tick the sensor, launch what it requests.
-
-    ``fresh_process`` runs before every tick and run: it can forget process-wide state, as a new
-    run worker or sensor process would start without it."""
+    """Drive the graph as the daemon would: tick the sensor, launch what it requests."""
     assets = [*extra_assets, *en.assets]
     defs = dg.Definitions(
         assets=assets, asset_checks=en.checks, sensors=en.sensors, resources=resources
@@ -37,7 +32,6 @@ def run_graph(
     assert first.success
     launched: list[str] = []
     for _ in range(50):
-        fresh_process()
         with (
             dg.partition_loading_context(dynamic_partitions_store=instance),
             dg.build_sensor_context(
@@ -47,7 +41,6 @@ def run_graph(
             result = en.sensor.evaluate_tick(ctx)
         new = [r for r in result.run_requests or [] if r.run_key not in launched]
         for request in new:
-            fresh_process()
             outcome = dg.materialize(
                 [*assets, *en.checks],
                 selection=request.asset_selection,

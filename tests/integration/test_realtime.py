@@ -19,12 +19,9 @@ from emulator.server import EmulatorServer
 from maple_assets.cli.commands import main
 from maple_engine.providers.base import RequestSpec, ShardPayload
 from maple_engine.providers.realtime.checkpoints import RowCheckpoints
-from maple_engine.providers.realtime.providers import (
-    AnthropicRealtimeProvider,
-    OpenAIRealtimeProvider,
-    RealtimeProvider,
-)
+from maple_engine.providers.realtime.providers import RealtimeProvider
 from maple_engine.storage.storage import Storage
+from tests.conftest import env_provider
 
 MODELS = {"openai-realtime": "gpt-4o-mini", "anthropic-realtime": "claude-haiku-4-5"}
 
@@ -98,15 +95,16 @@ def run(provider: RealtimeProvider, rows: int, model: str = "gpt-4o-mini") -> pl
     return provider.results(sub, state)
 
 
-@pytest.mark.parametrize("cls", [OpenAIRealtimeProvider, AnthropicRealtimeProvider])
+@pytest.mark.parametrize("name", ["openai-realtime", "anthropic-realtime"])
 def test_429_storm_is_absorbed_with_retry_after(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cls: type[RealtimeProvider]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     # 1200 RPM is 20 per one-second window; 40 requests start at once and half get a 429.
     with EmulatorServer(EmulatorConfig(rpm=1200)) as running:
         point_at(running, monkeypatch)
-        provider = cls(checkpoint_root=str(tmp_path), initial_concurrency=40, max_attempts=10)
-        model = "claude-haiku-4-5" if cls is AnthropicRealtimeProvider else "gpt-4o-mini"
+        limits = {"initial_concurrency": 40, "max_attempts": 10}
+        provider = env_provider(name, checkpoint_root=str(tmp_path), **limits)
+        model = MODELS[name]
         started = time.monotonic()
         rows = run(provider, 60, model)
         elapsed = time.monotonic() - started
@@ -124,7 +122,7 @@ def test_server_errors_and_rate_limit_faults_are_retried(
     faults = {"server_error": 0.3, "rate_limited": 0.2, "refused": 0.05}
     with EmulatorServer(EmulatorConfig(fail=faults, seed=7)) as running:
         point_at(running, monkeypatch)
-        provider = OpenAIRealtimeProvider(checkpoint_root=str(tmp_path), max_attempts=8)
+        provider = env_provider("openai-realtime", checkpoint_root=str(tmp_path), max_attempts=8)
         rows = run(provider, 80)
         stats = running.stats()
     counts = dict(rows.group_by("failure_class").len().iter_rows())
@@ -136,7 +134,9 @@ def test_server_errors_and_rate_limit_faults_are_retried(
 def test_timeouts_fail_rows_as_server_error_after_bounded_sends(
     server: EmulatorServer, tmp_path: Path
 ) -> None:
-    provider = OpenAIRealtimeProvider(checkpoint_root=str(tmp_path), timeout_s=1e-6, max_attempts=2)
+    provider = env_provider(
+        "openai-realtime", checkpoint_root=str(tmp_path), timeout_s=1e-6, max_attempts=2
+    )
     rows = run(provider, 4)
     assert rows["failure_class"].unique().to_list() == ["server_error"]
     assert rows["error"].str.contains("timed out").all()
@@ -148,7 +148,11 @@ def test_insufficient_quota_is_not_retried_and_stops_sending(
 ) -> None:
     with EmulatorServer(EmulatorConfig(fail={"insufficient_quota": 1.0})) as running:
         point_at(running, monkeypatch)
-        rows = run(AnthropicRealtimeProvider(checkpoint_root=str(tmp_path)), 50, "claude-haiku-4-5")
+        rows = run(
+            env_provider("anthropic-realtime", checkpoint_root=str(tmp_path)),
+            50,
+            "claude-haiku-4-5",
+        )
         sent = running.stats()["realtime_requests"]
     assert rows["failure_class"].unique().to_list() == ["insufficient_quota"]
     assert sent <= 4  # the first wave only

@@ -2,8 +2,8 @@
 
 The storage root is on moto's S3 server, but no AWS_* variable tells the process where it is or
 which credentials to use: the endpoint, region and credentials (as ``dg.EnvVar``) come from the
-``S3Resource`` given to ``maple_resources``. Before every sensor tick and run the process-wide
-S3 settings are forgotten, as a fresh run worker or sensor process starts without them.
+``S3Resource`` given to ``maple_resources``. Each resource instance carries its settings: the
+process holds none, so two storages in one process may reach two S3 services.
 """
 
 import os
@@ -20,7 +20,9 @@ from dagster_aws.s3 import S3Resource
 from emulator.server import EmulatorServer
 from maple_assets.factory import enrichment
 from maple_assets.wiring import maple_resources
-from maple_engine.storage import s3 as s3_settings
+from maple_engine.storage.s3 import S3Settings
+from maple_engine.storage.storage import Storage
+from resources.s3_resources import S3StorageResource
 from tests.conftest import BUCKET
 from tests.integration.test_graph import run_graph
 
@@ -41,11 +43,6 @@ def s3_only_from_resource(
         aws_access_key_id=dg.EnvVar("T_S3_KEY"),
         aws_secret_access_key=dg.EnvVar("T_S3_SECRET"),
     )
-    s3_settings.configure(s3_settings.S3Settings())
-
-
-def forget() -> None:
-    s3_settings.configure(s3_settings.S3Settings())
 
 
 @pytest.mark.slow  # the whole graph on moto: about 20 s
@@ -72,7 +69,7 @@ def test_the_graph_runs_on_s3_configured_by_an_s3_resource(
     # nothing in the environment says where the bucket is or who may read it
     assert not {"AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} & set(os.environ)
     with dg.instance_for_test() as instance:
-        launched = run_graph(en, [], resources, instance, fresh_process=forget)
+        launched = run_graph(en, [], resources, instance)
     assert any(key.startswith("viaresource:merged:") for key in launched)
     client = boto3.client(
         "s3",
@@ -95,26 +92,36 @@ def test_the_graph_runs_on_s3_configured_by_an_s3_resource(
 
 
 def test_s3_settings_map_to_fsspec_and_polars_options() -> None:
-    s3_settings.configure(
-        s3_settings.S3Settings(
-            endpoint_url="http://127.0.0.1:9",
-            region_name="eu-west-1",
-            access_key_id="AK",
-            secret_access_key="SK",
-            session_token="TK",
-        )
+    settings = S3Settings(
+        endpoint_url="http://127.0.0.1:9",
+        region_name="eu-west-1",
+        access_key_id="AK",
+        secret_access_key="SK",
+        session_token="TK",
     )
-    try:
-        fs = s3_settings.fsspec_options()
-        assert fs["client_kwargs"] == {
-            "endpoint_url": "http://127.0.0.1:9",
-            "region_name": "eu-west-1",
-        }
-        assert (fs["key"], fs["secret"], fs["token"]) == ("AK", "SK", "TK")
-        pl_opts = s3_settings.polars_options()
-        assert pl_opts is not None
-        assert pl_opts["aws_endpoint_url"] == "http://127.0.0.1:9"
-        assert pl_opts["aws_allow_http"] == "true"
-        assert (pl_opts["aws_access_key_id"], pl_opts["aws_session_token"]) == ("AK", "TK")
-    finally:
-        forget()
+    fs = settings.fsspec_options()
+    assert fs["client_kwargs"] == {"endpoint_url": "http://127.0.0.1:9", "region_name": "eu-west-1"}
+    assert (fs["key"], fs["secret"], fs["token"]) == ("AK", "SK", "TK")
+    pl_opts = settings.polars_options()
+    assert pl_opts is not None
+    assert pl_opts["aws_endpoint_url"] == "http://127.0.0.1:9"
+    assert pl_opts["aws_allow_http"] == "true"
+    assert (pl_opts["aws_access_key_id"], pl_opts["aws_session_token"]) == ("AK", "TK")
+    assert "SK" not in repr(settings) and "AK" not in repr(settings)
+
+
+def test_each_storage_reaches_s3_with_its_own_settings(
+    s3: dict[str, str], s3_only_from_resource: S3Resource
+) -> None:
+    """A storage built from the resource reaches the bucket; one built beside it in the same
+    process, with the environment's settings (none here), still has none: nothing is shared."""
+    root = f"s3://{BUCKET}/own"
+    with dg.build_resources(
+        {"maple_storage": S3StorageResource(root=root, s3=s3_only_from_resource)}
+    ) as built:
+        storage = built.maple_storage.storage()
+    storage.write_json("job/a.json", {"a": 1})
+    assert storage.read_json("job/a.json") == {"a": 1}
+    assert storage.s3.endpoint() == s3["AWS_ENDPOINT_URL"]
+    assert Storage(root).s3.endpoint() is None  # the environment's: no endpoint set
+    assert Storage(root).s3 == S3Settings()

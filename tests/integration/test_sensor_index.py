@@ -15,7 +15,7 @@ import polars as pl
 import pytest
 
 from emulator.server import EmulatorServer
-from maple_assets.cli.runner import Runner
+from maple_assets.api.runner import Runner
 from maple_assets.factory import enrichment
 from maple_assets.wiring import maple_resources
 from tests.conftest import BUCKET

@@ -16,12 +16,19 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from maple_assets.cli.costs import costs_command
+from maple_assets.wiring import cost_ledger
 from maple_engine.errors import StorageError
 from maple_engine.ledger.attempt_cost import AttemptCost
 from maple_engine.ledger.costs import CostLedger, default_sqlite_path
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice, cost_expr
-from maple_engine.ledger.schema import MIGRATIONS, schema_version
+from maple_engine.ledger.schema import (
+    VERSION_TABLE,
+    current_revision,
+    head_revision,
+    metadata,
+    migrate,
+)
 
 REPO = Path(__file__).parents[2]
 PRICE = ModelPrice(0.15, 0.6, 0.075, 0.15, source="test")
@@ -98,10 +105,13 @@ def test_default_ledger_is_sqlite_under_the_storage_root(tmp_path: Path) -> None
 def test_database_url_then_env_then_storage_root(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The ledger takes plain values; ``MAPLE_COST_DB`` reaches it through the entry points."""
     explicit = f"sqlite:///{tmp_path}/explicit.sqlite"
     monkeypatch.setenv("MAPLE_COST_DB", f"sqlite:///{tmp_path}/env.sqlite")
     assert CostLedger(database_url=explicit).resolved_url() == explicit
-    assert CostLedger().resolved_url() == f"sqlite:///{tmp_path}/env.sqlite"
+    assert cost_ledger(str(tmp_path)).resolved_url() == f"sqlite:///{tmp_path}/env.sqlite"
+    local = CostLedger(storage_root=str(tmp_path)).resolved_url()
+    assert local == f"sqlite:///{tmp_path}/costs.sqlite"
 
 
 def test_remote_storage_roots_default_to_a_local_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -166,7 +176,7 @@ def billed_rows(seed: int, n: int) -> pl.DataFrame:
 def test_ledger_job_total_equals_the_sum_of_row_costs(tracker: CostLedger) -> None:
     """Three shards, shard 1 retried for a third of its rows: the per-row llm_cost_usd (every
     billed attempt of the row) sums to the ledger's job total to the micro-dollar."""
-    price = PriceBook(use_env=False).price("gpt-4o-mini", "openai")
+    price = PriceBook().price("gpt-4o-mini", "openai")
     attempts: list[pl.DataFrame] = []
     for shard in range(3):
         first = billed_rows(shard, 20_000).with_columns(pl.col("row_id") + shard * 20_000)
@@ -243,6 +253,7 @@ def test_report_by_team(tracker: CostLedger) -> None:
             "output_tokens": 400,
             "cost_usd": 1.0,
             "savings_usd": 1.0,
+            "cache_savings_usd": 0.0,
         },
         {
             "team": "search",
@@ -252,6 +263,7 @@ def test_report_by_team(tracker: CostLedger) -> None:
             "output_tokens": 300,
             "cost_usd": 2.25,
             "savings_usd": 2.0,
+            "cache_savings_usd": 0.0,
         },
     ]
 
@@ -292,9 +304,8 @@ def test_schema_is_versioned_and_migrated_once(tmp_path: Path) -> None:
     engine = sa.create_engine(url)
     try:
         with engine.connect() as conn:
-            versions = conn.execute(sa.select(schema_version.c.version)).scalars().all()
-            assert versions == [len(MIGRATIONS)]
-            conn.execute(schema_version.update().values(version=len(MIGRATIONS) + 1))
+            assert current_revision(conn) == head_revision()
+            conn.exec_driver_sql("UPDATE maple_ledger_version SET version_num = '9999'")
             conn.commit()
     finally:
         engine.dispose()
@@ -303,6 +314,73 @@ def test_schema_is_versioned_and_migrated_once(tmp_path: Path) -> None:
         pytest.raises(StorageError, match="newer than this Maple"),
     ):
         tracker.report()
+
+
+def test_the_tables_in_code_are_what_the_revisions_build(tmp_path: Path) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    engine = sa.create_engine(f"sqlite:///{tmp_path}/fresh.sqlite")
+    try:
+        with engine.begin() as conn:
+            migrate(conn)
+            diff = compare_metadata(MigrationContext.configure(conn), metadata)
+            ours = [d for d in diff if not (d[0] == "remove_table" and d[1].name == VERSION_TABLE)]
+            assert ours == []
+    finally:
+        engine.dispose()
+
+
+def test_a_ledger_beside_another_alembic_user_keeps_its_own_revision(tmp_path: Path) -> None:
+    """Dagster's storage on the same database keeps its revision in ``alembic_version``: the
+    ledger neither reads it nor writes it."""
+    url = f"sqlite:///{tmp_path}/shared.sqlite"
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("CREATE TABLE alembic_version (version_num VARCHAR(32))")
+            conn.exec_driver_sql("INSERT INTO alembic_version VALUES ('29b539ebc72a')")
+    finally:
+        engine.dispose()
+    with CostLedger(database_url=url) as tracker:
+        tracker.record(entry())
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            assert current_revision(conn) == head_revision()
+            other = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+            assert other == "29b539ebc72a"
+    finally:
+        engine.dispose()
+
+
+def test_a_ledger_from_before_the_revisions_is_stamped_and_carried_on(tmp_path: Path) -> None:
+    """A ledger written by the hand-rolled migrations (``schema_version`` = 2: costs and
+    admissions) is stamped revision 0002 and gets the queue table, its rows kept."""
+    url = f"sqlite:///{tmp_path}/old.sqlite"
+    with CostLedger(database_url=url) as tracker:
+        tracker.record(entry())
+    engine = sa.create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.exec_driver_sql("DROP TABLE maple_ledger_version")
+            conn.exec_driver_sql("DROP TABLE queue_slots")
+            conn.exec_driver_sql("DROP TABLE batch_history")
+            conn.exec_driver_sql("ALTER TABLE attempt_costs DROP COLUMN uncached_cost_usd")
+            conn.exec_driver_sql("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+            conn.exec_driver_sql("INSERT INTO schema_version VALUES (2)")
+    finally:
+        engine.dispose()
+    with CostLedger(database_url=url) as tracker:
+        assert [r["requests"] for r in tracker.report(by="job")] == [entry().requests]
+    engine = sa.create_engine(url)
+    try:
+        with engine.connect() as conn:
+            assert current_revision(conn) == head_revision()
+            assert sa.inspect(conn).has_table("queue_slots")
+            assert sa.inspect(conn).has_table("batch_history")
+    finally:
+        engine.dispose()
 
 
 # -- CLI -------------------------------------------------------------------------------------
@@ -348,8 +426,10 @@ def test_cli_table_is_aligned_with_a_total(seeded_root: str) -> None:
         "output_tokens",
         "cost_usd",
         "savings_usd",
+        "cache_savings_usd",
     ]
-    assert lines[-1].split() == ["TOTAL", "35", "3,500", "350", "700", "3.250000", "3.000000"]
+    total = ["TOTAL", "35", "3,500", "350", "700", "3.250000", "3.000000", "0.000000"]
+    assert lines[-1].split() == total
     assert len({len(line) for line in lines[1:]}) == 1  # every column right-aligned to one width
     assert [line.split()[0] for line in lines[2:5]] == ["job-a", "job-b", "job-c"]
 

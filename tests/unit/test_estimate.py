@@ -130,7 +130,7 @@ def test_input_estimate_plans_the_same_shards_as_sharding(tmp_path: Path) -> Non
 
 def test_cost_at_batch_and_realtime_prices() -> None:
     spec = spec_for(params={"max_tokens": 50})
-    price = PriceBook(use_env=False).price("gpt-4o-mini", "openai")
+    price = PriceBook().price("gpt-4o-mini", "openai")
     plan = frame_estimate(catalog(), spec, "emulator")
     usage = TokenUsage(input_tokens=plan.input_tokens, output_tokens=300 * 50)
     assert plan.cost(price, batch=True) == cost_usd(price, usage, batch=True)
@@ -144,7 +144,7 @@ def sharded_job(tmp_path: Path, budget: float | None) -> Job:
     provider = OpenAIBatchProvider(name="emulator")
     state = JobState(Storage(str(tmp_path)), spec.name)
     state.write_manifest(write_shards(state.storage, spec, iter_blocks(str(CATALOG)), provider))
-    return Job(spec=spec, state=state, provider=provider, prices=PriceBook(use_env=False))
+    return Job(spec=spec, state=state, provider=provider, prices=PriceBook())
 
 
 def shard_cost(job: Job) -> float:

@@ -15,10 +15,10 @@ from maple_engine.collect.responses import (
     validate_structured,
 )
 from maple_engine.crashpoints import CrashPointReached, crash_point
-from maple_engine.failures import batch_too_large
+from maple_engine.failures import NOT_RESENT, batch_too_large
 from maple_engine.inputs.structured import schema_dtype
 from maple_engine.job import Job
-from maple_engine.policy import RetryPolicy
+from maple_engine.policy import RetryPolicy, job_policy
 from maple_engine.providers.base import BatchState
 from maple_engine.providers.openai.batch import OpenAIBatchProvider, _parse_line
 from maple_engine.spec import CUSTOM_ID, ROW_ID, JobSpec
@@ -110,8 +110,8 @@ def _combined(rows: list[tuple[str, int, str]]) -> pl.DataFrame:
 def test_retry_plan_follows_the_policy_and_queues_quota_rows() -> None:
     combined = _combined(
         [
-            ("refused", 3, "no"),  # 2 retries used up
-            ("refused", 2, "no"),
+            ("refused", 2, "no"),  # its 1 retry used up
+            ("refused", 1, "no"),
             ("invalid_request", 1, "bad"),
             ("insufficient_quota", 1, "quota"),  # queued behind the stop
             ("invalid_image", 1, f"{IMAGE_GONE}image URL x answered HTTP 404"),
@@ -174,3 +174,18 @@ def test_pydantic_response_schema_and_invalid_output() -> None:
         "refused",
     ]
     assert checked["parsed"].to_list() == ['{"brand":"b","size_ml":5}', None, None, None]
+
+
+def test_a_refusal_is_resent_only_when_a_resend_can_change_it() -> None:
+    combined = _combined(
+        [
+            ("refused", 1, "the model refused"),
+            ("refused", 1, f"{NOT_RESENT}the prompt was blocked before generation"),
+        ]
+    )
+    sampled = plan_retries(combined, job_policy({}, {"temperature": 0.7}))
+    assert sampled.retry_ids[CUSTOM_ID].to_list() == ["r0"]  # never the blocked prompt
+    assert plan_retries(combined, job_policy({}, {"temperature": 0})).retry_ids.is_empty()
+    assert plan_retries(combined, job_policy({}, {"top_k": 1})).retry_ids.is_empty()
+    asked = job_policy({"refused": 3}, {"temperature": 0})  # the user's word wins
+    assert plan_retries(combined, asked).retry_ids[CUSTOM_ID].to_list() == ["r0"]

@@ -2,9 +2,12 @@
 
 The engine (``maple_engine``) imports no Dagster module and nothing above it; ``resources``
 (Dagster resources) and ``partitions`` import only the engine; the Dagster definitions in
-``maple_assets`` never import the CLI (``maple_assets.cli``)."""
+``maple_assets`` never import the CLI (``maple_assets.cli``). Configuration flows down: only
+``maple_engine.settings`` reads the environment, and only the entry points (the wiring, the
+code location, the CLI) load `Settings`."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +75,22 @@ def test_the_whole_engine_imports_without_dagster() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert result.stdout.strip() == "[]", result.stdout
+
+
+ENV_READERS = {
+    "maple_engine/settings.py",  # Settings, the knobs and the AWS_* default of S3 access
+    "maple_engine/storage/claims.py",  # the Dagster run id, to name a lease's holder
+}
+ENV_READS = re.compile(r"os\.environ|os\.getenv|\bSettings\.load|\bSettings\(")
+
+
+def test_only_settings_reads_the_environment() -> None:
+    """Engine classes and resources take plain values: what the UI shows is what runs."""
+    found = []
+    for folder in ("maple_engine", "resources", "partitions"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            name = str(path.relative_to(ROOT))
+            text = path.read_text(encoding="utf-8")
+            if name not in ENV_READERS and ENV_READS.search(text):
+                found.append(name)
+    assert found == []

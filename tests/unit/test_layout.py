@@ -24,18 +24,29 @@ def test_definitions_load_with_the_example_graph() -> None:
     graph = defs.resolve_asset_graph()
     keys = {key.to_user_string() for key in graph.get_all_asset_keys()}
     assert keys == {
+        "grocery_catalog_file",
         "grocery_catalog",
         "product_attributes/input_shards",
         "product_attributes/submissions",
         "product_attributes/raw_responses",
         "product_attributes/merged",
         "category_report",
+        "maple_batch_stats",
+        "maple_reconcile",
+        "catalog_vectors/input_shards",
+        "catalog_vectors/submissions",
+        "catalog_vectors/raw_responses",
+        "catalog_vectors/merged",
+        "near_duplicates",
     }
     merged = graph.get(dg.AssetKey(["product_attributes", "merged"]))
     assert {k.to_user_string() for k in merged.parent_keys} == {"product_attributes/raw_responses"}
     shards = graph.get(dg.AssetKey(["product_attributes", "raw_responses"]))
     assert isinstance(shards.partitions_def, dg.DynamicPartitionsDefinition)
     assert defs.resolve_sensor_def("product_attributes_sensor") is not None
+    assert defs.resolve_sensor_def("catalog_vectors_sensor") is not None
+    near = graph.get(dg.AssetKey("near_duplicates"))
+    assert {k.to_user_string() for k in near.parent_keys} == {"catalog_vectors/merged"}
 
 
 def test_dagster_validates_the_workspace() -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from maple_engine.providers.base import Submission
+from maple_engine.storage.claims import JobRunning, claim_batch, driver_lease
 from maple_engine.storage.leases import Lease
 from maple_engine.storage.storage import Storage
-from maple_engine.submit.claims import JobRunning, claim_batch, driver_lease
 
 REPO = Path(__file__).parents[2]
 DIE_HOLDING = """

@@ -21,7 +21,9 @@ from maple_engine.ledger.pricing import (
     cost_usd,
     estimate_request_tokens,
     estimate_tokens,
+    uncached_cost_usd,
 )
+from maple_engine.settings import Settings
 
 
 @pytest.fixture
@@ -110,7 +112,7 @@ def test_openai_cached_tokens_priced_as_cache_reads(book: PriceBook) -> None:
 
 
 def test_anthropic_cache_reads_and_writes_priced_separately(book: PriceBook) -> None:
-    price = book.price("claude-haiku-4-5", "anthropic")
+    price = book.price("claude-haiku-4-5", "anthropic-realtime")  # 5-minute cache writes
     usage = TokenUsage.from_anthropic(
         {
             "input_tokens": 100,
@@ -129,6 +131,18 @@ def test_anthropic_cache_reads_and_writes_priced_separately(book: PriceBook) -> 
     assert cost_usd(price, usage, batch=False) == pytest.approx(float(reference.total_price))
     # Batch: Anthropic bills all usage, cache tokens included, at 50%.
     assert cost_usd(price, usage, batch=True) == pytest.approx(expected / 2, rel=1e-12)
+
+
+def test_anthropic_batch_cache_prices_stack_with_the_batch_discount(book: PriceBook) -> None:
+    """In Message Batches a cache read costs 5% of the list input price, a 1-hour write 100%."""
+    price = book.price("claude-haiku-4-5", "anthropic")
+    usage = TokenUsage.from_anthropic(
+        {"input_tokens": 0, "cache_read_input_tokens": 1_000_000, "output_tokens": 0}
+    )
+    assert cost_usd(price, usage, batch=True) == pytest.approx(0.05 * 1.0, rel=1e-12)
+    write = TokenUsage.from_anthropic({"input_tokens": 0, "cache_creation_input_tokens": 10**6})
+    assert cost_usd(price, write, batch=True) == pytest.approx(2.0 * 1.0 / 2, rel=1e-12)
+    assert uncached_cost_usd(price, usage, batch=True) == pytest.approx(0.5, rel=1e-12)
 
 
 def test_batch_rates_from_genai_prices_where_published(book: PriceBook) -> None:
@@ -162,9 +176,13 @@ def test_published_batch_discount_applied_when_source_has_no_batch_price(book: P
 
 def test_realtime_provider_names_share_their_family_prices(book: PriceBook) -> None:
     assert book.price("gpt-4o-mini", "openai-realtime") == book.price("gpt-4o-mini", "openai")
-    assert book.price("claude-haiku-4-5", "anthropic-realtime") == book.price(
-        "claude-haiku-4-5", "anthropic"
+    realtime, batch = (
+        book.price("claude-haiku-4-5", p) for p in ("anthropic-realtime", "anthropic")
     )
+    assert (realtime.input_per_mtok, realtime.output_per_mtok) == (1.0, 5.0)
+    assert (batch.input_per_mtok, batch.output_per_mtok) == (1.0, 5.0)
+    # Batches write 1-hour cache entries (2x input); real-time the 5-minute ones (1.25x).
+    assert (batch.cache_write_per_mtok, realtime.cache_write_per_mtok) == (2.0, 1.25)
     assert book.price("gpt-4o-mini-2024-07-18", "openai").input_per_mtok == 0.15
 
 
@@ -193,7 +211,7 @@ def test_price_file_adds_and_overrides_models(tmp_path: Path) -> None:
             },
         },
     )
-    book = PriceBook(path, use_env=False)
+    book = PriceBook(path)
     mine = book.price("my-model", "openai")
     assert (mine.cached_input_per_mtok, mine.cache_write_per_mtok) == (1.0, 1.0)  # default: input
     assert str(path) in mine.source
@@ -213,7 +231,7 @@ def test_price_file_from_env_and_provider_must_match(
         tmp_path, {"my-model": {"provider": "anthropic", "input_per_mtok": 1, "output_per_mtok": 2}}
     )
     monkeypatch.setenv("MAPLE_PRICES", str(path))
-    book = PriceBook()
+    book = PriceBook(Settings.load().prices)  # as the entry points build it
     assert book.price("my-model", "anthropic-realtime").output_per_mtok == 2.0
     with pytest.raises(UnknownModelPriceError):
         book.price("my-model", "openai")
@@ -221,7 +239,7 @@ def test_price_file_from_env_and_provider_must_match(
 
 def test_example_price_file_is_valid() -> None:
     example = Path(__file__).parents[2] / "resources" / "price_overrides_example.json"
-    book = PriceBook(example, use_env=False)
+    book = PriceBook(example)
     assert book.price("my-finetuned-mini", "openai").input_per_mtok == 0.3
 
 
@@ -238,9 +256,9 @@ def test_invalid_price_file_is_a_config_error(tmp_path: Path, content: str) -> N
     path = tmp_path / "bad.json"
     path.write_text(content)
     with pytest.raises(ConfigError, match="not valid"):
-        PriceBook(path, use_env=False)
+        PriceBook(path)
     with pytest.raises(ConfigError, match="Cannot read"):
-        PriceBook(tmp_path / "missing.json", use_env=False)
+        PriceBook(tmp_path / "missing.json")
 
 
 def test_unknown_model_error_says_what_to_do(book: PriceBook) -> None:

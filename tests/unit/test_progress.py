@@ -6,7 +6,7 @@ import time
 import pytest
 from rich.console import Console
 
-from maple_assets.cli.progress import Counts, Progress
+from maple_assets.api.progress import Counts, Progress
 
 
 def test_plain_line_has_shards_rows_rate_time_left_and_spend(

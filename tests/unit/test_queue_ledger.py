@@ -1,17 +1,28 @@
-"""The shared queue budget (`maple_engine.submit.queue_ledger`) on a real SQLite ledger, and the
+"""The shared queue budget (`maple_engine.ledger.queues`) on a real SQLite ledger, and the
 parsers
 of the queue limit and deadline options."""
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from maple_engine.errors import ConfigError
+from maple_engine.ledger.queues import (
+    UNSENT_TTL,
+    Decision,
+    Slot,
+    admit_slot,
+    holders,
+    mark,
+    mark_sent,
+    release_others,
+    release_slot,
+)
 from maple_engine.ledger.schema import queue_slots
 from maple_engine.submit.deadline import margin, parse_duration
 from maple_engine.submit.queue import parse_limit
-from maple_engine.submit.queue_ledger import Decision, Slot, admit_slot, mark, release_others
 from resources.costs import CostTracker
 
 QUEUE = "openai:gpt-4o-mini"
@@ -33,10 +44,11 @@ def ask(
     team: str = "a",
     weight: float = 1.0,
     priority: int = 0,
+    dead: frozenset[str] = frozenset(),
 ) -> Decision:
     slot = Slot(job, shard, 1, QUEUE, team, weight, priority, units)
     with ledger.transaction() as conn:
-        return admit_slot(conn, queue_slots, slot, limit)
+        return admit_slot(conn, queue_slots, slot, limit, dead=dead)
 
 
 def release(ledger: CostTracker, job: str, shard: str) -> None:
@@ -103,7 +115,7 @@ def test_a_leftover_admission_stops_holding_the_queue(ledger: CostTracker) -> No
         assert release_others(conn, queue_slots, "beta", {("s2", 1)}) == 1  # s2 is still out
         assert release_others(conn, queue_slots, "beta", {("s2", 1)}) == 0
     alpha = ask(ledger, "alpha", "a1", 10, limit=None, team="b")
-    assert not alpha.admitted and "1 batch(es)" in alpha.reason  # s2 still unvalidated
+    assert not alpha.admitted and "being sent by job(s) beta" in alpha.reason  # s2 unvalidated
     with ledger.transaction() as conn:
         release_others(conn, queue_slots, "beta", set())  # beta has nothing pending at all
     assert ask(ledger, "alpha", "a1", 10, limit=None).admitted
@@ -127,3 +139,41 @@ def test_parse_duration() -> None:
         with pytest.raises(ConfigError, match="--deadline"):
             parse_duration(bad)
     assert margin(6) == 1.0 and margin(6 * 3600) == 1800.0 and margin(600) == 60.0
+
+
+def test_what_a_gone_job_admitted_but_never_sent_holds_nothing(ledger: CostTracker) -> None:
+    """Beta was admitted, then failed before creating its batch (or its driver was killed):
+    alpha waits for beta while beta lives, and not a moment after it is known gone."""
+    assert ask(ledger, "beta", "s1", 10, limit=None).admitted
+    wait = ask(ledger, "alpha", "a1", 10, limit=None, team="b")
+    assert not wait.admitted and "being sent by job(s) beta" in wait.reason
+    assert ask(ledger, "alpha", "a1", 10, limit=None, team="b", dead=frozenset({"beta"})).admitted
+    with ledger.transaction() as conn:
+        assert holders(conn, queue_slots, QUEUE) == {"alpha"}
+
+
+def test_a_gone_jobs_sent_batch_keeps_its_room_but_nobody_waits_for_it(
+    ledger: CostTracker,
+) -> None:
+    assert ask(ledger, "beta", "s1", 60, limit=None).admitted
+    with ledger.transaction() as conn:
+        mark_sent(conn, queue_slots, ("beta", "s1", 1))
+    assert "sent by job(s) beta" in ask(ledger, "alpha", "a1", 10, limit=None, team="b").reason
+    alpha = ask(ledger, "alpha", "a1", 10, limit=None, team="b", dead=frozenset({"beta"}))
+    assert alpha.admitted and alpha.enqueued == 60  # its batch is at the provider: it counts
+
+
+def test_an_admission_nobody_refreshed_expires(ledger: CostTracker) -> None:
+    """A sensor-driven job whose process died: no driver lease to ask, its slot ages out."""
+    assert ask(ledger, "beta", "s1", 10, limit=None).admitted
+    with ledger.transaction() as conn:
+        old = datetime.now(UTC).replace(tzinfo=None) - UNSENT_TTL - timedelta(seconds=1)
+        conn.execute(queue_slots.update().values(seen_at=old))
+    assert ask(ledger, "alpha", "a1", 10, limit=None, team="b").admitted
+
+
+def test_a_failed_creation_releases_its_slot(ledger: CostTracker) -> None:
+    assert ask(ledger, "beta", "s1", 10, limit=None).admitted
+    with ledger.transaction() as conn:
+        release_slot(conn, queue_slots, ("beta", "s1", 1))
+    assert ask(ledger, "alpha", "a1", 10, limit=None, team="b").admitted

@@ -23,7 +23,7 @@ Listing stops at the first batch older than the oldest unmatched intent, so the 
 
 import time
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import orjson
@@ -31,14 +31,20 @@ import polars as pl
 from pydantic import Field, PrivateAttr
 
 from maple_engine.errors import AuthError, ProviderError, QueueFull, QuotaExhausted
+from maple_engine.providers.anthropic import billing
 from maple_engine.providers.anthropic.messages import (
+    ONE_HOUR,
     anthropic_base_url,
     anthropic_headers,
+    claude_caching,
     message_body_expr,
     parse_result_line,
 )
 from maple_engine.providers.base import (
     BatchState,
+    Dialect,
+    ProviderCapabilities,
+    ProviderLimits,
     ProviderModel,
     RequestSpec,
     ShardPayload,
@@ -63,13 +69,27 @@ from maple_engine.providers.http import (
     request,
 )
 from maple_engine.providers.lost import LOST
-from maple_engine.settings import default_storage_root
+from maple_engine.settings import DEFAULT_STORAGE
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 
 BATCHES = "/v1/messages/batches"
 _HEAD = '{"custom_id":'
 _MID = ',"params":'
+INTENTS = "anthropic-intents"  # the folder of create intents under the job's state
+CAPABILITIES = ProviderCapabilities(
+    mode="batch",
+    limits=ProviderLimits(max_requests=100_000, max_bytes=256 * 1024 * 1024),
+    dialect=Dialect.ANTHROPIC,
+    price_families=("anthropic",),
+    queue="requests",
+    orphans="create-intents",
+    realtime_twin="anthropic-realtime",
+    drops_empty_system=True,
+    credentials="anthropic",
+    billing_report=billing.billing_report,
+    caching=claude_caching(ONE_HOUR),  # a batch runs for up to 24 h: Anthropic advises 1 h
+)
 
 
 def _epoch(value: Any) -> float:
@@ -83,27 +103,32 @@ def _epoch(value: Any) -> float:
 class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
     """Runs shards through Anthropic's Message Batches API: create, poll, download results."""
 
+    capabilities: ClassVar[ProviderCapabilities] = CAPABILITIES
     _http: httpx.Client | None = PrivateAttr(default=None)
 
     name: str = Field(
         default="anthropic", description="Provider name recorded in costs and output."
     )
     api_key: str | None = Field(
-        default=None, description="API key; defaults to the ANTHROPIC_API_KEY environment variable."
+        default=None,
+        repr=False,
+        description="API key (the code location: EnvVar ANTHROPIC_API_KEY).",
     )
     base_url: str | None = Field(
         default=None,
-        description="API base URL without /v1; defaults to ANTHROPIC_BASE_URL, else Anthropic's.",
+        description="API base URL without /v1; default: Anthropic's.",
     )
     intent_root: str = Field(
-        default_factory=default_storage_root,
+        default=DEFAULT_STORAGE,
         description="Storage root for create intents (crash recovery); the job's storage root.",
     )
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
     max_retries: int = Field(default=6, description="Retries of a control call on 429/5xx.")
-    max_requests: int = Field(default=100_000, description="Provider limit: requests per batch.")
+    max_requests: int = Field(
+        default=CAPABILITIES.limits.max_requests, description="Provider limit: requests per batch."
+    )
     max_bytes: int = Field(
-        default=256 * 1024 * 1024, description="Provider limit: bytes per batch."
+        default=CAPABILITIES.limits.max_bytes, description="Provider limit: bytes per batch."
     )
     clock_skew_s: float = Field(
         default=60.0, description="Orphan matching: tolerated clock difference with the provider."
@@ -121,7 +146,7 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
 
     # -- encoding ---------------------------------------------------------------------------
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return message_body_expr(spec, user, image)
+        return message_body_expr(spec, user, image, cache_ttl_s=ONE_HOUR)
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
         return wrapped_bytes_expr(custom_id, request, _HEAD, _MID)
@@ -137,7 +162,7 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
 
     @staticmethod
     def _intent_key(job: str, shard: str, attempt: int) -> str:
-        return JobLayout(job).anthropic_intent(shard, attempt)
+        return JobLayout(job).provider_state(INTENTS, f"{shard}-{attempt}.json")
 
     def _write_intent(self, payload: ShardPayload, record: dict[str, Any]) -> None:
         key = self._intent_key(payload.job, payload.shard, payload.attempt)
@@ -145,7 +170,7 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
 
     def _read_intents(self, job: str) -> list[dict[str, Any]]:
         storage = self._intents()
-        keys = storage.list_keys(JobLayout(job).anthropic_intents)
+        keys = storage.list_keys(JobLayout(job).provider_state(INTENTS))
         return [dict(storage.read_json(k)) for k in keys if k.endswith(".json")]
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -252,6 +277,11 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
             completed=counts.get("succeeded", 0),
             failed=counts.get("errored", 0) + counts.get("canceled", 0) + counts.get("expired", 0),
             total=sum(counts.values()),
+            times=tuple(
+                (phase, datetime.fromisoformat(batch[field].replace("Z", "+00:00")).timestamp())
+                for phase, field in (("created", "created_at"), ("ended", "ended_at"))
+                if batch.get(field)
+            ),
         )
 
     def _batches(self) -> BatchCollection:

@@ -8,14 +8,19 @@ Usage: Anthropic's ``input_tokens`` excludes cache reads and writes, so the row'
 ``input_tokens`` (all input, as in ``RESULT_SCHEMA``) is input + cache read + cache creation.
 """
 
-import os
 from typing import Any
 
 import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.failures import FailureClass, classify_http
-from maple_engine.providers.base import RequestSpec, failed_row, splice_params, user_content_expr
+from maple_engine.providers.base import (
+    PromptCaching,
+    RequestSpec,
+    failed_row,
+    splice_params,
+    user_content_expr,
+)
 
 __all__ = ["failed_row"]  # re-exported: the real-time engine imports it from here
 
@@ -40,33 +45,72 @@ _STATUS_OF_TYPE = {
 }
 
 
+#: The shortest prefix each Claude model caches (Anthropic's prompt-caching docs); others 1,024.
+CLAUDE_CACHE_MINIMUMS = (
+    ("opus-4-6", 4096),
+    ("opus-4-5", 4096),
+    ("haiku-4-5", 4096),
+    ("sonnet-4-6", 2048),
+    ("haiku", 2048),  # Claude Haiku 3 and 3.5
+)
+ONE_HOUR = 3600
+
+
+def claude_caching(ttl_s: int = 300) -> PromptCaching:
+    """Claude's prompt caching with ``cache_control`` breakpoints of ``ttl_s`` (300 or 3600).
+
+    A 1-hour write costs 2x the input price (the price source's cache-write rate is the
+    5-minute one, 1.25x); reads cost 10% of it, and in batches the 50% discount stacks."""
+    return PromptCaching(
+        hint="cache-control",
+        default_minimum=1024,
+        minimum_tokens=CLAUDE_CACHE_MINIMUMS,
+        write_multiple=2.0 if ttl_s == ONE_HOUR else None,
+        ttl_s=ttl_s,
+    )
+
+
+def cached_system(system: str, ttl_s: int) -> list[dict[str, Any]]:
+    """The system prompt as one text block marked as the end of the cached prefix."""
+    control: dict[str, Any] = {"type": "ephemeral"}
+    if ttl_s == ONE_HOUR:
+        control["ttl"] = "1h"
+    return [{"type": "text", "text": system, "cache_control": control}]
+
+
 def anthropic_headers(api_key: str | None) -> dict[str, str]:
-    """Auth and version headers; the key comes from the resource or ``ANTHROPIC_API_KEY``."""
-    key = api_key or os.environ.get("ANTHROPIC_API_KEY")
-    if not key:
+    """Auth and version headers for ``api_key``; a clear error without one."""
+    if not api_key:
         raise ConfigError(
             "ANTHROPIC_API_KEY is not set: export it (or pass api_key to the provider resource)."
         )
-    return {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION}
+    return {"x-api-key": api_key, "anthropic-version": ANTHROPIC_VERSION}
 
 
 def anthropic_base_url(base_url: str | None) -> str:
-    return (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    return (base_url or DEFAULT_BASE_URL).rstrip("/")
 
 
 def message_body_expr(
-    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, lead: dict[str, Any] | None = None
+    spec: RequestSpec,
+    user: pl.Expr,
+    image: pl.Expr | None,
+    lead: dict[str, Any] | None = None,
+    cache_ttl_s: int | None = None,
 ) -> pl.Expr:
     """``{"messages":[...],"model","max_tokens","system"?,"output_config"?, params...}``.
 
-    ``lead`` replaces ``model`` with other leading members (Bedrock's ``anthropic_version``)."""
+    ``lead`` replaces ``model`` with other leading members (Bedrock's ``anthropic_version``).
+    With ``spec.cache`` and a ``cache_ttl_s``, the system prompt (the shared prefix: it comes
+    before the row's message) carries ``cache_control`` with that TTL."""
     head: dict[str, Any] = {
         **({"model": spec.model} if lead is None else lead),
         "max_tokens": DEFAULT_MAX_TOKENS,
         **spec.params,
     }
     if spec.system is not None:
-        head["system"] = spec.system
+        cached = spec.cache and cache_ttl_s is not None and spec.system.strip()
+        head["system"] = cached_system(spec.system, cache_ttl_s or 0) if cached else spec.system
     if spec.response_schema is not None:
         head["output_config"] = {"format": {"type": "json_schema", "schema": spec.response_schema}}
     content = user_content_expr(user, image, IMAGE_PART)

@@ -17,7 +17,7 @@ Bedrock's quotas are checked before a job is created: records per job (``min_rec
 
 import hashlib
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 import polars as pl
@@ -26,7 +26,10 @@ from pydantic import Field
 from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError, ProviderError
 from maple_engine.providers.base import (
+    BATCH_FILE_LIMITS,
     BatchState,
+    Dialect,
+    ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
     RequestSpec,
@@ -40,7 +43,7 @@ from maple_engine.providers.base import (
 from maple_engine.providers.batch_api import BatchProviderBasics
 from maple_engine.providers.bedrock import wire
 from maple_engine.providers.bedrock.aws import BedrockCalls
-from maple_engine.settings import Settings, default_storage_root
+from maple_engine.settings import DEFAULT_STORAGE
 from maple_engine.storage.layout import JobLayout, join, last_part
 from maple_engine.storage.storage import Storage, filesystem_for, is_remote
 
@@ -59,25 +62,47 @@ STATES = {
 BELOW_MINIMUM = "not-sent-below-minimum:"
 ACTIVE = frozenset({"Submitted", "Validating", "Scheduled", "InProgress", "Stopping"})
 _ENDED = {"completed", "failed", "cancelled", "expired"}
+FOLDER = "bedrock"  # the job's input and output objects: <job>/bedrock/input|output/...
+CAPABILITIES = ProviderCapabilities(
+    mode="batch",
+    limits=ProviderLimits(
+        max_requests=BATCH_FILE_LIMITS.max_requests,
+        max_bytes=1024 * 1024 * 1024,
+        min_requests=100,
+    ),
+    dialect=Dialect.ANTHROPIC,  # Bedrock batches run Claude
+    price_families=("aws",),
+    orphans="name-labels",
+    needs_s3_root=True,
+    drops_empty_system=True,
+    takes_role_arn=True,
+)
 
 
 class BedrockBatchProvider(BatchProviderBasics, ProviderModel):
     """Runs shards as Bedrock batch inference jobs (Claude models; 50% of on-demand prices)."""
 
+    capabilities: ClassVar[ProviderCapabilities] = CAPABILITIES
     name: str = Field(default="bedrock", description="Provider name recorded in costs and output.")
     role_arn: str | None = Field(
         default=None,
         description="Service role Bedrock assumes to read/write S3; MAPLE_BEDROCK_ROLE_ARN.",
     )
     storage_root: str = Field(
-        default_factory=default_storage_root, description="The job's storage root; must be s3://."
+        default=DEFAULT_STORAGE, description="The job's storage root; must be s3://."
     )
     region: str | None = Field(default=None, description="AWS region; default: the AWS chain.")
     max_retries: int = Field(default=6, description="Retries of a control call (botocore).")
-    min_records: int = Field(default=100, description="Bedrock quota: fewest records per job.")
-    max_records: int = Field(default=50_000, description="Bedrock quota: most records per job.")
+    min_records: int = Field(
+        default=CAPABILITIES.limits.min_requests,
+        description="Bedrock quota: fewest records per job.",
+    )
+    max_records: int = Field(
+        default=CAPABILITIES.limits.max_requests, description="Bedrock quota: most records per job."
+    )
     max_bytes: int = Field(
-        default=1024 * 1024 * 1024, description="Bedrock quota: bytes per input file (1 GB)."
+        default=CAPABILITIES.limits.max_bytes,
+        description="Bedrock quota: bytes per input file (1 GB).",
     )
     max_jobs: int = Field(default=20, description="Bedrock quota: jobs submitted or in progress.")
     slot_wait_s: float = Field(default=3600.0, description="Longest wait for a free job slot.")
@@ -85,10 +110,10 @@ class BedrockBatchProvider(BatchProviderBasics, ProviderModel):
     timeout_hours: int = Field(default=24, description="Job timeout (Bedrock: 24-168 hours).")
 
     def limits(self) -> ProviderLimits:
-        return ProviderLimits(self.max_records, self.max_bytes)
+        return ProviderLimits(self.max_records, self.max_bytes, self.min_records)
 
     def resolved_role(self) -> str:
-        role = self.role_arn or Settings.load().bedrock_role_arn
+        role = self.role_arn
         if not role:
             raise ConfigError(
                 "MAPLE_BEDROCK_ROLE_ARN is not set: export the ARN of the IAM service role "
@@ -136,7 +161,8 @@ class BedrockBatchProvider(BatchProviderBasics, ProviderModel):
         if payload.requests.height < self.min_records:
             return self._below_minimum(payload, digest)
         stem = f"{payload.shard}-a{payload.attempt}"
-        key = JobLayout(payload.job).bedrock_input(stem, digest)
+        layout = JobLayout(payload.job)
+        key = layout.provider_files(FOLDER, "input", f"{stem}-{digest}.jsonl")
         storage = Storage(self.storage_root)
         storage.write_bytes(key, data)
         crash_point("after_upload")
@@ -151,7 +177,7 @@ class BedrockBatchProvider(BatchProviderBasics, ProviderModel):
             inputDataConfig={"s3InputDataConfig": {"s3Uri": storage.uri(key)}},
             outputDataConfig={
                 "s3OutputDataConfig": {
-                    "s3Uri": storage.uri(JobLayout(payload.job).bedrock_output(stem))
+                    "s3Uri": storage.uri(layout.provider_files(FOLDER, "output", stem) + "/")
                 }
             },
             timeoutDurationInHours=self.timeout_hours,
@@ -214,13 +240,16 @@ class BedrockBatchProvider(BatchProviderBasics, ProviderModel):
             self._state,
         )
 
+    def check_endpoint(self) -> None:
+        """Nothing here: boto3 finds the endpoint and credentials, and its errors name them."""
+
     def cancel(self, submission: Submission) -> None:
         if not submission.batch_id.startswith(BELOW_MINIMUM):
             self._calls().stop(submission.batch_id)
 
     def find_orphans(self, job: str) -> list[Submission]:
         found = []
-        marker = f"/{job}/bedrock/input/"
+        marker = f"/{job}/{FOLDER}/input/"
         for summary in self._calls().jobs(f"maple-{wire.job_slug(job)}-"):
             source = summary["inputDataConfig"]["s3InputDataConfig"]["s3Uri"]
             labels = wire.parse_input_name(source)

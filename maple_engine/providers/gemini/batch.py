@@ -10,7 +10,7 @@ Gemini batches carry no metadata map, so the batch's ``displayName`` carries the
 ``maple/<job>/<shard>/<attempt>/<hash>``; ``find_orphans`` reads them back from the list.
 """
 
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import orjson
@@ -19,7 +19,10 @@ from pydantic import Field, PrivateAttr
 
 from maple_engine.crashpoints import crash_point
 from maple_engine.providers.base import (
+    BATCH_FILE_LIMITS,
     BatchState,
+    Dialect,
+    ProviderCapabilities,
     ProviderModel,
     RequestSpec,
     ShardPayload,
@@ -32,13 +35,14 @@ from maple_engine.providers.batch_api import BatchProviderBasics, jsonl, wrapped
 from maple_engine.providers.gemini.api import get_batch, list_batches, upload_file
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
+    CACHING,
     gemini_api_key,
     gemini_base_url,
     gemini_body_expr,
     model_path,
     parse_result_line,
 )
-from maple_engine.providers.http import make_client, request
+from maple_engine.providers.http import first_contact, make_client, request
 
 _HEAD, _MID = '{"key":', ',"request":'
 #: REST batch state -> the platform's batch status (``ENDED_STATES`` are the terminal ones).
@@ -51,6 +55,17 @@ STATES = {
     "BATCH_STATE_EXPIRED": "expired",
 }
 _ENDED = {"completed", "failed", "cancelled", "expired"}
+CAPABILITIES = ProviderCapabilities(
+    mode="batch",
+    limits=BATCH_FILE_LIMITS,  # Google allows 2 GB per file; smaller shards resume sooner
+    dialect=Dialect.GEMINI,
+    price_families=("google",),
+    orphans="name-labels",
+    realtime_twin="gemini-realtime",
+    flex_twin="gemini-flex",
+    credentials="gemini",
+    caching=CACHING,
+)
 
 
 def display_name(payload: ShardPayload, digest: str) -> str:
@@ -60,21 +75,24 @@ def display_name(payload: ShardPayload, digest: str) -> str:
 class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
     """Runs shards through the Gemini Batch API (50% of real-time prices)."""
 
+    capabilities: ClassVar[ProviderCapabilities] = CAPABILITIES
     _http: httpx.Client | None = PrivateAttr(default=None)
 
     name: str = Field(default="gemini", description="Provider name recorded in costs and output.")
     api_key: str | None = Field(
-        default=None, description="API key; defaults to the GEMINI_API_KEY environment variable."
+        default=None, repr=False, description="API key (the code location: EnvVar GEMINI_API_KEY)."
     )
     base_url: str | None = Field(
         default=None,
-        description="Scheme and host, no version; defaults to GEMINI_BASE_URL, else Google's.",
+        description="Scheme and host, no version; default: Google's.",
     )
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
     max_retries: int = Field(default=6, description="Retries of a control call on 429/5xx.")
-    max_requests: int = Field(default=50_000, description="Requests per batch (shard size).")
+    max_requests: int = Field(
+        default=CAPABILITIES.limits.max_requests, description="Requests per batch (shard size)."
+    )
     max_bytes: int = Field(
-        default=200_000_000,
+        default=CAPABILITIES.limits.max_bytes,
         description="Bytes per input file (Google allows 2 GB; smaller shards resume sooner).",
     )
     inline_max_bytes: int = Field(
@@ -168,6 +186,17 @@ class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
                 lambda: list_batches(client, self.max_retries),
                 lambda name: get_batch(client, name, self.max_retries),
                 self._state,
+            )
+
+    def check_endpoint(self) -> None:
+        """List one batch: the key, the URL and the API are checked before any upload."""
+        with self._client() as client:
+            first_contact(
+                client,
+                f"/{API_VERSION}/batches",
+                params={"pageSize": 1},
+                api="the Gemini Batch API",
+                family=self.capabilities.credentials,
             )
 
     def cancel(self, submission: Submission) -> None:

@@ -5,7 +5,8 @@ checkpoints). Gemini puts the model in the URL, not the body, so each shard atte
 copy of the resource bound to the payload's model.
 """
 
-from typing import Any
+import dataclasses
+from typing import Any, ClassVar
 
 import httpx
 import orjson
@@ -13,9 +14,17 @@ import polars as pl
 from pydantic import Field
 
 from maple_engine.failures import FailureClass
-from maple_engine.providers.base import RequestSpec, ShardPayload, Submission
+from maple_engine.providers.base import (
+    BATCH_PRICED_PREFIX,
+    Dialect,
+    ProviderCapabilities,
+    RequestSpec,
+    ShardPayload,
+    Submission,
+)
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
+    CACHING,
     classify_status,
     gemini_api_key,
     gemini_base_url,
@@ -24,11 +33,15 @@ from maple_engine.providers.gemini.wire import (
     parse_generate_response,
 )
 from maple_engine.providers.http import error_detail
-from maple_engine.providers.realtime.providers import RealtimeProvider
+from maple_engine.providers.realtime.providers import RealtimeProvider, realtime_capabilities
 
 
 class GeminiRealtimeProvider(RealtimeProvider):
     """Gemini ``generateContent``, one request per row (real-time prices)."""
+
+    capabilities: ClassVar[ProviderCapabilities] = realtime_capabilities(
+        Dialect.GEMINI, "google", "gemini", caching=CACHING
+    )
 
     name: str = Field(default="gemini-realtime", description="Provider name in costs/output.")
     model: str | None = Field(
@@ -63,3 +76,25 @@ class GeminiRealtimeProvider(RealtimeProvider):
             bound = self.model_copy(update={"model": payload.model})
             return bound.submit(payload)
         return super().submit(payload)
+
+
+class GeminiFlexProvider(GeminiRealtimeProvider):
+    """Gemini ``generateContent`` on the flex tier (``"serviceTier": "flex"``, in preview): one
+    request per row, at half the standard price (the batch rates), slower and best-effort; a
+    429 ``RESOURCE_EXHAUSTED`` when flex has no capacity is retried with backoff."""
+
+    capabilities: ClassVar[ProviderCapabilities] = dataclasses.replace(
+        GeminiRealtimeProvider.capabilities, batch_prices=True
+    )
+    batch_id_prefix: ClassVar[str] = BATCH_PRICED_PREFIX
+
+    name: str = Field(default="gemini-flex", description="Provider name in costs/output.")
+    timeout_s: float = Field(
+        default=900.0, description="HTTP timeout per request, seconds (flex takes minutes)."
+    )
+    max_attempts: int = Field(
+        default=12, description="Sends per request within one attempt (flex 429s, 5xx, timeouts)."
+    )
+
+    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+        return gemini_body_expr(spec, user, image, service_tier="flex")

@@ -10,15 +10,23 @@ Usage: ``promptTokenCount`` includes ``cachedContentTokenCount``; output is
 ``candidatesTokenCount`` plus ``thoughtsTokenCount`` (thinking is billed as output).
 """
 
-import os
 from typing import Any
 
 import polars as pl
 
 from maple_engine.errors import ConfigError
-from maple_engine.failures import FailureClass
-from maple_engine.providers.base import RequestSpec, failed_row, json_literal, json_string_expr
+from maple_engine.failures import NOT_RESENT, FailureClass
+from maple_engine.providers.base import (
+    PromptCaching,
+    RequestSpec,
+    failed_row,
+    json_literal,
+    json_string_expr,
+)
 
+#: Gemini 2.5+ caches a repeated prefix implicitly (no hint to send): 1,024 tokens and up on the
+#: Flash models, 4,096 on Pro; reads at the cached-input price, writes free.
+CACHING = PromptCaching(hint="implicit", default_minimum=1024, minimum_tokens=(("pro", 4096),))
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 API_VERSION = "v1beta"
 #: Candidates stopped for these reasons carry no usable answer: the row is ``refused``.
@@ -42,17 +50,16 @@ _SERVER_CODES = {2, 4, 10, 13, 14, 500, 502, 503, 504}
 
 
 def gemini_api_key(api_key: str | None) -> str:
-    key = api_key or os.environ.get("GEMINI_API_KEY")
-    if not key:
+    if not api_key:
         raise ConfigError(
             "GEMINI_API_KEY is not set: export it (or pass api_key to the provider resource)."
         )
-    return key
+    return api_key
 
 
 def gemini_base_url(base_url: str | None) -> str:
-    """``GEMINI_BASE_URL`` (scheme and host, no version), else Google's endpoint."""
-    return (base_url or os.environ.get("GEMINI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    """``base_url`` (scheme and host, no version), else Google's endpoint."""
+    return (base_url or DEFAULT_BASE_URL).rstrip("/")
 
 
 def model_path(model: str) -> str:
@@ -72,8 +79,11 @@ def generation_config(spec: RequestSpec) -> dict[str, Any]:
     return config
 
 
-def gemini_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-    """``{"contents":[{"role":"user","parts":[...]}],"systemInstruction"?,"generationConfig"?}``."""
+def gemini_body_expr(
+    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, service_tier: str | None = None
+) -> pl.Expr:
+    """``{"contents":[{"role":"user","parts":[...]}],"systemInstruction"?,"generationConfig"?,
+    "serviceTier"?}``."""
     parts = [pl.lit('{"contents":[{"role":"user","parts":[{"text":'), json_string_expr(user)]
     if image is not None:
         parts += [pl.lit('},{"fileData":{"fileUri":'), json_string_expr(image), pl.lit("}")]
@@ -83,6 +93,8 @@ def gemini_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) ->
     config = generation_config(spec)
     if config:
         tail += ',"generationConfig":' + json_literal(config)
+    if service_tier is not None:
+        tail += ',"serviceTier":' + json_literal(service_tier)
     return pl.concat_str([*parts, pl.lit(tail + "}")])
 
 
@@ -126,7 +138,11 @@ def parse_generate_response(custom_id: Any, response: dict[str, Any]) -> dict[st
     candidate = (response.get("candidates") or [{}])[0]
     reason = candidate.get("finishReason")
     if blocked or reason in REFUSAL_REASONS:
-        why = f"the model refused (blockReason {blocked})" if blocked else f"finishReason {reason}"
+        why = (
+            f"{NOT_RESENT}the prompt was blocked before generation (blockReason {blocked})"
+            if blocked
+            else f"the model refused (finishReason {reason})"
+        )
         row.update(status="failed", failure_class=FailureClass.REFUSED.value, error=why)
         return row
     parts = (candidate.get("content") or {}).get("parts") or []

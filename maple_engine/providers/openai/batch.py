@@ -1,7 +1,7 @@
 """OpenAI Batch API provider (files + batches), for any OpenAI-compatible base URL."""
 
 import tempfile
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import polars as pl
@@ -10,10 +10,14 @@ from pydantic import Field, PrivateAttr
 from maple_engine.crashpoints import crash_point
 from maple_engine.failures import FailureClass, classify_http, classify_line_error
 from maple_engine.providers.base import (
+    BATCH_FILE_LIMITS,
     ENDED_STATES,
     BatchState,
+    Dialect,
+    ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
+    RequestKind,
     RequestSpec,
     ShardPayload,
     Submission,
@@ -29,31 +33,53 @@ from maple_engine.providers.batch_api import (
 )
 from maple_engine.providers.http import download, make_client, request
 from maple_engine.providers.lost import LOST
-from maple_engine.providers.openai import wire
+from maple_engine.providers.openai import billing, wire
 from maple_engine.providers.openai.lines import parse_result_file
 
 LIST_PAGE = 100
+CAPABILITIES = ProviderCapabilities(
+    mode="batch",
+    limits=BATCH_FILE_LIMITS,
+    dialect=Dialect.OPENAI,
+    price_families=("openai",),
+    kinds=frozenset({RequestKind.CHAT, RequestKind.EMBEDDING}),
+    queue="enqueued-tokens",
+    orphans="batch-metadata",
+    realtime_twin="openai-realtime",
+    flex_twin="openai-flex",
+    credentials="openai",
+    billing_report=billing.billing_report,
+    caching=wire.CACHING,
+)
 
 
 class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
     """Runs shards through the OpenAI Batch API: upload JSONL, create, poll, download, parse."""
 
+    capabilities: ClassVar[ProviderCapabilities] = CAPABILITIES
     _http: httpx.Client | None = PrivateAttr(default=None)
 
     name: str = Field(default="openai", description="Provider name recorded in costs and output.")
     api_key: str | None = Field(
-        default=None, description="API key; defaults to the OPENAI_API_KEY environment variable."
+        default=None, repr=False, description="API key (the code location: EnvVar OPENAI_API_KEY)."
     )
     base_url: str | None = Field(
         default=None,
-        description="API base URL ending in /v1; defaults to OPENAI_BASE_URL, else OpenAI's.",
+        description="API base URL ending in /v1; default: OpenAI's.",
     )
-    endpoint: str = Field(default="/v1/chat/completions", description="Batch endpoint.")
+    endpoint: str = Field(default="/v1/chat/completions", description="Batch endpoint (chat).")
+    embeddings_endpoint: str = Field(
+        default="/v1/embeddings", description="Batch endpoint of embedding jobs."
+    )
     completion_window: str = Field(default="24h", description="Batch completion window.")
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
     max_retries: int = Field(default=6, description="Retries of a control call on 429/5xx.")
-    max_requests: int = Field(default=50_000, description="Provider limit: requests per batch.")
-    max_bytes: int = Field(default=200_000_000, description="Provider limit: bytes per file.")
+    max_requests: int = Field(
+        default=CAPABILITIES.limits.max_requests, description="Provider limit: requests per batch."
+    )
+    max_bytes: int = Field(
+        default=CAPABILITIES.limits.max_bytes, description="Provider limit: bytes per file."
+    )
 
     @property
     def provider_name(self) -> str:
@@ -61,10 +87,6 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
 
     def limits(self) -> ProviderLimits:
         return ProviderLimits(self.max_requests, self.max_bytes)
-
-    @property
-    def mode(self) -> str:
-        return "batch"
 
     def resolved_base_url(self) -> str:
         return wire.openai_base_url(self.base_url)
@@ -79,16 +101,21 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
 
     # -- encoding ---------------------------------------------------------------------------
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return wire.chat_body_expr(spec, user, image)
+        return wire.body_expr(spec, user, image)
 
-    def _line_prefix(self) -> tuple[str, str]:
-        return '{"custom_id":', ',"method":"POST","url":' + json_literal(self.endpoint) + ',"body":'
+    def _endpoint(self, requests: pl.DataFrame | None) -> str:
+        embeds = requests is not None and wire.path_of(requests) == wire.EMBEDDINGS_PATH
+        return self.embeddings_endpoint if embeds else self.endpoint
+
+    def _line_prefix(self, endpoint: str) -> tuple[str, str]:
+        return '{"custom_id":', ',"method":"POST","url":' + json_literal(endpoint) + ',"body":'
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
-        return wrapped_bytes_expr(custom_id, request, *self._line_prefix())
+        """Sized with the chat endpoint, the longer of the two (a bound for embeddings)."""
+        return wrapped_bytes_expr(custom_id, request, *self._line_prefix(self.endpoint))
 
     def encode(self, requests: pl.DataFrame) -> bytes:
-        return jsonl(requests, *self._line_prefix())
+        return jsonl(requests, *self._line_prefix(self._endpoint(requests)))
 
     # -- lifecycle --------------------------------------------------------------------------
     def submit(self, payload: ShardPayload) -> Submission:
@@ -116,7 +143,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
                 max_retries=self.max_retries,
                 json={
                     "input_file_id": file_id,
-                    "endpoint": self.endpoint,
+                    "endpoint": self._endpoint(payload.requests),
                     "completion_window": self.completion_window,
                     "metadata": payload.metadata(digest),
                 },
@@ -135,6 +162,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
             completed=int(counts.get("completed", 0)),
             failed=int(counts.get("failed", 0)),
             total=int(counts.get("total", 0)),
+            times=_times(batch),
         )
 
     def _batches(self) -> BatchCollection:
@@ -209,7 +237,7 @@ def _parse_line(line: dict[str, Any]) -> dict[str, Any]:
         detail = body.get("error") or error or {}
         cls = classify_http(status, detail.get("code"), detail.get("type"))
         return _failed(custom_id, cls, detail.get("message") or f"HTTP {status}")
-    return wire.parse_chat_completion(custom_id, body)
+    return wire.parse_reply(custom_id, body)
 
 
 def _failed(custom_id: Any, cls: FailureClass, message: Any) -> dict[str, Any]:
@@ -220,3 +248,22 @@ def _failed(custom_id: Any, cls: FailureClass, message: Any) -> dict[str, Any]:
         "error": str(message),
         "billed": False,
     }
+
+
+_PHASE_STAMPS = (
+    ("created", ("created_at",)),
+    ("validating", ("created_at",)),
+    ("in_progress", ("in_progress_at",)),
+    ("finalizing", ("finalizing_at",)),
+    ("ended", ("completed_at", "failed_at", "expired_at", "cancelled_at")),
+)
+
+
+def _times(batch: dict[str, Any]) -> tuple[tuple[str, float], ...]:
+    """The batch object's ``*_at`` stamps as the phases of the batch history."""
+    found = []
+    for phase, fields in _PHASE_STAMPS:
+        stamp = next((batch[f] for f in fields if batch.get(f)), None)
+        if stamp is not None:
+            found.append((phase, float(stamp)))
+    return tuple(found)

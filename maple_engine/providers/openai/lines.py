@@ -1,9 +1,10 @@
 """Vectorised parsing of OpenAI batch output/error files into ``RESULT_SCHEMA`` rows.
 
-The common case (a 2xx chat completion) is decoded by pyarrow's JSON reader (C++, about 8x
-faster than polars' ndjson reader on these nested lines) with a fixed schema; only
-failed lines, usually few, go through the per-line Python classifier. A file pyarrow cannot read
-with the schema (an unexpected type from some gateway) falls back to the per-line parser.
+The common case (a 2xx chat completion, or an embeddings list of base64 vectors) is decoded
+by pyarrow's JSON reader (C++, about 8x faster than polars' ndjson reader on these nested lines)
+with a fixed schema; only failed lines, usually few, go through the per-line Python classifier.
+A file pyarrow cannot read with the schema (an unexpected type from some gateway, or vectors as
+float lists) falls back to the per-line parser.
 """
 
 import io
@@ -29,6 +30,8 @@ _USAGE = pa.struct(
 )
 _BODY = pa.struct(
     [
+        ("object", _S),
+        ("data", pa.list_(pa.struct([("embedding", _S)]))),  # base64 vectors (embeddings)
         ("choices", pa.list_(pa.struct([("message", _MESSAGE), ("finish_reason", _S)]))),
         ("usage", _USAGE),
         ("error", pa.struct([("message", _S), ("code", _S), ("type", _S)])),
@@ -92,8 +95,15 @@ def _successes(lines: pl.DataFrame, batch_id: str) -> pl.DataFrame:
     choice = body.struct.field("choices").list.first()
     message = choice.struct.field("message")
     usage = body.struct.field("usage")
-    refused = message.struct.field("refusal").is_not_null() | (
-        choice.struct.field("finish_reason") == "content_filter"
+    refused = (
+        message.struct.field("refusal").is_not_null()
+        | (choice.struct.field("finish_reason") == "content_filter")
+    ).fill_null(False)
+    vector = body.struct.field("data").list.first().struct.field("embedding")
+    reply = (
+        pl.when(body.struct.field("object") == "list")
+        .then(vector)
+        .otherwise(message.struct.field("content").fill_null(""))
     )
     return lines.select(
         pl.col("custom_id"),
@@ -102,10 +112,7 @@ def _successes(lines: pl.DataFrame, batch_id: str) -> pl.DataFrame:
         pl.when(refused)
         .then(message.struct.field("refusal").fill_null("content filtered"))
         .alias("error"),
-        pl.when(refused)
-        .then(None)
-        .otherwise(message.struct.field("content").fill_null(""))
-        .alias("response"),
+        pl.when(refused).then(None).otherwise(reply).alias("response"),
         pl.lit(True).alias("billed"),
         usage.struct.field("prompt_tokens").fill_null(0).alias("input_tokens"),
         usage.struct.field("prompt_tokens_details")

@@ -1,43 +1,63 @@
 """The OpenAI wire format shared by the batch and real-time providers: base URL, credentials,
-the chat-completions request body (as a polars expression) and the parsed completion."""
+the chat-completions and embeddings request bodies (as polars expressions) and their parsed
+replies."""
 
-import os
+import base64
 from typing import Any
 
+import numpy as np
+import orjson
 import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.failures import FailureClass
 from maple_engine.providers.base import (
+    PromptCaching,
+    RequestKind,
     RequestSpec,
     json_literal,
+    json_string_expr,
     splice_params,
     user_content_expr,
 )
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: OpenAI caches any prompt prefix of 1,024+ tokens on its own, in 128-token steps (reads at the
+#: model's cached-input price, writes free); ``prompt_cache_key`` steers requests sharing a prefix
+#: to the same cache.
+CACHING = PromptCaching(hint="cache-key", default_minimum=1024, step_tokens=128, ttl_s=300)
 IMAGE_PART = '{"type":"image_url","image_url":{"url":{url}}}'
+CHAT_PATH = "/chat/completions"
+EMBEDDINGS_PATH = "/embeddings"
+# An embeddings body starts with its input (a chat body with its messages): the one mark that
+# tells the two apart in an attempt's requests (a batch file holds one endpoint's lines).
+EMBEDDING_HEAD = '{"input":'
+# One /embeddings request: at most 2,048 inputs and 300,000 tokens summed over its inputs.
+MAX_INPUTS_PER_REQUEST = 2048
+MAX_TOKENS_PER_REQUEST = 300_000
+INPUTS_PER_REQUEST = 100  # the real-time default: pacing stays fine-grained
 
 
 def openai_base_url(base_url: str | None) -> str:
-    """``base_url``, else ``OPENAI_BASE_URL``, else OpenAI's (ending in /v1)."""
-    return (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    """``base_url``, else OpenAI's (ending in /v1)."""
+    return (base_url or DEFAULT_BASE_URL).rstrip("/")
 
 
 def openai_headers(api_key: str | None) -> dict[str, str]:
-    """The bearer header for ``api_key``, else ``OPENAI_API_KEY``; a clear error if neither."""
-    key = api_key or os.environ.get("OPENAI_API_KEY")
-    if not key:
+    """The bearer header for ``api_key``; a clear error without one."""
+    if not api_key:
         raise ConfigError(
             "OPENAI_API_KEY is not set: export it (or pass api_key to the provider "
             "resource), or use --provider emulator to try the platform without a key."
         )
-    return {"Authorization": f"Bearer {key}"}
+    return {"Authorization": f"Bearer {api_key}"}
 
 
 def chat_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
     """The encoded ``/chat/completions`` body of every row."""
     head: dict[str, Any] = {"model": spec.model, **spec.params}
+    if spec.cache and spec.cache_key and "prompt_cache_key" not in head:
+        head["prompt_cache_key"] = spec.cache_key
     if spec.response_schema is not None:
         head["response_format"] = {
             "type": "json_schema",
@@ -60,6 +80,114 @@ def chat_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> p
         ]
     )
     return splice_params(body, head)
+
+
+def body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+    """The encoded body of every row: a chat completion, or an embedding of the text."""
+    if spec.kind == RequestKind.EMBEDDING:
+        return embedding_body_expr(spec, user)
+    return chat_body_expr(spec, user, image)
+
+
+def embedding_body_expr(spec: RequestSpec, text: pl.Expr) -> pl.Expr:
+    """The encoded ``/embeddings`` body of every row: one input, vectors as base64 float32."""
+    head: dict[str, Any] = {"model": spec.model, "encoding_format": "base64", **spec.params}
+    if spec.dimensions is not None:
+        head["dimensions"] = spec.dimensions
+    body = pl.concat_str([pl.lit(EMBEDDING_HEAD), json_string_expr(text), pl.lit("}")])
+    return splice_params(body, head)
+
+
+def path_of(requests: pl.DataFrame) -> str:
+    """The API path an attempt's encoded requests go to (``/embeddings`` or chat's)."""
+    first = requests.get_column("request").head(1).to_list()
+    embeds = bool(first) and str(first[0]).startswith(EMBEDDING_HEAD)
+    return EMBEDDINGS_PATH if embeds else CHAT_PATH
+
+
+def parse_reply(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """A 2xx reply body -> a result row: an embedding ``list`` or a chat completion."""
+    if body.get("object") == "list":
+        return parse_embeddings(custom_id, body)
+    return parse_chat_completion(custom_id, body)
+
+
+def parse_embeddings(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """An embeddings ``list`` of one input -> a result row whose response is the vector as
+    base64 little-endian float32 (what ``llm_embedding`` is decoded from)."""
+    usage = body.get("usage") or {}
+    data = body.get("data") or [{}]
+    return {
+        "custom_id": custom_id,
+        "status": "succeeded",
+        "billed": True,
+        "input_tokens": int(usage.get("prompt_tokens") or 0),
+        "cached_input_tokens": 0,
+        "cache_write_tokens": 0,
+        "output_tokens": 0,
+        "response": vector_base64(data[0].get("embedding")),
+    }
+
+
+def vector_base64(vector: Any) -> str:
+    """A vector as base64 little-endian float32: as given when base64 already, else packed."""
+    if isinstance(vector, str):
+        return vector
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
+
+
+def embedding_groups(
+    rows: list[tuple[str, str]], per_request: int
+) -> list[tuple[tuple[str, ...], str]]:
+    """Consecutive rows' one-input bodies as requests of up to ``per_request`` inputs (and
+    about ``MAX_TOKENS_PER_REQUEST`` tokens at 4 characters a token): one body, its inputs a
+    list. The rows of an attempt share model, dimensions and parameters."""
+    groups: list[tuple[tuple[str, ...], str]] = []
+    ids: list[str] = []
+    texts: list[str] = []
+    head: dict[str, Any] = {}
+    chars = 0
+    for custom_id, encoded in rows:
+        body = orjson.loads(encoded)
+        text = str(body.pop("input"))
+        if ids and (len(ids) >= per_request or chars + len(text) > 4 * MAX_TOKENS_PER_REQUEST):
+            groups.append((tuple(ids), orjson.dumps({"input": texts, **head}).decode()))
+            ids, texts, chars = [], [], 0
+        ids.append(custom_id)
+        texts.append(text)
+        head, chars = body, chars + len(text)
+    if ids:
+        groups.append((tuple(ids), orjson.dumps({"input": texts, **head}).decode()))
+    return groups
+
+
+def parse_embedding_group(
+    custom_ids: tuple[str, ...], body: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """An embeddings ``list`` of several inputs -> one result row per input (by ``index``).
+
+    The reply's usage counts the whole request's tokens (no per-input figure): they are split
+    evenly over its rows, the remainder on the first ones, so that the rows' tokens (and costs)
+    add up to what was billed."""
+    total = int((body.get("usage") or {}).get("prompt_tokens") or 0)
+    vectors = {int(item["index"]): item["embedding"] for item in body["data"]}
+    share, extra = divmod(total, len(custom_ids))
+    rows = []
+    for index, custom_id in enumerate(custom_ids):
+        tokens = share + (1 if index < extra else 0)
+        rows.append(
+            {
+                "custom_id": custom_id,
+                "status": "succeeded",
+                "billed": True,
+                "input_tokens": tokens,
+                "cached_input_tokens": 0,
+                "cache_write_tokens": 0,
+                "output_tokens": 0,
+                "response": vector_base64(vectors[index]),
+            }
+        )
+    return rows
 
 
 def parse_chat_completion(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:

@@ -5,11 +5,14 @@ requests) and for its turn from the ``Pacer`` (RPM/TPM), rounded up to a send gr
 less: at most 5 requests per point, a fifth of a learned window or less) so that the requests
 of one step leave on one event-loop wake (paced one by one, each request cost a wake of its
 own: twice the CPU). It posts the already-encoded body (no re-parsing) with aiohttp, whose
-client costs a fraction of httpx's CPU per request (DESIGN.md section 9); the rare non-200
-answer is wrapped as an ``httpx.Response`` for the shared error helpers. Answers are classified
-into rows; retryable ones (429, 5xx/529, timeouts) are sent again after ``retry-after`` or
-jittered exponential backoff, up to ``max_attempts``. Every finished row goes to the
-checkpoints at once.
+client costs a fraction of httpx's CPU per request (docs/architecture.md, "Real-time sending");
+the rare non-200 answer is wrapped as an ``httpx.Response`` for the shared error helpers.
+A provider may send several rows in one request (an embeddings call of many inputs: its
+``requests_of`` groups them, ``parse_group`` splits the answer into their rows); pacing, retries
+and failures then apply to the request, and each of its rows is checkpointed.
+Answers are classified into rows; retryable ones (429, 5xx/529, timeouts) are sent again after
+``retry-after`` or jittered exponential backoff, up to ``max_attempts``. Every finished row goes
+to the checkpoints at once.
 """
 
 import asyncio
@@ -42,6 +45,7 @@ if TYPE_CHECKING:  # aiohttp loads when a real-time attempt runs, not with the C
 
 T = TypeVar("T")
 Row = dict[str, Any]
+Group = tuple[tuple[str, ...], str]  # the custom ids of the rows one request carries, its body
 _JSON = {"content-type": "application/json"}
 
 
@@ -69,7 +73,14 @@ class Sender(Protocol):
     def endpoint(self) -> str: ...
     def auth_headers(self) -> dict[str, str]: ...
     def resolved_base_url(self) -> str: ...
-    def parse_body(self, custom_id: str, body: dict[str, Any]) -> Row: ...
+    def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
+        """The API path of these rows' requests, and the requests (one row each, or several)."""
+        ...
+
+    def parse_group(self, custom_ids: tuple[str, ...], body: dict[str, Any]) -> list[Row]:
+        """One row per custom id from a 200 answer."""
+        ...
+
     def classify(self, response: httpx.Response) -> tuple[str, str]: ...
 
 
@@ -110,15 +121,16 @@ class AttemptRun:
             return
         import aiohttp
 
-        queue = iter(rows)
-        self.url = self.p.resolved_base_url().rstrip("/") + self.p.endpoint()
+        path, groups = self.p.requests_of(rows)
+        queue = iter(groups)
+        self.url = self.p.resolved_base_url().rstrip("/") + path
         timeout = aiohttp.ClientTimeout(total=self.p.timeout_s, connect=min(10.0, self.p.timeout_s))
         connector = aiohttp.TCPConnector(limit=self.p.max_concurrency)
         headers = self.p.auth_headers() | _JSON
         async with aiohttp.ClientSession(
             headers=headers, timeout=timeout, connector=connector, raise_for_status=False
         ) as client:
-            workers = min(len(rows), self.p.max_concurrency)
+            workers = min(len(groups), self.p.max_concurrency)
             await self._share()
             try:
                 async with asyncio.TaskGroup() as group:
@@ -144,41 +156,46 @@ class AttemptRun:
         if self.share is not None:
             self.pacer.senders = await asyncio.to_thread(self.share.beat)
 
-    async def _worker(
-        self, client: "aiohttp.ClientSession", queue: Iterator[tuple[str, str]]
-    ) -> None:
-        for custom_id, body in queue:
-            self.checkpoints.add(await self._request(client, custom_id, body))
+    async def _worker(self, client: "aiohttp.ClientSession", queue: Iterator[Group]) -> None:
+        for custom_ids, body in queue:
+            for row in await self._request(client, custom_ids, body):
+                self.checkpoints.add(row)
 
-    async def _request(self, client: "aiohttp.ClientSession", custom_id: str, body: str) -> Row:
+    async def _request(
+        self, client: "aiohttp.ClientSession", custom_ids: tuple[str, ...], body: str
+    ) -> list[Row]:
         raw = estimate_tokens(body)
         last = _Retry(FailureClass.SERVER_ERROR.value, "not sent", None)
         for attempt in range(self.p.max_attempts):
             if self.quota_message is not None:
-                return self._row(custom_id, _quota(self.quota_message))
+                return self._rows(custom_ids, [_quota(self.quota_message)])
             try:
-                return self._row(custom_id, await self._send(client, custom_id, body, raw))
+                return self._rows(custom_ids, await self._send(client, custom_ids, body, raw))
             except _Retry as retry:
                 last = retry
             if attempt + 1 < self.p.max_attempts:
                 wait = last.wait if last.wait is not None else backoff_seconds(attempt, cap=20.0)
                 await asyncio.sleep(wait + backoff_seconds(0, base=0.05))
         message = f"{last} (after {self.p.max_attempts} sends)"
-        return self._row(custom_id, failed_row(custom_id, last.failure_class, message))
+        return self._rows(custom_ids, [failed_row(None, last.failure_class, message)])
 
-    def _row(self, custom_id: str, row: Row) -> Row:
-        row["custom_id"] = custom_id
-        row["batch_id"] = self.batch_id
-        return row
+    def _rows(self, custom_ids: tuple[str, ...], rows: list[Row]) -> list[Row]:
+        """One row per custom id: the answer's own, or one outcome copied to each."""
+        if len(rows) != len(custom_ids):
+            rows = [dict(rows[0]) for _ in custom_ids]
+        for custom_id, row in zip(custom_ids, rows, strict=True):
+            row["custom_id"] = custom_id
+            row["batch_id"] = self.batch_id
+        return rows
 
     async def _send(
-        self, client: "aiohttp.ClientSession", custom_id: str, body: str, raw: int
-    ) -> Row:
+        self, client: "aiohttp.ClientSession", custom_ids: tuple[str, ...], body: str, raw: int
+    ) -> list[Row]:
         await self.gate.acquire()
         try:
             await self._turn(raw)
             if self.quota_message is not None:  # learned while this row waited for its turn
-                return _quota(self.quota_message)
+                return [_quota(self.quota_message)]
             import aiohttp
 
             started = time.monotonic()
@@ -196,8 +213,8 @@ class AttemptRun:
         self.pacer.learn(read_limits(headers, time.time()), time.monotonic(), started)
         self._adapt(raw)
         if status == 200:
-            return self._succeeded(custom_id, content, raw)
-        return self._outcome(self._response(status, headers, content), custom_id)
+            return self._succeeded(custom_ids, content, raw)
+        return [self._outcome(self._response(status, headers, content), custom_ids[0])]
 
     async def _turn(self, raw: int) -> None:
         """Wait for this request's start slot. Slots are booked one at a time and at most one
@@ -231,17 +248,19 @@ class AttemptRun:
             status, headers=list(headers.items()), content=content, request=request
         )
 
-    def _succeeded(self, custom_id: str, content: bytes, raw: int) -> Row:
+    def _succeeded(self, custom_ids: tuple[str, ...], content: bytes, raw: int) -> list[Row]:
         try:
-            row = self.p.parse_body(custom_id, orjson.loads(content))
-        except (orjson.JSONDecodeError, AttributeError, TypeError) as exc:
+            rows = self.p.parse_group(custom_ids, orjson.loads(content))
+        except (orjson.JSONDecodeError, AttributeError, TypeError, KeyError) as exc:
             message = f"unparseable 200 body: {exc}"
             raise _Retry(FailureClass.SERVER_ERROR.value, message, None) from exc
-        billed = int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0)
+        billed = sum(
+            int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0) for row in rows
+        )
         self.tokens.observe(raw, billed)
         self.successes += 1
         self.pacer.recover()
-        return row
+        return rows
 
     def _outcome(self, response: httpx.Response, custom_id: str) -> Row:
         status = response.status_code

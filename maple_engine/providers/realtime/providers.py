@@ -1,6 +1,7 @@
-"""Real-time providers: the batch interface over synchronous chat/messages calls.
+"""Real-time providers' shared core: the batch interface over synchronous chat/messages calls
+(each provider's wire format is its own folder's ``realtime.py``).
 
-``submit`` runs the shard attempt's requests right away with httpx's async client (keep-alive,
+``submit`` runs the shard attempt's requests right away on an aiohttp session (keep-alive,
 bounded and adaptive concurrency), paced to the RPM/TPM learned from the rate-limit headers (or
 set explicitly), and checkpoints every finished row (``checkpoints.RowCheckpoints``). Rerunning
 the same attempt after a crash sends only the rows without a checkpoint. The returned
@@ -15,50 +16,72 @@ row is reported failed with its class and the pipeline's retry policy takes over
 attempt from sending further rows. 401/403 abort the attempt with ``AuthError``.
 """
 
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
-import orjson
 import polars as pl
 from pydantic import Field
 
-from maple_engine.failures import FailureClass, classify_http
-from maple_engine.providers.anthropic.messages import (
-    anthropic_base_url,
-    anthropic_headers,
-    classify_error,
-    message_body_expr,
-    parse_message,
-)
 from maple_engine.providers.base import (
+    BATCH_FILE_LIMITS,
+    REALTIME_PREFIX,
     BatchState,
+    Dialect,
+    PromptCaching,
+    ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
-    RequestSpec,
+    RequestKind,
     ShardPayload,
     Submission,
 )
-from maple_engine.providers.http import error_detail, is_quota_error
-from maple_engine.providers.openai import wire as openai_wire
 from maple_engine.providers.realtime.checkpoints import RowCheckpoints
-from maple_engine.providers.realtime.engine import AttemptRun, run_sync
+from maple_engine.providers.realtime.engine import AttemptRun, Group, run_sync
 from maple_engine.providers.realtime.rate_shares import RateShare, account_digest
-from maple_engine.settings import default_storage_root
+from maple_engine.settings import DEFAULT_STORAGE
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 
 Row = dict[str, Any]
+SHARD = ProviderLimits(max_requests=10_000, max_bytes=BATCH_FILE_LIMITS.max_bytes)
+
+
+def realtime_capabilities(
+    dialect: Dialect,
+    price_family: str,
+    credentials: str,
+    *,
+    drops_empty_system: bool = False,
+    caching: PromptCaching | None = None,
+    kinds: frozenset[RequestKind] = frozenset({RequestKind.CHAT}),
+) -> ProviderCapabilities:
+    """What every real-time provider shares: shard attempts run at once, nothing queues, and a
+    rerun resumes from the row checkpoints (no orphans)."""
+    return ProviderCapabilities(
+        mode="realtime",
+        limits=SHARD,
+        dialect=dialect,
+        price_families=(price_family,),
+        queue="none",
+        orphans="checkpoints",
+        drops_empty_system=drops_empty_system,
+        credentials=credentials,
+        caching=caching,
+        kinds=kinds,
+    )
 
 
 class RealtimeProvider(ProviderModel):
     """Shared core of the real-time providers (subclasses set the wire format)."""
 
     name: str = Field(default="realtime", description="Provider name recorded in costs/output.")
-    api_key: str | None = Field(default=None, description="API key; defaults to the env var.")
-    base_url: str | None = Field(default=None, description="API base URL; defaults to env var.")
+    api_key: str | None = Field(
+        default=None, repr=False, description="API key (code location: an EnvVar)."
+    )
+    base_url: str | None = Field(default=None, description="API base URL; default: the API's.")
     checkpoint_root: str = Field(
-        default_factory=default_storage_root,
-        description="Storage root for row checkpoints (the job's root): MAPLE_STORAGE or .maple.",
+        default=DEFAULT_STORAGE,
+        description="Storage root for row checkpoints: the job's root.",
     )
     rpm: int | None = Field(default=None, description="Requests per minute; None: learn it.")
     tpm: int | None = Field(default=None, description="Tokens per minute; None: learn it.")
@@ -72,8 +95,10 @@ class RealtimeProvider(ProviderModel):
     timeout_s: float = Field(default=120.0, description="HTTP timeout per request, seconds.")
     checkpoint_rows: int = Field(default=200, description="Rows per checkpoint chunk.")
     checkpoint_seconds: float = Field(default=2.0, description="Seconds between chunk writes.")
-    max_requests: int = Field(default=10_000, description="Requests per shard.")
-    max_bytes: int = Field(default=200 * 1024 * 1024, description="Encoded bytes per shard.")
+    max_requests: int = Field(default=SHARD.max_requests, description="Requests per shard.")
+    max_bytes: int = Field(default=SHARD.max_bytes, description="Encoded bytes per shard.")
+
+    batch_id_prefix: ClassVar[str] = REALTIME_PREFIX
 
     # -- wire format (subclasses) -----------------------------------------------------------
     def endpoint(self) -> str:
@@ -88,6 +113,13 @@ class RealtimeProvider(ProviderModel):
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> Row:
         raise NotImplementedError
 
+    def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
+        """One request per row, to ``endpoint()`` (a provider may group rows instead)."""
+        return self.endpoint(), [((custom_id,), body) for custom_id, body in rows]
+
+    def parse_group(self, custom_ids: tuple[str, ...], body: dict[str, Any]) -> list[Row]:
+        return [self.parse_body(custom_ids[0], body)]
+
     def classify(self, response: httpx.Response) -> tuple[str, str]:
         raise NotImplementedError
 
@@ -95,10 +127,6 @@ class RealtimeProvider(ProviderModel):
     @property
     def provider_name(self) -> str:
         return self.name
-
-    @property
-    def mode(self) -> str:
-        return "realtime"
 
     def limits(self) -> ProviderLimits:
         return ProviderLimits(self.max_requests, self.max_bytes)
@@ -132,7 +160,7 @@ class RealtimeProvider(ProviderModel):
 
     def submit(self, payload: ShardPayload) -> Submission:
         checkpoints = self._checkpoints(payload.job, payload.shard, payload.attempt)
-        batch_id = f"rt-{payload.job}-{payload.shard}-{payload.attempt}"
+        batch_id = f"{self.batch_id_prefix}{payload.job}-{payload.shard}-{payload.attempt}"
         done = checkpoints.open()
         todo = payload.requests.filter(~pl.col("custom_id").is_in(list(done)))
         rows = list(zip(todo["custom_id"].to_list(), todo["request"].to_list(), strict=True))
@@ -156,74 +184,12 @@ class RealtimeProvider(ProviderModel):
         sub = submission
         return self._checkpoints(sub.job, sub.shard, sub.attempt).load()
 
+    def check_endpoint(self) -> None:
+        """Nothing here: the first request's answer tells (a dead endpoint fails its rows)."""
+
     def cancel(self, submission: Submission) -> None:
         """Nothing runs after ``submit`` returns; a killed run simply stops sending."""
 
     def find_orphans(self, job: str) -> list[Submission]:
         """Never any: a rerun of an unrecorded attempt resumes from its checkpoints instead."""
         return []
-
-
-class OpenAIRealtimeProvider(RealtimeProvider):
-    """OpenAI-compatible ``POST /chat/completions``, one request per row."""
-
-    name: str = Field(default="openai-realtime", description="Provider name in costs/output.")
-
-    def endpoint(self) -> str:
-        return "/chat/completions"
-
-    def resolved_base_url(self) -> str:
-        return openai_wire.openai_base_url(self.base_url)
-
-    def auth_headers(self) -> dict[str, str]:
-        return openai_wire.openai_headers(self.api_key)
-
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return openai_wire.chat_body_expr(spec, user, image)
-
-    def parse_body(self, custom_id: str, body: dict[str, Any]) -> Row:
-        return openai_wire.parse_chat_completion(custom_id, body)
-
-    def classify(self, response: httpx.Response) -> tuple[str, str]:
-        message, code, error_type = error_detail(response)
-        if response.status_code == 429 and is_quota_error(response):
-            return FailureClass.INSUFFICIENT_QUOTA.value, message
-        if response.status_code == 429 and "too large" in message.lower():
-            return FailureClass.INVALID_REQUEST.value, message
-        return classify_http(response.status_code, code, error_type).value, message
-
-
-class AnthropicRealtimeProvider(RealtimeProvider):
-    """Anthropic ``POST /v1/messages``, one request per row."""
-
-    name: str = Field(default="anthropic-realtime", description="Provider name in costs/output.")
-
-    def endpoint(self) -> str:
-        return "/v1/messages"
-
-    def resolved_base_url(self) -> str:
-        return anthropic_base_url(self.base_url)
-
-    def auth_headers(self) -> dict[str, str]:
-        return anthropic_headers(self.api_key)
-
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return message_body_expr(spec, user, image)
-
-    def parse_body(self, custom_id: str, body: dict[str, Any]) -> Row:
-        return parse_message(custom_id, body)
-
-    def classify(self, response: httpx.Response) -> tuple[str, str]:
-        message, _, error_type = error_detail(response)
-        if _spend_limit(response):
-            return FailureClass.INSUFFICIENT_QUOTA.value, message
-        return classify_error(error_type, message, response.status_code), message
-
-
-def _spend_limit(response: httpx.Response) -> bool:
-    try:
-        body = orjson.loads(response.content)
-    except orjson.JSONDecodeError:
-        return False
-    details = (body.get("error") or {}).get("details") if isinstance(body, dict) else None
-    return isinstance(details, dict) and details.get("error_code") == "enforced_spend_limit_reached"

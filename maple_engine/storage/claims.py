@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 
 from maple_engine.errors import ConfigError
 from maple_engine.providers.base import Submission
+from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.leases import Lease
 from maple_engine.storage.storage import Storage
 
@@ -89,3 +90,11 @@ def driver_lease(storage: Storage, folder: str, job: str, wait: bool) -> Lease:
             announced = True
         time.sleep(1.0)
     return lease
+
+
+def driver_gone(storage: Storage, job: str) -> bool:
+    """True when ``job`` was driven by ``maple enrich`` and that driver is gone: it ended
+    (failed, stopped, interrupted) or its process died. False when it runs or never had one."""
+    lease = Lease(storage, JobLayout(job).driver, what="")
+    generation, holder = lease.current()
+    return generation > 0 and holder is not None and holder.stale(lease.ttl_s)

@@ -1,8 +1,10 @@
-"""``maple enrich``'s driver: the enrichment's asset graph, in-process, against a persistent
-Dagster instance, ticking the enrichment's own sensor until every shard is final (no daemon)."""
+"""A job's driver (``maple enrich``, ``maple_assets.enrich``, ``maple_job``): the enrichment's
+asset graph, in-process, against a persistent Dagster instance, ticking the enrichment's own
+sensor until every shard is final (no daemon)."""
 
 import resource
 import time
+from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
@@ -13,11 +15,14 @@ from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_START_TAG as RANGE_START,
 )
 
-from maple_assets.cli import dagster_home
-from maple_assets.cli.progress import Counts, Progress
+from maple_assets.api import dagster_home
+from maple_assets.api.interrupts import interrupts_seen
+from maple_assets.api.progress import Counts, Progress
 from maple_assets.factory import Enrichment
+from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job, job_for
 from maple_engine.merge.merge import OutputTable
+from maple_engine.state import JobState
 
 
 def instance_for(storage_root: str) -> dg.DagsterInstance:
@@ -36,7 +41,9 @@ class Runner:
         quiet: bool = False,
         log_level: str = "WARNING",
         shard_config: dict[str, Any] | None = None,
+        driver: str = "cli",
     ) -> None:
+        self.driver = driver
         self.shard_config = shard_config or {}
         self.log_level = log_level
         self.enrichment = enrichment
@@ -44,6 +51,7 @@ class Runner:
         self.instance = instance
         self.poll_interval_s = poll_interval_s
         self.progress = Progress(quiet=quiet)
+        self._interrupted: Callable[[], bool] = lambda: False
         self.executed: set[str] = set()
         self.timings: dict[str, float] = {}
         self.runs = 0
@@ -57,6 +65,15 @@ class Runner:
             resources=resources,
         )
 
+    def figures(self) -> dict[str, Any]:
+        """Per-stage wall times, runs, sensor ticks and memory high-water marks."""
+        return {
+            "stages": self.timings,
+            "runs": self.runs,
+            "ticks": self.ticks,
+            "peak_rss_mib": self.peak_rss_mib,
+        }
+
     def job(self) -> Job:
         return job_for(self.enrichment.spec, self.enrichment.policy, _Namespace(self.resources))
 
@@ -68,7 +85,7 @@ class Runner:
         config: dict[str, Any] | None = None,
     ) -> None:
         """One in-process run of ``key``: unpartitioned, one shard, or the shards first..last."""
-        tags = {"maple/driver": "cli"}
+        tags = {"maple/driver": self.driver, **run_tags(self.enrichment.spec, self.job().state)}
         if first is not None and last is not None and first != last:
             tags |= {RANGE_START: first, RANGE_END: last}
             first = None
@@ -85,6 +102,8 @@ class Runner:
                 **({"ops": {"__".join(key.path): {"config": config}}} if config else {}),
             },
         )
+        if self._interrupted():  # a Ctrl-C Dagster's own handler took during the run
+            raise KeyboardInterrupt
         stage = key.path[-1]
         self.timings[stage] = self.timings.get(stage, 0.0) + time.monotonic() - started
         self.peak_rss_mib[stage] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
@@ -125,7 +144,8 @@ class Runner:
     def run(self) -> OutputTable:
         """Tick the sensor and execute what it asks for, batching shards into range runs."""
         try:
-            return self._run()
+            with interrupts_seen() as self._interrupted:
+                return self._run()
         finally:
             self.progress.close()
 
@@ -155,26 +175,28 @@ class Runner:
                 )
 
     def _update(self) -> None:
-        job = self.job()
-        manifest = job.state.manifest() or []
-        summaries = [job.state.summary(s.key) for s in manifest]
-        stopped = job.state.stop_reason() is not None
-        self.progress.counts = Counts(
-            total_shards=len(manifest),
-            submitted=sum(1 for s in manifest if job.state.submission(s.key, 1)),
-            finished=sum(1 for s in summaries if s and (s.final or stopped)),
-            total_rows=sum(m.rows for m in manifest),
-            rows_done=sum(
-                m.rows for m, s in zip(manifest, summaries, strict=True) if s and s.final
-            ),
-            spent_usd=sum(s.cost_usd for s in summaries if s),
-        )
+        self.progress.counts = job_counts(self.job().state)
         self.progress.show()
 
     def _output(self) -> OutputTable:
         data = self.job().state.storage.read_json(self.job().state.paths.merged)
         fmt = self.enrichment.spec.output_format()
         return OutputTable(path=data["path"], format=fmt, rows=int(data["rows"]))
+
+
+def job_counts(state: JobState) -> Counts:
+    """Where the job stands: shards submitted and final, rows done, spend so far."""
+    manifest = state.manifest() or []
+    summaries = [state.summary(s.key) for s in manifest]
+    stopped = state.stop_reason() is not None
+    return Counts(
+        total_shards=len(manifest),
+        submitted=sum(1 for s in manifest if state.submission(s.key, 1)),
+        finished=sum(1 for s in summaries if s and (s.final or stopped)),
+        total_rows=sum(m.rows for m in manifest),
+        rows_done=sum(m.rows for m, s in zip(manifest, summaries, strict=True) if s and s.final),
+        spent_usd=sum(s.cost_usd for s in summaries if s),
+    )
 
 
 class _Namespace:

@@ -4,7 +4,7 @@ Each batch a job wants to send is a row of ``queue_slots`` keyed by (job, shard,
 waits (``enqueued_at`` null, ``seen_at`` refreshed by the job's sensor), is admitted into the
 queue (``enqueued_at``), and is released when its batch ends (``released_at``). Admission is
 one transaction, under the queue's advisory lock on PostgreSQL and the database write lock on
-SQLite (``BEGIN IMMEDIATE``), like the budget admission (`maple_engine.submit.admissions`), so
+SQLite (``BEGIN IMMEDIATE``), like the budget admission (`maple_engine.ledger.admissions`), so
 concurrent
 jobs in any process never admit past the limit together.
 
@@ -14,6 +14,13 @@ units per unit of weight are not above another waiting team's (weighted fair sha
 to the team waiting longest). With no limit known yet (``limit`` None) a batch is admitted only
 when every admitted batch of the queue has passed the provider's validation, so at most one
 batch fails while the limit is being learned.
+
+An admission belongs to a live job. A batch admitted but not created yet holds room only while
+its job lives: the caller names the jobs it knows are gone (``dead``: their driver's lease is
+free), and their unsent slots are released at once, their sent but unvalidated batches no longer
+hold the others back; an unsent slot nobody refreshed for ``UNSENT_TTL`` (a job driven by a
+sensor whose process died) is released too. A job whose batch creation fails releases its slot
+itself (`release_slot`).
 """
 
 import dataclasses
@@ -24,6 +31,7 @@ import sqlalchemy as sa
 
 WAITER_TTL = timedelta(seconds=120)  # a waiting job not seen for this long no longer waits
 STALE_AFTER = timedelta(hours=25)  # an admitted batch is surely over after the 24 h window
+UNSENT_TTL = timedelta(minutes=10)  # an admitted batch not created nor refreshed for this long
 
 
 def queue_table(md: sa.MetaData) -> sa.Table:
@@ -88,27 +96,55 @@ def _live(t: sa.Table, queue: str, now: datetime) -> sa.ColumnElement[bool]:
     )
 
 
+def holders(conn: sa.Connection, t: sa.Table, queue: str) -> set[str]:
+    """The jobs holding admitted batches in ``queue`` now."""
+    live = sa.select(t.c.job).where(_live(t, queue, _now())).distinct()
+    return set(conn.execute(live).scalars())
+
+
+def _release_orphans(conn: sa.Connection, t: sa.Table, queue: str, dead: frozenset[str]) -> None:
+    """Release the admitted slots that reached no provider and whose job is gone."""
+    now = _now()
+    unsent = _live(t, queue, now) & t.c.sent_at.is_(None)
+    gone = t.c.seen_at < now - UNSENT_TTL
+    if dead:
+        gone = gone | t.c.job.in_(sorted(dead))
+    conn.execute(t.update().where(unsent, gone).values(released_at=now))
+
+
 def admit_slot(
-    conn: sa.Connection, t: sa.Table, slot: Slot, limit: int | None, proven: int = 0
+    conn: sa.Connection,
+    t: sa.Table,
+    slot: Slot,
+    limit: int | None,
+    proven: int = 0,
+    *,
+    dead: frozenset[str] = frozenset(),
 ) -> Decision:
     """Admit ``slot`` into its queue now, or record it as waiting and say why.
 
     ``proven``: with no limit known, units the queue is known to have held (batches validated
-    together before): up to it, batches go out without waiting for validations."""
+    together before): up to it, batches go out without waiting for validations. ``dead``: jobs
+    known not to run any more (see the module's docstring)."""
     _lock(conn, slot.queue)
+    _release_orphans(conn, t, slot.queue, dead)
     now = _now()
     key = (t.c.job == slot.job) & (t.c.shard == slot.shard) & (t.c.attempt == slot.attempt)
     row = conn.execute(sa.select(t.c.enqueued_at, t.c.released_at).where(key)).first()
     live = conn.execute(
-        sa.select(t.c.team, t.c.units, t.c.validated).where(_live(t, slot.queue, now))
+        sa.select(t.c.job, t.c.team, t.c.units, t.c.validated, t.c.sent_at).where(
+            _live(t, slot.queue, now)
+        )
     )
     usage: dict[str, int] = {}
-    unvalidated = 0
-    for team, units, validated in live:
+    unvalidated: dict[str, bool] = {}  # job -> has a batch at the provider
+    for job, team, units, validated, sent_at in live:
         usage[team] = usage.get(team, 0) + int(units)
-        unvalidated += 0 if validated else 1
+        if not validated and job not in dead:
+            unvalidated[job] = unvalidated.get(job, False) or sent_at is not None
     enqueued = sum(usage.values())
     if row is not None and row.enqueued_at is not None:
+        conn.execute(t.update().where(key).values(seen_at=now))
         return Decision(True, "", enqueued, row.enqueued_at)
     if row is None:
         values = dataclasses.asdict(slot) | {
@@ -120,7 +156,7 @@ def admit_slot(
     else:
         conn.execute(t.update().where(key).values(seen_at=now, units=slot.units))
     if limit is None and enqueued + slot.units <= proven:
-        unvalidated = 0
+        unvalidated = {}
     reason = _why_wait(conn, t, slot, limit=limit, usage=usage, unvalidated=unvalidated, now=now)
     if reason:
         return Decision(False, reason, enqueued)
@@ -135,14 +171,16 @@ def _why_wait(
     *,
     limit: int | None,
     usage: dict[str, int],
-    unvalidated: int,
+    unvalidated: dict[str, bool],
     now: datetime,
 ) -> str:
     enqueued = sum(usage.values())
     if limit is None and unvalidated:
+        jobs = sorted(unvalidated)
+        sent = "sent" if any(unvalidated.values()) else "being sent"
         return (
-            f"queue limit of {slot.queue} not known yet: waiting until the {unvalidated} batch(es) "
-            "already sent pass validation"
+            f"queue limit of {slot.queue} not known yet: waiting until the batch(es) {sent} by "
+            f"job(s) {', '.join(jobs)} pass the provider's validation"
         )
     if limit is not None and enqueued + slot.units > limit:
         return f"queue {slot.queue} full: {enqueued:,} + {slot.units:,} > limit {limit:,}"
@@ -202,6 +240,11 @@ def release_others(conn: sa.Connection, t: sa.Table, job: str, held: set[tuple[s
     stale = [(job, r.shard, r.attempt) for r in rows if (r.shard, r.attempt) not in held]
     mark(conn, t, stale, released=True)
     return len(stale)
+
+
+def release_slot(conn: sa.Connection, t: sa.Table, key: tuple[str, str, int]) -> None:
+    """The batch's creation failed: it holds no room and nobody waits for its validation."""
+    mark(conn, t, [key], released=True)
 
 
 def mark_sent(conn: sa.Connection, t: sa.Table, key: tuple[str, str, int]) -> None:

@@ -1,0 +1,193 @@
+"""``maple_assets.enrich`` and ``maple_assets.submit``: run a job from Python with exactly the
+semantics of ``maple enrich`` (resume, reuse, budgets, leases), in this process.
+
+    result = maple_assets.enrich("items.csv", prompt="Brand of {title}?", model="gpt-4o-mini")
+    result.status, result.sent, result.reused, result.cost_usd, result.output
+
+The keywords are the job spec's fields (``maple_engine.spec.JobSpec``) and the command's
+options (``CommandOptions``), as the CLI's long options with underscores: ``budget_usd`` (or
+``budget``), ``deadline`` ("6h", seconds or a timedelta), ``params`` (a dict), ``retries``
+(``{"server_error": 3}`` or ``"unlimited"``), ``response_schema`` (a dict, a pydantic model or a
+JSON file's path), ``retry_failed``, ``storage``, ``wait``... A call that cannot start raises a
+``UsageError`` before anything is uploaded; a job that ends early is a ``Result`` whose
+``status`` is ``stopped``.
+"""
+
+import threading
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+import dagster as dg
+from pydantic import ValidationError
+
+from maple_assets.api.driver import (
+    CommandOptions,
+    EnrichOptions,
+    Ready,
+    drive,
+    emulator_url,
+    job_name,
+    load_schema,
+    prepare,
+)
+from maple_assets.api.errors import InvalidJob, typed_usage_errors, usage_error
+from maple_assets.api.progress import Counts
+from maple_assets.api.result import Result
+from maple_assets.api.runner import job_counts
+from maple_engine.policy import parse_retry_options
+from maple_engine.settings import Settings
+from maple_engine.spec import DEFAULTS, JobSpec, check_queue_options
+from maple_engine.state import JobState
+from maple_engine.storage.storage import Storage
+from maple_engine.submit.cancel import cancel_job
+
+# Keywords that name a field differently: the CLI's flags, and the issue's RPC config keys.
+ALIASES = {"job": "name", "input": "source", "budget": "budget_usd", "deadline": "deadline_s"}
+NOT_HERE = {"dry_run"}  # the CLI's: it prints a plan; ``maple enrich --dry-run``
+COMMAND_FIELDS = {f for f in CommandOptions.model_fields if f not in NOT_HERE} | {"retry_failed"}
+JOB_FIELDS = set(JobSpec.model_fields) - {"source"}
+OPTIONS = sorted((JOB_FIELDS | COMMAND_FIELDS | set(ALIASES)) - {"name"})
+
+
+def enrich_options(input: str, **given: Any) -> EnrichOptions:
+    """The options of one job from keywords (``job``: its name; unset: derived as the CLI
+    derives it); an unknown keyword or a bad value is an ``InvalidJob``."""
+    fields = JobSpec.model_fields
+    job: dict[str, Any] = {
+        f: None if fields[f].is_required() else fields[f].get_default(call_default_factory=True)
+        for f in JOB_FIELDS
+    }
+    command: dict[str, Any] = {"quiet": True, "retry_failed": False}
+    for key, value in given.items():
+        field = ALIASES.get(key, key)
+        if field in JOB_FIELDS:
+            job[field] = value
+        elif field in COMMAND_FIELDS:
+            command[field] = value
+        else:
+            raise InvalidJob(
+                f"unknown option {key!r}: give one of {', '.join(OPTIONS)} "
+                "(the job spec's fields, as `maple enrich --help` lists them)."
+            )
+    job |= _parsed(job)
+    storage = Settings.load(storage=command.get("storage")).storage_root
+    try:
+        return EnrichOptions(input_path=str(input), job=job, storage_root=storage, **command)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        field = ".".join(str(part) for part in error["loc"])
+        raise InvalidJob(f"{field}={error.get('input')!r}: {error['msg']}.") from None
+
+
+def _parsed(job: dict[str, Any]) -> dict[str, Any]:
+    """Values given as Python would give them, as ``JobSpec`` takes them."""
+    retries = job["retries"]
+    if isinstance(retries, Mapping):
+        retries = parse_retry_options([f"{k}={v}" for k, v in retries.items()])
+    deadline = job["deadline_s"]
+    if isinstance(deadline, (str, timedelta)):
+        deadline = check_queue_options(None, 0, deadline)["deadline_s"]
+    return {"params": dict(job["params"] or {}), "retries": retries, "deadline_s": deadline}
+
+
+def run(
+    opts: EnrichOptions, instance: dg.DagsterInstance | None = None, driver: str = "api"
+) -> Result:
+    """Check the job, then run it to its end (``UsageError`` if it cannot start)."""
+    settings = Settings.load(storage=opts.storage_root)
+    with typed_usage_errors(), emulator_url(opts, settings) as url:
+        return drive(prepare(opts, url), instance, driver)
+
+
+def enrich(
+    input: str,
+    *,
+    prompt: str,
+    model: str,
+    provider: str = DEFAULTS.provider,
+    job: str | None = None,
+    team: str = DEFAULTS.team,
+    output: str | None = None,
+    **options: Any,
+) -> Result:
+    """Enrich ``input`` (CSV or Parquet, local or s3://) with one model reply per row and
+    return the run's figures; rerun with the same ``job`` to resume or update it."""
+    with typed_usage_errors():
+        opts = enrich_options(
+            input, prompt=prompt, model=model, provider=provider, job=job, team=team,
+            output=output, **options,
+        )  # fmt: skip
+    return run(opts)
+
+
+def submit(input: str, **options: Any) -> "JobHandle":
+    """Start ``enrich(input, **options)`` (the same keywords) in a background thread once every
+    check passed (a ``UsageError`` raises here), and return its handle."""
+    with typed_usage_errors():
+        handle = JobHandle(enrich_options(input, **options))
+    handle.start()
+    return handle
+
+
+class JobHandle:
+    """A job running in this process: ``status()``, ``wait()``, ``cancel()``."""
+
+    def __init__(self, opts: EnrichOptions) -> None:
+        self.opts = opts
+        schema = load_schema(opts.job["response_schema"], opts.provider)
+        self.job = job_name(opts, schema)
+        self.state = JobState(Storage(opts.storage_root), self.job)
+        self._ready: Ready | None = None
+        self._result: Result | None = None
+        self._error: BaseException | None = None
+        self._checked = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"maple {self.job}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        self._checked.wait()
+        if self._error is not None and usage_error(self._error) is not None:
+            raise self._error
+
+    def _run(self) -> None:
+        try:
+            with typed_usage_errors():
+                settings = Settings.load(storage=self.opts.storage_root)
+                with emulator_url(self.opts, settings) as url:
+                    self._ready = prepare(self.opts, url)
+                    self._checked.set()
+                    self._result = drive(self._ready, driver="api")
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller by wait()
+            self._error = exc
+        finally:
+            self._checked.set()
+
+    def status(self) -> str:
+        """``running``, or how it ended: ``succeeded``, ``rows_failed``, ``stopped``, ``error``."""
+        if self._thread.is_alive():
+            return "running"
+        if self._result is not None:
+            return self._result.status
+        return "error"
+
+    def progress(self) -> Counts:
+        """Shards submitted and final, rows done, spend so far (from the job's state)."""
+        return job_counts(self.state)
+
+    def wait(self, timeout: float | None = None) -> Result:
+        """The result once the job ends; its error if it failed; ``TimeoutError`` if it is
+        still running after ``timeout`` seconds."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"job {self.job} is still running after {timeout} s")
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def cancel(self) -> None:
+        """Stop new submissions and cancel the batches in flight, as ``maple cancel`` does;
+        the job then ends ``stopped`` and a rerun with the same ``job`` resumes it."""
+        if self._ready is not None:
+            cancel_job(self.state, self._ready.provider)

@@ -1,0 +1,1 @@
+"""The cost ledger's schema migrations, as alembic revisions (``versions/``)."""

@@ -1,0 +1,165 @@
+"""The ledger reconciled with the provider's own bill, per UTC day and model.
+
+The ledger side sums `attempt_costs` of the providers that bill to one account (a batch's day
+is the day it ended, as the batch history recorded it, which is when the provider bills it;
+a real-time attempt's is the day it was recorded). The provider side is what its admin reports
+say (`ProviderCapabilities.billing_report`: usage for tokens, costs for dollars). Each (day,
+model) row shows both and the drift in dollars; a row drifts when the drift exceeds both the
+percentage and the dollar tolerance. Model names are compared without a trailing date stamp
+(``gpt-4o-mini-2024-07-18`` is ``gpt-4o-mini``), since reports name the snapshot that ran.
+"""
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+import sqlalchemy as sa
+
+from maple_engine.errors import AuthError, ConfigError
+from maple_engine.providers.registry import capabilities, names, one_of
+from maple_engine.settings import admin_key_env
+
+if TYPE_CHECKING:
+    from maple_engine.ledger.costs import CostLedger
+
+REPORT_SCHEMA = {
+    "day": pl.Date,
+    "model": pl.String,
+    "input_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+    "cost_usd": pl.Float64,
+}
+_DATE_STAMP = r"-(\d{4}-\d{2}-\d{2}|\d{8})$"
+_SIDES = ("input_tokens", "output_tokens", "cost_usd")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far the provider may be from the ledger: a row drifts past both."""
+
+    pct: float = 1.0
+    usd: float = 0.01
+
+
+def ledger_usage(
+    conn: sa.Connection | None,
+    costs: sa.Table,
+    history: sa.Table,
+    providers: Sequence[str],
+    days: tuple[date, date],
+) -> pl.DataFrame:
+    """Tokens and dollars the ledger recorded for ``providers`` per day and model, ``days``
+    inclusive, in `REPORT_SCHEMA`."""
+    rows: list[dict[str, Any]] = []
+    if conn is not None:
+        same = sa.and_(
+            history.c.provider == costs.c.provider, history.c.batch_id == costs.c.batch_id
+        )
+        query = (
+            sa.select(
+                costs.c.model,
+                costs.c.input_tokens,
+                costs.c.output_tokens,
+                costs.c.cost_usd,
+                sa.func.coalesce(history.c.ended_at, costs.c.recorded_at).label("at"),
+            )
+            .select_from(costs.outerjoin(history, same))
+            .where(costs.c.provider.in_(providers))
+        )
+        rows = [dict(r._mapping) for r in conn.execute(query)]
+    frame = pl.DataFrame(
+        rows,
+        schema={
+            "model": pl.String,
+            "input_tokens": pl.Int64,
+            "output_tokens": pl.Int64,
+            "cost_usd": pl.Float64,
+            "at": pl.Datetime,
+        },
+    )
+    return summed(frame.with_columns(pl.col("at").dt.date().alias("day")).drop("at"), days)
+
+
+def summed(frame: pl.DataFrame, days: tuple[date, date]) -> pl.DataFrame:
+    """``frame``'s rows in ``days`` (inclusive) summed per day and model."""
+    return (
+        frame.filter(pl.col("day").is_between(*days))
+        .group_by("day", "model")
+        .agg(pl.col(c).sum() for c in _SIDES)
+        .select(list(REPORT_SCHEMA))
+        .cast(REPORT_SCHEMA)  # type: ignore[arg-type]
+        .sort("day", "model")
+    )
+
+
+def compare(ledger: pl.DataFrame, provider: pl.DataFrame, tolerance: Tolerance) -> pl.DataFrame:
+    """Ledger vs provider per day and model: ``ledger_*``/``provider_*`` tokens and dollars,
+    ``drift_usd`` (provider minus ledger), ``drift_pct`` (of the ledger's dollars; null when the
+    ledger has none) and ``drifted``."""
+
+    def side(frame: pl.DataFrame, prefix: str) -> pl.DataFrame:
+        named = frame.with_columns(pl.col("model").str.replace(_DATE_STAMP, ""))
+        return summed(named, (date.min, date.max)).rename({c: f"{prefix}_{c}" for c in _SIDES})
+
+    joined = side(ledger, "ledger").join(
+        side(provider, "provider"), on=["day", "model"], how="full", coalesce=True
+    )
+    filled = joined.with_columns(
+        pl.col(f"{s}_{c}").fill_null(0) for s in ("ledger", "provider") for c in _SIDES
+    )
+    drift = (pl.col("provider_cost_usd") - pl.col("ledger_cost_usd")).round(9) + 0.0  # no -0
+    pct = pl.when(pl.col("ledger_cost_usd") > 0).then(drift / pl.col("ledger_cost_usd") * 100)
+    return (
+        filled.with_columns(drift.alias("drift_usd"), pct.alias("drift_pct"))
+        .with_columns(
+            (
+                (pl.col("drift_usd").abs() > tolerance.usd)
+                & (pl.col("drift_pct").abs().fill_null(float("inf")) > tolerance.pct)
+            ).alias("drifted")
+        )
+        .sort("day", "model")
+    )
+
+
+def drift_lines(table: pl.DataFrame) -> list[str]:
+    """One line per drifted day and model."""
+    return [
+        f"drift: {r['day']} {r['model']}: ledger ${r['ledger_cost_usd']:.6f}, provider "
+        f"${r['provider_cost_usd']:.6f} ({r['drift_usd']:+.6f} USD"
+        + (f", {r['drift_pct']:+.2f}%)" if r["drift_pct"] is not None else ")")
+        for r in table.filter("drifted").iter_rows(named=True)
+    ]
+
+
+def reconcile(
+    ledger: "CostLedger",
+    provider: str,
+    *,
+    admin_key: str,
+    base_url: str | None,
+    days: tuple[date, date],
+    tolerance: Tolerance,
+) -> pl.DataFrame:
+    """`compare` the ledger's spend with ``provider``'s admin reports over ``days`` (inclusive).
+    The ledger side counts every provider that bills to the same account (the same
+    credentials: a batch provider and its real-time twin)."""
+    caps = capabilities(provider)
+    if caps.billing_report is None or caps.credentials is None:
+        with_reports = one_of(lambda c: c.billing_report is not None)
+        raise ConfigError(f"{provider} has no billing reports to reconcile; use {with_reports}.")
+    family = caps.credentials
+    ours = ledger.billed_usage(names(lambda c: c.credentials == family), days)
+    try:
+        billed = caps.billing_report(base_url, admin_key, *days)
+    except AuthError as exc:
+        raise AuthError(
+            f"{provider}'s usage and cost reports refused {admin_key_env(family)} "
+            f"(HTTP {exc.status}): set it to an admin key of the organisation; API keys are "
+            "refused there.",
+            exc.status,
+        ) from exc
+    theirs = pl.DataFrame([dataclasses.asdict(b) for b in billed], schema=REPORT_SCHEMA)
+    return compare(ours, theirs, tolerance)

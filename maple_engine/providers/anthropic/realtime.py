@@ -1,0 +1,68 @@
+"""Anthropic real time: ``POST /v1/messages``, one request per row (real-time prices).
+
+The shared real-time engine (pacing, adaptive concurrency, retries, checkpoints) is
+`maple_engine.providers.realtime.providers.RealtimeProvider`; this module is Anthropic's wire
+format. A spend limit reached is a quota error: the attempt stops sending.
+"""
+
+from typing import Any, ClassVar
+
+import httpx
+import orjson
+import polars as pl
+from pydantic import Field
+
+from maple_engine.failures import FailureClass
+from maple_engine.providers.anthropic.messages import (
+    anthropic_base_url,
+    anthropic_headers,
+    classify_error,
+    claude_caching,
+    message_body_expr,
+    parse_message,
+)
+from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
+from maple_engine.providers.http import error_detail
+from maple_engine.providers.realtime.providers import RealtimeProvider, realtime_capabilities
+
+CACHING = claude_caching()  # 5 minutes, refreshed by every read: rows follow each other closely
+
+
+class AnthropicRealtimeProvider(RealtimeProvider):
+    """Anthropic ``POST /v1/messages``, one request per row."""
+
+    capabilities: ClassVar[ProviderCapabilities] = realtime_capabilities(
+        Dialect.ANTHROPIC, "anthropic", "anthropic", drops_empty_system=True, caching=CACHING
+    )
+
+    name: str = Field(default="anthropic-realtime", description="Provider name in costs/output.")
+
+    def endpoint(self) -> str:
+        return "/v1/messages"
+
+    def resolved_base_url(self) -> str:
+        return anthropic_base_url(self.base_url)
+
+    def auth_headers(self) -> dict[str, str]:
+        return anthropic_headers(self.api_key)
+
+    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+        return message_body_expr(spec, user, image, cache_ttl_s=CACHING.ttl_s)
+
+    def parse_body(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return parse_message(custom_id, body)
+
+    def classify(self, response: httpx.Response) -> tuple[str, str]:
+        message, _, error_type = error_detail(response)
+        if _spend_limit(response):
+            return FailureClass.INSUFFICIENT_QUOTA.value, message
+        return classify_error(error_type, message, response.status_code), message
+
+
+def _spend_limit(response: httpx.Response) -> bool:
+    try:
+        body = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        return False
+    details = (body.get("error") or {}).get("details") if isinstance(body, dict) else None
+    return isinstance(details, dict) and details.get("error_code") == "enforced_spend_limit_reached"

@@ -1,0 +1,73 @@
+"""OpenAI real time: ``POST /chat/completions``, one request per row, or ``POST /embeddings``
+with several rows' texts per request (real-time prices).
+
+The shared real-time engine (pacing, adaptive concurrency, retries, checkpoints) is
+`maple_engine.providers.realtime.providers.RealtimeProvider`; this module is OpenAI's wire format.
+"""
+
+from typing import Any, ClassVar
+
+import httpx
+import polars as pl
+from pydantic import Field
+
+from maple_engine.failures import FailureClass, classify_http
+from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestKind, RequestSpec
+from maple_engine.providers.http import error_detail, is_quota_error
+from maple_engine.providers.openai import wire
+from maple_engine.providers.realtime.engine import Group, Row
+from maple_engine.providers.realtime.providers import RealtimeProvider, realtime_capabilities
+
+
+class OpenAIRealtimeProvider(RealtimeProvider):
+    """OpenAI-compatible ``POST /chat/completions``, one request per row."""
+
+    capabilities: ClassVar[ProviderCapabilities] = realtime_capabilities(
+        Dialect.OPENAI,
+        "openai",
+        "openai",
+        caching=wire.CACHING,
+        kinds=frozenset({RequestKind.CHAT, RequestKind.EMBEDDING}),
+    )
+
+    name: str = Field(default="openai-realtime", description="Provider name in costs/output.")
+    inputs_per_request: int = Field(
+        default=wire.INPUTS_PER_REQUEST,
+        ge=1,
+        le=wire.MAX_INPUTS_PER_REQUEST,
+        description="Embedding jobs: most rows' texts in one /embeddings request.",
+    )
+
+    def endpoint(self) -> str:
+        return "/chat/completions"
+
+    def resolved_base_url(self) -> str:
+        return wire.openai_base_url(self.base_url)
+
+    def auth_headers(self) -> dict[str, str]:
+        return wire.openai_headers(self.api_key)
+
+    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+        return wire.body_expr(spec, user, image)
+
+    def parse_body(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        return wire.parse_reply(custom_id, body)
+
+    def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
+        """Chat rows one per request; embedding rows several per ``/embeddings`` request."""
+        if not rows or not rows[0][1].startswith(wire.EMBEDDING_HEAD):
+            return super().requests_of(rows)
+        return wire.EMBEDDINGS_PATH, wire.embedding_groups(rows, self.inputs_per_request)
+
+    def parse_group(self, custom_ids: tuple[str, ...], body: dict[str, Any]) -> list[Row]:
+        if body.get("object") == "list":
+            return wire.parse_embedding_group(custom_ids, body)
+        return super().parse_group(custom_ids, body)
+
+    def classify(self, response: httpx.Response) -> tuple[str, str]:
+        message, code, error_type = error_detail(response)
+        if response.status_code == 429 and is_quota_error(response):
+            return FailureClass.INSUFFICIENT_QUOTA.value, message
+        if response.status_code == 429 and "too large" in message.lower():
+            return FailureClass.INVALID_REQUEST.value, message
+        return classify_http(response.status_code, code, error_type).value, message

@@ -1,0 +1,1 @@
+"""Reports over the batch history: turnaround statistics, charts and the HTML report."""

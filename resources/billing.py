@@ -1,0 +1,46 @@
+"""A provider's admin usage and cost reports as a Dagster resource (``maple_reconcile``)."""
+
+from datetime import date
+
+import dagster as dg
+import polars as pl
+from pydantic import Field
+
+from maple_engine.errors import ConfigError
+from maple_engine.ledger.costs import CostLedger
+from maple_engine.ledger.reconcile import Tolerance, reconcile
+from maple_engine.providers.registry import capabilities
+from maple_engine.settings import admin_key_env
+
+
+class BillingReports(dg.ConfigurableResource):  # type: ignore[type-arg]
+    """Reads ``provider``'s own bill with an admin key and compares it with the cost ledger."""
+
+    provider: str = Field(description="Whose bill: a provider with billing reports.")
+    admin_key: str | None = Field(
+        default=None,
+        repr=False,
+        description="The organisation's admin key (EnvVar <FAMILY>_ADMIN_KEY).",
+    )
+    base_url: str | None = Field(
+        default=None, description="The provider API's base URL (default: the provider's own)."
+    )
+    tolerance_pct: float = Field(default=Tolerance.pct, ge=0, description="Drift allowed, %.")
+    tolerance_usd: float = Field(default=Tolerance.usd, ge=0, description="Drift allowed, USD.")
+
+    def reconcile(self, ledger: CostLedger, day: date) -> pl.DataFrame:
+        """Ledger vs provider for one UTC day (`maple_engine.ledger.reconcile.compare`)."""
+        if not self.admin_key:
+            family = capabilities(self.provider).credentials or self.provider
+            raise ConfigError(
+                f"{admin_key_env(family)} is not set: give the code location an admin key of "
+                "the organisation to reconcile with."
+            )
+        return reconcile(
+            ledger,
+            self.provider,
+            admin_key=self.admin_key,
+            base_url=self.base_url,
+            days=(day, day),
+            tolerance=Tolerance(self.tolerance_pct, self.tolerance_usd),
+        )

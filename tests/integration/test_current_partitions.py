@@ -1,0 +1,49 @@
+"""The shard partitions are the current version's: after an edit, the earlier version's
+partitions are gone, and a shard whose rows were all reused reads as materialized, not Missing
+(through the real Dagster instance, the CLI's runner and the emulator)."""
+
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+
+from emulator.server import EmulatorServer
+from maple_assets.api.runner import Runner
+from maple_assets.factory import enrichment
+from maple_assets.wiring import wire_resources
+from maple_engine.providers.registry import build_provider
+
+
+def test_an_edit_leaves_only_the_new_versions_partitions(
+    emulator_server: EmulatorServer, tmp_path: Path
+) -> None:
+    table = tmp_path / "items.csv"
+    titles = [f"loaf {i}" for i in range(7)]
+    pl.DataFrame({"title": titles}).write_csv(table)
+    en = enrichment(
+        name="current", source=str(table), prompt="Name {title}", model="gpt-4o-mini",
+        provider="emulator", output=str(tmp_path / "out.parquet"), max_requests_per_batch=3,
+        max_enqueued_tokens=10_000_000,
+    )  # fmt: skip
+    provider = build_provider("emulator", emulator_server.url)
+    resources = wire_resources(str(tmp_path / "store"), {"emulator": provider})
+    with dg.instance_for_test() as instance:
+        Runner(en, resources, instance, poll_interval_s=0.05, quiet=True).run()
+        first = instance.get_dynamic_partitions(en.partitions_def.name or "")
+        pl.DataFrame({"title": [*titles[:6], "barley loaf"]}).write_csv(table)  # last shard
+        Runner(en, resources, instance, poll_interval_s=0.05, quiet=True).run()
+        second = instance.get_dynamic_partitions(en.partitions_def.name or "")
+        status = {
+            stage: instance.get_materialized_partitions(en.key(stage))
+            for stage in ("submissions", "raw_responses")
+        }
+        reused = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=en.key("submissions"), asset_partitions=second[:2]),
+            limit=10,
+        ).records
+        resources["maple_costs"].close()
+    assert len(first) == len(second) == 3 and not set(first) & set(second)
+    for stage, materialized in status.items():
+        assert set(second) <= materialized, stage  # nothing Missing, the reused shards too
+    assert {r.asset_materialization.metadata["requests"].value for r in reused} == {0}  # type: ignore[union-attr]
+    assert pl.read_parquet(tmp_path / "out.parquet")["llm_status"].to_list() == ["succeeded"] * 7

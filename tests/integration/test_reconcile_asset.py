@@ -1,0 +1,84 @@
+"""``maple_reconcile`` through Dagster's machinery: an OpenAI enrichment billed through the
+emulator, then today's partition with its ``within_tolerance`` check; spend from another key of
+the organisation makes the check fail naming the model, and a missing admin key fails the run
+with the variable's name."""
+
+from datetime import UTC, datetime
+from typing import Any
+
+import dagster as dg
+import httpx
+import polars as pl
+import pytest
+
+from emulator.server import EmulatorServer
+from maple_assets.definitions import defs
+from maple_assets.factory import enrichment
+from maple_assets.graph.reconcile import CHECK, RECONCILE, reconcile_asset
+from maple_assets.wiring import billing_resource, maple_resources
+from maple_engine.errors import ConfigError
+from maple_engine.settings import Settings
+from tests.integration.test_graph import run_graph
+
+OPENAI = "openai"
+
+
+def _check(result: dg.ExecuteInProcessResult) -> dg.AssetCheckEvaluation:
+    [evaluation] = result.get_asset_check_evaluations()
+    assert evaluation.check_name == CHECK
+    return evaluation
+
+
+def test_the_days_reconciliation_and_its_check(
+    tmp_path: Any, emulator_server: EmulatorServer, tricky_table: pl.DataFrame, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{emulator_server.url}/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-maple")
+    monkeypatch.setenv("OPENAI_ADMIN_KEY", "sk-admin-dagster")
+
+    @dg.asset
+    def items() -> pl.DataFrame:
+        return tricky_table
+
+    en = enrichment(
+        name="billed_items", source=items, prompt="{title}", model="gpt-4o-mini",
+        provider=OPENAI, team="bakery", max_requests_per_batch=5,
+    )  # fmt: skip
+    resources = maple_resources([en], storage_root=str(tmp_path / "store"))
+    resources["maple_billing"] = billing_resource(OPENAI)
+    asset = reconcile_asset()
+    today = str(datetime.now(UTC).date())
+    with dg.instance_for_test() as instance:
+        run_graph(en, [items], resources, instance)
+        calm = dg.materialize([asset], partition_key=today, instance=instance, resources=resources)
+        assert calm.success and _check(calm).passed
+        [mat] = calm.asset_materializations_for_node("maple_reconcile")
+        assert mat.metadata["models"] == dg.IntMetadataValue(1)
+        ledger, provider = (float(mat.metadata[f"{s}_usd"].value) for s in ("ledger", "provider"))  # type: ignore[arg-type]
+        assert ledger > 0 and provider == pytest.approx(ledger, rel=0.01)
+        assert "| gpt-4o-mini |" in str(mat.metadata["table"].value)
+
+        body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "x" * 200_000}]}
+        headers = {"Authorization": "Bearer sk-colleague"}
+        sent = httpx.post(f"{emulator_server.url}/v1/chat/completions", json=body, headers=headers)
+        assert sent.status_code == 200
+        drift = dg.materialize([asset], partition_key=today, instance=instance, resources=resources)
+        evaluation = _check(drift)
+        assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
+        lines = str(evaluation.metadata["lines"].value)
+        assert lines.startswith(f"drift: {today} gpt-4o-mini: ledger $")
+
+
+def test_a_missing_admin_key_names_the_variable(monkeypatch: Any, tmp_path: Any) -> None:
+    monkeypatch.delenv("OPENAI_ADMIN_KEY", raising=False)
+    resources = maple_resources([], storage_root=str(tmp_path))
+    resources["maple_billing"] = billing_resource(OPENAI, Settings.load())
+    with pytest.raises(ConfigError, match="OPENAI_ADMIN_KEY is not set"):
+        dg.materialize([reconcile_asset()], partition_key="2026-02-01", resources=resources)
+
+
+def test_the_code_location_has_the_daily_asset_and_check() -> None:
+    node = defs.resolve_asset_graph().get(RECONCILE)
+    assert isinstance(node.partitions_def, dg.DailyPartitionsDefinition)
+    assert node.automation_condition is not None
+    assert dg.AssetCheckKey(RECONCILE, CHECK) in defs.resolve_asset_graph().asset_check_keys

@@ -1,0 +1,48 @@
+"""Stalled batches: older than the provider and model's turnaround percentile, once the
+history holds enough completed batches."""
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from maple_engine.ledger.batch_history import BatchLabels
+from maple_engine.ledger.costs import CostLedger
+from maple_engine.providers.base import BatchState, Submission
+from maple_engine.submit.stalls import MIN_COMPLETED, stalled, turnaround_limit
+
+NOW = datetime.now(UTC)
+
+
+def sub(batch_id: str, minutes_ago: float, provider: str = "p") -> Submission:
+    at = (NOW - timedelta(minutes=minutes_ago)).isoformat()
+    return Submission(provider, "job", batch_id, 1, batch_id, 10, "h", at)
+
+
+def record(ledger: CostLedger, minutes: list[float], model: str = "m") -> None:
+    polled = []
+    for i, length in enumerate(minutes):
+        created = NOW - timedelta(hours=2)
+        times = (("created", created.timestamp()),)
+        times += (("ended", (created + timedelta(minutes=length)).timestamp()),)
+        polled.append(
+            (sub(f"{model}{i}", 120), BatchState(f"{model}{i}", "ended", True, times=times))
+        )
+    ledger.record_batches(BatchLabels(model, "t"), polled)
+
+
+def test_the_limit_needs_enough_completed_batches(tmp_path: Path) -> None:
+    with CostLedger(database_url=f"sqlite:///{tmp_path}/l.sqlite") as ledger:
+        record(ledger, [10.0] * (MIN_COMPLETED - 1))
+        assert turnaround_limit(ledger, "p", "m", 95) is None
+        record(ledger, [10.0] * (MIN_COMPLETED - 1) + [30.0, 50.0])
+        limit = turnaround_limit(ledger, "p", "m", 95)
+        assert limit is not None and 30 * 60 < limit <= 50 * 60
+        assert turnaround_limit(ledger, "p", "other-model", 95) is None
+        assert turnaround_limit(ledger, "q", "m", 95) is None
+
+
+def test_only_batches_older_than_the_limit_stall() -> None:
+    subs = [sub("young", 5), sub("old", 60), sub("rt-x", 90)]  # rt-: already real-time
+    found = stalled(subs, 30 * 60, 95, now=NOW.timestamp())
+    assert [s.submission.batch_id for s in found] == ["old"]
+    assert found[0].age_s == 3600 and "in flight 60m, p95 turnaround 30m" in found[0].describe()
+    assert stalled(subs, None, 95) == []
