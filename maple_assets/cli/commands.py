@@ -16,7 +16,7 @@ from maple_assets.cli.stats import stats_command
 from maple_assets.cli.status import cancel_command, status_command
 from maple_assets.graph.assets import InputShardsConfig
 from maple_engine.errors import ConfigError
-from maple_engine.memory import tune_allocator
+from maple_engine.memory import settle_startup_objects, tune_allocator
 from maple_engine.policy import parse_retry_options
 from maple_engine.providers.base import RequestKind
 from maple_engine.providers.registry import names
@@ -47,6 +47,7 @@ class _Reported(click.Group):
 def main() -> None:
     """Maple: run LLM prompts over tables through provider batch APIs, as Dagster assets."""
     tune_allocator()
+    settle_startup_objects()
 
 
 # Job options with a parsing of their own, written here (their help is the field's; a test

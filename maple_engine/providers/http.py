@@ -201,7 +201,7 @@ def download(
             if response.status_code >= 300:
                 response.read()  # an error envelope: small
                 return _retryable(response)
-            for chunk in response.iter_bytes(chunk_size=1 << 20):
+            for chunk in response.iter_bytes():  # as they arrive: re-chunking copies twice
                 into.write(chunk)
             return response
 

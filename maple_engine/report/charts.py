@@ -8,10 +8,12 @@ per second of each batch over time, and job size (requests) against completion t
 import io
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import polars as pl
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
+
+if TYPE_CHECKING:  # matplotlib is imported when a chart is drawn: 1 s of every CLI start
+    from matplotlib.axes import Axes
 
 from maple_engine.report.batch_stats import QUEUE, completed
 
@@ -34,7 +36,7 @@ def _series(done: pl.DataFrame) -> list[tuple[str, pl.DataFrame]]:
     return [(f"{provider} {model}", part) for (provider, model), part in sorted(parts.items())]
 
 
-def _completion_times(ax: Axes, done: pl.DataFrame) -> None:
+def _completion_times(ax: "Axes", done: pl.DataFrame) -> None:
     scale, unit = _unit(done["duration_s"])
     series = _series(done)
     ax.hist(
@@ -47,7 +49,7 @@ def _completion_times(ax: Axes, done: pl.DataFrame) -> None:
     ax.set_ylabel("batches")
 
 
-def _tasks_per_s(ax: Axes, done: pl.DataFrame) -> None:
+def _tasks_per_s(ax: "Axes", done: pl.DataFrame) -> None:
     for name, part in _series(done):
         ax.scatter(part["created_at"].to_list(), part["tasks_per_s"].to_numpy(), s=14, label=name)
     ax.set_xlabel("batch created (UTC)")
@@ -55,7 +57,7 @@ def _tasks_per_s(ax: Axes, done: pl.DataFrame) -> None:
     ax.figure.autofmt_xdate()
 
 
-def _size_vs_completion(ax: Axes, done: pl.DataFrame) -> None:
+def _size_vs_completion(ax: "Axes", done: pl.DataFrame) -> None:
     scale, unit = _unit(done["duration_s"])
     for name, part in _series(done):
         ax.scatter(
@@ -65,7 +67,7 @@ def _size_vs_completion(ax: Axes, done: pl.DataFrame) -> None:
     ax.set_ylabel(f"completion time ({unit})")
 
 
-_DRAW: dict[str, Callable[[Axes, pl.DataFrame], None]] = {
+_DRAW: dict[str, Callable[["Axes", pl.DataFrame], None]] = {
     "completion_times": _completion_times,
     "tasks_per_s": _tasks_per_s,
     "size_vs_completion": _size_vs_completion,
@@ -74,6 +76,8 @@ _DRAW: dict[str, Callable[[Axes, pl.DataFrame], None]] = {
 
 def chart_pngs(history: pl.DataFrame) -> dict[str, bytes]:
     """Every chart of `CHARTS` as PNG bytes, drawn from the completed batches."""
+    from matplotlib.figure import Figure
+
     done = completed(history)
     pngs = {}
     for name, title in CHARTS.items():
