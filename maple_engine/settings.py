@@ -27,6 +27,8 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from maple_engine.errors import ConfigError
+
 STORAGE_ENV = "MAPLE_STORAGE"
 EMULATOR_URL_ENV = "MAPLE_EMULATOR_URL"
 COST_DB_ENV = "MAPLE_COST_DB"
@@ -91,7 +93,14 @@ class Settings(BaseSettings):
             for k, v in os.environ.items()
             if k.endswith((*API_SUFFIXES, ADMIN_SUFFIX)) and v
         }
-        return cls(**{name: value for name, value in flags.items() if value}, provider_api=api)
+        settings = cls(**{name: value for name, value in flags.items() if value}, provider_api=api)
+        if settings.cost_db is not None and "://" not in settings.cost_db:
+            # not echoed: a URL typed without its scheme may still carry a password
+            raise ConfigError(
+                f"{COST_DB_ENV} is not a database URL: give sqlite:////absolute/path/costs.sqlite "
+                "or postgresql+psycopg2://user:password@host/db"
+            )
+        return settings
 
     def emulator_url_or_default(self) -> str:
         """Where ``maple emulator`` listens by default, for definitions that load without I/O."""

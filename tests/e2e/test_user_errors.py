@@ -31,7 +31,7 @@ NO_AWS = {
 CASES = ["bad_schema", "schema_subset", "nested_csv_output", "output_unwritable"]
 CASES += ["output_s3_unreachable", "storage_s3_no_credentials", "param_not_json"]
 CASES += ["retry_negative", "list_column_in_prompt", "long_job", "storage_read_only"]
-CASES += ["missing_placeholder", "output_s3_no_credentials"]
+CASES += ["missing_placeholder", "output_s3_no_credentials", "cost_db_not_a_url"]
 IN_GRAPH = ["ragged_csv", "non_utf8_csv", "context_window"]  # found by input_shards
 
 
@@ -126,6 +126,7 @@ def setup_case(case: str, tmp: Path) -> tuple[Path, list[str], dict[str, str]]:
         "non_utf8_csv": (non_utf8, [], {}),
         "missing_placeholder": (source, ["--prompt", "{title} {colour}"], {}),
         "context_window": (huge, [], {}),
+        "cost_db_not_a_url": (source, [], {"MAPLE_COST_DB": str(tmp / "costs.sqlite")}),
     }
     return cases[case]
 
@@ -147,6 +148,7 @@ EXPECTED = {
     "non_utf8_csv": "is not valid UTF-8 (byte 0xe8",
     "missing_placeholder": "['colour']",
     "context_window": "Row 1 renders a request of about 150,00",
+    "cost_db_not_a_url": "MAPLE_COST_DB is not a database URL: give sqlite:////",
 }
 
 
