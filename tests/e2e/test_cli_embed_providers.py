@@ -202,3 +202,13 @@ def test_bedrock_titan_kill_9_then_resume_gives_the_real_time_vectors(
     assert np.array_equal(got[7], np.asarray(live.data[0].embedding, dtype=np.float32))
     assert out["llm_input_tokens"].to_list()[7] == live.usage.prompt_tokens
     assert out["llm_cost_usd"].sum() > 0
+
+
+def test_a_text_over_geminis_input_limit_is_named_in_pre_flight(tmp_path: Path) -> None:
+    table = make_table(tmp_path / "items.parquet", ["short", "word " * 2000])  # ~2,500 tokens
+    with emulator() as server:
+        done = run(command(table, tmp_path, "gemini"), gemini_env(server))
+        stats = server.stats()
+    assert done.returncode == 2, done.stderr
+    assert "Row 1's text to embed" in done.stderr and "input limit of 2,048" in done.stderr
+    assert stats["files_uploaded"] == 0 and stats["batches_created"] == 0

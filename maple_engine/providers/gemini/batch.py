@@ -41,6 +41,7 @@ from maple_engine.providers.gemini.api import get_batch, list_batches, upload_fi
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
     CACHING,
+    INPUT_LIMITS,
     embeds,
     gemini_api_key,
     gemini_base_url,
@@ -72,6 +73,7 @@ CAPABILITIES = ProviderCapabilities(
     credentials="gemini",
     caching=CACHING,
     kinds=frozenset({RequestKind.CHAT, RequestKind.EMBEDDING}),
+    input_limits=INPUT_LIMITS,
 )
 
 

@@ -28,6 +28,7 @@ from maple_engine.providers.gemini.wire import (
     API_VERSION,
     CACHING,
     EMBED_HEAD,
+    INPUT_LIMITS,
     MAX_TEXTS_PER_REQUEST,
     classify_status,
     gemini_api_key,
@@ -46,12 +47,15 @@ class GeminiRealtimeProvider(RealtimeProvider):
     """Gemini ``generateContent``, one request per row (real-time prices); embeddings through
     ``batchEmbedContents``, several rows a request."""
 
-    capabilities: ClassVar[ProviderCapabilities] = realtime_capabilities(
-        Dialect.GEMINI,
-        "google",
-        "gemini",
-        caching=CACHING,
-        kinds=frozenset({RequestKind.CHAT, RequestKind.EMBEDDING}),
+    capabilities: ClassVar[ProviderCapabilities] = dataclasses.replace(
+        realtime_capabilities(
+            Dialect.GEMINI,
+            "google",
+            "gemini",
+            caching=CACHING,
+            kinds=frozenset({RequestKind.CHAT, RequestKind.EMBEDDING}),
+        ),
+        input_limits=INPUT_LIMITS,
     )
 
     name: str = Field(default="gemini-realtime", description="Provider name in costs/output.")

@@ -38,6 +38,8 @@ API_VERSION = "v1beta"
 EMBED_HEAD = '{"content":'
 #: ``batchEmbedContents`` takes at most this many texts a call.
 MAX_TEXTS_PER_REQUEST = 100
+#: Google's documented input limit of its embedding models (genai-prices lists none).
+INPUT_LIMITS = (("gemini-embedding", 2048), ("text-embedding-004", 2048))
 #: Candidates stopped for these reasons carry no usable answer: the row is ``refused``.
 REFUSAL_REASONS = frozenset(
     {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
