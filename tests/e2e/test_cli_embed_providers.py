@@ -111,7 +111,10 @@ def test_gemini_batch_and_real_time_give_the_sdks_vectors(tmp_path: Path) -> Non
     assert ratio == pytest.approx(0.5)
 
 
-@pytest.mark.parametrize("provider", ["gemini", "gemini-realtime"])
+@pytest.mark.parametrize(
+    "provider",
+    ["gemini", pytest.param("gemini-realtime", marks=pytest.mark.slow)],  # ~60 s: long pass
+)
 def test_a_gemini_rerun_after_editing_rows_sends_only_those(tmp_path: Path, provider: str) -> None:
     table = make_table(tmp_path / "items.parquet", titles())
     with emulator() as server:
