@@ -8,7 +8,8 @@ at least ``bedrock_min_records`` and at most ``bedrock_max_records`` records, at
 ``<output>/<job id>/<input file name>.out`` (``{recordId, modelInput, modelOutput | error}``) and
 ``<output>/<job id>/manifest.json.out``. A job drawn by the ``expired`` fault ends ``Expired``
 without output; a stopped one is ``Stopping`` for ``0.1 B``, then ``Stopped`` with the records
-run by the stop. An invalid input ends ``Failed`` with a ``message``.
+run by the stop. An invalid input ends ``Failed`` with a ``message``. A job of Titan Text
+Embeddings (``amazon.titan-embed-text-v2:0``) runs Titan's records (``emulator.titan_engine``).
 """
 
 import threading
@@ -21,6 +22,7 @@ import orjson
 
 from emulator.anthropic_engine import AnthropicEngine
 from emulator.faults import billing_key, bytes_key, canonical
+from emulator.titan_engine import is_titan_embedding, run_titan
 
 ACTIVE = frozenset({"Submitted", "Validating", "Scheduled", "InProgress", "Stopping"})
 
@@ -145,16 +147,21 @@ def read_records(data: bytes, limits: Limits) -> tuple[list[dict[str, Any]], str
 def run_records(
     engine: AnthropicEngine, job: BedrockJob, records: list[dict[str, Any]]
 ) -> tuple[bytes, dict[str, int], Counter[str], list[int]]:
-    """Run Anthropic Messages bodies (Claude's native Bedrock format) and build the output."""
+    """Run Anthropic Messages bodies (Claude's native Bedrock format), or Titan embedding
+    inputs, and build the output."""
     lines: list[bytes] = []
     stats: Counter[str] = Counter()
     billed: list[int] = []
     counts = {"in": 0, "out": 0, "ok": 0}
+    titan = is_titan_embedding(job.model)
     for record in records:
         record_id = str(record.get("recordId", ""))
         params = {k: v for k, v in record["modelInput"].items() if k != "anthropic_version"}
         body = canonical(params)
-        outcome = engine.run({**params, "model": job.model}, bytes_key(body), "batch")
+        if titan:
+            outcome = run_titan(engine.drawer, params, bytes_key(body))
+        else:
+            outcome = engine.run({**params, "model": job.model}, bytes_key(body), "batch")
         if outcome.fault is not None:
             stats[f"fault_{outcome.fault}"] += 1
         line: dict[str, Any] = {"recordId": record_id, "modelInput": record["modelInput"]}

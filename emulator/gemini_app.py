@@ -54,6 +54,12 @@ def _routes(version: str) -> list[Route]:
         Route(f"{v}/models/{{model}}:batchGenerateContent", batches.create_batch, methods=["POST"]),
         Route(f"{v}/models/{{model}}:generateContent", batches.generate_content, methods=["POST"]),
         Route(
+            f"{v}/models/{{model}}:asyncBatchEmbedContent",
+            batches.create_embed_batch,
+            methods=["POST"],
+        ),
+        Route(f"{v}/models/{{model}}:batchEmbedContents", batches.embed_contents, methods=["POST"]),
+        Route(
             f"{v}/batches",
             _shared(version, batches.list_batches, openai_routes.list_batches),
             methods=["GET"],

@@ -1,4 +1,5 @@
-"""Gemini Batch API endpoints and real-time ``generateContent``."""
+"""Gemini Batch API endpoints (``batchGenerateContent``, ``asyncBatchEmbedContent``) and real-time
+``generateContent`` and ``batchEmbedContents``."""
 
 import asyncio
 import time
@@ -14,7 +15,7 @@ from emulator.flex import FLEX, RETRY_AFTER_S
 from emulator.gemini_engine import RETRY_INFO, error_status
 from emulator.gemini_routes import _guard, _observe, gemini_error
 from emulator.http_common import JSONResponse, state_of
-from emulator.openai_engine import new_id
+from emulator.openai_engine import Outcome, new_id
 from emulator.prompt_cache import gemini_usage, organisation
 from emulator.state import State
 
@@ -46,6 +47,16 @@ def _file_requests(state: State, name: str) -> tuple[list[Any], str | None] | Re
 
 async def create_batch(request: Request) -> Response:
     """``POST /v1beta/models/{model}:batchGenerateContent`` (inline or file input)."""
+    return await _create(request, "generate")
+
+
+async def create_embed_batch(request: Request) -> Response:
+    """``POST /v1beta/models/{model}:asyncBatchEmbedContent`` (``EmbedContentRequest`` lines,
+    inline or file input)."""
+    return await _create(request, gb.EMBED)
+
+
+async def _create(request: Request, kind: str) -> Response:
     if (refused := await _guard(request)) is not None:
         return refused
     state = state_of(request)
@@ -75,7 +86,13 @@ async def create_batch(request: Request) -> Response:
     return JSONResponse(
         gb.batch_json(
             _register(
-                request, state, spec=batch_spec, requests=requests, inline=inline, error=error
+                request,
+                state,
+                spec=batch_spec,
+                requests=requests,
+                inline=inline,
+                error=error,
+                kind=kind,
             )
         )
     )
@@ -89,6 +106,7 @@ def _register(
     requests: list[Any],
     inline: bool,
     error: str | None,
+    kind: str,
 ) -> gb.GeminiBatch:
     drawer = state.drawer
     expire = False
@@ -107,6 +125,7 @@ def _register(
         total=len(requests),
         org=gemini_organisation(request),
         error=error,
+        kind=kind,
     )
     with state.gemini.lock:
         state.gemini.batches[batch.name] = batch
@@ -192,8 +211,9 @@ def gemini_organisation(request: Request) -> str:
     return organisation(request.headers) or request.query_params.get("key", "")
 
 
-async def generate_content(request: Request) -> Response:
-    """``POST /v1beta/models/{model}:generateContent`` (real time, rate-limited)."""
+async def _admit(request: Request) -> tuple[State, Any] | Response:
+    """A real-time call's state and JSON payload, or its refusal: credentials, JSON, then the
+    rate limiter (requests and about 4 body bytes a token)."""
     state = state_of(request)
     state.stats.add("realtime_requests")
     if (refused := await _guard(request)) is not None:
@@ -203,11 +223,45 @@ async def generate_content(request: Request) -> Response:
     except ValueError:
         return gemini_error(400, "Invalid JSON payload received.")
     decision = state.limiter.check(max(1, len(await request.body()) // 4))
-    if not decision.allowed:
+    if decision.allowed:
+        return state, payload
+    state.stats.add("realtime_429")
+    body = error_status(429, "Resource has been exhausted (e.g. check quota).")
+    body["details"] = [{"@type": RETRY_INFO, "retryDelay": f"{decision.retry_after:.3f}s"}]
+    return JSONResponse({"error": body}, 429)
+
+
+def _received(state: State, outcome: Outcome) -> None:
+    state.stats.add("requests_received")
+    if outcome.fault is not None:
+        state.stats.add(f"fault_{outcome.fault}")
+    if outcome.status == 429:
         state.stats.add("realtime_429")
-        body = error_status(429, "Resource has been exhausted (e.g. check quota).")
-        body["details"] = [{"@type": RETRY_INFO, "retryDelay": f"{decision.retry_after:.3f}s"}]
-        return JSONResponse({"error": body}, 429)
+
+
+async def embed_contents(request: Request) -> Response:
+    """``POST /v1beta/models/{model}:batchEmbedContents`` (real time, rate-limited): up to 100
+    ``EmbedContentRequest`` a call; ``requests_billed`` counts one per text embedded."""
+    admitted = await _admit(request)
+    if isinstance(admitted, Response):
+        return admitted
+    state, payload = admitted
+    key = bytes_key(await request.body())
+    requests = payload.get("requests") if isinstance(payload, dict) else None
+    outcome = state.gemini_engine.embed(requests, key)
+    _received(state, outcome)
+    if outcome.status != 200:
+        return JSONResponse({"error": outcome.body}, outcome.status)
+    state.stats.bill([hash(("gemini-realtime", key, unit)) for unit in range(outcome.units)])
+    return JSONResponse(outcome.body)
+
+
+async def generate_content(request: Request) -> Response:
+    """``POST /v1beta/models/{model}:generateContent`` (real time, rate-limited)."""
+    admitted = await _admit(request)
+    if isinstance(admitted, Response):
+        return admitted
+    state, payload = admitted
     if isinstance(payload, dict) and payload.get("serviceTier") == FLEX:
         state.stats.add("flex_requests")
         if state.flex.draw_unavailable():
@@ -219,11 +273,7 @@ async def generate_content(request: Request) -> Response:
         await asyncio.sleep(state.config.flex_delay_s)
     key = bytes_key(await request.body())
     outcome = state.gemini_engine.run(payload, _model(request), key)
-    state.stats.add("requests_received")
-    if outcome.fault is not None:
-        state.stats.add(f"fault_{outcome.fault}")
-    if outcome.status == 429:
-        state.stats.add("realtime_429")
+    _received(state, outcome)
     if outcome.status == 200:
         use = state.prompt_cache.gemini(gemini_organisation(request), _model(request), payload)
         gemini_usage(outcome.body, use)

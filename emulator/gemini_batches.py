@@ -6,6 +6,8 @@ With ``B = batch_seconds`` a batch is ``BATCH_STATE_PENDING`` for its first ``0.
 ``expired`` fault ends ``BATCH_STATE_EXPIRED`` with no output; a cancelled one ends
 ``BATCH_STATE_CANCELLED`` (after ``0.1 B``) with the results of the requests run by the cancel.
 An input file with an unreadable line ends ``BATCH_STATE_FAILED`` with an ``error`` Status.
+An embedding batch (``asyncBatchEmbedContent``: ``EmbedContentRequest`` lines) runs each line
+through the embedding engine; its inline results are ``inlinedEmbedContentResponses``.
 """
 
 import threading
@@ -24,6 +26,11 @@ from emulator.prompt_cache import CacheUse, gemini_usage
 
 BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch"
 OUTPUT_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatchOutput"
+EMBED_BATCH_TYPE = "type.googleapis.com/google.ai.generativelanguage.v1main.EmbedContentBatch"
+EMBED_OUTPUT_TYPE = (
+    "type.googleapis.com/google.ai.generativelanguage.v1main.EmbedContentBatchOutput"
+)
+EMBED = "embed"  # the kind of a batch created by asyncBatchEmbedContent
 FILE_RETENTION_SECONDS = 48 * 3600
 
 
@@ -93,6 +100,7 @@ class GeminiBatch:
     ended_at: float | None = None
     output: dict[str, Any] | None = None
     org: str = ""  # the API key that created it: whose prompt cache its requests use
+    kind: str = "generate"  # or EMBED
     counts: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -184,10 +192,21 @@ def _finish(engine: GeminiEngine, batch: GeminiBatch, at: float, done: int, sink
     results: list[dict[str, Any]] = []
     for key, request in requests[:done]:
         body = canonical(request)
-        outcome = engine.run(request, batch.model, bytes_key(body), grpc=True)
+        if batch.kind == EMBED:
+            outcome = engine.embed([request], bytes_key(body), grpc=True)
+        else:
+            outcome = engine.run(request, batch.model, bytes_key(body), grpc=True)
         if outcome.fault is not None:
             stats[f"fault_{outcome.fault}"] += 1
-        if outcome.status == 200:
+        if outcome.status == 200 and batch.kind == EMBED:
+            embedded = outcome.body
+            reply = {
+                "embedding": embedded["embeddings"][0],
+                "usageMetadata": embedded["usageMetadata"],
+            }
+            results.append({"key": key, "response": reply})
+            billed.append(billing_key("gemini", key, body))
+        elif outcome.status == 200:
             gemini_usage(outcome.body, sink.cached(batch.org, batch.model, request))
             results.append({"key": key, "response": outcome.body})
             billed.append(billing_key("gemini", key, body))
@@ -209,7 +228,8 @@ def _output(batch: GeminiBatch, results: list[dict[str, Any]], sink: Sink) -> di
         for item in results:
             entry = {k: v for k, v in item.items() if k != "key"}
             inlined.append({**entry, "metadata": {"key": item["key"]}})
-        return {"inlinedResponses": {"inlinedResponses": inlined}}
+        name = "inlinedEmbedContentResponses" if batch.kind == EMBED else "inlinedResponses"
+        return {name: {"inlinedResponses": inlined}}
     path = sink.new_path()
     with path.open("wb") as handle:
         for item in results:
@@ -227,8 +247,9 @@ def batch_json(batch: GeminiBatch) -> dict[str, Any]:
         "failedRequestCount": str(batch.counts.get("failed", 0)),
         "pendingRequestCount": str(pending),
     }
+    embeds = batch.kind == EMBED
     metadata: dict[str, Any] = {
-        "@type": BATCH_TYPE,
+        "@type": EMBED_BATCH_TYPE if embeds else BATCH_TYPE,
         "name": batch.name,
         "model": batch.model,
         "displayName": batch.display_name,
@@ -243,7 +264,10 @@ def batch_json(batch: GeminiBatch) -> dict[str, Any]:
         body["done"] = True
         if batch.output is not None:
             metadata["output"] = batch.output
-            body["response"] = {"@type": OUTPUT_TYPE, **batch.output}
+            body["response"] = {
+                "@type": EMBED_OUTPUT_TYPE if embeds else OUTPUT_TYPE,
+                **batch.output,
+            }
         if batch.error is not None:
             body["error"] = error_status(400, batch.error, grpc=True)
     return body

@@ -1,8 +1,10 @@
-"""Gemini ``GenerateContentRequest`` in, ``GenerateContentResponse`` (or a google.rpc.Status) out.
+"""Gemini ``GenerateContentRequest`` in, ``GenerateContentResponse`` (or a google.rpc.Status) out;
+``EmbedContentRequest`` in, embeddings out.
 
-Shared by ``generateContent`` (real time) and the Batch API. Requests are accepted in the proto
-JSON spelling (camelCase) and in snake_case, as Google's endpoints do. Token counts follow
-``emulator.tokens``: each ``contents`` entry (and the system instruction) is one message.
+Shared by ``generateContent`` / ``batchEmbedContents`` (real time) and the Batch API. Requests
+are accepted in the proto JSON spelling (camelCase) and in snake_case, as Google's endpoints do.
+Token counts follow ``emulator.tokens``: each ``contents`` entry (and the system instruction) is
+one message.
 """
 
 from typing import Any
@@ -10,7 +12,7 @@ from typing import Any
 import orjson
 
 from emulator.faults import FaultDrawer, body_key
-from emulator.openai_engine import Outcome
+from emulator.openai_engine import Outcome, embedding_vector
 from emulator.replies import ECHO_PREFIX, instance_for_schema, invalid_instance
 from emulator.tokens import MESSAGE_OVERHEAD, REPLY_PRIMING, count_tokens
 
@@ -27,6 +29,9 @@ STATUS_NAMES = {
     504: "DEADLINE_EXCEEDED",
 }
 RETRY_INFO = "type.googleapis.com/google.rpc.RetryInfo"
+#: ``batchEmbedContents`` takes at most this many requests a call; dimensions up to this many.
+MAX_EMBED_REQUESTS = 100
+MAX_EMBED_DIMENSIONS = 3072
 #: The same codes as gRPC numbers: batch result lines carry ``google.rpc.Status`` with these.
 GRPC_CODES = {
     "INVALID_ARGUMENT": 3,
@@ -100,6 +105,20 @@ def check_request(request: Any) -> str | None:
     return None
 
 
+def check_embed_request(request: Any, where: str) -> str | None:
+    """Why an EmbedContentRequest is invalid (message of a 400), or None."""
+    if not isinstance(request, dict):
+        return f"* {where}: expected an object."
+    if not _parts_text(request.get("content")):
+        return f"* {where}.content: content is not specified"
+    dims = _get(request, "outputDimensionality", "output_dimensionality")
+    if dims is not None and (
+        not isinstance(dims, int) or isinstance(dims, bool) or not 0 < dims <= MAX_EMBED_DIMENSIONS
+    ):
+        return f"* {where}.output_dimensionality: must be between 1 and {MAX_EMBED_DIMENSIONS}"
+    return None
+
+
 def _schema(request: dict[str, Any]) -> Any:
     config = _get(request, "generationConfig", "generation_config") or {}
     schema = _get(config, "responseJsonSchema", "response_json_schema")
@@ -119,8 +138,37 @@ def _prompt_tokens(request: dict[str, Any]) -> int:
 class GeminiEngine:
     """Runs GenerateContentRequests with the configured faults."""
 
-    def __init__(self, drawer: FaultDrawer) -> None:
+    def __init__(self, drawer: FaultDrawer, embedding_dimensions: int = 16) -> None:
         self.drawer = drawer
+        self.dimensions = embedding_dimensions
+
+    def embed(self, requests: Any, key: int, grpc: bool = False) -> Outcome:
+        """``{"embeddings": [{"values"}], "usageMetadata"}`` for a list of EmbedContentRequests
+        (one fault draw for the call); ``units`` is the number of texts embedded."""
+        where = "BatchEmbedContentsRequest.requests"
+        if not isinstance(requests, list) or not requests:
+            return Outcome(400, error_status(400, f"* {where}: at least one is required", grpc))
+        if len(requests) > MAX_EMBED_REQUESTS:
+            message = f"* {where}: at most {MAX_EMBED_REQUESTS} requests can be in one batch"
+            return Outcome(400, error_status(400, message, grpc))
+        for index, request in enumerate(requests):
+            problem = check_embed_request(request, f"{where}[{index}]")
+            if problem is not None:
+                return Outcome(400, error_status(400, problem, grpc))
+        if self.drawer.active:
+            fault = self.drawer.draw(key, image=False, schema=False)
+            if fault in _FAULTS:
+                status, message = _FAULTS[fault]
+                return Outcome(status, error_status(status, message, grpc), fault=fault)
+        embeddings, tokens = [], 0
+        for request in requests:
+            text = _parts_text(request["content"])
+            dims = _get(request, "outputDimensionality", "output_dimensionality")
+            embeddings.append({"values": embedding_vector(text, dims or self.dimensions)})
+            tokens += count_tokens(text)
+        usage = {"promptTokenCount": tokens, "totalTokenCount": tokens}
+        body = {"embeddings": embeddings, "usageMetadata": usage}
+        return Outcome(200, body, tokens, 0, units=len(requests))
 
     def run(self, request: Any, model: str, key: int | None = None, grpc: bool = False) -> Outcome:
         """A GenerateContentResponse (status 200) or an error Status for ``request``."""

@@ -195,7 +195,11 @@ class OpenAIEngine:
         dims = dims if isinstance(dims, int) and 0 < dims <= 4096 else self.dimensions
         as_base64 = body.get("encoding_format") == "base64"
         data = [
-            {"object": "embedding", "index": i, "embedding": _vector(text, dims, as_base64)}
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": embedding_vector(text, dims, as_base64),
+            }
             for i, text in enumerate(items)
         ]
         tokens = sum(count_tokens(text) for text in items)
@@ -237,9 +241,10 @@ def _embedding_inputs(raw: Any) -> list[str] | None:
     return None
 
 
-def _vector(text: str, dims: int, as_base64: bool) -> list[float] | str:
+def embedding_vector(text: str, dims: int, as_base64: bool = False) -> list[float] | str:
     """The emulator's embedding of ``text``: a documented, deterministic function of the text
-    and the dimension, the same in real-time calls and in batches.
+    and the dimension, the same in real-time calls and in batches, and through every provider's
+    embedding routes (OpenAI's, Gemini's, Bedrock Titan's).
 
     Bytes: BLAKE2b-512 of ``text`` (UTF-8) followed by a 4-byte little-endian counter 0, 1, 2,
     ... concatenated until there are ``2 * dims`` bytes. Value i: the i-th 2-byte little-endian

@@ -150,7 +150,7 @@ class State:
         self.gemini = GeminiStore()
         self.bedrock_jobs: dict[str, Any] = {}
         self.s3 = S3Access(config.s3_endpoint)
-        self.gemini_engine = GeminiEngine(self.drawer)
+        self.gemini_engine = GeminiEngine(self.drawer, config.embedding_dimensions)
         self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_seconds)
         self.durations = BatchDurations(config, self.stats)
         self.prompt_cache = PromptCache()

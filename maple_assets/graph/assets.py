@@ -22,6 +22,7 @@ from maple_engine.job import IO_MANAGER_KEY, Job, job_for
 from maple_engine.merge.output import merge_job
 from maple_engine.plan.rerun import shard_input
 from maple_engine.policy import RetryPolicy
+from maple_engine.providers.base import RequestKind
 from maple_engine.spec import DEFAULTS, JobSpec, option_help
 from maple_engine.steps import collect_shard, shard_responses, submit_shard
 from maple_engine.submit.budget import ledger_totals
@@ -30,6 +31,9 @@ from maple_engine.work import pending_work
 
 SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
 COLLECT_PARALLELISM = 2  # shards downloaded and parsed at once (memory: that many shards)
+#: An embedding's result files are mostly vectors (about 80 MB per 50,000-line shard at 256
+#: dimensions, parsed whole): collected one shard at a time, memory holds one of them.
+EMBEDDING_COLLECT_PARALLELISM = 1
 
 
 class InputShardsConfig(dg.Config):
@@ -243,7 +247,9 @@ def raw_responses_asset(
                 combined = shard_responses(job.state, shard)
             return _responses_metadata(job, shard, combined)
 
-        return per_shard(context, one, parallel=COLLECT_PARALLELISM)
+        embeds = spec.kind == RequestKind.EMBEDDING
+        parallel = EMBEDDING_COLLECT_PARALLELISM if embeds else COLLECT_PARALLELISM
+        return per_shard(context, one, parallel=parallel)
 
     return raw_responses
 

@@ -240,14 +240,17 @@ def _rates(prices: Any) -> Rates | None:
 
 
 def context_window(model: str, provider: str) -> int | None:
-    """The model's context window in tokens per genai-prices, or None when it is not known."""
+    """The model's context window in tokens per genai-prices, else the provider's documented
+    input limit (``ProviderCapabilities.input_limits``), or None when neither is known."""
     from genai_prices import data_snapshot
 
+    known = known_capabilities(provider.lower())
+    listed = known.input_limit(model) if known is not None else None
     for family in _families(provider):
         try:
             _, info = data_snapshot.get_snapshot().find_provider_model(model, None, family, None)
         except LookupError:
             continue
         window = getattr(info, "context_window", None)
-        return int(window) if window else None
-    return None
+        return int(window) if window else listed
+    return listed

@@ -1,5 +1,9 @@
 """The merged output: every shard's input rows joined with its responses, streamed to one file,
-and the ``merged.json`` record of it."""
+and the ``merged.json`` record of it.
+
+An embedding shard is merged ``EMBEDDING_SLICE_ROWS`` rows at a time: each slice's vectors are
+decoded and written as one Parquet row group, so memory holds a slice of vectors, not a shard's.
+"""
 
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -24,6 +28,10 @@ from maple_engine.plan.versions import prepare_fills, shard_fills
 from maple_engine.providers.base import RequestKind
 from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID
 from maple_engine.steps import shard_responses
+
+#: Rows of an embedding shard decoded and written at once (one Parquet row group): 10 MB of
+#: float32 at 256 dimensions.
+EMBEDDING_SLICE_ROWS = 10_000
 
 
 def default_output(job: Job) -> str:
@@ -68,7 +76,10 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
                 filled = _with_empty_texts(rows, sent, filled)
             add_run_summary(totals, sent, filled)
             responses = pl.concat([sent, filled], how="diagonal_relaxed") if filled.height else sent
-            yield merge_shard(rows, responses, job.spec.model, parsed, vector)
+            del sent, filled
+            size = EMBEDDING_SLICE_ROWS if vector is not None else None
+            for part, answers in shard_slices(rows, responses, size):
+                yield merge_shard(part, answers, job.spec.model, parsed, vector)
             crash_point("mid_merge")
 
     fmt, s3 = job.spec.output_format(), job.state.storage.s3
@@ -84,6 +95,19 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
         },
     )
     return table
+
+
+def shard_slices(
+    rows: pl.DataFrame, responses: pl.DataFrame, size: int | None
+) -> Iterator[tuple[pl.DataFrame, pl.DataFrame]]:
+    """A shard's rows ``size`` at a time (all at once when None), each with its responses."""
+    if size is None or rows.height <= size:
+        yield rows, responses
+        return
+    for start in range(0, rows.height, size):
+        part = rows.slice(start, size)
+        ids = part.get_column(ROW_ID)
+        yield part, responses.filter(pl.col(ROW_ID).is_between(ids.min(), ids.max()))
 
 
 def _first_vector_length(

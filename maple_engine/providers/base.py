@@ -173,6 +173,14 @@ class ProviderCapabilities:
     batch_prices: bool = False
     # The batch-priced real-time provider a deadline tries before ``realtime_twin`` (flex).
     flex_twin: str | None = None
+    # Input limits in tokens the provider documents where genai-prices knows none:
+    # (part of the model name, tokens), the first match wins (an embedding model's input).
+    input_limits: tuple[tuple[str, int], ...] = ()
+
+    def input_limit(self, model: str) -> int | None:
+        """The documented input limit of ``model`` here, None when none is listed."""
+        name = model.lower()
+        return next((n for part, n in self.input_limits if part in name), None)
 
 
 @dataclasses.dataclass(frozen=True)

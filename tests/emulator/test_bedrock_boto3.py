@@ -134,3 +134,44 @@ def test_without_an_s3_endpoint_create_is_refused(
         create(bedrock(emulator), f"s3://{BUCKET}/in/x.jsonl")
     assert refused.value.response["Error"]["Code"] == "ValidationException"
     assert "--s3-endpoint" in refused.value.response["Error"]["Message"]
+
+
+def test_a_titan_embedding_job_gives_the_real_time_vectors(s3_url: str) -> None:
+    texts = ["red shirt", "blue hat", "", "green sock"]
+    inputs = [{"inputText": t, "dimensions": 256, "normalize": True} for t in texts]
+    inputs.append({"inputText": "odd size", "dimensions": 100})
+    lines = b"".join(
+        orjson.dumps({"recordId": f"R{i}", "modelInput": body}) + b"\n"
+        for i, body in enumerate(inputs)
+    )
+    boto3.client("s3", endpoint_url=s3_url).put_object(Bucket=BUCKET, Key="in/t.jsonl", Body=lines)
+    config = EmulatorConfig(batch_seconds=0.3, s3_endpoint=s3_url, bedrock_min_records=2)
+    with EmulatorServer(config) as server:
+        client = bedrock(server)
+        answer = client.create_model_invocation_job(
+            jobName="titan-1",
+            roleArn=ROLE,
+            modelId="amazon.titan-embed-text-v2:0",
+            inputDataConfig={"s3InputDataConfig": {"s3Uri": f"s3://{BUCKET}/in/t.jsonl"}},
+            outputDataConfig={"s3OutputDataConfig": {"s3Uri": f"s3://{BUCKET}/out/"}},
+        )
+        job = wait(client, answer["jobArn"])
+        stats = server.stats()
+        openai_route = urllib.request.Request(
+            f"{server.url}/v1/embeddings",
+            data=orjson.dumps({"model": "m", "input": "blue hat", "dimensions": 256}),
+            headers={"authorization": "Bearer k", "content-type": "application/json"},
+        )
+        live = orjson.loads(urllib.request.urlopen(openai_route).read())
+    assert job["status"] == "Completed" and job["successRecordCount"] == 3
+    job_id = answer["jobArn"].rsplit("/", 1)[-1]
+    key = f"out/{job_id}/t.jsonl.out"
+    out = boto3.client("s3", endpoint_url=s3_url).get_object(Bucket=BUCKET, Key=key)
+    got = [orjson.loads(line) for line in out["Body"].read().splitlines()]
+    output = got[1]["modelOutput"]
+    assert len(output["embedding"]) == 256 and output["inputTextTokenCount"] == 2
+    assert output["embedding"] == live["data"][0]["embedding"]  # one function, every route
+    assert abs(sum(v * v for v in output["embedding"]) - 1.0) < 1e-5
+    assert got[2]["error"]["errorCode"] == 400 and "inputText" in got[2]["error"]["errorMessage"]
+    assert "256, 512, 1024" in got[4]["error"]["errorMessage"]
+    assert stats["requests_billed"] == 3  # one per text embedded

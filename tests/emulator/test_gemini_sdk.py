@@ -139,3 +139,68 @@ def test_inline_and_file_size_limits(make_emulator: MakeEmulator) -> None:
                 file=io.BytesIO(b"y" * 100), config=types.UploadFileConfig(mime_type="jsonl")
             )
         assert big.value.code == 400
+
+
+EMBED_MODEL = "gemini-embedding-001"
+
+
+@pytest.mark.filterwarnings("ignore::google.genai._common.ExperimentalWarning")  # create_embeddings
+def test_embed_content_agrees_with_an_embedding_batch(emulator: EmulatorServer) -> None:
+    gemini = client_for(emulator)
+    texts = ["red cotton shirt", "blue denim jacket", "red cotton shirt"]
+    live = gemini.models.embed_content(
+        model=EMBED_MODEL, contents=texts, config={"output_dimensionality": 8}
+    )
+    assert live.embeddings is not None and len(live.embeddings) == 3
+    vectors = [e.values for e in live.embeddings]
+    assert all(v is not None and len(v) == 8 for v in vectors)
+    assert vectors[0] == vectors[2] and vectors[0] != vectors[1]
+    assert abs(sum(x * x for x in vectors[0] or []) - 1.0) < 1e-5  # unit length
+    assert emulator.stats()["requests_billed"] == 3  # one per text
+    job = gemini.batches.create_embeddings(
+        model=EMBED_MODEL,
+        src={"inlined_requests": {"contents": texts[:2], "config": {"output_dimensionality": 8}}},
+        config={"display_name": "embed-1"},
+    )
+    assert job.name is not None
+    done = wait(gemini, job.name)
+    assert done.state is not None and done.state.value == "JOB_STATE_SUCCEEDED"
+    assert done.dest is not None and done.dest.inlined_embed_content_responses is not None
+    batch = [r.response.embedding.values for r in done.dest.inlined_embed_content_responses]  # type: ignore[union-attr]
+    assert batch == vectors[:2]
+    assert emulator.stats()["requests_billed"] == 5
+
+
+@pytest.mark.filterwarnings("ignore::google.genai._common.ExperimentalWarning")  # create_embeddings
+def test_an_embedding_batch_from_a_file_and_its_limits(emulator: EmulatorServer) -> None:
+    gemini = client_for(emulator)
+    lines = [
+        {"key": f"k{i}", "request": {"content": {"parts": [{"text": f"item {i}"}]},
+                                      "outputDimensionality": 4}}
+        for i in range(3)
+    ]  # fmt: skip
+    data = b"".join(orjson.dumps(line) + b"\n" for line in lines)
+    uploaded = gemini.files.upload(
+        file=io.BytesIO(data), config=types.UploadFileConfig(display_name="in", mime_type="jsonl")
+    )
+    assert uploaded.name is not None
+    job = gemini.batches.create_embeddings(model=EMBED_MODEL, src={"file_name": uploaded.name})
+    assert job.name is not None
+    done = wait(gemini, job.name)
+    assert done.dest is not None and done.dest.file_name is not None
+    out = [
+        orjson.loads(line) for line in gemini.files.download(file=done.dest.file_name).splitlines()
+    ]
+    live = gemini.models.embed_content(
+        model=EMBED_MODEL, contents="item 1", config={"output_dimensionality": 4}
+    )
+    assert live.embeddings is not None
+    assert [o["key"] for o in out] == ["k0", "k1", "k2"]
+    assert out[1]["response"]["embedding"]["values"] == live.embeddings[0].values
+    assert out[1]["response"]["usageMetadata"]["promptTokenCount"] == 2
+    with pytest.raises(errors.ClientError, match="at most 100 requests"):
+        gemini.models.embed_content(model=EMBED_MODEL, contents=[f"t{i}" for i in range(101)])
+    with pytest.raises(errors.ClientError, match="output_dimensionality"):
+        gemini.models.embed_content(
+            model=EMBED_MODEL, contents="x", config={"output_dimensionality": 4000}
+        )

@@ -8,6 +8,7 @@ import dagster as dg
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from emulator.server import EmulatorServer
 from maple_assets.factory import embedding
@@ -16,10 +17,16 @@ from maple_assets.wiring import maple_resources
 from tests.integration.test_graph import run_graph
 
 
+@pytest.mark.parametrize(
+    ("provider", "model"),
+    [("emulator", "text-embedding-3-small"), ("gemini", "gemini-embedding-001")],
+)
 def test_embedding_graph_and_a_near_duplicates_asset(
-    tmp_path: Path, emulator_server: EmulatorServer, monkeypatch: Any
+    tmp_path: Path, emulator_server: EmulatorServer, monkeypatch: Any, provider: str, model: str
 ) -> None:
     monkeypatch.setenv("MAPLE_EMULATOR_URL", emulator_server.url)
+    monkeypatch.setenv("GEMINI_BASE_URL", emulator_server.url)
+    monkeypatch.setenv("GEMINI_API_KEY", "test-key")
     titles = [f"item {i}" for i in range(20)] + ["item 3", "item 11"]  # two repeats
 
     @dg.asset
@@ -30,9 +37,9 @@ def test_embedding_graph_and_a_near_duplicates_asset(
         name="catalog_vectors",
         source=catalog,
         text="{title}",
-        model="text-embedding-3-small",
+        model=model,
         dimensions=16,
-        provider="emulator",
+        provider=provider,
         max_requests_per_batch=6,
     )
     assert [a.key.to_user_string() for a in en.assets] == [
@@ -66,6 +73,7 @@ def test_embedding_graph_and_a_near_duplicates_asset(
     output = pq.read_table(en.spec.output or _merged_path(tmp_path))
     assert output.schema.field("llm_embedding").type == pa.list_(pa.float32(), 16)
     assert output.num_rows == len(titles)
+    assert set(output.column("llm_model").to_pylist()) == {model}
 
 
 def _merged_path(root: Path) -> str:

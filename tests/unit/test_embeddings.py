@@ -12,6 +12,7 @@ import pytest
 from maple_assets.near_duplicates import near_duplicate_pairs
 from maple_engine.errors import ConfigError
 from maple_engine.merge.merge import merge_shard
+from maple_engine.merge.output import shard_slices
 from maple_engine.providers.base import RequestKind, RequestSpec
 from maple_engine.providers.openai import wire
 from maple_engine.spec import ROW_ID
@@ -96,6 +97,20 @@ def test_vectors_become_a_fixed_size_float32_column() -> None:
     assert "llm_response" not in merged.columns and "llm_output_tokens" not in merged.columns
     with pytest.raises(ConfigError, match="Row 1's embedding has 2 values"):
         merge_shard(shard, responses([b64([1.0, 2.0, 3.0]), b64([1.0, 2.0])]), "m", None, 3)
+
+
+def test_a_shard_merged_slice_by_slice_equals_the_shard_merged_whole() -> None:
+    n = 23
+    shard = pl.DataFrame({"sku": [f"s{i}" for i in range(n)], ROW_ID: list(range(100, 100 + n))})
+    vectors = [b64([float(i), 1.0]) if i % 7 else None for i in range(n)]
+    answers = responses(vectors).with_columns(pl.col(ROW_ID) + 100).reverse()  # any order
+    whole = merge_shard(shard, answers, "m", None, vector=2)
+    parts = list(shard_slices(shard, answers, 5))
+    assert [part.height for part, _ in parts] == [5, 5, 5, 5, 3]
+    assert all(got.height == part.height for part, got in parts)  # each slice its own answers
+    sliced = pl.concat([merge_shard(part, got, "m", None, vector=2) for part, got in parts])
+    assert sliced.equals(whole)
+    assert next(shard_slices(shard, answers, None))[0] is shard
 
 
 def test_near_duplicate_pairs() -> None:

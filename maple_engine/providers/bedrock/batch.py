@@ -32,6 +32,7 @@ from maple_engine.providers.base import (
     ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
+    RequestKind,
     RequestSpec,
     ShardPayload,
     Submission,
@@ -76,11 +77,13 @@ CAPABILITIES = ProviderCapabilities(
     needs_s3_root=True,
     drops_empty_system=True,
     takes_role_arn=True,
+    kinds=frozenset({RequestKind.CHAT, RequestKind.EMBEDDING}),  # Claude; Titan Text Embeddings
 )
 
 
 class BedrockBatchProvider(BatchProviderBasics, ProviderModel):
-    """Runs shards as Bedrock batch inference jobs (Claude models; 50% of on-demand prices)."""
+    """Runs shards as Bedrock batch inference jobs (Claude models, Titan Text Embeddings V2; 50%
+    of on-demand prices)."""
 
     capabilities: ClassVar[ProviderCapabilities] = CAPABILITIES
     name: str = Field(default="bedrock", description="Provider name recorded in costs and output.")
@@ -135,7 +138,7 @@ class BedrockBatchProvider(BatchProviderBasics, ProviderModel):
 
     # -- encoding ---------------------------------------------------------------------------
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return wire.claude_body_expr(spec, user, image)
+        return wire.body_expr(spec, user, image)
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
         fixed = len(wire.HEAD) + len(wire.MID) + 1 + 1  # closing brace and newline

@@ -3,7 +3,9 @@
 Input line: ``{"recordId": <custom_id>, "modelInput": {"anthropic_version": "bedrock-2023-05-31",
 "max_tokens", "messages", "system"?, ...params}}``. Output line (``<input>.out``): the same plus
 ``modelOutput`` (an Anthropic ``message``) or ``error`` (``{"errorCode", "errorMessage"}``).
-Only Anthropic Claude models are supported (model ids containing ``anthropic.``).
+Chat jobs run Anthropic Claude models (model ids containing ``anthropic.``); embedding jobs run
+Titan Text Embeddings V2: ``modelInput`` ``{"inputText", "dimensions", "normalize": true}``,
+``modelOutput`` ``{"embedding": [...], "inputTextTokenCount"}``.
 """
 
 import re
@@ -14,11 +16,20 @@ import polars as pl
 from maple_engine.errors import ConfigError
 from maple_engine.failures import FailureClass, classify_http
 from maple_engine.providers.anthropic.messages import message_body_expr, parse_message
-from maple_engine.providers.base import RequestSpec, failed_row
+from maple_engine.providers.base import (
+    RequestKind,
+    RequestSpec,
+    failed_row,
+    json_literal,
+    json_string_expr,
+)
 from maple_engine.providers.batch_api import jsonl
+from maple_engine.providers.vectors import embedding_row
 
 BEDROCK_ANTHROPIC_VERSION = "bedrock-2023-05-31"
 HEAD, MID = '{"recordId":', ',"modelInput":'
+TITAN_EMBED_V2 = "amazon.titan-embed-text-v2:0"
+TITAN_DIMENSIONS = (256, 512, 1024)  # Titan V2's output sizes; 1024 when none is asked
 
 
 def check_model(model: str) -> None:
@@ -28,6 +39,31 @@ def check_model(model: str) -> None:
             f"'anthropic.claude-3-haiku-20240307-v1:0' or 'us.anthropic.claude-...'), not "
             f"{model!r}: Bedrock batch records carry each model's native body."
         )
+
+
+def body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+    """A record's ``modelInput``: Claude's for a chat job, Titan's for an embedding job."""
+    if spec.kind == RequestKind.EMBEDDING:
+        return titan_body_expr(spec, user)
+    return claude_body_expr(spec, user, image)
+
+
+def titan_body_expr(spec: RequestSpec, text: pl.Expr) -> pl.Expr:
+    """``{"inputText": T, "dimensions": N, "normalize": true, ...params}`` (Titan V2's native
+    body); a model or dimension Titan V2 does not serve is refused before anything is sent."""
+    if "titan-embed-text-v2" not in spec.model:
+        raise ConfigError(
+            f"--provider bedrock embeds with Titan Text Embeddings V2 (--model {TITAN_EMBED_V2}), "
+            f"not {spec.model!r}."
+        )
+    dims = spec.dimensions if spec.dimensions is not None else TITAN_DIMENSIONS[-1]
+    if dims not in TITAN_DIMENSIONS:
+        raise ConfigError(
+            f"Titan Text Embeddings V2 makes vectors of 256, 512 or 1024 dimensions, not {dims}: "
+            "pass --dimensions 256, 512 or 1024."
+        )
+    tail = "," + json_literal({"dimensions": dims, "normalize": True, **spec.params})[1:]
+    return pl.concat_str([pl.lit('{"inputText":'), json_string_expr(text), pl.lit(tail)])
 
 
 def claude_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
@@ -48,8 +84,11 @@ def record_lines(requests: pl.DataFrame) -> bytes:
 def parse_output_line(line: dict[str, Any]) -> dict[str, Any]:
     """One ``.jsonl.out`` line -> a result row."""
     record_id = line.get("recordId")
-    if isinstance(line.get("modelOutput"), dict):
-        return parse_message(record_id, line["modelOutput"])
+    output = line.get("modelOutput")
+    if isinstance(output, dict) and "embedding" in output:
+        return embedding_row(record_id, output["embedding"], int(output["inputTextTokenCount"]))
+    if isinstance(output, dict):
+        return parse_message(record_id, output)
     error = line.get("error") or {}
     code = int(error.get("errorCode") or 500)
     message = str(error.get("errorMessage") or "the record failed")

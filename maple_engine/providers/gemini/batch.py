@@ -6,6 +6,10 @@ resumable Files API (``{"key", "request"}`` lines, up to 2 GB) and referenced by
 ``inputConfig.fileName``. Results come back inline (``output.inlinedResponses``) or as a
 responses file downloaded from ``files/...:download``; both are joined on the key.
 
+An embedding job's shards are created with ``models/{model}:asyncBatchEmbedContent`` (the same
+inline or file input, of ``EmbedContentRequest`` bodies); their inline results are
+``output.inlinedEmbedContentResponses``.
+
 Gemini batches carry no metadata map, so the batch's ``displayName`` carries the labels:
 ``maple/<job>/<shard>/<attempt>/<hash>``; ``find_orphans`` reads them back from the list.
 """
@@ -24,6 +28,7 @@ from maple_engine.providers.base import (
     Dialect,
     ProviderCapabilities,
     ProviderModel,
+    RequestKind,
     RequestSpec,
     ShardPayload,
     Submission,
@@ -36,6 +41,8 @@ from maple_engine.providers.gemini.api import get_batch, list_batches, upload_fi
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
     CACHING,
+    INPUT_LIMITS,
+    embeds,
     gemini_api_key,
     gemini_base_url,
     gemini_body_expr,
@@ -65,6 +72,8 @@ CAPABILITIES = ProviderCapabilities(
     flex_twin="gemini-flex",
     credentials="gemini",
     caching=CACHING,
+    kinds=frozenset({RequestKind.CHAT, RequestKind.EMBEDDING}),
+    input_limits=INPUT_LIMITS,
 )
 
 
@@ -149,10 +158,13 @@ class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
                 config = inline
             body = b'{"batch":{"displayName":' + orjson.dumps(label)
             body += b',"inputConfig":' + config + b"}}"
+            method = (
+                "asyncBatchEmbedContent" if embeds(payload.requests) else "batchGenerateContent"
+            )
             created = request(
                 client,
                 "POST",
-                f"/{API_VERSION}/{model_path(payload.model)}:batchGenerateContent",
+                f"/{API_VERSION}/{model_path(payload.model)}:{method}",
                 what=f"create batch for {what}",
                 max_retries=self.max_retries,
                 content=body,
@@ -244,9 +256,8 @@ class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
             output = (get_batch(client, name, self.max_retries).get("metadata") or {}).get(
                 "output"
             ) or {}
-            lines: list[dict[str, Any]] = list(
-                (output.get("inlinedResponses") or {}).get("inlinedResponses") or []
-            )
+            inline = output.get("inlinedResponses") or output.get("inlinedEmbedContentResponses")
+            lines: list[dict[str, Any]] = list((inline or {}).get("inlinedResponses") or [])
             responses_file = output.get("responsesFile")
             if responses_file:
                 content = request(

@@ -1,4 +1,5 @@
-"""Gemini real time: ``POST /v1beta/models/{model}:generateContent``, one request per row.
+"""Gemini real time: ``POST /v1beta/models/{model}:generateContent``, one request per row; an
+embedding job's rows go several to a ``:batchEmbedContents`` request (up to 100 texts).
 
 The same engine as the other real-time providers (pacing, adaptive concurrency, retries,
 checkpoints). Gemini puts the model in the URL, not the body, so each shard attempt runs on a
@@ -18,6 +19,7 @@ from maple_engine.providers.base import (
     BATCH_PRICED_PREFIX,
     Dialect,
     ProviderCapabilities,
+    RequestKind,
     RequestSpec,
     ShardPayload,
     Submission,
@@ -25,27 +27,46 @@ from maple_engine.providers.base import (
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
     CACHING,
+    EMBED_HEAD,
+    INPUT_LIMITS,
+    MAX_TEXTS_PER_REQUEST,
     classify_status,
     gemini_api_key,
     gemini_base_url,
     gemini_body_expr,
     model_path,
+    parse_embeddings,
     parse_generate_response,
 )
 from maple_engine.providers.http import error_detail
+from maple_engine.providers.realtime.engine import Group, Row
 from maple_engine.providers.realtime.providers import RealtimeProvider, realtime_capabilities
 
 
 class GeminiRealtimeProvider(RealtimeProvider):
-    """Gemini ``generateContent``, one request per row (real-time prices)."""
+    """Gemini ``generateContent``, one request per row (real-time prices); embeddings through
+    ``batchEmbedContents``, several rows a request."""
 
-    capabilities: ClassVar[ProviderCapabilities] = realtime_capabilities(
-        Dialect.GEMINI, "google", "gemini", caching=CACHING
+    capabilities: ClassVar[ProviderCapabilities] = dataclasses.replace(
+        realtime_capabilities(
+            Dialect.GEMINI,
+            "google",
+            "gemini",
+            caching=CACHING,
+            kinds=frozenset({RequestKind.CHAT, RequestKind.EMBEDDING}),
+        ),
+        input_limits=INPUT_LIMITS,
     )
 
     name: str = Field(default="gemini-realtime", description="Provider name in costs/output.")
     model: str | None = Field(
         default=None, description="Model in the URL; set from each shard's payload when None."
+    )
+    inputs_per_request: int = Field(
+        default=MAX_TEXTS_PER_REQUEST,
+        ge=1,
+        le=MAX_TEXTS_PER_REQUEST,
+        description="Embedding jobs: most rows' texts in one batchEmbedContents request.",
     )
 
     def endpoint(self) -> str:
@@ -62,6 +83,26 @@ class GeminiRealtimeProvider(RealtimeProvider):
 
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return parse_generate_response(custom_id, body)
+
+    def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
+        """Chat rows one per request; embedding rows up to ``inputs_per_request`` per
+        ``batchEmbedContents`` request, each ``EmbedContentRequest`` naming the model."""
+        if not rows or not rows[0][1].startswith(EMBED_HEAD):
+            return super().requests_of(rows)
+        model = model_path(self.model or "")
+        named = '{"model":' + orjson.dumps(model).decode() + ","
+        step = self.inputs_per_request
+        groups: list[Group] = []
+        for start in range(0, len(rows), step):
+            chunk = rows[start : start + step]
+            bodies = ",".join(named + body[1:] for _, body in chunk)
+            groups.append((tuple(c for c, _ in chunk), '{"requests":[' + bodies + "]}"))
+        return f"/{API_VERSION}/{model}:batchEmbedContents", groups
+
+    def parse_group(self, custom_ids: tuple[str, ...], body: dict[str, Any]) -> list[Row]:
+        if "embeddings" in body:
+            return parse_embeddings(custom_ids, body)
+        return super().parse_group(custom_ids, body)
 
     def classify(self, response: httpx.Response) -> tuple[str, str]:
         message, _, _ = error_detail(response)
@@ -84,7 +125,9 @@ class GeminiFlexProvider(GeminiRealtimeProvider):
     429 ``RESOURCE_EXHAUSTED`` when flex has no capacity is retried with backoff."""
 
     capabilities: ClassVar[ProviderCapabilities] = dataclasses.replace(
-        GeminiRealtimeProvider.capabilities, batch_prices=True
+        GeminiRealtimeProvider.capabilities,
+        batch_prices=True,
+        kinds=frozenset({RequestKind.CHAT}),  # the flex tier serves generateContent only
     )
     batch_id_prefix: ClassVar[str] = BATCH_PRICED_PREFIX
 

@@ -5,6 +5,9 @@
   or a candidate stopped for safety/recitation is ``refused``.
 - ``classify_status``: a ``google.rpc.Status`` (HTTP or gRPC code, canonical status name) ->
   the failure taxonomy.
+- Embeddings: an ``EmbedContentRequest`` per row (``{"content": {"parts": [{"text"}]},
+  "outputDimensionality"?}``); a reply's ``embedding.values`` (batch) or ``embeddings[].values``
+  (``batchEmbedContents``) become the row's vector, ``usageMetadata.promptTokenCount`` its tokens.
 
 Usage: ``promptTokenCount`` includes ``cachedContentTokenCount``; output is
 ``candidatesTokenCount`` plus ``thoughtsTokenCount`` (thinking is billed as output).
@@ -18,17 +21,25 @@ from maple_engine.errors import ConfigError
 from maple_engine.failures import NOT_RESENT, FailureClass
 from maple_engine.providers.base import (
     PromptCaching,
+    RequestKind,
     RequestSpec,
     failed_row,
     json_literal,
     json_string_expr,
 )
+from maple_engine.providers.vectors import embedding_row, group_rows
 
 #: Gemini 2.5+ caches a repeated prefix implicitly (no hint to send): 1,024 tokens and up on the
 #: Flash models, 4,096 on Pro; reads at the cached-input price, writes free.
 CACHING = PromptCaching(hint="implicit", default_minimum=1024, minimum_tokens=(("pro", 4096),))
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 API_VERSION = "v1beta"
+#: How every encoded embedding request starts (a chat request starts ``{"contents":``).
+EMBED_HEAD = '{"content":'
+#: ``batchEmbedContents`` takes at most this many texts a call.
+MAX_TEXTS_PER_REQUEST = 100
+#: Google's documented input limit of its embedding models (genai-prices lists none).
+INPUT_LIMITS = (("gemini-embedding", 2048), ("text-embedding-004", 2048))
 #: Candidates stopped for these reasons carry no usable answer: the row is ``refused``.
 REFUSAL_REASONS = frozenset(
     {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
@@ -83,7 +94,9 @@ def gemini_body_expr(
     spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, service_tier: str | None = None
 ) -> pl.Expr:
     """``{"contents":[{"role":"user","parts":[...]}],"systemInstruction"?,"generationConfig"?,
-    "serviceTier"?}``."""
+    "serviceTier"?}``, or an embedding job's ``EmbedContentRequest``."""
+    if spec.kind == RequestKind.EMBEDDING:
+        return embed_body_expr(spec, user)
     parts = [pl.lit('{"contents":[{"role":"user","parts":[{"text":'), json_string_expr(user)]
     if image is not None:
         parts += [pl.lit('},{"fileData":{"fileUri":'), json_string_expr(image), pl.lit("}")]
@@ -96,6 +109,38 @@ def gemini_body_expr(
     if service_tier is not None:
         tail += ',"serviceTier":' + json_literal(service_tier)
     return pl.concat_str([*parts, pl.lit(tail + "}")])
+
+
+def embed_body_expr(spec: RequestSpec, text: pl.Expr) -> pl.Expr:
+    """``{"content":{"parts":[{"text":T}]},"outputDimensionality"?, ...}``: ``--param`` names in
+    snake_case become the request's camelCase fields (``task_type`` -> ``taskType``)."""
+    fields = {_camel(k): v for k, v in spec.params.items()}
+    if spec.dimensions is not None:
+        fields["outputDimensionality"] = spec.dimensions
+    tail = "}]}" + ("," + json_literal(fields)[1:-1] if fields else "") + "}"
+    head = EMBED_HEAD + '{"parts":[{"text":'
+    return pl.concat_str([pl.lit(head), json_string_expr(text), pl.lit(tail)])
+
+
+def embeds(requests: pl.DataFrame) -> bool:
+    """Whether an attempt's encoded requests are embedding requests."""
+    first = requests.get_column("request").head(1).to_list()
+    return bool(first) and str(first[0]).startswith(EMBED_HEAD)
+
+
+def _tokens(response: dict[str, Any]) -> int:
+    return int((response.get("usageMetadata") or {}).get("promptTokenCount") or 0)
+
+
+def parse_embed_response(custom_id: Any, response: dict[str, Any]) -> dict[str, Any]:
+    """A batch line's ``EmbedContentResponse`` (``{"embedding": {"values"}}``) -> a result row."""
+    return embedding_row(custom_id, response["embedding"]["values"], _tokens(response))
+
+
+def parse_embeddings(custom_ids: tuple[str, ...], body: dict[str, Any]) -> list[dict[str, Any]]:
+    """A ``batchEmbedContents`` reply (``{"embeddings": [{"values"}]}``, in request order) -> a
+    row per text, the call's tokens split over them."""
+    return group_rows(custom_ids, [e["values"] for e in body["embeddings"]], _tokens(body))
 
 
 def classify_status(status: dict[str, Any]) -> str:
@@ -156,4 +201,7 @@ def parse_result_line(line: dict[str, Any], custom_id: Any = None) -> dict[str, 
     key = line.get("key") or (line.get("metadata") or {}).get("key") or custom_id
     if line.get("error") is not None:
         return status_row(key, line["error"])
-    return parse_generate_response(key, line.get("response") or {})
+    response = line.get("response") or {}
+    if "embedding" in response:
+        return parse_embed_response(key, response)
+    return parse_generate_response(key, response)

@@ -2,10 +2,8 @@
 the chat-completions and embeddings request bodies (as polars expressions) and their parsed
 replies."""
 
-import base64
 from typing import Any
 
-import numpy as np
 import orjson
 import polars as pl
 
@@ -20,6 +18,7 @@ from maple_engine.providers.base import (
     splice_params,
     user_content_expr,
 )
+from maple_engine.providers.vectors import embedding_row, group_rows
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: OpenAI caches any prompt prefix of 1,024+ tokens on its own, in 128-token steps (reads at the
@@ -117,23 +116,7 @@ def parse_embeddings(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:
     base64 little-endian float32 (what ``llm_embedding`` is decoded from)."""
     usage = body.get("usage") or {}
     data = body.get("data") or [{}]
-    return {
-        "custom_id": custom_id,
-        "status": "succeeded",
-        "billed": True,
-        "input_tokens": int(usage.get("prompt_tokens") or 0),
-        "cached_input_tokens": 0,
-        "cache_write_tokens": 0,
-        "output_tokens": 0,
-        "response": vector_base64(data[0].get("embedding")),
-    }
-
-
-def vector_base64(vector: Any) -> str:
-    """A vector as base64 little-endian float32: as given when base64 already, else packed."""
-    if isinstance(vector, str):
-        return vector
-    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
+    return embedding_row(custom_id, data[0].get("embedding"), int(usage.get("prompt_tokens") or 0))
 
 
 def embedding_groups(
@@ -164,30 +147,11 @@ def embedding_groups(
 def parse_embedding_group(
     custom_ids: tuple[str, ...], body: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """An embeddings ``list`` of several inputs -> one result row per input (by ``index``).
-
-    The reply's usage counts the whole request's tokens (no per-input figure): they are split
-    evenly over its rows, the remainder on the first ones, so that the rows' tokens (and costs)
-    add up to what was billed."""
+    """An embeddings ``list`` of several inputs -> one result row per input (by ``index``),
+    the request's tokens split over them (``group_rows``)."""
     total = int((body.get("usage") or {}).get("prompt_tokens") or 0)
     vectors = {int(item["index"]): item["embedding"] for item in body["data"]}
-    share, extra = divmod(total, len(custom_ids))
-    rows = []
-    for index, custom_id in enumerate(custom_ids):
-        tokens = share + (1 if index < extra else 0)
-        rows.append(
-            {
-                "custom_id": custom_id,
-                "status": "succeeded",
-                "billed": True,
-                "input_tokens": tokens,
-                "cached_input_tokens": 0,
-                "cache_write_tokens": 0,
-                "output_tokens": 0,
-                "response": vector_base64(vectors[index]),
-            }
-        )
-    return rows
+    return group_rows(custom_ids, [vectors[i] for i in range(len(custom_ids))], total)
 
 
 def parse_chat_completion(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:

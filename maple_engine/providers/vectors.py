@@ -1,0 +1,46 @@
+"""Result rows of embedding replies, whatever the provider: the vector travels in ``response``
+as base64 little-endian float32 (what the merge decodes into ``llm_embedding``)."""
+
+import base64
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+
+def vector_base64(vector: Any) -> str:
+    """A vector as base64 little-endian float32: as given when base64 already, else packed."""
+    if isinstance(vector, str):
+        return vector
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
+
+
+def embedding_row(custom_id: Any, vector: Any, tokens: int) -> dict[str, Any]:
+    """A succeeded, billed row of one text's vector and its input tokens."""
+    return {
+        "custom_id": custom_id,
+        "status": "succeeded",
+        "billed": True,
+        "input_tokens": tokens,
+        "cached_input_tokens": 0,
+        "cache_write_tokens": 0,
+        "output_tokens": 0,
+        "response": vector_base64(vector),
+    }
+
+
+def group_rows(
+    custom_ids: Sequence[str], vectors: Sequence[Any], total: int
+) -> list[dict[str, Any]]:
+    """One row per text of a request that embedded several, in order.
+
+    The reply's usage counts the whole request's tokens (no per-text figure): they are split
+    evenly over its rows, the remainder on the first ones, so that the rows' tokens (and costs)
+    add up to what was billed."""
+    if len(vectors) != len(custom_ids):
+        raise KeyError(f"{len(vectors)} vectors for {len(custom_ids)} texts")
+    share, extra = divmod(total, len(custom_ids))
+    return [
+        embedding_row(custom_id, vector, share + (1 if index < extra else 0))
+        for index, (custom_id, vector) in enumerate(zip(custom_ids, vectors, strict=True))
+    ]
