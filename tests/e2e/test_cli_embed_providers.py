@@ -135,6 +135,7 @@ def test_a_gemini_rerun_after_editing_rows_sends_only_those(tmp_path: Path, prov
     assert after["llm_reused"].to_list() == [i not in (2, 7) for i in range(ROWS)]
 
 
+@pytest.mark.slow  # ~40 s each: in the long-running pass with the other kill -9 points
 def test_gemini_kill_9_after_create_then_resume_pays_nothing_twice(tmp_path: Path) -> None:
     base, crash = tmp_path / "base", tmp_path / "crash"
     base.mkdir()
@@ -167,6 +168,7 @@ def bedrock_command(table: Path, work: Path, *extra: str) -> list[str]:
     return cmd
 
 
+@pytest.mark.slow  # ~40 s each: in the long-running pass with the other kill -9 points
 def test_bedrock_titan_kill_9_then_resume_gives_the_real_time_vectors(
     tmp_path: Path, s3: dict[str, str]
 ) -> None:
