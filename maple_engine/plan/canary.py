@@ -20,7 +20,7 @@ while that record passed with at least N rows and the current minimum share.
 import dataclasses
 import time
 from collections import Counter
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 
@@ -28,10 +28,10 @@ from maple_engine.collect.responses import attempt_results, combine_attempts
 from maple_engine.errors import CanaryFailed
 from maple_engine.failures import FailureClass
 from maple_engine.job import Job
-from maple_engine.ledger.attempt_cost import AttemptCost
 from maple_engine.plan.sharding import ShardInfo
 from maple_engine.providers.base import ShardPayload
 from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID
+from maple_engine.steps import book_attempt
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.response_store import ResponseStore
 from maple_engine.submit.deadline import realtime_twin
@@ -88,7 +88,7 @@ def sample_rows(rows: int, n: int) -> list[int]:
     """``n`` row ids spread evenly over ``rows`` rows (every row when ``n >= rows``)."""
     if n >= rows:
         return list(range(rows))
-    return [int((i + 0.5) * rows / n) for i in range(n)]
+    return [(2 * i + 1) * rows // (2 * n) for i in range(n)]
 
 
 def last_canary(job: Job) -> CanaryReport | None:
@@ -227,20 +227,14 @@ def _store(job: Job, sample: pl.DataFrame, results: pl.DataFrame, run: int) -> N
 
 def _book(job: Job, sender: Any, results: pl.DataFrame, run: int) -> None:
     """The canary's spend in the cost ledger, like any attempt's."""
-    if job.costs is None:
-        return
     batch_id = str(results["batch_id"].drop_nulls().first() or f"{SHARD}-{run}")
-    entry = AttemptCost.from_rows(
-        results.filter(pl.col("billed")),
-        job.price(),
-        job=job.spec.name,
-        team=job.spec.team,
-        model=job.spec.model,
-        provider=job.provider.provider_name,
-        mode="batch" if sender.mode == "batch" else "realtime",
-        batch_prices=_batch_priced(sender),
+    mode: Literal["batch", "realtime"] = "batch" if sender.mode == "batch" else "realtime"
+    book_attempt(
+        job,
+        results,
         shard=SHARD,
         attempt=run,
         batch_id=batch_id,
+        mode=mode,
+        batch_prices=_batch_priced(sender),
     )
-    job.costs.record(entry)
