@@ -25,7 +25,7 @@ from typing import Any, Literal
 import polars as pl
 
 from maple_engine.collect.responses import attempt_results, combine_attempts
-from maple_engine.errors import CanaryFailed
+from maple_engine.errors import CanaryFailed, ConfigError
 from maple_engine.failures import FailureClass
 from maple_engine.job import Job
 from maple_engine.plan.sharding import ShardInfo
@@ -122,6 +122,7 @@ def run_canary(job: Job, shards: list[ShardInfo]) -> CanaryReport | None:
     sample = _sample(job, shards, sample_rows(rows, job.spec.canary))
     run = (earlier.run if earlier else 0) + 1
     sender = canary_sender(job)
+    check_batch_minimum(sender, sample.height)
     results = _send(job, sender, sample, run)
     report = judge(job, results, run, sender.provider_name)
     _store(job, sample, results, run)
@@ -154,6 +155,17 @@ def canary_sender(job: Job) -> Any:
     if provider.mode == "batch" and provider.capabilities.realtime_twin is not None:
         return realtime_twin(provider, job.state.storage.root)
     return provider
+
+
+def check_batch_minimum(sender: Any, rows: int) -> None:
+    """A canary sent as a small batch must reach the provider's smallest batch size."""
+    least = sender.limits().min_requests
+    if sender.mode == "batch" and rows < least:
+        raise ConfigError(
+            f"--canary {rows}: {sender.provider_name} has no real-time API here, so the canary "
+            f"goes as one batch, and its batches hold at least {least} requests: give --canary "
+            f"{least} or more (the input has enough distinct rows?), or drop --canary."
+        )
 
 
 def _send(job: Job, sender: Any, sample: pl.DataFrame, run: int) -> pl.DataFrame:

@@ -1,9 +1,11 @@
 """``enrichment(canary=...)`` through Dagster's machinery against the emulator over HTTP: the
 ``input_shards`` run shows the canary's figures, and a failing canary fails that run (with the
-figures on the failure) before any submission exists."""
+figures on the failure) before any submission exists; a provider with no real-time API sends
+its canary as one small batch."""
 
+import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import dagster as dg
 import polars as pl
@@ -12,6 +14,12 @@ from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.factory import enrichment
 from maple_assets.wiring import maple_resources
+from maple_engine.job import Job
+from maple_engine.plan.canary import last_canary
+from maple_engine.plan.rerun import shard_input
+from maple_engine.providers.base import ProviderCapabilities
+from maple_engine.providers.openai.batch import OpenAIBatchProvider
+from maple_engine.spec import build_spec
 from maple_engine.state import JobState
 from maple_engine.storage.storage import Storage
 
@@ -79,3 +87,31 @@ def test_a_failing_canary_fails_the_run_before_submissions(
     assert stats["batches_created"] == 0 and stats["files_uploaded"] == 0
     state = JobState(Storage(str(tmp_path / "store")), "canaried")
     assert state.manifest() is None  # no shard was planned, so no submission can start
+
+
+class NoRealtimeBatches(OpenAIBatchProvider):
+    """OpenAI's Batch API as a provider with no real-time twin (as Bedrock is here)."""
+
+    capabilities: ClassVar[ProviderCapabilities] = dataclasses.replace(
+        OpenAIBatchProvider.capabilities, realtime_twin=None, flex_twin=None
+    )
+
+
+def test_with_no_real_time_api_the_canary_is_one_small_batch(
+    tmp_path: Path, emulator_server: EmulatorServer
+) -> None:
+    source = tmp_path / "in.parquet"
+    pl.DataFrame({"title": [f"Maple Farm oats {i}" for i in range(30)]}).write_parquet(source)
+    spec = build_spec(
+        name="small", source=str(source), prompt="Brand of {title}", model="gpt-4o-mini", canary=5
+    )
+    provider = NoRealtimeBatches(api_key="k", base_url=f"{emulator_server.url}/v1")
+    job = Job(
+        spec=spec, state=JobState(Storage(str(tmp_path / "store")), "small"), provider=provider
+    )
+    _, _, counts = shard_input(job, str(source))
+    stats = emulator_server.stats()
+    assert stats["batches_created"] == 1 and stats["requests_billed"] == 5
+    assert (counts.sent, counts.reused) == (25, 5)
+    report = last_canary(job)
+    assert report is not None and report.passed and report.sent_via == provider.provider_name
