@@ -66,7 +66,7 @@ class CanaryReport:
         shares = f"{self.succeeded} of {self.sample_size} rows succeeded"
         if self.schema_valid_share is not None:
             shares += f", {self.schema_valid_share:.0%} of replies matched the response schema"
-        example = f"e.g. row {self.example_row}: {self.example_error}"
+        example = f"e.g. row {self.example_row}: {(self.example_error or '').rstrip('.')}"
         return (
             f"canary failed: {shares} (at least {self.min_success:.0%} needed); top failure "
             f"{self.top_failure} ({self.top_failure_rows} rows), {example}. No batch was "
@@ -209,7 +209,7 @@ def judge(job: Job, results: pl.DataFrame, run: int, via: str) -> CanaryReport:
         top, count = Counter(failed["failure_class"].to_list()).most_common(1)[0]
         first = failed.filter(pl.col("failure_class") == top).row(0, named=True)
         row, error = int(first[ROW_ID]), " ".join(str(first["error"] or "").split())[:300]
-        error = error.rstrip(".") or "(no message)"
+        error = error or "(no message)"
     return CanaryReport(
         fingerprint=job.spec.fingerprint(),
         run=run,

@@ -17,13 +17,8 @@ from maple_engine.ledger.costs import CostLedger
 ROWS = 40
 
 
-def enrich(url: str, source: Path, store: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def maple(url: str, *args: str) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if k not in {"MAPLE_COST_DB", "MAPLE_PRICES"}}
-    args = [
-        "enrich", str(source), "--prompt", "Brand of {title}", "--model", "gpt-4o-mini",
-        "--provider", "emulator", "--storage", str(store), "--job", "canaried",
-        "--poll-interval", "0.1", "--quiet", "--max-requests-per-batch", "8", *extra,
-    ]  # fmt: skip
     return subprocess.run(
         [sys.executable, "-m", "maple_assets.cli", *args],
         capture_output=True,
@@ -32,6 +27,15 @@ def enrich(url: str, source: Path, store: Path, *extra: str) -> subprocess.Compl
         timeout=300,
         check=False,
     )
+
+
+def enrich(url: str, source: Path, store: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    args = [
+        "enrich", str(source), "--prompt", "Brand of {title}", "--model", "gpt-4o-mini",
+        "--provider", "emulator", "--storage", str(store), "--job", "canaried",
+        "--poll-interval", "0.1", "--quiet", "--max-requests-per-batch", "8", *extra,
+    ]  # fmt: skip
+    return maple(url, *args)
 
 
 def titles(path: Path, count: int, start: int = 0) -> Path:
@@ -83,3 +87,5 @@ def test_a_failing_canary_stops_before_any_batch(tmp_path: Path) -> None:
     assert "top failure refused" in line and "e.g. row " in line
     assert "--canary-min-success" in line
     assert not (tmp_path / "in_enriched.csv").exists()
+    shown = maple(server.url, "status", "canaried", "--storage", str(tmp_path / "store"))
+    assert "canary failed" in shown.stdout and line.removeprefix("stopped: ") in shown.stdout
