@@ -200,7 +200,8 @@ class JobSpec(BaseModel):
         ge=50,
         lt=100,
         description="A batch in flight longer than this percentile of its provider and model's "
-        "turnaround (batch history) is stalled; with a deadline its rows go real-time at once.",
+        "turnaround (batch history) is stalled; with a deadline its rows go flex or real-time at "
+        "once.",
     )
     canary: int | None = Field(
         default=None,
