@@ -46,8 +46,8 @@ def enrich(source: Path, store: Path, job: str, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-@pytest.mark.slow  # waits out a stalled batch: about 40 s
-def test_a_stalled_batch_is_reported_then_escalated_by_the_deadline(tmp_path: Path) -> None:
+def warm_history(tmp_path: Path) -> tuple[Path, Path]:
+    """A history of quick batches (the p95 to stall against) in the store; the slow input."""
     store = tmp_path / "store"
     quick, slow = tmp_path / "quick.csv", tmp_path / "slow.csv"
     pl.DataFrame({"title": [f"quick {i}" for i in range(24)]}).write_csv(quick)
@@ -55,6 +55,12 @@ def test_a_stalled_batch_is_reported_then_escalated_by_the_deadline(tmp_path: Pa
     with EmulatorServer(EmulatorConfig(batch_seconds=0.5)) as server:
         warm = run(server.url, *enrich(quick, store, "warm"))
         assert warm.returncode == 0, warm.stderr
+    return store, slow
+
+
+@pytest.mark.slow  # waits out a stalled batch: about 40 s
+def test_a_stalled_batch_is_reported_then_escalated_by_the_deadline(tmp_path: Path) -> None:
+    store, slow = warm_history(tmp_path)
     stalling = EmulatorConfig(batch_seconds=1.0, stall=1.0, stall_factor=STALLED_S)
     with EmulatorServer(stalling) as server:
         driver = subprocess.Popen(
@@ -102,13 +108,7 @@ def test_a_stalled_batch_is_reported_then_escalated_by_the_deadline(tmp_path: Pa
 def test_a_stalled_batch_under_a_deadline_goes_to_the_flex_lane(tmp_path: Path) -> None:
     """With time to spare before the deadline, a stalled batch's rows take the flex lane
     (real-time answers at batch prices) rather than standard real-time."""
-    store = tmp_path / "store"
-    quick, slow = tmp_path / "quick.csv", tmp_path / "slow.csv"
-    pl.DataFrame({"title": [f"quick {i}" for i in range(24)]}).write_csv(quick)
-    pl.DataFrame({"title": [f"slow {i}" for i in range(8)]}).write_csv(slow)
-    with EmulatorServer(EmulatorConfig(batch_seconds=0.3)) as server:
-        warm = run(server.url, *enrich(quick, store, "warm"))
-        assert warm.returncode == 0, warm.stderr
+    store, slow = warm_history(tmp_path)
     stalling = EmulatorConfig(batch_seconds=1.0, stall=1.0, stall_factor=STALLED_S)
     with EmulatorServer(stalling) as server:
         started = time.monotonic()
