@@ -9,11 +9,14 @@ from typing import Any, ClassVar
 
 import dagster as dg
 import polars as pl
+import pytest
 
+import maple_assets
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.factory import enrichment
 from maple_assets.wiring import maple_resources
+from maple_engine.errors import CanaryFailed
 from maple_engine.job import Job
 from maple_engine.plan.canary import last_canary
 from maple_engine.plan.rerun import shard_input
@@ -115,3 +118,20 @@ def test_with_no_real_time_api_the_canary_is_one_small_batch(
     assert (counts.sent, counts.reused) == (25, 5)
     report = last_canary(job)
     assert report is not None and report.passed and report.sent_via == provider.provider_name
+
+
+def test_the_python_api_raises_canary_failed(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.delenv("MAPLE_EMULATOR_URL", raising=False)  # maple starts its own emulator
+    source = tmp_path / "in.csv"
+    pl.DataFrame({"title": [f"Maple Farm oats {i}" for i in range(12)]}).write_csv(source)
+    with pytest.raises(CanaryFailed, match=r"canary failed: 0 of 4 rows .* top failure refused"):
+        maple_assets.enrich(
+            str(source),
+            prompt="Brand of {title}",
+            model="gpt-4o-mini",
+            provider="emulator",
+            storage=str(tmp_path / "store"),
+            canary=4,
+            emulator_fail=("refused=1.0",),
+        )
+    assert not (tmp_path / "in_enriched.csv").exists()
