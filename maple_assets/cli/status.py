@@ -19,7 +19,7 @@ from maple_engine.collect.responses import summarize
 from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
-from maple_engine.plan.canary import CanaryReport
+from maple_engine.plan.canary import last_canary
 from maple_engine.providers.base import Provider
 from maple_engine.settings import Settings
 from maple_engine.state import JobState
@@ -143,15 +143,11 @@ def _stalls(state: JobState, spec: dict[str, Any]) -> list[Stall]:
 
 def _failed_canary(state: JobState) -> str | None:
     """The line of the canary that stopped the job before its shards were planned, if one did."""
-    key = state.paths.canary
-    report = state.storage.read_json(key) if state.storage.exists(key) else None
-    if (
-        not report
-        or report["passed"]
-        or report["fingerprint"] != (state.read_spec() or {}).get("fingerprint")
-    ):
+    report = last_canary(state)
+    stored = (state.read_spec() or {}).get("fingerprint")
+    if report is None or report.passed or report.fingerprint != stored:
         return None
-    return CanaryReport(**report).line()
+    return report.line()
 
 
 def _phase(state: JobState, sharded: bool, shards: list[dict[str, Any]]) -> str:

@@ -130,7 +130,7 @@ def input_shards_asset(
 
 def canary_metadata(job: Job) -> dict[str, Any]:
     """The canary's figures (sample size, success share, top failure), when the job has one."""
-    report = last_canary(job) if job.spec.canary else None
+    report = last_canary(job.state) if job.spec.canary else None
     return report.metadata() if report is not None else {}
 
 

@@ -31,8 +31,8 @@ from maple_engine.job import Job
 from maple_engine.plan.sharding import ShardInfo
 from maple_engine.providers.base import ShardPayload
 from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID
+from maple_engine.state import JobState
 from maple_engine.steps import book_attempt
-from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.response_store import ResponseStore
 from maple_engine.submit.deadline import realtime_twin
 
@@ -91,11 +91,11 @@ def sample_rows(rows: int, n: int) -> list[int]:
     return [(2 * i + 1) * rows // (2 * n) for i in range(n)]
 
 
-def last_canary(job: Job) -> CanaryReport | None:
-    key = JobLayout(job.spec.name).canary
-    if not job.state.storage.exists(key):
+def last_canary(state: JobState) -> CanaryReport | None:
+    """The job's last canary (``state/canary.json``), if it ever ran one."""
+    if not state.storage.exists(state.paths.canary):
         return None
-    return CanaryReport(**job.state.storage.read_json(key))
+    return CanaryReport(**state.storage.read_json(state.paths.canary))
 
 
 def still_valid(job: Job, report: CanaryReport | None) -> bool:
@@ -115,7 +115,7 @@ def run_canary(job: Job, shards: list[ShardInfo]) -> CanaryReport | None:
     `CanaryFailed` when it fails. Returns the canary that holds for this version."""
     if not job.spec.canary:
         return None
-    earlier = last_canary(job)
+    earlier = last_canary(job.state)
     if still_valid(job, earlier):
         return earlier
     rows = shards[-1].last_row + 1
@@ -128,7 +128,7 @@ def run_canary(job: Job, shards: list[ShardInfo]) -> CanaryReport | None:
     _store(job, sample, results, run)
     _book(job, sender, results, run)
     job.state.storage.write_json(
-        JobLayout(job.spec.name).canary, dataclasses.asdict(report) | {"at": time.time()}
+        job.state.paths.canary, dataclasses.asdict(report) | {"at": time.time()}
     )
     if not report.passed:
         raise CanaryFailed(report.line())

@@ -52,6 +52,7 @@ def test_a_passing_canary_is_not_paid_again_nor_rerun(tmp_path: Path) -> None:
         first = enrich(server.url, source, store, "--canary", "10")
         stats = server.stats()
     assert first.returncode == 0, first.stderr
+    assert "canary         10 of 10 rows succeeded through openai-realtime" in first.stdout
     assert stats["requests_billed"] == ROWS  # the canary's 10 rows are filled from the store
     assert stats["batches_created"] >= 1
     out = pl.read_csv(tmp_path / "in_enriched.csv")

@@ -116,7 +116,7 @@ def test_with_no_real_time_api_the_canary_is_one_small_batch(
     stats = emulator_server.stats()
     assert stats["batches_created"] == 1 and stats["requests_billed"] == 5
     assert (counts.sent, counts.reused) == (25, 5)
-    report = last_canary(job)
+    report = last_canary(job.state)
     assert report is not None and report.passed and report.sent_via == provider.provider_name
 
 
