@@ -2,7 +2,8 @@
 
 OpenAI (``Authorization: Bearer sk-admin-...``): ``GET /v1/organization/usage/completions``
 (``group_by=model``, ``group_by=batch``, ``api_key_id``) and ``GET /v1/organization/costs``
-(``group_by=line_item``: ``"<model>, input"`` / ``"<model>, output"``), daily buckets in
+(``group_by=line_item``: ``"<model>, input"``, ``"<model>, cached input"``, ``"<model>, output"``),
+daily buckets in
 ``{"object": "page", "data": [{"object": "bucket", ...}], "has_more", "next_page"}``.
 Anthropic (``x-api-key: sk-ant-admin...``): ``GET /v1/organizations/usage_report/messages``
 (``group_by[]=model``, ``service_tier``, ``api_key_id``) and ``GET /v1/organizations/cost_report``
@@ -122,7 +123,7 @@ async def openai_usage(request: Request) -> Response:
                 "object": "organization.usage.completions.result",
                 "input_tokens": sum(c.input_tokens for c in found),
                 "output_tokens": sum(c.output_tokens for c in found),
-                "input_cached_tokens": 0,
+                "input_cached_tokens": sum(c.cache.read for c in found),
                 "input_audio_tokens": 0,
                 "output_audio_tokens": 0,
                 "num_model_requests": len(found),
@@ -147,11 +148,17 @@ async def openai_costs(request: Request) -> Response:
 
     def results(charges: list[Charge]) -> list[dict[str, Any]]:
         amounts: dict[str | None, Decimal] = defaultdict(Decimal)
-        for c in charges:
-            tokens = c.input_tokens + c.output_tokens
-            share = Decimal(c.input_tokens) / tokens if tokens else Decimal(1)
-            for kind, part in (("input", share), ("output", 1 - share)):
-                amounts[f"{c.model}, {kind}" if by_item else None] += c.cost_usd * part
+        for c in charges:  # a charge's cost split over its line items by their tokens
+            kinds = {
+                "input": c.input_tokens - c.cache.read,
+                "cached input": c.cache.read,
+                "output": c.output_tokens,
+            }
+            tokens = sum(kinds.values())
+            for kind, count in kinds.items():
+                if count or (kind == "input" and not tokens):
+                    part = Decimal(count) / tokens if tokens else Decimal(1)
+                    amounts[f"{c.model}, {kind}" if by_item else None] += c.cost_usd * part
         return [
             {
                 "object": "organization.costs.result",
@@ -215,9 +222,14 @@ async def anthropic_usage(request: Request) -> Response:
 
         return [
             {
-                "uncached_input_tokens": sum(c.input_tokens for c in found),
-                "cache_creation": {"ephemeral_1h_input_tokens": 0, "ephemeral_5m_input_tokens": 0},
-                "cache_read_input_tokens": 0,
+                "uncached_input_tokens": sum(c.uncached_input_tokens for c in found),
+                "cache_creation": {
+                    "ephemeral_1h_input_tokens": sum(c.cache_write_1h_tokens for c in found),
+                    "ephemeral_5m_input_tokens": sum(
+                        c.cache.write - c.cache_write_1h_tokens for c in found
+                    ),
+                },
+                "cache_read_input_tokens": sum(c.cache.read for c in found),
                 "output_tokens": sum(c.output_tokens for c in found),
                 "server_tool_use": {"web_search_requests": 0},
                 "api_key_id": k[2],

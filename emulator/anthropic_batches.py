@@ -131,7 +131,13 @@ def _finish(state: State, batch: AnthropicBatch, at: float, done: int, unrun: st
                     tokens = (outcome.prompt_tokens, outcome.completion_tokens)
                     model = str(params.get("model", ""))
                     state.billing.charge(
-                        "anthropic", batch.api_key, model, tokens, at=at, batch_id=batch.id
+                        "anthropic",
+                        batch.api_key,
+                        model,
+                        tokens,
+                        at=at,
+                        batch_id=batch.id,
+                        cache=use,
                     )
                 else:
                     result = {"type": "errored", "error": outcome.body}

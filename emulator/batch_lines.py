@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from emulator.faults import billing_key, bytes_key
-from emulator.prompt_cache import has_openai_prefix, openai_usage
+from emulator.prompt_cache import CacheUse, has_openai_prefix, openai_usage
 from emulator.tokens import content_text, count_tokens, prompt_tokens
 
 if TYPE_CHECKING:
@@ -51,8 +51,9 @@ class PassResult:
     model: str | None = None
     output_path: Path | None = None
     error_path: Path | None = None
-    #: per successful line: (index, billing key, prompt tokens, completion tokens)
-    ok: list[tuple[int, int, int, int]] = field(default_factory=list)
+    #: per successful line: (index, billing key, prompt tokens, completion tokens, of the prompt
+    #: tokens those read from the prompt cache)
+    ok: list[tuple[int, int, int, int, int]] = field(default_factory=list)
     #: per failed line that ran: (index, fault class or None)
     failed: list[tuple[int, str | None]] = field(default_factory=list)
     unrun: int = 0
@@ -267,9 +268,10 @@ class BatchPass:
                         prompt + completion,
                     )
                 )
-                ok_append((index, key, prompt, completion))
+                ok_append((index, key, prompt, completion, 0))
                 continue
             outcome = engine.run(endpoint, body, bytes_key(canonical))
+            use = CacheUse()
             if outcome.status == 200 and has_openai_prefix(body):
                 use = self.state.prompt_cache.openai(self.org, body)
                 openai_usage(outcome.body, use)
@@ -286,7 +288,8 @@ class BatchPass:
             }
             if outcome.status == 200:
                 out.add(dumps(record))
-                ok_append((index, key, outcome.prompt_tokens, outcome.completion_tokens))
+                tokens = (outcome.prompt_tokens, outcome.completion_tokens, use.read)
+                ok_append((index, key, *tokens))
                 if outcome.units > 1:
                     result.extra_units.append((index, outcome.units - 1))
             else:

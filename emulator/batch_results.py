@@ -13,8 +13,9 @@ if TYPE_CHECKING:
     from emulator.state import State
 
 
-def commit(state: "State", result: PassResult, done: int) -> tuple[int, int, int, int]:
-    """Add the counters of lines with index < ``done``; returns (ok, failed, tokens in, out)."""
+def commit(state: "State", result: PassResult, done: int) -> tuple[int, int, tuple[int, int, int]]:
+    """Add the counters of lines with index < ``done``; returns (ok, failed, tokens: in, out and
+    of the input those read from the prompt cache)."""
     stats: Counter[str] = Counter()
     ok = [entry for entry in result.ok if entry[0] < done]
     failed = [entry for entry in result.failed if entry[0] < done]
@@ -26,7 +27,8 @@ def commit(state: "State", result: PassResult, done: int) -> tuple[int, int, int
     stats["requests_billed"] += sum(extra for index, extra in result.extra_units if index < done)
     state.stats.merge(stats)
     state.stats.bill(entry[1] for entry in ok)
-    return len(ok), len(failed), sum(e[2] for e in ok), sum(e[3] for e in ok)
+    tokens = (sum(e[2] for e in ok), sum(e[3] for e in ok), sum(e[4] for e in ok))
+    return len(ok), len(failed), tokens
 
 
 def cut_files(state: "State", result: PassResult, prefix: str, done: int) -> None:

@@ -5,8 +5,10 @@ it, its organisation, model, tokens and price, so the providers' admin reports
 (``emulator.admin_routes``) can be served from the emulator's own records, including spend that
 did not come through Maple (another key of the same organisation). Keys belong to the
 organisation ``EmulatorConfig.organizations`` maps them to, else to ``DEFAULT_ORG``. Prices come
-from genai-prices (batch requests at half the standard rate; a model genai-prices does not know
-is priced as gpt-4o-mini, as Maple prices the emulator's models).
+from genai-prices (a model genai-prices does not know is priced as gpt-4o-mini, as Maple prices
+the emulator's models): batch requests at the model's published batch rates, else half the
+standard rate; prompt-cache reads at the cache-read rate (a batch's own, where published);
+cache writes at the cache-write rate, and 1-hour writes (Anthropic) at twice the input rate.
 """
 
 import threading
@@ -17,9 +19,13 @@ from typing import Literal
 
 from genai_prices import Usage, calc_price
 
+from emulator.prompt_cache import ONE_HOUR, CacheUse
+
 DEFAULT_ORG = "org-emulator"
 FALLBACK_MODEL = "gpt-4o-mini"
 BATCH_DISCOUNT = Decimal("0.5")
+BATCH = {"processing": "batch"}  # genai-prices' batch price variant
+NO_CACHE = CacheUse()
 Family = Literal["openai", "anthropic"]
 
 
@@ -33,21 +39,51 @@ class Charge:
     model: str
     at: float  # unix seconds
     batch_id: str | None
-    input_tokens: int
+    input_tokens: int  # every input token, cache reads and writes included
     output_tokens: int
     cost_usd: Decimal
+    cache: CacheUse = NO_CACHE  # of input_tokens: read from / written to the prompt cache
+
+    @property
+    def uncached_input_tokens(self) -> int:
+        return self.input_tokens - self.cache.read - self.cache.write
+
+    @property
+    def cache_write_1h_tokens(self) -> int:
+        return self.cache.write if self.cache.ttl == ONE_HOUR else 0
 
 
 def price(
-    family: Family, model: str, input_tokens: int, output_tokens: int, batch: bool
+    family: Family, model: str, tokens: tuple[int, int], batch: bool, cache: CacheUse = NO_CACHE
 ) -> Decimal:
-    """USD for one request at ``family``'s published rates (half for a batch request)."""
-    usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
+    """USD for one request's (input, output) tokens at ``family``'s published rates, ``cache``
+    of the input read from or written to the prompt cache."""
+    long_writes = cache.write if cache.ttl == ONE_HOUR else 0
+    usage = Usage(
+        input_tokens=tokens[0] - long_writes,
+        cache_read_tokens=cache.read,
+        cache_write_tokens=cache.write - long_writes,
+        output_tokens=tokens[1],
+    )
+    total = _published(family, model, usage, batch)
+    if long_writes:  # Anthropic's 1-hour writes: twice the input rate
+        total += 2 * _published(family, model, Usage(input_tokens=long_writes), batch)
+    return total
+
+
+def _published(family: Family, model: str, usage: Usage, batch: bool) -> Decimal:
+    """``usage`` at the model's rates: its batch rates if published, else half the standard."""
     try:
-        total = calc_price(usage, model_ref=model, provider_id=family).total_price
+        standard = calc_price(usage, model_ref=model, provider_id=family)
     except LookupError:
-        total = calc_price(usage, model_ref=FALLBACK_MODEL, provider_id="openai").total_price
-    return total * BATCH_DISCOUNT if batch else total
+        model, family = FALLBACK_MODEL, "openai"
+        standard = calc_price(usage, model_ref=model, provider_id=family)
+    if not batch:
+        return standard.total_price
+    batched = calc_price(usage, model_ref=model, provider_id=family, price_context=BATCH)
+    if batched.model_price != standard.model_price:  # the published batch variant
+        return batched.total_price
+    return standard.total_price * BATCH_DISCOUNT
 
 
 class Billing:
@@ -71,10 +107,13 @@ class Billing:
         *,
         at: float,
         batch_id: str | None = None,
+        cache: CacheUse = NO_CACHE,
     ) -> None:
-        """Bill ``tokens`` (input, output) of one successful request."""
-        cost = price(family, model, *tokens, batch=batch_id is not None)
-        entry = Charge(family, self.org_of(api_key), api_key, model, at, batch_id, *tokens, cost)
+        """Bill ``tokens`` (input, output) of one successful request (or of a batch's
+        requests), ``cache`` of the input read from or written to the prompt cache."""
+        cost = price(family, model, tokens, batch_id is not None, cache)
+        org = self.org_of(api_key)
+        entry = Charge(family, org, api_key, model, at, batch_id, *tokens, cost, cache)
         with self._lock:
             self._charges.append(entry)
 

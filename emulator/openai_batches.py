@@ -17,6 +17,7 @@ import orjson
 from emulator.batch_lines import BatchPass, PassResult, unrun_line
 from emulator.batch_results import commit, cut_files
 from emulator.openai_records import Final, OpenAIBatch
+from emulator.prompt_cache import CacheUse
 from emulator.queue_limits import admit_openai
 from emulator.state import State
 
@@ -91,7 +92,7 @@ def _cancel_unvalidated(state: State, batch: OpenAIBatch) -> None:
     batch.total = count
     at = batch.cancel_at + 0.1 * batch.seconds if batch.cancel_at is not None else time.time()
     errors = _store(state, batch, "error", path if count else None)
-    batch.final = Final("cancelled", at, count, 0, count, None, errors, _usage(0, 0))
+    batch.final = Final("cancelled", at, count, 0, count, None, errors, _usage(0, 0, 0))
     state.stats.add("batches_cancelled")
 
 
@@ -101,11 +102,11 @@ def _finish(state: State, batch: OpenAIBatch, status: str, *, at: float, done: i
         return
     if done < result.total - result.unrun:
         cut_files(state, result, batch.id.removeprefix("batch_"), done)
-    succeeded, _, tokens_in, tokens_out = commit(state, result, done)
+    succeeded, _, (tokens_in, tokens_out, cached) = commit(state, result, done)
     output = _store(state, batch, "output", result.output_path)
     errors = _store(state, batch, "error", result.error_path)
     failed = result.total - succeeded
-    usage = _usage(tokens_in, tokens_out)
+    usage = _usage(tokens_in, tokens_out, cached)
     if succeeded:
         state.billing.charge(
             "openai",
@@ -114,16 +115,17 @@ def _finish(state: State, batch: OpenAIBatch, status: str, *, at: float, done: i
             (tokens_in, tokens_out),
             at=at,
             batch_id=batch.id,
+            cache=CacheUse(read=cached),
         )
     batch.final = Final(status, at, result.total, succeeded, failed, output, errors, usage)
     batch.run = PassResult(total=result.total)
     state.stats.add(f"batches_{status}")
 
 
-def _usage(tokens_in: int, tokens_out: int) -> dict[str, Any]:
+def _usage(tokens_in: int, tokens_out: int, cached: int) -> dict[str, Any]:
     return {
         "input_tokens": tokens_in,
-        "input_tokens_details": {"cached_tokens": 0},
+        "input_tokens_details": {"cached_tokens": cached},
         "output_tokens": tokens_out,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": tokens_in + tokens_out,

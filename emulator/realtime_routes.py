@@ -27,7 +27,7 @@ from emulator.http_common import (
     state_of,
 )
 from emulator.openai_engine import Outcome
-from emulator.prompt_cache import anthropic_usage, openai_usage, organisation
+from emulator.prompt_cache import CacheUse, anthropic_usage, openai_usage, organisation
 from emulator.ratelimit import Decision, anthropic_headers, openai_headers, retry_headers
 from emulator.replies import echo_text
 from emulator.tokens import count_tokens, prompt_tokens
@@ -46,7 +46,9 @@ def _estimate(payload: Any) -> int:
     return sum(count_tokens(item) for item in items if isinstance(item, str)) or 1
 
 
-def _account(request: Request, payload: Any, key: int, outcome: Outcome, family: Family) -> None:
+def _account(
+    request: Request, payload: Any, key: int, outcome: Outcome, *, family: Family, use: CacheUse
+) -> None:
     state = state_of(request)
     stats = state.stats
     stats.add("requests_received")
@@ -58,7 +60,7 @@ def _account(request: Request, payload: Any, key: int, outcome: Outcome, family:
         stats.bill([hash((_RT_PREFIX, key, unit)) for unit in range(outcome.units)])
         model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
         tokens = (outcome.prompt_tokens, outcome.completion_tokens)
-        state.billing.charge(family, api_key_of(request), model, tokens, at=time.time())
+        state.billing.charge(family, api_key_of(request), model, tokens, at=time.time(), cache=use)
 
 
 async def _admit(request: Request) -> tuple[Any, Decision | None, Response | None]:
@@ -116,13 +118,14 @@ async def openai_realtime(request: Request) -> Response:
         await asyncio.sleep(state.config.flex_delay_s)
     key = body_key(payload)
     outcome = state.openai.run(request.url.path, payload, key)
+    use = CacheUse()
     if outcome.status == 200 and is_flex(payload):
         outcome.body["service_tier"] = FLEX
     if outcome.status == 200 and request.url.path.endswith("/chat/completions"):
         use = state.prompt_cache.openai(organisation(request.headers), payload)
         openai_usage(outcome.body, use)
         state.stats.cached(use)
-    _account(request, payload, key, outcome, "openai")
+    _account(request, payload, key, outcome, family="openai", use=use)
     headers = openai_headers(decision) | {"openai-processing-ms": "1", "openai-model": model}
     if outcome.status == 429:
         headers |= {"retry-after": "1", "retry-after-ms": "1000"}
@@ -148,11 +151,12 @@ async def anthropic_messages(request: Request) -> Response:
     key = body_key(payload)
     state = state_of(request)
     outcome = state.anthropic.run(payload, key)
+    use = CacheUse()
     if outcome.status == 200:
         use = state.prompt_cache.anthropic(organisation(request.headers), payload)
         anthropic_usage(outcome.body, use)
         state.stats.cached(use)
-    _account(request, payload, key, outcome, "anthropic")
+    _account(request, payload, key, outcome, family="anthropic", use=use)
     if outcome.status == 429:
         headers |= {"retry-after": "1", "retry-after-ms": "1000"}
     return anthropic_json(outcome.body, outcome.status, headers)

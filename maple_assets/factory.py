@@ -110,6 +110,8 @@ def enrichment(
     priority: int = DEFAULTS.priority,
     deadline: "str | float | timedelta | None" = DEFAULTS.deadline_s,
     stall_percentile: float = DEFAULTS.stall_percentile,
+    canary: int | None = DEFAULTS.canary,
+    canary_min_success: float = DEFAULTS.canary_min_success,
     cache: Literal["auto", "off"] = DEFAULTS.cache,
 ) -> Enrichment:
     """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI.
@@ -140,6 +142,8 @@ def enrichment(
         error_failed_share=error_failed_share,
         reuse=reuse,
         stall_percentile=stall_percentile,
+        canary=canary,
+        canary_min_success=canary_min_success,
         cache=cache,
         max_enqueued_tokens=max_enqueued_tokens,
         priority=priority,
@@ -171,6 +175,8 @@ def embedding(
     priority: int = DEFAULTS.priority,
     deadline: "str | float | timedelta | None" = DEFAULTS.deadline_s,
     stall_percentile: float = DEFAULTS.stall_percentile,
+    canary: int | None = DEFAULTS.canary,
+    canary_min_success: float = DEFAULTS.canary_min_success,
 ) -> Enrichment:
     """Declare an embedding: one vector per row of ``source`` (``llm_embedding``, Parquet).
 
@@ -201,6 +207,8 @@ def embedding(
         priority=priority,
         deadline=deadline,
         stall_percentile=stall_percentile,
+        canary=canary,
+        canary_min_success=canary_min_success,
     )
 
 

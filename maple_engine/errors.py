@@ -9,6 +9,7 @@ Every message names what went wrong, where (job, shard, row, URL without secrets
     │   ├── AuthError        the provider rejected the credentials
     │   └── QueueFull        the provider's batch queue refused a new batch (try later)
     ├── QuotaExhausted       the provider reports insufficient quota: new submissions stop
+    ├── CanaryFailed         too few of the canary's rows succeeded: no batch was created
     └── BudgetExceeded       the next batch would push the job over its budget
 """
 
@@ -45,6 +46,11 @@ class QueueFull(ProviderError):
 
 class QuotaExhausted(MapleError):
     """The provider reports insufficient quota; the job stops submitting new batches."""
+
+
+class CanaryFailed(MapleError):
+    """Too few of the canary's rows succeeded (`maple_engine.plan.canary`); no batch of the job
+    was created. The message names the top failure class and one example row."""
 
 
 class BudgetExceeded(MapleError):

@@ -200,7 +200,22 @@ class JobSpec(BaseModel):
         ge=50,
         lt=100,
         description="A batch in flight longer than this percentile of its provider and model's "
-        "turnaround (batch history) is stalled; with a deadline its rows go real-time at once.",
+        "turnaround (batch history) is stalled; with a deadline its rows go flex or real-time at "
+        "once.",
+    )
+    canary: int | None = Field(
+        default=None,
+        ge=1,
+        description="Before the first batch, send N rows sampled evenly across the input "
+        "through the provider's real-time API; stop (exit 4) unless enough succeed. Their "
+        "answers are kept, so the job does not pay for them again.",
+    )
+    canary_min_success: float = Field(
+        default=0.9,
+        ge=0,
+        le=1,
+        description="The canary's least share of rows that succeed (and, with a response "
+        "schema, of replies that match it) for the job to go on.",
     )
 
     def fingerprint(self) -> str:

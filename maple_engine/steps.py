@@ -263,6 +263,29 @@ def _mode(job: Job, submission: Submission) -> Literal["batch", "realtime"]:
 
 
 def _record_cost(job: Job, shard: str, submission: Submission, results: pl.DataFrame) -> None:
+    mode, batch_prices = _mode(job, submission), batch_priced(submission.batch_id)
+    book_attempt(
+        job,
+        results,
+        shard=shard,
+        attempt=submission.attempt,
+        batch_id=submission.batch_id,
+        mode=mode,
+        batch_prices=batch_prices,
+    )
+
+
+def book_attempt(
+    job: Job,
+    results: pl.DataFrame,
+    *,
+    shard: str,
+    attempt: int,
+    batch_id: str,
+    mode: Literal["batch", "realtime"],
+    batch_prices: bool,
+) -> None:
+    """The billed rows of one attempt (or of the canary) as one entry of the cost ledger."""
     if job.costs is None:
         return
     entry = AttemptCost.from_rows(
@@ -272,11 +295,11 @@ def _record_cost(job: Job, shard: str, submission: Submission, results: pl.DataF
         team=job.spec.team,
         model=job.spec.model,
         provider=job.provider.provider_name,
-        mode=_mode(job, submission),
-        batch_prices=batch_priced(submission.batch_id),
+        mode=mode,
+        batch_prices=batch_prices,
         shard=shard,
-        attempt=submission.attempt,
-        batch_id=submission.batch_id,
+        attempt=attempt,
+        batch_id=batch_id,
     )
     job.costs.record(entry)
 

@@ -11,7 +11,7 @@ import dagster as dg
 import orjson
 from pydantic import BaseModel, Field
 
-from maple_assets.api.errors import INTERRUPTED_MESSAGE, is_interrupt
+from maple_assets.api.errors import INTERRUPTED_MESSAGE, is_interrupt, unwrapped_canary
 from maple_assets.api.result import Result, job_result, recorded_batches
 from maple_assets.api.runner import Runner, instance_for
 from maple_assets.factory import Enrichment, embedding, enrichment, schema_dict
@@ -299,7 +299,7 @@ def _run(
         driver=driver,
     )
     try:
-        with marks_interrupt(state):
+        with marks_interrupt(state), unwrapped_canary():
             table = runner.run()
         if opts.timings_json:
             Path(opts.timings_json).write_bytes(orjson.dumps(runner.figures()))

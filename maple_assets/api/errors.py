@@ -12,7 +12,7 @@ A job that runs and ends early (budget, quota, cancel) is no error: its ``Result
 import contextlib
 from collections.abc import Iterator
 
-from maple_engine.errors import AuthError, ConfigError, MapleError, StorageError
+from maple_engine.errors import AuthError, CanaryFailed, ConfigError, MapleError, StorageError
 from maple_engine.storage.claims import JobRunning
 
 
@@ -100,6 +100,18 @@ def usage_error(exc: BaseException) -> UsageError | None:
     if isinstance(found, (StorageError, AuthError)):
         return SetupError(one_line(found))
     return None
+
+
+@contextlib.contextmanager
+def unwrapped_canary() -> Iterator[None]:
+    """A failed canary raises ``CanaryFailed`` itself, not Dagster's failure around it."""
+    try:
+        yield
+    except Exception as exc:
+        found = user_error(exc)
+        if isinstance(found, CanaryFailed) and found is not exc:
+            raise found from exc
+        raise
 
 
 @contextlib.contextmanager

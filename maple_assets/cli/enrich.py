@@ -8,8 +8,11 @@ from maple_assets.api.result import Result
 from maple_assets.cli.dry_run import dry_run, percent
 from maple_assets.cli.errors import EXIT_CODES, engine_warnings_on_stderr
 from maple_engine.plan.cache_layout import cache_layout
+from maple_engine.plan.canary import last_canary
 from maple_engine.settings import Settings
 from maple_engine.spec import JobSpec
+from maple_engine.state import JobState
+from maple_engine.storage.storage import Storage
 
 
 def run_enrich(opts: EnrichOptions, settings: Settings) -> int:
@@ -22,7 +25,18 @@ def run_enrich(opts: EnrichOptions, settings: Settings) -> int:
         with engine_warnings_on_stderr():
             result = drive(ready, resuming=lambda line: click.echo(line, err=True))
     print_summary(result, ready.enrichment.spec)
+    print_canary(ready.enrichment.spec, opts.storage_root)
     return EXIT_CODES[result.status]
+
+
+def print_canary(spec: JobSpec, root: str) -> None:
+    """The canary that let the job go on (with ``--canary``)."""
+    report = last_canary(JobState(Storage(root), spec.name)) if spec.canary else None
+    if report is not None:
+        click.echo(
+            f"{'canary':<15}{report.succeeded:,} of {report.sample_size:,} rows succeeded "
+            f"through {report.sent_via} (run {report.run}; its rows count as reused)"
+        )
 
 
 def print_summary(result: Result, spec: JobSpec | None = None) -> None:

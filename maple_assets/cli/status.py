@@ -19,6 +19,7 @@ from maple_engine.collect.responses import summarize
 from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
+from maple_engine.plan.canary import last_canary
 from maple_engine.providers.base import Provider
 from maple_engine.settings import Settings
 from maple_engine.state import JobState
@@ -95,7 +96,7 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
         "model": spec["spec"].get("model"),
         "provider": spec["spec"].get("provider"),
         "phase": _phase(state, manifest is not None, shards),
-        "stopped": state.stop_reason(),
+        "stopped": state.stop_reason() or (_failed_canary(state) if manifest is None else None),
         "version": version.number if (version := state.version()) else None,
         "rows": sum(s["rows"] for s in shards),
         "succeeded": sum(s["succeeded"] for s in shards),
@@ -140,9 +141,18 @@ def _stalls(state: JobState, spec: dict[str, Any]) -> list[Stall]:
     return stalled(subs, limit, percentile)
 
 
+def _failed_canary(state: JobState) -> str | None:
+    """The line of the canary that stopped the job before its shards were planned, if one did."""
+    report = last_canary(state)
+    stored = (state.read_spec() or {}).get("fingerprint")
+    if report is None or report.passed or report.fingerprint != stored:
+        return None
+    return report.line()
+
+
 def _phase(state: JobState, sharded: bool, shards: list[dict[str, Any]]) -> str:
     if not sharded:
-        return "sharding"
+        return "canary failed" if _failed_canary(state) else "sharding"
     merged = state.paths.merged
     version = state.version()
     if state.storage.exists(merged) and (
@@ -211,7 +221,7 @@ def status_command(job: str | None, storage: str | None, fmt: str) -> None:
     else:
         for s in statuses:
             click.echo(
-                f"{s['job']:<32}{s['phase']:<10}{s['rows']:>10,} rows  "
+                f"{s['job']:<32}{s['phase']:<14}{s['rows']:>10,} rows  "
                 f"{s['succeeded']:>10,} ok  {s['failed']:>8,} failed  ${s['cost_usd']:.6f}"
                 + (f"  {len(s['stalled'])} stalled" if s["stalled"] else "")
             )

@@ -18,8 +18,10 @@ from pydantic import Field
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.per_shard import per_shard
 from maple_engine.collect.responses import summarize
+from maple_engine.errors import CanaryFailed
 from maple_engine.job import IO_MANAGER_KEY, Job, job_for
 from maple_engine.merge.output import merge_job
+from maple_engine.plan.canary import last_canary
 from maple_engine.plan.rerun import shard_input
 from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import RequestKind
@@ -60,7 +62,10 @@ def input_shards_asset(
     ) -> dg.Output[pl.DataFrame]:
         run_spec = spec.model_copy(update={"reuse": spec.reuse and not config.no_reuse})
         job = job_for(run_spec, policy, context.resources)
-        shards, version, counts = shard_input(job, table, retry_failed=config.retry_failed)
+        try:
+            shards, version, counts = shard_input(job, table, retry_failed=config.retry_failed)
+        except CanaryFailed as exc:  # the run fails before any submission: the UI shows why
+            raise dg.Failure(str(exc), metadata=canary_metadata(job), allow_retries=False) from exc
         current_partitions(context.instance, pdef.name or "", [s.key for s in shards])
         mark_reused_shards(context, job, shards, spec.name)
         manifest = pl.DataFrame([dataclasses.asdict(s) for s in shards])
@@ -79,6 +84,7 @@ def input_shards_asset(
                 "shards": len(shards),
                 "bytes": int(manifest["bytes"].sum()),
                 "max_shard_rows": int(manifest.select(pl.col("rows").max()).item()),
+                **canary_metadata(job),
             },
         )
 
@@ -124,6 +130,12 @@ def input_shards_asset(
         return body(context, config, table)
 
     return input_shards_from_asset
+
+
+def canary_metadata(job: Job) -> dict[str, Any]:
+    """The canary's figures (sample size, success share, top failure), when the job has one."""
+    report = last_canary(job.state) if job.spec.canary else None
+    return report.metadata() if report is not None else {}
 
 
 def current_partitions(instance: dg.DagsterInstance, name: str, keys: list[str]) -> None:

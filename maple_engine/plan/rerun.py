@@ -9,6 +9,7 @@ from typing import Any
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
+from maple_engine.plan.canary import run_canary
 from maple_engine.plan.sharding import ShardInfo, with_text, write_shards
 from maple_engine.plan.versions import KeySpill, Version, VersionPlan, attempt_one, input_digest
 from maple_engine.plan.versions import plan_version as plan_rows
@@ -111,6 +112,7 @@ def _cut(job: Job, version: Version, source: Any) -> tuple[list[ShardInfo], Vers
             on_block=lambda block: spill.add(with_text(block, job.spec)),
         )
     rows = shards[-1].last_row + 1
+    run_canary(job, shards)  # before planning: its answers fill their rows from the store
     counts, send = plan_rows(storage, name, version, rows)
     for shard in shards:
         plan = attempt_one(send, shard.first_row, shard.last_row)

@@ -15,6 +15,8 @@ Layout of one job ``<job>``::
                                         quota/cancel
         budget_stop.json                the budget that stopped the job
         interrupted.json                a Ctrl-C stopped the driver (`maple status`)
+        canary.json                     the last canary: its shares, top failure, fingerprint
+        canary/rt-<n>/                  the real-time checkpoints of the canary's n-th send
         driver/                         the driver lease (one `maple enrich` per job)
         sharding/                       the sharding lease (one `input_shards` run at a time)
         queue_wait.json                 why the job's next shard waits for queue room
@@ -103,6 +105,11 @@ class JobLayout:
     @property
     def interrupted(self) -> str:
         return self.state("interrupted.json")
+
+    @property
+    def canary(self) -> str:
+        """The last canary's report (`maple_engine.plan.canary`)."""
+        return self.state("canary.json")
 
     @property
     def driver(self) -> str:

@@ -6,7 +6,8 @@ once at least `MIN_COMPLETED` batches of that provider and model completed in th
 `HISTORY_DAYS` days. ``maple status`` reports stalled batches (age vs the percentile); a job
 with a deadline escalates them at once instead of waiting for the deadline: the batch is
 cancelled (what it ran is collected as usual) and every later attempt of its shard goes through
-the provider's real-time twin (`maple_engine.submit.deadline`).
+the provider's flex twin while the time left allows, else its real-time twin
+(`maple_engine.submit.deadline`).
 """
 
 import dataclasses
@@ -76,7 +77,7 @@ def stalled(
 
 def escalate_stalled(job: Any, states: list[tuple[Submission, BatchState]]) -> list[Stall]:
     """With a deadline: cancel the job's stalled batches (once each) and mark their shards so
-    that every later attempt goes real-time. Returns the batches cancelled now."""
+    that every later attempt goes flex or real-time. Returns the batches cancelled now."""
     if job.spec.deadline_s is None or job.costs is None:
         return []
     running = [s for s, state in states if not state.ended and not is_realtime(s)]

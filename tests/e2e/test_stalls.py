@@ -46,8 +46,8 @@ def enrich(source: Path, store: Path, job: str, *extra: str) -> list[str]:
     ]  # fmt: skip
 
 
-@pytest.mark.slow  # waits out a stalled batch: about 40 s
-def test_a_stalled_batch_is_reported_then_escalated_by_the_deadline(tmp_path: Path) -> None:
+def warm_history(tmp_path: Path) -> tuple[Path, Path]:
+    """A history of quick batches (the p95 to stall against) in the store; the slow input."""
     store = tmp_path / "store"
     quick, slow = tmp_path / "quick.csv", tmp_path / "slow.csv"
     pl.DataFrame({"title": [f"quick {i}" for i in range(24)]}).write_csv(quick)
@@ -55,6 +55,12 @@ def test_a_stalled_batch_is_reported_then_escalated_by_the_deadline(tmp_path: Pa
     with EmulatorServer(EmulatorConfig(batch_seconds=0.5)) as server:
         warm = run(server.url, *enrich(quick, store, "warm"))
         assert warm.returncode == 0, warm.stderr
+    return store, slow
+
+
+@pytest.mark.slow  # waits out a stalled batch: about 40 s
+def test_a_stalled_batch_is_reported_then_escalated_by_the_deadline(tmp_path: Path) -> None:
+    store, slow = warm_history(tmp_path)
     stalling = EmulatorConfig(batch_seconds=1.0, stall=1.0, stall_factor=STALLED_S)
     with EmulatorServer(stalling) as server:
         driver = subprocess.Popen(
@@ -96,3 +102,26 @@ def test_a_stalled_batch_is_reported_then_escalated_by_the_deadline(tmp_path: Pa
     with CostTracker(storage_root=str(store)) as ledger:
         late = ledger.batch_history(HistoryFilter(job="late"))
     assert "cancelled" in set(late["status"])
+
+
+@pytest.mark.slow  # two CLI runs, about 70 s here (tests/integration/test_stall_flex.py: fast)
+def test_a_stalled_batch_under_a_deadline_goes_to_the_flex_lane(tmp_path: Path) -> None:
+    """With time to spare before the deadline, a stalled batch's rows take the flex lane
+    (real-time answers at batch prices) rather than standard real-time."""
+    store, slow = warm_history(tmp_path)
+    stalling = EmulatorConfig(batch_seconds=1.0, stall=1.0, stall_factor=STALLED_S)
+    with EmulatorServer(stalling) as server:
+        started = time.monotonic()
+        done = run(server.url, *enrich(slow, store, "late", "--deadline", "2h"))
+        wall = time.monotonic() - started
+        stats = server.stats()
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert wall < STALLED_S / 2
+    out = pl.read_parquet(tmp_path / "late.parquet")
+    assert set(out["llm_status"]) == {"succeeded"} and out.height == 8
+    assert out["llm_batch_id"].str.starts_with("rt-flex-").all()
+    assert stats["flex_requests"] == 8 and stats["bodies_billed_twice"] == 0
+    with CostTracker(storage_root=str(store)) as ledger:
+        entries = [e for e in ledger.job_entries("late") if e.requests]
+    assert {e.batch_id[:8] for e in entries} == {"rt-flex-"}
+    assert all(e.cost_usd == pytest.approx(e.realtime_cost_usd / 2) for e in entries)

@@ -40,7 +40,13 @@ from maple_engine.providers.gemini.wire import (
 )
 from maple_engine.providers.http import error_detail
 from maple_engine.providers.realtime.engine import Group, Row
-from maple_engine.providers.realtime.providers import RealtimeProvider, realtime_capabilities
+from maple_engine.providers.realtime.providers import (
+    RealtimeProvider,
+    on_tier,
+    realtime_capabilities,
+)
+
+FLEX = "flex"
 
 
 class GeminiRealtimeProvider(RealtimeProvider):
@@ -140,4 +146,8 @@ class GeminiFlexProvider(GeminiRealtimeProvider):
     )
 
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return gemini_body_expr(spec, user, image, service_tier="flex")
+        return gemini_body_expr(spec, user, image, service_tier=FLEX)
+
+    def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
+        """Rows on the flex tier, whoever encoded them (a batch's rows under a deadline)."""
+        return super().requests_of(on_tier(rows, "serviceTier", FLEX))

@@ -16,6 +16,8 @@ from pydantic import Field
 from maple_engine.providers.base import BATCH_PRICED_PREFIX, ProviderCapabilities, RequestSpec
 from maple_engine.providers.openai import wire
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
+from maple_engine.providers.realtime.engine import Group
+from maple_engine.providers.realtime.providers import on_tier
 
 SERVICE_TIER = {"service_tier": "flex"}
 FLEX_TIMEOUT_S = 900.0
@@ -40,6 +42,12 @@ class OpenAIFlexProvider(OpenAIRealtimeProvider):
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
         flex = dataclasses.replace(spec, params={**spec.params, **SERVICE_TIER})
         return wire.chat_body_expr(flex, user, image)
+
+    def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
+        """Chat rows on the flex tier, whoever encoded them (a batch's rows under a deadline)."""
+        if rows and not rows[0][1].startswith(wire.EMBEDDING_HEAD):
+            rows = on_tier(rows, "service_tier", SERVICE_TIER["service_tier"])
+        return super().requests_of(rows)
 
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return wire.parse_chat_completion(custom_id, body)

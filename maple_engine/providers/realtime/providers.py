@@ -19,6 +19,7 @@ attempt from sending further rows. 401/403 abort the attempt with ``AuthError``.
 from typing import Any, ClassVar
 
 import httpx
+import orjson
 import polars as pl
 from pydantic import Field
 
@@ -69,6 +70,20 @@ def realtime_capabilities(
         caching=caching,
         kinds=kinds,
     )
+
+
+def on_tier(rows: list[tuple[str, str]], field: str, tier: str) -> list[tuple[str, str]]:
+    """``rows`` with ``field: tier`` in every body: a flex provider also sends bodies encoded
+    for another lane (a deadline's or a stalled batch's rows), and the provider bills
+    the flex tier's prices only to requests that ask for it."""
+    marked = f'"{field}":"{tier}"'
+    return [(custom_id, _with(body, field, tier, marked)) for custom_id, body in rows]
+
+
+def _with(body: str, field: str, tier: str, marked: str) -> str:
+    if marked in body:  # encoded by the flex provider itself
+        return body
+    return orjson.dumps({**orjson.loads(body), field: tier}).decode()
 
 
 class RealtimeProvider(ProviderModel):
