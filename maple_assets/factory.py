@@ -119,36 +119,7 @@ def enrichment(
     The keywords are the job options of ``maple_engine.spec.JobSpec`` (defaults and help there);
     ``params`` and ``retries`` take None for empty, ``deadline`` ("6h", seconds or a timedelta)
     fills ``deadline_s``. ``poll_interval_s`` is the sensor's minimum interval."""
-    return _declare(
-        source,
-        poll_interval_s,
-        name=name,
-        prompt=prompt,
-        model=model,
-        provider=provider,
-        team=team,
-        system=system,
-        params=dict(params or {}),
-        output=output,
-        max_requests_per_batch=max_requests_per_batch,
-        max_batch_bytes=max_batch_bytes,
-        response_schema=schema_dict(response_schema),
-        image_column=image_column,
-        retries=dict(retries or {}),
-        check_images=check_images,
-        budget_usd=budget_usd,
-        allow_untracked_cost=allow_untracked_cost,
-        max_failed_share=max_failed_share,
-        error_failed_share=error_failed_share,
-        reuse=reuse,
-        stall_percentile=stall_percentile,
-        canary=canary,
-        canary_min_success=canary_min_success,
-        cache=cache,
-        max_enqueued_tokens=max_enqueued_tokens,
-        priority=priority,
-        deadline=deadline,
-    )
+    return _declare(**locals())
 
 
 def embedding(
@@ -183,37 +154,16 @@ def embedding(
     The same four-stage asset graph, sensor and checks as ``enrichment()``; ``text`` is a
     template over the columns like a prompt, ``dimensions`` the vectors' length (models that
     can shorten theirs). The other keywords are ``enrichment()``'s."""
-    return _declare(
-        source,
-        poll_interval_s,
-        name=name,
-        kind=RequestKind.EMBEDDING,
-        text=text,
-        dimensions=dimensions,
-        model=model,
-        provider=provider,
-        team=team,
-        params=dict(params or {}),
-        output=output,
-        max_requests_per_batch=max_requests_per_batch,
-        max_batch_bytes=max_batch_bytes,
-        retries=dict(retries or {}),
-        budget_usd=budget_usd,
-        allow_untracked_cost=allow_untracked_cost,
-        max_failed_share=max_failed_share,
-        error_failed_share=error_failed_share,
-        reuse=reuse,
-        max_enqueued_tokens=max_enqueued_tokens,
-        priority=priority,
-        deadline=deadline,
-        stall_percentile=stall_percentile,
-        canary=canary,
-        canary_min_success=canary_min_success,
-    )
+    return _declare(kind=RequestKind.EMBEDDING, **locals())
 
 
 def _declare(source: Any, poll_interval_s: int, **options: Any) -> Enrichment:
-    """A job's spec from its options, checked, and its asset graph, sensor and checks."""
+    """A job's spec from the keywords of ``enrichment()`` or ``embedding()`` (their job
+    options by name), checked, and its asset graph, sensor and checks."""
+    options["params"] = dict(options["params"] or {})
+    options["retries"] = dict(options["retries"] or {})
+    if "response_schema" in options:
+        options["response_schema"] = schema_dict(options["response_schema"])
     validate_name(options["name"])
     deadline = options.pop("deadline")
     queue_options = check_queue_options(
