@@ -1,6 +1,7 @@
 """The exclusive create behind batch claims and driver leases, on moto's S3 server over HTTP:
 a PutObject with ``If-None-Match: *``."""
 
+import time
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -9,6 +10,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from maple_engine.storage.clock import OFFSET_ENV, ClockSkew
 from maple_engine.storage.leases import Lease
 from maple_engine.storage.storage import Storage
 
@@ -55,3 +57,20 @@ def test_a_lease_on_s3_is_held_once_and_handed_on_after_release(s3_root: str) ->
     assert holder is not None and holder.what == "first"
     first.release()
     assert second.acquire() and second.generation == 2
+
+
+def test_a_lease_on_s3_is_judged_on_the_storage_clock_and_a_skewed_host_refused(
+    s3_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = Storage(s3_root)
+    assert abs(storage.server_time() - time.time()) < 2.0  # moto's Date: this machine's clock
+    monkeypatch.setenv(OFFSET_ENV, "-5")  # a quarter of the TTL behind: tolerated
+    holder = Lease(storage, "job/driver", "behind", ttl_s=20.0)
+    assert holder.acquire()
+    assert storage.age("job/driver/00000001.json") < 2.0  # however far off the writer's clock
+    monkeypatch.setenv(OFFSET_ENV, "5")
+    assert not Lease(storage, "job/driver", "ahead", ttl_s=20.0).acquire()
+    holder.release()
+    monkeypatch.setenv(OFFSET_ENV, "12")
+    with pytest.raises(ClockSkew, match=r"1[12]\.\d s ahead of the storage's clock \(s3://"):
+        Lease(storage, "job/driver", "far ahead", ttl_s=20.0).acquire()
