@@ -122,6 +122,8 @@ class Host:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, sig)
             self._reap()
+        for proc in [self.keeper, *self.procs]:
+            proc.wait(timeout=10)  # killed: reaped at once
         return time.time()
 
     def stop(self, grace: float = 10.0) -> None:
