@@ -110,8 +110,10 @@ def test_a_lost_host_s_job_is_finished_by_another_and_its_run_failed(
             wait_for("B's finish", lambda: survivor.poll() is not None, 300, b.log("enrich"))
             wait_for(
                 "run monitoring failing A's run",
-                lambda: instance.get_run_by_id(killed.run_id).status  # type: ignore[union-attr]
-                == dg.DagsterRunStatus.FAILURE,
+                lambda: (
+                    instance.get_run_by_id(killed.run_id).status  # type: ignore[union-attr]
+                    == dg.DagsterRunStatus.FAILURE
+                ),
                 120,
                 b.log("daemon")[-3000:],
             )
