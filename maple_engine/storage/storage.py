@@ -241,6 +241,23 @@ class Storage:
             raise StorageError(f"{self.uri(key)} does not exist") from exc
         return _date(head) - float(head["LastModified"].timestamp())
 
+    def ages(self, prefix: str) -> dict[str, float]:
+        """Keys directly under ``prefix`` with the seconds since each was last written, on the
+        storage's own clock (one LIST and one HEAD on S3); empty if the folder is absent."""
+        try:
+            entries = self.fs.ls(self._path(prefix), detail=True)
+        except FileNotFoundError:
+            return {}
+        now = self.server_time()
+        found = {}
+        for entry in entries:
+            if entry.get("type") == "directory":
+                continue
+            modified = entry.get("LastModified")
+            stamp = modified.timestamp() if modified is not None else float(entry["mtime"])
+            found[join(prefix, str(entry["name"]).rstrip("/").rsplit("/", 1)[-1])] = now - stamp
+        return found
+
     def read_bytes(self, key: str) -> bytes:
         """The whole object in one GET (opening it as a file, or s3fs's concurrent ranged
         read, costs a HEAD first): for the small JSON objects of job state."""

@@ -74,3 +74,16 @@ def test_a_lease_on_s3_is_judged_on_the_storage_clock_and_a_skewed_host_refused(
     monkeypatch.setenv(OFFSET_ENV, "12")
     with pytest.raises(ClockSkew, match=r"1[12]\.\d s ahead of the storage's clock \(s3://"):
         Lease(storage, "job/driver", "far ahead", ttl_s=20.0).acquire()
+
+
+def test_ages_under_a_folder_are_read_on_the_storage_clock(
+    s3_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = Storage(s3_root)
+    monkeypatch.setenv(OFFSET_ENV, "3600")  # this host's clock: no part in it
+    storage.write_bytes("beats/a.json", b"{}")
+    storage.write_bytes("beats/b.json", b"{}")
+    ages = storage.ages("beats")
+    assert sorted(ages) == ["beats/a.json", "beats/b.json"]
+    assert all(-1.5 < age < 3.0 for age in ages.values()), ages
+    assert storage.ages("nothing") == {}
