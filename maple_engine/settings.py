@@ -18,6 +18,7 @@ access without an ``S3Resource``.
 | ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, ``GEMINI_BASE_URL`` | provider base URLs |
 | ``OPENAI_ADMIN_KEY``, ``ANTHROPIC_ADMIN_KEY`` | admin keys (usage and cost reports) |
 | ``MAPLE_LEASE_TTL_S``, ``MAPLE_OUTAGE_WINDOW_S`` | operational knobs (`knob`) |
+| ``MAPLE_CLOCK_OFFSET_S`` | the same: shifts this host's clock (tests of clock skew) |
 | ``MAPLE_RUNS_SHARE_MACHINE``, ``MAPLE_CRASH_AT``, ``MAPLE_CRASH_MODE`` | the same |
 """
 
@@ -36,6 +37,7 @@ PRICES_ENV = "MAPLE_PRICES"
 BEDROCK_ROLE_ENV = "MAPLE_BEDROCK_ROLE_ARN"
 KNOBS = (
     "MAPLE_LEASE_TTL_S",
+    "MAPLE_CLOCK_OFFSET_S",  # shifts this host's clock, for tests (maple_engine.storage.clock)
     "MAPLE_OUTAGE_WINDOW_S",
     "MAPLE_RUNS_SHARE_MACHINE",
     "MAPLE_CRASH_AT",

@@ -1,23 +1,27 @@
 """The storage root as a Dagster resource: the engine's ``Storage`` under a configured root."""
 
+import contextlib
 import os
 
 import dagster as dg
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from maple_engine.deployment import require_shared
 from maple_engine.memory import tune_allocator
 from maple_engine.storage.s3 import ENVIRONMENT, S3Settings
 from maple_engine.storage.storage import Storage, is_remote
+from resources.run_launcher import beat_while_running
 
 
 class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     """The storage root every job writes under: a local folder or ``s3://bucket/prefix``."""
 
     root: str = Field(description="Storage root: a local folder or s3://bucket/prefix.")
+    _worker_beat: contextlib.ExitStack | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        """At run start: flat memory in run workers; refuse a local root across machines."""
+        """At run start: flat memory in run workers; refuse a local root across machines; beat
+        the run worker's lease where run monitoring watches it (`resources.run_launcher`)."""
         tune_allocator()
         if not is_remote(self.root):
             require_shared(
@@ -26,6 +30,13 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 os.path.abspath(self.root),
                 "Set MAPLE_STORAGE to s3://bucket/prefix",
             )
+        run_id = context.run.run_id if context.run is not None else None
+        self._worker_beat = beat_while_running(context.instance, run_id, self.storage())
+
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        if self._worker_beat is not None:
+            self._worker_beat.close()
+            self._worker_beat = None
 
     def s3_settings(self) -> S3Settings:
         """How ``s3://`` is reached: here the AWS_* environment (``resources.s3_resources``

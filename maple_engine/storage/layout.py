@@ -221,6 +221,11 @@ def rate_share_folder(provider: str, account: str, model: str) -> str:
     return join("_ratelimits", provider, account, model)
 
 
+def run_worker_folder(run_id: str) -> str:
+    """The lease a Dagster run's worker beats while it runs (run monitoring reads it)."""
+    return join("_runs", run_id, "worker")
+
+
 def job_names(listed: list[str]) -> list[str]:
     """The job folders among the root's listed keys."""
     return [n for n in (last_part(k) for k in listed) if n]

@@ -7,10 +7,12 @@ The highest number is the current lease. Taking the lease means creating the nex
 they race to take over a stale lease.
 
 The holder records where it runs (host, pid, what) and since when, and beats (rewrites its
-record's ``beat`` time) every ``ttl_s / 4`` seconds while it holds the lease. A lease is free
-when its holder released it, when its holder ran on this host and that process is gone, or when
-its last beat is older than ``ttl_s`` (a holder on another machine that died or lost the
-network). Clocks of machines sharing a root are assumed to agree within a fraction of the TTL.
+record) every ``ttl_s / 4`` seconds while it holds the lease. A lease is free when its holder
+released it, when its holder ran on this host and that process is gone, or when its record was
+last written more than ``ttl_s`` ago. That age is read on the storage's own clock (S3's
+``Last-Modified`` against its ``Date``; a local file's mtime), so hosts whose clocks disagree
+still agree on when a lease lapsed; a host whose clock is more than a quarter of the TTL off the
+storage's is refused before it takes a lease (`maple_engine.storage.clock`).
 """
 
 import contextlib
@@ -18,7 +20,6 @@ import dataclasses
 import os
 import socket
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ import orjson
 
 from maple_engine.errors import StorageError
 from maple_engine.settings import knob
+from maple_engine.storage import clock
 from maple_engine.storage.layout import join
 from maple_engine.storage.storage import Storage
 
@@ -57,7 +59,8 @@ def pid_alive(pid: int) -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Holder:
-    """Who holds a lease: host, pid, what it is doing, since when, last beat (epoch seconds)."""
+    """Who holds a lease: host, pid, what it is doing, since when, last beat (epoch seconds on
+    the holder's clock), and ``age``: seconds since its record was written, on the storage's."""
 
     host: str
     pid: int
@@ -66,17 +69,18 @@ class Holder:
     beat: float
     token: str
     released: bool = False
+    age: float = dataclasses.field(default=0.0, compare=False)
 
     def describe(self) -> str:
         since = datetime.fromtimestamp(self.since, UTC).isoformat(timespec="seconds")
         return f"{self.what} (pid {self.pid} on {self.host}, since {since})"
 
-    def stale(self, ttl_s: float, now: float | None = None) -> bool:
+    def stale(self, ttl_s: float) -> bool:
         if self.released:
             return True
         if self.host == socket.gethostname() and not pid_alive(self.pid):
             return True
-        return (now or time.time()) - self.beat > ttl_s
+        return self.age > ttl_s
 
 
 class Lease:
@@ -96,11 +100,14 @@ class Lease:
         if not keys:
             return 0, None
         key = keys[-1]
+        generation = int(key.rsplit("/", 1)[-1].split(".")[0])
         try:
             data = self.storage.read_json(key)
+            age = self.storage.age(key)
         except (StorageError, orjson.JSONDecodeError):  # unreadable: not free, look again later
-            return int(key.rsplit("/", 1)[-1].split(".")[0]), None
-        return int(key.rsplit("/", 1)[-1].split(".")[0]), Holder(**data)
+            return generation, None
+        data.pop("age", None)
+        return generation, Holder(**data, age=age)
 
     def holder(self) -> Holder | None:
         """The live holder, or None when the lease is free."""
@@ -112,12 +119,22 @@ class Lease:
         generation, holder = self.current()
         if generation and (holder is None or not holder.stale(self.ttl_s)):
             return False
-        now = time.time()
+        self.check_clock()
+        now = clock.now()
         mine = Holder(socket.gethostname(), os.getpid(), self.what, now, now, uuid.uuid4().hex)
         if not self.storage.create_exclusive(self._key(generation + 1), _encode(mine)):
             return False
         self.generation, self._holder = generation + 1, mine
         return True
+
+    def check_clock(self) -> None:
+        """Refuse to take the lease when this host's clock is too far off the storage's (to
+        within the storage clock's resolution, the round trip and a tenth of a second)."""
+        before = clock.now()
+        server = self.storage.server_time() + self.storage.clock_resolution / 2
+        after = clock.now()
+        slack = self.storage.clock_resolution / 2 + (after - before) / 2 + 0.1
+        clock.check_skew((before + after) / 2, server, self.ttl_s, self.storage.root, slack)
 
     @property
     def taken_over(self) -> bool:
@@ -126,12 +143,12 @@ class Lease:
 
     def beat(self) -> None:
         if self._holder is not None:
-            self._holder = dataclasses.replace(self._holder, beat=time.time())
+            self._holder = dataclasses.replace(self._holder, beat=clock.now())
             self.storage.write_bytes(self._key(self.generation), _encode(self._holder))
 
     def release(self) -> None:
         if self._holder is not None:
-            done = dataclasses.replace(self._holder, beat=time.time(), released=True)
+            done = dataclasses.replace(self._holder, beat=clock.now(), released=True)
             self.storage.write_bytes(self._key(self.generation), _encode(done))
             self._holder = None
 
@@ -160,4 +177,5 @@ class Lease:
 
 def _encode(holder: Holder) -> bytes:
     data: dict[str, Any] = dataclasses.asdict(holder)
+    del data["age"]  # read from the storage's clock, never written
     return orjson.dumps(data)

@@ -11,6 +11,7 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from email.utils import parsedate_to_datetime
 from typing import IO, Any
 
 import fsspec
@@ -122,6 +123,11 @@ def _token(info: dict[str, Any]) -> str:
     return str(info.get("ETag") or f"{info.get('ino')}:{info.get('mtime')}:{info.get('size')}")
 
 
+def _date(response: dict[str, Any]) -> float:
+    """The ``Date`` header of an S3 response, epoch seconds."""
+    return parsedate_to_datetime(response["ResponseMetadata"]["HTTPHeaders"]["date"]).timestamp()
+
+
 def is_remote(uri: str) -> bool:
     return "://" in uri and not uri.startswith("file://")
 
@@ -208,6 +214,49 @@ class Storage:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(tmp)
         return True
+
+    @property
+    def clock_resolution(self) -> float:
+        """How coarse the storage's clock reads are: S3 dates are whole seconds."""
+        return 1.0 if self.remote else 0.0
+
+    def server_time(self) -> float:
+        """The storage's own clock now (S3: the ``Date`` of a HEAD on the bucket; local: this
+        kernel's, which stamps the files' mtimes)."""
+        if not self.remote:
+            return time.time()
+        bucket = self._base.split("/", 1)[0]
+        return _date(self.fs.call_s3("head_bucket", Bucket=bucket))
+
+    def age(self, key: str) -> float:
+        """Seconds since ``key`` was last written, on the storage's own clock (S3: the
+        ``Date`` and ``Last-Modified`` of one HEAD; local: mtime against this kernel)."""
+        path = self._path(key)
+        try:
+            if not self.remote:
+                return time.time() - os.stat(path).st_mtime
+            bucket, _, name = path.partition("/")
+            head = self.fs.call_s3("head_object", Bucket=bucket, Key=name)
+        except FileNotFoundError as exc:
+            raise StorageError(f"{self.uri(key)} does not exist") from exc
+        return _date(head) - float(head["LastModified"].timestamp())
+
+    def ages(self, prefix: str) -> dict[str, float]:
+        """Keys directly under ``prefix`` with the seconds since each was last written, on the
+        storage's own clock (one LIST and one HEAD on S3); empty if the folder is absent."""
+        try:
+            entries = self.fs.ls(self._path(prefix), detail=True)
+        except FileNotFoundError:
+            return {}
+        now = self.server_time()
+        found = {}
+        for entry in entries:
+            if entry.get("type") == "directory":
+                continue
+            modified = entry.get("LastModified")
+            stamp = modified.timestamp() if modified is not None else float(entry["mtime"])
+            found[join(prefix, str(entry["name"]).rstrip("/").rsplit("/", 1)[-1])] = now - stamp
+        return found
 
     def read_bytes(self, key: str) -> bytes:
         """The whole object in one GET (opening it as a file, or s3fs's concurrent ranged

@@ -1,6 +1,7 @@
 """The exclusive create behind batch claims and driver leases, on moto's S3 server over HTTP:
 a PutObject with ``If-None-Match: *``."""
 
+import time
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -9,6 +10,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
+from maple_engine.storage.clock import OFFSET_ENV, ClockSkew
 from maple_engine.storage.leases import Lease
 from maple_engine.storage.storage import Storage
 
@@ -55,3 +57,33 @@ def test_a_lease_on_s3_is_held_once_and_handed_on_after_release(s3_root: str) ->
     assert holder is not None and holder.what == "first"
     first.release()
     assert second.acquire() and second.generation == 2
+
+
+def test_a_lease_on_s3_is_judged_on_the_storage_clock_and_a_skewed_host_refused(
+    s3_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = Storage(s3_root)
+    assert abs(storage.server_time() - time.time()) < 2.0  # moto's Date: this machine's clock
+    monkeypatch.setenv(OFFSET_ENV, "-5")  # a quarter of the TTL behind: tolerated
+    holder = Lease(storage, "job/driver", "behind", ttl_s=20.0)
+    assert holder.acquire()
+    assert storage.age("job/driver/00000001.json") < 2.0  # however far off the writer's clock
+    monkeypatch.setenv(OFFSET_ENV, "5")
+    assert not Lease(storage, "job/driver", "ahead", ttl_s=20.0).acquire()
+    holder.release()
+    monkeypatch.setenv(OFFSET_ENV, "12")
+    with pytest.raises(ClockSkew, match=r"1[12]\.\d s ahead of the storage's clock \(s3://"):
+        Lease(storage, "job/driver", "far ahead", ttl_s=20.0).acquire()
+
+
+def test_ages_under_a_folder_are_read_on_the_storage_clock(
+    s3_root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    storage = Storage(s3_root)
+    monkeypatch.setenv(OFFSET_ENV, "3600")  # this host's clock: no part in it
+    storage.write_bytes("beats/a.json", b"{}")
+    storage.write_bytes("beats/b.json", b"{}")
+    ages = storage.ages("beats")
+    assert sorted(ages) == ["beats/a.json", "beats/b.json"]
+    assert all(-1.5 < age < 3.0 for age in ages.values()), ages
+    assert storage.ages("nothing") == {}

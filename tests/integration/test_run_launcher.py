@@ -2,15 +2,18 @@
 whose worker process is gone (kill -9, OOM) is reported FAILED, so monitoring fails it and run
 retries start it again instead of leaving it STARTED forever."""
 
+import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import dagster as dg
+import orjson
 from dagster._core.launcher import WorkerStatus
 
-from resources.run_launcher import LocalRunLauncher
+from resources.run_launcher import WORKER_ROOT_TAG, LocalRunLauncher
 
 HOME_YAML = """
 run_launcher:
@@ -58,4 +61,50 @@ def test_a_run_whose_worker_is_gone_is_reported_failed(tmp_path: Path) -> None:
     alive = launcher.check_run_worker_health(instance.get_run_by_id(alive_run_id))  # type: ignore[arg-type]
     assert gone.status == WorkerStatus.FAILED and "gone" in (gone.msg or "")
     assert alive.status == WorkerStatus.RUNNING
+    instance.dispose()
+
+
+MONITORED_YAML = HOME_YAML + "run_monitoring:\n  enabled: true\n"
+DIE_IN_A_RUN = textwrap.dedent(
+    """
+    import os, sys
+    import dagster as dg
+    from resources.storage import StorageResource
+
+    @dg.asset
+    def doomed(storage: StorageResource) -> int:
+        os._exit(0)  # the run worker dies mid step: no RUN_FAILURE, no release
+
+    instance = dg.DagsterInstance.from_config(sys.argv[1])
+    storage = StorageResource(root=sys.argv[2])
+    dg.materialize([doomed], instance=instance, resources={"storage": storage})
+    """
+)
+
+
+def test_a_run_worker_beats_under_monitoring_and_is_failed_once_its_beats_stop(
+    tmp_path: Path,
+) -> None:
+    home, root = tmp_path / "home", tmp_path / "root"
+    home.mkdir()
+    (home / "dagster.yaml").write_text(MONITORED_YAML)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
+    subprocess.run(
+        [sys.executable, "-c", DIE_IN_A_RUN, str(home), str(root)], env=env, check=True, timeout=120
+    )
+    instance = dg.DagsterInstance.from_config(str(home))
+    (run,) = instance.get_runs()
+    assert run.status == dg.DagsterRunStatus.STARTED and run.tags[WORKER_ROOT_TAG] == str(root)
+    (record,) = (root / "_runs" / run.run_id / "worker").glob("*.json")
+    launcher = instance.run_launcher
+    dead_here = launcher.check_run_worker_health(run)
+    assert dead_here.status == WorkerStatus.FAILED and "stopped beating" in (dead_here.msg or "")
+    # The same worker on another host, its record freshly written: alive, whatever its pid.
+    data = orjson.loads(record.read_bytes())
+    record.write_bytes(orjson.dumps({**data, "host": "elsewhere"}))
+    assert launcher.check_run_worker_health(run).status == WorkerStatus.RUNNING
+    old = time.time() - 121  # a TTL (120 s by default) without a beat, by the storage's clock
+    os.utime(record, (old, old))
+    lost = launcher.check_run_worker_health(run)
+    assert lost.status == WorkerStatus.FAILED and "on elsewhere" in (lost.msg or "")
     instance.dispose()

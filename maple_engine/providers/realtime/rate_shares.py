@@ -5,12 +5,14 @@ the account and model, not to the process: N runs sending at once (CLI drivers, 
 workers on other machines) would each pace to the whole limit and send N times it. Each sender
 therefore keeps a heartbeat object under the storage root every run shares::
 
-    _ratelimits/<provider>/<account>/<model>/<sender>~<expires>.json
+    _ratelimits/<provider>/<account>/<model>/<sender>.json
 
-and paces to 1/N of the limit, N being the senders whose heartbeat has not expired. ``account``
-is a digest of the base URL and API key (never the key), so two accounts never share. A sender
-that dies stops renewing and drops out after ``TTL_S``; one that finishes removes itself, so
-the others speed up at their next beat.
+and paces to 1/N of the limit, N being the senders whose heartbeat was written less than
+``TTL_S`` ago. That age is read on the storage's own clock (S3's ``Last-Modified`` against its
+``Date``; a local file's mtime), so a host whose clock is off neither lingers in the count nor
+drops out of it. ``account`` is a digest of the base URL and API key (never the key), so two
+accounts never share. A sender that dies stops renewing and drops out after ``TTL_S``; one that
+finishes removes itself, so the others speed up at their next beat.
 """
 
 import hashlib
@@ -47,25 +49,19 @@ class RateShare:
 
     def beat(self, now: float | None = None) -> int:
         """Renew this sender's heartbeat (at most every ``BEAT_S``); the live senders, >= 1."""
-        now = time.time() if now is None else now
+        now = time.monotonic() if now is None else now
         if self._key is not None and now - self._beat_at < BEAT_S:
             return self.senders
-        key = join(self.folder, f"{self.sender}~{now + TTL_S:.3f}.json")
-        self.storage.write_bytes(key, b"{}")
-        previous, self._key, self._beat_at = self._key, key, now
-        if previous is not None:
-            self.storage.delete(previous)
+        self._key, self._beat_at = join(self.folder, f"{self.sender}.json"), now
+        self.storage.write_bytes(self._key, b"{}")
         live: set[str] = set()
-        for found in self.storage.list_keys(self.folder):
-            name = found.rsplit("/", 1)[-1].removesuffix(".json")
-            sender, _, expires = name.rpartition("~")
-            try:
-                left = float(expires) - now
-            except ValueError:
+        for found, age in self.storage.ages(self.folder).items():
+            if not found.endswith(".json"):  # a write in progress
                 continue
-            if left > 0:
+            sender = found.rsplit("/", 1)[-1].removesuffix(".json").partition("~")[0]
+            if age < TTL_S:
                 live.add(sender)
-            elif left < -6 * TTL_S:  # long dead: tidy it away
+            elif age > 6 * TTL_S:  # long dead: tidy it away
                 self.storage.delete(found)
         self.senders = max(1, len(live | {self.sender}))
         return self.senders
