@@ -23,14 +23,15 @@ def run(en: Enrichment, root: Path, instance: dg.DagsterInstance) -> dict[str, A
     return resources
 
 
-def metadata_by_run(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, Any]:
-    """Materialization metadata per run (a run may cover one shard or a range of shards)."""
+def metadata_by_run(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[Any, Any]:
+    """Materialization metadata per run and partition (a run may cover one shard or a range
+    of shards: each shard's materialization carries its own figures)."""
     records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key), limit=100)
-    found: dict[str, Any] = {}
+    found: dict[Any, Any] = {}
     for record in records.records:
         event = record.asset_materialization
         assert event is not None
-        found[record.run_id] = {k: v.value for k, v in event.metadata.items()}
+        found[record.run_id, event.partition] = {k: v.value for k, v in event.metadata.items()}
     return found
 
 
