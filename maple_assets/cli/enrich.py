@@ -9,6 +9,7 @@ from maple_assets.cli.dry_run import dry_run, percent
 from maple_assets.cli.errors import EXIT_CODES, engine_warnings_on_stderr
 from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.plan.canary import last_canary
+from maple_engine.providers.base import RequestKind
 from maple_engine.settings import Settings
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
@@ -54,12 +55,14 @@ def print_summary(result: Result, spec: JobSpec | None = None) -> None:
         "identical row)"
     )
     click.echo(f"{'input tokens':<15}{result.input_tokens:,}")
-    click.echo(
-        f"{'cached tokens':<15}{result.cached_tokens:,}"
-        f"{percent(result.cached_tokens, result.input_tokens)} of input read from the prompt "
-        f"cache; {result.cache_write_tokens:,} written to it"
-    )
-    if spec is not None:
+    chat = spec is None or spec.kind != RequestKind.EMBEDDING  # embeddings have no prompt cache
+    if chat:
+        click.echo(
+            f"{'cached tokens':<15}{result.cached_tokens:,}"
+            f"{percent(result.cached_tokens, result.input_tokens)} of input read from the "
+            f"prompt cache; {result.cache_write_tokens:,} written to it"
+        )
+    if spec is not None and chat:
         click.echo(f"{'prompt cache':<15}{cache_layout(spec).describe()}")
     click.echo(f"{'output tokens':<15}{result.output_tokens:,}")
     click.echo(f"{'cost USD':<15}{result.cost_usd:.6f}")
@@ -67,9 +70,11 @@ def print_summary(result: Result, spec: JobSpec | None = None) -> None:
     click.echo(f"{'real-time USD':<15}{result.realtime_cost_usd:.6f}")
     click.echo(f"{'saved USD':<15}{result.saved_usd:.6f}{share} vs real-time prices")
     share = percent(result.cache_saved_usd, result.uncached_cost_usd)
-    click.echo(
-        f"{'cache saved':<15}{result.cache_saved_usd:.6f} USD{share} vs the same tokens uncached"
-    )
+    if chat:
+        click.echo(
+            f"{'cache saved':<15}{result.cache_saved_usd:.6f} USD{share} vs the same tokens "
+            "uncached"
+        )
     if result.deadline is not None:
         split = result.deadline
         click.echo(f"{'batch rows':<15}{split['batch_rows']:,}")

@@ -79,6 +79,8 @@ class CacheLayout:
                 f"; the template starts with ~{self.template_head_tokens:,} tokens of fixed "
                 "text: move it into --system so it is cached"
             )
+        if self.prefix_tokens == 0 and not head:
+            return "nothing to cache: no --system prompt shared by every row"
         if not self.reaches:
             return (
                 f"shared prefix ~{self.prefix_tokens:,} tokens per request, under the model's "

@@ -105,6 +105,7 @@ def test_an_empty_text_is_not_sent_and_says_so(tmp_path: Path) -> None:
     assert frame["llm_cost_usd"].to_list()[1:3] == [0.0, 0.0]
     assert stats["requests_billed"] == 2
     assert "empty_text" in done.stdout
+    assert "cache" not in done.stdout  # an embedding has no prompt cache: no cache lines
     with emulator() as server:
         dry = run([*cmd, "--dry-run"], server)
     assert "2 with an empty text: never sent" in dry.stdout, dry.stderr

@@ -122,3 +122,10 @@ def test_a_cached_job_needs_a_cache_read_price(tmp_path: Path) -> None:
     prices.write_text(orjson.dumps({"models": {"claude-house": entry}}).decode())
     check_cache_price(job, PriceBook(prices).price("claude-house", "anthropic"))
     check_cache_price(job, PriceBook().price("claude-haiku-4-5", "anthropic"))
+
+
+def test_a_job_without_a_system_prompt_says_there_is_nothing_to_cache() -> None:
+    spec = JobSpec(name="plain", prompt="About {title}", model="gpt-4o-mini", provider="openai")
+    assert cache_layout(spec).describe() == (
+        "nothing to cache: no --system prompt shared by every row"
+    )
