@@ -113,7 +113,11 @@ def test_gemini_batch_and_real_time_give_the_sdks_vectors(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(
     "provider",
-    ["gemini", pytest.param("gemini-realtime", marks=pytest.mark.slow)],  # ~60 s: long pass
+    # the OpenAI rerun case stays in the default suite (test_cli_embed.py); these in the long pass
+    [
+        pytest.param("gemini", marks=pytest.mark.slow),
+        pytest.param("gemini-realtime", marks=pytest.mark.slow),
+    ],
 )
 def test_a_gemini_rerun_after_editing_rows_sends_only_those(tmp_path: Path, provider: str) -> None:
     table = make_table(tmp_path / "items.parquet", titles())
