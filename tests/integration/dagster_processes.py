@@ -40,8 +40,9 @@ def dagster_dev(folder: Path, env: dict[str, str]) -> Iterator[int]:
         os.killpg(dev.pid, signal.SIGTERM)
         try:
             dev.wait(timeout=30)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired:  # not stopped in 30 s (a loaded machine): kill it
             os.killpg(dev.pid, signal.SIGKILL)
+            dev.wait(timeout=30)  # reaped: no "subprocess is still running" at teardown
 
 
 def graphql(url: str, query: str, variables: dict[str, Any] | None = None) -> Any:
