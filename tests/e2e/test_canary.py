@@ -2,9 +2,7 @@
 canary's rows are not paid again by the batches; a failing one stops the job with exit 4 and one
 line before any batch is created; a rerun of the same template does not send the canary again."""
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
@@ -13,20 +11,9 @@ import polars as pl
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_engine.ledger.costs import CostLedger
+from tests.e2e.cli import maple
 
 ROWS = 40
-
-
-def maple(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in {"MAPLE_COST_DB", "MAPLE_PRICES"}}
-    return subprocess.run(
-        [sys.executable, "-m", "maple_assets.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**clean, "MAPLE_EMULATOR_URL": url},
-        timeout=300,
-        check=False,
-    )
 
 
 def enrich(url: str, source: Path, store: Path, *extra: str) -> subprocess.CompletedProcess[str]:

@@ -1,10 +1,7 @@
 """``--deadline`` through ``maple enrich`` against the emulator over HTTP: a deadline shorter
 than the emulator's batch time finishes every row through the real-time path."""
 
-import os
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,21 +11,10 @@ import pytest
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from resources.costs import CostTracker
+from tests.e2e.cli import maple
 
 CATALOG = Path(__file__).parents[2] / "maple_assets" / "data" / "grocery_catalog.csv"
 ROWS = 40
-
-
-def maple(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in {"MAPLE_COST_DB", "MAPLE_PRICES"}}
-    return subprocess.run(
-        [sys.executable, "-m", "maple_assets.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**clean, "MAPLE_EMULATOR_URL": url},
-        timeout=300,
-        check=False,
-    )
 
 
 def summary_number(stdout: str, label: str) -> float:

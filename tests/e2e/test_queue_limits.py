@@ -1,10 +1,7 @@
 """Provider queue limits through ``maple enrich`` as a user runs it, against the emulator over
 HTTP: a job 5x the enqueued-token limit, the limit configured, and Anthropic's queue limit."""
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import polars as pl
@@ -14,23 +11,12 @@ from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_engine.storage.storage import Storage
 from maple_engine.submit.queue import Queue
+from tests.e2e.cli import maple
 
 CATALOG = Path(__file__).parents[2] / "maple_assets" / "data" / "grocery_catalog.csv"
 PROMPT = "Extract the brand and size from: {title} / {description}"
 ROWS = 300
 SHARD_ROWS = 30  # 10 shards
-
-
-def maple(url: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in {"MAPLE_COST_DB", "MAPLE_PRICES"}}
-    return subprocess.run(
-        [sys.executable, "-m", "maple_assets.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**clean, "MAPLE_EMULATOR_URL": url, **env},
-        timeout=300,
-        check=False,
-    )
 
 
 def enrich_args(
