@@ -4,13 +4,24 @@ Dagster's in-process execution swaps in its own SIGINT handler, which only sets 
 checks at a few points and forgets when the run ends: a Ctrl-C during a short run would vanish
 and the job carry on. A wakeup fd sees every signal whatever the handler, so the driver checks
 it between runs and stops.
+
+Dagster's handler raises its interrupt error wherever the main thread is, which may be inside a
+garbage-collection callback (SQLAlchemy's, for one): Python cannot raise it there and prints
+"Exception ignored in ..." with a traceback. While the driver watches for SIGINT itself, such
+interrupts are dropped silently; every other unraisable error still reaches the usual hook.
 """
 
 import contextlib
 import signal
 import socket
+import sys
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
+
+from dagster._core.errors import DagsterExecutionInterruptedError
+
+INTERRUPTS = (KeyboardInterrupt, DagsterExecutionInterruptedError)
 
 
 @contextlib.contextmanager
@@ -23,6 +34,13 @@ def interrupts_seen() -> Iterator[Callable[[], bool]]:
     reader.setblocking(False)
     writer.setblocking(False)
     previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    hook = sys.unraisablehook
+
+    def quiet_interrupts(unraisable: Any) -> None:
+        if not isinstance(unraisable.exc_value, INTERRUPTS):
+            hook(unraisable)
+
+    sys.unraisablehook = quiet_interrupts
 
     def seen() -> bool:
         try:
@@ -33,6 +51,7 @@ def interrupts_seen() -> Iterator[Callable[[], bool]]:
     try:
         yield seen
     finally:
+        sys.unraisablehook = hook
         signal.set_wakeup_fd(previous)
         reader.close()
         writer.close()
