@@ -15,6 +15,7 @@ write the same home as before.
 import collections
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,7 +38,10 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     def __init__(self, base_dir: str, inst_data: Any = None) -> None:
         self._engines: collections.OrderedDict[str, Engine] = collections.OrderedDict()
         self._pid = os.getpid()
+        self._tables: set[str] = set()
         super().__init__(base_dir, inst_data=inst_data)
+        # re-entrant: Dagster asks ``has_table`` while it holds a connection
+        self._db_lock = threading.RLock()  # type: ignore[assignment]
 
     @classmethod
     def from_config_value(cls, inst_data: Any, config_value: Any) -> "PooledSqliteEventLogStorage":
@@ -66,6 +70,17 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     def _connect(self, shard: str) -> Iterator[Connection]:
         with self._db_lock, self._engine(shard).connect() as conn, conn.begin():
             yield conn
+
+    def has_table(self, table_name: str) -> bool:
+        """Asked before every dynamic-partition lookup and asset event (Dagster opens a new
+        engine for it each time); a table found once stays (no migration drops one)."""
+        if table_name in self._tables:
+            return True
+        with self._connect(INDEX_SHARD_NAME) as conn:
+            found = bool(conn.dialect.has_table(conn, table_name))
+        if found:
+            self._tables.add(table_name)
+        return found
 
     def close_engines(self) -> None:
         with self._db_lock:
