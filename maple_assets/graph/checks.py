@@ -1,16 +1,21 @@
 """Asset checks: every input row once in ``merged``, the same rows as the input table, every
 row final, the failed share, no shard over the limits."""
 
-import hashlib
+import dataclasses
+from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
+import numpy as np
 import polars as pl
 
 from maple_assets.graph.names import asset_key
 from maple_engine.inputs.sources import scan
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
+
+DIGEST_ROWS = 500_000  # rows digested at a time, per side
+_NONE = np.empty(0, np.uint64)
 
 
 def _state(spec: JobSpec, context: dg.AssetCheckExecutionContext) -> JobState:
@@ -136,24 +141,64 @@ def same_rows_result(table: pl.LazyFrame, merged: pl.LazyFrame) -> dg.AssetCheck
     missing = [c for c in columns if c not in merged.collect_schema().names()]
     if missing:
         return dg.AssetCheckResult(passed=False, metadata={"missing_input_columns": str(missing)})
-    theirs, ours = _row_digests(table, columns), _row_digests(merged, columns)
-    same = len(theirs) == len(ours) and _digest(theirs) == _digest(ours)
-    metadata: dict[str, Any] = {"input_rows": len(theirs), "rows": len(ours)}
-    if not same:
-        length = min(len(theirs), len(ours))
-        differs = (theirs[:length] != ours[:length]).arg_true()
-        metadata["first_different_row"] = int(differs[0]) if len(differs) else length
-    return dg.AssetCheckResult(passed=same, metadata=metadata)
+    compared = compare_rows(_row_digests(table, columns), _row_digests(merged, columns))
+    metadata: dict[str, Any] = {"input_rows": compared.theirs, "rows": compared.ours}
+    if compared.first_different is not None:
+        metadata["first_different_row"] = compared.first_different
+    return dg.AssetCheckResult(passed=compared.same, metadata=metadata)
 
 
-def _row_digests(frame: pl.LazyFrame, columns: list[str]) -> pl.Series:
-    """A 64-bit digest per row of ``columns`` (as JSON, so nested values and types compare)."""
+@dataclasses.dataclass
+class Compared:
+    theirs: int = 0
+    ours: int = 0
+    first_different: int | None = None  # also the shorter side's length when one side ends first
+
+    @property
+    def same(self) -> bool:
+        return self.first_different is None
+
+
+def compare_rows(theirs: Iterator[np.ndarray], ours: Iterator[np.ndarray]) -> Compared:
+    """Compare two streams of row digests in order (no empty batches), holding one batch of
+    each at a time."""
+    result = Compared()
+    mine = yours = _NONE
+    while True:
+        if not len(mine):
+            mine = next(theirs, _NONE)
+            result.theirs += len(mine)
+        if not len(yours):
+            yours = next(ours, _NONE)
+            result.ours += len(yours)
+        if not len(mine) or not len(yours):
+            break  # one side ended
+        step = min(len(mine), len(yours))
+        differs = np.flatnonzero(mine[:step] != yours[:step])
+        if len(differs) and result.first_different is None:
+            result.first_different = result.theirs - len(mine) + int(differs[0])
+        mine, yours = mine[step:], yours[step:]
+    result.theirs += sum(len(batch) for batch in theirs)
+    result.ours += sum(len(batch) for batch in ours)
+    if result.first_different is None and result.theirs != result.ours:
+        result.first_different = min(result.theirs, result.ours)
+    return result
+
+
+def _row_digests(frame: pl.LazyFrame, columns: list[str]) -> Iterator[np.ndarray]:
+    """A 64-bit digest per row of ``columns`` (as JSON, so nested values and types compare),
+    ``DIGEST_ROWS`` rows at a time: a 10M-row table's digests and their encoding, collected at
+    once, raised a job's peak memory by 460 MB. (Slices, not ``collect_batches``: the latter
+    ran ahead of its reader and held 360 MB.)"""
     row = pl.struct([pl.col(c) for c in columns]).struct.json_encode().hash(seed=0)
-    return frame.select(row.alias("digest")).collect(engine="streaming")["digest"]
-
-
-def _digest(digests: pl.Series) -> str:
-    return hashlib.sha256(digests.to_numpy().tobytes()).hexdigest()
+    digests = frame.select(row.alias("digest"))
+    offset = 0
+    while True:
+        batch = digests.slice(offset, DIGEST_ROWS).collect(engine="streaming")
+        if not batch.height:
+            return
+        offset += batch.height
+        yield batch["digest"].to_numpy()
 
 
 def failed_rows_result(spec: JobSpec, merged: pl.LazyFrame) -> dg.AssetCheckResult:
