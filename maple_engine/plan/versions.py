@@ -4,8 +4,9 @@ A job name names an enrichment, not one frozen run. Each materialization of ``in
 derives the job's requests from the current input and settings. If they are what the current
 version was made from (same settings fingerprint, same input digest, same reuse flags), the run
 resumes that version, so an interrupted run never pays twice; otherwise it starts version n+1.
-A version's shards hold every input row (keys ``s00000`` for version 1, ``v<n>-s00000`` after);
-its attempt-1 plans hold only the rows to send:
+A version's shards (keys ``s00000`` for version 1, ``v<n>-s00000`` after) hold every input row,
+or only the rows it sends (`maple_engine.plan.changed_rows`); its attempt-1 plans hold only the
+rows to send:
 
 - a row whose request key has a stored outcome (`maple_engine.storage.response_store`) is filled
 from the store
