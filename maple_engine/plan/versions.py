@@ -210,7 +210,8 @@ def prepare_fills(storage: Storage, job: str, number: int) -> None:
             continue
         fill = storage.read_parquet(fill_key)
         records = store.best(bucket, fill.lazy())
-        joined = fill.join(records, on=KEY, how="left").sort(ROW_ID).drop(KEY)
+        # the spill holds rows in row order, and so does the fill (no sort needed)
+        joined = fill.join(records, on=KEY, how="left", maintain_order="left").drop(KEY)
         with storage.open_write(out) as handle:
             pq.write_table(
                 joined.to_arrow(), handle, compression="zstd", row_group_size=FILL_ROW_GROUP

@@ -158,6 +158,15 @@ def test_rerun_shards_hold_only_changed_rows_and_match_a_fresh_run(
     assert_frame_equal(out.select(answers), fresh.select(answers))
     assert out.schema == fresh.schema
 
+    # rows deleted, nothing to send: a version whose shards hold every row, all reused
+    fewer = changed.filter(pl.col("sku") != "SKU-20")
+    fewer.write_parquet(source)
+    assert sent_by(server, source, storage) == 0
+    assert orjson.loads((state / "manifest.json").read_bytes()).get("layout") is None
+    rest = output(source)
+    assert rest.select(fewer.columns).equals(fewer)
+    assert rest["llm_reused"].all()
+
 
 @pytest.mark.slow  # ~30 s
 def test_prompt_change_sends_all_and_revert_sends_none(
