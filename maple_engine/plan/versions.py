@@ -36,6 +36,9 @@ from maple_engine.storage.storage import Storage, filesystem_for
 
 _KEYS_SCHEMA = pa.schema([(ROW_ID, pa.int64()), (KEY, pa.large_string())])
 FILL_ROW_GROUP = 8_192
+#: A version's key spill and fills are written once and read once, by the same version: lz4
+#: (hex keys hardly compress; at 1M rows it spends about half zstd's CPU).
+WORK_COMPRESSION = "lz4"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +134,7 @@ class KeySpill:
             handle: IO[bytes] = self._stack.enter_context(
                 self.storage.open_write(self.paths.version_keys(self.number, bucket))
             )
-            writer = pq.ParquetWriter(handle, _KEYS_SCHEMA, compression="zstd")
+            writer = pq.ParquetWriter(handle, _KEYS_SCHEMA, compression=WORK_COMPRESSION)
             self._stack.callback(writer.close)
             self._writers[bucket] = writer
         return self._writers[bucket]
@@ -214,7 +217,10 @@ def prepare_fills(storage: Storage, job: str, number: int) -> None:
         joined = fill.join(records, on=KEY, how="left", maintain_order="left").drop(KEY)
         with storage.open_write(out) as handle:
             pq.write_table(
-                joined.to_arrow(), handle, compression="zstd", row_group_size=FILL_ROW_GROUP
+                joined.to_arrow(),
+                handle,
+                compression=WORK_COMPRESSION,
+                row_group_size=FILL_ROW_GROUP,
             )
 
 
