@@ -211,3 +211,13 @@ def test_a_rerun_of_a_file_has_partitions_for_the_rows_it_sends_only(
         assert out.select(grown.columns).equals(grown)
         assert out["llm_response"].to_list() == [f"echo: Describe {t}" for t in grown["title"]]
         assert out["llm_reused"].sum() == 18
+
+        # the file edited after its shards were cut: merged refuses, naming the fix
+        pl.concat([grown, catalog(31).tail(1)]).write_parquet(source)
+        stale_merge = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+            instance=instance, asset_selection=[en.merged_key], raise_on_error=False
+        )
+        assert not stale_merge.success
+        failure = stale_merge.get_step_failure_events()[0].step_failure_data.error
+        assert failure is not None and "changed after its shards were cut" in str(failure)
+        assert "Run `maple enrich` again" in str(failure)
