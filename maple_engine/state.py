@@ -61,6 +61,15 @@ class JobState:
         record = self.manifest_record()
         return None if record is None else [ShardInfo(**s) for s in record["shards"]]
 
+    def unsharded_rows(self) -> int:
+        """Input rows of the current version that no shard holds: a version whose shards hold
+        only the rows it sends (`maple_engine.plan.changed_rows`) fills the others from the
+        response store; 0 when the shards hold every row."""
+        record = self.manifest_record()
+        if record is None or not record.get("rows"):
+            return 0
+        return int(record["rows"]) - sum(int(s["rows"]) for s in record["shards"])
+
     def write_manifest(self, shards: list[ShardInfo], **info: Any) -> None:
         record = {"shards": [dataclasses.asdict(s) for s in shards], **info}
         self.storage.write_json(self.paths.manifest, record)

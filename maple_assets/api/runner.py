@@ -224,12 +224,14 @@ def job_counts(state: JobState) -> Counts:
     manifest = state.manifest() or []
     summaries = [state.summary(s.key) for s in manifest]
     stopped = state.stop_reason() is not None
+    filled = state.unsharded_rows()  # answered from the store: done from the start
+    done = sum(m.rows for m, s in zip(manifest, summaries, strict=True) if s and s.final)
     return Counts(
         total_shards=len(manifest),
         submitted=sum(1 for s in manifest if state.submission(s.key, 1)),
         finished=sum(1 for s in summaries if s and (s.final or stopped)),
-        total_rows=sum(m.rows for m in manifest),
-        rows_done=sum(m.rows for m, s in zip(manifest, summaries, strict=True) if s and s.final),
+        total_rows=sum(m.rows for m in manifest) + filled,
+        rows_done=done + filled,
         spent_usd=sum(s.cost_usd for s in summaries if s),
     )
 

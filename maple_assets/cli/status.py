@@ -86,6 +86,7 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
         )
     manifest = state.manifest()
     shards = [shard_status(state, s.key, s.rows) for s in manifest or []]
+    filled = state.unsharded_rows()  # rows no shard holds, all filled from the store
     by_class: dict[str, int] = {}
     for shard in shards:
         for cls, count in shard["failed_by_class"].items():
@@ -98,10 +99,10 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
         "phase": _phase(state, manifest is not None, shards),
         "stopped": state.stop_reason() or (_failed_canary(state) if manifest is None else None),
         "version": version.number if (version := state.version()) else None,
-        "rows": sum(s["rows"] for s in shards),
+        "rows": sum(s["rows"] for s in shards) + filled,
         "succeeded": sum(s["succeeded"] for s in shards),
         "failed": sum(s["failed"] for s in shards),
-        "reused": sum(s["reused"] for s in shards),
+        "reused": sum(s["reused"] for s in shards) + filled,
         "failed_by_class": dict(sorted(by_class.items())),
         "unfinished": sum(s["unfinished"] for s in shards),
         "cost_usd": round(sum(s["cost_usd"] for s in shards), 8),

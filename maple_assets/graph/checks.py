@@ -40,8 +40,8 @@ def build_checks(
     def every_row_once(
         context: dg.AssetCheckExecutionContext, merged: pl.LazyFrame
     ) -> dg.AssetCheckResult:
-        manifest = _state(spec, context).manifest() or []
-        expected = sum(s.rows for s in manifest)
+        state = _state(spec, context)
+        expected = sum(s.rows for s in state.manifest() or []) + state.unsharded_rows()
         got = int(merged.select(pl.len()).collect().item())
         return dg.AssetCheckResult(
             passed=got == expected, metadata={"expected": expected, "rows": got}

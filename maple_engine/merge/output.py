@@ -22,7 +22,9 @@ from maple_engine.collect.responses import (
 from maple_engine.crashpoints import crash_point
 from maple_engine.inputs.structured import schema_dtype
 from maple_engine.job import Job
+from maple_engine.merge.input_rows import Piece, input_pieces
 from maple_engine.merge.merge import OutputTable, merge_shard, vector_length, write_merged
+from maple_engine.plan.changed_rows import SPARSE
 from maple_engine.plan.sharding import ShardInfo
 from maple_engine.plan.versions import prepare_fills, shard_fills
 from maple_engine.providers.base import RequestKind
@@ -42,7 +44,8 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
     """Stream every shard's input rows joined with its responses into the output file.
 
     Rows the version sent take their responses from its attempts; the other rows are filled
-    from the response store (``llm_reused``)."""
+    from the response store (``llm_reused``). When the version's shards hold only the rows it
+    sent, the input rows come from the input file itself, block by block."""
     manifest = job.state.manifest() or []
     path = output or job.spec.output or default_output(job)
     schema = job.spec.response_schema
@@ -68,12 +71,19 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
     if job.spec.kind == RequestKind.EMBEDDING:
         vector = job.spec.dimensions or _first_vector_length(manifest, responses_of)
 
-    def frames() -> Iterator[pl.DataFrame]:
+    def shard_pieces() -> Iterator[Piece]:
         for shard in manifest:
             rows = job.state.shard_frame(shard.key).drop(REQUEST, CUSTOM_ID, KEY, strict=False)
-            sent, filled = responses_of(shard)
-            if vector is not None:
-                filled = _with_empty_texts(rows, sent, filled)
+            yield rows, *responses_of(shard)
+
+    record = job.state.manifest_record() or {}
+    pieces = shard_pieces()
+    if record.get("layout") == SPARSE and version is not None:  # shards hold only sent rows
+        pieces = input_pieces(job, version, str(record["source"]), manifest)
+
+    def frames() -> Iterator[pl.DataFrame]:
+        for rows, sent, stored in pieces:
+            filled = stored if vector is None else _with_empty_texts(rows, sent, stored)
             add_run_summary(totals, sent, filled)
             responses = pl.concat([sent, filled], how="diagonal_relaxed") if filled.height else sent
             del sent, filled

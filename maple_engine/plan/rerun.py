@@ -10,8 +10,16 @@ from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
 from maple_engine.plan.canary import run_canary
+from maple_engine.plan.changed_rows import SPARSE, cut_sent_rows, only_changed_rows, spill_keys
 from maple_engine.plan.sharding import ShardInfo, with_text, write_shards
-from maple_engine.plan.versions import KeySpill, Version, VersionPlan, attempt_one, input_digest
+from maple_engine.plan.versions import (
+    KeySpill,
+    Mask,
+    Version,
+    VersionPlan,
+    attempt_one,
+    input_digest,
+)
 from maple_engine.plan.versions import plan_version as plan_rows
 from maple_engine.state import ShardSummary
 from maple_engine.storage.claims import sharding_lease
@@ -102,6 +110,12 @@ def _check_settled(job: Job) -> None:
 
 def _cut(job: Job, version: Version, source: Any) -> tuple[list[ShardInfo], Version, VersionPlan]:
     storage, name = job.state.storage, job.spec.name
+    if only_changed_rows(job, source):
+        rows = spill_keys(job, source, version)
+        counts, send = plan_rows(storage, name, version, rows)
+        shards = cut_sent_rows(job, source, version, send)
+        if shards:  # else nothing to send: every row in the shards, as below
+            return _planned(job, version, shards, counts, send, layout=SPARSE, source=source)
     with KeySpill(storage, name, version.number) as spill:
         shards = write_shards(
             storage,
@@ -114,6 +128,18 @@ def _cut(job: Job, version: Version, source: Any) -> tuple[list[ShardInfo], Vers
     rows = shards[-1].last_row + 1
     run_canary(job, shards)  # before planning: its answers fill their rows from the store
     counts, send = plan_rows(storage, name, version, rows)
+    return _planned(job, version, shards, counts, send)
+
+
+def _planned(
+    job: Job,
+    version: Version,
+    shards: list[ShardInfo],
+    counts: VersionPlan,
+    send: Mask,
+    **layout: str,
+) -> tuple[list[ShardInfo], Version, VersionPlan]:
+    """Write each shard's attempt-1 plan (the rows it sends) and the version's manifest."""
     for shard in shards:
         plan = attempt_one(send, shard.first_row, shard.last_row)
         job.state.write_plan(shard.key, 1, plan)
@@ -126,6 +152,7 @@ def _cut(job: Job, version: Version, source: Any) -> tuple[list[ShardInfo], Vers
         sent=counts.sent,
         reused=counts.reused,
         duplicates=counts.duplicates,
+        **layout,
     )
     return shards, version, counts
 

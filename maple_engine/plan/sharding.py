@@ -45,11 +45,16 @@ def prepare_block(
     block: pl.DataFrame, offset: int, spec: JobSpec, provider: Provider
 ) -> pl.DataFrame:
     """Add row id, custom id, the encoded request, its request key and its size (``_size``)."""
+    ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64)
+    return prepare_rows(block.with_columns(ids.alias(ROW_ID)), spec, provider)
+
+
+def prepare_rows(block: pl.DataFrame, spec: JobSpec, provider: Provider) -> pl.DataFrame:
+    """`prepare_block` for rows that carry their row id already (``ROW_ID``)."""
     parts = parse_template(spec.template)
     image = pl.col(spec.image_column).cast(pl.String) if spec.image_column else None
     body = provider.body_expr(request_spec(spec), render_expr(parts), image)
-    ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64)
-    framed = block.with_columns(ids.alias(ROW_ID)).with_columns(
+    framed = block.with_columns(
         pl.concat_str([pl.lit("r"), pl.col(ROW_ID).cast(pl.String)]).alias(CUSTOM_ID),
         body.alias(REQUEST),
     )
@@ -109,10 +114,43 @@ def write_shards(
     """Stream blocks into shard files; memory holds at most one shard plus one block.
 
     ``key_for`` names the shard at an index; ``on_block`` sees every prepared block."""
+    _, max_bytes = shard_limits(spec, provider)
+    prepared = (block for _, block in checked_blocks(blocks, spec, provider, max_bytes))
+    seen = prepared if on_block is None else _seen(prepared, on_block)
+    shards = cut_shards(storage, spec, seen, provider, key_for=key_for)
+    if not shards:
+        raise ConfigError("The input table has no rows: there is nothing to enrich.")
+    return shards
+
+
+def shard_limits(spec: JobSpec, provider: Provider) -> tuple[int, int]:
+    """The requests and bytes one shard may hold: the job's limits within the provider's."""
     limits = provider.limits()
-    max_requests = min(spec.max_requests_per_batch, limits.max_requests)
-    max_bytes = min(spec.max_batch_bytes, limits.max_bytes)
-    cutter = ShardCutter(max_requests, max_bytes)
+    return (
+        min(spec.max_requests_per_batch, limits.max_requests),
+        min(spec.max_batch_bytes, limits.max_bytes),
+    )
+
+
+def _seen(
+    blocks: Iterator[pl.DataFrame], on_block: Callable[[pl.DataFrame], None]
+) -> Iterator[pl.DataFrame]:
+    for block in blocks:
+        on_block(block)
+        yield block
+
+
+def cut_shards(
+    storage: Storage,
+    spec: JobSpec,
+    prepared_blocks: Iterable[pl.DataFrame],
+    provider: Provider,
+    *,
+    key_for: Callable[[int], str] = shard_key,
+) -> list[ShardInfo]:
+    """Cut prepared (`prepare_rows`) and checked blocks into shard files, in order (none for
+    no rows)."""
+    cutter = ShardCutter(*shard_limits(spec, provider))
     shards: list[ShardInfo] = []
     pending: list[pl.DataFrame] = []
     pending_shard = 0
@@ -123,9 +161,7 @@ def write_shards(
             shards.append(_write_shard(storage, spec.name, key_for(pending_shard), frame))
             pending.clear()
 
-    for _, prepared in checked_blocks(blocks, spec, provider, max_bytes):
-        if on_block is not None:
-            on_block(prepared)
+    for prepared in prepared_blocks:
         sizes = prepared.get_column("_size").to_numpy().astype(np.int64)
         for piece in cutter.feed(sizes):
             if piece.shard != pending_shard:
@@ -136,8 +172,6 @@ def write_shards(
                 flush()
                 pending_shard = piece.shard + 1
     flush()
-    if not shards:
-        raise ConfigError("The input table has no rows: there is nothing to enrich.")
     return shards
 
 

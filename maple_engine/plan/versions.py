@@ -4,8 +4,9 @@ A job name names an enrichment, not one frozen run. Each materialization of ``in
 derives the job's requests from the current input and settings. If they are what the current
 version was made from (same settings fingerprint, same input digest, same reuse flags), the run
 resumes that version, so an interrupted run never pays twice; otherwise it starts version n+1.
-A version's shards hold every input row (keys ``s00000`` for version 1, ``v<n>-s00000`` after);
-its attempt-1 plans hold only the rows to send:
+A version's shards (keys ``s00000`` for version 1, ``v<n>-s00000`` after) hold every input row,
+or only the rows it sends (`maple_engine.plan.changed_rows`); its attempt-1 plans hold only the
+rows to send:
 
 - a row whose request key has a stored outcome (`maple_engine.storage.response_store`) is filled
 from the store
@@ -35,6 +36,9 @@ from maple_engine.storage.storage import Storage, filesystem_for
 
 _KEYS_SCHEMA = pa.schema([(ROW_ID, pa.int64()), (KEY, pa.large_string())])
 FILL_ROW_GROUP = 8_192
+#: A version's key spill and fills are written once and read once, by the same version: lz4
+#: (hex keys hardly compress; at 1M rows it spends about half zstd's CPU).
+WORK_COMPRESSION = "lz4"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +134,7 @@ class KeySpill:
             handle: IO[bytes] = self._stack.enter_context(
                 self.storage.open_write(self.paths.version_keys(self.number, bucket))
             )
-            writer = pq.ParquetWriter(handle, _KEYS_SCHEMA, compression="zstd")
+            writer = pq.ParquetWriter(handle, _KEYS_SCHEMA, compression=WORK_COMPRESSION)
             self._stack.callback(writer.close)
             self._writers[bucket] = writer
         return self._writers[bucket]
@@ -209,10 +213,14 @@ def prepare_fills(storage: Storage, job: str, number: int) -> None:
             continue
         fill = storage.read_parquet(fill_key)
         records = store.best(bucket, fill.lazy())
-        joined = fill.join(records, on=KEY, how="left").sort(ROW_ID).drop(KEY)
+        # the spill holds rows in row order, and so does the fill (no sort needed)
+        joined = fill.join(records, on=KEY, how="left", maintain_order="left").drop(KEY)
         with storage.open_write(out) as handle:
             pq.write_table(
-                joined.to_arrow(), handle, compression="zstd", row_group_size=FILL_ROW_GROUP
+                joined.to_arrow(),
+                handle,
+                compression=WORK_COMPRESSION,
+                row_group_size=FILL_ROW_GROUP,
             )
 
 

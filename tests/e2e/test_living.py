@@ -10,8 +10,10 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
@@ -26,6 +28,14 @@ def catalog(n: int, start: int = 0) -> pl.DataFrame:
             "title": [f"Item {i}" for i in range(start, start + n)],
             "description": [f"about item {i}" for i in range(start, start + n)],
         }
+    )
+
+
+def edit_titles(rows: pl.DataFrame, skus: list[str]) -> pl.DataFrame:
+    """``rows`` with the title of the given SKUs changed."""
+    edited = pl.col("sku").is_in(skus)
+    return rows.with_columns(
+        pl.when(edited).then(pl.col("title") + " (new)").otherwise(pl.col("title")).alias("title")
     )
 
 
@@ -80,12 +90,7 @@ def test_edit_append_delete_sends_only_new_and_changed_rows(
     first.write_parquet(source)
     assert sent_by(server, source, storage) == 30
 
-    edited = first.with_columns(
-        pl.when(pl.col("sku").is_in(["SKU-3", "SKU-17"]))
-        .then(pl.col("title") + " (new)")
-        .otherwise(pl.col("title"))
-        .alias("title")
-    )
+    edited = edit_titles(first, ["SKU-3", "SKU-17"])
     changed = pl.concat([edited.filter(pl.col("sku") != "SKU-9"), catalog(4, start=100)])
     changed.write_parquet(source)
     assert sent_by(server, source, storage) == 2 + 4  # edited + appended; the deleted row: none
@@ -101,6 +106,66 @@ def test_edit_append_delete_sends_only_new_and_changed_rows(
     assert server.stats()["bodies_billed_twice"] == 0
 
     assert sent_by(server, source, storage) == 0  # the same input again: nothing to send
+
+
+def test_rerun_shards_hold_only_changed_rows_and_match_a_fresh_run(
+    server: EmulatorServer, tmp_path: Path
+) -> None:
+    source, storage = tmp_path / "items.parquet", tmp_path / "store"
+    first = catalog(40)
+    first.write_parquet(source)
+    assert sent_by(server, source, storage) == 40  # 6 shards of at most 7 rows
+    edits = ["SKU-3", "SKU-17", "SKU-33"]  # in three of the first run's shards
+    changed = pl.concat([edit_titles(first, edits), catalog(5, start=100)])
+    changed.write_parquet(source)
+    assert sent_by(server, source, storage) == 3 + 5
+
+    state = storage / "catalog" / "state"
+    record = orjson.loads((state / "manifest.json").read_bytes())
+    assert record["layout"] == "sparse"
+    assert [s["rows"] for s in record["shards"]] == [7, 1]  # only the rows sent, cut anew
+    cut = pl.concat(
+        pl.read_parquet(state / "shards" / f"{s['key']}.parquet") for s in record["shards"]
+    )
+    assert cut["sku"].to_list() == [*edits, *(f"SKU-{i}" for i in range(100, 105))]
+    assert cut["_maple_row_id"].to_list() == [3, 17, 33, *range(40, 45)]
+
+    status = subprocess.run(
+        [sys.executable, "-m", "maple_assets.cli", "status", "catalog", "--format", "json"],
+        cwd=tmp_path,
+        env={**os.environ, "MAPLE_STORAGE": str(storage)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    job = orjson.loads(status.stdout)
+    assert (job["rows"], job["reused"], job["succeeded"]) == (45, 37, 8)
+
+    out = output(source)
+    assert out.select(changed.columns).equals(changed)  # every row once, in input order
+    assert sorted(out.filter(~pl.col("llm_reused"))["sku"]) == sorted(cut["sku"])
+    assert server.stats()["bodies_billed_twice"] == 0
+
+    # the same input from scratch, as another job: the same rows and answers
+
+    fresh_source = tmp_path / "fresh" / "items.parquet"
+    fresh_source.parent.mkdir()
+    changed.write_parquet(fresh_source)
+    fresh_storage = tmp_path / "fresh" / "store"
+    assert sent_by(server, fresh_source, fresh_storage, "--job", "fresh") == 45
+    fresh = output(fresh_source)
+    answers = pl.exclude("llm_reused", "llm_batch_id")
+    assert_frame_equal(out.select(answers), fresh.select(answers))
+    assert out.schema == fresh.schema
+
+    # rows deleted, nothing to send: a version whose shards hold every row, all reused
+    fewer = changed.filter(pl.col("sku") != "SKU-20")
+    fewer.write_parquet(source)
+    assert sent_by(server, source, storage) == 0
+    assert orjson.loads((state / "manifest.json").read_bytes()).get("layout") is None
+    rest = output(source)
+    assert rest.select(fewer.columns).equals(fewer)
+    assert rest["llm_reused"].all()
 
 
 @pytest.mark.slow  # ~30 s

@@ -1,6 +1,7 @@
 """The shard partitions are the current version's: after an edit, the earlier version's
-partitions are gone, and a shard whose rows were all reused reads as materialized, not Missing
-(through the real Dagster instance, the CLI's runner and the emulator)."""
+partitions are gone (a file's rerun has partitions for the rows it sends only), and a shard
+whose rows were all reused reads as materialized, not Missing (through the real Dagster
+instance, the CLI's runner and the emulator)."""
 
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import polars as pl
 
 from emulator.server import EmulatorServer
 from maple_assets.api.runner import Runner
-from maple_assets.factory import enrichment
+from maple_assets.factory import Enrichment, enrichment
 from maple_assets.wiring import wire_resources
 from maple_engine.providers.registry import build_provider
 
@@ -29,21 +30,30 @@ def test_an_edit_leaves_only_the_new_versions_partitions(
     resources = wire_resources(str(tmp_path / "store"), {"emulator": provider})
     with dg.instance_for_test() as instance:
         Runner(en, resources, instance, poll_interval_s=0.05, quiet=True).run()
-        first = instance.get_dynamic_partitions(en.partitions_def.name or "")
+        first = partitions(instance, en)
         pl.DataFrame({"title": [*titles[:6], "barley loaf"]}).write_csv(table)  # last shard
         Runner(en, resources, instance, poll_interval_s=0.05, quiet=True).run()
-        second = instance.get_dynamic_partitions(en.partitions_def.name or "")
+        second = partitions(instance, en)  # a shard of the one row sent
+        pl.DataFrame({"title": titles[:6]}).write_csv(table)  # a row deleted: nothing to send
+        Runner(en, resources, instance, poll_interval_s=0.05, quiet=True).run()
+        third = partitions(instance, en)  # every row in its shards, all reused
         status = {
             stage: instance.get_materialized_partitions(en.key(stage))
             for stage in ("submissions", "raw_responses")
         }
         reused = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=en.key("submissions"), asset_partitions=second[:2]),
+            dg.AssetRecordsFilter(asset_key=en.key("submissions"), asset_partitions=third),
             limit=10,
         ).records
         resources["maple_costs"].close()
-    assert len(first) == len(second) == 3 and not set(first) & set(second)
+    assert (len(first), len(second), len(third)) == (3, 1, 2)
+    assert not set(first) & set(second) and not set(second) & set(third)
     for stage, materialized in status.items():
-        assert set(second) <= materialized, stage  # nothing Missing, the reused shards too
+        assert set(third) <= materialized, stage  # nothing Missing, the reused shards too
+    assert len(reused) == 2
     assert {r.asset_materialization.metadata["requests"].value for r in reused} == {0}  # type: ignore[union-attr]
-    assert pl.read_parquet(tmp_path / "out.parquet")["llm_status"].to_list() == ["succeeded"] * 7
+    assert pl.read_parquet(tmp_path / "out.parquet")["llm_status"].to_list() == ["succeeded"] * 6
+
+
+def partitions(instance: dg.DagsterInstance, en: Enrichment) -> list[str]:
+    return instance.get_dynamic_partitions(en.partitions_def.name or "")

@@ -164,3 +164,60 @@ def test_upstream_change_and_prompt_edit_in_the_ui(
         assert emulator_server.stats()["requests_received"] == 52 + 50
         assert merged_rows(tmp_path)["llm_response"][0] == "echo: Name the brand of t0"
     assert emulator_server.stats()["bodies_billed_twice"] == 0
+
+
+def test_a_rerun_of_a_file_has_partitions_for_the_rows_it_sends_only(
+    tmp_path: Path, emulator_server: EmulatorServer, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("MAPLE_EMULATOR_URL", emulator_server.url)
+    source = tmp_path / "items.parquet"
+    catalog(20).write_parquet(source)
+    en = enrichment(
+        name="filed",
+        source=str(source),
+        prompt="Describe {title}",
+        model="gpt-4o-mini",
+        provider="emulator",
+        max_requests_per_batch=8,
+    )
+    resources = maple_resources([en], storage_root=str(tmp_path / "store"))
+    defs = dg.Definitions(
+        assets=en.assets, asset_checks=en.checks, sensors=en.sensors, resources=resources
+    )
+    shards, pdef = en.key("input_shards"), str(en.partitions_def.name)
+    with dg.instance_for_test() as instance:
+        materialize(defs, instance, shards)
+        assert instance.get_dynamic_partitions(pdef) == ["s00000", "s00001", "s00002"]
+        drive(defs, en, instance, resources)
+        sent = emulator_server.stats()["requests_received"]
+
+        edited = pl.col("sku").is_in(["S1", "S12"])
+        grown = catalog(30).with_columns(
+            pl.when(edited).then(pl.col("title") + "!").otherwise(pl.col("title")).alias("title")
+        )
+        grown.write_parquet(source)
+        materialize(defs, instance, shards)
+        # 2 edited + 10 new rows: two shards of them, none for the 18 rows filled from the store
+        assert instance.get_dynamic_partitions(pdef) == ["v2-s00000", "v2-s00001"]
+        drive(defs, en, instance, resources)
+        assert emulator_server.stats()["requests_received"] - sent == 12
+
+        result = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+            instance=instance, asset_selection=[en.merged_key]
+        )
+        checks = {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+        assert checks["every_row_once"] and checks["same_rows_as_input"], checks
+        out = pl.read_parquet(tmp_path / "store" / "filed" / "output" / "merged.parquet")
+        assert out.select(grown.columns).equals(grown)
+        assert out["llm_response"].to_list() == [f"echo: Describe {t}" for t in grown["title"]]
+        assert out["llm_reused"].sum() == 18
+
+        # the file edited after its shards were cut: merged refuses, naming the fix
+        pl.concat([grown, catalog(31).tail(1)]).write_parquet(source)
+        stale_merge = defs.resolve_implicit_global_asset_job_def().execute_in_process(
+            instance=instance, asset_selection=[en.merged_key], raise_on_error=False
+        )
+        assert not stale_merge.success
+        failure = stale_merge.get_step_failure_events()[0].step_failure_data.error
+        assert failure is not None and "changed after its shards were cut" in str(failure)
+        assert "Run `maple enrich` again" in str(failure)

@@ -1,0 +1,78 @@
+"""The rows of a sparse version (`maple_engine.plan.changed_rows`) for the merge: the input
+itself, streamed block by block, each block with the answers of its sent rows and the stored
+records of the others.
+
+Memory holds one input block, its fills (read through the fill files' row-group statistics) and
+the responses of the one or two shards whose rows it spans; no row is rendered or re-cut.
+"""
+
+from collections import deque
+from collections.abc import Iterator
+
+import polars as pl
+
+from maple_engine.collect.responses import REUSED, fill_responses
+from maple_engine.errors import ConfigError
+from maple_engine.inputs.sources import iter_blocks
+from maple_engine.job import Job
+from maple_engine.plan.sharding import ShardInfo
+from maple_engine.plan.versions import Version, input_digest, shard_fills
+from maple_engine.spec import ROW_ID
+from maple_engine.state import JobState
+from maple_engine.steps import shard_responses
+
+#: An input block with its row ids, its sent rows' responses and its filled rows' records.
+Piece = tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]
+
+
+def input_pieces(
+    job: Job, version: Version, source: str, shards: list[ShardInfo]
+) -> Iterator[Piece]:
+    """The input of ``version`` in blocks, in order, each with its answers."""
+    storage = job.state.storage
+    if input_digest(source, storage.s3) != version.input_digest:
+        raise ConfigError(
+            f"The input {source!r} of job {job.spec.name!r} changed after its shards were cut "
+            f"(version {version.number}), so its rows no longer match the answers. Run "
+            "`maple enrich` again on it: the new rows are sent, the others reused."
+        )
+    sent = SentAnswers(job.state, shards)
+    offset = 0
+    for block in iter_blocks(source, s3=storage.s3):
+        if block.height == 0:
+            continue
+        last = offset + block.height - 1
+        ids = pl.int_range(offset, last + 1, dtype=pl.Int64, eager=True)
+        found = shard_fills(storage, job.spec.name, version.number, offset, last)
+        yield (
+            block.with_columns(ids.alias(ROW_ID)),
+            sent.between(offset, last),
+            fill_responses(found),
+        )
+        offset = last + 1
+
+
+class SentAnswers:
+    """The responses of a version's sent rows, by row range, reading each shard's once."""
+
+    def __init__(self, state: JobState, shards: list[ShardInfo]) -> None:
+        self.state = state
+        self.ahead = deque(sorted(shards, key=lambda s: s.first_row))
+        self.loaded: list[tuple[ShardInfo, pl.DataFrame]] = []
+        self.empty: pl.DataFrame | None = None
+
+    def between(self, first: int, last: int) -> pl.DataFrame:
+        """The responses of rows ``first..last`` (an empty frame if none was sent)."""
+        self.loaded = [(s, f) for s, f in self.loaded if s.last_row >= first]
+        while self.ahead and self.ahead[0].first_row <= last:
+            shard = self.ahead.popleft()
+            frame = shard_responses(self.state, shard.key).with_columns(pl.lit(False).alias(REUSED))
+            self.empty = frame.clear()
+            self.loaded.append((shard, frame))
+        parts = [f.filter(pl.col(ROW_ID).is_between(first, last)) for _, f in self.loaded]
+        if parts:
+            return pl.concat(parts, how="diagonal_relaxed")
+        if self.empty is None:  # rows before the first sent one: the first shard's columns
+            self.empty = shard_responses(self.state, self.ahead[0].key).clear()
+            self.empty = self.empty.with_columns(pl.lit(False).alias(REUSED))
+        return self.empty
