@@ -1,6 +1,9 @@
 """Fixtures shared by the integration and e2e tests: a live emulator, sample tables, and moto's
 S3 server on 127.0.0.1 (the real S3 API)."""
 
+import os
+import shutil
+import tempfile
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +25,25 @@ TRICKY_ROWS = {
     "description": ["naïve café", "", "a,b,c", 'He said "hi"\r\nbye', "null text", None],
     "price": ["1.50", "2", "3.0", None, "5", "6.25"],
 }
+
+
+_HOME = pytest.StashKey[tuple[str, str | None]]()  # the test home, and HOME before it
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The tests never touch the user's home: a job on an S3 storage root keeps its ledger and
+    Dagster home under ``~/.maple``, which every checkout on a machine shares (a branch's newer
+    ledger revision there failed another branch's tests)."""
+    home = tempfile.mkdtemp(prefix="maple-test-home-")
+    config.stash[_HOME] = (home, os.environ.get("HOME"))
+    os.environ["HOME"] = home
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    home, before = config.stash[_HOME]
+    shutil.rmtree(home, ignore_errors=True)
+    if before is not None:
+        os.environ["HOME"] = before
 
 
 def env_provider(name: str, **fields: Any) -> Any:
