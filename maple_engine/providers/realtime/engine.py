@@ -16,6 +16,7 @@ to the checkpoints at once.
 """
 
 import asyncio
+import math
 import threading
 import time
 from collections.abc import Coroutine, Iterator
@@ -30,7 +31,7 @@ from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
 from maple_engine.providers.anthropic.messages import failed_row
 from maple_engine.providers.http import backoff_seconds, error_detail, retry_after_seconds
 from maple_engine.providers.realtime.checkpoints import RowCheckpoints
-from maple_engine.providers.realtime.rate_shares import RateShare
+from maple_engine.providers.realtime.rate_shares import Share
 from maple_engine.providers.realtime.ratelimits import (
     Gate,
     Pacer,
@@ -101,7 +102,7 @@ class AttemptRun:
         provider: Sender,
         checkpoints: RowCheckpoints,
         batch_id: str,
-        share: RateShare | None = None,
+        share: Share | None = None,
     ):
         self.p = provider
         self.share = share
@@ -115,6 +116,7 @@ class AttemptRun:
         self.url = ""
         self.successes = 0
         self.quota_message: str | None = None
+        self._beat_at = -math.inf
 
     async def run(self, rows: list[tuple[str, str]]) -> None:
         if not rows:
@@ -131,7 +133,7 @@ class AttemptRun:
             headers=headers, timeout=timeout, connector=connector, raise_for_status=False
         ) as client:
             workers = min(len(groups), self.p.max_concurrency)
-            await self._share()
+            await self._join()
             try:
                 async with asyncio.TaskGroup() as group:
                     ticker = group.create_task(self._tick())
@@ -151,9 +153,21 @@ class AttemptRun:
                 self.checkpoints.flush()
             await self._share()
 
+    async def _join(self) -> None:
+        """Take a share of the account's limit before the first send. When others already
+        send, hold off for a beat and a half (they beat every ``beat_s``, checked every
+        half second): by then they have counted this sender and slowed down, so that together
+        the senders never pace to more than the limit."""
+        await self._share()
+        if self.share is not None and self.pacer.senders > 1:
+            self.pacer.pause(1.5 * self.share.beat_s, time.monotonic())
+
     async def _share(self) -> None:
-        """Pace to this process's share of the account's limit (``rate_shares``)."""
-        if self.share is not None:
+        """Pace to this process's share of the account's limit (``rate_shares``), counting
+        the live senders every ``beat_s``."""
+        now = time.monotonic()
+        if self.share is not None and now - self._beat_at >= self.share.beat_s:
+            self._beat_at = now
             self.pacer.senders = await asyncio.to_thread(self.share.beat)
 
     async def _worker(self, client: "aiohttp.ClientSession", queue: Iterator[Group]) -> None:

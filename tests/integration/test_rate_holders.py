@@ -1,0 +1,129 @@
+"""The real-time rate share kept in the deployment's database (``rate_holders``), on PostgreSQL
+and SQLite: live senders count each other, one that leaves is gone at once, one SIGKILLed
+without cleanup stops counting after the window, and operators see who holds a share."""
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+from click.testing import CliRunner
+
+from maple_assets.cli.commands import main
+from maple_engine.ledger.costs import CostLedger
+from maple_engine.ledger.rate_holders import WINDOW_S, holders
+from maple_engine.providers.realtime.rate_shares import DatabaseShare, Share, rate_share
+from tests.integration.test_costs_postgres import pg_url, server_url
+
+__all__ = ["pg_url", "server_url"]  # fixtures
+REPO = Path(__file__).parents[2]
+SECRET = "s3cr3t-pw"
+
+
+@pytest.fixture(params=["postgresql", "sqlite"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    else:
+        yield request.getfixturevalue("pg_url")
+
+
+def share(url: str, root: Path, model: str = "gpt-4o-mini") -> Share:
+    return rate_share(url, str(root), "openai-realtime", "acct", model)
+
+
+def test_senders_of_one_scope_count_each_other_and_one_that_leaves_is_gone(
+    db_url: str, tmp_path: Path
+) -> None:
+    first, second, other = (
+        share(db_url, tmp_path),
+        share(db_url, tmp_path),
+        share(db_url, tmp_path, "gpt-4o"),
+    )
+    try:
+        assert isinstance(first, DatabaseShare)
+        assert first.beat() == 1
+        assert second.beat() == 2
+        assert other.beat() == 1  # another model: another limit
+        assert first.beat() == 2
+        second.leave()
+        assert first.beat() == 1  # at its next beat, not a window later
+        with CostLedger(database_url=db_url) as ledger, ledger.transaction() as conn:
+            held = holders(conn)
+        assert {(h.scope, h.sender) for h in held} == {
+            ("openai-realtime/acct/gpt-4o-mini", first.sender),
+            ("openai-realtime/acct/gpt-4o", other.sender),
+        }
+        assert all(h.live and h.silent_s < 1 for h in held)
+        assert not list(tmp_path.rglob("*.json"))  # no heartbeat objects under the root
+    finally:
+        first.leave()
+        other.leave()
+
+
+BEATER = """
+import sys, time
+from maple_engine.providers.realtime.rate_shares import rate_share
+me = rate_share(sys.argv[1], sys.argv[2], "openai-realtime", "acct", "gpt-4o-mini")
+while True:
+    me.beat()
+    print("beat", flush=True)
+    time.sleep(me.beat_s)
+"""
+
+
+def test_a_sender_killed_without_cleanup_stops_counting_within_the_window(
+    db_url: str, tmp_path: Path
+) -> None:
+    survivor = share(db_url, tmp_path)
+    victim = subprocess.Popen(
+        [sys.executable, "-c", BEATER, db_url, str(tmp_path)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert victim.stdout is not None and victim.stdout.readline() == "beat\n"
+        assert survivor.beat() == 2
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=10)
+        killed = time.monotonic()
+        while survivor.beat() == 2:
+            assert time.monotonic() - killed < WINDOW_S + 5, "the dead sender still counts"
+            time.sleep(0.1)
+        back = time.monotonic() - killed
+        assert back <= WINDOW_S + 1.5, back  # its last beat was at most a beat before the kill
+        assert survivor.beat() == 1
+    finally:
+        victim.kill()
+        victim.wait(timeout=10)
+        if victim.stdout is not None:
+            victim.stdout.close()
+        survivor.leave()
+
+
+def test_maple_status_lists_who_holds_shares_and_never_the_password(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = sa.make_url(pg_url)
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:  # trust auth: the password is only there to be hidden
+        conn.exec_driver_sql(f"ALTER USER {url.username} PASSWORD '{SECRET}'")
+    admin.dispose()
+    with_password = url.set(password=SECRET).render_as_string(hide_password=False)
+    monkeypatch.setenv("MAPLE_COST_DB", with_password)
+    monkeypatch.setenv("MAPLE_STORAGE", str(tmp_path / "root"))
+    holder = share(with_password, tmp_path)
+    try:
+        holder.beat()
+        result = CliRunner().invoke(main, ["status"])
+    finally:
+        holder.leave()
+    assert result.exit_code == 0, result.output
+    assert "openai-realtime/acct/gpt-4o-mini" in result.output
+    assert holder.sender in result.output
+    assert SECRET not in result.output
