@@ -8,18 +8,24 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
+from emulator.server import EmulatorServer
 from maple_assets.cli.commands import main
+from maple_engine.errors import StorageError
+from maple_engine.ledger import rate_holders
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.rate_holders import WINDOW_S, holders
 from maple_engine.providers.realtime.rate_shares import DatabaseShare, Share, rate_share
+from tests.conftest import env_provider
 from tests.integration.test_costs_postgres import pg_url, server_url
+from tests.integration.test_realtime import catalog, enrich, run, server, shard
 
-__all__ = ["pg_url", "server_url"]  # fixtures
+__all__ = ["pg_url", "server", "server_url"]  # fixtures
 REPO = Path(__file__).parents[2]
 SECRET = "s3cr3t-pw"
 
@@ -127,3 +133,60 @@ def test_maple_status_lists_who_holds_shares_and_never_the_password(
     assert "openai-realtime/acct/gpt-4o-mini" in result.output
     assert holder.sender in result.output
     assert SECRET not in result.output
+
+
+def test_maple_enrich_holds_a_share_in_the_ledger_database_and_leaves_it(
+    server: EmulatorServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CLI's real-time run takes its share through ``MAPLE_COST_DB`` (the provider
+    resource reads it from the environment), beats while it sends, and deletes its row."""
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    monkeypatch.setenv("MAPLE_COST_DB", ledger)
+    beats: list[int] = []
+    real_beat = rate_holders.beat
+
+    def counting(*args: Any) -> int:
+        beats.append(real_beat(*args))
+        return beats[-1]
+
+    monkeypatch.setattr(rate_holders, "beat", counting)
+    source = catalog(tmp_path / "in.parquet", 40)
+    out = enrich(source, tmp_path / "out.parquet", tmp_path / "root", "openai-realtime")
+    assert out["llm_status"].to_list() == ["succeeded"] * 40
+    assert beats and set(beats) == {1}
+    with CostLedger(database_url=ledger) as costs, costs.transaction() as conn:
+        assert holders(conn) == []  # left on a clean exit
+    assert not list((tmp_path / "root").rglob("_ratelimits/**/*.json"))
+
+
+def test_a_beat_that_fails_mid_run_keeps_the_last_count_and_the_run_goes_on(
+    server: EmulatorServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ledger = f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    beats = []
+    real_beat = rate_holders.beat
+
+    def flaky(*args: Any) -> int:
+        beats.append(args)
+        if len(beats) > 1:
+            raise StorageError("Cost ledger sqlite:///... failed: database is locked")
+        return real_beat(*args)
+
+    monkeypatch.setattr(rate_holders, "beat", flaky)
+    provider = env_provider(  # 60 rows at 1,200 RPM: 3 s, 3 beats
+        "openai-realtime", checkpoint_root=str(tmp_path), rate_share_db=ledger, rpm=1200
+    )
+    rows = run(provider, 60)
+    assert rows.height == 60 and len(beats) >= 3
+
+
+def test_a_first_beat_that_fails_stops_the_attempt_before_anything_is_sent(
+    server: EmulatorServer, tmp_path: Path
+) -> None:
+    unreachable = "postgresql+psycopg2://maple:pw@127.0.0.1:9/nowhere"
+    provider = env_provider("openai-realtime", checkpoint_root=str(tmp_path),
+                            rate_share_db=unreachable)  # fmt: skip
+    with pytest.raises((StorageError, sa.exc.OperationalError)) as raised:
+        provider.submit(shard(provider, 5))
+    assert ":pw@" not in str(raised.value)
+    assert server.stats()["realtime_requests"] == 0

@@ -16,6 +16,7 @@ to the checkpoints at once.
 """
 
 import asyncio
+import contextlib
 import math
 import threading
 import time
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import httpx
 import orjson
 
-from maple_engine.errors import AuthError
+from maple_engine.errors import AuthError, MapleError
 from maple_engine.failures import FailureClass
 from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
 from maple_engine.providers.anthropic.messages import failed_row
@@ -144,7 +145,8 @@ class AttemptRun:
                 raise errors.exceptions[0] from None
             finally:
                 if self.share is not None:
-                    await asyncio.to_thread(self.share.leave)
+                    with contextlib.suppress(MapleError, OSError):  # else it expires by itself
+                        await asyncio.to_thread(self.share.leave)
 
     async def _tick(self) -> None:
         while True:
@@ -164,11 +166,18 @@ class AttemptRun:
 
     async def _share(self) -> None:
         """Pace to this process's share of the account's limit (``rate_shares``), counting
-        the live senders every ``beat_s``."""
+        the live senders every ``beat_s``. A beat that fails once sending has begun (the
+        database or the storage out of reach for a moment) keeps the last count and is tried
+        again at the next beat; the first one, before anything is sent, raises."""
         now = time.monotonic()
-        if self.share is not None and now - self._beat_at >= self.share.beat_s:
-            self._beat_at = now
+        if self.share is None or now - self._beat_at < self.share.beat_s:
+            return
+        joined, self._beat_at = self._beat_at > -math.inf, now
+        try:
             self.pacer.senders = await asyncio.to_thread(self.share.beat)
+        except (MapleError, OSError):
+            if not joined:
+                raise
 
     async def _worker(self, client: "aiohttp.ClientSession", queue: Iterator[Group]) -> None:
         for custom_ids, body in queue:
