@@ -26,49 +26,16 @@ import os
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import polars as pl
-import sqlalchemy as sa
 
 REPO = Path(__file__).parents[1]
 sys.path[:0] = [str(REPO)]
 
 from tests.hosts import rates  # noqa: E402
 from tests.hosts.harness import BIN, hosts  # noqa: E402
-from tests.integration.test_costs_postgres import PG_ENV, _pg_bin, _Server  # noqa: E402
-
-
-@contextlib.contextmanager
-def postgres() -> Iterator[str]:
-    """A PostgreSQL server URL: ``$MAPLE_TEST_POSTGRES_URL`` or a throwaway server."""
-    if url := os.environ.get(PG_ENV):
-        yield url
-        return
-    bindir = _pg_bin()
-    if bindir is None:
-        raise SystemExit(f"no PostgreSQL: set {PG_ENV} or install the server binaries")
-    server = _Server(bindir)
-    try:
-        yield server.start()
-    finally:
-        server.stop()
-
-
-@contextlib.contextmanager
-def fresh_database(server: str) -> Iterator[str]:
-    name = f"maple_bench_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(server, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
-        yield sa.make_url(server).set(database=name).render_as_string(hide_password=False)
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    finally:
-        admin.dispose()
+from tests.integration.test_costs_postgres import fresh_database, postgres_server  # noqa: E402
 
 
 def run(
@@ -142,7 +109,7 @@ def main() -> None:
     parser.add_argument("--kill", action="store_true", help="also lose host-0 mid-run")
     parser.add_argument("--kill-after", type=float, default=20.0)
     args = parser.parse_args()
-    with postgres() as server:
+    with postgres_server() as server:
         for way in args.way:
             for n in args.hosts:
                 rows = args.rows or int(args.rpm / 60 * 45 / n)
@@ -151,7 +118,7 @@ def main() -> None:
                     with contextlib.ExitStack() as stack:
                         work = Path(stack.enter_context(tempfile.TemporaryDirectory()))
                         db = (
-                            stack.enter_context(fresh_database(server))
+                            stack.enter_context(fresh_database(server, "maple_bench"))
                             if way == "database"
                             else None
                         )

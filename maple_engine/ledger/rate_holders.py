@@ -79,9 +79,9 @@ def holders(conn: sa.Connection) -> list[Holder]:
     ]
 
 
-def beat(conn: sa.Connection, scope: str, sender: str, host: str) -> int:
+def beat(conn: sa.Connection, scope: str, sender: str, host: str) -> set[str]:
     """Renew ``sender``'s row of ``scope`` (made at its first beat) and tidy long-dead rows;
-    the scope's live senders, >= 1."""
+    the scope's live senders."""
     now, t = database_now(conn), rate_holders.c
     row = {"scope": scope, "sender": sender, "host": host, "pid": os.getpid(),
            "since": now, "beat_at": now}  # fmt: skip
@@ -90,10 +90,10 @@ def beat(conn: sa.Connection, scope: str, sender: str, host: str) -> int:
     conn.execute(
         stmt.on_conflict_do_update(index_elements=[t.scope, t.sender], set_={"beat_at": now})
     )
-    live = sa.select(sa.func.count()).where(t.scope == scope, t.beat_at > now - WINDOW_S)
-    count = int(conn.execute(live).scalar_one())
+    live = sa.select(t.sender).where(t.scope == scope, t.beat_at > now - WINDOW_S)
+    senders = set(conn.execute(live).scalars())
     conn.execute(sa.delete(rate_holders).where(t.beat_at < now - TIDY_S))
-    return max(1, count)
+    return senders
 
 
 def leave(conn: sa.Connection, scope: str, sender: str) -> None:

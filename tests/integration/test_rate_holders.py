@@ -52,12 +52,13 @@ def test_senders_of_one_scope_count_each_other_and_one_that_leaves_is_gone(
     )
     try:
         assert isinstance(first, DatabaseShare)
-        assert first.beat() == 1
-        assert second.beat() == 2
-        assert other.beat() == 1  # another model: another limit
-        assert first.beat() == 2
+        assert first.beat() == (1, 0)
+        two, rank = second.beat()
+        assert two == 2
+        assert other.beat() == (1, 0)  # another model: another limit
+        assert first.beat() == (2, 1 - rank)  # ranked by name: one each
         second.leave()
-        assert first.beat() == 1  # at its next beat, not a window later
+        assert first.beat() == (1, 0)  # at its next beat, not a window later
         with CostLedger(database_url=db_url) as ledger, ledger.transaction() as conn:
             held = holders(conn)
         assert {(h.scope, h.sender) for h in held} == {
@@ -94,16 +95,16 @@ def test_a_sender_killed_without_cleanup_stops_counting_within_the_window(
     )
     try:
         assert victim.stdout is not None and victim.stdout.readline() == "beat\n"
-        assert survivor.beat() == 2
+        assert survivor.beat()[0] == 2
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=10)
         killed = time.monotonic()
-        while survivor.beat() == 2:
+        while survivor.beat()[0] == 2:
             assert time.monotonic() - killed < WINDOW_S + 5, "the dead sender still counts"
             time.sleep(0.1)
         back = time.monotonic() - killed
         assert back <= WINDOW_S + 1.5, back  # its last beat was at most a beat before the kill
-        assert survivor.beat() == 1
+        assert survivor.beat() == (1, 0)
     finally:
         victim.kill()
         victim.wait(timeout=10)
@@ -145,9 +146,10 @@ def test_maple_enrich_holds_a_share_in_the_ledger_database_and_leaves_it(
     beats: list[int] = []
     real_beat = rate_holders.beat
 
-    def counting(*args: Any) -> int:
-        beats.append(real_beat(*args))
-        return beats[-1]
+    def counting(*args: Any) -> set[str]:
+        live = real_beat(*args)
+        beats.append(len(live))
+        return live
 
     monkeypatch.setattr(rate_holders, "beat", counting)
     source = catalog(tmp_path / "in.parquet", 40)
@@ -166,7 +168,7 @@ def test_a_beat_that_fails_mid_run_keeps_the_last_count_and_the_run_goes_on(
     beats = []
     real_beat = rate_holders.beat
 
-    def flaky(*args: Any) -> int:
+    def flaky(*args: Any) -> set[str]:
         beats.append(args)
         if len(beats) > 1:
             raise StorageError("Cost ledger sqlite:///... failed: database is locked")

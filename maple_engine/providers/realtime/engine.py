@@ -174,7 +174,7 @@ class AttemptRun:
             return
         joined, self._beat_at = self._beat_at > -math.inf, now
         try:
-            self.pacer.senders = await asyncio.to_thread(self.share.beat)
+            self.pacer.senders, self.pacer.rank = await asyncio.to_thread(self.share.beat)
         except (MapleError, OSError):
             if not joined:
                 raise

@@ -46,13 +46,14 @@ def account_digest(base_url: str, api_key: str) -> str:
 
 
 class Share(Protocol):
-    """This process's share of one limit: ``beat`` (every ``beat_s``) counts the live senders,
-    ``leave`` gives the share back."""
+    """This process's share of one limit: ``beat`` (every ``beat_s``) counts the live senders
+    and ranks this one among them by name (``Pacer.request_share``), ``leave`` gives the share
+    back."""
 
     beat_s: float
     sender: str
 
-    def beat(self) -> int: ...
+    def beat(self) -> tuple[int, int]: ...
 
     def leave(self) -> None: ...
 
@@ -60,6 +61,12 @@ class Share(Protocol):
 def sender_name() -> str:
     """This process, unique among every host's: ``<host>-<pid>-<random>``."""
     return f"{_SAFE.sub('_', socket.gethostname())}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def ranked(live: set[str], sender: str) -> tuple[int, int]:
+    """The live senders, ``sender`` among them, and its place in their names' order."""
+    names = sorted(live | {sender})
+    return len(names), names.index(sender)
 
 
 def rate_share(
@@ -84,9 +91,10 @@ class DatabaseShare:
         self.host = socket.gethostname()
         self.sender = sender_name()
 
-    def beat(self) -> int:
+    def beat(self) -> tuple[int, int]:
         with self.ledger.transaction() as conn:
-            return rate_holders.beat(conn, self.scope, self.sender, self.host)
+            live = rate_holders.beat(conn, self.scope, self.sender, self.host)
+        return ranked(live, self.sender)
 
     def leave(self) -> None:
         try:
@@ -108,8 +116,8 @@ class RateShare:
         self.sender = sender_name()
         self._key: str | None = None
 
-    def beat(self) -> int:
-        """Renew this sender's heartbeat; the live senders, >= 1."""
+    def beat(self) -> tuple[int, int]:
+        """Renew this sender's heartbeat; the live senders (>= 1) and this one's rank."""
         self._key = join(self.folder, f"{self.sender}.json")
         self.storage.write_bytes(self._key, b"{}")
         live: set[str] = set()
@@ -121,7 +129,7 @@ class RateShare:
                 live.add(sender)
             elif age > 6 * TTL_S:  # long dead: tidy it away
                 self.storage.delete(found)
-        return max(1, len(live | {self.sender}))
+        return ranked(live, self.sender)
 
     def leave(self) -> None:
         if self._key is not None:
