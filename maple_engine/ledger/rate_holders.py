@@ -2,12 +2,15 @@
 
 Every real-time sender of one provider account and model (the limit's ``scope``:
 ``provider/account digest/model``) keeps a row of ``rate_holders`` and renews its ``beat_at``
-every ``BEAT_S``. A sender paces to 1/N of the limit, N being the scope's rows beaten less than
-``WINDOW_S`` ago. ``beat_at`` is the database's clock (PostgreSQL's ``now()``, SQLite's
-``julianday('now')``), seconds since the epoch: one clock for every host, so a host whose own
-clock is off neither lingers in the count nor drops out of it. A sender that finishes deletes
-its row (the others speed up at their next beat); one that dies stops beating and drops out of
-the count after ``WINDOW_S``; its row is tidied away by any beat ``TIDY_S`` later.
+every ``BEAT_S``; it paces to its share of the limit among the scope's rows beaten less than
+``WINDOW_S`` ago (1/N, or a whole number of each window's requests: ``Pacer.request_share``).
+A new sender waits to send until every live one has beaten since it came (``uncounted``): they
+count it by then, and have slowed down to make room. ``beat_at`` is the database's clock
+(PostgreSQL's ``now()``, SQLite's ``julianday('now')``), seconds since the epoch: one clock for
+every host, so a host whose own clock is off neither lingers in the count nor drops out of it.
+A sender that finishes deletes its row (the others speed up at their next beat); one that dies
+stops beating and drops out of the count after ``WINDOW_S``; its row is tidied away by any beat
+``TIDY_S`` later.
 
 Operators see the holders with::
 
@@ -22,7 +25,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-BEAT_S = 1.0  # how often a sender renews its row and counts the others
+BEAT_S = 0.5  # how often a sender renews its row and counts the others
 WINDOW_S = 3.0  # a row not renewed for this long no longer counts (a dead sender's share)
 TIDY_S = 60.0  # ... and is deleted by anyone's beat after this long
 
@@ -94,6 +97,18 @@ def beat(conn: sa.Connection, scope: str, sender: str, host: str) -> set[str]:
     senders = set(conn.execute(live).scalars())
     conn.execute(sa.delete(rate_holders).where(t.beat_at < now - TIDY_S))
     return senders
+
+
+def uncounted(conn: sa.Connection, scope: str, sender: str) -> int:
+    """The live senders of ``scope`` that have not beaten since ``sender``'s first beat (they
+    have not counted it yet)."""
+    t = rate_holders.c
+    since = sa.select(t.since).where(t.scope == scope, t.sender == sender).scalar_subquery()
+    live = t.beat_at > database_now(conn) - WINDOW_S
+    query = sa.select(sa.func.count()).where(
+        t.scope == scope, t.sender != sender, live, t.beat_at <= since
+    )
+    return int(conn.execute(query).scalar_one())
 
 
 def leave(conn: sa.Connection, scope: str, sender: str) -> None:

@@ -192,3 +192,20 @@ def test_a_first_beat_that_fails_stops_the_attempt_before_anything_is_sent(
         provider.submit(shard(provider, 5))
     assert ":pw@" not in str(raised.value)
     assert server.stats()["realtime_requests"] == 0
+
+
+def test_a_new_sender_is_counted_once_every_live_one_has_beaten_since_it_came(
+    db_url: str, tmp_path: Path
+) -> None:
+    first, second = share(db_url, tmp_path), share(db_url, tmp_path)
+    try:
+        first.beat()
+        assert first.counted()  # alone: nobody to wait for
+        second.beat()
+        assert not second.counted()  # the first has not seen it yet
+        time.sleep(0.01)  # a clock tick later (SQLite's clock has milliseconds)
+        first.beat()
+        assert second.counted()
+    finally:
+        first.leave()
+        second.leave()

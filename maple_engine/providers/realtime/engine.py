@@ -49,6 +49,7 @@ T = TypeVar("T")
 Row = dict[str, Any]
 Group = tuple[tuple[str, ...], str]  # the custom ids of the rows one request carries, its body
 _JSON = {"content-type": "application/json"}
+TICK_S = 0.25  # how often checkpoints and the rate share's beat are looked at
 
 
 class Sender(Protocol):
@@ -150,19 +151,22 @@ class AttemptRun:
 
     async def _tick(self) -> None:
         while True:
-            await asyncio.sleep(min(0.5, self.p.checkpoint_seconds))
+            await asyncio.sleep(min(TICK_S, self.p.checkpoint_seconds))
             if self.checkpoints.due():
                 self.checkpoints.flush()
             await self._share()
 
     async def _join(self) -> None:
         """Take a share of the account's limit before the first send. When others already
-        send, hold off for a beat and a half (they beat every ``beat_s``, checked every
-        half second): by then they have counted this sender and slowed down, so that together
-        the senders never pace to more than the limit."""
+        send, wait until they have counted this sender (``Share.counted``; a few beats at
+        most): they have slowed down by then, so that together the senders never pace to more
+        than the limit, and the limit is not left idle longer than that."""
         await self._share()
-        if self.share is not None and self.pacer.senders > 1:
-            self.pacer.pause(1.5 * self.share.beat_s, time.monotonic())
+        if self.share is None or self.pacer.senders == 1:
+            return
+        deadline = time.monotonic() + 3 * self.share.beat_s + 1.0
+        while time.monotonic() < deadline and not await asyncio.to_thread(self.share.counted):
+            await asyncio.sleep(0.05)
 
     async def _share(self) -> None:
         """Pace to this process's share of the account's limit (``rate_shares``), counting

@@ -7,8 +7,8 @@ therefore beats (``Share.beat``, every ``beat_s``) where every run sees it, lear
 senders, and paces to 1/N of the limit. Two ways, one interface:
 
 - ``DatabaseShare``: a row per sender in the deployment's database (``$MAPLE_COST_DB``, the
-  ledger's; ``maple_engine.ledger.rate_holders``), beaten every second on the database's clock
-  and counted for 3 s: a dead sender's share comes back within seconds.
+  ledger's; ``maple_engine.ledger.rate_holders``), beaten twice a second on the database's
+  clock and counted for 3 s: a dead sender's share comes back within seconds.
 - ``RateShare``, when no database is configured: a heartbeat object under the storage root::
 
     _ratelimits/<provider>/<account>/<model>/<sender>.json
@@ -23,9 +23,11 @@ share. A sender that finishes removes itself, so the others speed up at their ne
 """
 
 import hashlib
+import math
 import os
 import re
 import socket
+import time
 import uuid
 from typing import TYPE_CHECKING, Protocol
 
@@ -47,13 +49,15 @@ def account_digest(base_url: str, api_key: str) -> str:
 
 class Share(Protocol):
     """This process's share of one limit: ``beat`` (every ``beat_s``) counts the live senders
-    and ranks this one among them by name (``Pacer.request_share``), ``leave`` gives the share
-    back."""
+    and ranks this one among them by name (``Pacer.request_share``); ``counted`` tells when the
+    others have counted this one (it may send then); ``leave`` gives the share back."""
 
     beat_s: float
     sender: str
 
     def beat(self) -> tuple[int, int]: ...
+
+    def counted(self) -> bool: ...
 
     def leave(self) -> None: ...
 
@@ -96,6 +100,11 @@ class DatabaseShare:
             live = rate_holders.beat(conn, self.scope, self.sender, self.host)
         return ranked(live, self.sender)
 
+    def counted(self) -> bool:
+        """Every live sender has beaten since this one's first beat."""
+        with self.ledger.transaction() as conn:
+            return rate_holders.uncounted(conn, self.scope, self.sender) == 0
+
     def leave(self) -> None:
         try:
             with self.ledger.transaction() as conn:
@@ -115,9 +124,16 @@ class RateShare:
         self.folder = rate_share_folder(provider, account, model)
         self.sender = sender_name()
         self._key: str | None = None
+        self._first = math.inf
+
+    def counted(self) -> bool:
+        """A beat and a half has passed since this one's first beat: the others, beating every
+        ``BEAT_S``, have counted it by then."""
+        return time.monotonic() - self._first >= 1.5 * BEAT_S
 
     def beat(self) -> tuple[int, int]:
         """Renew this sender's heartbeat; the live senders (>= 1) and this one's rank."""
+        self._first = min(self._first, time.monotonic())
         self._key = join(self.folder, f"{self.sender}.json")
         self.storage.write_bytes(self._key, b"{}")
         live: set[str] = set()
