@@ -72,8 +72,8 @@ def run(
             for host, proc in zip(machines, procs, strict=True):
                 if host is machines[0] and lost is not None:
                     continue
-                if proc.wait(timeout=1800) != 0:
-                    raise SystemExit(f"{host.name} failed:\n{host.log('enrich')[-3000:]}")
+                if (code := proc.wait(timeout=1800)) != 0:
+                    raise SystemExit(f"{host.name} exit {code}:\n{host.log('enrich')[-3000:]}")
             samples = sampler.finish()
     way = "database" if db else "files"
     if lost is None:

@@ -43,3 +43,17 @@ def test_a_heartbeat_is_judged_by_when_the_storage_saw_it_written(
     os.utime(silent, (gone, gone))
     share(tmp_path).beat()
     assert not silent.exists()  # long dead: tidied away
+
+
+def test_a_new_sender_is_counted_once_every_live_one_has_written_since_it_came(
+    tmp_path: Path,
+) -> None:
+    first, second = share(tmp_path), share(tmp_path)
+    first.beat()
+    assert first.counted()  # alone: nobody to wait for
+    time.sleep(0.02)  # a later modification time
+    second.beat()
+    assert not second.counted()  # the first has not listed it yet
+    time.sleep(0.02)
+    first.beat()
+    assert second.counted()

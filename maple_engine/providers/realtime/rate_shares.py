@@ -23,11 +23,9 @@ share. A sender that finishes removes itself, so the others speed up at their ne
 """
 
 import hashlib
-import math
 import os
 import re
 import socket
-import time
 import uuid
 from typing import TYPE_CHECKING, Protocol
 
@@ -124,28 +122,34 @@ class RateShare:
         self.folder = rate_share_folder(provider, account, model)
         self.sender = sender_name()
         self._key: str | None = None
-        self._first = math.inf
 
     def counted(self) -> bool:
-        """A beat and a half has passed since this one's first beat: the others, beating every
-        ``BEAT_S``, have counted it by then."""
-        return time.monotonic() - self._first >= 1.5 * BEAT_S
+        """Every other live sender has written its heartbeat since this one's (asked before
+        this one beats again): each listed this one's after writing its own."""
+        ages = {sender: age for sender, (_, age) in self._heartbeats().items()}
+        mine = ages.pop(self.sender, None)
+        return mine is None or all(age < mine for age in ages.values() if age < TTL_S)
 
     def beat(self) -> tuple[int, int]:
         """Renew this sender's heartbeat; the live senders (>= 1) and this one's rank."""
-        self._first = min(self._first, time.monotonic())
         self._key = join(self.folder, f"{self.sender}.json")
         self.storage.write_bytes(self._key, b"{}")
         live: set[str] = set()
-        for found, age in self.storage.ages(self.folder).items():
-            if not found.endswith(".json"):  # a write in progress
-                continue
-            sender = found.rsplit("/", 1)[-1].removesuffix(".json").partition("~")[0]
+        for sender, (key, age) in self._heartbeats().items():
             if age < TTL_S:
                 live.add(sender)
             elif age > 6 * TTL_S:  # long dead: tidy it away
-                self.storage.delete(found)
+                self.storage.delete(key)
         return ranked(live, self.sender)
+
+    def _heartbeats(self) -> dict[str, tuple[str, float]]:
+        """Each sender's heartbeat: its key and age, on the storage's clock."""
+        found = {}
+        for key, age in self.storage.ages(self.folder).items():
+            if key.endswith(".json"):  # else a write in progress
+                sender = key.rsplit("/", 1)[-1].removesuffix(".json").partition("~")[0]
+                found[sender] = (key, age)
+        return found
 
     def leave(self) -> None:
         if self._key is not None:
