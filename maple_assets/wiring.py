@@ -4,7 +4,8 @@ storage, cost ledger, IO manager and one resource per provider.
 Values come from `Settings` (flags, then the environment) here, never from the environment at
 run time: what the Dagster UI shows as a resource's config is what the run uses. API keys are
 the exception: the provider resources take them as ``dg.EnvVar`` fields, so the UI shows the
-variable's name, the run reads its value, and no key enters a job snapshot Dagster stores. The
+variable's name, the run reads its value, and no key enters a job snapshot Dagster stores (so do
+the real-time providers' ``rate_share_db``, ``MAPLE_COST_DB`` with its password). The
 CLI's own provider (credential check, dry run, cancel) gets the plain value from `Settings`."""
 
 from collections.abc import Iterable, Mapping
@@ -17,7 +18,7 @@ from maple_engine.job import IO_MANAGER_KEY, provider_key
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.providers.base import Provider
 from maple_engine.providers.registry import build_provider, capabilities
-from maple_engine.settings import Settings, admin_key_env, api_key_env
+from maple_engine.settings import COST_DB_ENV, Settings, admin_key_env, api_key_env
 from resources.billing import BillingReports
 from resources.costs import CostTracker
 from resources.io_manager import ParquetIOManager
@@ -93,9 +94,13 @@ def wire_resources(
 
 def env_var_keys(name: str) -> dict[str, dg.EnvVar]:
     """Provider ``name``'s API key as a ``dg.EnvVar`` (none for bedrock and the emulator): a
-    resource's plain config values are stored in the job snapshots of its runs."""
-    family = capabilities(name).credentials
-    return {"api_key": dg.EnvVar(api_key_env(family))} if family else {}
+    resource's plain config values are stored in the job snapshots of its runs. A real-time
+    provider also shares its rate limit through ``MAPLE_COST_DB`` when it is set."""
+    caps = capabilities(name)
+    keys = {"api_key": dg.EnvVar(api_key_env(caps.credentials))} if caps.credentials else {}
+    if caps.mode == "realtime" and Settings.load().cost_db:
+        keys["rate_share_db"] = dg.EnvVar(COST_DB_ENV)
+    return keys
 
 
 def maple_resources(

@@ -1,5 +1,6 @@
 """``maple status``'s view of the provider queues: per provider and model, the work enqueued in
-batches and the work waiting locally, with the limit in force (configured jobs say theirs)."""
+batches and the work waiting locally, with the limit in force (configured jobs say theirs); and
+of the real-time rate limits shared through ``MAPLE_COST_DB``: who holds a share of which."""
 
 from typing import Any
 
@@ -8,6 +9,7 @@ from maple_assets.graph.admission import wait_message
 from maple_assets.wiring import cost_ledger
 from maple_engine.ledger.costs import default_sqlite_path
 from maple_engine.ledger.queues import usage_by_queue
+from maple_engine.ledger.rate_holders import holders
 from maple_engine.ledger.schema import queue_slots
 from maple_engine.settings import Settings
 from maple_engine.storage.layout import QUEUES, JobLayout
@@ -65,3 +67,24 @@ def queue_lines(queues: list[dict[str, Any]]) -> list[str]:
 def job_queue_note(storage: Storage, job: str) -> str:
     key = JobLayout(job).queue_wait
     return wait_message(dict(storage.read_json(key))) if storage.exists(key) else ""
+
+
+def rate_holder_lines(root: str) -> list[str]:
+    """One line per sender holding a share of a real-time limit (``rate_holders``), when the
+    limits are shared through ``MAPLE_COST_DB``."""
+    if not Settings.load().cost_db:
+        return []
+    with cost_ledger(root) as costs, costs.transaction() as conn:
+        held = holders(conn)
+    if not held:
+        return []
+    live: dict[str, int] = {}
+    for h in held:
+        live[h.scope] = live.get(h.scope, 0) + h.live
+    rows = [
+        [h.scope, f"1/{live[h.scope]}" if h.live else "gone", h.host, str(h.pid),
+         f"{h.held_s:,.0f} s", f"{h.silent_s:.1f} s", h.sender]
+        for h in held
+    ]  # fmt: skip
+    header = ["real-time limit", "share", "host", "pid", "held", "last beat", "sender"]
+    return ["", render(header, rows, align="llllrrl")]

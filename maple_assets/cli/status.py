@@ -12,7 +12,13 @@ from typing import Any
 import click
 import orjson
 
-from maple_assets.cli.queues import job_queue_note, ledger_exists, queue_lines, queue_status
+from maple_assets.cli.queues import (
+    job_queue_note,
+    ledger_exists,
+    queue_lines,
+    queue_status,
+    rate_holder_lines,
+)
 from maple_assets.cli.tables import render
 from maple_assets.wiring import cost_ledger, settings_provider
 from maple_engine.collect.responses import summarize
@@ -227,7 +233,7 @@ def status_command(job: str | None, storage: str | None, fmt: str) -> None:
                 + (f"  {len(s['stalled'])} stalled" if s["stalled"] else "")
             )
     if not job and fmt == "table":
-        for line in queue_lines(queue_status(store)):
+        for line in queue_lines(queue_status(store)) + rate_holder_lines(store.root):
             click.echo(line)
 
 

@@ -23,6 +23,7 @@ from maple_engine.errors import ConfigError, StorageError
 from maple_engine.ledger.admissions import admissions_table
 from maple_engine.ledger.batch_history import history_table
 from maple_engine.ledger.queues import queue_table
+from maple_engine.ledger.rate_holders import rate_holders
 
 TOKENS = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
 _PG_MIGRATION_LOCK = 0x6D61706C  # "mapl": pg_advisory_xact_lock id for schema migrations
@@ -64,6 +65,7 @@ attempt_costs = _attempt_costs(metadata)
 budget_admissions = admissions_table(metadata)
 queue_slots = queue_table(metadata)
 batch_history = history_table(metadata)
+rate_holders.to_metadata(metadata)
 
 
 def create_engine(url: sa.URL) -> sa.Engine:

@@ -6,6 +6,7 @@ starts a throwaway server from the distribution's binaries (`/usr/lib/postgresql
 when neither is available. Each test gets a fresh database.
 """
 
+import contextlib
 import json
 import os
 import pwd
@@ -94,8 +95,9 @@ class _Server:
             shutil.rmtree(self.dir, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
+@contextlib.contextmanager
+def postgres_server() -> Iterator[str]:
+    """``$MAPLE_TEST_POSTGRES_URL``, else a throwaway server's URL (skips without either)."""
     if url := os.environ.get(PG_ENV):
         yield url
         return
@@ -113,10 +115,10 @@ def server_url() -> Iterator[str]:
         server.stop()
 
 
-@pytest.fixture
-def pg_url(server_url: str) -> Iterator[str]:
-    """A fresh database on the server, dropped afterwards."""
-    name = f"maple_costs_{uuid.uuid4().hex[:12]}"
+@contextlib.contextmanager
+def fresh_database(server_url: str, prefix: str = "maple_costs") -> Iterator[str]:
+    """A new database on the server, dropped afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     admin = sa.create_engine(server_url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
@@ -126,6 +128,19 @@ def pg_url(server_url: str) -> Iterator[str]:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     finally:
         admin.dispose()
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_url(server_url: str) -> Iterator[str]:
+    """A fresh database on the server, dropped afterwards."""
+    with fresh_database(server_url) as url:
+        yield url
 
 
 def entry(

@@ -108,6 +108,9 @@ def test_keys_are_shown_as_variable_names_and_used_as_their_values(env: Path) ->
     assert config["provider_openai"]["base_url"] == "http://127.0.0.1:9/v1"
     assert config["provider_emulator"]["base_url"] == "http://127.0.0.1:9/v1"
     assert config["provider_emulator"]["api_key"] == "emulator"  # no secret: no variable
+    # the database real-time runs share their rate limit through: the ledger's, a password in it
+    assert config["provider_openai_realtime"]["rate_share_db"] == ("env", "MAPLE_COST_DB")
+    assert "rate_share_db" not in config["provider_openai"]
     with dg.build_resources(defs.resources or {}) as built:
         headers = built.provider_openai_realtime.auth_headers()
         assert headers == {"Authorization": f"Bearer {SECRET}"}

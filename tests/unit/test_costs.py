@@ -366,6 +366,7 @@ def test_a_ledger_from_before_the_revisions_is_stamped_and_carried_on(tmp_path: 
             conn.exec_driver_sql("DROP TABLE maple_ledger_version")
             conn.exec_driver_sql("DROP TABLE queue_slots")
             conn.exec_driver_sql("DROP TABLE batch_history")
+            conn.exec_driver_sql("DROP TABLE rate_holders")
             conn.exec_driver_sql("ALTER TABLE attempt_costs DROP COLUMN uncached_cost_usd")
             conn.exec_driver_sql("CREATE TABLE schema_version (version INTEGER NOT NULL)")
             conn.exec_driver_sql("INSERT INTO schema_version VALUES (2)")
@@ -379,6 +380,7 @@ def test_a_ledger_from_before_the_revisions_is_stamped_and_carried_on(tmp_path: 
             assert current_revision(conn) == head_revision()
             assert sa.inspect(conn).has_table("queue_slots")
             assert sa.inspect(conn).has_table("batch_history")
+            assert sa.inspect(conn).has_table("rate_holders")
     finally:
         engine.dispose()
 

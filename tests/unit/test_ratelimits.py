@@ -112,3 +112,46 @@ def test_window_clock_is_not_fooled_by_a_late_counted_request() -> None:
     assert clock.edge == pytest.approx(11.0) and clock.length is None
     clock.observe(sent_at=11.10, reset=0.900)
     assert clock.length == pytest.approx(1.0)
+
+
+def sends_per_window(pacers: list[Pacer], seconds: float, length: float) -> dict[int, int]:
+    """Every pacer booking its sends one by one from its own start for ``seconds``; the sends
+    of all of them in each window."""
+    per_window: dict[int, int] = {}
+    for i, pacer in enumerate(pacers):
+        now = 0.5 + 0.137 * i  # each sender starts at its own moment
+        while now < seconds:
+            now += pacer.reserve(1, now)
+            window = math.floor(now / length)
+            per_window[window] = per_window.get(window, 0) + 1
+    return per_window
+
+
+@pytest.mark.parametrize(("rpm", "senders"), [(2400, 3), (2400, 2), (1200, 7), (600, 3)])
+def test_senders_sharing_a_window_split_its_requests_and_never_overfill_it(
+    rpm: int, senders: int
+) -> None:
+    """N senders that know the window (1 s here) each send a whole number of its requests,
+    the numbers adding up to the window's; without the window, 1/N each overfills some."""
+
+    def pacers(learned: bool) -> list[Pacer]:
+        made = []
+        for rank in range(senders):
+            pacer = Pacer(rpm=rpm)
+            pacer.senders, pacer.rank = senders, rank
+            if learned:
+                pacer.windows.observe(0.0, 1.0)
+                pacer.windows.observe(1.0, 1.0)
+            made.append(pacer)
+        return made
+
+    limit = rpm // 60
+    shares = [p.request_share() for p in pacers(learned=True)]
+    assert sum(shares) == pytest.approx(1.0)
+    assert {round(s * limit) for s in shares} <= {limit // senders, limit // senders + 1}
+    split = sends_per_window(pacers(learned=True), 60.0, 1.0)
+    middle = [split[w] for w in range(3, 58)]
+    assert max(middle) <= limit
+    assert sum(middle) / len(middle) >= 0.99 * limit
+    if limit % senders:  # 1/N of a window is no whole number of requests
+        assert max(sends_per_window(pacers(learned=False), 60.0, 1.0).values()) > limit

@@ -16,6 +16,8 @@ to the checkpoints at once.
 """
 
 import asyncio
+import contextlib
+import math
 import threading
 import time
 from collections.abc import Coroutine, Iterator
@@ -24,13 +26,13 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import httpx
 import orjson
 
-from maple_engine.errors import AuthError
+from maple_engine.errors import AuthError, MapleError
 from maple_engine.failures import FailureClass
 from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
 from maple_engine.providers.anthropic.messages import failed_row
 from maple_engine.providers.http import backoff_seconds, error_detail, retry_after_seconds
 from maple_engine.providers.realtime.checkpoints import RowCheckpoints
-from maple_engine.providers.realtime.rate_shares import RateShare
+from maple_engine.providers.realtime.rate_shares import Share
 from maple_engine.providers.realtime.ratelimits import (
     Gate,
     Pacer,
@@ -47,6 +49,7 @@ T = TypeVar("T")
 Row = dict[str, Any]
 Group = tuple[tuple[str, ...], str]  # the custom ids of the rows one request carries, its body
 _JSON = {"content-type": "application/json"}
+TICK_S = 0.25  # how often checkpoints and the rate share's beat are looked at
 
 
 class Sender(Protocol):
@@ -101,7 +104,7 @@ class AttemptRun:
         provider: Sender,
         checkpoints: RowCheckpoints,
         batch_id: str,
-        share: RateShare | None = None,
+        share: Share | None = None,
     ):
         self.p = provider
         self.share = share
@@ -115,6 +118,7 @@ class AttemptRun:
         self.url = ""
         self.successes = 0
         self.quota_message: str | None = None
+        self._beat_at = -math.inf
 
     async def run(self, rows: list[tuple[str, str]]) -> None:
         if not rows:
@@ -131,7 +135,7 @@ class AttemptRun:
             headers=headers, timeout=timeout, connector=connector, raise_for_status=False
         ) as client:
             workers = min(len(groups), self.p.max_concurrency)
-            await self._share()
+            await self._join()
             try:
                 async with asyncio.TaskGroup() as group:
                     ticker = group.create_task(self._tick())
@@ -142,19 +146,42 @@ class AttemptRun:
                 raise errors.exceptions[0] from None
             finally:
                 if self.share is not None:
-                    await asyncio.to_thread(self.share.leave)
+                    with contextlib.suppress(MapleError, OSError):  # else it expires by itself
+                        await asyncio.to_thread(self.share.leave)
 
     async def _tick(self) -> None:
         while True:
-            await asyncio.sleep(min(0.5, self.p.checkpoint_seconds))
+            await asyncio.sleep(min(TICK_S, self.p.checkpoint_seconds))
             if self.checkpoints.due():
                 self.checkpoints.flush()
             await self._share()
 
+    async def _join(self) -> None:
+        """Take a share of the account's limit before the first send. When others already
+        send, wait until they have counted this sender (``Share.counted``; a few beats at
+        most): they have slowed down by then, so that together the senders never pace to more
+        than the limit, and the limit is not left idle longer than that."""
+        await self._share()
+        if self.share is None or self.pacer.senders == 1:
+            return
+        deadline = time.monotonic() + 3 * self.share.beat_s + 1.0
+        while time.monotonic() < deadline and not await asyncio.to_thread(self.share.counted):
+            await asyncio.sleep(0.05)
+
     async def _share(self) -> None:
-        """Pace to this process's share of the account's limit (``rate_shares``)."""
-        if self.share is not None:
-            self.pacer.senders = await asyncio.to_thread(self.share.beat)
+        """Pace to this process's share of the account's limit (``rate_shares``), counting
+        the live senders every ``beat_s``. A beat that fails once sending has begun (the
+        database or the storage out of reach for a moment) keeps the last count and is tried
+        again at the next beat; the first one, before anything is sent, raises."""
+        now = time.monotonic()
+        if self.share is None or now - self._beat_at < self.share.beat_s:
+            return
+        joined, self._beat_at = self._beat_at > -math.inf, now
+        try:
+            self.pacer.senders, self.pacer.rank = await asyncio.to_thread(self.share.beat)
+        except (MapleError, OSError):
+            if not joined:
+                raise
 
     async def _worker(self, client: "aiohttp.ClientSession", queue: Iterator[Group]) -> None:
         for custom_ids, body in queue:

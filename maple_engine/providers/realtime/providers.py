@@ -38,7 +38,7 @@ from maple_engine.providers.base import (
 )
 from maple_engine.providers.realtime.checkpoints import RowCheckpoints
 from maple_engine.providers.realtime.engine import AttemptRun, Group, run_sync
-from maple_engine.providers.realtime.rate_shares import RateShare, account_digest
+from maple_engine.providers.realtime.rate_shares import Share, account_digest, rate_share
 from maple_engine.settings import DEFAULT_STORAGE
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
@@ -97,6 +97,12 @@ class RealtimeProvider(ProviderModel):
     checkpoint_root: str = Field(
         default=DEFAULT_STORAGE,
         description="Storage root for row checkpoints: the job's root.",
+    )
+    rate_share_db: str | None = Field(
+        default=None,
+        repr=False,
+        description="Database where runs on every host share the account's rate limit: the "
+        "ledger's URL (an EnvVar: it holds a password); None: heartbeats under checkpoint_root.",
     )
     rpm: int | None = Field(default=None, description="Requests per minute; None: learn it.")
     tpm: int | None = Field(default=None, description="Tokens per minute; None: learn it.")
@@ -167,11 +173,11 @@ class RealtimeProvider(ProviderModel):
             self.checkpoint_seconds,
         )
 
-    def _share(self, model: str) -> RateShare:
+    def _share(self, model: str) -> Share:
         """This run's share of the account's limit for ``model``, among every live sender."""
         headers = repr(sorted(self.auth_headers().items()))
         account = account_digest(self.resolved_base_url(), headers)
-        return RateShare(Storage(self.checkpoint_root), self.name, account, model)
+        return rate_share(self.rate_share_db, self.checkpoint_root, self.name, account, model)
 
     def submit(self, payload: ShardPayload) -> Submission:
         checkpoints = self._checkpoints(payload.job, payload.shard, payload.attempt)

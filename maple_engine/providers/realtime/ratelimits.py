@@ -158,7 +158,8 @@ class Pacer:
         self.paused_until = 0.0
         self._slowed_at = -CALM_S - 1.0
         self.windows = WindowClock()
-        self.senders = 1  # processes sharing the limit (``rate_shares``): pace to 1/senders
+        self.senders = 1  # processes sharing the limit (``rate_shares``) ...
+        self.rank = 0  # ... and this one's place among them (``request_share``)
         self._step: tuple[tuple[object, ...], float] | None = None
 
     @property
@@ -166,11 +167,28 @@ class Pacer:
         return bool(self.rpm or self.tpm)
 
     def interval(self, tokens: float) -> float:
-        """Seconds one request of ``tokens`` estimated tokens occupies at the target rates."""
-        gap = 60.0 / (self.rpm * self.factor) if self.rpm else 0.0
+        """Seconds one request of ``tokens`` estimated tokens occupies at this sender's share of
+        the target rates."""
+        gap = 60.0 / (self.rpm * self.factor) / self.request_share() if self.rpm else 0.0
         if self.tpm:
-            gap = max(gap, 60.0 * tokens / (self.tpm * self.factor))
-        return gap * self.senders
+            gap = max(gap, 60.0 * tokens / (self.tpm * self.factor) * self.senders)
+        return gap
+
+    def request_share(self) -> float:
+        """This sender's share of the requests. 1/senders, unless a window of the limit is
+        known: then a whole number of each window's requests, the senders ranked so that their
+        numbers add up to the window's (40 a window among 3: 14, 13, 13). Evenly paced, a
+        sender sends at most its number in any window, so together they never send more
+        than the window holds; 1/3 each would send 14 now and then, and 42 in some windows."""
+        if self.senders == 1:
+            return 1.0
+        per_window = (
+            round(self.rpm * self.windows.length / 60) if self.rpm and self.windows.length else 0
+        )
+        if per_window < self.senders:
+            return 1.0 / self.senders
+        mine = per_window // self.senders + (self.rank < per_window % self.senders)
+        return mine / per_window
 
     def reserve(self, tokens: float, now: float) -> float:
         """Book the next start slot; returns how long to wait for it.
@@ -191,7 +209,7 @@ class Pacer:
         paced rate (RPM, or TPM at ``tokens`` per request), and a whole fraction (a fifth or
         less) of a learned window. Kept while the limits and the window stay the same, so
         that it does not move from one booking to the next with each token estimate."""
-        key = (self.rpm, self.tpm, self.windows.length, self.senders)
+        key = (self.rpm, self.tpm, self.windows.length, self.senders, self.rank)
         if self._step is None or self._step[0] != key:
             step = min(SEND_STEP_S, GROUP_MAX * self.interval(tokens)) or SEND_STEP_S
             length = self.windows.length
