@@ -14,7 +14,8 @@ import orjson
 
 from maple_assets.cli.queues import job_queue_note, ledger_exists, queue_lines, queue_status
 from maple_assets.cli.tables import render
-from maple_assets.wiring import cost_ledger, settings_provider
+from maple_assets.provider_settings import settings_provider
+from maple_assets.wiring import cost_ledger
 from maple_engine.collect.responses import summarize
 from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job
