@@ -23,6 +23,7 @@ provider without telling it the limits (it learns them from the headers), and pr
 import argparse
 import os
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -258,12 +259,16 @@ def whole_run(args: argparse.Namespace) -> None:
         with httpx.Client(timeout=5) as http:
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             started = time.monotonic()
-            child = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+            child = subprocess.Popen(
+                cmd, env=env, stdout=subprocess.DEVNULL, cwd=args.client_checkout
+            )
             first = done = None
+            seen: list[tuple[float, int]] = []
             while done is None:
                 stats = http.get(f"{url}/_emulator/stats").json()
                 admitted = stats["realtime_requests"] - stats["realtime_429"]
                 now = time.monotonic() - started
+                seen.append((now, admitted))
                 first = now if first is None and stats["realtime_requests"] else first
                 done = now if admitted >= args.rows else None
                 if child.poll() is not None and done is None:
@@ -276,8 +281,12 @@ def whole_run(args: argparse.Namespace) -> None:
     finally:
         proc.terminate()
         proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
     assert first is not None
+    if args.timeline:  # requests admitted in each second from launch
+        per = [max((n for t, n in seen if t < s + 1), default=0) for s in range(int(done) + 1)]
+        print("admitted per second:", [b - a for a, b in zip([0, *per], per, strict=False)])
     print(
         f"whole run maple enrich openai-realtime S={args.burst_seconds:g}s latency "
         f"{args.latency}s rows {args.rows} at {args.rpm} RPM: first request {first:.2f}s, last "
@@ -303,6 +312,9 @@ def main() -> None:
     parser.add_argument("--no-startup", action="store_true", help="Skip the start-up probe.")
     parser.add_argument(
         "--whole-run", action="store_true", help="Only time maple enrich through a whole job."
+    )
+    parser.add_argument(
+        "--timeline", action="store_true", help="Requests per second (--whole-run)."
     )
     parser.add_argument(
         "--client-checkout", default=None, help="Run maple enrich from this checkout (--whole-run)."
