@@ -110,7 +110,7 @@ class Sampler(threading.Thread):
 
 
 def case(args: argparse.Namespace, name: str, rpm: int | None, tpm: int | None) -> None:
-    proc, url = start_emulator(rpm, tpm, args.burst_seconds)
+    proc, url = start_emulator(rpm, tpm, args.burst_seconds, latency=args.latency)
     try:
         os.environ.update(OPENAI_API_KEY="bench", ANTHROPIC_API_KEY="bench")
         root = tempfile.mkdtemp(prefix="maple-bench-")
@@ -319,9 +319,7 @@ def main() -> None:
     parser.add_argument(
         "--client-checkout", default=None, help="Run maple enrich from this checkout (--whole-run)."
     )
-    parser.add_argument(
-        "--latency", default="0", help="Emulator answer latency, LOW-HIGH seconds (--whole-run)."
-    )
+    parser.add_argument("--latency", default="0", help="Emulator answer latency, LOW-HIGH seconds.")
     parser.add_argument(
         "--bare", action="store_true", help="Also time a bare aiohttp client at the same pace."
     )
