@@ -27,9 +27,12 @@ def run_enrich(opts: EnrichOptions, settings: Settings) -> int:
             spec, root = ready.spec, opts.storage_root
             return dry_run(spec, ready.provider, ready.price, root, opts.retry_failed)
         with engine_warnings_on_stderr():
-            # a real-time job's first requests leave before Dagster loads
-            echo = lambda line: click.echo(line, err=True)  # noqa: E731
-            result = drive(ready, resuming=echo, early=True, loaded=settle_startup_objects)
+            result = drive(
+                ready,
+                resuming=lambda line: click.echo(line, err=True),
+                early=True,  # a real-time job's first requests leave before Dagster loads
+                loaded=settle_startup_objects,
+            )
     print_summary(result, ready.spec)
     print_canary(ready.spec, opts.storage_root)
     return EXIT_CODES[result.status]
