@@ -9,10 +9,13 @@ provider without telling it the limits (it learns them from the headers), and pr
 - 429s in all and in steady state, and rows billed twice;
 - the client's CPU per request beyond start-up (this process's user + system time while it
   sends, less the thread that reads the emulator's counters; aiohttp is imported before);
-- start-up: ``maple enrich --provider openai-realtime`` from launch to its first request.
+- start-up: ``maple enrich --provider openai-realtime`` from launch to its first request;
+- with ``--whole-run``: ``maple enrich`` itself through the whole job, the share of the limit
+  from the command's launch (start-up included) and from its first request, and its CPU.
 
     python bench/realtime.py                       # per-second windows, then a full minute
     python bench/realtime.py --burst-seconds 2 --rows 5000
+    python bench/realtime.py --whole-run --rpm 2700 --burst-seconds 2 --latency 0.2-0.5
     python bench/realtime.py --provider anthropic-realtime
     python bench/realtime.py --bare                # and a bare aiohttp client, for the floor
 """
@@ -20,6 +23,7 @@ provider without telling it the limits (it learns them from the headers), and pr
 import argparse
 import os
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -46,13 +50,14 @@ def free_port() -> int:
 
 
 def start_emulator(
-    rpm: int | None, tpm: int | None, burst: float, batch_seconds: float = 2.0
+    rpm: int | None, tpm: int | None, burst: float, batch_seconds: float = 2.0, latency: str = "0"
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [sys.executable, "-m", "maple_assets.cli", "emulator", "--port", str(port)]
     cmd += ["--rpm", str(rpm)] if rpm else []
     cmd += ["--tpm", str(tpm)] if tpm else []
     cmd += ["--burst-seconds", str(burst), "--batch-seconds", str(batch_seconds)]
+    cmd += ["--latency", latency]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -105,7 +110,7 @@ class Sampler(threading.Thread):
 
 
 def case(args: argparse.Namespace, name: str, rpm: int | None, tpm: int | None) -> None:
-    proc, url = start_emulator(rpm, tpm, args.burst_seconds)
+    proc, url = start_emulator(rpm, tpm, args.burst_seconds, latency=args.latency)
     try:
         os.environ.update(OPENAI_API_KEY="bench", ANTHROPIC_API_KEY="bench")
         root = tempfile.mkdtemp(prefix="maple-bench-")
@@ -231,6 +236,69 @@ def startup(args: argparse.Namespace) -> None:
     )
 
 
+def whole_run(args: argparse.Namespace) -> None:
+    """``maple enrich`` through a whole real-time job at an undisclosed RPM limit: the share of
+    the limit from the command's launch (start-up included) and from its first request to the
+    last request admitted, read from the emulator's counters every 10 ms; 429s; the command's
+    CPU (user + system, start-up and Dagster runs included) per row."""
+    rate = args.rpm / 60
+    proc, url = start_emulator(args.rpm, None, args.burst_seconds, latency=args.latency)
+    tmp = Path(tempfile.mkdtemp(prefix="maple-bench-"))
+    titles = [f"Maple Farm product {i}, pack of {i % 12 + 1}" for i in range(args.rows)]
+    pl.DataFrame({"title": titles}).write_parquet(tmp / "in.parquet")
+    env = dict(os.environ, OPENAI_API_KEY="bench", OPENAI_BASE_URL=f"{url}/v1")
+    if args.client_checkout:  # another checkout's maple enrich (before/after a change)
+        env["PYTHONPATH"] = args.client_checkout
+    cmd = [
+        *(sys.executable, "-m", "maple_assets.cli", "enrich", str(tmp / "in.parquet")),
+        *("--prompt", "Extract the brand: {title}", "--model", "gpt-4o-mini"),
+        *("--provider", "openai-realtime", "--storage", str(tmp / "store")),
+        *("--output", str(tmp / "out.parquet"), "--quiet"),
+    ]
+    try:
+        with httpx.Client(timeout=5) as http:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            started = time.monotonic()
+            child = subprocess.Popen(
+                cmd, env=env, stdout=subprocess.DEVNULL, cwd=args.client_checkout
+            )
+            first = done = None
+            seen: list[tuple[float, int]] = []
+            while done is None:
+                stats = http.get(f"{url}/_emulator/stats").json()
+                admitted = stats["realtime_requests"] - stats["realtime_429"]
+                now = time.monotonic() - started
+                seen.append((now, admitted))
+                first = now if first is None and stats["realtime_requests"] else first
+                done = now if admitted >= args.rows else None
+                if child.poll() is not None and done is None:
+                    raise RuntimeError(f"maple enrich exited with {child.returncode}")
+                time.sleep(0.01)
+            child.wait()
+            wall = time.monotonic() - started
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            stats = http.get(f"{url}/_emulator/stats").json()
+    finally:
+        proc.terminate()
+        proc.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    assert first is not None
+    if args.timeline:  # requests admitted in each second from launch
+        per = [max((n for t, n in seen if t < s + 1), default=0) for s in range(int(done) + 1)]
+        print("admitted per second:", [b - a for a, b in zip([0, *per], per, strict=False)])
+    print(
+        f"whole run maple enrich openai-realtime S={args.burst_seconds:g}s latency "
+        f"{args.latency}s rows {args.rows} at {args.rpm} RPM: first request {first:.2f}s, last "
+        f"admitted {done:.2f}s, exit {wall:.2f}s; share of the limit from launch "
+        f"{args.rows / (done * rate):6.2%}, from the first request "
+        f"{args.rows / ((done - first) * rate):6.2%}; 429s {stats['realtime_429']}; billed "
+        f"twice {stats['bodies_billed_twice']}; CPU {cpu:.2f}s ({cpu / args.rows * 1000:.2f} "
+        f"ms/row, start-up and Dagster runs included)",
+        flush=True,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=3000)
@@ -243,9 +311,23 @@ def main() -> None:
     parser.add_argument("--no-tpm", action="store_true", help="Skip the TPM-bound case.")
     parser.add_argument("--no-startup", action="store_true", help="Skip the start-up probe.")
     parser.add_argument(
+        "--whole-run", action="store_true", help="Only time maple enrich through a whole job."
+    )
+    parser.add_argument(
+        "--timeline", action="store_true", help="Requests per second (--whole-run)."
+    )
+    parser.add_argument(
+        "--client-checkout", default=None, help="Run maple enrich from this checkout (--whole-run)."
+    )
+    parser.add_argument("--latency", default="0", help="Emulator answer latency, LOW-HIGH seconds.")
+    parser.add_argument(
         "--bare", action="store_true", help="Also time a bare aiohttp client at the same pace."
     )
     args = parser.parse_args()
+    if args.whole_run:
+        args.burst_seconds = args.burst_seconds or 1.0
+        whole_run(args)
+        return
     if args.bare:
         bare(args, together=1)
         bare(args, together=10)

@@ -96,6 +96,14 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail, parse_org
     help='OpenAI flex tier: answer this share of service_tier "flex" requests 429 '
     "resource_unavailable.",
 )
+@click.option(
+    "--latency",
+    default="0",
+    show_default=True,
+    metavar="LOW-HIGH",
+    help="Seconds each real-time answer takes beyond the limiter, drawn uniformly from LOW to "
+    "HIGH (one number: always that long).",
+)
 def emulator_command(
     *,
     host: str,
@@ -113,6 +121,7 @@ def emulator_command(
     anthropic_queue_limit: int | None,
     organizations: tuple[str, ...],
     flex_unavailable: float,
+    latency: str,
 ) -> None:
     """Serve a local emulator of the OpenAI, Anthropic, Gemini and Bedrock batch APIs."""
     try:
@@ -133,6 +142,7 @@ def emulator_command(
             anthropic_queue_limit=anthropic_queue_limit,
             organizations=parse_organizations(organizations),
             flex_unavailable=flex_unavailable,
+            realtime_latency_s=parse_latency(latency),
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc
@@ -152,3 +162,12 @@ def emulator_command(
     from emulator.server import serve  # starlette and uvicorn: only when serving
 
     serve(config)
+
+
+def parse_latency(given: str) -> tuple[float, float]:
+    """``LOW-HIGH`` (or one number) as seconds."""
+    low, _, high = given.partition("-")
+    try:
+        return float(low), float(high or low)
+    except ValueError:
+        raise ValueError(f"--latency {given!r}: give seconds as LOW-HIGH, e.g. 0.2-0.5") from None

@@ -66,6 +66,9 @@ class EmulatorConfig:
     #: ``resource_unavailable``, and how much longer a flex answer takes.
     flex_unavailable: float = 0.0
     flex_delay_s: float = 0.05
+    #: Seconds a real-time answer (chat completions, embeddings, messages) takes beyond the
+    #: limiter, drawn uniformly from (low, high): a real API's latency.
+    realtime_latency_s: tuple[float, float] = (0.0, 0.0)
 
     def __post_init__(self) -> None:
         for name, rate in self.fail.items():
@@ -86,6 +89,11 @@ class EmulatorConfig:
             raise ValueError(
                 f"stall must be in [0, 1] and stall_factor >= 1, got {self.stall}, "
                 f"{self.stall_factor}"
+            )
+        low, high = self.realtime_latency_s
+        if not 0 <= low <= high:
+            raise ValueError(
+                f"latency must be LOW-HIGH seconds, 0 <= LOW <= HIGH, got {low}-{high}"
             )
         if not 0 < self.burst_seconds <= 60:
             raise ValueError(f"burst_seconds must be in (0, 60], got {self.burst_seconds}")

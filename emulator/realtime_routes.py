@@ -78,6 +78,14 @@ async def _admit(request: Request) -> tuple[Any, Decision | None, Response | Non
     return payload, decision, None
 
 
+async def _answer_latency(request: Request) -> None:
+    """Wait as long as the configured latency says (``realtime_latency_s``)."""
+    state = state_of(request)
+    low, high = state.config.realtime_latency_s
+    if high > 0:
+        await asyncio.sleep(state.latency.uniform(low, high))
+
+
 def _openai_limited(decision: Decision, model: str) -> Response:
     headers = openai_headers(decision) | retry_headers(decision)
     if decision.too_large:
@@ -103,6 +111,7 @@ async def openai_realtime(request: Request) -> Response:
     model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
     if not decision.allowed:
         return _openai_limited(decision, model)
+    await _answer_latency(request)
     state = state_of(request)
     if is_flex(payload):
         state.stats.add("flex_requests")
@@ -148,6 +157,7 @@ async def anthropic_messages(request: Request) -> Response:
                 f"{decision.kind} per minute."
             )
         return anthropic_error(429, message, headers | retry_headers(decision))
+    await _answer_latency(request)
     key = body_key(payload)
     state = state_of(request)
     outcome = state.anthropic.run(payload, key)

@@ -1,5 +1,6 @@
 """Everything the emulator remembers: files on disk, batches, counters and fault attempts."""
 
+import random
 import shutil
 import tempfile
 import threading
@@ -155,6 +156,7 @@ class State:
         self.durations = BatchDurations(config, self.stats)
         self.prompt_cache = PromptCache()
         self.flex = FlexTier(config.seed, config.flex_unavailable)
+        self.latency = random.Random(config.seed)
 
     def reset(self) -> None:
         """Forget every file, batch, counter and attempt."""

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import dagster as dg
 
+from maple_assets.declaration import Declared, declare_job, schema_dict
 from maple_assets.graph.assets import (
     input_shards_asset,
     merged_asset,
@@ -26,28 +27,11 @@ from maple_assets.graph.checks import build_checks
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.observed import observed_file
 from maple_assets.graph.sensors import enrichment_sensor
-from maple_engine.errors import ConfigError
-from maple_engine.inputs.preflight import check_declaration
 from maple_engine.job import provider_key
-from maple_engine.policy import RetryPolicy, job_policy
+from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import RequestKind
-from maple_engine.providers.registry import capabilities, one_of
-from maple_engine.spec import (
-    DEFAULTS,
-    JobSpec,
-    build_spec,
-    check_queue_options,
-    validate_name,
-    validate_paths,
-)
+from maple_engine.spec import DEFAULTS, JobSpec
 from partitions.shards import shard_partitions
-
-
-def schema_dict(response_schema: Any) -> dict[str, Any] | None:
-    """A JSON schema from a dict or a pydantic model class."""
-    if response_schema is None or isinstance(response_schema, dict):
-        return response_schema
-    return dict(response_schema.model_json_schema())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,22 +144,15 @@ def embedding(
 def _declare(source: Any, poll_interval_s: int, **options: Any) -> Enrichment:
     """A job's spec from the keywords of ``enrichment()`` or ``embedding()`` (their job
     options by name), checked, and its asset graph, sensor and checks."""
-    options["params"] = dict(options["params"] or {})
-    options["retries"] = dict(options["retries"] or {})
     if "response_schema" in options:
         options["response_schema"] = schema_dict(options["response_schema"])
-    validate_name(options["name"])
-    deadline = options.pop("deadline")
-    queue_options = check_queue_options(
-        options.pop("max_enqueued_tokens"), options.pop("priority"), deadline
-    )
-    spec = build_spec(
-        source=source if isinstance(source, str) else None, **options, **queue_options
-    )
-    validate_paths(spec)
-    check_declaration(spec)
-    check_deadline(spec)
-    policy = job_policy(spec.retries, spec.params, spec.check_images)
+    job = declare_job(source, **options)
+    return graph_of(job, source, poll_interval_s)
+
+
+def graph_of(job: Declared, source: Any, poll_interval_s: int = 30) -> Enrichment:
+    """The asset graph, sensor and checks of a checked job over ``source``."""
+    spec, policy = job.spec, job.policy
     name = spec.name
     pdef = shard_partitions(dagster_name(name))
     keys = _resource_keys(spec.provider)
@@ -196,16 +173,6 @@ def _declare(source: Any, poll_interval_s: int, **options: Any) -> Enrichment:
     sensor = enrichment_sensor(spec, policy, assets, keys, poll_interval_s)
     checks = build_checks(spec, keys, None if observed else upstream)
     return Enrichment(spec, [*observed, *assets], sensor, checks, pdef, policy)
-
-
-def check_deadline(spec: JobSpec) -> None:
-    """A deadline needs a real-time API to fall back on (a real-time provider is one)."""
-    able = capabilities(spec.provider)
-    if spec.deadline_s is not None and able.mode == "batch" and able.realtime_twin is None:
-        raise ConfigError(
-            f"deadline= needs a real-time API to fall back on, and {spec.provider} has none "
-            f"here: drop the deadline or use {one_of(lambda c: c.realtime_twin is not None)}."
-        )
 
 
 def _resource_keys(provider: str) -> set[str]:

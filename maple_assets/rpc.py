@@ -19,9 +19,10 @@ import dagster as dg
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from maple_assets.api.driver import CommandOptions, drive, emulator_url, prepare
+from maple_assets.api.driver import drive, emulator_url, prepare
 from maple_assets.api.errors import UsageError, one_line, typed_usage_errors
 from maple_assets.api.jobs import enrich_options
+from maple_assets.api.options import CommandOptions
 from maple_assets.graph.assets import InputShardsConfig
 from maple_assets.graph.tags import run_tags
 from maple_engine.settings import Settings

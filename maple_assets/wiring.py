@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 import dagster as dg
 
 from maple_assets.factory import Enrichment
+from maple_assets.provider_settings import settings_provider
 from maple_engine.job import IO_MANAGER_KEY, provider_key
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.providers.base import Provider
-from maple_engine.providers.registry import build_provider, capabilities
+from maple_engine.providers.registry import capabilities
 from maple_engine.settings import COST_DB_ENV, Settings, admin_key_env, api_key_env
 from resources.billing import BillingReports
 from resources.costs import CostTracker
@@ -27,33 +28,6 @@ from resources.storage import StorageResource
 
 if TYPE_CHECKING:
     from dagster_aws.s3 import S3Resource
-
-
-def provider_settings(name: str, settings: Settings, *, with_key: bool = True) -> dict[str, Any]:
-    """What `settings` set for provider ``name``: the API key and base URL of the API family
-    it takes credentials from, the role its service assumes (its capabilities say which)."""
-    caps = capabilities(name)
-    found = settings.api(caps.credentials) if caps.credentials else {}
-    if not with_key:
-        found.pop("api_key", None)
-    if caps.takes_role_arn and settings.bedrock_role_arn:
-        found["role_arn"] = settings.bedrock_role_arn
-    return found
-
-
-def settings_provider(
-    name: str,
-    settings: Settings,
-    emulator_url: str | None,
-    overrides: Mapping[str, Any] | None = None,
-    *,
-    with_key: bool = True,
-) -> Any:
-    """Provider ``name`` on the settings' storage root with their key, base URL and role;
-    ``overrides`` (fields, a ``storage_root`` among them) win."""
-    fields = provider_settings(name, settings, with_key=with_key) | dict(overrides or {})
-    root = fields.pop("storage_root", settings.storage_root)
-    return build_provider(name, emulator_url=emulator_url, storage_root=root, **fields)
 
 
 def cost_ledger(storage_root: str) -> CostLedger:

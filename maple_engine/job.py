@@ -12,6 +12,7 @@ from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import BatchState, Provider, Submission
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
+from maple_engine.storage.storage import Storage
 from maple_engine.submit.deadline import is_realtime, with_deadline
 
 
@@ -76,11 +77,25 @@ def provider_key(provider: str) -> str:
 def job_for(spec: JobSpec, policy: RetryPolicy, resources: Any) -> Job:
     storage = resources.maple_storage.storage()
     provider = getattr(resources, provider_key(spec.provider))
+    costs = resources.maple_costs
+    return bound_job(spec, policy, storage, provider, costs=costs, prices=PriceBook(costs.prices))
+
+
+def bound_job(
+    spec: JobSpec,
+    policy: RetryPolicy,
+    storage: Storage,
+    provider: Provider,
+    *,
+    costs: CostLedger | None,
+    prices: PriceBook,
+) -> Job:
+    """The job of ``spec`` on ``storage`` and ``provider`` (wrapped to meet its deadline)."""
     return Job(
         spec=spec,
         state=JobState(storage, spec.name),
         provider=with_deadline(provider, storage, spec.name, spec.deadline_s),
-        costs=resources.maple_costs,
-        prices=PriceBook(resources.maple_costs.prices),
+        costs=costs,
+        prices=prices,
         policy=policy,
     )

@@ -34,6 +34,8 @@ def settle_startup_objects() -> None:
     polars, pyarrow, SQLAlchemy: a few hundred thousand) out of the cyclic collector's sight.
     Each full collection walked all of them again: 5-7% of a 1M-row job's CPU. For a
     command's process only: objects alive now that later become garbage cycles are never
-    collected."""
+    collected. The collector runs again from here if the command turned it off while it
+    loaded (``maple_assets.cli``)."""
     gc.collect()
     gc.freeze()
+    gc.enable()

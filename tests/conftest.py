@@ -16,7 +16,7 @@ from moto.server import ThreadedMotoServer
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.wiring import settings_provider
+from maple_assets.provider_settings import settings_provider
 from maple_engine.settings import Settings
 
 TRICKY_ROWS = {

@@ -1,94 +1,47 @@
 """Driving one job in this process: check everything before the first upload, then run the
-enrichment's asset graph to the end (``maple enrich``, ``maple_assets.enrich``, ``maple_job``)."""
+enrichment's asset graph to the end (``maple enrich``, ``maple_assets.enrich``, ``maple_job``).
+
+Nothing here imports Dagster until the job runs: ``maple enrich`` checks the job, takes its
+driver lease and may start sending a real-time job's first shards (``maple_assets.api.early``)
+before Dagster loads, and the Dagster runs then adopt what was sent.
+"""
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
+import functools
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dagster as dg
 import orjson
-from pydantic import BaseModel, Field
 
+from maple_assets.api.early import EarlyStart, starts_early
 from maple_assets.api.errors import INTERRUPTED_MESSAGE, is_interrupt, unwrapped_canary
+from maple_assets.api.options import CommandOptions, EnrichOptions
 from maple_assets.api.result import Result, job_result, recorded_batches
-from maple_assets.api.runner import Runner, instance_for
-from maple_assets.factory import Enrichment, embedding, enrichment, schema_dict
-from maple_assets.wiring import env_var_keys, settings_provider, wire_resources
+from maple_assets.declaration import Declared, declare_job, schema_dict
+from maple_assets.provider_settings import settings_provider
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import preflight
 from maple_engine.inputs.schema_checks import check_response_schema
+from maple_engine.job import bound_job
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.plan.cache_layout import check_cache_price
 from maple_engine.providers.base import RequestKind
 from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities
 from maple_engine.settings import Settings
-from maple_engine.spec import MAX_JOB_NAME, build_spec, job_options
+from maple_engine.spec import MAX_JOB_NAME, JobSpec, build_spec, job_options
 from maple_engine.state import JobState
 from maple_engine.storage.claims import JobRunning, driver_lease
 from maple_engine.storage.storage import Storage
 from maple_engine.submit.budget import resume_budget_stop
 from maple_engine.submit.deadline import realtime_twin
 
+if TYPE_CHECKING:  # Dagster loads when the job runs, after a real-time job's first requests
+    import dagster as dg
 
-class CommandOptions(BaseModel):
-    """The options of ``maple enrich`` that are not the job's (those are ``JobSpec``'s): where
-    and how this command drives the job."""
-
-    storage: str | None = Field(
-        default=None,
-        description="Storage root (folder or s3://); default MAPLE_STORAGE or ./.maple.",
-    )
-    poll_interval: float = Field(default=2.0, description="Seconds between provider polls.")
-    emulator_batch_seconds: float = Field(
-        default=1.0, description="With --provider emulator: how long a batch takes."
-    )
-    emulator_fail: tuple[str, ...] = Field(
-        default=(), description="With --provider emulator: inject CLASS=RATE faults."
-    )
-    rpm: int | None = Field(
-        default=None,
-        ge=1,
-        description="Real-time providers: requests per minute (default: learned from headers).",
-    )
-    tpm: int | None = Field(
-        default=None,
-        ge=1,
-        description="Real-time providers: tokens per minute (default: learned from headers).",
-    )
-    max_concurrency: int | None = Field(
-        default=None, ge=1, description="Real-time providers: most requests in flight at once."
-    )
-    quiet: bool = Field(default=False, description="No progress line.")
-    wait: bool = Field(
-        default=False,
-        description="If another maple enrich drives this job, wait for it, then print the result "
-        "(default: exit at once with code 2, saying where and since when it runs).",
-    )
-    timings_json: str | None = Field(
-        default=None, description="Write per-stage wall times (JSON) to this file."
-    )
-    dry_run: bool = Field(
-        default=False,
-        description="Print the plan and the estimated tokens and cost; upload and submit nothing.",
-    )
-    debug: bool = Field(default=False, description="Show tracebacks and Dagster's warnings.")
-
-
-class EnrichOptions(CommandOptions):
-    """One ``maple enrich``: its input, the job's options as given (``JobSpec`` field names;
-    ``name`` None: derived from the input), ``--retry-failed`` and the resolved storage root."""
-
-    input_path: str
-    job: dict[str, Any]
-    retry_failed: bool
-    storage_root: str
-
-    @property
-    def provider(self) -> str:
-        return str(self.job["provider"])
+    from maple_assets.factory import Enrichment
 
 
 def realtime_limits(opts: EnrichOptions) -> dict[str, int]:
@@ -145,7 +98,7 @@ def job_name(opts: EnrichOptions, schema: dict[str, Any] | None) -> str:
     return default_job_name(opts.input_path, probe.fingerprint())
 
 
-def build_enrichment(opts: EnrichOptions) -> Enrichment:
+def build_enrichment(opts: EnrichOptions) -> Declared:
     """The job's enrichment: the options as given, the schema file read, names filled in."""
     chat = set(job_options(RequestKind.CHAT))
     job = {k: v for k, v in opts.job.items() if k in chat}  # not an embedding's own options
@@ -155,7 +108,7 @@ def build_enrichment(opts: EnrichOptions) -> Enrichment:
         "output": job["output"] or default_output(opts.input_path),
         "deadline": job.pop("deadline_s"),
     }
-    return enrichment(source=opts.input_path, response_schema=schema, **job)
+    return declare_job(opts.input_path, response_schema=schema, **job)
 
 
 def default_embedding_output(source: str) -> str:
@@ -164,20 +117,20 @@ def default_embedding_output(source: str) -> str:
     return f"{stem if dot else source}_embedded.parquet"
 
 
-def build_embedding(opts: EnrichOptions) -> Enrichment:
+def build_embedding(opts: EnrichOptions) -> Declared:
     """The job's embedding (``maple embed``): the options as given, names filled in."""
     job = dict(opts.job)
-    job.pop("kind")
+    kind = job.pop("kind")
     job |= {
         "name": job_name(opts, None),
         "output": job["output"] or default_embedding_output(opts.input_path),
         "deadline": job.pop("deadline_s"),
     }
-    return embedding(source=opts.input_path, **job)
+    return declare_job(opts.input_path, kind=kind, **job)
 
 
-def declare(opts: EnrichOptions) -> Enrichment:
-    """The job's asset graph: an embedding when its kind says so, else an enrichment."""
+def declare(opts: EnrichOptions) -> Declared:
+    """The job, checked: an embedding when its kind says so, else an enrichment."""
     if opts.job.get("kind") == RequestKind.EMBEDDING:
         return build_embedding(opts)
     return build_enrichment(opts)
@@ -215,70 +168,111 @@ def emulator_url(opts: EnrichOptions, settings: Settings) -> Iterator[str | None
 
 @dataclasses.dataclass(frozen=True)
 class Ready:
-    """A job that passed every check before the first upload: its enrichment and provider."""
+    """A job that passed every check before the first upload: its spec and provider."""
 
     opts: EnrichOptions
-    enrichment: Enrichment
+    job: Declared
     provider: Any
     price: ModelPrice
+
+    @property
+    def spec(self) -> JobSpec:
+        return self.job.spec
+
+    @functools.cached_property
+    def enrichment(self) -> "Enrichment":
+        """The job's asset graph (Dagster loads here)."""
+        from maple_assets.factory import graph_of
+
+        return graph_of(self.job, self.opts.input_path)
 
 
 def prepare(opts: EnrichOptions, emulator: str | None) -> Ready:
     """Check the template, schema, parameters, name, input, output, locations, price, and the
     provider's credentials and endpoint (one cheap call): every usage error surfaces here."""
-    en = declare(opts)
-    preflight(en.spec, opts.storage_root)
+    job = declare(opts)
+    spec = job.spec
+    preflight(spec, opts.storage_root)
     settings = Settings.load(storage=opts.storage_root)
     price = PriceBook(settings.prices).price(  # an unknown model fails here, before sending
-        en.spec.model, opts.provider, allow_untracked=en.spec.allow_untracked_cost
+        spec.model, opts.provider, allow_untracked=spec.allow_untracked_cost
     )
-    check_cache_price(en.spec, price)  # a cached prefix on a model nothing prices reads for
+    check_cache_price(spec, price)  # a cached prefix on a model nothing prices reads for
     overrides = {"storage_root": opts.storage_root, **realtime_limits(opts)}
     provider = settings_provider(opts.provider, settings, emulator, overrides)
-    if en.spec.deadline_s is not None and provider.mode == "batch":
+    if spec.deadline_s is not None and provider.mode == "batch":
         realtime_twin(provider, opts.storage_root)  # no real-time API to fall back on: fail now
     if not opts.dry_run:
         provider.check_credentials()
         provider.check_endpoint()  # one cheap call: a wrong URL or key ends here, within seconds
-    return Ready(opts, en, provider, price)
+    return Ready(opts, job, provider, price)
 
 
 def drive(
     ready: Ready,
-    instance: dg.DagsterInstance | None = None,
+    instance: "dg.DagsterInstance | None" = None,
     driver: str = "cli",
     resuming: Any = None,
+    *,
+    early: bool = False,
+    loaded: Callable[[], None] | None = None,
 ) -> Result:
     """Take the job's driver lease (waiting for another driver with ``wait``) and run the job
     to its end on ``instance`` (default: ``instance_for`` the storage root). ``driver`` tags
-    its runs ``maple/driver``; ``resuming(why)`` hears why a stopped job goes on."""
-    opts, en = ready.opts, ready.enrichment
-    state = JobState(Storage(opts.storage_root), en.spec.name)
+    its runs ``maple/driver``; ``resuming(why)`` hears why a stopped job goes on. ``early``:
+    a real-time job starts sending before Dagster is imported (``maple_assets.api.early``);
+    ``loaded()`` runs once Dagster has been imported."""
+    opts, spec = ready.opts, ready.spec
+    state = JobState(Storage(opts.storage_root), spec.name)
     waited = False
     try:
-        lease = driver_lease(state.storage, state.paths.driver, en.spec.name, wait=False)
+        lease = driver_lease(state.storage, state.paths.driver, spec.name, wait=False)
     except JobRunning:
         if not opts.wait:
             raise
-        lease = driver_lease(state.storage, state.paths.driver, en.spec.name, wait=True)
+        lease = driver_lease(state.storage, state.paths.driver, spec.name, wait=True)
         waited = True
     with lease.hold():
-        lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(
-            state, en.spec.budget_usd
-        )
+        lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(state, spec.budget_usd)
         if lifted and resuming is not None:
-            resuming(f"resuming job {en.spec.name} (was stopped: {lifted})")
+            resuming(f"resuming job {spec.name} (was stopped: {lifted})")
         # A driver that waited for another reports the job as that run left it ("print its
         # result"); otherwise only what this run sends counts as sent.
         earlier = set() if waited else recorded_batches(state)
-        return _run(ready, state, instance or instance_for(opts.storage_root), driver, earlier)
+        with marks_interrupt(state):
+            start = early_start(ready) if early and starts_early(spec) else None
+            if start is not None:
+                start.wait_first_request()  # then Dagster loads while the shard is sent
+            return _run(ready, state, instance, driver, earlier, early=start, loaded=loaded)
+
+
+def early_start(ready: Ready) -> EarlyStart:
+    """The job's first shards, sent on a thread from now until the Dagster runs take over."""
+    settings = Settings.load(storage=ready.opts.storage_root)
+    storage = Storage(ready.opts.storage_root)
+    prices = PriceBook(settings.prices)
+    job = bound_job(
+        ready.spec, ready.job.policy, storage, ready.provider, costs=None, prices=prices
+    )
+    return EarlyStart(job, ready.opts.retry_failed).start()
 
 
 def _run(
-    ready: Ready, state: JobState, instance: dg.DagsterInstance, driver: str, earlier: set[str]
+    ready: Ready,
+    state: JobState,
+    instance: "dg.DagsterInstance | None",
+    driver: str,
+    earlier: set[str],
+    *,
+    early: EarlyStart | None,
+    loaded: Callable[[], None] | None,
 ) -> Result:
     """Run the job to the end (this process holds the job's driver lease); ``earlier``: the
-    batches whose rows this run does not count as its own."""
+    batches whose rows this run does not count as its own; ``early``: the first shards being
+    sent meanwhile, handed over before the first run."""
+    from maple_assets.api.runner import Runner, instance_for  # Dagster loads here
+    from maple_assets.wiring import env_var_keys, wire_resources
+
     opts, en = ready.opts, ready.enrichment
     settings = Settings.load(storage=opts.storage_root)
     resources = wire_resources(
@@ -291,16 +285,18 @@ def _run(
     runner = Runner(
         en,
         resources,
-        instance,
+        instance or instance_for(opts.storage_root),
         poll_interval_s=opts.poll_interval,
         quiet=opts.quiet,
         shard_config={"retry_failed": opts.retry_failed} if opts.retry_failed else None,
         log_level="WARNING" if opts.debug else "CRITICAL",  # errors reach the user as one line
         driver=driver,
     )
+    if loaded is not None:
+        loaded()
     try:
-        with marks_interrupt(state), unwrapped_canary():
-            table = runner.run()
+        with unwrapped_canary():
+            table = runner.run(adopt=early.handover() if early is not None else [])
         if opts.timings_json:
             Path(opts.timings_json).write_bytes(orjson.dumps(runner.figures()))
         return job_result(state, table.path, resources["maple_costs"], en.spec, earlier)

@@ -22,8 +22,6 @@ import dagster as dg
 from pydantic import ValidationError
 
 from maple_assets.api.driver import (
-    CommandOptions,
-    EnrichOptions,
     Ready,
     drive,
     emulator_url,
@@ -32,6 +30,7 @@ from maple_assets.api.driver import (
     prepare,
 )
 from maple_assets.api.errors import InvalidJob, typed_usage_errors, usage_error
+from maple_assets.api.options import CommandOptions, EnrichOptions
 from maple_assets.api.progress import Counts
 from maple_assets.api.result import Result
 from maple_assets.api.runner import job_counts

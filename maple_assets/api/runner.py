@@ -141,16 +141,20 @@ class Runner:
             result = self.enrichment.sensor.evaluate_tick(context)
         return [r for r in result.run_requests or [] if r.run_key not in self.executed]
 
-    def run(self) -> OutputTable:
-        """Tick the sensor and execute what it asks for, batching shards into range runs."""
+    def run(self, adopt: list[str] | None = None) -> OutputTable:
+        """Tick the sensor and execute what it asks for, batching shards into range runs.
+        ``adopt``: shards whose attempt was submitted before Dagster loaded (their
+        ``submissions`` run records what was sent; ``maple_assets.api.early``)."""
         try:
             with interrupts_seen() as self._interrupted:
-                return self._run()
+                return self._run(adopt or [])
         finally:
             self.progress.close()
 
-    def _run(self) -> OutputTable:
+    def _run(self, adopt: list[str]) -> OutputTable:
         self.materialize(self.enrichment.key("input_shards"), config=self.shard_config)
+        if adopt:
+            self.run_ranges(self.enrichment.key("submissions"), adopt)
         merged_key = self.enrichment.merged_key
         collect_key = self.enrichment.key("raw_responses")
         collections = _Deferred()

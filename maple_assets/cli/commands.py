@@ -1,5 +1,6 @@
 """The ``maple`` command line: enrich, embed, status, cancel, costs, emulator."""
 
+import importlib
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -8,13 +9,9 @@ from typing import Any, TypeVar
 import click
 
 from emulator.cli import emulator_command
-from maple_assets.api.driver import CommandOptions
-from maple_assets.cli.costs import costs_command
+from maple_assets.api.options import CommandOptions
 from maple_assets.cli.options import model_options
-from maple_assets.cli.reconcile import reconcile_command
-from maple_assets.cli.stats import stats_command
-from maple_assets.cli.status import cancel_command, status_command
-from maple_assets.graph.assets import InputShardsConfig
+from maple_assets.graph.shard_options import ShardRunOptions
 from maple_engine.errors import ConfigError
 from maple_engine.memory import settle_startup_objects, tune_allocator
 from maple_engine.policy import parse_retry_options
@@ -31,9 +28,31 @@ def parse_params(specs: tuple[str, ...]) -> dict[str, Any]:
     return dict(parse_param(spec) for spec in specs)
 
 
+# Commands loaded when run (or listed): ``maple enrich`` then imports neither them nor Dagster
+# before its first request.
+LAZY_COMMANDS = {
+    "costs": "maple_assets.cli.costs:costs_command",
+    "stats": "maple_assets.cli.stats:stats_command",
+    "reconcile": "maple_assets.cli.reconcile:reconcile_command",
+    "status": "maple_assets.cli.status:status_command",
+    "cancel": "maple_assets.cli.status:cancel_command",
+}
+
+
 class _Reported(click.Group):
     """Every command ends the same way: one line on stderr and an exit code from the README's
-    table, whatever escapes it (``enrich --debug`` adds the traceback itself)."""
+    table, whatever escapes it (``enrich --debug`` adds the traceback itself). The commands of
+    ``LAZY_COMMANDS`` load on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *LAZY_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            module, _, name = LAZY_COMMANDS[cmd_name].partition(":")
+            command = getattr(importlib.import_module(module), name)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         from maple_assets.cli.errors import quiet_interrupts, reported
@@ -47,7 +66,11 @@ class _Reported(click.Group):
 def main() -> None:
     """Maple: run LLM prompts over tables through provider batch APIs, as Dagster assets."""
     tune_allocator()
-    settle_startup_objects()
+    if click.get_current_context().invoked_subcommand not in JOB_COMMANDS:
+        settle_startup_objects()  # a job settles once Dagster has loaded (``run_enrich``)
+
+
+JOB_COMMANDS = ("enrich", "embed")
 
 
 # Job options with a parsing of their own, written here (their help is the field's; a test
@@ -83,7 +106,7 @@ def job_flags(kind: RequestKind) -> Callable[[F], F]:
             metavar="DURATION",
             help=option_help("deadline_s"),
         ),
-        model_options(InputShardsConfig, ["retry_failed"]),
+        model_options(ShardRunOptions, ["retry_failed"]),
         model_options(CommandOptions),
     ]
 
@@ -141,7 +164,7 @@ def run_job(
     input_path: str, options: dict[str, Any], templates: Callable[[], dict[str, Any]]
 ) -> None:
     """Run one job command: check the input, start the emulator if asked, drive the job."""
-    from maple_assets.api.driver import EnrichOptions
+    from maple_assets.api.options import EnrichOptions
     from maple_assets.cli.enrich import run_enrich
     from maple_assets.cli.errors import quiet_interrupts, reported
 
@@ -182,9 +205,4 @@ def read_prompt_file(path: str) -> str:
         raise ConfigError(f"--prompt-file {path}: not UTF-8 text ({exc.reason}).") from exc
 
 
-main.add_command(costs_command)
-main.add_command(stats_command)
-main.add_command(reconcile_command)
-main.add_command(status_command)
-main.add_command(cancel_command)
 main.add_command(emulator_command)

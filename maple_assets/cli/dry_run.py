@@ -4,7 +4,6 @@ from typing import Any
 
 import click
 
-from maple_assets.wiring import cost_ledger
 from maple_engine.inputs.tokens import MAX_TOKEN_PARAMS, output_tokens_per_request
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.plan.cache_layout import cache_layout
@@ -53,6 +52,8 @@ def dry_run(
         ("batch saves", f"~{realtime - batch:.6f} USD{percent(realtime - batch, realtime)}"),
         ("price", price.source),
     ]
+    from maple_assets.wiring import cost_ledger  # Dagster loads with the wiring
+
     with cost_ledger(storage) as costs:
         paid = costs.job_total(spec.name)
     if paid:

@@ -3,10 +3,12 @@ summary and exit with the code of the README's table."""
 
 import click
 
-from maple_assets.api.driver import EnrichOptions, drive, emulator_url, prepare
+from maple_assets.api.driver import drive, emulator_url, prepare
+from maple_assets.api.options import EnrichOptions
 from maple_assets.api.result import Result
 from maple_assets.cli.dry_run import dry_run, percent
 from maple_assets.cli.errors import EXIT_CODES, engine_warnings_on_stderr
+from maple_engine.memory import settle_startup_objects
 from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.plan.canary import last_canary
 from maple_engine.providers.base import RequestKind
@@ -21,12 +23,18 @@ def run_enrich(opts: EnrichOptions, settings: Settings) -> int:
     with emulator_url(opts, settings) as url:
         ready = prepare(opts, url)
         if opts.dry_run:
-            spec, root = ready.enrichment.spec, opts.storage_root
+            settle_startup_objects()  # no Dagster run follows: the collector runs from here
+            spec, root = ready.spec, opts.storage_root
             return dry_run(spec, ready.provider, ready.price, root, opts.retry_failed)
         with engine_warnings_on_stderr():
-            result = drive(ready, resuming=lambda line: click.echo(line, err=True))
-    print_summary(result, ready.enrichment.spec)
-    print_canary(ready.enrichment.spec, opts.storage_root)
+            result = drive(
+                ready,
+                resuming=lambda line: click.echo(line, err=True),
+                early=True,  # a real-time job's first requests leave before Dagster loads
+                loaded=settle_startup_objects,
+            )
+    print_summary(result, ready.spec)
+    print_canary(ready.spec, opts.storage_root)
     return EXIT_CODES[result.status]
 
 

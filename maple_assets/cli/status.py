@@ -20,7 +20,8 @@ from maple_assets.cli.queues import (
     rate_holder_lines,
 )
 from maple_assets.cli.tables import render
-from maple_assets.wiring import cost_ledger, settings_provider
+from maple_assets.provider_settings import settings_provider
+from maple_assets.wiring import cost_ledger
 from maple_engine.collect.responses import summarize
 from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job

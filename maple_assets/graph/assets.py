@@ -13,10 +13,10 @@ from typing import Any
 import dagster as dg
 import polars as pl
 import pyarrow as pa
-from pydantic import Field
 
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.per_shard import per_shard
+from maple_assets.graph.shard_options import ShardRunOptions
 from maple_engine.collect.responses import summarize
 from maple_engine.errors import CanaryFailed
 from maple_engine.job import IO_MANAGER_KEY, Job, job_for
@@ -25,7 +25,7 @@ from maple_engine.plan.canary import last_canary
 from maple_engine.plan.rerun import shard_input
 from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import RequestKind
-from maple_engine.spec import DEFAULTS, JobSpec, option_help
+from maple_engine.spec import JobSpec
 from maple_engine.steps import collect_shard, shard_responses, submit_shard
 from maple_engine.submit.budget import ledger_totals
 from maple_engine.submit.deadline import deadline_split
@@ -38,16 +38,9 @@ COLLECT_PARALLELISM = 2  # shards downloaded and parsed at once (memory: that ma
 EMBEDDING_COLLECT_PARALLELISM = 1
 
 
-class InputShardsConfig(dg.Config):
+class InputShardsConfig(dg.Config, ShardRunOptions):
     """Run options of ``input_shards`` (the launchpad's config in the UI; ``maple enrich``'s
     ``--retry-failed``). ``no_reuse`` turns off the job option ``reuse`` for one run."""
-
-    retry_failed: bool = Field(
-        default=False,
-        description="Send again the rows whose stored outcome is a failure, each with a fresh "
-        "retry budget (otherwise a failed row stays failed until its request changes).",
-    )
-    no_reuse: bool = Field(default=not DEFAULTS.reuse, description=option_help("reuse"))
 
 
 def input_shards_asset(

@@ -11,19 +11,19 @@ is refused rather than written. A ledger made before the revisions existed (a
 """
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
-from alembic.config import Config
-from alembic.runtime.environment import EnvironmentContext
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 
 from maple_engine.errors import ConfigError, StorageError
 from maple_engine.ledger.admissions import admissions_table
 from maple_engine.ledger.batch_history import history_table
 from maple_engine.ledger.queues import queue_table
 from maple_engine.ledger.rate_holders import rate_holders
+
+if TYPE_CHECKING:  # alembic (with mako and pygments, ~0.2 s) loads when a ledger is opened
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
 
 TOKENS = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
 _PG_MIGRATION_LOCK = 0x6D61706C  # "mapl": pg_advisory_xact_lock id for schema migrations
@@ -97,8 +97,10 @@ def sqlite_exists(url: sa.URL) -> bool:
     return not url.database or url.database == ":memory:" or Path(url.database).exists()
 
 
-def migrations() -> ScriptDirectory:
+def migrations() -> "ScriptDirectory":
     """The ledger's alembic revisions."""
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory(str(MIGRATIONS))
 
 
@@ -110,11 +112,17 @@ def head_revision() -> str:
 
 def current_revision(conn: sa.Connection) -> str | None:
     """The database's revision (``None``: nothing applied yet)."""
+    from alembic.runtime.migration import MigrationContext
+
     return MigrationContext.configure(conn, opts=_OPTS).get_current_revision()
 
 
 def migrate(conn: sa.Connection) -> None:
     """Bring the ledger to the head revision inside ``conn``'s transaction."""
+    from alembic.config import Config
+    from alembic.runtime.environment import EnvironmentContext
+    from alembic.runtime.migration import MigrationContext
+
     if conn.dialect.name == "postgresql":
         conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_PG_MIGRATION_LOCK)))
     script = migrations()
@@ -138,7 +146,7 @@ def migrate(conn: sa.Connection) -> None:
 
 
 def _stamp_legacy(
-    conn: sa.Connection, context: MigrationContext, script: ScriptDirectory
+    conn: sa.Connection, context: "MigrationContext", script: "ScriptDirectory"
 ) -> str | None:
     """A ledger from before alembic: stamp the revision its ``schema_version`` stands for."""
     if not sa.inspect(conn).has_table("schema_version"):

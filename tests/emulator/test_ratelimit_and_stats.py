@@ -8,6 +8,7 @@ import httpx
 import openai
 import pytest
 
+from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from emulator.testing import (
     MakeEmulator,
@@ -164,3 +165,23 @@ def test_anthropic_batch_counts_in_stats(
 def test_anthropic_client_factory(emulator: EmulatorServer) -> None:
     with anthropic_client(emulator) as client:
         assert client.messages.create(**message_request("a", "ping")["params"]).content
+
+
+def test_realtime_answers_take_the_configured_latency(make_emulator: MakeEmulator) -> None:
+    with (
+        make_emulator(realtime_latency_s=(0.2, 0.3)) as server,
+        httpx.Client(base_url=server.url, headers=OPENAI_HEADERS) as http,
+    ):
+        took = []
+        for _ in range(3):
+            started = time.monotonic()
+            assert http.post("/v1/chat/completions", json=chat_body("x")).status_code == 200
+            took.append(time.monotonic() - started)
+        started = time.monotonic()
+        body = message_request("m", "x")["params"]
+        answer = http.post("/v1/messages", json=body, headers=ANTHROPIC_HEADERS)
+        assert answer.status_code == 200
+        took.append(time.monotonic() - started)
+    assert all(0.2 <= t < 1.5 for t in took), took
+    with pytest.raises(ValueError, match="LOW-HIGH"):
+        EmulatorConfig(realtime_latency_s=(0.5, 0.2))

@@ -10,7 +10,7 @@ from typing import Any
 import click
 import pytest
 
-from maple_assets.api.driver import CommandOptions
+from maple_assets.api.options import CommandOptions
 from maple_assets.cli.commands import enrich_command
 from maple_assets.cli.options import flag_name
 from maple_assets.factory import enrichment

@@ -9,6 +9,7 @@ from maple_engine.providers.realtime.ratelimits import (
     EDGE_GUARD_S,
     GROUP_MAX,
     Gate,
+    Limits,
     Pacer,
     TokenEstimator,
     WindowClock,
@@ -155,3 +156,14 @@ def test_senders_sharing_a_window_split_its_requests_and_never_overfill_it(
     assert sum(middle) / len(middle) >= 0.99 * limit
     if limit % senders:  # 1/N of a window is no whole number of requests
         assert max(sends_per_window(pacers(learned=False), 60.0, 1.0).values()) > limit
+
+
+def test_a_spent_window_pauses_until_its_reset_counted_from_the_send() -> None:
+    """The reset a slow answer reports was counted when the request was admitted: a pause from
+    the answer's arrival would idle the next window for the request's whole latency."""
+    pacer = Pacer()
+    spent = Limits(rpm=2700, remaining_requests=0, reset_requests=0.3)
+    pacer.learn(spent, now=10.45, sent_at=10.0)  # answered 450 ms after it was sent
+    assert pacer.paused_until == pytest.approx(10.3)
+    pacer.learn(spent, now=20.0)  # no send time known: from the answer
+    assert pacer.paused_until == pytest.approx(20.3)

@@ -105,8 +105,10 @@ class AttemptRun:
         checkpoints: RowCheckpoints,
         batch_id: str,
         share: Share | None = None,
+        sending: threading.Event | None = None,
     ):
         self.p = provider
+        self.sending = sending  # set when the attempt's first request leaves
         self.share = share
         self.checkpoints = checkpoints
         self.batch_id = batch_id
@@ -226,6 +228,8 @@ class AttemptRun:
             import aiohttp
 
             started = time.monotonic()
+            if self.sending is not None:
+                self.sending.set()
             try:
                 async with client.post(self.url, data=body.encode()) as answer:
                     content = await answer.read()

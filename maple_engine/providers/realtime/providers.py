@@ -16,12 +16,13 @@ row is reported failed with its class and the pipeline's retry policy takes over
 attempt from sending further rows. 401/403 abort the attempt with ``AuthError``.
 """
 
+import threading
 from typing import Any, ClassVar
 
 import httpx
 import orjson
 import polars as pl
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
@@ -120,6 +121,7 @@ class RealtimeProvider(ProviderModel):
     max_bytes: int = Field(default=SHARD.max_bytes, description="Encoded bytes per shard.")
 
     batch_id_prefix: ClassVar[str] = REALTIME_PREFIX
+    _sending: threading.Event | None = PrivateAttr(default=None)
 
     # -- wire format (subclasses) -----------------------------------------------------------
     def endpoint(self) -> str:
@@ -155,6 +157,10 @@ class RealtimeProvider(ProviderModel):
     def check_credentials(self) -> None:
         self.auth_headers()
 
+    def tell_sending(self, event: threading.Event | None) -> None:
+        """Set ``event`` when a request of this provider's next attempts leaves (None: stop)."""
+        self._sending = event
+
     def close(self) -> None:
         """Nothing kept open: each attempt opens and closes its own connections."""
 
@@ -186,7 +192,8 @@ class RealtimeProvider(ProviderModel):
         todo = payload.requests.filter(~pl.col("custom_id").is_in(list(done)))
         rows = list(zip(todo["custom_id"].to_list(), todo["request"].to_list(), strict=True))
         try:
-            run_sync(AttemptRun(self, checkpoints, batch_id, self._share(payload.model)).run(rows))
+            share = self._share(payload.model)
+            run_sync(AttemptRun(self, checkpoints, batch_id, share, self._sending).run(rows))
         finally:
             checkpoints.close()
         return payload.submission(self.name, batch_id, "")

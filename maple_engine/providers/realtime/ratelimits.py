@@ -238,8 +238,8 @@ class Pacer:
             (limits.remaining_requests, limits.reset_requests),
             (limits.remaining_tokens, limits.reset_tokens),
         ):
-            if left == 0 and reset:
-                self.pause(min(reset, 2.0), now)
+            if left == 0 and reset:  # counted from the admission, not from the answer's arrival
+                self.pause(min(reset, 2.0), now if sent_at is None else sent_at)
 
     def pause(self, seconds: float, now: float) -> None:
         self.paused_until = max(self.paused_until, now + seconds)

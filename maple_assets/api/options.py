@@ -1,0 +1,65 @@
+"""The options of one job command (``maple enrich``, ``maple embed``, ``maple_assets.enrich``)
+beside the job's own: where and how this command drives the job. Dagster-free, so the command
+line is built before Dagster is imported."""
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class CommandOptions(BaseModel):
+    """The options of ``maple enrich`` that are not the job's (those are ``JobSpec``'s): where
+    and how this command drives the job."""
+
+    storage: str | None = Field(
+        default=None,
+        description="Storage root (folder or s3://); default MAPLE_STORAGE or ./.maple.",
+    )
+    poll_interval: float = Field(default=2.0, description="Seconds between provider polls.")
+    emulator_batch_seconds: float = Field(
+        default=1.0, description="With --provider emulator: how long a batch takes."
+    )
+    emulator_fail: tuple[str, ...] = Field(
+        default=(), description="With --provider emulator: inject CLASS=RATE faults."
+    )
+    rpm: int | None = Field(
+        default=None,
+        ge=1,
+        description="Real-time providers: requests per minute (default: learned from headers).",
+    )
+    tpm: int | None = Field(
+        default=None,
+        ge=1,
+        description="Real-time providers: tokens per minute (default: learned from headers).",
+    )
+    max_concurrency: int | None = Field(
+        default=None, ge=1, description="Real-time providers: most requests in flight at once."
+    )
+    quiet: bool = Field(default=False, description="No progress line.")
+    wait: bool = Field(
+        default=False,
+        description="If another maple enrich drives this job, wait for it, then print the result "
+        "(default: exit at once with code 2, saying where and since when it runs).",
+    )
+    timings_json: str | None = Field(
+        default=None, description="Write per-stage wall times (JSON) to this file."
+    )
+    dry_run: bool = Field(
+        default=False,
+        description="Print the plan and the estimated tokens and cost; upload and submit nothing.",
+    )
+    debug: bool = Field(default=False, description="Show tracebacks and Dagster's warnings.")
+
+
+class EnrichOptions(CommandOptions):
+    """One ``maple enrich``: its input, the job's options as given (``JobSpec`` field names;
+    ``name`` None: derived from the input), ``--retry-failed`` and the resolved storage root."""
+
+    input_path: str
+    job: dict[str, Any]
+    retry_failed: bool
+    storage_root: str
+
+    @property
+    def provider(self) -> str:
+        return str(self.job["provider"])
