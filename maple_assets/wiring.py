@@ -52,7 +52,9 @@ def wire_resources(
     database URL and price-overrides file."""
     resources: dict[str, Any] = {
         "maple_storage": StorageResource(root=storage_root),
-        "maple_costs": CostTracker(storage_root=storage_root, database_url=cost_db, prices=prices),
+        "maple_costs": CostTracker(
+            storage_root=storage_root, database_url=ledger_url(cost_db), prices=prices
+        ),
         IO_MANAGER_KEY: ParquetIOManager(root=storage_root),
     }
     if s3 is not None:  # dagster-aws is imported only by those who use it (start-up time)
@@ -64,6 +66,15 @@ def wire_resources(
     for name, provider in providers.items():
         resources[provider_key(name)] = provider_resource(provider, **extra.get(name, {}))
     return resources
+
+
+def ledger_url(cost_db: str | None) -> str | dg.EnvVar | None:
+    """The ledger URL a resource is configured with: ``MAPLE_COST_DB`` as a ``dg.EnvVar`` when
+    the URL is that variable's (it may hold a password, and plain config values are stored in
+    the job snapshots the UI shows), else the URL given."""
+    if cost_db is not None and cost_db == Settings.load().cost_db:
+        return dg.EnvVar(COST_DB_ENV)
+    return cost_db
 
 
 def env_var_keys(name: str) -> dict[str, dg.EnvVar]:

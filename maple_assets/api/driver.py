@@ -25,6 +25,7 @@ from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import preflight
 from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.job import bound_job
+from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.plan.cache_layout import check_cache_price
@@ -294,14 +295,13 @@ def _run(
     )
     if loaded is not None:
         loaded()
-    try:
-        with unwrapped_canary():
-            table = runner.run(adopt=early.handover() if early is not None else [])
-        if opts.timings_json:
-            Path(opts.timings_json).write_bytes(orjson.dumps(runner.figures()))
-        return job_result(state, table.path, resources["maple_costs"], en.spec, earlier)
-    finally:
-        resources["maple_costs"].close()
+    with unwrapped_canary():
+        table = runner.run(adopt=early.handover() if early is not None else [])
+    if opts.timings_json:
+        Path(opts.timings_json).write_bytes(orjson.dumps(runner.figures()))
+    # the ledger resource's URL resolves in runs only (an EnvVar, kept out of job snapshots)
+    with CostLedger(database_url=settings.cost_db, storage_root=opts.storage_root) as ledger:
+        return job_result(state, table.path, ledger, en.spec, earlier)
 
 
 @contextlib.contextmanager

@@ -209,3 +209,33 @@ def test_a_new_sender_is_counted_once_every_live_one_has_beaten_since_it_came(
     finally:
         first.leave()
         second.leave()
+
+
+def test_the_ledger_password_reaches_no_run_snapshot_nor_file(
+    server: EmulatorServer, pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``maple enrich`` with ``MAPLE_COST_DB`` holding a password: the ledger and rate-share
+    resources take it as ``dg.EnvVar``, so no run's job snapshot, run config or file holds it."""
+    import dagster as dg
+    from dagster._serdes import serialize_value
+
+    url = sa.make_url(pg_url)
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:  # trust auth: the password is only there to be hidden
+        conn.exec_driver_sql(f"ALTER USER {url.username} PASSWORD '{SECRET}'")
+    admin.dispose()
+    monkeypatch.setenv("MAPLE_COST_DB", url.set(password=SECRET).render_as_string(False))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    source = catalog(tmp_path / "in.parquet", 20)
+    for provider in ("openai-realtime", "emulator"):
+        out = tmp_path / f"{provider}.parquet"
+        enrich(source, out, tmp_path / "root", provider)
+    instance = dg.DagsterInstance.from_config(str(tmp_path / "root" / "dagster"))
+    runs = instance.get_runs()
+    assert len(runs) >= 8
+    for record in runs:
+        snapshot = instance.get_job_snapshot(record.job_snapshot_id)
+        assert SECRET not in serialize_value(snapshot) + serialize_value(record), record.run_id
+    for path in [*tmp_path.rglob("*")]:
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path

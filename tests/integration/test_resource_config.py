@@ -94,7 +94,8 @@ def test_every_configured_value_shown_is_the_value_the_run_uses(env: Path) -> No
         root = config["maple_storage"]["root"]
         assert built.maple_storage.storage().root == root
         assert str(built.maple_io_manager._base_path) == root
-        assert built.maple_costs.resolved_url() == config["maple_costs"]["database_url"]
+        assert config["maple_costs"]["database_url"] == ("env", "MAPLE_COST_DB")
+        assert built.maple_costs.resolved_url() == os.environ["MAPLE_COST_DB"]
         assert built.provider_anthropic.intent_root == root
         assert built.provider_gemini_realtime.checkpoint_root == root
 
@@ -118,18 +119,21 @@ def test_keys_are_shown_as_variable_names_and_used_as_their_values(env: Path) ->
         assert built.provider_openai.resolved_base_url() == "http://127.0.0.1:9/v1"
     snapshot = serialize_value(RepositorySnap.from_def(defs.get_repository_def()))
     assert not [value for value in KEYS.values() if value in snapshot]
+    assert os.environ["MAPLE_COST_DB"] not in snapshot  # the ledger's URL: a password in it
 
 
 def test_the_run_uses_what_was_loaded_not_the_environment_of_the_moment(
     env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Except the secrets shown as variables (keys, the ledger's URL): a run reads those."""
     defs = code_location(env)
     root = shown(defs)["maple_storage"]["root"]
     monkeypatch.setenv("MAPLE_STORAGE", str(tmp_path / "elsewhere"))
     monkeypatch.setenv("MAPLE_COST_DB", f"sqlite:///{tmp_path}/other.sqlite")
     with dg.build_resources(defs.resources or {}) as built:
         assert built.maple_storage.storage().root == root
-        assert built.maple_costs.resolved_url() == f"sqlite:///{tmp_path}/costs.sqlite"
+        assert built.maple_costs.resolved_url() == f"sqlite:///{tmp_path}/other.sqlite"
+        assert built.provider_openai_realtime.rate_share_db == f"sqlite:///{tmp_path}/other.sqlite"
         assert built.provider_openai_realtime.checkpoint_root == root
 
 
