@@ -40,7 +40,6 @@ from maple_engine.ledger.batch_history import (
     read_history,
     upsert,
 )
-from maple_engine.ledger.reconcile import ledger_usage
 from maple_engine.ledger.schema import (
     TOKENS,
     attempt_costs,
@@ -50,6 +49,7 @@ from maple_engine.ledger.schema import (
     migrate,
     sqlite_exists,
 )
+from maple_engine.ledger.usage import ledger_usage
 from maple_engine.providers.base import BatchState, Submission
 from maple_engine.settings import DEFAULT_STORAGE
 from maple_engine.storage.layout import COSTS_DB
@@ -180,7 +180,7 @@ class CostLedger(BaseModel):
             return read_history(conn, batch_history, attempt_costs, where or HistoryFilter())
 
     def billed_usage(self, providers: Sequence[str], days: tuple[date, date]) -> pl.DataFrame:
-        """Tokens and dollars per day and model (`maple_engine.ledger.reconcile.ledger_usage`)."""
+        """Tokens and dollars per day and model (`maple_engine.ledger.usage.ledger_usage`)."""
         with self._read() as conn:
             return ledger_usage(conn, attempt_costs, batch_history, providers, days)
 

@@ -10,30 +10,21 @@ percentage and the dollar tolerance. Model names are compared without a trailing
 """
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import polars as pl
-import sqlalchemy as sa
 
 from maple_engine.errors import AuthError, ConfigError
+from maple_engine.ledger.usage import REPORT_SCHEMA, SIDES, summed
 from maple_engine.providers.registry import capabilities, names, one_of
 from maple_engine.settings import admin_key_env
 
 if TYPE_CHECKING:
     from maple_engine.ledger.costs import CostLedger
 
-REPORT_SCHEMA = {
-    "day": pl.Date,
-    "model": pl.String,
-    "input_tokens": pl.Int64,
-    "output_tokens": pl.Int64,
-    "cost_usd": pl.Float64,
-}
 _DATE_STAMP = r"-(\d{4}-\d{2}-\d{2}|\d{8})$"
-_SIDES = ("input_tokens", "output_tokens", "cost_usd")
 
 
 @dataclass(frozen=True)
@@ -44,57 +35,6 @@ class Tolerance:
     usd: float = 0.01
 
 
-def ledger_usage(
-    conn: sa.Connection | None,
-    costs: sa.Table,
-    history: sa.Table,
-    providers: Sequence[str],
-    days: tuple[date, date],
-) -> pl.DataFrame:
-    """Tokens and dollars the ledger recorded for ``providers`` per day and model, ``days``
-    inclusive, in `REPORT_SCHEMA`."""
-    rows: list[dict[str, Any]] = []
-    if conn is not None:
-        same = sa.and_(
-            history.c.provider == costs.c.provider, history.c.batch_id == costs.c.batch_id
-        )
-        query = (
-            sa.select(
-                costs.c.model,
-                costs.c.input_tokens,
-                costs.c.output_tokens,
-                costs.c.cost_usd,
-                sa.func.coalesce(history.c.ended_at, costs.c.recorded_at).label("at"),
-            )
-            .select_from(costs.outerjoin(history, same))
-            .where(costs.c.provider.in_(providers))
-        )
-        rows = [dict(r._mapping) for r in conn.execute(query)]
-    frame = pl.DataFrame(
-        rows,
-        schema={
-            "model": pl.String,
-            "input_tokens": pl.Int64,
-            "output_tokens": pl.Int64,
-            "cost_usd": pl.Float64,
-            "at": pl.Datetime,
-        },
-    )
-    return summed(frame.with_columns(pl.col("at").dt.date().alias("day")).drop("at"), days)
-
-
-def summed(frame: pl.DataFrame, days: tuple[date, date]) -> pl.DataFrame:
-    """``frame``'s rows in ``days`` (inclusive) summed per day and model."""
-    return (
-        frame.filter(pl.col("day").is_between(*days))
-        .group_by("day", "model")
-        .agg(pl.col(c).sum() for c in _SIDES)
-        .select(list(REPORT_SCHEMA))
-        .cast(REPORT_SCHEMA)  # type: ignore[arg-type]
-        .sort("day", "model")
-    )
-
-
 def compare(ledger: pl.DataFrame, provider: pl.DataFrame, tolerance: Tolerance) -> pl.DataFrame:
     """Ledger vs provider per day and model: ``ledger_*``/``provider_*`` tokens and dollars,
     ``drift_usd`` (provider minus ledger), ``drift_pct`` (of the ledger's dollars; null when the
@@ -102,13 +42,13 @@ def compare(ledger: pl.DataFrame, provider: pl.DataFrame, tolerance: Tolerance) 
 
     def side(frame: pl.DataFrame, prefix: str) -> pl.DataFrame:
         named = frame.with_columns(pl.col("model").str.replace(_DATE_STAMP, ""))
-        return summed(named, (date.min, date.max)).rename({c: f"{prefix}_{c}" for c in _SIDES})
+        return summed(named, (date.min, date.max)).rename({c: f"{prefix}_{c}" for c in SIDES})
 
     joined = side(ledger, "ledger").join(
         side(provider, "provider"), on=["day", "model"], how="full", coalesce=True
     )
     filled = joined.with_columns(
-        pl.col(f"{s}_{c}").fill_null(0) for s in ("ledger", "provider") for c in _SIDES
+        pl.col(f"{s}_{c}").fill_null(0) for s in ("ledger", "provider") for c in SIDES
     )
     drift = (pl.col("provider_cost_usd") - pl.col("ledger_cost_usd")).round(9) + 0.0  # no -0
     pct = pl.when(pl.col("ledger_cost_usd") > 0).then(drift / pl.col("ledger_cost_usd") * 100)

@@ -1,0 +1,70 @@
+"""What the ledger recorded, per UTC day and model, in the shape a provider's bill is
+compared in (`maple_engine.ledger.reconcile`): tokens and dollars of `attempt_costs`, a batch's
+day being the day it ended (its batch history), a real-time attempt's the day it was recorded."""
+
+from collections.abc import Sequence
+from datetime import date
+from typing import Any
+
+import polars as pl
+import sqlalchemy as sa
+
+REPORT_SCHEMA = {
+    "day": pl.Date,
+    "model": pl.String,
+    "input_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+    "cost_usd": pl.Float64,
+}
+SIDES = ("input_tokens", "output_tokens", "cost_usd")
+
+
+def ledger_usage(
+    conn: sa.Connection | None,
+    costs: sa.Table,
+    history: sa.Table,
+    providers: Sequence[str],
+    days: tuple[date, date],
+) -> pl.DataFrame:
+    """Tokens and dollars the ledger recorded for ``providers`` per day and model, ``days``
+    inclusive, in `REPORT_SCHEMA`."""
+    rows: list[dict[str, Any]] = []
+    if conn is not None:
+        same = sa.and_(
+            history.c.provider == costs.c.provider, history.c.batch_id == costs.c.batch_id
+        )
+        query = (
+            sa.select(
+                costs.c.model,
+                costs.c.input_tokens,
+                costs.c.output_tokens,
+                costs.c.cost_usd,
+                sa.func.coalesce(history.c.ended_at, costs.c.recorded_at).label("at"),
+            )
+            .select_from(costs.outerjoin(history, same))
+            .where(costs.c.provider.in_(providers))
+        )
+        rows = [dict(r._mapping) for r in conn.execute(query)]
+    frame = pl.DataFrame(
+        rows,
+        schema={
+            "model": pl.String,
+            "input_tokens": pl.Int64,
+            "output_tokens": pl.Int64,
+            "cost_usd": pl.Float64,
+            "at": pl.Datetime,
+        },
+    )
+    return summed(frame.with_columns(pl.col("at").dt.date().alias("day")).drop("at"), days)
+
+
+def summed(frame: pl.DataFrame, days: tuple[date, date]) -> pl.DataFrame:
+    """``frame``'s rows in ``days`` (inclusive) summed per day and model."""
+    return (
+        frame.filter(pl.col("day").is_between(*days))
+        .group_by("day", "model")
+        .agg(pl.col(c).sum() for c in SIDES)
+        .select(list(REPORT_SCHEMA))
+        .cast(REPORT_SCHEMA)  # type: ignore[arg-type]
+        .sort("day", "model")
+    )
