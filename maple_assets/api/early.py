@@ -7,8 +7,10 @@ lease, runs the job's first steps here, on a thread and without Dagster: it cuts
 (``maple_engine.steps.submit_shard``: the same claims, checkpoints and sender as a Dagster
 run's). When the Dagster side is ready it asks for the handover: the shard being sent is
 finished, nothing more starts here, and the Dagster runs take the job from there. The driver
-imports Dagster only once the first request has left (``wait_first_request``): the import would
-otherwise take half the interpreter from the steps before it. The Dagster runs adopt
+imports Dagster only once the provider has begun to answer the first request
+(``wait_first_request``): the import would otherwise take the interpreter from the steps before
+the request is even on the wire (under load, the request reached the provider after Dagster
+began to load). The Dagster runs adopt
 what was sent: ``input_shards`` resumes the version cut here, a ``submissions`` run of the
 shards sent here finds their attempts recorded (and materializes them as usual), and
 ``raw_responses`` collects them from their checkpoints. A crash here (even SIGKILL) leaves what
@@ -52,7 +54,7 @@ class EarlyStart:
         return self
 
     def wait_first_request(self) -> None:
-        """Return once the first request has left, or once nothing more is sent here."""
+        """Return once the provider answers the first request, or nothing more is sent here."""
         while not self.first_request.wait(0.02) and self._thread.is_alive():
             pass
 

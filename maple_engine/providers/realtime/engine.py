@@ -108,7 +108,7 @@ class AttemptRun:
         sending: threading.Event | None = None,
     ):
         self.p = provider
-        self.sending = sending  # set when the attempt's first request leaves
+        self.sending = sending  # set once the provider answers the attempt's first request
         self.share = share
         self.checkpoints = checkpoints
         self.batch_id = batch_id
@@ -228,10 +228,10 @@ class AttemptRun:
             import aiohttp
 
             started = time.monotonic()
-            if self.sending is not None:
-                self.sending.set()
             try:
                 async with client.post(self.url, data=body.encode()) as answer:
+                    if self.sending is not None:  # the provider has it: its answer has begun
+                        self.sending.set()
                     content = await answer.read()
                     status, headers = answer.status, answer.headers
             except TimeoutError as exc:
