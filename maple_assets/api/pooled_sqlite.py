@@ -14,22 +14,34 @@ write the same home as before.
 
 import collections
 import contextlib
+import functools
 import os
 import threading
 from collections.abc import Iterator
 from typing import Any
 
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata
+from dagster._core.storage.event_log.sqlite import sqlite_event_log
 from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
     INDEX_SHARD_NAME,
     SqliteEventLogStorage,
 )
 from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
+from dagster._core.storage.sql import get_alembic_config
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Connection, Engine
 
 #: run databases kept open besides the index (a driver writes one run at a time)
 OPEN_RUNS = 4
+
+
+@functools.cache
+def _scripts() -> ScriptDirectory:
+    """Dagster's event-log migrations (its head revision stamps a new run's database)."""
+    return ScriptDirectory.from_config(get_alembic_config(sqlite_event_log.__file__))
 
 
 class PooledSqliteEventLogStorage(SqliteEventLogStorage):
@@ -70,6 +82,25 @@ class PooledSqliteEventLogStorage(SqliteEventLogStorage):
     def _connect(self, shard: str) -> Iterator[Connection]:
         with self._db_lock, self._engine(shard).connect() as conn, conn.begin():
             yield conn
+
+    def _initdb(self, engine: Engine, for_index_shard: bool = False) -> None:
+        """A new run's database: Dagster's tables, WAL, stamped with the head revision, read
+        once per process. Dagster's own set-up loads its ~90 alembic migration files twice per
+        run (45 ms of CPU, 6 s over a 10M-row job's runs); the index and any database this
+        cannot set up quickly go through Dagster's set-up."""
+        if for_index_shard:
+            super()._initdb(engine, for_index_shard)
+            return
+        try:
+            with engine.connect() as conn:
+                context = MigrationContext.configure(conn)
+                if context.get_current_revision() is None:
+                    SqlEventLogStorageMetadata.create_all(conn)
+                    conn.execute(text("PRAGMA journal_mode=WAL;"))
+                    context.stamp(_scripts(), "head")
+                    conn.commit()
+        except Exception:  # noqa: BLE001 - e.g. another process creating it: Dagster retries
+            super()._initdb(engine, for_index_shard)
 
     def has_table(self, table_name: str) -> bool:
         """Asked before every dynamic-partition lookup and asset event (Dagster opens a new

@@ -5,6 +5,7 @@ read back through a plain ``DagsterInstance.from_config`` (Dagster's own SQLite 
 Dagster UI reads the same home."""
 
 import os
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -83,3 +84,20 @@ def test_wipe_closes_the_engines_before_deleting_the_run_files(home):
     assert not os.path.exists(os.path.join(home, "history", "runs", f"{run_id}.db"))
     assert range_run(instance).success  # a new run after the wipe writes a fresh log
     assert len(instance.get_runs()) == 1
+
+
+def test_a_new_run_database_is_the_one_dagster_would_make(tmp_path):
+    """Same tables, indexes, journal mode and alembic revision as Dagster's own set-up."""
+    from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+
+    def made_by(storage: Any) -> tuple[Any, ...]:
+        with storage.run_connection("some-run") as conn:
+            schema = sorted(conn.exec_driver_sql("select type, name, sql from sqlite_master"))
+            revision = conn.exec_driver_sql("select version_num from alembic_version").all()
+            journal = conn.exec_driver_sql("PRAGMA journal_mode").all()
+        return schema, revision, journal
+
+    ours = made_by(PooledSqliteEventLogStorage(str(tmp_path / "ours")))
+    theirs = made_by(SqliteEventLogStorage(str(tmp_path / "theirs")))
+    assert ours == theirs
+    assert ours[2] == [("wal",)]
