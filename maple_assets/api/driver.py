@@ -25,7 +25,6 @@ from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import preflight
 from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.job import bound_job
-from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.plan.cache_layout import check_cache_price
@@ -272,7 +271,7 @@ def _run(
     batches whose rows this run does not count as its own; ``early``: the first shards being
     sent meanwhile, handed over before the first run."""
     from maple_assets.api.runner import Runner, instance_for  # Dagster loads here
-    from maple_assets.wiring import env_var_keys, wire_resources
+    from maple_assets.wiring import cost_ledger, env_var_keys, wire_resources
 
     opts, en = ready.opts, ready.enrichment
     settings = Settings.load(storage=opts.storage_root)
@@ -300,7 +299,7 @@ def _run(
     if opts.timings_json:
         Path(opts.timings_json).write_bytes(orjson.dumps(runner.figures()))
     # the ledger resource's URL resolves in runs only (an EnvVar, kept out of job snapshots)
-    with CostLedger(database_url=settings.cost_db, storage_root=opts.storage_root) as ledger:
+    with cost_ledger(opts.storage_root) as ledger:
         return job_result(state, table.path, ledger, en.spec, earlier)
 
 

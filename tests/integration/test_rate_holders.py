@@ -38,6 +38,17 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
         yield request.getfixturevalue("pg_url")
 
 
+def password_url(pg_url: str) -> str:
+    """``pg_url``'s user given the password ``SECRET`` (the server trusts local users: the
+    password is only there to be hidden), and the URL with it."""
+    url = sa.make_url(pg_url)
+    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.exec_driver_sql(f"ALTER USER {url.username} PASSWORD '{SECRET}'")
+    admin.dispose()
+    return url.set(password=SECRET).render_as_string(hide_password=False)
+
+
 def share(url: str, root: Path, model: str = "gpt-4o-mini") -> Share:
     return rate_share(url, str(root), "openai-realtime", "acct", model)
 
@@ -116,12 +127,7 @@ def test_a_sender_killed_without_cleanup_stops_counting_within_the_window(
 def test_maple_status_lists_who_holds_shares_and_never_the_password(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = sa.make_url(pg_url)
-    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:  # trust auth: the password is only there to be hidden
-        conn.exec_driver_sql(f"ALTER USER {url.username} PASSWORD '{SECRET}'")
-    admin.dispose()
-    with_password = url.set(password=SECRET).render_as_string(hide_password=False)
+    with_password = password_url(pg_url)
     monkeypatch.setenv("MAPLE_COST_DB", with_password)
     monkeypatch.setenv("MAPLE_STORAGE", str(tmp_path / "root"))
     holder = share(with_password, tmp_path)
@@ -219,12 +225,7 @@ def test_the_ledger_password_reaches_no_run_snapshot_nor_file(
     import dagster as dg
     from dagster._serdes import serialize_value
 
-    url = sa.make_url(pg_url)
-    admin = sa.create_engine(url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:  # trust auth: the password is only there to be hidden
-        conn.exec_driver_sql(f"ALTER USER {url.username} PASSWORD '{SECRET}'")
-    admin.dispose()
-    monkeypatch.setenv("MAPLE_COST_DB", url.set(password=SECRET).render_as_string(False))
+    monkeypatch.setenv("MAPLE_COST_DB", password_url(pg_url))
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
     source = catalog(tmp_path / "in.parquet", 20)
     for provider in ("openai-realtime", "emulator"):
