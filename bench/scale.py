@@ -181,8 +181,13 @@ def main() -> None:
     print(f"peak RSS             {platform['rss_mib']} MiB")
     print(f"  high-water mark after each stage, MiB: {platform['peak_rss_mib']}")
     print(f"dagster runs         {platform['runs']}   sensor ticks {platform['ticks']}")
+    stages_cpu: dict[str, float] = platform.get("stages_cpu", {})  # type: ignore[assignment]
+    print("  stage                  wall       CPU")
     for stage, seconds in sorted(platform["stages"].items(), key=lambda kv: -kv[1]):  # type: ignore[union-attr]
-        print(f"  {stage:<18} {seconds:8.1f} s")
+        print(f"  {stage:<18} {seconds:8.1f} s {stages_cpu.get(stage, 0.0):7.1f} s")
+    if "cpu_total" in platform:
+        rest = float(platform["cpu_total"]) - sum(stages_cpu.values())  # type: ignore[arg-type]
+        print(f"  {'start-up and rest':<18} {'':8}   {rest:7.1f} s")
     print(
         f"emulator             batches {stats['batches_created']}, billed "
         f"{stats['requests_billed']:,}, billed twice {stats['bodies_billed_twice']}, "

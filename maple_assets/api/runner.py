@@ -54,6 +54,7 @@ class Runner:
         self._interrupted: Callable[[], bool] = lambda: False
         self.executed: set[str] = set()
         self.timings: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}  # process CPU (every thread) per stage
         self.runs = 0
         self.peak_rss_mib: dict[str, int] = {}  # process high-water mark after each stage
         self.ticks = 0
@@ -66,9 +67,11 @@ class Runner:
         )
 
     def figures(self) -> dict[str, Any]:
-        """Per-stage wall times, runs, sensor ticks and memory high-water marks."""
+        """Per-stage wall and CPU times, runs, sensor ticks and memory high-water marks."""
         return {
             "stages": self.timings,
+            "stages_cpu": self.cpu,
+            "cpu_total": time.process_time(),
             "runs": self.runs,
             "ticks": self.ticks,
             "peak_rss_mib": self.peak_rss_mib,
@@ -89,7 +92,7 @@ class Runner:
         if first is not None and last is not None and first != last:
             tags |= {RANGE_START: first, RANGE_END: last}
             first = None
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.process_time()
         result = dg.materialize(
             [*self.enrichment.assets, *self.enrichment.checks],
             selection=dg.AssetSelection.assets(key),
@@ -105,7 +108,7 @@ class Runner:
         if self._interrupted():  # a Ctrl-C Dagster's own handler took during the run
             raise KeyboardInterrupt
         stage = key.path[-1]
-        self.timings[stage] = self.timings.get(stage, 0.0) + time.monotonic() - started
+        self._spent(stage, started, cpu)
         self.peak_rss_mib[stage] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
         self.runs += 1
         if not result.success:
@@ -121,14 +124,16 @@ class Runner:
                 self.materialize(key, ranked[start], ranked[i - 1])
                 start = i
 
+    def _spent(self, stage: str, started: float, cpu: float) -> None:
+        self.timings[stage] = self.timings.get(stage, 0.0) + time.monotonic() - started
+        self.cpu[stage] = self.cpu.get(stage, 0.0) + time.process_time() - cpu
+
     def tick(self) -> list[dg.RunRequest]:
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.process_time()
         try:
             return self._tick()
         finally:
-            self.timings["sensor_ticks"] = (
-                self.timings.get("sensor_ticks", 0.0) + time.monotonic() - started
-            )
+            self._spent("sensor_ticks", started, cpu)
             self.ticks += 1
 
     def _tick(self) -> list[dg.RunRequest]:
@@ -177,11 +182,9 @@ class Runner:
                 return self._output()
             self._update()
             if not requests:
-                started = time.monotonic()
+                started, cpu = time.monotonic(), time.process_time()
                 time.sleep(self.poll_interval_s)
-                self.timings["waiting"] = (
-                    self.timings.get("waiting", 0.0) + time.monotonic() - started
-                )
+                self._spent("waiting", started, cpu)
 
     def _update(self) -> None:
         self.progress.counts = job_counts(self.job().state)
