@@ -83,8 +83,9 @@ QUOTA_ADVICE = (
 )
 
 
-def submit_shard(job: Job, shard: str) -> Submission | None:
-    """Send the shard's next attempt unless it is already out, done, or the job has stopped."""
+def submit_shard(job: Job, shard: str, chain: queue.Chain | None = None) -> Submission | None:
+    """Send the shard's next attempt unless it is already out, done, or the job has stopped.
+    ``chain``: the run sends its shards one after another (`maple_engine.submit.queue.Chain`)."""
     progress = job.state.progress(shard)
     if progress.action != "submit" or job.state.stop_reason() is not None:
         return progress.submission
@@ -97,11 +98,13 @@ def submit_shard(job: Job, shard: str) -> Submission | None:
         job.state.storage,
         job.state.paths.claim(shard, attempt),
         lambda: job.state.submission(shard, attempt),
-        lambda taken_over: _create(job, shard, attempt, taken_over),
+        lambda taken_over: _create(job, shard, attempt, taken_over, chain),
     )
 
 
-def _create(job: Job, shard: str, attempt: int, taken_over: bool) -> Submission | None:
+def _create(
+    job: Job, shard: str, attempt: int, taken_over: bool, chain: queue.Chain | None = None
+) -> Submission | None:
     """Under the attempt's claim: adopt the batch a dead claimant created, else create one."""
     if job.state.stop_reason() is not None:
         return None
@@ -111,7 +114,7 @@ def _create(job: Job, shard: str, attempt: int, taken_over: bool) -> Submission 
     digest = payload.encoded(job.provider.encode)[1]  # encoded once: adoption and upload
     submission = _adopt(job, shard, attempt, digest)
     if submission is None:
-        if not queue.admitted(job, shard, attempt):
+        if not queue.admitted(job, shard, attempt, chain):
             return None  # no room in the provider's queue yet: the sensor asks again later
         if not within_budget(job, shard, attempt):
             return None  # the job is stopped: committed spend + this batch > budget
@@ -122,6 +125,8 @@ def _create(job: Job, shard: str, attempt: int, taken_over: bool) -> Submission 
             return None
         if submission is None:
             return None  # the provider refused it as queue-full: it waits again
+        if chain is not None:
+            chain.sent.append(submission)
     crash_point("after_create")
     job.state.record_submission(submission)
     return submission

@@ -8,6 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
+from dagster._core.definitions.materialize import (
+    EPHEMERAL_JOB_NAME as STAGE_JOB,  # the job name ``dg.materialize`` gives its runs
+)
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
 )
@@ -19,10 +22,13 @@ from maple_assets.api import dagster_home
 from maple_assets.api.interrupts import interrupts_seen
 from maple_assets.api.progress import Counts, Progress
 from maple_assets.factory import Enrichment
+from maple_assets.graph.admission import wait_note
 from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job, job_for
 from maple_engine.merge.merge import OutputTable
 from maple_engine.state import JobState
+
+CHAIN_WAIT_S = 30.0  # how long a chained shard waits for the batch before it to be validated
 
 
 def instance_for(storage_root: str) -> dg.DagsterInstance:
@@ -58,6 +64,8 @@ class Runner:
         self.runs = 0
         self.peak_rss_mib: dict[str, int] = {}  # process high-water mark after each stage
         self.ticks = 0
+        self.stage_runs: dict[str, int] = {}
+        self._jobs: dict[dg.AssetKey, dg.JobDefinition] = {}
         self.pdef_name = enrichment.partitions_def.name or ""
         self.definitions = dg.Definitions(
             assets=enrichment.assets,
@@ -73,6 +81,7 @@ class Runner:
             "stages_cpu": self.cpu,
             "cpu_total": time.process_time(),
             "runs": self.runs,
+            "stage_runs": self.stage_runs,
             "ticks": self.ticks,
             "peak_rss_mib": self.peak_rss_mib,
         }
@@ -93,12 +102,9 @@ class Runner:
             tags |= {RANGE_START: first, RANGE_END: last}
             first = None
         started, cpu = time.monotonic(), time.process_time()
-        result = dg.materialize(
-            [*self.enrichment.assets, *self.enrichment.checks],
-            selection=dg.AssetSelection.assets(key),
+        result = self._stage_job(key).execute_in_process(
             partition_key=first,
             instance=self.instance,
-            resources=self.resources,
             tags=tags,
             run_config={
                 "loggers": {"console": {"config": {"log_level": self.log_level}}},
@@ -111,18 +117,47 @@ class Runner:
         self._spent(stage, started, cpu)
         self.peak_rss_mib[stage] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
         self.runs += 1
+        self.stage_runs[stage] = self.stage_runs.get(stage, 0) + 1
         if not result.success:
             raise RuntimeError(f"run of {key.to_user_string()} [{first}..{last}] failed")
 
-    def run_ranges(self, key: dg.AssetKey, shards: list[str]) -> None:
+    def _stage_job(self, key: dg.AssetKey) -> dg.JobDefinition:
+        """The job that materializes one stage: what ``dg.materialize`` builds for each run,
+        built once (a run of a resolved job skips re-resolving every job of the definitions
+        and reuses the job's snapshot)."""
+        job = self._jobs.get(key)
+        if job is None:
+            defs = dg.Definitions(
+                jobs=[dg.define_asset_job(STAGE_JOB, selection=dg.AssetSelection.assets(key))],
+                assets=[*self.enrichment.assets, *self.enrichment.checks],
+                resources=self.resources,
+            )
+            job = self._jobs[key] = defs.resolve_job_def(STAGE_JOB)
+        return job
+
+    def run_ranges(
+        self, key: dg.AssetKey, shards: list[str], config: dict[str, Any] | None = None
+    ) -> None:
         """Materialize ``shards`` as few runs as possible: one per contiguous range."""
         order = {k: i for i, k in enumerate(self.instance.get_dynamic_partitions(self.pdef_name))}
-        ranked = sorted(shards, key=order.__getitem__)
+        ranked = sorted(set(shards), key=order.__getitem__)
         start = 0
         for i in range(1, len(ranked) + 1):
             if i == len(ranked) or order[ranked[i]] != order[ranked[i - 1]] + 1:
-                self.materialize(key, ranked[start], ranked[i - 1])
+                self.materialize(key, ranked[start], ranked[i - 1], config)
                 start = i
+
+    def submit(self, key: dg.AssetKey, shards: list[str]) -> None:
+        """Submit the admitted ``shards``; while the provider queue's limit is being learned,
+        the shards that wait only for their validation go in the same run, as a chain (each
+        sent once the run's batch before it passed validation: `maple_engine.submit.queue.
+        Chain`), instead of one sensor tick and one run each."""
+        note = wait_note(self.job()) or {}
+        chained = [s for s in note.get("validating", []) if s not in shards]
+        if not chained:
+            self.run_ranges(key, shards)
+            return
+        self.run_ranges(key, shards + chained, {"wait_for_validation_s": CHAIN_WAIT_S})
 
     def _spent(self, stage: str, started: float, cpu: float) -> None:
         self.timings[stage] = self.timings.get(stage, 0.0) + time.monotonic() - started
@@ -162,6 +197,7 @@ class Runner:
             self.run_ranges(self.enrichment.key("submissions"), adopt)
         merged_key = self.enrichment.merged_key
         collect_key = self.enrichment.key("raw_responses")
+        submissions_key = self.enrichment.key("submissions")
         collections = _Deferred()
         while True:
             requests = self.tick()
@@ -172,7 +208,9 @@ class Runner:
                 self.executed.add(str(request.run_key))
             collections.add(by_asset.pop(collect_key, []))
             for key, shards in by_asset.items():
-                if key != merged_key:
+                if key == submissions_key:
+                    self.submit(key, shards)
+                elif key != merged_key:
                     self.run_ranges(key, shards)
             if collections.due(submitting=bool(by_asset)):
                 self.run_ranges(collect_key, collections.take())

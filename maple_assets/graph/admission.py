@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from maple_engine.job import Job
     from maple_engine.work import Work
 
+MAX_LISTED = 1000  # shards named in the wait note
+
 
 def plan_submissions(job: "Job", work: "Work") -> dict[str, str]:
     """Shard -> ticket (part of the submit run key) for every shard to submit now."""
@@ -41,9 +43,16 @@ def plan_submissions(job: "Job", work: "Work") -> dict[str, str]:
         )
     admitted, waits = queue.gate(job, work)
     if waits:
-        shard, reason = next(iter(waits.items()))
+        shard, decision = next(iter(waits.items()))
         waiting = len(work.submit) - len(admitted)
-        _note(job, {"shard": shard, "waiting_shards": waiting, "reason": reason})
+        note: dict[str, Any] = {
+            "shard": shard,
+            "waiting_shards": waiting,
+            "reason": decision.reason,
+        }
+        if decision.validating:  # what a run may send as a chain (`queue.Chain`), in order
+            note["validating"] = [s for s in work.submit if s not in admitted][:MAX_LISTED]
+        _note(job, note)
     elif (
         not queue.deadline_due(job)
         and not stalls

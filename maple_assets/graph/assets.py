@@ -13,6 +13,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 import pyarrow as pa
+from pydantic import Field
 
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.per_shard import per_shard
@@ -27,6 +28,7 @@ from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import RequestKind
 from maple_engine.spec import JobSpec
 from maple_engine.steps import collect_shard, shard_responses, submit_shard
+from maple_engine.submit import queue
 from maple_engine.submit.budget import ledger_totals
 from maple_engine.submit.deadline import deadline_split
 from maple_engine.work import pending_work
@@ -41,6 +43,18 @@ EMBEDDING_COLLECT_PARALLELISM = 1
 class InputShardsConfig(dg.Config, ShardRunOptions):
     """Run options of ``input_shards`` (the launchpad's config in the UI; ``maple enrich``'s
     ``--retry-failed``). ``no_reuse`` turns off the job option ``reuse`` for one run."""
+
+
+class SubmissionsConfig(dg.Config):
+    """Run options of ``submissions``."""
+
+    wait_for_validation_s: float = Field(
+        default=0.0,
+        description="While the provider queue's limit is not known yet, send the run's shards "
+        "one after another, each once the run's earlier batches pass the provider's validation, "
+        "waiting up to this many seconds for it (0: send only what the queue admits now).",
+        ge=0,
+    )
 
 
 def input_shards_asset(
@@ -196,12 +210,16 @@ def submissions_asset(
         spec, "submissions", "input_shards", (pdef, keys),
         "The provider batch of each shard attempt, recorded before the next starts.",
     )  # fmt: skip
-    def submissions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    def submissions(
+        context: dg.AssetExecutionContext, config: SubmissionsConfig
+    ) -> dg.MaterializeResult:  # type: ignore[type-arg]
         job = job_for(spec, policy, context.resources)
         job.prepare_submissions()
+        wait = config.wait_for_validation_s
+        chain = queue.Chain(wait) if wait and job.mode == "batch" else None
 
         def one(shard: str) -> dict[str, Any]:
-            submit_shard(job, shard)
+            submit_shard(job, shard, chain)
             subs = job.state.submissions(shard)  # the record is state/<shard>/submission-<n>
             return {
                 "attempts": len(subs),
@@ -211,7 +229,8 @@ def submissions_asset(
 
         # With a budget, shards go one by one so each check sees the batch before it.
         # Real-time providers pace one shard at a time against the provider's rate limit.
-        serial = spec.budget_usd is not None or job.mode == "realtime"
+        # A chain sends in order, each shard after the one before it passed validation.
+        serial = spec.budget_usd is not None or job.mode == "realtime" or chain is not None
         parallel = 1 if serial else SUBMIT_PARALLELISM
         output = per_shard(context, one, parallel=parallel)
         stop = job.state.stop_reason()

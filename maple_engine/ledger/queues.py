@@ -75,6 +75,7 @@ class Decision:
     reason: str  # why it waits ("" when admitted)
     enqueued: int  # units admitted and not released in the queue (before this batch)
     enqueued_at: datetime | None = None
+    validating: bool = False  # it waits only for batches to pass the provider's validation
 
 
 def _now() -> datetime:
@@ -159,7 +160,7 @@ def admit_slot(
         unvalidated = {}
     reason = _why_wait(conn, t, slot, limit=limit, usage=usage, unvalidated=unvalidated, now=now)
     if reason:
-        return Decision(False, reason, enqueued)
+        return Decision(False, reason, enqueued, validating=limit is None and bool(unvalidated))
     conn.execute(t.update().where(key).values(enqueued_at=now, released_at=None))
     return Decision(True, "", enqueued, now)
 

@@ -14,6 +14,9 @@ first batch that fails with ``token_limit_exceeded`` (its message carries the li
 an Anthropic 429. Until an OpenAI limit is known, a batch goes out only when every batch already
 in the queue has passed validation, so at most one batch fails while the limit is learned;
 what the queue was seen to hold is remembered (``proven``), and up to it batches go out at once.
+A run may send its shards as a ``Chain``: each waits inside the run for the run's batch before it
+to pass validation, as it would wait for the sensor's next tick, without one tick and one run
+per shard.
 """
 
 import dataclasses
@@ -212,7 +215,7 @@ def _table() -> Any:
     return queue_slots
 
 
-def gate(job: "Job", work: "Work") -> tuple[dict[str, str], dict[str, str]]:
+def gate(job: "Job", work: "Work") -> tuple[dict[str, str], dict[str, Decision]]:
     """Of the shards to submit, those admitted into the queue now (shard -> ticket for the run
     key), and why the first one that is not admitted waits."""
     queue = queue_of(job)
@@ -228,7 +231,7 @@ def gate(job: "Job", work: "Work") -> tuple[dict[str, str], dict[str, str]]:
         attempt = job.state.progress(shard).attempt
         decision = _admit(job, queue, shard, attempt, dead=dead)
         if not decision.admitted:
-            return admitted, {shard: decision.reason}
+            return admitted, {shard: decision}
         admitted[shard] = _ticket(decision.enqueued_at)
     if not work.submit:
         forget(job)
@@ -246,16 +249,61 @@ def _ticket(moment: datetime | None) -> str:
     return f"q{moment.timestamp():.3f}" if moment is not None else ""
 
 
-def admitted(job: "Job", shard: str, attempt: int) -> bool:
+def admitted(job: "Job", shard: str, attempt: int, chain: "Chain | None" = None) -> bool:
     """At submit time: is the attempt admitted into the queue (admitting it if it fits)?
 
     The sensor admitted it already unless the run was launched without it (a backfill from
     the UI): then a known limit and the fair shares still hold, but nothing waits for
-    validations (only the sensor sees them)."""
+    validations (only the sensor sees them), unless the run submits its shards as a ``chain``."""
     queue = queue_of(job)
     if queue is None or deadline_due(job):
         return True
+    if chain is not None:
+        return chain.admit(job, queue, shard, attempt)
     return _admit(job, queue, shard, attempt, probe=False).admitted
+
+
+class Chain:
+    """One run's shards sent one after another into a queue whose limit is not known yet.
+
+    Each shard waits, inside the run, until the batches this run sent before it pass the
+    provider's validation (polled here, as the sensor would on its next tick), so one run sends
+    the shards that the sensor would admit one tick and one run at a time, with the same
+    guarantee: at most one batch beyond what the queue was seen to hold awaits validation, so
+    at most one fails while the limit is learned. A shard that waits for anything else (a known
+    limit, other jobs' batches, fair shares), or longer than ``wait_s``, is left to the
+    sensor."""
+
+    def __init__(self, wait_s: float) -> None:
+        self.wait_s = wait_s
+        self.sent: list[Submission] = []  # by this run, not yet seen past validation
+
+    def admit(self, job: "Job", queue: Queue, shard: str, attempt: int) -> bool:
+        until = time.monotonic() + self.wait_s
+        pause = 0.05
+        while True:
+            decision = _admit(job, queue, shard, attempt)
+            if decision.admitted:
+                return True
+            if not decision.validating or not self.sent or time.monotonic() > until:
+                return False
+            if not self._watch(job, queue):
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+
+    def _watch(self, job: "Job", queue: Queue) -> bool:
+        """Poll this run's batches awaiting validation; mark those past it (True if any)."""
+        states = job.poll(self.sent)
+        seen = [(sub, states[sub.batch_id]) for sub in self.sent if sub.batch_id in states]
+        past = [(sub, state) for sub, state in seen if state.status not in _VALIDATING]
+        if past:
+            note_states(job, queue, past)
+            done = {sub.batch_id for sub, _ in past}
+            self.sent = [sub for sub in self.sent if sub.batch_id not in done]
+        return bool(past)
+
+
+_VALIDATING = ("validating", "created")
 
 
 def submit(job: "Job", payload: ShardPayload) -> Submission | None:
@@ -295,9 +343,16 @@ def observe(job: "Job", work: "Work") -> None:
         release_others(conn, _table(), job.spec.name, pending)
     if not work.states:
         return
+    note_states(job, queue, work.states)
+
+
+def note_states(job: "Job", queue: Queue, states: list[tuple[Submission, BatchState]]) -> None:
+    """Mark in the queue ledger what polls saw: batches past validation, ended ones (their
+    room released), and the limit a refused batch's message teaches."""
+    assert job.costs is not None
     ended: list[tuple[str, str, int]] = []
     validated: list[tuple[str, str, int]] = []
-    for sub, state in work.states:
+    for sub, state in states:
         key = (sub.job, sub.shard, sub.attempt)
         if state.ended:
             ended.append(key)
@@ -306,7 +361,7 @@ def observe(job: "Job", work: "Work") -> None:
                 _learn(
                     job, queue, parse_limit(state.errors), " ".join(state.errors), known is not None
                 )
-        elif state.status not in ("validating", "created"):
+        elif state.status not in _VALIDATING:
             validated.append(key)
     with job.costs.transaction() as conn:
         mark(conn, _table(), validated, released=False)

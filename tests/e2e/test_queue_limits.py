@@ -1,6 +1,7 @@
 """Provider queue limits through ``maple enrich`` as a user runs it, against the emulator over
 HTTP: a job 5x the enqueued-token limit, the limit configured, and Anthropic's queue limit."""
 
+import json
 import re
 from pathlib import Path
 
@@ -93,3 +94,25 @@ def test_anthropic_queue_limit(tmp_path: Path) -> None:
     assert stats["max_anthropic_queued_requests"] <= 100
     assert 1 <= stats["anthropic_queue_429"] <= 2  # learned from the first refusal
     assert stats["bodies_billed_twice"] == 0
+
+
+def test_while_the_limit_is_learned_one_run_sends_the_shards_one_after_another(
+    tmp_path: Path,
+) -> None:
+    """With no limit known, each batch waits for the one before it to pass validation. The CLI
+    used to spend one sensor tick and one Dagster run per shard on that; one ``submissions``
+    run now sends all 10, each once the run's batch before it is validated (polled in the
+    run), so still at most one batch is beyond what the queue was seen to hold."""
+    timings = tmp_path / "timings.json"
+    with EmulatorServer(EmulatorConfig(batch_seconds=0.5)) as server:
+        args = enrich_args(tmp_path, "chain", "--timings-json", str(timings))
+        result = maple(server.url, *args)
+        stats = server.stats()
+    assert result.returncode == 0, result.stderr + result.stdout
+    all_succeeded(tmp_path / "chain.parquet")
+    assert stats["batches_created"] == ROWS // SHARD_ROWS
+    figures = json.loads(timings.read_text())
+    assert figures["stage_runs"]["submissions"] == 1, figures
+    remembered = Storage(str(tmp_path / "store"))
+    key = Queue("emulator", "gpt-4o-mini", "tokens", probe=True).key
+    assert "limit" not in remembered.read_json(key)  # nothing refused: still not known
