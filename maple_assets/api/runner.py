@@ -29,6 +29,9 @@ from maple_engine.merge.merge import OutputTable
 from maple_engine.state import JobState
 
 CHAIN_WAIT_S = 30.0  # how long a chained shard waits for the batch before it to be validated
+#: Shards one chained run sends: then the driver ticks and collects what ended (an in-process
+#: Dagster run cannot run beside another: both configure the process's logging).
+CHAIN_SHARDS = 16
 
 
 def instance_for(storage_root: str) -> dg.DagsterInstance:
@@ -153,7 +156,7 @@ class Runner:
         sent once the run's batch before it passed validation: `maple_engine.submit.queue.
         Chain`), instead of one sensor tick and one run each."""
         note = wait_note(self.job()) or {}
-        chained = [s for s in note.get("validating", []) if s not in shards]
+        chained = [s for s in note.get("validating", []) if s not in shards][:CHAIN_SHARDS]
         if not chained:
             self.run_ranges(key, shards)
             return

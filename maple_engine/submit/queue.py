@@ -277,19 +277,28 @@ class Chain:
     def __init__(self, wait_s: float) -> None:
         self.wait_s = wait_s
         self.sent: list[Submission] = []  # by this run, not yet seen past validation
+        self._dead: frozenset[str] | None = None
 
     def admit(self, job: "Job", queue: Queue, shard: str, attempt: int) -> bool:
         until = time.monotonic() + self.wait_s
-        pause = 0.05
+        if self._dead is None:  # jobs gone for good: looked up once per run
+            self._dead = gone(job, queue)
         while True:
-            decision = _admit(job, queue, shard, attempt)
+            decision = _admit(job, queue, shard, attempt, dead=self._dead)
             if decision.admitted:
                 return True
-            if not decision.validating or not self.sent or time.monotonic() > until:
+            if not decision.validating or not self.sent or not self._validated(job, queue, until):
                 return False
-            if not self._watch(job, queue):
-                time.sleep(pause)
-                pause = min(pause * 2, 1.0)
+
+    def _validated(self, job: "Job", queue: Queue, until: float) -> bool:
+        """Wait until one of this run's batches passes validation (False: not by ``until``)."""
+        pause = 0.05
+        while not self._watch(job, queue):
+            if time.monotonic() > until:
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+        return True
 
     def _watch(self, job: "Job", queue: Queue) -> bool:
         """Poll this run's batches awaiting validation; mark those past it (True if any)."""
