@@ -1,5 +1,6 @@
 """Run the emulator in the foreground (``serve``) or on a background thread (``EmulatorServer``)."""
 
+import signal
 import socket
 import threading
 import time
@@ -39,10 +40,18 @@ def _free_port(host: str) -> int:
 def serve(config: EmulatorConfig) -> None:
     """Serve the emulator in the foreground until interrupted (the ``maple emulator`` command)."""
     state = State(config)
+    # uvicorn shuts down on SIGTERM, then raises the signal again with the handler it found: the
+    # default one would end the process before ``close`` deletes the files (a 1M-row job's are
+    # about 1 GB), so that handler exits through ``finally``.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     try:
         uvicorn.Server(_uvicorn_config(config, build_app(config, state), config.port or 8787)).run()
     finally:
         state.close()
+
+
+def _exit_on_signal(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
 
 
 class EmulatorServer:
