@@ -206,20 +206,27 @@ def plan_retries(combined: pl.DataFrame, policy: RetryPolicy) -> RetryDecision:
 
 def summarize(combined: pl.DataFrame) -> dict[str, Any]:
     """Counts and sums for materialization metadata and the CLI summary."""
-    ok = combined.filter(pl.col("status") == "succeeded")
-    failed = combined.filter(pl.col("status") == "failed")
-    by_class = dict(failed.group_by("failure_class").len().iter_rows())
+    # one pass of expressions: filtering the frame first copied every column, answers included
+    ok = pl.col("status") == "succeeded"
+    failed = pl.col("status") == "failed"
+    tokens = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
+    sums = combined.select(
+        ok.sum().alias("succeeded"),
+        failed.sum().alias("failed"),
+        *(pl.col(name).filter(ok).sum().alias(name) for name in tokens),
+        pl.col("cost_usd").sum(),
+        pl.col("attempts").max().fill_null(0),
+    ).row(0, named=True)
+    classes = combined.select("status", "failure_class").filter(failed)
+    by_class = dict(classes.group_by("failure_class").len().iter_rows())
     return {
         "rows": combined.height,
-        "succeeded": ok.height,
-        "failed": failed.height,
+        "succeeded": int(sums["succeeded"] or 0),
+        "failed": int(sums["failed"] or 0),
         "failed_by_class": {str(k): int(v) for k, v in sorted(by_class.items(), key=str)},
-        "input_tokens": int(ok["input_tokens"].sum()),
-        "cached_input_tokens": int(ok["cached_input_tokens"].sum()),
-        "cache_write_tokens": int(ok["cache_write_tokens"].sum()),
-        "output_tokens": int(ok["output_tokens"].sum()),
-        "cost_usd": float(combined["cost_usd"].sum()),
-        "attempts": int(combined.select(pl.col("attempts").max().fill_null(0)).item()),
+        **{name: int(sums[name] or 0) for name in tokens},
+        "cost_usd": float(sums["cost_usd"] or 0.0),
+        "attempts": int(sums["attempts"] or 0),
     }
 
 

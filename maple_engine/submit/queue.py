@@ -292,13 +292,14 @@ class Chain:
 
     def _validated(self, job: "Job", queue: Queue, until: float) -> bool:
         """Wait until one of this run's batches passes validation (False: not by ``until``)."""
-        pause = 0.05
-        while not self._watch(job, queue):
+        pause = 0.2  # a validation takes at least a round trip or two: no poll right away
+        while True:
+            time.sleep(pause)
+            if self._watch(job, queue):
+                return True
             if time.monotonic() > until:
                 return False
-            time.sleep(pause)
-            pause = min(pause * 2, 1.0)
-        return True
+            pause = min(pause * 2, 2.0)
 
     def _watch(self, job: "Job", queue: Queue) -> bool:
         """Poll this run's batches awaiting validation; mark those past it (True if any)."""
