@@ -6,11 +6,14 @@ See `maple_engine.plan.versions` for what a version is and how its rows are chos
 import time
 from typing import Any
 
+import polars as pl
+
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
 from maple_engine.plan.canary import run_canary
 from maple_engine.plan.changed_rows import SPARSE, cut_sent_rows, only_changed_rows, spill_keys
+from maple_engine.plan.row_digests import DigestWriter, row_digests
 from maple_engine.plan.sharding import ShardInfo, with_text, write_shards
 from maple_engine.plan.versions import (
     KeySpill,
@@ -116,14 +119,23 @@ def _cut(job: Job, version: Version, source: Any) -> tuple[list[ShardInfo], Vers
         shards = cut_sent_rows(job, source, version, send)
         if shards:  # else nothing to send: every row in the shards, as below
             return _planned(job, version, shards, counts, send, layout=SPARSE, source=source)
-    with KeySpill(storage, name, version.number) as spill:
+    with (
+        DigestWriter(storage, job.spec, version.number) as digests,
+        KeySpill(storage, name, version.number) as spill,
+    ):
+
+        def on_block(block: pl.DataFrame) -> None:
+            spill.add(with_text(block, job.spec))
+            if isinstance(source, str):  # only a file's next version reads them
+                digests.add(block, row_digests(block, digests.columns))
+
         shards = write_shards(
             storage,
             job.spec,
             iter_blocks(source, s3=storage.s3),
             job.provider,
             key_for=version.shard_key,
-            on_block=lambda block: spill.add(with_text(block, job.spec)),
+            on_block=on_block,
         )
     rows = shards[-1].last_row + 1
     run_canary(job, shards)  # before planning: its answers fill their rows from the store

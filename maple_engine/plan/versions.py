@@ -172,7 +172,7 @@ def plan_version(
         storage.delete(fill_key)
         if not storage.exists(key):
             continue
-        staged = storage.read_parquet(key)
+        staged = storage.read_parquet(key).sort(ROW_ID)  # rows carried over come last
         if not version.reuse:
             send[staged[ROW_ID].to_numpy()] = True
             continue
