@@ -15,6 +15,7 @@ store), an upstream asset's table (the merge cannot read it again), a canary (it
 shards) and ``--no-reuse`` (every row is sent) keep one pass with every row in the shards.
 """
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -59,8 +60,18 @@ def only_changed_rows(job: Job, source: Any) -> bool:
     return any(store.files(bucket) for bucket in BUCKETS)
 
 
-def spill_keys(job: Job, source: str, version: Version) -> int:
-    """Pass 1: spill every row's request key; the input's row count. A row whose template
+@dataclasses.dataclass(frozen=True)
+class Spilled:
+    """Pass 1's outcome: the input's row count, and the rows whose key was carried over from
+    the earlier version ``earlier`` (None: every row was rendered)."""
+
+    rows: int
+    carried: Mask
+    earlier: int | None
+
+
+def spill_keys(job: Job, source: str, version: Version) -> Spilled:
+    """Pass 1: spill every row's request key. A row whose template
     columns are what they were at the same row id in an earlier version of the same settings
     (`maple_engine.plan.row_digests`) keeps that version's key; the other rows are rendered
     and checked."""
@@ -78,7 +89,7 @@ def spill_keys(job: Job, source: str, version: Version) -> int:
                     spill.add(kept)
     if rows == 0:
         raise ConfigError("The input table has no rows: there is nothing to enrich.")
-    return rows
+    return Spilled(rows, carried, earlier.number if earlier is not None else None)
 
 
 def _spill_changed(

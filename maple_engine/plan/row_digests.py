@@ -16,7 +16,6 @@ rendered, as without them.
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator
 from typing import IO, Any
 
 import numpy as np
@@ -26,9 +25,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from maple_engine.inputs.templates import parse_template, template_columns
-from maple_engine.plan.versions import Mask
+from maple_engine.plan.versions import Mask, marked
 from maple_engine.spec import ROW_ID, JobSpec
 from maple_engine.storage.layout import JobLayout
+from maple_engine.storage.row_stream import RowStream
 from maple_engine.storage.storage import Storage
 
 DIGEST = "digest"
@@ -121,26 +121,15 @@ class AlignedDigests:
     """An earlier version's digests, handed out in row order ``n`` at a time."""
 
     def __init__(self, storage: Storage, job: str, number: int) -> None:
-        self._handle = storage.open_read(JobLayout(job).version_digests(number))
-        self._batches: Iterator[pa.RecordBatch] = pq.ParquetFile(self._handle).iter_batches()
-        self._ahead = _NONE
+        self._rows = RowStream(storage.open_read(JobLayout(job).version_digests(number)))
 
     def take(self, n: int) -> Digests:
         """The next ``n`` digests (fewer where the earlier input ended)."""
-        parts = []
-        while n > 0:
-            if not len(self._ahead):
-                batch = next(self._batches, None)
-                if batch is None:
-                    break
-                self._ahead = batch.column(0).to_numpy()
-            parts.append(self._ahead[:n])
-            n -= len(parts[-1])
-            self._ahead = self._ahead[len(parts[-1]) :]
-        return np.concatenate(parts) if parts else _NONE
+        rows = self._rows.take(n)
+        return rows.column(0).to_numpy() if rows is not None else _NONE
 
     def close(self) -> None:
-        self._handle.close()
+        self._rows.close()
 
 
 def unchanged(digests: Digests, earlier: Digests | None) -> Mask:
@@ -161,8 +150,5 @@ def carried_keys(
     if not storage.exists(key):
         return None
     spilled = storage.read_parquet(key)
-    ids = spilled.get_column(ROW_ID).to_numpy()
-    inside = ids < len(carried)
-    keep = np.zeros(len(ids), dtype=bool)
-    keep[inside] = carried[ids[inside]]
+    keep = marked(spilled.get_column(ROW_ID).to_numpy(), carried)
     return spilled.filter(pl.Series(keep)) if keep.any() else None

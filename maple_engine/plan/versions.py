@@ -156,12 +156,13 @@ Mask = np.ndarray[Any, np.dtype[np.bool_]]
 
 
 def plan_version(
-    storage: Storage, job: str, version: Version, rows: int
+    storage: Storage, job: str, version: Version, rows: int, stored: Mask | None = None
 ) -> tuple[VersionPlan, Mask]:
     """Decide, bucket by bucket, which rows are sent, and write the fill keys of the others.
 
     Returns the counts and the send mask (one byte per input row: flat, whatever the store
-    holds; each bucket's keys are looked up on their own)."""
+    holds; each bucket's keys are looked up on their own). ``stored``, if given, marks the
+    rows filled from answers stored before this version."""
     store = ResponseStore(storage, job)
     send = np.zeros(rows, dtype=bool)
     reused = duplicates = 0
@@ -181,6 +182,9 @@ def plan_version(
         # the spill holds rows in row order: the first of identical requests is the one sent
         # (a filter, not a group_by: a third of the memory at 10M rows)
         first = fresh.filter(pl.col(KEY).is_first_distinct()).get_column(ROW_ID)
+        if stored is not None:
+            stored[staged.get_column(ROW_ID).to_numpy()] = True
+            stored[fresh.get_column(ROW_ID).to_numpy()] = False
         send[first.to_numpy()] = True
         reused += staged.height - fresh.height
         duplicates += fresh.height - first.len()
@@ -189,6 +193,14 @@ def plan_version(
             storage.write_parquet(fill_key, fill)
     counts = VersionPlan(rows=rows, sent=int(send.sum()), reused=reused, duplicates=duplicates)
     return counts, send
+
+
+def marked(ids: np.ndarray[Any, Any], mask: Mask) -> Mask:
+    """Which of the row ids ``ids`` ``mask`` marks (an id past its end: not marked)."""
+    found = np.zeros(len(ids), dtype=bool)
+    inside = ids < len(mask)
+    found[inside] = mask[ids[inside]]
+    return found
 
 
 def attempt_one(send: Mask, first: int, last: int) -> pl.DataFrame:
@@ -201,8 +213,9 @@ def attempt_one(send: Mask, first: int, last: int) -> pl.DataFrame:
 
 
 # -- fills at merge time ----------------------------------------------------------------------
-def prepare_fills(storage: Storage, job: str, number: int) -> None:
-    """Join every bucket's unsent rows with their stored records, sorted by row id."""
+def prepare_fills(storage: Storage, job: str, number: int, skip: Mask | None = None) -> None:
+    """Join every bucket's unsent rows with their stored records, sorted by row id (``skip``:
+    rows answered otherwise, left out)."""
     store = ResponseStore(storage, job)
     paths = JobLayout(job)
     for bucket in BUCKETS:
@@ -212,6 +225,11 @@ def prepare_fills(storage: Storage, job: str, number: int) -> None:
             storage.delete(out)
             continue
         fill = storage.read_parquet(fill_key)
+        if skip is not None:
+            fill = fill.filter(pl.Series(~marked(fill.get_column(ROW_ID).to_numpy(), skip)))
+        if fill.is_empty():
+            storage.delete(out)
+            continue
         records = store.best(bucket, fill.lazy())
         # the spill holds rows in row order, and so does the fill (no sort needed)
         joined = fill.join(records, on=KEY, how="left", maintain_order="left").drop(KEY)
