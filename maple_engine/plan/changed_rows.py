@@ -86,7 +86,7 @@ def spill_keys(job: Job, source: str, version: Version) -> Spilled:
             for bucket in BUCKETS:
                 kept = carried_keys(storage, spec.name, earlier.number, bucket, carried)
                 if kept is not None:
-                    spill.add(kept)
+                    spill.add(kept, bucket)
     if rows == 0:
         raise ConfigError("The input table has no rows: there is nothing to enrich.")
     return Spilled(rows, carried, earlier.number if earlier is not None else None)

@@ -123,11 +123,12 @@ class KeySpill:
         self.storage.delete(self.prefix)  # a resumed sharding starts these files over
         return self
 
-    def add(self, block: pl.DataFrame) -> None:
+    def add(self, block: pl.DataFrame, bucket: str | None = None) -> None:
+        """Spill ``block``'s row ids and keys (``bucket``: the one bucket they all fall in)."""
         frame = block.select(ROW_ID, KEY)
-        for part in by_bucket(frame):
-            bucket = str(part[KEY][0])[0]
-            self._writer(bucket).write_table(part.to_arrow().cast(_KEYS_SCHEMA))
+        for part in by_bucket(frame) if bucket is None else [frame]:
+            into = bucket or str(part[KEY][0])[0]
+            self._writer(into).write_table(part.to_arrow().cast(_KEYS_SCHEMA))
 
     def _writer(self, bucket: str) -> pq.ParquetWriter:
         if bucket not in self._writers:
@@ -190,7 +191,8 @@ def plan_version(
         duplicates += fresh.height - first.len()
         fill = staged.filter(~pl.Series(send[staged[ROW_ID].to_numpy()]))
         if fill.height:
-            storage.write_parquet(fill_key, fill)
+            with storage.open_write(fill_key) as handle:
+                pq.write_table(fill.to_arrow(), handle, compression=WORK_COMPRESSION)
     counts = VersionPlan(rows=rows, sent=int(send.sum()), reused=reused, duplicates=duplicates)
     return counts, send
 
