@@ -25,7 +25,7 @@ from maple_engine.job import Job
 from maple_engine.merge.input_rows import Piece, input_pieces
 from maple_engine.merge.merge import OutputTable, merge_shard, vector_length, write_merged
 from maple_engine.plan.changed_rows import SPARSE
-from maple_engine.plan.copied_answers import PreviousAnswers, output_identity
+from maple_engine.plan.copied_answers import PreviousAnswers, recorded_identity
 from maple_engine.plan.sharding import ShardInfo
 from maple_engine.plan.versions import prepare_fills, shard_fills
 from maple_engine.providers.base import RequestKind
@@ -110,7 +110,7 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
             "version": number,
             "at": datetime.now(UTC).isoformat(),
             "totals": totals,
-            "identity": output_identity(table.path, s3),  # what a next version may copy
+            "identity": recorded_identity(table.path, s3),  # what a next version may copy
         },
     )
     return table

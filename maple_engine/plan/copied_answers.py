@@ -57,6 +57,15 @@ def output_identity(path: str, s3: S3Settings | None = None) -> dict[str, Any]:
     }
 
 
+def recorded_identity(path: str, s3: S3Settings | None = None) -> dict[str, Any] | None:
+    """``output_identity`` for ``merged.json``; None if the file cannot be looked at (a next
+    version then fills every row from the store)."""
+    try:
+        return output_identity(path, s3)
+    except OSError:
+        return None
+
+
 def plan_copies(job: Job, number: int, earlier: int | None, carried: Mask, stored: Mask) -> None:
     """Record which rows of version ``number`` take their answer from the last merged output."""
     storage, paths = job.state.storage, job.state.paths
