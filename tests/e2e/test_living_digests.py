@@ -147,3 +147,18 @@ def test_an_output_changed_since_its_merge_is_not_copied_from(
     assert output(source)["llm_response"].to_list() == [
         f"echo: Brand of {t}: {d}" for t, d in third.select("title", "description").iter_rows()
     ]
+
+
+def test_a_csv_input_and_output(server: EmulatorServer, tmp_path: Path) -> None:
+    source, storage = tmp_path / "items.csv", tmp_path / "store"
+    first = catalog(25)
+    first.write_csv(source)
+    assert sent_by(server, source, storage) == 25
+    second = pl.concat([edit_titles(first, ["SKU-1", "SKU-24"]), catalog(2, start=100)])
+    second.write_csv(source)
+    assert sent_by(server, source, storage) == 4
+    out = pl.read_csv(tmp_path / "items_enriched.csv", infer_schema=False)
+    assert out.select(second.columns).equals(second)
+    assert out["llm_response"].to_list() == [
+        f"echo: Brand of {t}: {d}" for t, d in second.select("title", "description").iter_rows()
+    ]
