@@ -36,6 +36,9 @@ _SCHEMA = pa.schema([(DIGEST, pa.uint64())])
 _META = b"maple.digests"
 _NONE = np.empty(0, np.uint64)
 Digests = np.ndarray[Any, np.dtype[np.uint64]]
+#: Versions looked at for digests (each a lookup, a request on S3): the previous one has them
+#: unless its cut failed or was killed.
+LOOK_BACK = 8
 
 
 def digest_columns(spec: JobSpec) -> list[str]:
@@ -101,10 +104,10 @@ class Earlier:
 
 
 def earlier_digests(storage: Storage, spec: JobSpec, number: int) -> Earlier | None:
-    """The latest version before ``number`` with digests, if made with these settings and this
-    polars."""
+    """The latest of the ``LOOK_BACK`` versions before ``number`` with digests, if made with
+    these settings and this polars."""
     layout = JobLayout(spec.name)
-    for earlier in range(number - 1, 0, -1):
+    for earlier in range(number - 1, max(number - 1 - LOOK_BACK, 0), -1):
         key = layout.version_digests(earlier)
         if not storage.exists(key):
             continue
