@@ -15,6 +15,7 @@ from maple_engine.collect.responses import REUSED, fill_responses
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
+from maple_engine.plan.copied_answers import PreviousAnswers
 from maple_engine.plan.sharding import ShardInfo
 from maple_engine.plan.versions import Version, input_digest, shard_fills
 from maple_engine.spec import ROW_ID
@@ -26,9 +27,14 @@ Piece = tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]
 
 
 def input_pieces(
-    job: Job, version: Version, source: str, shards: list[ShardInfo]
+    job: Job,
+    version: Version,
+    source: str,
+    shards: list[ShardInfo],
+    previous: PreviousAnswers | None = None,
 ) -> Iterator[Piece]:
-    """The input of ``version`` in blocks, in order, each with its answers."""
+    """The input of ``version`` in blocks, in order, each with its answers (``previous``: the
+    answers of unchanged rows, copied from the last merged output)."""
     storage = job.state.storage
     if input_digest(source, storage.s3) != version.input_digest:
         raise ConfigError(
@@ -43,12 +49,13 @@ def input_pieces(
             continue
         last = offset + block.height - 1
         ids = pl.int_range(offset, last + 1, dtype=pl.Int64, eager=True)
-        found = shard_fills(storage, job.spec.name, version.number, offset, last)
-        yield (
-            block.with_columns(ids.alias(ROW_ID)),
-            sent.between(offset, last),
-            fill_responses(found),
-        )
+        filled = fill_responses(shard_fills(storage, job.spec.name, version.number, offset, last))
+        copied = previous.take(block.height) if previous is not None else pl.DataFrame()
+        if copied.height:
+            filled = (
+                pl.concat([filled, copied], how="diagonal_relaxed") if filled.height else copied
+            )
+        yield block.with_columns(ids.alias(ROW_ID)), sent.between(offset, last), filled
         offset = last + 1
 
 

@@ -25,6 +25,7 @@ from maple_engine.job import Job
 from maple_engine.merge.input_rows import Piece, input_pieces
 from maple_engine.merge.merge import OutputTable, merge_shard, vector_length, write_merged
 from maple_engine.plan.changed_rows import SPARSE
+from maple_engine.plan.copied_answers import PreviousAnswers, recorded_identity
 from maple_engine.plan.sharding import ShardInfo
 from maple_engine.plan.versions import prepare_fills, shard_fills
 from maple_engine.providers.base import RequestKind
@@ -52,8 +53,12 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
     parsed = schema_dtype(schema) if schema is not None else None
     version = job.state.version()
     number = version.number if version is not None else 0
+    record = job.state.manifest_record() or {}
+    sparse = record.get("layout") == SPARSE and version is not None
+    previous = PreviousAnswers.open(job, number) if sparse else None
     if number:
-        prepare_fills(job.state.storage, job.spec.name, number)
+        skip = previous.mask if previous is not None else None
+        prepare_fills(job.state.storage, job.spec.name, number, skip)
 
     totals: dict[str, Any] = {"sent": 0, "reused": 0}
 
@@ -76,10 +81,9 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
             rows = job.state.shard_frame(shard.key).drop(REQUEST, CUSTOM_ID, KEY, strict=False)
             yield rows, *responses_of(shard)
 
-    record = job.state.manifest_record() or {}
     pieces = shard_pieces()
-    if record.get("layout") == SPARSE and version is not None:  # shards hold only sent rows
-        pieces = input_pieces(job, version, str(record["source"]), manifest)
+    if sparse and version is not None:  # shards hold only sent rows
+        pieces = input_pieces(job, version, str(record["source"]), manifest, previous)
 
     def frames() -> Iterator[pl.DataFrame]:
         for rows, sent, stored in pieces:
@@ -93,7 +97,11 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
             crash_point("mid_merge")
 
     fmt, s3 = job.spec.output_format(), job.state.storage.s3
-    table = write_merged(frames(), path, fmt, job.spec.source, s3)
+    try:
+        table = write_merged(frames(), path, fmt, job.spec.source, s3)
+    finally:
+        if previous is not None:
+            previous.close()
     job.state.storage.write_json(
         job.state.paths.merged,
         {
@@ -102,6 +110,7 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
             "version": number,
             "at": datetime.now(UTC).isoformat(),
             "totals": totals,
+            "identity": recorded_identity(table.path, s3),  # what a next version may copy
         },
     )
     return table

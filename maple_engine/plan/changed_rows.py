@@ -15,6 +15,7 @@ store), an upstream asset's table (the merge cannot read it again), a canary (it
 shards) and ``--no-reuse`` (every row is sent) keep one pass with every row in the shards.
 """
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,11 +23,22 @@ import numpy as np
 import polars as pl
 
 from maple_engine.errors import ConfigError
+from maple_engine.inputs.checks import check_context_window, check_input_schema
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
+from maple_engine.plan.row_digests import (
+    AlignedDigests,
+    DigestWriter,
+    Earlier,
+    carried_keys,
+    earlier_digests,
+    row_digests,
+    stamp,
+    unchanged,
+)
 from maple_engine.plan.sharding import (
     ShardInfo,
-    checked_blocks,
+    check_block,
     cut_shards,
     prepare_rows,
     shard_limits,
@@ -48,19 +60,71 @@ def only_changed_rows(job: Job, source: Any) -> bool:
     return any(store.files(bucket) for bucket in BUCKETS)
 
 
-def spill_keys(job: Job, source: str, version: Version) -> int:
-    """Pass 1: render and check every row and spill its request key; the input's row count."""
+@dataclasses.dataclass(frozen=True)
+class Spilled:
+    """Pass 1's outcome: the input's row count, and the rows whose key was carried over from
+    the earlier version ``earlier`` (None: every row was rendered)."""
+
+    rows: int
+    carried: Mask
+    earlier: int | None
+
+
+def spill_keys(job: Job, source: str, version: Version) -> Spilled:
+    """Pass 1: spill every row's request key. A row whose template
+    columns are what they were at the same row id in an earlier version of the same settings
+    (`maple_engine.plan.row_digests`) keeps that version's key; the other rows are rendered
+    and checked."""
     storage, spec = job.state.storage, job.spec
-    _, max_bytes = shard_limits(spec, job.provider)
-    rows = 0
-    with KeySpill(storage, spec.name, version.number) as spill:
-        blocks = iter_blocks(source, s3=storage.s3)
-        for offset, block in checked_blocks(blocks, spec, job.provider, max_bytes):
-            spill.add(with_text(block, spec))
-            rows = offset + block.height
+    earlier = earlier_digests(storage, spec, version.number)
+    with (
+        DigestWriter(storage, spec, version.number) as digests,
+        KeySpill(storage, spec.name, version.number) as spill,
+    ):
+        rows, carried = _spill_changed(job, source, spill, digests, earlier)
+        if earlier is not None and carried.any():
+            for bucket in BUCKETS:
+                kept = carried_keys(storage, spec.name, earlier.number, bucket, carried)
+                if kept is not None:
+                    spill.add(kept, bucket)
     if rows == 0:
         raise ConfigError("The input table has no rows: there is nothing to enrich.")
-    return rows
+    return Spilled(rows, carried, earlier.number if earlier is not None else None)
+
+
+def _spill_changed(
+    job: Job, source: str, spill: KeySpill, digests: DigestWriter, earlier: Earlier | None
+) -> tuple[int, Mask]:
+    """Spill the keys of the rows not carried over from ``earlier``; the row count, and which
+    rows are carried over."""
+    spec = job.spec
+    _, max_bytes = shard_limits(spec, job.provider)
+    aligned = AlignedDigests(job.state.storage, spec.name, earlier.number) if earlier else None
+    offset, carried = 0, []
+    try:
+        for block in iter_blocks(source, s3=job.state.storage.s3):
+            if offset == 0:
+                check_input_schema(block.schema, spec)
+                if earlier is not None and stamp(spec, block.schema)["columns"] != earlier.columns:
+                    aligned = None  # the columns' types changed: every row is rendered
+            if block.height == 0:
+                continue
+            found = row_digests(block, digests.columns)
+            digests.add(block, found)
+            same = unchanged(found, aligned.take(block.height) if aligned else None)
+            ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64, eager=True)
+            changed = block.with_columns(ids.alias(ROW_ID)).filter(pl.Series(~same))
+            if changed.height:
+                prepared = prepare_rows(changed, spec, job.provider)
+                check_block(prepared, spec, max_bytes)
+                check_context_window(prepared, spec)
+                spill.add(with_text(prepared, spec))
+            carried.append(same)
+            offset += block.height
+    finally:
+        if aligned is not None:
+            aligned.close()
+    return offset, np.concatenate(carried) if carried else np.zeros(0, dtype=bool)
 
 
 def cut_sent_rows(job: Job, source: str, version: Version, send: Mask) -> list[ShardInfo]:

@@ -6,11 +6,16 @@ See `maple_engine.plan.versions` for what a version is and how its rows are chos
 import time
 from typing import Any
 
+import numpy as np
+import polars as pl
+
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
 from maple_engine.plan.canary import run_canary
 from maple_engine.plan.changed_rows import SPARSE, cut_sent_rows, only_changed_rows, spill_keys
+from maple_engine.plan.copied_answers import plan_copies
+from maple_engine.plan.row_digests import DigestWriter, row_digests
 from maple_engine.plan.sharding import ShardInfo, with_text, write_shards
 from maple_engine.plan.versions import (
     KeySpill,
@@ -111,19 +116,30 @@ def _check_settled(job: Job) -> None:
 def _cut(job: Job, version: Version, source: Any) -> tuple[list[ShardInfo], Version, VersionPlan]:
     storage, name = job.state.storage, job.spec.name
     if only_changed_rows(job, source):
-        rows = spill_keys(job, source, version)
-        counts, send = plan_rows(storage, name, version, rows)
+        spilled = spill_keys(job, source, version)
+        stored = np.zeros(spilled.rows, dtype=bool)
+        counts, send = plan_rows(storage, name, version, spilled.rows, stored)
         shards = cut_sent_rows(job, source, version, send)
         if shards:  # else nothing to send: every row in the shards, as below
+            plan_copies(job, version.number, spilled.earlier, spilled.carried, stored)
             return _planned(job, version, shards, counts, send, layout=SPARSE, source=source)
-    with KeySpill(storage, name, version.number) as spill:
+    with (
+        DigestWriter(storage, job.spec, version.number) as digests,
+        KeySpill(storage, name, version.number) as spill,
+    ):
+
+        def on_block(block: pl.DataFrame) -> None:
+            spill.add(with_text(block, job.spec))
+            if isinstance(source, str):  # only a file's next version reads them
+                digests.add(block, row_digests(block, digests.columns))
+
         shards = write_shards(
             storage,
             job.spec,
             iter_blocks(source, s3=storage.s3),
             job.provider,
             key_for=version.shard_key,
-            on_block=lambda block: spill.add(with_text(block, job.spec)),
+            on_block=on_block,
         )
     rows = shards[-1].last_row + 1
     run_canary(job, shards)  # before planning: its answers fill their rows from the store

@@ -123,11 +123,12 @@ class KeySpill:
         self.storage.delete(self.prefix)  # a resumed sharding starts these files over
         return self
 
-    def add(self, block: pl.DataFrame) -> None:
+    def add(self, block: pl.DataFrame, bucket: str | None = None) -> None:
+        """Spill ``block``'s row ids and keys (``bucket``: the one bucket they all fall in)."""
         frame = block.select(ROW_ID, KEY)
-        for part in by_bucket(frame):
-            bucket = str(part[KEY][0])[0]
-            self._writer(bucket).write_table(part.to_arrow().cast(_KEYS_SCHEMA))
+        for part in by_bucket(frame) if bucket is None else [frame]:
+            into = bucket or str(part[KEY][0])[0]
+            self._writer(into).write_table(part.to_arrow().cast(_KEYS_SCHEMA))
 
     def _writer(self, bucket: str) -> pq.ParquetWriter:
         if bucket not in self._writers:
@@ -156,12 +157,13 @@ Mask = np.ndarray[Any, np.dtype[np.bool_]]
 
 
 def plan_version(
-    storage: Storage, job: str, version: Version, rows: int
+    storage: Storage, job: str, version: Version, rows: int, stored: Mask | None = None
 ) -> tuple[VersionPlan, Mask]:
     """Decide, bucket by bucket, which rows are sent, and write the fill keys of the others.
 
     Returns the counts and the send mask (one byte per input row: flat, whatever the store
-    holds; each bucket's keys are looked up on their own)."""
+    holds; each bucket's keys are looked up on their own). ``stored``, if given, marks the
+    rows filled from answers stored before this version."""
     store = ResponseStore(storage, job)
     send = np.zeros(rows, dtype=bool)
     reused = duplicates = 0
@@ -172,7 +174,7 @@ def plan_version(
         storage.delete(fill_key)
         if not storage.exists(key):
             continue
-        staged = storage.read_parquet(key)
+        staged = storage.read_parquet(key).sort(ROW_ID)  # rows carried over come last
         if not version.reuse:
             send[staged[ROW_ID].to_numpy()] = True
             continue
@@ -181,14 +183,26 @@ def plan_version(
         # the spill holds rows in row order: the first of identical requests is the one sent
         # (a filter, not a group_by: a third of the memory at 10M rows)
         first = fresh.filter(pl.col(KEY).is_first_distinct()).get_column(ROW_ID)
+        if stored is not None:
+            stored[staged.get_column(ROW_ID).to_numpy()] = True
+            stored[fresh.get_column(ROW_ID).to_numpy()] = False
         send[first.to_numpy()] = True
         reused += staged.height - fresh.height
         duplicates += fresh.height - first.len()
         fill = staged.filter(~pl.Series(send[staged[ROW_ID].to_numpy()]))
         if fill.height:
-            storage.write_parquet(fill_key, fill)
+            with storage.open_write(fill_key) as handle:
+                pq.write_table(fill.to_arrow(), handle, compression=WORK_COMPRESSION)
     counts = VersionPlan(rows=rows, sent=int(send.sum()), reused=reused, duplicates=duplicates)
     return counts, send
+
+
+def marked(ids: np.ndarray[Any, Any], mask: Mask) -> Mask:
+    """Which of the row ids ``ids`` ``mask`` marks (an id past its end: not marked)."""
+    found = np.zeros(len(ids), dtype=bool)
+    inside = ids < len(mask)
+    found[inside] = mask[ids[inside]]
+    return found
 
 
 def attempt_one(send: Mask, first: int, last: int) -> pl.DataFrame:
@@ -201,8 +215,9 @@ def attempt_one(send: Mask, first: int, last: int) -> pl.DataFrame:
 
 
 # -- fills at merge time ----------------------------------------------------------------------
-def prepare_fills(storage: Storage, job: str, number: int) -> None:
-    """Join every bucket's unsent rows with their stored records, sorted by row id."""
+def prepare_fills(storage: Storage, job: str, number: int, skip: Mask | None = None) -> None:
+    """Join every bucket's unsent rows with their stored records, sorted by row id (``skip``:
+    rows answered otherwise, left out)."""
     store = ResponseStore(storage, job)
     paths = JobLayout(job)
     for bucket in BUCKETS:
@@ -212,6 +227,11 @@ def prepare_fills(storage: Storage, job: str, number: int) -> None:
             storage.delete(out)
             continue
         fill = storage.read_parquet(fill_key)
+        if skip is not None:
+            fill = fill.filter(pl.Series(~marked(fill.get_column(ROW_ID).to_numpy(), skip)))
+        if fill.is_empty():
+            storage.delete(out)
+            continue
         records = store.best(bucket, fill.lazy())
         # the spill holds rows in row order, and so does the fill (no sort needed)
         joined = fill.join(records, on=KEY, how="left", maintain_order="left").drop(KEY)

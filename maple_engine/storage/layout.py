@@ -36,6 +36,9 @@ Layout of one job ``<job>``::
                                         max requests per attempt after a too-large rejection
         anthropic-intents/<key>-<n>.json  an Anthropic batch about to be created
         versions/<n>/keys/<b>.parquet   row id and request key of every row, by key bucket
+        versions/<n>/digests.parquet    a digest per row of its template's columns, in row order
+        versions/<n>/copy.json          the last merged output its unchanged rows' answers are
+                                        copied from; copied.bin: which rows (a bit each)
         versions/<n>/fill/<b>.parquet   row id and key of the rows not sent (filled at merge)
         versions/<n>/fills/<b>.parquet  those rows joined with their stored records, by row id
     <job>/store/<b>/<shard>-a<n>.parquet
@@ -186,6 +189,15 @@ class JobLayout:
 
     def version_keys(self, number: int, bucket: str) -> str:
         return join(self.version_keys_dir(number), f"{bucket}.parquet")
+
+    def version_digests(self, number: int) -> str:
+        return join(self.version_dir(number), "digests.parquet")
+
+    def version_copy(self, number: int) -> str:
+        return join(self.version_dir(number), "copy.json")
+
+    def version_copied(self, number: int) -> str:
+        return join(self.version_dir(number), "copied.bin")
 
     def version_fill(self, number: int, bucket: str) -> str:
         return join(self.version_dir(number), "fill", f"{bucket}.parquet")
