@@ -7,6 +7,7 @@ batch file upload, so A is admitted into the queue (whose limit is not known yet
 batch waits for the ones admitted) and then dies before anything reaches the provider. Job B,
 another team's, on the same storage root and model, must then finish within seconds."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -37,6 +38,8 @@ class _Proxy(BaseHTTPRequestHandler):
     target = ""
     upload = "refuse"  # refuse | hang
     uploads = threading.Event()
+    released = threading.Event()  # ends a hanging upload (a handler thread printed to other
+    # tests' stderr when its 120 s sleep ended in a later test of the same worker)
 
     def do_GET(self) -> None:
         self._forward(b"")
@@ -46,7 +49,8 @@ class _Proxy(BaseHTTPRequestHandler):
         if self.path.endswith("/files"):
             type(self).uploads.set()
             if type(self).upload == "hang":
-                time.sleep(120)
+                type(self).released.wait(120)  # until the test ends
+                return
             self._answer(403, REFUSED)
             return
         self._forward(body)
@@ -63,7 +67,9 @@ class _Proxy(BaseHTTPRequestHandler):
         self.send_header("content-type", kind or "application/json")
         self.send_header("content-length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        # the client may have been killed meanwhile (the tests kill it): nothing to print
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            self.wfile.write(body)
 
     def log_message(self, *args: object) -> None:
         pass
@@ -74,12 +80,13 @@ def proxy() -> Iterator[tuple[str, str]]:
     """(proxy URL, emulator URL)."""
     with EmulatorServer(EmulatorConfig(batch_seconds=0)) as emulator:
         _Proxy.target, _Proxy.upload = emulator.url, "refuse"
-        _Proxy.uploads = threading.Event()
+        _Proxy.uploads, _Proxy.released = threading.Event(), threading.Event()
         server = ThreadingHTTPServer(("127.0.0.1", 0), _Proxy)
         server.daemon_threads = True
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         yield f"http://127.0.0.1:{server.server_address[1]}", emulator.url
+        _Proxy.released.set()
         server.shutdown()
         server.server_close()
 
