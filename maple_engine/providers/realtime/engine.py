@@ -121,12 +121,15 @@ class AttemptRun:
         self.successes = 0
         self.quota_message: str | None = None
         self._beat_at = -math.inf
+        self._adapt_at = -math.inf
+        self._transport_error: type[Exception] = OSError  # aiohttp's ClientError once it runs
 
     async def run(self, rows: list[tuple[str, str]]) -> None:
         if not rows:
             return
         import aiohttp
 
+        self._transport_error = aiohttp.ClientError
         path, groups = self.p.requests_of(rows)
         queue = iter(groups)
         self.url = self.p.resolved_base_url().rstrip("/") + path
@@ -225,18 +228,17 @@ class AttemptRun:
             await self._turn(raw)
             if self.quota_message is not None:  # learned while this row waited for its turn
                 return [_quota(self.quota_message)]
-            import aiohttp
-
             started = time.monotonic()
             try:
                 async with client.post(self.url, data=body.encode()) as answer:
                     if self.sending is not None:  # the provider has it: its answer has begun
                         self.sending.set()
+                        self.sending = None  # told once
                     content = await answer.read()
                     status, headers = answer.status, answer.headers
             except TimeoutError as exc:
                 raise _Retry(FailureClass.SERVER_ERROR.value, f"timed out: {exc!r}", None) from exc
-            except aiohttp.ClientError as exc:
+            except self._transport_error as exc:
                 raise _Retry(FailureClass.SERVER_ERROR.value, f"transport: {exc!r}", None) from exc
             self.latency = 0.8 * self.latency + 0.2 * (time.monotonic() - started)
         finally:
@@ -327,8 +329,13 @@ class AttemptRun:
                 self.gate.limit = max(1, self.gate.limit // 2)
 
     def _adapt(self, raw: int) -> None:
-        """Grow the in-flight bound to what the paced rate needs at the observed latency."""
+        """Grow the in-flight bound to what the paced rate needs at the observed latency
+        (once the limits are known, looked at every ``TICK_S``, not at every answer)."""
         if self.pacer.known:
+            now = time.monotonic()
+            if now < self._adapt_at:
+                return
+            self._adapt_at = now + TICK_S
             rate = 1.0 / max(self.pacer.interval(self.tokens.estimate(1)), 1e-3)
             step = self.pacer.step(self.tokens.estimate(raw))  # the grid of requests like this
             held = self.latency + 2 * step  # a request books a step ahead

@@ -37,6 +37,13 @@ _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 def parse_duration(text: str) -> float | None:
     """Seconds in a Go-style duration (``1m2.5s``, ``17ms``) or a plain number of seconds."""
+    try:  # the forms every answer carries first: "120ms", "1.5s"
+        if text.endswith("ms"):
+            return float(text[:-2]) / 1000
+        if text.endswith("s") and "m" not in text and "h" not in text:
+            return float(text[:-1])
+    except ValueError:
+        pass
     parts = _DURATION.findall(text)
     if parts:
         return sum(float(value) * _UNIT[unit] for value, unit in parts)
@@ -78,26 +85,30 @@ class Limits:
     reset_tokens: float | None = None
 
 
+#: the header names of (limit, remaining, reset) for requests and for tokens, per dialect
+_OPENAI_NAMES = tuple(
+    f"x-ratelimit-{what}-{kind}"
+    for kind in ("requests", "tokens")
+    for what in ("limit", "remaining", "reset")
+)
+_ANTHROPIC_NAMES = tuple(
+    f"anthropic-ratelimit-{kind}-{what}"
+    for kind in ("requests", "tokens")
+    for what in ("limit", "remaining", "reset")
+)
+
+
 def read_limits(headers: Mapping[str, str], now_epoch: float) -> Limits:
     """Limits from OpenAI or Anthropic rate-limit headers."""
-    if "anthropic-ratelimit-requests-limit" in headers:
-        req, tok, prefix = "requests", "tokens", "anthropic-ratelimit-"
-
-        def name(kind: str, what: str) -> str:
-            return f"{prefix}{kind}-{what}"
-    else:
-        req, tok, prefix = "requests", "tokens", "x-ratelimit-"
-
-        def name(kind: str, what: str) -> str:
-            return f"{prefix}{what}-{kind}"
-
+    names = _ANTHROPIC_NAMES if _ANTHROPIC_NAMES[0] in headers else _OPENAI_NAMES
+    rpm, left_requests, reset_requests, tpm, left_tokens, reset_tokens = map(headers.get, names)
     return Limits(
-        rpm=_int(headers.get(name(req, "limit"))),
-        tpm=_int(headers.get(name(tok, "limit"))),
-        remaining_requests=_int(headers.get(name(req, "remaining"))),
-        remaining_tokens=_int(headers.get(name(tok, "remaining"))),
-        reset_requests=parse_reset(headers.get(name(req, "reset")), now_epoch),
-        reset_tokens=parse_reset(headers.get(name(tok, "reset")), now_epoch),
+        rpm=_int(rpm),
+        tpm=_int(tpm),
+        remaining_requests=_int(left_requests),
+        remaining_tokens=_int(left_tokens),
+        reset_requests=parse_reset(reset_requests, now_epoch),
+        reset_tokens=parse_reset(reset_tokens, now_epoch),
     )
 
 
