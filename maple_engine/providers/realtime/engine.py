@@ -40,6 +40,7 @@ from maple_engine.providers.realtime.ratelimits import (
     needed_concurrency,
     read_limits,
 )
+from maple_engine.providers.realtime.window_budget import FAST
 
 if TYPE_CHECKING:  # aiohttp loads when a real-time attempt runs, not with the CLI
     import aiohttp
@@ -132,6 +133,7 @@ class AttemptRun:
         self._transport_error = aiohttp.ClientError
         path, groups = self.p.requests_of(rows)
         queue = iter(groups)
+        self.pacer.left = len(groups)
         self.url = self.p.resolved_base_url().rstrip("/") + path
         timeout = aiohttp.ClientTimeout(total=self.p.timeout_s, connect=min(10.0, self.p.timeout_s))
         connector = aiohttp.TCPConnector(limit=self.p.max_concurrency)
@@ -258,10 +260,9 @@ class AttemptRun:
         while True:
             async with self.turn:
                 now, tokens = time.monotonic(), self.tokens.estimate(raw)
-                send = now + self.pacer.reserve(tokens, now)
                 # on the grid only while pacing to a known limit that no one else contests
                 grid = self.pacer.known and self.pacer.calm(now)
-                go = self.pacer.on_grid(send, tokens) if grid else send
+                go = self.pacer.book(tokens, now, grid)
                 early = go - now - (self.pacer.step(tokens) if grid else 0.0)
                 if early > 0:
                     await asyncio.sleep(early)
@@ -336,7 +337,9 @@ class AttemptRun:
             if now < self._adapt_at:
                 return
             self._adapt_at = now + TICK_S
-            rate = 1.0 / max(self.pacer.interval(self.tokens.estimate(1)), 1e-3)
+            tokens = self.tokens.estimate(1)
+            fast = self.pacer.window_capacity(tokens, now) is not None  # FAST may come
+            rate = 1.0 / max(self.pacer.interval(tokens) * (FAST if fast else 1.0), 1e-3)
             step = self.pacer.step(self.tokens.estimate(raw))  # the grid of requests like this
             held = self.latency + 2 * step  # a request books a step ahead
             target = needed_concurrency(rate, held, self.p.initial_concurrency)
