@@ -18,6 +18,7 @@
 """
 
 import asyncio
+import bisect
 import collections
 import dataclasses
 import itertools
@@ -134,7 +135,7 @@ class WindowClock:
         self.edge: float | None = None
         self.length: float | None = None
         self.longest_reset = 0.0
-        self._left: set[int] = set()  # the remaining counts seen in the current window
+        self._left: list[int] = []  # the remaining counts seen in the current window, sorted
         self._counted: float | None = None  # the length those counts give
         self._spaced: float | None = None  # the length successive edges give
 
@@ -167,9 +168,12 @@ class WindowClock:
         A step of 1 is a minute's count (left to the edges)."""
         if self.edge is not None and abs(edge - self.edge) > max(0.25, 0.5 * self.longest_reset):
             self._left.clear()  # another window: its counts start again
-        self._left.add(remaining)
-        values = sorted(self._left)
-        step = min((b - a for a, b in itertools.pairwise(values)), default=0)
+        at = bisect.bisect_left(self._left, remaining)
+        if at < len(self._left) and self._left[at] == remaining:
+            return
+        self._left.insert(at, remaining)
+        near = self._left[max(0, at - 1) : at + 2]  # the new count and its neighbours
+        step = min((b - a for a, b in itertools.pairwise(near)), default=0)
         if step > 1 and self.longest_reset <= 60 / step <= LONGEST_S:
             self._counted = max(self._counted or 0.0, 60 / step)
 
