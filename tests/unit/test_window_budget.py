@@ -39,9 +39,9 @@ def test_a_budget_moves_a_send_that_would_overfill_or_end_its_window() -> None:
     budget = WindowBudget()
     window, gap = (10.0, 2.0), 2.0 / 90
     moments = [budget.place(10.5, window, 3, gap, ending=False)[0] for _ in range(4)]
-    assert moments[:3] == [10.5] * 3 and moments[3] == pytest.approx(12.01)  # the next window
+    assert moments[:3] == [10.5] * 3 and moments[3] == pytest.approx(12.05)  # the next window
     late, _ = budget.place(14.0 - 0.5 * END_SHARE * 2.0, window, 90, gap, ending=False)
-    assert late == pytest.approx(14.01)  # the last END_SHARE of a window takes no send
+    assert late == pytest.approx(14.05)  # the last END_SHARE of a window takes no send
 
 
 def test_the_pace_quickens_when_the_rest_of_a_window_would_not_fit() -> None:
@@ -86,7 +86,7 @@ def drive(pacer: Pacer, rows: int, phase: float, seed: int, stall: float | None 
     return {"used": used, "refused": refused, "done": max(admitted), "first": 1.0}
 
 
-@pytest.mark.parametrize(("phase", "gain"), [(0.3, -0.1), (0.9, 0.0), (1.6, 0.5)])
+@pytest.mark.parametrize(("phase", "gain"), [(0.3, -0.2), (0.9, 0.0), (1.6, 0.5)])
 def test_every_window_holds_its_share_from_the_learned_one_to_the_last(
     phase: float, gain: float
 ) -> None:

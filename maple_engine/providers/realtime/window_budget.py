@@ -12,8 +12,10 @@ near the edge, where a late one would count in the next window), and faster, up 
 ``1 / FAST`` times, when what is left of the budget would not fit in what is left of the
 window at that pace (the learned window, a stall) or when what is left of the job fits in one
 window (the last). A send that would overfill a window, or land in its last ``END_SHARE``, goes
-at the start of the next one instead (``START_GUARD_S`` after the learned edge, which is never
-later than the provider's: the server counts a request after it was sent).
+at the start of the next one instead, ``START_GUARD_S`` after the learned edge. That edge is
+never later than the provider's (the provider counted the request after it was sent) but may be
+earlier by as long as the request took to reach it (more on a new connection): the guard
+covers that.
 """
 
 import collections
@@ -21,7 +23,7 @@ import math
 
 FAST = 0.25
 STEADY = 0.9
-START_GUARD_S = 0.01
+START_GUARD_S = 0.05  # more than a request takes to reach the provider, a new connection too
 END_SHARE = 0.05
 LONGEST_S = 5.0  # longer windows (minute buckets) are paced evenly, never budgeted
 _PACES = (FAST, 0.5, 0.75)  # the faster paces, coarse so that the send grid's step stays put
