@@ -44,6 +44,12 @@ def test_a_budget_moves_a_send_that_would_overfill_or_end_its_window() -> None:
     assert late == pytest.approx(14.05)  # the last END_SHARE of a window takes no send
 
 
+def test_a_send_woken_too_late_for_its_window_is_not_in_time() -> None:
+    budget, window = WindowBudget(), (10.0, 2.0)
+    assert budget.in_time(10.5, now=11.9, window=window)
+    assert not budget.in_time(10.5, now=11.97, window=window)  # it would count in the next
+
+
 def test_the_pace_quickens_when_the_rest_of_a_window_would_not_fit() -> None:
     window, gap = (0.0, 2.0), 2.0 / 90
     assert WindowBudget().place(0.05, window, 90, gap, ending=False)[1] == STEADY

@@ -256,20 +256,24 @@ class AttemptRun:
         grid step ahead (the booker waits for its step before the next may book), so a stalled
         loop delays sends instead of bursting; the requests booked into one step all wake at
         its grid point together. A booking that an answer paused meanwhile (remaining 0, a
-        429) is booked again after the pause, as a send paced one by one would have waited."""
+        429) is booked again after the pause, as a send paced one by one would have waited; so
+        is a send of a budgeted window that wakes too late for it (a stalled loop), as it
+        would count in the next window, which has its own budget."""
         while True:
             async with self.turn:
                 now, tokens = time.monotonic(), self.tokens.estimate(raw)
                 # on the grid only while pacing to a known limit that no one else contests
                 grid = self.pacer.known and self.pacer.calm(now)
                 go = self.pacer.book(tokens, now, grid)
+                budgeted = self.pacer.budgeted
                 early = go - now - (self.pacer.step(tokens) if grid else 0.0)
                 if early > 0:
                     await asyncio.sleep(early)
             wait = go - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-            if self.pacer.paused_until <= time.monotonic():
+            now = time.monotonic()
+            if self.pacer.paused_until <= now and (not budgeted or self.pacer.in_time(go, now)):
                 return
             # an answer paused the pacer (its window is spent) after this slot was booked: a
             # slot booked a step ahead must not go out into the spent window; book again

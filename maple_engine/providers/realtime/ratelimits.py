@@ -210,6 +210,7 @@ class Pacer:
         self.budget = WindowBudget()
         self.left: int | None = None  # requests not yet booked (the engine's count)
         self.pace = 1.0  # the share of ``interval`` between sends: FAST in a fast window
+        self.budgeted = False  # the last booking was within a window's budget
 
     @property
     def known(self) -> bool:
@@ -280,6 +281,7 @@ class Pacer:
         if self.left:
             self.left -= 1
         capacity = self.window_capacity(tokens, now)
+        self.budgeted = capacity is not None
         if capacity is not None:
             assert self.windows.edge is not None and self.windows.length is not None
             ending = self.left is not None and self.left <= capacity
@@ -295,6 +297,12 @@ class Pacer:
             self.pace = 1.0
         self.budget.sent.append(go)
         return go
+
+    def in_time(self, go: float, now: float) -> bool:
+        """Whether a send budgeted for ``go`` still goes out at ``now`` within its window."""
+        if self.windows.edge is None or self.windows.length is None:
+            return True
+        return self.budget.in_time(go, now, (self.windows.edge, self.windows.length))
 
     def window_capacity(self, tokens: float, now: float) -> int | None:
         """Requests one learned short window holds (``tokens`` each), while this sender is

@@ -36,6 +36,7 @@ class WindowBudget:
         self.start: float | None = None  # the window being booked, its length, its sends
         self.length = 0.0
         self.count = 0
+        self.pace = STEADY  # this window's pace: quickened when behind, never slowed within it
         self.sent: collections.deque[float] = collections.deque(maxlen=4096)
 
     def place(
@@ -52,13 +53,20 @@ class WindowBudget:
             self._enter(start, length)
         moment = max(moment, start + START_GUARD_S)
         self.count += 1
-        if ending:
-            return moment, FAST
         room = start + length * (1 - END_SHARE) - moment
         need = (capacity - self.count) * gap
-        if room >= need * STEADY:
-            return moment, STEADY
-        return moment, max((p for p in _PACES if room >= need * p), default=FAST)
+        if ending:
+            self.pace = FAST
+        elif room < need * self.pace:  # behind: quicken for the rest of this window
+            self.pace = max((p for p in _PACES if room >= need * p), default=FAST)
+        return moment, self.pace
+
+    def in_time(self, go: float, now: float, window: tuple[float, float]) -> bool:
+        """Whether a send placed at ``go`` still leaves at ``now`` clear of its window's end
+        (half of ``END_SHARE`` before it): a stalled loop may wake it later than that."""
+        edge, length = window
+        start = edge + math.floor((go - edge) / length) * length
+        return now <= start + length * (1 - END_SHARE / 2)
 
     def _enter(self, start: float, length: float) -> None:
         """Book into the window from ``start``: a new one (or one of a newly learned length)
@@ -66,5 +74,5 @@ class WindowBudget:
         same = self.start is not None and abs(start - self.start) < length / 2
         if same and length == self.length:
             return
-        self.start, self.length = start, length
+        self.start, self.length, self.pace = start, length, STEADY
         self.count = sum(1 for sent in self.sent if start <= sent < start + length)
