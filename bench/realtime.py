@@ -264,11 +264,13 @@ def whole_run(args: argparse.Namespace) -> None:
             )
             first = done = None
             seen: list[tuple[float, int]] = []
+            refused: list[float] = []  # when each 429 was first seen, from launch
             while done is None:
                 stats = http.get(f"{url}/_emulator/stats").json()
                 admitted = stats["realtime_requests"] - stats["realtime_429"]
                 now = time.monotonic() - started
                 seen.append((now, admitted))
+                refused += [now] * (stats["realtime_429"] - len(refused))
                 first = now if first is None and stats["realtime_requests"] else first
                 done = now if admitted >= args.rows else None
                 if child.poll() is not None and done is None:
@@ -292,7 +294,8 @@ def whole_run(args: argparse.Namespace) -> None:
         f"{args.latency}s rows {args.rows} at {args.rpm} RPM: first request {first:.2f}s, last "
         f"admitted {done:.2f}s, exit {wall:.2f}s; share of the limit from launch "
         f"{args.rows / (done * rate):6.2%}, from the first request "
-        f"{args.rows / ((done - first) * rate):6.2%}; 429s {stats['realtime_429']}; billed "
+        f"{args.rows / ((done - first) * rate):6.2%}; 429s {stats['realtime_429']} "
+        f"(at {', '.join(f'{t:.2f}s' for t in refused) or '-'}); billed "
         f"twice {stats['bodies_billed_twice']}; CPU {cpu:.2f}s ({cpu / args.rows * 1000:.2f} "
         f"ms/row, start-up and Dagster runs included)",
         flush=True,

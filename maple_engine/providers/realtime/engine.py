@@ -40,6 +40,7 @@ from maple_engine.providers.realtime.ratelimits import (
     needed_concurrency,
     read_limits,
 )
+from maple_engine.providers.realtime.window_budget import FAST
 
 if TYPE_CHECKING:  # aiohttp loads when a real-time attempt runs, not with the CLI
     import aiohttp
@@ -121,14 +122,18 @@ class AttemptRun:
         self.successes = 0
         self.quota_message: str | None = None
         self._beat_at = -math.inf
+        self._adapt_at = -math.inf
+        self._transport_error: type[Exception] = OSError  # aiohttp's ClientError once it runs
 
     async def run(self, rows: list[tuple[str, str]]) -> None:
         if not rows:
             return
         import aiohttp
 
+        self._transport_error = aiohttp.ClientError
         path, groups = self.p.requests_of(rows)
         queue = iter(groups)
+        self.pacer.left = len(groups)
         self.url = self.p.resolved_base_url().rstrip("/") + path
         timeout = aiohttp.ClientTimeout(total=self.p.timeout_s, connect=min(10.0, self.p.timeout_s))
         connector = aiohttp.TCPConnector(limit=self.p.max_concurrency)
@@ -225,18 +230,17 @@ class AttemptRun:
             await self._turn(raw)
             if self.quota_message is not None:  # learned while this row waited for its turn
                 return [_quota(self.quota_message)]
-            import aiohttp
-
             started = time.monotonic()
             try:
                 async with client.post(self.url, data=body.encode()) as answer:
                     if self.sending is not None:  # the provider has it: its answer has begun
                         self.sending.set()
+                        self.sending = None  # told once
                     content = await answer.read()
                     status, headers = answer.status, answer.headers
             except TimeoutError as exc:
                 raise _Retry(FailureClass.SERVER_ERROR.value, f"timed out: {exc!r}", None) from exc
-            except aiohttp.ClientError as exc:
+            except self._transport_error as exc:
                 raise _Retry(FailureClass.SERVER_ERROR.value, f"transport: {exc!r}", None) from exc
             self.latency = 0.8 * self.latency + 0.2 * (time.monotonic() - started)
         finally:
@@ -252,21 +256,24 @@ class AttemptRun:
         grid step ahead (the booker waits for its step before the next may book), so a stalled
         loop delays sends instead of bursting; the requests booked into one step all wake at
         its grid point together. A booking that an answer paused meanwhile (remaining 0, a
-        429) is booked again after the pause, as a send paced one by one would have waited."""
+        429) is booked again after the pause, as a send paced one by one would have waited; so
+        is a send of a budgeted window that wakes too late for it (a stalled loop), as it
+        would count in the next window, which has its own budget."""
         while True:
             async with self.turn:
                 now, tokens = time.monotonic(), self.tokens.estimate(raw)
-                send = now + self.pacer.reserve(tokens, now)
                 # on the grid only while pacing to a known limit that no one else contests
                 grid = self.pacer.known and self.pacer.calm(now)
-                go = self.pacer.on_grid(send, tokens) if grid else send
+                go = self.pacer.book(tokens, now, grid)
+                budgeted = self.pacer.budgeted
                 early = go - now - (self.pacer.step(tokens) if grid else 0.0)
                 if early > 0:
                     await asyncio.sleep(early)
             wait = go - time.monotonic()
             if wait > 0:
                 await asyncio.sleep(wait)
-            if self.pacer.paused_until <= time.monotonic():
+            now = time.monotonic()
+            if self.pacer.paused_until <= now and (not budgeted or self.pacer.in_time(go, now)):
                 return
             # an answer paused the pacer (its window is spent) after this slot was booked: a
             # slot booked a step ahead must not go out into the spent window; book again
@@ -327,9 +334,16 @@ class AttemptRun:
                 self.gate.limit = max(1, self.gate.limit // 2)
 
     def _adapt(self, raw: int) -> None:
-        """Grow the in-flight bound to what the paced rate needs at the observed latency."""
+        """Grow the in-flight bound to what the paced rate needs at the observed latency
+        (once the limits are known, looked at every ``TICK_S``, not at every answer)."""
         if self.pacer.known:
-            rate = 1.0 / max(self.pacer.interval(self.tokens.estimate(1)), 1e-3)
+            now = time.monotonic()
+            if now < self._adapt_at:
+                return
+            self._adapt_at = now + TICK_S
+            tokens = self.tokens.estimate(1)
+            fast = self.pacer.window_capacity(tokens, now) is not None  # FAST may come
+            rate = 1.0 / max(self.pacer.interval(tokens) * (FAST if fast else 1.0), 1e-3)
             step = self.pacer.step(self.tokens.estimate(raw))  # the grid of requests like this
             held = self.latency + 2 * step  # a request books a step ahead
             target = needed_concurrency(rate, held, self.p.initial_concurrency)

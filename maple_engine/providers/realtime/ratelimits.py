@@ -4,22 +4,30 @@
   ``6m0s``) and Anthropic's ``anthropic-ratelimit-*`` (resets are RFC 3339 timestamps).
 - ``Pacer`` spaces request starts evenly so that both requests and estimated tokens stay at a
   safety share of RPM and TPM. It grants no bursts: providers enforce limits over short windows,
-  and a burst at a window edge is what turns into 429s.
-- ``WindowClock`` learns where fixed rate-limit windows end from the reset headers, so that the
-  pacer keeps sends a few milliseconds clear of each edge: a send that lands just across an edge
-  is what puts one request too many in a window when pacing at 99.9% of the limit.
+  and a burst at a window edge is what turns into 429s. Once a short window is known (and this
+  sender is alone and calm), each window's requests are budgeted instead (``window_budget``):
+  a whole window's share, spent a little ahead of the even pace and faster in the window the
+  limit was learned in, after a stall, and at the end of the job.
+- ``WindowClock`` learns where fixed rate-limit windows end from the reset headers (and their
+  length from two edges, or from the step of the remaining count), so that the pacer keeps sends
+  a few milliseconds clear of each edge: a send that lands just across an edge is what puts one
+  request too many in a window when pacing at 99.9% of the limit.
 - ``TokenEstimator`` calibrates the offline token estimate against the usage the provider bills.
 - ``Gate`` bounds the requests in flight; its limit adapts (start small, grow to what the learned
   rate needs at the observed latency, halve on a rate-limit 429 when no limits are known).
 """
 
 import asyncio
+import bisect
 import collections
 import dataclasses
+import itertools
 import math
 import re
 from collections.abc import Mapping
 from datetime import datetime
+
+from maple_engine.providers.realtime.window_budget import LONGEST_S, WindowBudget
 
 SAFETY = 0.999
 EDGE_GUARD_S = 0.004
@@ -30,6 +38,9 @@ SEND_STEP_S = 0.2
 #: at once, and a crash then leaves up to a group answered but unrecorded (billed again on resume)
 GROUP_MAX = 5
 CALM_S = 10.0  # after a 429, sends go one by one for this long
+#: windows are budgeted only while requests, not tokens, bind: the tokens the requests of a
+#: full window carry stay under this share of the window's tokens
+TOKEN_HEADROOM = 0.9
 MIN_FACTOR = 0.5
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -37,6 +48,13 @@ _UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 def parse_duration(text: str) -> float | None:
     """Seconds in a Go-style duration (``1m2.5s``, ``17ms``) or a plain number of seconds."""
+    try:  # the forms every answer carries first: "120ms", "1.5s"
+        if text.endswith("ms"):
+            return float(text[:-2]) / 1000
+        if text.endswith("s") and "m" not in text and "h" not in text:
+            return float(text[:-1])
+    except ValueError:
+        pass
     parts = _DURATION.findall(text)
     if parts:
         return sum(float(value) * _UNIT[unit] for value, unit in parts)
@@ -78,26 +96,30 @@ class Limits:
     reset_tokens: float | None = None
 
 
+#: the header names of (limit, remaining, reset) for requests and for tokens, per dialect
+_OPENAI_NAMES = tuple(
+    f"x-ratelimit-{what}-{kind}"
+    for kind in ("requests", "tokens")
+    for what in ("limit", "remaining", "reset")
+)
+_ANTHROPIC_NAMES = tuple(
+    f"anthropic-ratelimit-{kind}-{what}"
+    for kind in ("requests", "tokens")
+    for what in ("limit", "remaining", "reset")
+)
+
+
 def read_limits(headers: Mapping[str, str], now_epoch: float) -> Limits:
     """Limits from OpenAI or Anthropic rate-limit headers."""
-    if "anthropic-ratelimit-requests-limit" in headers:
-        req, tok, prefix = "requests", "tokens", "anthropic-ratelimit-"
-
-        def name(kind: str, what: str) -> str:
-            return f"{prefix}{kind}-{what}"
-    else:
-        req, tok, prefix = "requests", "tokens", "x-ratelimit-"
-
-        def name(kind: str, what: str) -> str:
-            return f"{prefix}{what}-{kind}"
-
+    names = _ANTHROPIC_NAMES if _ANTHROPIC_NAMES[0] in headers else _OPENAI_NAMES
+    rpm, left_requests, reset_requests, tpm, left_tokens, reset_tokens = map(headers.get, names)
     return Limits(
-        rpm=_int(headers.get(name(req, "limit"))),
-        tpm=_int(headers.get(name(tok, "limit"))),
-        remaining_requests=_int(headers.get(name(req, "remaining"))),
-        remaining_tokens=_int(headers.get(name(tok, "remaining"))),
-        reset_requests=parse_reset(headers.get(name(req, "reset")), now_epoch),
-        reset_tokens=parse_reset(headers.get(name(tok, "reset")), now_epoch),
+        rpm=_int(rpm),
+        tpm=_int(tpm),
+        remaining_requests=_int(left_requests),
+        remaining_tokens=_int(left_tokens),
+        reset_requests=parse_reset(reset_requests, now_epoch),
+        reset_tokens=parse_reset(reset_tokens, now_epoch),
     )
 
 
@@ -113,12 +135,17 @@ class WindowClock:
         self.edge: float | None = None
         self.length: float | None = None
         self.longest_reset = 0.0
+        self._left: list[int] = []  # the remaining counts seen in the current window, sorted
+        self._counted: float | None = None  # the length those counts give
+        self._spaced: float | None = None  # the length successive edges give
 
-    def observe(self, sent_at: float, reset: float | None) -> None:
+    def observe(self, sent_at: float, reset: float | None, remaining: int | None = None) -> None:
         if reset is None or not 0 < reset <= 5.0:
             return
         self.longest_reset = max(self.longest_reset, reset)
         edge = sent_at + reset
+        if remaining is not None:
+            self._length_from(edge, remaining)
         # A late-counted request's estimate falls short by its delay (tens of ms on a busy
         # machine); the next window's edge is at least half a window further on.
         apart = max(0.25, 0.5 * self.longest_reset)
@@ -126,10 +153,29 @@ class WindowClock:
             self.edge = edge
         elif edge > self.edge + apart:  # the next window (or a later one)
             step = edge - self.edge
-            self.length = step if self.length is None else min(self.length, step)
+            self._spaced = step if self._spaced is None else min(self._spaced, step)
             self.edge = edge
         elif edge > self.edge - apart:
             self.edge = max(self.edge, edge)
+        self.length = self._counted or self._spaced
+
+    def _length_from(self, edge: float, remaining: int) -> None:
+        """The window's length, also before a second edge is seen, from the remaining count: a
+        window of S seconds reports what is left of it per minute (left x 60 / S), so that one
+        request takes 60 / S off it, as two consecutive admissions in one window show. Until
+        two such are seen the step looks k times larger (k - 1 admissions in between), which
+        gives S / k: windows that divide the real ones, so nothing overfills them meanwhile.
+        A step of 1 is a minute's count (left to the edges)."""
+        if self.edge is not None and abs(edge - self.edge) > max(0.25, 0.5 * self.longest_reset):
+            self._left.clear()  # another window: its counts start again
+        at = bisect.bisect_left(self._left, remaining)
+        if at < len(self._left) and self._left[at] == remaining:
+            return
+        self._left.insert(at, remaining)
+        near = self._left[max(0, at - 1) : at + 2]  # the new count and its neighbours
+        step = min((b - a for a, b in itertools.pairwise(near)), default=0)
+        if step > 1 and self.longest_reset <= 60 / step <= LONGEST_S:
+            self._counted = max(self._counted or 0.0, 60 / step)
 
     def on_grid(self, moment: float, step: float) -> float:
         """The first point of a ``step`` grid at or after ``moment``. With the windows learned
@@ -161,6 +207,10 @@ class Pacer:
         self.senders = 1  # processes sharing the limit (``rate_shares``) ...
         self.rank = 0  # ... and this one's place among them (``request_share``)
         self._step: tuple[tuple[object, ...], float] | None = None
+        self.budget = WindowBudget()
+        self.left: int | None = None  # requests not yet booked (the engine's count)
+        self.pace = 1.0  # the share of ``interval`` between sends: FAST in a fast window
+        self.budgeted = False  # the last booking was within a window's budget
 
     @property
     def known(self) -> bool:
@@ -196,7 +246,7 @@ class Pacer:
         Callers reserve one at a time and at most one send-grid step ahead (the real-time
         engine's ``_turn``), so a stalled event loop delays sends instead of releasing a burst
         of overdue slots (a send that comes late may take back at most one slot it lost)."""
-        gap = self.interval(tokens)
+        gap = self.interval(tokens) * self.pace
         start = max(now - gap, self.next_at, self.paused_until)  # one slot of catch-up at most
         send = self.windows.clear_of_edges(max(start, now))
         if send > max(start, now):  # moved past a window edge: the schedule resumes from there
@@ -209,9 +259,9 @@ class Pacer:
         paced rate (RPM, or TPM at ``tokens`` per request), and a whole fraction (a fifth or
         less) of a learned window. Kept while the limits and the window stay the same, so
         that it does not move from one booking to the next with each token estimate."""
-        key = (self.rpm, self.tpm, self.windows.length, self.senders, self.rank)
+        key = (self.rpm, self.tpm, self.windows.length, self.senders, self.rank, self.pace)
         if self._step is None or self._step[0] != key:
-            step = min(SEND_STEP_S, GROUP_MAX * self.interval(tokens)) or SEND_STEP_S
+            step = min(SEND_STEP_S, GROUP_MAX * self.interval(tokens) * self.pace) or SEND_STEP_S
             length = self.windows.length
             if length is not None:
                 step = length / max(5, math.ceil(length / step - 1e-9))
@@ -220,6 +270,49 @@ class Pacer:
 
     def on_grid(self, moment: float, tokens: float) -> float:
         return self.windows.on_grid(moment, self.step(tokens))
+
+    def book(self, tokens: float, now: float, grid: bool) -> float:
+        """The moment the next send goes: its slot (``reserve``), on the send grid when
+        ``grid``, and within a learned short window's budget (``window_budget``): at the
+        next window's start when this one holds its share, the pace FAST in the first and
+        last windows."""
+        go = now + self.reserve(tokens, now)
+        go = self.on_grid(go, tokens) if grid else go
+        if self.left:
+            self.left -= 1
+        capacity = self.window_capacity(tokens, now)
+        self.budgeted = capacity is not None
+        if capacity is not None:
+            assert self.windows.edge is not None and self.windows.length is not None
+            ending = self.left is not None and self.left <= capacity
+            window = (self.windows.edge, self.windows.length)
+            gap, was = self.interval(tokens), self.pace
+            placed, self.pace = self.budget.place(go, window, capacity, gap, ending)
+            if placed > go:  # moved on: the schedule resumes from there
+                go = self.on_grid(placed, tokens) if grid else placed
+                self.next_at = go + gap * self.pace
+            else:  # the next slot at the new pace
+                self.next_at += gap * (self.pace - was)
+        else:
+            self.pace = 1.0
+        self.budget.sent.append(go)
+        return go
+
+    def in_time(self, go: float, now: float) -> bool:
+        """Whether a send budgeted for ``go`` still goes out at ``now`` within its window."""
+        if self.windows.edge is None or self.windows.length is None:
+            return True
+        return self.budget.in_time(go, now, (self.windows.edge, self.windows.length))
+
+    def window_capacity(self, tokens: float, now: float) -> int | None:
+        """Requests one learned short window holds (``tokens`` each), while this sender is
+        calm and alone and the requests bind rather than the tokens; else None (even pace)."""
+        length, rpm, tpm = self.windows.length, self.rpm, self.tpm
+        if not rpm or length is None or self.windows.edge is None or length > LONGEST_S:
+            return None
+        if (tpm and tokens * rpm > TOKEN_HEADROOM * tpm) or not self.calm(now):
+            return None
+        return max(1, math.floor(rpm * length / 60 + 1e-9))
 
     def calm(self, now: float) -> bool:
         """Sends may go on the grid: one sender paces to the whole limit and none of its
@@ -230,7 +323,7 @@ class Pacer:
 
     def learn(self, limits: Limits, now: float, sent_at: float | None = None) -> None:
         if sent_at is not None:
-            self.windows.observe(sent_at, limits.reset_requests)
+            self.windows.observe(sent_at, limits.reset_requests, limits.remaining_requests)
         rpm, tpm = self.explicit
         self.rpm = rpm or limits.rpm or self.rpm
         self.tpm = tpm or limits.tpm or self.tpm

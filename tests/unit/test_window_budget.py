@@ -1,0 +1,128 @@
+"""Short fixed windows budgeted per window: the learned window and the last filled fast, every
+window held to its share, a stall caught up within its window, and the window's length learned
+from the remaining count before a second edge is seen."""
+
+import heapq
+import math
+import random
+
+import pytest
+
+from maple_engine.providers.realtime.ratelimits import Limits, Pacer, WindowClock
+from maple_engine.providers.realtime.window_budget import (
+    END_SHARE,
+    FAST,
+    STEADY,
+    WindowBudget,
+)
+
+
+def test_window_length_from_the_step_of_the_remaining_count() -> None:
+    clock = WindowClock()  # 2,700 RPM over 2 s windows: 90 a window, reported as 90 x 30
+    clock.observe(sent_at=10.0, reset=0.5, remaining=2670)
+    assert clock.length is None  # one count shows no step
+    clock.observe(sent_at=10.0, reset=0.5, remaining=2580)  # two admissions in between
+    assert clock.length == pytest.approx(2 / 3)  # windows that divide the real ones
+    clock.observe(sent_at=10.0, reset=0.5, remaining=2640)  # consecutive: one request's step
+    assert clock.length == pytest.approx(2.0) and clock.edge == pytest.approx(10.5)
+    longer = WindowClock()  # a step that says 0.67 s while a reset says 1.5 s: not believed
+    for left in (2670, 2580):
+        longer.observe(sent_at=10.0, reset=1.5, remaining=left)
+    assert longer.length is None
+    minute = WindowClock()  # a per-minute count steps by one: no short window in it
+    for left in (2699, 2698):
+        minute.observe(sent_at=10.0, reset=1.5, remaining=left)
+    assert minute.length is None
+
+
+def test_a_budget_moves_a_send_that_would_overfill_or_end_its_window() -> None:
+    budget = WindowBudget()
+    window, gap = (10.0, 2.0), 2.0 / 90
+    moments = [budget.place(10.5, window, 3, gap, ending=False)[0] for _ in range(4)]
+    assert moments[:3] == [10.5] * 3 and moments[3] == pytest.approx(12.05)  # the next window
+    late, _ = budget.place(14.0 - 0.5 * END_SHARE * 2.0, window, 90, gap, ending=False)
+    assert late == pytest.approx(14.05)  # the last END_SHARE of a window takes no send
+
+
+def test_a_send_woken_too_late_for_its_window_is_not_in_time() -> None:
+    budget, window = WindowBudget(), (10.0, 2.0)
+    assert budget.in_time(10.5, now=11.9, window=window)
+    assert not budget.in_time(10.5, now=11.97, window=window)  # it would count in the next
+
+
+def test_the_pace_quickens_when_the_rest_of_a_window_would_not_fit() -> None:
+    window, gap = (0.0, 2.0), 2.0 / 90
+    assert WindowBudget().place(0.05, window, 90, gap, ending=False)[1] == STEADY
+    assert WindowBudget().place(0.9, window, 90, gap, ending=False)[1] == 0.5  # a stall
+    assert WindowBudget().place(1.5, window, 90, gap, ending=False)[1] == FAST  # learned late
+    assert WindowBudget().place(0.05, window, 90, gap, ending=True)[1] == FAST  # the last ones
+
+
+def drive(pacer: Pacer, rows: int, phase: float, seed: int, stall: float | None = None) -> dict:
+    """One sender booking ``rows`` sends through ``Pacer.book`` against a server with fixed
+    2-second windows of 90 (2,700 RPM) that learns from the answers 200-500 ms later; 4 sends
+    in flight until the limit is known, as the engine starts. A stall holds the booker still
+    for 0.6 s at that moment."""
+    rng, length, cap = random.Random(seed), 2.0, 90
+    used: dict[int, int] = {}
+    answers: list[tuple[float, float, Limits]] = []
+    now, sent, refused, admitted = 1.0, 0, 0, []
+    pacer.left = rows
+    while sent < rows:
+        while answers and (answers[0][0] <= now or (not pacer.known and len(answers) >= 4)):
+            at, sent_at, limits = heapq.heappop(answers)
+            now = max(now, at)
+            pacer.learn(limits, at, sent_at)
+        if stall is not None and now >= stall:
+            now, stall = now + 0.6, None
+        grid = pacer.known and pacer.calm(now)
+        go = pacer.book(1.0, now, grid)
+        window = math.floor((go + 0.002 + phase) / length)
+        if used.get(window, 0) < cap:
+            used[window] = used.get(window, 0) + 1
+            admitted.append(go + 0.002)
+        else:
+            refused += 1
+        left = cap - used.get(window, 0)
+        reset = (window + 1) * length - phase - go - 0.002
+        limits = Limits(rpm=2700, remaining_requests=left * 30, reset_requests=reset)
+        heapq.heappush(answers, (go + rng.uniform(0.2, 0.5), go, limits))
+        sent += 1
+        now = max(now, go - (pacer.step(1.0) if grid else 0.0))
+    return {"used": used, "refused": refused, "done": max(admitted), "first": 1.0}
+
+
+@pytest.mark.parametrize(("phase", "gain"), [(0.3, -0.2), (0.9, 0.0), (1.6, 0.5)])
+def test_every_window_holds_its_share_from_the_learned_one_to_the_last(
+    phase: float, gain: float
+) -> None:
+    """Every window full, none overfilled; the job's last send ``gain`` seconds or more ahead
+    of an even pace from the first send (66.7 s), by how much of the first window is left
+    once the limit is learned (its phase here)."""
+    run = drive(Pacer(), 3000, phase, seed=int(phase * 10))
+    assert run["refused"] == 0
+    windows = [run["used"][w] for w in sorted(run["used"])]
+    assert all(count == 90 for count in windows[1:-1])  # no window short of its share
+    assert run["done"] - run["first"] < 3000 / 45 - gain
+
+
+def test_a_stall_is_caught_up_within_its_window() -> None:
+    run = drive(Pacer(), 1500, 0.5, seed=3, stall=8.3)  # 0.6 s of the window from 7.5 s
+    assert run["refused"] == 0
+    windows = [run["used"][w] for w in sorted(run["used"])]
+    assert windows[4] >= 86  # 27 slots lost evenly paced (one taken back); 3 or fewer here
+    assert all(count == 90 for i, count in enumerate(windows[1:-1], 1) if i != 4)
+
+
+def test_senders_sharing_a_limit_and_token_bound_senders_are_not_budgeted() -> None:
+    shared = Pacer(rpm=2700)
+    shared.windows.observe(0.0, 1.0)
+    shared.windows.observe(1.0, 1.0)
+    assert shared.window_capacity(1.0, now=100.0) == 45
+    shared.senders = 2  # each paces to its rank's share of a window instead
+    assert shared.window_capacity(1.0, now=100.0) is None
+    tokens = Pacer(rpm=2700, tpm=100_000)  # 40 tokens a request bind at 2,500 RPM
+    tokens.windows.observe(0.0, 1.0)
+    tokens.windows.observe(1.0, 1.0)
+    assert tokens.window_capacity(40.0, now=100.0) is None
+    assert tokens.window_capacity(10.0, now=100.0) == 45
