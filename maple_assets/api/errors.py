@@ -10,6 +10,7 @@ A job that runs and ends early (budget, quota, cancel) is no error: its ``Result
 """
 
 import contextlib
+import sys
 from collections.abc import Iterator
 
 from maple_engine.errors import AuthError, CanaryFailed, ConfigError, MapleError, StorageError
@@ -52,10 +53,13 @@ INTERRUPTED_MESSAGE = (
 
 
 def is_interrupt(exc: BaseException) -> bool:
-    from dagster._core.errors import DagsterExecutionInterruptedError
-
-    found = user_error(exc)
-    return isinstance(found, (KeyboardInterrupt, DagsterExecutionInterruptedError))
+    """A Ctrl-C, also as Dagster re-raised it. Dagster is not imported here: a Ctrl-C may land
+    while it is being imported, and importing it again from a half-loaded package fails (only
+    a loaded Dagster can have raised its own error)."""
+    errors = sys.modules.get("dagster._core.errors")
+    dagsters = getattr(errors, "DagsterExecutionInterruptedError", None)
+    kinds = (KeyboardInterrupt, dagsters) if isinstance(dagsters, type) else (KeyboardInterrupt,)
+    return isinstance(user_error(exc), kinds)
 
 
 def one_line(exc: BaseException) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from dagster._core.errors import DagsterExecutionInterruptedError
 
+from maple_assets.api.errors import is_interrupt
 from maple_assets.api.interrupts import interrupts_seen
 
 
@@ -39,3 +40,15 @@ def test_interrupts_in_callbacks_are_dropped_and_other_errors_reported(
     ref = weakref.ref(thing, _raise(DagsterExecutionInterruptedError()))
     del thing
     assert reported == [ValueError, DagsterExecutionInterruptedError]  # the hook is restored
+
+
+def test_an_interrupt_is_told_without_importing_dagster_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Ctrl-C may land while Dagster is being imported, and importing it again from the
+    half-loaded package fails: telling an interrupt imports nothing. Dagster's own interrupt,
+    once Dagster is loaded, is one too."""
+    assert is_interrupt(DagsterExecutionInterruptedError())
+    monkeypatch.setitem(sys.modules, "dagster._core.errors", None)  # an import of it fails
+    assert is_interrupt(KeyboardInterrupt())
+    assert not is_interrupt(ValueError("kept"))
