@@ -30,11 +30,13 @@ def _uvicorn_config(config: EmulatorConfig, app: Any, port: int) -> uvicorn.Conf
     )
 
 
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        port: int = probe.getsockname()[1]
-        return port
+def _listening(host: str, port: int) -> socket.socket:
+    """A socket bound to ``port`` (0: one the system picks) and kept: picking a free port,
+    closing it and binding it again later lost races to other processes doing the same."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    return sock
 
 
 def serve(config: EmulatorConfig) -> None:
@@ -60,12 +62,13 @@ class EmulatorServer:
     def __init__(self, config: EmulatorConfig | None = None) -> None:
         self.config = config or EmulatorConfig()
         self.state = State(self.config)
-        self.port = self.config.port or _free_port(self.config.host)
+        sock = _listening(self.config.host, self.config.port or 0)
+        self.port: int = sock.getsockname()[1]
         self._server = uvicorn.Server(
             _uvicorn_config(self.config, build_app(self.config, self.state), self.port)
         )
         self._thread = threading.Thread(
-            target=self._server.run, name="emulator-server", daemon=True
+            target=self._server.run, kwargs={"sockets": [sock]}, name="emulator-server", daemon=True
         )
 
     @property
@@ -99,8 +102,9 @@ class EmulatorServer:
         self._server = uvicorn.Server(
             _uvicorn_config(self.config, self._server.config.app, self.port)
         )
+        sock = _listening(self.config.host, self.port)
         self._thread = threading.Thread(
-            target=self._server.run, name="emulator-server", daemon=True
+            target=self._server.run, kwargs={"sockets": [sock]}, name="emulator-server", daemon=True
         )
         self.start()
 
