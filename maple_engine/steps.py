@@ -119,14 +119,12 @@ def _create(
         if not within_budget(job, shard, attempt):
             return None  # the job is stopped: committed spend + this batch > budget
         try:
-            submission = queue.submit(job, payload)
+            submission = queue.submit(job, payload, chain)
         except QuotaExhausted as exc:  # the batch was refused: stop as a row's quota error does
             job.state.stop(f"{exc}; {QUOTA_ADVICE}", kind="quota")
             return None
         if submission is None:
             return None  # the provider refused it as queue-full: it waits again
-        if chain is not None:
-            chain.sent.append(submission)
     crash_point("after_create")
     job.state.record_submission(submission)
     return submission

@@ -143,7 +143,7 @@ class Runner:
     ) -> None:
         """Materialize ``shards`` as few runs as possible: one per contiguous range."""
         order = {k: i for i, k in enumerate(self.instance.get_dynamic_partitions(self.pdef_name))}
-        ranked = sorted(set(shards), key=order.__getitem__)
+        ranked = sorted(shards, key=order.__getitem__)
         start = 0
         for i in range(1, len(ranked) + 1):
             if i == len(ranked) or order[ranked[i]] != order[ranked[i - 1]] + 1:

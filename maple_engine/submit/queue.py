@@ -54,6 +54,7 @@ LIMIT_CODE = "token_limit_exceeded"
 COOLDOWN_S = 15.0  # after the provider refused a batch although the limit seemed to allow it
 _LIMIT = re.compile(r"Limit:\s*([\d,]+)\s*enqueued tokens", re.IGNORECASE)
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
+_VALIDATING = ("validating", "created")  # batch statuses before the provider's validation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -313,11 +314,9 @@ class Chain:
         return bool(past)
 
 
-_VALIDATING = ("validating", "created")
-
-
-def submit(job: "Job", payload: ShardPayload) -> Submission | None:
-    """Send the batch; a provider that refuses it as queue-full teaches the limit (None)."""
+def submit(job: "Job", payload: ShardPayload, chain: Chain | None = None) -> Submission | None:
+    """Send the batch; a provider that refuses it as queue-full teaches the limit (None).
+    ``chain``: the run's chain, whose next shard waits for this batch's validation."""
     queue = queue_of(job)
     key = (payload.job, payload.shard, payload.attempt)
     try:
@@ -337,6 +336,8 @@ def submit(job: "Job", payload: ShardPayload) -> Submission | None:
     if queue is not None and job.costs is not None and not deadline_due(job):
         with job.costs.transaction() as conn:
             mark_sent(conn, _table(), key)
+    if chain is not None:
+        chain.sent.append(submission)
     return submission
 
 
