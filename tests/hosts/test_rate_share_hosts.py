@@ -1,7 +1,7 @@
 """One real-time limit across hosts, through the deployment's database: two simulated hosts
 (tests/hosts/harness.py), each with a storage root of its own and ``MAPLE_COST_DB`` on one
 PostgreSQL, run ``maple enrich --provider openai-realtime`` on one account and model; the
-emulator enforces one 2,400 RPM limit over one-second windows. Together they reach >= 98% of it
+emulator enforces one 2,400 RPM limit over one-second windows. Together they reach >= 97% of it
 with <= 0.5% 429s; when one host is lost (every process SIGKILLed, no cleanup) the other takes
 the whole limit within seconds."""
 
@@ -34,6 +34,7 @@ def enrich(table: Path, root: Path, job: str) -> list[str]:
 
 
 @pytest.mark.slow  # ~1 min: two hosts' maple enrich at 2,400 RPM for ~45 s
+@pytest.mark.paced
 @pytest.mark.timeout(400)
 def test_two_hosts_share_one_limit_through_the_database_and_a_lost_one_gives_it_back(
     tmp_path: Path, pg_url: str
@@ -66,9 +67,10 @@ def test_two_hosts_share_one_limit_through_the_database_and_a_lost_one_gives_it_
         f"429s ({refused:.2%} of {last.sent}); host A lost: its row stopped counting after "
         f"{dropped:.1f} s, B back at 95% of the limit {back:.1f} s after"
     )
-    # Alone: 99.5-99.7%. In the slow pass beside test_crash's four emulators, the two hosts'
-    # senders were starved of CPU: 97.9% with 2 429s. The share is the senders' split of the
-    # limit (1/N would give ~50% to one host, a double count 429s), so 97% still tells it.
+    # Alone: 99.5-99.7%. Beside test_crash's four emulators the two hosts' senders were starved
+    # of CPU (96.9-97.9%, 2-4 429s), hence `paced`: scripts/check runs it alone. The share is the
+    # senders' split of the limit (1/N would give ~50% to one host, a double count 429s), so 97%
+    # still tells it.
     assert together >= 0.97, together
     assert refused <= 0.005, (last.refused, last.sent)
     assert dropped <= WINDOW_S + 0.5, dropped  # A beat at most BEAT_S before it was lost

@@ -197,6 +197,7 @@ def test_sigkill_mid_shard_then_resume_matches_an_uninterrupted_run(
 
 
 @pytest.mark.slow
+@pytest.mark.paced
 def test_two_processes_on_one_model_share_its_limit(tmp_path: Path) -> None:
     """Two `maple enrich` processes (two jobs, one account and model) pace to half the learned
     limit each, so together they stay under it: a 1,200 RPM limit enforced per second (20 per
