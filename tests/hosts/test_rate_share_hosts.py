@@ -1,9 +1,9 @@
 """One real-time limit across hosts, through the deployment's database: two simulated hosts
 (tests/hosts/harness.py), each with a storage root of its own and ``MAPLE_COST_DB`` on one
 PostgreSQL, run ``maple enrich --provider openai-realtime`` on one account and model; the
-emulator enforces one 2,400 RPM limit over one-second windows. Together they reach >= 97% of it
-with <= 0.5% 429s; when one host is lost (every process SIGKILLed, no cleanup) the other takes
-the whole limit within seconds."""
+emulator enforces one 2,400 RPM limit over one-second windows. Together they reach >= 98% of it
+once settled (>= 95% from the first request) with <= 0.5% 429s; when one host is lost (every
+process SIGKILLed, no cleanup) the other takes the whole limit within seconds."""
 
 import contextlib
 import os
@@ -23,6 +23,11 @@ REPO = Path(__file__).parents[2]
 RPM = 2400
 ROWS = {"host-a": 1300, "host-b": 1100}
 SHARED_S = 15.0  # both hosts send this long before A is lost
+#: The share "together" is measured from this long after both hold a row: until each has seen
+#: the other's (a beat), both send at the whole limit; the window they overfill is paid back by
+#: pausing to its reset, and the second after that runs below the split (measured from 1.25 s
+#: after, that dip alone made 96.9-98.3% of a share that is 99.7% settled).
+SETTLE_S = 3.0
 
 
 def enrich(table: Path, root: Path, job: str) -> list[str]:
@@ -57,21 +62,24 @@ def test_two_hosts_share_one_limit_through_the_database_and_a_lost_one_gives_it_
             lost = a.kill()
             assert procs["host-b"].wait(timeout=240) == 0, b.log("enrich")[-3000:]
             samples = sampler.finish()
-    together = rates.share(samples, RPM, both + 1.5 * BEAT_S + 0.5, lost - 0.2)
+    whole = rates.share(samples, RPM, rates.first_request(samples) - rates.SAMPLE_S, lost - 0.2)
+    together = rates.share(samples, RPM, both + SETTLE_S, lost - 0.2)
     last = samples[-1]
     refused = last.refused / last.sent
     back = rates.recovery(samples, RPM, lost)
     dropped = next(s.at for s in samples if s.at > lost and s.holders == 1) - lost
     print(
-        f"\n2 hosts through PostgreSQL: {together:.1%} of {RPM} RPM together, {last.refused} "
-        f"429s ({refused:.2%} of {last.sent}); host A lost: its row stopped counting after "
-        f"{dropped:.1f} s, B back at 95% of the limit {back:.1f} s after"
+        f"\n2 hosts through PostgreSQL: {whole:.1%} of {RPM} RPM from the first request, "
+        f"{together:.1%} once both hold shares, {last.refused} 429s ({refused:.2%} of "
+        f"{last.sent}); host A lost: its row stopped counting after {dropped:.1f} s, B back at "
+        f"95% of the limit {back:.1f} s after"
     )
-    # Alone: 99.5-99.7%. Beside test_crash's four emulators the two hosts' senders were starved
-    # of CPU (96.9-97.9%, 2-4 429s), hence `paced`: scripts/check runs it alone. The share is the
-    # senders' split of the limit (1/N would give ~50% to one host, a double count 429s), so 97%
-    # still tells it.
-    assert together >= 0.97, together
+    # Measured alone: 98.1-98.8% from the first request (the hosts' start-ups in it), 99.3-99.9%
+    # once settled. Beside test_crash's four emulators the senders were starved of CPU, hence
+    # `paced`: scripts/check runs it alone. A split of 1/N would give ~50% to one host and a
+    # double count 429s, so 98% settled tells a correct split; 95% whole, a start-up that idles.
+    assert whole >= 0.95, whole
+    assert together >= 0.98, together
     assert refused <= 0.005, (last.refused, last.sent)
     assert dropped <= WINDOW_S + 0.5, dropped  # A beat at most BEAT_S before it was lost
     assert back <= WINDOW_S + 2 * BEAT_S + 1.5, back  # B's next beat, plus a second measured
