@@ -161,7 +161,12 @@ class OutputWriter:
             table = frame.to_arrow()
             if self._parquet is None:
                 schema = keep_input_types(table, self.input_schema)
-                self._parquet = pq.ParquetWriter(self._handle, schema, compression="zstd")
+                self._parquet = pq.ParquetWriter(
+                    self._handle,
+                    schema,
+                    compression="zstd",
+                    use_dictionary=dictionary_columns(frame),
+                )
             self._parquet.write_table(table.cast(self._parquet.schema))
         self.rows += frame.height
 
@@ -173,6 +178,23 @@ class OutputWriter:
             self._commit.__exit__(*sys.exc_info())
             raise
         self._commit.__exit__(exc_type, exc, tb)
+
+
+#: A column gets dictionary pages when its first block holds at most this share of distinct
+#: values (statuses, the model, a category of the input); unique text (answers, titles) gets
+#: none: pyarrow would fill a dictionary page only to fall back from it, which costs in writing
+#: and again in every read (1M rows of the scale benchmark's output: 0.97 -> 0.52 s to write,
+#: 1.56 -> 0.83 s to read, 10.3 -> 6.6 MB).
+REPEATING = 0.1
+
+
+def dictionary_columns(frame: pl.DataFrame) -> list[str]:
+    """The flat columns of ``frame`` whose values repeat (``REPEATING``)."""
+    flat = [name for name, dtype in frame.schema.items() if not dtype.is_nested()]
+    if not flat or frame.is_empty():
+        return flat
+    distinct = frame.select(pl.col(flat).n_unique()).row(0)
+    return [name for name, n in zip(flat, distinct, strict=True) if n <= REPEATING * frame.height]
 
 
 def keep_input_types(table: pa.Table, input_schema: pa.Schema | None) -> pa.Schema:

@@ -86,7 +86,10 @@ class DigestWriter:
             meta = {_META: orjson.dumps(stamp(self.spec, block.schema))}
             handle: IO[bytes] = self._stack.enter_context(self.storage.open_write(self.key))
             schema = _SCHEMA.with_metadata(meta)
-            self._writer = pq.ParquetWriter(handle, schema, compression="none")
+            # random 64-bit digests: neither compression nor dictionary pages pay
+            self._writer = pq.ParquetWriter(
+                handle, schema, compression="none", use_dictionary=False
+            )
             self._stack.callback(self._writer.close)
         self._writer.write_table(pa.table({DIGEST: pa.array(digests, pa.uint64())}, _SCHEMA))
 

@@ -37,8 +37,10 @@ from maple_engine.storage.storage import Storage, filesystem_for
 _KEYS_SCHEMA = pa.schema([(ROW_ID, pa.int64()), (KEY, pa.large_string())])
 FILL_ROW_GROUP = 8_192
 #: A version's key spill and fills are written once and read once, by the same version: lz4
-#: (hex keys hardly compress; at 1M rows it spends about half zstd's CPU).
-WORK_COMPRESSION = "lz4"
+#: (hex keys hardly compress; at 1M rows it spends about half zstd's CPU), and no dictionary
+#: pages: the keys are unique, so pyarrow's writer filled a dictionary only to fall back from it
+#: (1M keys: 0.38 -> 0.30 s to write, 0.51 -> 0.16 s to read).
+WORK_PARQUET: dict[str, Any] = {"compression": "lz4", "use_dictionary": False}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,7 +137,7 @@ class KeySpill:
             handle: IO[bytes] = self._stack.enter_context(
                 self.storage.open_write(self.paths.version_keys(self.number, bucket))
             )
-            writer = pq.ParquetWriter(handle, _KEYS_SCHEMA, compression=WORK_COMPRESSION)
+            writer = pq.ParquetWriter(handle, _KEYS_SCHEMA, **WORK_PARQUET)
             self._stack.callback(writer.close)
             self._writers[bucket] = writer
         return self._writers[bucket]
@@ -192,7 +194,7 @@ def plan_version(
         fill = staged.filter(~pl.Series(send[staged[ROW_ID].to_numpy()]))
         if fill.height:
             with storage.open_write(fill_key) as handle:
-                pq.write_table(fill.to_arrow(), handle, compression=WORK_COMPRESSION)
+                pq.write_table(fill.to_arrow(), handle, **WORK_PARQUET)
     counts = VersionPlan(rows=rows, sent=int(send.sum()), reused=reused, duplicates=duplicates)
     return counts, send
 
@@ -239,7 +241,7 @@ def prepare_fills(storage: Storage, job: str, number: int, skip: Mask | None = N
             pq.write_table(
                 joined.to_arrow(),
                 handle,
-                compression=WORK_COMPRESSION,
+                **WORK_PARQUET,
                 row_group_size=FILL_ROW_GROUP,
             )
 
