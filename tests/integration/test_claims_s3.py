@@ -1,6 +1,8 @@
 """The exclusive create behind batch claims and driver leases, on moto's S3 server over HTTP:
 a PutObject with ``If-None-Match: *``."""
 
+import contextlib
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -8,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
+from moto.server import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import make_server
 
 from maple_engine.storage.clock import OFFSET_ENV, ClockSkew
 from maple_engine.storage.leases import Lease
@@ -17,28 +20,50 @@ from maple_engine.storage.storage import Storage
 BUCKET = "maple-claims"
 
 
+@contextlib.contextmanager
+def moto_s3(monkeypatch: pytest.MonkeyPatch, threaded: bool = True) -> Iterator[str]:
+    """moto's S3 server on 127.0.0.1 with a bucket, the environment pointed at it; yields the
+    storage root. ``threaded=False``: it answers one request at a time (see ``serial_s3_root``)."""
+    app = DomainDispatcherApplication(create_backend_app)
+    server = make_server("127.0.0.1", 0, app, threaded, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    endpoint = f"http://127.0.0.1:{server.server_port}"
+    try:
+        for key, value in {
+            "AWS_ENDPOINT_URL": endpoint,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            monkeypatch.setenv(key, value)
+        reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")
+        urllib.request.urlopen(reset, timeout=10).read()
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
+        yield f"s3://{BUCKET}/root"
+    finally:
+        server.shutdown()
+        thread.join()
+
+
 @pytest.fixture
 def s3_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    for key, value in {
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(key, value)
-    reset = urllib.request.Request(f"{endpoint}/moto-api/reset", method="POST")
-    urllib.request.urlopen(reset, timeout=10).read()
-    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
-    yield f"s3://{BUCKET}/root"
-    server.stop()
+    with moto_s3(monkeypatch) as root:
+        yield root
 
 
-def test_conditional_put_lets_exactly_one_writer_win(s3_root: str) -> None:
-    storage = Storage(s3_root)
+@pytest.fixture
+def serial_s3_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """moto answering one request at a time. Its conditional PutObject checks for the key and
+    then writes it, two steps, so on its threaded server two racing writers can both pass the
+    check (CI saw two winners of 12 on a slow machine); S3 decides atomically. One request at a
+    time makes moto as atomic as S3, and the race then tests the client: the losers' 412s."""
+    with moto_s3(monkeypatch, threaded=False) as root:
+        yield root
+
+
+def test_conditional_put_lets_exactly_one_writer_win(serial_s3_root: str) -> None:
+    storage = Storage(serial_s3_root)
     assert storage.create_exclusive("job/claim.json", b"first")
     assert not storage.create_exclusive("job/claim.json", b"second")
     assert storage.read_bytes("job/claim.json") == b"first"
