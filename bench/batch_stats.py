@@ -19,7 +19,7 @@ from pathlib import Path
 
 from maple_engine.ledger.batch_history import BatchLabels
 from maple_engine.ledger.costs import CostLedger
-from maple_engine.providers.base import BatchState, Submission
+from maple_engine.model import BatchState, Submission
 from maple_engine.report.batch_stats import batch_table, percentile_table, readable
 from maple_engine.report.charts import chart_pngs
 from maple_engine.report.html_report import html_report

@@ -28,8 +28,8 @@ from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.observed import observed_file
 from maple_assets.graph.sensors import enrichment_sensor
 from maple_engine.job import provider_key
+from maple_engine.model import RequestKind
 from maple_engine.policy import RetryPolicy
-from maple_engine.providers.base import RequestKind
 from maple_engine.spec import DEFAULTS, JobSpec
 from partitions.shards import shard_partitions
 

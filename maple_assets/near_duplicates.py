@@ -4,7 +4,7 @@ a threshold (the sample code location's downstream example of ``embedding()``)."
 import numpy as np
 import polars as pl
 
-from maple_engine.spec import EMBEDDING_COLUMN
+from maple_engine.model import EMBEDDING_COLUMN
 
 BLOCK = 2_048  # rows compared at a time: a BLOCK x rows float32 matrix, not rows x rows
 

@@ -7,13 +7,14 @@ from maple_engine.ledger.batch_history import BatchLabels
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
+from maple_engine.model import BatchState, Submission, is_realtime
 from maple_engine.plan.cache_layout import check_cache_price
 from maple_engine.policy import RetryPolicy
-from maple_engine.providers.base import BatchState, Provider, Submission
+from maple_engine.providers.base import Provider
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.storage.storage import Storage
-from maple_engine.submit.deadline import is_realtime, with_deadline
+from maple_engine.submit.deadline import with_deadline
 
 
 @dataclasses.dataclass

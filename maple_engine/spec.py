@@ -9,34 +9,10 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from maple_engine.errors import ConfigError
-from maple_engine.providers.base import BATCH_FILE_LIMITS, RequestKind
+from maple_engine.model import INTERNAL_COLUMNS, OUTPUT_COLUMNS, RequestKind
+from maple_engine.providers.base import BATCH_FILE_LIMITS
 from maple_engine.providers.registry import DEFAULT_PROVIDER
 from maple_engine.storage.storage import is_remote
-
-ROW_ID = "_maple_row_id"
-CUSTOM_ID = "_maple_custom_id"
-REQUEST = "_maple_request"
-KEY = "_maple_key"  # the request key (maple_engine.storage.response_store)
-INTERNAL_COLUMNS = (ROW_ID, CUSTOM_ID, REQUEST, KEY)
-
-OUTPUT_COLUMNS = (
-    "llm_response",
-    "llm_parsed",
-    "llm_status",
-    "llm_failure_class",
-    "llm_error",
-    "llm_attempts",
-    "llm_input_tokens",
-    "llm_output_tokens",
-    "llm_cached_tokens",
-    "llm_cache_write_tokens",
-    "llm_cost_usd",
-    "llm_model",
-    "llm_batch_id",
-    "llm_reused",
-    "llm_embedding",
-)
-EMBEDDING_COLUMN = "llm_embedding"
 
 # The job options only one request kind takes; every other option is common to both.
 KIND_ONLY = {

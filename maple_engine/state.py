@@ -8,9 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from maple_engine.plan.sharding import ShardInfo
-from maple_engine.plan.versions import Version
-from maple_engine.providers.base import Submission
+from maple_engine.model import ShardInfo, Submission, Version
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 

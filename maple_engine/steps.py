@@ -27,14 +27,17 @@ from maple_engine.failures import FailureClass, batch_too_large
 from maple_engine.inputs.images import missing_images
 from maple_engine.job import Job
 from maple_engine.ledger.attempt_cost import AttemptCost
-from maple_engine.providers.base import (
+from maple_engine.model import (
+    CUSTOM_ID,
+    KEY,
     REALTIME_PREFIX,
+    REQUEST,
+    ROW_ID,
     BatchState,
-    ShardPayload,
     Submission,
     batch_priced,
 )
-from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID
+from maple_engine.providers.base import ShardPayload
 from maple_engine.state import JobState, ShardSummary
 from maple_engine.storage.claims import claim_batch
 from maple_engine.storage.response_store import ResponseStore, collection

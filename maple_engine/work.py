@@ -4,7 +4,8 @@ collect (one provider poll for all), and a tag of the collected results for merg
 import dataclasses
 
 from maple_engine.job import Job
-from maple_engine.providers.base import BatchState, Submission, content_hash
+from maple_engine.model import BatchState, Submission
+from maple_engine.providers.base import content_hash
 from maple_engine.state import ShardSummary
 
 

@@ -27,8 +27,8 @@ from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.job import bound_job
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
+from maple_engine.model import RequestKind
 from maple_engine.plan.cache_layout import check_cache_price
-from maple_engine.providers.base import RequestKind
 from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities
 from maple_engine.settings import Settings
 from maple_engine.spec import MAX_JOB_NAME, JobSpec, build_spec, job_options

@@ -14,8 +14,8 @@ from maple_assets.cli.options import model_options
 from maple_assets.graph.shard_options import ShardRunOptions
 from maple_engine.errors import ConfigError
 from maple_engine.memory import settle_startup_objects, tune_allocator
+from maple_engine.model import RequestKind
 from maple_engine.policy import parse_retry_options
-from maple_engine.providers.base import RequestKind
 from maple_engine.providers.registry import names
 from maple_engine.settings import Settings
 from maple_engine.spec import JobSpec, file_format, job_options, option_help

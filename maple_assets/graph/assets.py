@@ -22,10 +22,10 @@ from maple_engine.collect.responses import summarize
 from maple_engine.errors import CanaryFailed
 from maple_engine.job import IO_MANAGER_KEY, Job, job_for
 from maple_engine.merge.output import merge_job
+from maple_engine.model import RequestKind
 from maple_engine.plan.canary import last_canary
 from maple_engine.plan.rerun import shard_input
 from maple_engine.policy import RetryPolicy
-from maple_engine.providers.base import RequestKind
 from maple_engine.spec import JobSpec
 from maple_engine.steps import collect_shard, shard_responses, submit_shard
 from maple_engine.submit import queue

@@ -10,9 +10,9 @@ import polars as pl
 
 from maple_engine.failures import NOT_RESENT, FailureClass, batch_too_large
 from maple_engine.ledger.pricing import ModelPrice, cost_expr
+from maple_engine.model import CUSTOM_ID, REUSED, ROW_ID, BatchState
 from maple_engine.policy import RetryPolicy
-from maple_engine.providers.base import RESULT_SCHEMA, BatchState
-from maple_engine.spec import CUSTOM_ID, ROW_ID
+from maple_engine.providers.base import RESULT_SCHEMA
 
 ATTEMPT_COLUMNS = [ROW_ID, CUSTOM_ID, *RESULT_SCHEMA.keys(), "cost_usd", "parsed", "attempt"]
 #: A shard's responses: each row's latest attempt, how often it was sent, the cost of all sends.
@@ -269,7 +269,6 @@ def unsent_responses(rows: pl.DataFrame, reason: str, cls: str = NOT_SENT) -> pl
     )
 
 
-REUSED = "reused"
 """Column of a merged shard's responses: the answer came from the response store."""
 
 

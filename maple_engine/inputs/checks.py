@@ -11,8 +11,8 @@ from maple_engine.errors import ConfigError
 from maple_engine.inputs.templates import JSON_SUFFIX, Placeholder, check_columns, parse_template
 from maple_engine.inputs.tokens import MAX_TOKEN_PARAMS, prompt_tokens_expr
 from maple_engine.ledger.price_book import context_window
-from maple_engine.providers.base import RequestKind
-from maple_engine.spec import ROW_ID, JobSpec, validate_columns
+from maple_engine.model import ROW_ID, RequestKind
+from maple_engine.spec import JobSpec, validate_columns
 
 
 def is_nested(dtype: pl.DataType) -> bool:

@@ -21,10 +21,10 @@ from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.inputs.sources import input_schema
 from maple_engine.inputs.templates import parse_template, template_columns
 from maple_engine.inputs.tokens import prompt_tokens_expr
+from maple_engine.model import EMBEDDING_COLUMN, RequestKind
 from maple_engine.policy import UNLIMITED
-from maple_engine.providers.base import RequestKind
 from maple_engine.providers.registry import capabilities, known_capabilities, one_of
-from maple_engine.spec import EMBEDDING_COLUMN, JobSpec
+from maple_engine.spec import JobSpec
 from maple_engine.storage.probe import check_readable, check_writable
 
 

@@ -6,7 +6,7 @@ import polars as pl
 
 from maple_engine.inputs.templates import parse_template, render_expr
 from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
-from maple_engine.providers.base import RequestKind
+from maple_engine.model import RequestKind
 from maple_engine.providers.registry import known_capabilities
 from maple_engine.spec import JobSpec
 

@@ -17,7 +17,7 @@ import polars as pl
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 
-from maple_engine.providers.base import BatchState, Submission
+from maple_engine.model import BatchState, Submission
 
 PHASES = ("validating", "in_progress", "finalizing")
 ENDINGS = ("completed", "expired", "failed", "cancelled")

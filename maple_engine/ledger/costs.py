@@ -50,7 +50,7 @@ from maple_engine.ledger.schema import (
     sqlite_exists,
 )
 from maple_engine.ledger.usage import ledger_usage
-from maple_engine.providers.base import BatchState, Submission
+from maple_engine.model import BatchState, Submission
 from maple_engine.settings import DEFAULT_STORAGE
 from maple_engine.storage.layout import COSTS_DB
 

@@ -11,14 +11,13 @@ from collections.abc import Iterator
 
 import polars as pl
 
-from maple_engine.collect.responses import REUSED, fill_responses
+from maple_engine.collect.responses import fill_responses
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
+from maple_engine.model import REUSED, ROW_ID, ShardInfo, Version
 from maple_engine.plan.copied_answers import PreviousAnswers
-from maple_engine.plan.sharding import ShardInfo
-from maple_engine.plan.versions import Version, input_digest, shard_fills
-from maple_engine.spec import ROW_ID
+from maple_engine.plan.versions import input_digest, shard_fills
 from maple_engine.state import JobState
 from maple_engine.steps import shard_responses
 

@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from maple_engine.errors import ConfigError
-from maple_engine.spec import CUSTOM_ID, EMBEDDING_COLUMN, INTERNAL_COLUMNS, ROW_ID, file_format
+from maple_engine.model import CUSTOM_ID, EMBEDDING_COLUMN, INTERNAL_COLUMNS, ROW_ID
+from maple_engine.spec import file_format
 from maple_engine.storage.s3 import S3Settings
 from maple_engine.storage.storage import atomic_write, filesystem_for, is_remote
 

@@ -14,7 +14,6 @@ import polars as pl
 from maple_engine.collect.responses import (
     EMPTY_TEXT,
     EMPTY_TEXT_ERROR,
-    REUSED,
     add_run_summary,
     fill_responses,
     unsent_responses,
@@ -24,12 +23,10 @@ from maple_engine.inputs.structured import schema_dtype
 from maple_engine.job import Job
 from maple_engine.merge.input_rows import Piece, input_pieces
 from maple_engine.merge.merge import OutputTable, merge_shard, vector_length, write_merged
+from maple_engine.model import CUSTOM_ID, KEY, REQUEST, REUSED, ROW_ID, RequestKind, ShardInfo
 from maple_engine.plan.changed_rows import SPARSE
 from maple_engine.plan.copied_answers import PreviousAnswers, recorded_identity
-from maple_engine.plan.sharding import ShardInfo
 from maple_engine.plan.versions import prepare_fills, shard_fills
-from maple_engine.providers.base import RequestKind
-from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID
 from maple_engine.steps import shard_responses
 
 #: Rows of an embedding shard decoded and written at once (one Parquet row group): 10 MB of

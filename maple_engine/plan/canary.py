@@ -28,9 +28,8 @@ from maple_engine.collect.responses import attempt_results, combine_attempts
 from maple_engine.errors import CanaryFailed, ConfigError
 from maple_engine.failures import FailureClass
 from maple_engine.job import Job
-from maple_engine.plan.sharding import ShardInfo
+from maple_engine.model import CUSTOM_ID, KEY, REQUEST, ROW_ID, ShardInfo
 from maple_engine.providers.base import ShardPayload
-from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID
 from maple_engine.state import JobState
 from maple_engine.steps import book_attempt
 from maple_engine.storage.response_store import ResponseStore

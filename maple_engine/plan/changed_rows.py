@@ -26,6 +26,7 @@ from maple_engine.errors import ConfigError
 from maple_engine.inputs.checks import check_context_window, check_input_schema
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
+from maple_engine.model import ROW_ID, ShardInfo, Version
 from maple_engine.plan.row_digests import (
     AlignedDigests,
     DigestWriter,
@@ -37,15 +38,13 @@ from maple_engine.plan.row_digests import (
     unchanged,
 )
 from maple_engine.plan.sharding import (
-    ShardInfo,
     check_block,
     cut_shards,
     prepare_rows,
     shard_limits,
     with_text,
 )
-from maple_engine.plan.versions import KeySpill, Mask, Version
-from maple_engine.spec import ROW_ID
+from maple_engine.plan.versions import KeySpill, Mask
 from maple_engine.storage.response_store import BUCKETS, ResponseStore
 
 #: The manifest's ``layout`` when its shards hold only the rows the version sends.

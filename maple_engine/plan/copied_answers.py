@@ -21,11 +21,10 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from maple_engine.collect.responses import REUSED
 from maple_engine.job import Job
+from maple_engine.model import REUSED, ROW_ID, RequestKind
 from maple_engine.plan.versions import Mask
-from maple_engine.providers.base import RequestKind
-from maple_engine.spec import ROW_ID, file_format
+from maple_engine.spec import file_format
 from maple_engine.storage.row_stream import RowStream
 from maple_engine.storage.s3 import S3Settings
 from maple_engine.storage.storage import filesystem_for

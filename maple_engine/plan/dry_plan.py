@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 
 import polars as pl
 
-from maple_engine.spec import KEY, ROW_ID
+from maple_engine.model import KEY, ROW_ID
 from maple_engine.storage.response_store import BUCKETS, ResponseStore, by_bucket
 from maple_engine.storage.storage import Storage
 

@@ -32,11 +32,12 @@ from maple_engine.inputs.tokens import (
     prompt_tokens_expr,
 )
 from maple_engine.ledger.pricing import ModelPrice, TokenUsage, cost_usd
+from maple_engine.model import CUSTOM_ID
 from maple_engine.plan.dry_plan import TOKENS, SendPlan, plan_sends
 from maple_engine.plan.sharding import checked_blocks, with_text
 from maple_engine.plan.shards import ShardCutter
 from maple_engine.providers.base import Provider
-from maple_engine.spec import CUSTOM_ID, JobSpec
+from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.storage.storage import Storage
 

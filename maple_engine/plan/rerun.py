@@ -12,19 +12,13 @@ import polars as pl
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
+from maple_engine.model import ShardInfo, Version
 from maple_engine.plan.canary import run_canary
 from maple_engine.plan.changed_rows import SPARSE, cut_sent_rows, only_changed_rows, spill_keys
 from maple_engine.plan.copied_answers import plan_copies
 from maple_engine.plan.row_digests import DigestWriter, row_digests
-from maple_engine.plan.sharding import ShardInfo, with_text, write_shards
-from maple_engine.plan.versions import (
-    KeySpill,
-    Mask,
-    Version,
-    VersionPlan,
-    attempt_one,
-    input_digest,
-)
+from maple_engine.plan.sharding import with_text, write_shards
+from maple_engine.plan.versions import KeySpill, Mask, VersionPlan, attempt_one, input_digest
 from maple_engine.plan.versions import plan_version as plan_rows
 from maple_engine.state import ShardSummary
 from maple_engine.storage.claims import sharding_lease

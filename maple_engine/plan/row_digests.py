@@ -25,8 +25,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from maple_engine.inputs.templates import parse_template, template_columns
+from maple_engine.model import ROW_ID
 from maple_engine.plan.versions import Mask, marked
-from maple_engine.spec import ROW_ID, JobSpec
+from maple_engine.spec import JobSpec
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.row_stream import RowStream
 from maple_engine.storage.storage import Storage

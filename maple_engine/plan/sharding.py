@@ -1,6 +1,5 @@
 """input_shards: render one request per row and cut the stream into shard Parquet files."""
 
-import dataclasses
 from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
@@ -10,22 +9,14 @@ from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.checks import check_context_window, check_input_schema
 from maple_engine.inputs.templates import parse_template, render_expr
+from maple_engine.model import CUSTOM_ID, KEY, REQUEST, ROW_ID, RequestKind, ShardInfo, shard_key
 from maple_engine.plan.cache_layout import cache_layout
-from maple_engine.plan.shards import ShardCutter, shard_key
-from maple_engine.providers.base import Provider, RequestKind, RequestSpec
-from maple_engine.spec import CUSTOM_ID, KEY, REQUEST, ROW_ID, JobSpec
+from maple_engine.plan.shards import ShardCutter
+from maple_engine.providers.base import Provider, RequestSpec
+from maple_engine.spec import JobSpec
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.response_store import request_key
 from maple_engine.storage.storage import Storage
-
-
-@dataclasses.dataclass(frozen=True)
-class ShardInfo:
-    key: str
-    rows: int
-    bytes: int
-    first_row: int
-    last_row: int
 
 
 def request_spec(spec: JobSpec) -> RequestSpec:

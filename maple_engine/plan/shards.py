@@ -12,11 +12,6 @@ import numpy as np
 import numpy.typing as npt
 
 
-def shard_key(index: int) -> str:
-    """Partition key of the shard at ``index`` (sortable, stable)."""
-    return f"s{index:05d}"
-
-
 @dataclasses.dataclass
 class Piece:
     """Rows ``start:stop`` of the current block belong to shard ``shard``; ``closes`` ends it."""

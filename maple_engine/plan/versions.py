@@ -27,8 +27,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from maple_engine.plan.shards import shard_key
-from maple_engine.spec import CUSTOM_ID, KEY, ROW_ID
+from maple_engine.model import CUSTOM_ID, KEY, ROW_ID, Version
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.response_store import BUCKETS, ResponseStore, by_bucket
 from maple_engine.storage.s3 import S3Settings
@@ -41,32 +40,6 @@ FILL_ROW_GROUP = 8_192
 #: pages: the keys are unique, so pyarrow's writer filled a dictionary only to fall back from it
 #: (1M keys: 0.38 -> 0.30 s to write, 0.51 -> 0.16 s to read).
 WORK_PARQUET: dict[str, Any] = {"compression": "lz4", "use_dictionary": False}
-
-
-@dataclasses.dataclass(frozen=True)
-class Version:
-    number: int
-    fingerprint: str
-    input_digest: str
-    reuse: bool = True
-    retry_failed: bool = False
-    created_at: float = 0.0
-
-    def same_run(self, other: "Version") -> bool:
-        """True if ``other`` asks for exactly the requests of this version (a resume)."""
-        return (self.fingerprint, self.input_digest, self.reuse, self.retry_failed) == (
-            other.fingerprint,
-            other.input_digest,
-            other.reuse,
-            other.retry_failed,
-        )
-
-    def shard_key(self, index: int) -> str:
-        key = shard_key(index)
-        return key if self.number == 1 else f"v{self.number}-{key}"
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 # -- input digest ---------------------------------------------------------------------------

@@ -20,6 +20,8 @@ import orjson
 import polars as pl
 from pydantic import BaseModel, ConfigDict
 
+from maple_engine.model import BatchState, RequestKind, Submission
+
 # One row per request of one attempt, whatever the provider.
 RESULT_SCHEMA: dict[str, pl.DataType] = {
     "custom_id": pl.String(),
@@ -35,21 +37,6 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "batch_id": pl.String(),
 }
 
-# Batch ids of real-time attempts (``rt-<job>-<shard>-<attempt>``), and of those billed at batch
-# prices (a flex tier: ``rt-flex-...``).
-REALTIME_PREFIX = "rt-"
-BATCH_PRICED_PREFIX = "rt-flex-"
-
-
-def batch_priced(batch_id: str) -> bool:
-    """Whether the attempt ``batch_id`` is billed at batch prices: a batch, or a flex attempt."""
-    return not batch_id.startswith(REALTIME_PREFIX) or batch_id.startswith(BATCH_PRICED_PREFIX)
-
-
-# "lost": a batch the provider no longer knows (maple_engine.providers.lost).
-ENDED_STATES = frozenset({"completed", "failed", "expired", "cancelled", "ended", "lost"})
-
-
 MB = 1_000_000
 
 Mode = Literal["batch", "realtime"]
@@ -59,13 +46,6 @@ QueueModel = Literal["enqueued-tokens", "requests", "none"]
 # listing, by labels in its name, by create intents kept under the storage root, or not at all
 # (a rerun resumes from the row checkpoints).
 OrphanSearch = Literal["batch-metadata", "name-labels", "create-intents", "checkpoints"]
-
-
-class RequestKind(enum.StrEnum):
-    """What a provider's requests ask for."""
-
-    CHAT = "chat"  # one model reply per row
-    EMBEDDING = "embedding"  # one vector per row
 
 
 class Dialect(enum.StrEnum):
@@ -243,47 +223,6 @@ class ShardPayload:
             "maple_attempt": str(self.attempt),
             "maple_hash": content_hash,
         }
-
-
-@dataclasses.dataclass(frozen=True)
-class Submission:
-    """The durable record of one submitted shard attempt."""
-
-    provider: str
-    job: str
-    shard: str
-    attempt: int
-    batch_id: str
-    request_count: int
-    content_hash: str
-    submitted_at: str
-    file_id: str | None = None
-    adopted: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "Submission":
-        fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in fields})
-
-
-@dataclasses.dataclass(frozen=True)
-class BatchState:
-    """Where a submitted batch stands, as the provider reports it."""
-
-    batch_id: str
-    status: str
-    ended: bool
-    errors: tuple[str, ...] = ()
-    error_codes: tuple[str, ...] = ()
-    completed: int = 0
-    failed: int = 0
-    total: int = 0
-    #: the provider's own times (unix seconds) of the phases it reports: ``created``,
-    #: ``validating``, ``in_progress``, ``finalizing``, ``ended`` (the batch history reads them)
-    times: tuple[tuple[str, float], ...] = ()
 
 
 class ProviderModel(BaseModel):

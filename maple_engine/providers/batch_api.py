@@ -12,11 +12,10 @@ from typing import Any, ClassVar, Protocol
 import httpx
 import polars as pl
 
+from maple_engine.model import BatchState, Submission
 from maple_engine.providers.base import (
-    BatchState,
     ProviderCapabilities,
     ProviderLimits,
-    Submission,
     json_string_expr,
     poll_batches,
 )

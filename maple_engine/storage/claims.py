@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 
 from maple_engine.errors import ConfigError
-from maple_engine.providers.base import Submission
+from maple_engine.model import Submission
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.leases import Lease
 from maple_engine.storage.storage import Storage

@@ -26,7 +26,7 @@ import polars as pl
 import polars_hash  # noqa: F401  (registers the ``chash`` expression namespace)
 
 from maple_engine.errors import StorageError
-from maple_engine.spec import CUSTOM_ID, KEY, ROW_ID
+from maple_engine.model import CUSTOM_ID, KEY, ROW_ID
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 

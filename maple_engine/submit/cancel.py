@@ -2,7 +2,8 @@
 cancel``, a handle's ``cancel()``); the job stays resumable."""
 
 from maple_engine.errors import ProviderError
-from maple_engine.providers.base import Provider, Submission
+from maple_engine.model import Submission
+from maple_engine.providers.base import Provider
 from maple_engine.state import JobState
 
 

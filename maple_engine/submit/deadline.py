@@ -18,13 +18,13 @@ import time
 from typing import Any
 
 from maple_engine.errors import ConfigError, ProviderError
-from maple_engine.providers.base import (
-    BATCH_PRICED_PREFIX,
-    REALTIME_PREFIX,
+from maple_engine.model import (
     BatchState,
-    ShardPayload,
     Submission,
+    is_flex,
+    is_realtime,
 )
+from maple_engine.providers.base import ShardPayload
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 
@@ -50,10 +50,6 @@ def parse_duration(text: str, what: str = "--deadline") -> float:
 def margin(duration_s: float) -> float:
     """How long before the deadline the batches are cancelled and real-time takes over."""
     return min(max(0.1 * duration_s, 1.0), 1800.0)
-
-
-def is_realtime(submission: Submission) -> bool:
-    return submission.batch_id.startswith(REALTIME_PREFIX)
 
 
 def realtime_twin(batch: Any, storage_root: str) -> Any:
@@ -82,10 +78,6 @@ def flex_twin(batch: Any, storage_root: str) -> Any:
     return build_provider(
         twin, storage_root=storage_root, base_url=batch.base_url, api_key=batch.api_key
     )
-
-
-def is_flex(submission: Submission) -> bool:
-    return submission.batch_id.startswith(BATCH_PRICED_PREFIX)
 
 
 class DeadlineProvider:

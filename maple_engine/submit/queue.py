@@ -39,7 +39,8 @@ from maple_engine.ledger.queues import (
     release_slot,
     validated_units,
 )
-from maple_engine.providers.base import BatchState, ShardPayload, Submission
+from maple_engine.model import BatchState, Submission
+from maple_engine.providers.base import ShardPayload
 from maple_engine.settings import knob
 from maple_engine.storage.claims import driver_gone
 from maple_engine.storage.layout import queue_file

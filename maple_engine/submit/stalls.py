@@ -16,9 +16,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from maple_engine.ledger.batch_history import HistoryFilter
-from maple_engine.providers.base import BatchState, Submission
+from maple_engine.model import BatchState, Submission, is_realtime
 from maple_engine.report.batch_stats import duration_text, turnaround_quantile
-from maple_engine.submit.deadline import cancel_once, is_realtime
+from maple_engine.submit.deadline import cancel_once
 
 MIN_COMPLETED = 5
 HISTORY_DAYS = 30

@@ -22,7 +22,7 @@ from maple_assets.cli.commands import main
 from maple_engine.collect.responses import IMAGE_GONE
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import cost_expr
-from maple_engine.spec import ROW_ID
+from maple_engine.model import ROW_ID
 from maple_engine.state import JobState
 from maple_engine.steps import shard_responses
 from maple_engine.storage.response_store import ResponseStore, collection

@@ -17,8 +17,8 @@ import s3fs
 from upath import UPath
 
 from maple_engine.merge.merge import OutputTable, OutputWriter
+from maple_engine.model import KEY, ROW_ID
 from maple_engine.plan.versions import KeySpill
-from maple_engine.spec import KEY, ROW_ID
 from maple_engine.storage.storage import Storage, atomic_write
 from resources.io_manager import ParquetIOManager, ParquetUPathIOManager
 from tests.conftest import BUCKET

@@ -12,7 +12,8 @@ import polars as pl
 import pytest
 
 from emulator.server import EmulatorServer
-from maple_engine.providers.base import ShardPayload, batch_priced
+from maple_engine.model import batch_priced
+from maple_engine.providers.base import ShardPayload
 from maple_engine.providers.gemini.batch import GeminiBatchProvider
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
 from maple_engine.storage.layout import JobLayout

@@ -14,7 +14,7 @@ from maple_engine.ledger.batch_history import (
 )
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.schema import batch_history
-from maple_engine.providers.base import BatchState, Submission
+from maple_engine.model import BatchState, Submission
 
 T0 = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 

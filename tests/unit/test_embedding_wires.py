@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 
 from maple_engine.errors import ConfigError
-from maple_engine.providers.base import RequestKind, RequestSpec
+from maple_engine.model import RequestKind
+from maple_engine.providers.base import RequestSpec
 from maple_engine.providers.bedrock import wire as bedrock
 from maple_engine.providers.gemini import wire as gemini
 from maple_engine.providers.gemini.realtime import GeminiRealtimeProvider

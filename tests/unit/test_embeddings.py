@@ -13,9 +13,9 @@ from maple_assets.near_duplicates import near_duplicate_pairs
 from maple_engine.errors import ConfigError
 from maple_engine.merge.merge import merge_shard
 from maple_engine.merge.output import shard_slices
-from maple_engine.providers.base import RequestKind, RequestSpec
+from maple_engine.model import ROW_ID, RequestKind
+from maple_engine.providers.base import RequestSpec
 from maple_engine.providers.openai import wire
-from maple_engine.spec import ROW_ID
 
 
 def b64(values: list[float]) -> str:

@@ -20,6 +20,7 @@ from maple_engine.ledger.pricing import (
     cost_usd,
     estimate_request_tokens,
 )
+from maple_engine.model import REQUEST, Submission
 from maple_engine.plan.estimate import (
     estimate_input,
     estimate_job,
@@ -28,9 +29,8 @@ from maple_engine.plan.estimate import (
 )
 from maple_engine.plan.sharding import prepare_block, write_shards
 from maple_engine.providers.anthropic.batch import AnthropicBatchProvider
-from maple_engine.providers.base import Submission
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
-from maple_engine.spec import REQUEST, JobSpec
+from maple_engine.spec import JobSpec
 from maple_engine.state import JobState, ShardSummary
 from maple_engine.storage.storage import Storage
 from maple_engine.submit.budget import resume_budget_stop, within_budget

@@ -18,10 +18,10 @@ from maple_engine.crashpoints import CrashPointReached, crash_point
 from maple_engine.failures import NOT_RESENT, batch_too_large
 from maple_engine.inputs.structured import schema_dtype
 from maple_engine.job import Job
+from maple_engine.model import CUSTOM_ID, ROW_ID, BatchState
 from maple_engine.policy import RetryPolicy, job_policy
-from maple_engine.providers.base import BatchState
 from maple_engine.providers.openai.batch import OpenAIBatchProvider, _parse_line
-from maple_engine.spec import CUSTOM_ID, ROW_ID, JobSpec
+from maple_engine.spec import JobSpec
 from maple_engine.state import JobState, ShardSummary
 from maple_engine.steps import _attempt_cap, check_age
 from maple_engine.storage.storage import Storage

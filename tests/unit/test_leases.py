@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from maple_engine.providers.base import Submission
+from maple_engine.model import Submission
 from maple_engine.storage.claims import JobRunning, claim_batch, driver_lease
 from maple_engine.storage.leases import Lease
 from maple_engine.storage.storage import Storage

@@ -18,8 +18,9 @@ from maple_engine.inputs.preflight import check_retries, parse_param
 from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.inputs.templates import parse_template, render_expr
 from maple_engine.merge.merge import write_merged
+from maple_engine.model import ROW_ID
 from maple_engine.policy import parse_retry_options
-from maple_engine.spec import ROW_ID, JobSpec
+from maple_engine.spec import JobSpec
 from maple_engine.storage.probe import check_writable
 
 STRICT = {

@@ -5,7 +5,7 @@ from pathlib import Path
 import polars as pl
 
 from maple_engine.collect.responses import RESPONSE_COLUMNS, stored_responses, with_final
-from maple_engine.spec import CUSTOM_ID, KEY, ROW_ID
+from maple_engine.model import CUSTOM_ID, KEY, ROW_ID
 from maple_engine.storage.response_store import ResponseStore, collection
 from maple_engine.storage.storage import Storage
 

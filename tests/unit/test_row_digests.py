@@ -10,12 +10,12 @@ from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
 from maple_engine.ledger.price_book import PriceBook
+from maple_engine.model import KEY, ROW_ID, Version
 from maple_engine.plan.changed_rows import spill_keys
 from maple_engine.plan.row_digests import digest_columns, earlier_digests, row_digests
 from maple_engine.plan.sharding import prepare_block
-from maple_engine.plan.versions import Version
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
-from maple_engine.spec import KEY, ROW_ID, JobSpec
+from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage

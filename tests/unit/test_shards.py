@@ -3,7 +3,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from maple_engine.plan.shards import ShardCutter, shard_key
+from maple_engine.model import shard_key
+from maple_engine.plan.shards import ShardCutter
 
 
 def cut(blocks: list[list[int]], max_requests: int, max_bytes: int) -> list[list[int]]:

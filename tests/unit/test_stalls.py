@@ -6,7 +6,7 @@ from pathlib import Path
 
 from maple_engine.ledger.batch_history import BatchLabels
 from maple_engine.ledger.costs import CostLedger
-from maple_engine.providers.base import BatchState, Submission
+from maple_engine.model import BatchState, Submission
 from maple_engine.submit.stalls import MIN_COMPLETED, stalled, turnaround_limit
 
 NOW = datetime.now(UTC)

@@ -31,6 +31,7 @@ import polars as pl
 from pydantic import Field, PrivateAttr
 
 from maple_engine.errors import AuthError, ProviderError, QueueFull, QuotaExhausted
+from maple_engine.model import BatchState, Submission
 from maple_engine.providers.anthropic import billing
 from maple_engine.providers.anthropic.messages import (
     ONE_HOUR,
@@ -41,14 +42,12 @@ from maple_engine.providers.anthropic.messages import (
     parse_result_line,
 )
 from maple_engine.providers.base import (
-    BatchState,
     Dialect,
     ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
     RequestSpec,
     ShardPayload,
-    Submission,
     result_frame,
     rows_frame,
 )

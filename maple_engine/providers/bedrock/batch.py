@@ -25,17 +25,15 @@ from pydantic import Field
 
 from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError, ProviderError
+from maple_engine.model import BatchState, RequestKind, Submission
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
-    BatchState,
     Dialect,
     ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
-    RequestKind,
     RequestSpec,
     ShardPayload,
-    Submission,
     json_string_expr,
     poll_batches,
     result_frame,

@@ -15,14 +15,9 @@ import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.failures import FailureClass, classify_http
+from maple_engine.model import RequestKind
 from maple_engine.providers.anthropic.messages import message_body_expr, parse_message
-from maple_engine.providers.base import (
-    RequestKind,
-    RequestSpec,
-    failed_row,
-    json_literal,
-    json_string_expr,
-)
+from maple_engine.providers.base import RequestSpec, failed_row, json_literal, json_string_expr
 from maple_engine.providers.batch_api import jsonl
 from maple_engine.providers.vectors import embedding_row
 

@@ -22,16 +22,14 @@ import polars as pl
 from pydantic import Field, PrivateAttr
 
 from maple_engine.crashpoints import crash_point
+from maple_engine.model import BatchState, RequestKind, Submission
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
-    BatchState,
     Dialect,
     ProviderCapabilities,
     ProviderModel,
-    RequestKind,
     RequestSpec,
     ShardPayload,
-    Submission,
     json_string_expr,
     poll_batches,
     rows_frame,

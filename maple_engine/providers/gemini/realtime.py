@@ -15,15 +15,8 @@ import polars as pl
 from pydantic import Field
 
 from maple_engine.failures import FailureClass
-from maple_engine.providers.base import (
-    BATCH_PRICED_PREFIX,
-    Dialect,
-    ProviderCapabilities,
-    RequestKind,
-    RequestSpec,
-    ShardPayload,
-    Submission,
-)
+from maple_engine.model import BATCH_PRICED_PREFIX, RequestKind, Submission
+from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec, ShardPayload
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
     CACHING,

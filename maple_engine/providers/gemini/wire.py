@@ -19,9 +19,9 @@ import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.failures import NOT_RESENT, FailureClass
+from maple_engine.model import RequestKind
 from maple_engine.providers.base import (
     PromptCaching,
-    RequestKind,
     RequestSpec,
     failed_row,
     json_literal,

@@ -9,18 +9,15 @@ from pydantic import Field, PrivateAttr
 
 from maple_engine.crashpoints import crash_point
 from maple_engine.failures import FailureClass, classify_http, classify_line_error
+from maple_engine.model import ENDED_STATES, BatchState, RequestKind, Submission
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
-    ENDED_STATES,
-    BatchState,
     Dialect,
     ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
-    RequestKind,
     RequestSpec,
     ShardPayload,
-    Submission,
     json_literal,
     result_frame,
 )

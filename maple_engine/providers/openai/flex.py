@@ -13,7 +13,8 @@ from typing import Any, ClassVar
 import polars as pl
 from pydantic import Field
 
-from maple_engine.providers.base import BATCH_PRICED_PREFIX, ProviderCapabilities, RequestSpec
+from maple_engine.model import BATCH_PRICED_PREFIX
+from maple_engine.providers.base import ProviderCapabilities, RequestSpec
 from maple_engine.providers.openai import wire
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.realtime.engine import Group

@@ -12,7 +12,8 @@ import polars as pl
 from pydantic import Field
 
 from maple_engine.failures import FailureClass, classify_http
-from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestKind, RequestSpec
+from maple_engine.model import RequestKind
+from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
 from maple_engine.providers.http import error_detail, is_quota_error
 from maple_engine.providers.openai import wire
 from maple_engine.providers.realtime.engine import Group, Row

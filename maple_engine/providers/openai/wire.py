@@ -9,9 +9,9 @@ import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.failures import FailureClass
+from maple_engine.model import RequestKind
 from maple_engine.providers.base import (
     PromptCaching,
-    RequestKind,
     RequestSpec,
     json_literal,
     json_string_expr,

@@ -24,18 +24,15 @@ import orjson
 import polars as pl
 from pydantic import Field, PrivateAttr
 
+from maple_engine.model import REALTIME_PREFIX, BatchState, RequestKind, Submission
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
-    REALTIME_PREFIX,
-    BatchState,
     Dialect,
     PromptCaching,
     ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
-    RequestKind,
     ShardPayload,
-    Submission,
 )
 from maple_engine.providers.realtime.checkpoints import RowCheckpoints
 from maple_engine.providers.realtime.engine import AttemptRun, Group, run_sync

@@ -1,0 +1,169 @@
+"""The records every stage of the engine shares: column names, request kinds, shards, versions,
+submissions and batch states, and the kinds of stop. They sit on the engine's ground floor (they
+import nothing of it), so a stage reads them without reaching into the stage that writes them."""
+
+import dataclasses
+import enum
+from typing import Any
+
+# -- columns ----------------------------------------------------------------------------------
+# The engine's own columns in shard and plan files (never in the output), then the output's.
+ROW_ID = "_maple_row_id"
+CUSTOM_ID = "_maple_custom_id"
+REQUEST = "_maple_request"
+KEY = "_maple_key"  # the request key (maple_engine.storage.response_store)
+INTERNAL_COLUMNS = (ROW_ID, CUSTOM_ID, REQUEST, KEY)
+
+OUTPUT_COLUMNS = (
+    "llm_response",
+    "llm_parsed",
+    "llm_status",
+    "llm_failure_class",
+    "llm_error",
+    "llm_attempts",
+    "llm_input_tokens",
+    "llm_output_tokens",
+    "llm_cached_tokens",
+    "llm_cache_write_tokens",
+    "llm_cost_usd",
+    "llm_model",
+    "llm_batch_id",
+    "llm_reused",
+    "llm_embedding",
+)
+EMBEDDING_COLUMN = "llm_embedding"
+
+# The column of a shard's filled rows that says the answer came from the response store.
+REUSED = "reused"
+
+
+# -- request kinds ----------------------------------------------------------------------------
+class RequestKind(enum.StrEnum):
+    """What a provider's requests ask for."""
+
+    CHAT = "chat"  # one model reply per row
+    EMBEDDING = "embedding"  # one vector per row
+
+
+# -- shards and versions ----------------------------------------------------------------------
+def shard_key(index: int) -> str:
+    """Partition key of the shard at ``index`` (sortable, stable)."""
+    return f"s{index:05d}"
+
+
+@dataclasses.dataclass(frozen=True)
+class ShardInfo:
+    """One shard file of a version: its key, rows, bytes and the row ids it spans."""
+
+    key: str
+    rows: int
+    bytes: int
+    first_row: int
+    last_row: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Version:
+    """One version of a living enrichment: what it was made from, and when."""
+
+    number: int
+    fingerprint: str
+    input_digest: str
+    reuse: bool = True
+    retry_failed: bool = False
+    created_at: float = 0.0
+
+    def same_run(self, other: "Version") -> bool:
+        """True if ``other`` asks for exactly the requests of this version (a resume)."""
+        return (self.fingerprint, self.input_digest, self.reuse, self.retry_failed) == (
+            other.fingerprint,
+            other.input_digest,
+            other.reuse,
+            other.retry_failed,
+        )
+
+    def shard_key(self, index: int) -> str:
+        key = shard_key(index)
+        return key if self.number == 1 else f"v{self.number}-{key}"
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+# -- submissions and batches ------------------------------------------------------------------
+# Batch ids of real-time attempts (``rt-<job>-<shard>-<attempt>``), and of those billed at batch
+# prices (a flex tier: ``rt-flex-...``).
+REALTIME_PREFIX = "rt-"
+BATCH_PRICED_PREFIX = "rt-flex-"
+
+
+def batch_priced(batch_id: str) -> bool:
+    """Whether the attempt ``batch_id`` is billed at batch prices: a batch, or a flex attempt."""
+    return not batch_id.startswith(REALTIME_PREFIX) or batch_id.startswith(BATCH_PRICED_PREFIX)
+
+
+def is_realtime(submission: "Submission") -> bool:
+    """Whether ``submission`` went through a real-time API (its id is not a provider batch's)."""
+    return submission.batch_id.startswith(REALTIME_PREFIX)
+
+
+def is_flex(submission: "Submission") -> bool:
+    """Whether ``submission`` went through a flex tier (real-time answers at batch prices)."""
+    return submission.batch_id.startswith(BATCH_PRICED_PREFIX)
+
+
+# "lost": a batch the provider no longer knows (maple_engine.providers.lost).
+ENDED_STATES = frozenset({"completed", "failed", "expired", "cancelled", "ended", "lost"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Submission:
+    """The durable record of one submitted shard attempt."""
+
+    provider: str
+    job: str
+    shard: str
+    attempt: int
+    batch_id: str
+    request_count: int
+    content_hash: str
+    submitted_at: str
+    file_id: str | None = None
+    adopted: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Submission":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchState:
+    """Where a submitted batch stands, as the provider reports it."""
+
+    batch_id: str
+    status: str
+    ended: bool
+    errors: tuple[str, ...] = ()
+    error_codes: tuple[str, ...] = ()
+    completed: int = 0
+    failed: int = 0
+    total: int = 0
+    #: the provider's own times (unix seconds) of the phases it reports: ``created``,
+    #: ``validating``, ``in_progress``, ``finalizing``, ``ended`` (the batch history reads them)
+    times: tuple[tuple[str, float], ...] = ()
+
+
+# -- stops ------------------------------------------------------------------------------------
+class StopKind(enum.StrEnum):
+    """Why a job stopped sending (the ``kind`` of its stop record; a rerun reads it)."""
+
+    STOP = "stop"  # stopped for a reason of its own (the reason says which)
+    AGE = "age"  # the job's max age passed
+    QUOTA = "quota"  # the provider reports insufficient quota
+    BUDGET = "budget"  # the next attempt would pass the budget
+    CANCEL = "cancel"  # `maple cancel`
+    QUEUE = "queue"  # the provider's queue cannot take the job's shards
