@@ -3,7 +3,7 @@
 N simulated hosts (each its own UTS namespace and host name, tests/hosts/harness.py) each run
 ``maple enrich --provider openai-realtime`` on their own job, all on one account and model; the
 emulator (a separate process, ``maple emulator --rpm``) enforces one limit over per-second
-windows. Two ways of sharing it (``maple_engine.providers.realtime.rate_shares``):
+windows. Two ways of sharing it (``maple_engine.send.rate_shares``):
 
 - ``database``: ``MAPLE_COST_DB`` on one PostgreSQL (``rate_holders``), each host its own
   storage root (``$MAPLE_TEST_POSTGRES_URL``, else a throwaway server from the distribution's

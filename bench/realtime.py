@@ -38,7 +38,7 @@ import polars as pl
 from maple_engine.providers.anthropic.realtime import AnthropicRealtimeProvider
 from maple_engine.providers.base import RequestSpec, ShardPayload
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
-from maple_engine.providers.realtime.providers import RealtimeProvider
+from maple_engine.providers.realtime import RealtimeProvider
 
 WARM_S = 5.0
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import dagster as dg
 
+from maple_assets.binding import resource_keys
 from maple_assets.declaration import Declared, declare_job, schema_dict
 from maple_assets.graph.assets import (
     input_shards_asset,
@@ -27,7 +28,6 @@ from maple_assets.graph.checks import build_checks
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.observed import observed_file
 from maple_assets.graph.sensors import enrichment_sensor
-from maple_engine.job import provider_key
 from maple_engine.model import RequestKind
 from maple_engine.policy import RetryPolicy
 from maple_engine.spec import DEFAULTS, JobSpec
@@ -64,7 +64,7 @@ class Enrichment:
 
     @property
     def resource_keys(self) -> set[str]:
-        return {"maple_storage", "maple_costs", provider_key(self.spec.provider)}
+        return resource_keys(self.spec.provider)
 
 
 def enrichment(
@@ -155,7 +155,7 @@ def graph_of(job: Declared, source: Any, poll_interval_s: int = 30) -> Enrichmen
     spec, policy = job.spec, job.policy
     name = spec.name
     pdef = shard_partitions(dagster_name(name))
-    keys = _resource_keys(spec.provider)
+    keys = resource_keys(spec.provider)
     observed = (
         [observed_file(asset_key(name, "input_file"), source, dagster_name(name))]
         if isinstance(source, str)
@@ -173,10 +173,6 @@ def graph_of(job: Declared, source: Any, poll_interval_s: int = 30) -> Enrichmen
     sensor = enrichment_sensor(spec, policy, assets, keys, poll_interval_s)
     checks = build_checks(spec, keys, None if observed else upstream)
     return Enrichment(spec, [*observed, *assets], sensor, checks, pdef, policy)
-
-
-def _resource_keys(provider: str) -> set[str]:
-    return {"maple_storage", "maple_costs", provider_key(provider)}
 
 
 def _source_key(source: Any) -> dg.AssetKey:

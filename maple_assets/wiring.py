@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
+from maple_assets.binding import IO_MANAGER_KEY, provider_key
 from maple_assets.factory import Enrichment
 from maple_assets.provider_settings import settings_provider
-from maple_engine.job import IO_MANAGER_KEY, provider_key
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.providers.base import Provider
 from maple_engine.providers.registry import capabilities

@@ -49,7 +49,7 @@ class QuotaExhausted(MapleError):
 
 
 class CanaryFailed(MapleError):
-    """Too few of the canary's rows succeeded (`maple_engine.plan.canary`); no batch of the job
+    """Too few of the canary's rows succeeded (`maple_engine.canary`); no batch of the job
     was created. The message names the top failure class and one example row."""
 
 

@@ -1,20 +1,20 @@
-"""A job: one enrichment bound to its storage, provider, prices and cost ledger."""
+"""A job: one enrichment bound to its storage, provider, prices and cost ledger.
+
+Its callers bind it (the Dagster resources in ``maple_assets``, the command line's driver): a
+real-time provider through its lane (`maple_engine.send.lane`), a batch provider with a deadline
+through the deadline's lanes (`maple_engine.submit.deadline`)."""
 
 import dataclasses
-from typing import Any
 
 from maple_engine.ledger.batch_history import BatchLabels
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.model import BatchState, Submission, is_realtime
-from maple_engine.plan.cache_layout import check_cache_price
 from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import Provider
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
-from maple_engine.storage.storage import Storage
-from maple_engine.submit.deadline import with_deadline
 
 
 @dataclasses.dataclass
@@ -45,6 +45,17 @@ class Job:
                 (s.shard, s.attempt): s for s in self.provider.find_orphans(self.spec.name)
             }
 
+    def orphan(self, shard: str, attempt: int) -> Submission | None:
+        """The batch the provider holds for ``shard``'s ``attempt`` that no record names (one
+        created just before a crash), from one listing of the provider's batches."""
+        self.prepare_submissions()
+        assert self._orphans is not None
+        return self._orphans.get((shard, attempt))
+
+    def forget_orphans(self) -> None:
+        """List the provider's batches again at the next `orphan` (a claim was taken over)."""
+        self._orphans = None
+
     def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
         """Poll the provider once for ``submissions`` and record what it said of the batches in
         the batch history (`maple_engine.ledger.batch_history`; real-time attempts are not
@@ -59,44 +70,8 @@ class Job:
         return states
 
     def price(self) -> ModelPrice:
-        price = self.prices.price(
+        return self.prices.price(
             self.spec.model,
             self.provider.provider_name,
             allow_untracked=self.spec.allow_untracked_cost,
         )
-        check_cache_price(self.spec, price)
-        return price
-
-
-IO_MANAGER_KEY = "maple_io_manager"
-
-
-def provider_key(provider: str) -> str:
-    return "provider_" + provider.replace("-", "_")
-
-
-def job_for(spec: JobSpec, policy: RetryPolicy, resources: Any) -> Job:
-    storage = resources.maple_storage.storage()
-    provider = getattr(resources, provider_key(spec.provider))
-    costs = resources.maple_costs
-    return bound_job(spec, policy, storage, provider, costs=costs, prices=PriceBook(costs.prices))
-
-
-def bound_job(
-    spec: JobSpec,
-    policy: RetryPolicy,
-    storage: Storage,
-    provider: Provider,
-    *,
-    costs: CostLedger | None,
-    prices: PriceBook,
-) -> Job:
-    """The job of ``spec`` on ``storage`` and ``provider`` (wrapped to meet its deadline)."""
-    return Job(
-        spec=spec,
-        state=JobState(storage, spec.name),
-        provider=with_deadline(provider, storage, spec.name, spec.deadline_s),
-        costs=costs,
-        prices=prices,
-        policy=policy,
-    )

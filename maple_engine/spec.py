@@ -337,7 +337,7 @@ def check_queue_options(
     """The queue and deadline settings of a job, checked before anything is sent."""
     from datetime import timedelta
 
-    from maple_engine.submit.deadline import parse_duration
+    from maple_engine.durations import parse_duration
 
     if max_enqueued_tokens is not None and (
         isinstance(max_enqueued_tokens, bool) or int(max_enqueued_tokens) < 1

@@ -12,15 +12,13 @@ import polars as pl
 
 from maple_engine.collect.responses import (
     IMAGE_GONE,
-    NOT_SENT,
     attempt_results,
     combine_attempts,
     plan_retries,
-    stored_responses,
     summarize,
-    unsent_responses,
     with_final,
 )
+from maple_engine.collect.shard_responses import final_before
 from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError, QuotaExhausted
 from maple_engine.failures import FailureClass, batch_too_large
@@ -38,7 +36,7 @@ from maple_engine.model import (
     batch_priced,
 )
 from maple_engine.providers.base import ShardPayload
-from maple_engine.state import JobState, ShardSummary
+from maple_engine.state import ShardSummary
 from maple_engine.storage.claims import claim_batch
 from maple_engine.storage.response_store import ResponseStore, collection
 from maple_engine.submit import queue
@@ -55,9 +53,7 @@ def _plan(job: Job, shard: str, attempt: int) -> pl.DataFrame:
 
 
 def _adopt(job: Job, shard: str, attempt: int, digest: str) -> Submission | None:
-    if job._orphans is None:
-        job._orphans = {(s.shard, s.attempt): s for s in job.provider.find_orphans(job.spec.name)}
-    orphan = job._orphans.get((shard, attempt))
+    orphan = job.orphan(shard, attempt)
     return orphan if orphan is not None and orphan.content_hash in {digest, ""} else None
 
 
@@ -112,7 +108,7 @@ def _create(
     if job.state.stop_reason() is not None:
         return None
     if taken_over:
-        job._orphans = None  # list again: the previous claimant may have created the batch
+        job.forget_orphans()  # the previous claimant may have created the batch
     payload = payload_for(job, shard, attempt)
     digest = payload.encoded(job.provider.encode)[1]  # encoded once: adoption and upload
     submission = _adopt(job, shard, attempt, digest)
@@ -174,7 +170,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         retry = retry.select(ROW_ID, CUSTOM_ID)
         job.state.write_plan(shard, attempt + 1, retry.head(cap) if cap else retry)
     crash_point("before_summary")
-    responses = with_final(_final_before(job.state, shard, attempt), combined)
+    responses = with_final(final_before(job.state, shard, attempt), combined)
     info = summarize(responses)
     summary = ShardSummary(
         attempt, pending, pending == 0, info["succeeded"], info["failed"], info["cost_usd"], cap
@@ -200,14 +196,6 @@ def keep_answers(
     ResponseStore(job.state.storage, job.spec.name).write(
         collection(shard, attempt), records, job.spec.model
     )
-
-
-def _final_before(state: JobState, shard: str, attempt: int) -> pl.DataFrame | None:
-    """The rows the shard's attempts before ``attempt`` made final, from the response store."""
-    if attempt <= 1:
-        return None
-    names = [collection(shard, n) for n in range(1, attempt)]
-    return stored_responses(ResponseStore(state.storage, state.job).collected(names))
 
 
 def _attempt_cap(previous: ShardSummary | None, state: BatchState, sent: int) -> int:
@@ -308,19 +296,3 @@ def book_attempt(
         batch_id=batch_id,
     )
     job.costs.record(entry)
-
-
-def shard_responses(state: JobState, shard: str) -> pl.DataFrame:
-    """The shard's merged responses over every collected attempt: the final outcomes from the
-    response store, the rows still pending from the last collection's ``results-n``."""
-    summary = state.summary(shard)
-    attempts = summary.attempt if summary else 0
-    if attempts == 0:  # never collected: nothing to send, or the job stopped before sending
-        rows = state.plan(shard, 1)
-        if rows is None:
-            rows = state.shard_frame(shard, columns=[ROW_ID, CUSTOM_ID])
-        record = state.stop_record() or {}
-        quota = record.get("kind") == "quota"
-        cls = FailureClass.INSUFFICIENT_QUOTA.value if quota else NOT_SENT
-        return unsent_responses(rows, record.get("reason", "not sent yet"), cls)
-    return with_final(_final_before(state, shard, attempts + 1), state.results(shard, attempts))

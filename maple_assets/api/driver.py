@@ -19,12 +19,12 @@ from maple_assets.api.early import EarlyStart, starts_early
 from maple_assets.api.errors import INTERRUPTED_MESSAGE, is_interrupt, unwrapped_canary
 from maple_assets.api.options import CommandOptions, EnrichOptions
 from maple_assets.api.result import Result, job_result, recorded_batches
+from maple_assets.binding import bind_job
 from maple_assets.declaration import Declared, declare_job, schema_dict
 from maple_assets.provider_settings import settings_provider
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import preflight
 from maple_engine.inputs.schema_checks import check_response_schema
-from maple_engine.job import bound_job
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.model import RequestKind
@@ -251,9 +251,7 @@ def early_start(ready: Ready) -> EarlyStart:
     settings = Settings.load(storage=ready.opts.storage_root)
     storage = Storage(ready.opts.storage_root)
     prices = PriceBook(settings.prices)
-    job = bound_job(
-        ready.spec, ready.job.policy, storage, ready.provider, costs=None, prices=prices
-    )
+    job = bind_job(ready.spec, ready.job.policy, storage, ready.provider, costs=None, prices=prices)
     return EarlyStart(job, ready.opts.retry_failed).start()
 
 

@@ -22,6 +22,7 @@ from its first step (the canary's and the budget's checks and messages are the r
 
 import threading
 
+from maple_engine.canary import run_canary
 from maple_engine.job import Job
 from maple_engine.plan.rerun import shard_input
 from maple_engine.providers.registry import capabilities
@@ -66,10 +67,8 @@ class EarlyStart:
         return self.sent
 
     def _tell(self, event: threading.Event | None) -> None:
-        """Have the provider set ``event`` when a request leaves (the real-time core can)."""
-        tell = getattr(self.job.provider, "tell_sending", None)
-        if tell is not None:
-            tell(event)
+        """Have the provider set ``event`` when a request leaves (a real-time lane does)."""
+        self.job.provider.tell_sending(event)
 
     def _run(self) -> None:
         # The boundary of this thread: whatever fails here is left to the Dagster runs, which
@@ -81,7 +80,9 @@ class EarlyStart:
 
     def _send(self) -> None:
         job = self.job
-        shards, _, _ = shard_input(job, job.spec.source, retry_failed=self.retry_failed)
+        shards, _, _ = shard_input(
+            job, job.spec.source, retry_failed=self.retry_failed, before_planning=run_canary
+        )
         for shard in shards:
             if self._handover.is_set():
                 return

@@ -80,7 +80,7 @@ def job_totals(state: JobState) -> dict[str, Any]:
     if state.storage.exists(state.paths.merged):
         totals = dict(state.storage.read_json(state.paths.merged).get("totals") or {})
     if not totals:
-        from maple_engine.steps import shard_responses
+        from maple_engine.collect.shard_responses import shard_responses
 
         for shard in state.manifest() or []:
             add_summary(totals, summarize(shard_responses(state, shard.key)))

@@ -21,10 +21,11 @@ from dagster._core.storage.tags import (
 from maple_assets.api import dagster_home
 from maple_assets.api.interrupts import interrupts_seen
 from maple_assets.api.progress import Counts, Progress
+from maple_assets.binding import job_for
 from maple_assets.factory import Enrichment
 from maple_assets.graph.admission import wait_note
 from maple_assets.graph.tags import run_tags
-from maple_engine.job import Job, job_for
+from maple_engine.job import Job
 from maple_engine.merge.merge import OutputTable
 from maple_engine.state import JobState
 

@@ -12,6 +12,7 @@ from emulator.cli import emulator_command
 from maple_assets.api.options import CommandOptions
 from maple_assets.cli.options import model_options
 from maple_assets.graph.shard_options import ShardRunOptions
+from maple_engine.durations import parse_duration
 from maple_engine.errors import ConfigError
 from maple_engine.memory import settle_startup_objects, tune_allocator
 from maple_engine.model import RequestKind
@@ -19,7 +20,6 @@ from maple_engine.policy import parse_retry_options
 from maple_engine.providers.registry import names
 from maple_engine.settings import Settings
 from maple_engine.spec import JobSpec, file_format, job_options, option_help
-from maple_engine.submit.deadline import parse_duration
 
 
 def parse_params(specs: tuple[str, ...]) -> dict[str, Any]:

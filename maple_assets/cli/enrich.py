@@ -8,10 +8,10 @@ from maple_assets.api.options import EnrichOptions
 from maple_assets.api.result import Result
 from maple_assets.cli.dry_run import dry_run, percent
 from maple_assets.cli.errors import EXIT_CODES, engine_warnings_on_stderr
+from maple_engine.canary import last_canary
 from maple_engine.memory import settle_startup_objects
 from maple_engine.model import RequestKind
 from maple_engine.plan.cache_layout import cache_layout
-from maple_engine.plan.canary import last_canary
 from maple_engine.settings import Settings
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState

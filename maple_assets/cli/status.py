@@ -22,15 +22,15 @@ from maple_assets.cli.queues import (
 from maple_assets.cli.tables import render
 from maple_assets.provider_settings import settings_provider
 from maple_assets.wiring import cost_ledger
+from maple_engine.canary import last_canary
 from maple_engine.collect.responses import summarize
+from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
-from maple_engine.plan.canary import last_canary
 from maple_engine.providers.base import Provider
 from maple_engine.settings import Settings
 from maple_engine.state import JobState
-from maple_engine.steps import shard_responses
 from maple_engine.storage.layout import JobLayout, job_names
 from maple_engine.storage.storage import Storage
 from maple_engine.submit.cancel import cancel_job

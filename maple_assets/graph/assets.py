@@ -15,19 +15,21 @@ import polars as pl
 import pyarrow as pa
 from pydantic import Field
 
+from maple_assets.binding import IO_MANAGER_KEY, job_for
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.per_shard import per_shard
 from maple_assets.graph.shard_options import ShardRunOptions
+from maple_engine.canary import last_canary, run_canary
 from maple_engine.collect.responses import summarize
+from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.errors import CanaryFailed
-from maple_engine.job import IO_MANAGER_KEY, Job, job_for
+from maple_engine.job import Job
 from maple_engine.merge.output import merge_job
 from maple_engine.model import RequestKind
-from maple_engine.plan.canary import last_canary
 from maple_engine.plan.rerun import shard_input
 from maple_engine.policy import RetryPolicy
 from maple_engine.spec import JobSpec
-from maple_engine.steps import collect_shard, shard_responses, submit_shard
+from maple_engine.steps import collect_shard, submit_shard
 from maple_engine.submit import queue
 from maple_engine.submit.budget import ledger_totals
 from maple_engine.submit.deadline import deadline_split
@@ -70,7 +72,9 @@ def input_shards_asset(
         run_spec = spec.model_copy(update={"reuse": spec.reuse and not config.no_reuse})
         job = job_for(run_spec, policy, context.resources)
         try:
-            shards, version, counts = shard_input(job, table, retry_failed=config.retry_failed)
+            shards, version, counts = shard_input(
+                job, table, retry_failed=config.retry_failed, before_planning=run_canary
+            )
         except CanaryFailed as exc:  # the run fails before any submission: the UI shows why
             raise dg.Failure(str(exc), metadata=canary_metadata(job), allow_retries=False) from exc
         current_partitions(context.instance, pdef.name or "", [s.key for s in shards])

@@ -4,6 +4,7 @@ from collections.abc import Sequence
 
 import dagster as dg
 
+from maple_assets.binding import job_for
 from maple_assets.graph.admission import plan_submissions, wait_message, wait_note
 from maple_assets.graph.engine_log import engine_log_to
 from maple_assets.graph.listed import ListedStorage
@@ -11,7 +12,7 @@ from maple_assets.graph.names import dagster_name
 from maple_assets.graph.revive import revive
 from maple_assets.graph.sensor_cursor import fresh_requests
 from maple_assets.graph.tags import run_tags
-from maple_engine.job import Job, job_for
+from maple_engine.job import Job
 from maple_engine.policy import RetryPolicy
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState

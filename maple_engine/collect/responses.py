@@ -269,9 +269,6 @@ def unsent_responses(rows: pl.DataFrame, reason: str, cls: str = NOT_SENT) -> pl
     )
 
 
-"""Column of a merged shard's responses: the answer came from the response store."""
-
-
 def fill_responses(found: pl.DataFrame) -> pl.DataFrame:
     """Responses of the rows a version did not send, from their stored records.
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import polars as pl
 
 from maple_engine.collect.responses import fill_responses
+from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
@@ -19,7 +20,6 @@ from maple_engine.model import REUSED, ROW_ID, ShardInfo, Version
 from maple_engine.plan.copied_answers import PreviousAnswers
 from maple_engine.plan.versions import input_digest, shard_fills
 from maple_engine.state import JobState
-from maple_engine.steps import shard_responses
 
 #: An input block with its row ids, its sent rows' responses and its filled rows' records.
 Piece = tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]

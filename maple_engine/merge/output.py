@@ -18,6 +18,7 @@ from maple_engine.collect.responses import (
     fill_responses,
     unsent_responses,
 )
+from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.crashpoints import crash_point
 from maple_engine.inputs.structured import schema_dtype
 from maple_engine.job import Job
@@ -27,7 +28,6 @@ from maple_engine.model import CUSTOM_ID, KEY, REQUEST, REUSED, ROW_ID, RequestK
 from maple_engine.plan.changed_rows import SPARSE
 from maple_engine.plan.copied_answers import PreviousAnswers, recorded_identity
 from maple_engine.plan.versions import prepare_fills, shard_fills
-from maple_engine.steps import shard_responses
 
 #: Rows of an embedding shard decoded and written at once (one Parquet row group): 10 MB of
 #: float32 at 256 dimensions.

@@ -4,6 +4,7 @@ See `maple_engine.plan.versions` for what a version is and how its rows are chos
 """
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
 from maple_engine.model import ShardInfo, Version
-from maple_engine.plan.canary import run_canary
+from maple_engine.plan.cache_layout import check_cache_price
 from maple_engine.plan.changed_rows import SPARSE, cut_sent_rows, only_changed_rows, spill_keys
 from maple_engine.plan.copied_answers import plan_copies
 from maple_engine.plan.row_digests import DigestWriter, row_digests
@@ -23,20 +24,30 @@ from maple_engine.plan.versions import plan_version as plan_rows
 from maple_engine.state import ShardSummary
 from maple_engine.storage.claims import sharding_lease
 
+#: what runs on a new version's shards before its rows are planned (the canary,
+#: `maple_engine.canary.run_canary`: its answers then fill their rows from the store)
+BeforePlanning = Callable[[Job, list[ShardInfo]], object]
+
 
 def shard_input(
-    job: Job, source: Any, *, retry_failed: bool = False
+    job: Job,
+    source: Any,
+    *,
+    retry_failed: bool = False,
+    before_planning: BeforePlanning | None = None,
 ) -> tuple[list[ShardInfo], Version, VersionPlan]:
     """The current version's shards: resumed if the input and settings are unchanged, else a
     new version cut from the input, with attempt-1 plans holding only the rows to send.
     One run cuts a job's shards at a time (`maple_engine.storage.claims.sharding_lease`)."""
-    job.price()  # an unknown model is an error before anything is sent
+    # an unknown model, or a cached prefix on a model nothing prices reads for, is an error
+    # before anything is sent
+    check_cache_price(job.spec, job.price())
     with sharding_lease(job.state.storage, job.state.paths.sharding):
-        return _shard_input(job, source, retry_failed)
+        return _shard_input(job, source, retry_failed, before_planning)
 
 
 def _shard_input(
-    job: Job, source: Any, retry_failed: bool
+    job: Job, source: Any, retry_failed: bool, before_planning: BeforePlanning | None
 ) -> tuple[list[ShardInfo], Version, VersionPlan]:
     current = job.state.version()
     wanted = Version(
@@ -54,7 +65,7 @@ def _shard_input(
         version = current  # the version's sharding was interrupted: cut it again
     else:
         version = _start(job, current, wanted)
-    return _cut(job, version, source)
+    return _cut(job, version, source, before_planning)
 
 
 def _redo(job: Job, current: Version) -> bool:
@@ -107,7 +118,9 @@ def _check_settled(job: Job) -> None:
         )
 
 
-def _cut(job: Job, version: Version, source: Any) -> tuple[list[ShardInfo], Version, VersionPlan]:
+def _cut(
+    job: Job, version: Version, source: Any, before_planning: BeforePlanning | None
+) -> tuple[list[ShardInfo], Version, VersionPlan]:
     storage, name = job.state.storage, job.spec.name
     if only_changed_rows(job, source):
         spilled = spill_keys(job, source, version)
@@ -136,7 +149,8 @@ def _cut(job: Job, version: Version, source: Any) -> tuple[list[ShardInfo], Vers
             on_block=on_block,
         )
     rows = shards[-1].last_row + 1
-    run_canary(job, shards)  # before planning: its answers fill their rows from the store
+    if before_planning is not None:
+        before_planning(job, shards)
     counts, send = plan_rows(storage, name, version, rows)
     return _planned(job, version, shards, counts, send)
 

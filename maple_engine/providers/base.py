@@ -12,6 +12,7 @@ reads that record, never the provider's name or class.
 import dataclasses
 import enum
 import hashlib
+import threading
 from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime
 from typing import Any, ClassVar, Literal, Protocol
@@ -239,11 +240,24 @@ class ProviderModel(BaseModel):
         """``batch`` (a provider batch API) or ``realtime`` (one call per row)."""
         return self.capabilities.mode
 
+    def twin_settings(self) -> dict[str, Any]:
+        """The settings a twin on the same API takes (a deadline's real-time fallback, its flex
+        tier): this provider's base URL and key, where it has them."""
+        fields = type(self).model_fields
+        return {name: getattr(self, name) for name in ("base_url", "api_key") if name in fields}
+
+    def tell_sending(self, event: threading.Event | None) -> None:
+        """Set ``event`` when a request of this provider's next attempts leaves (a real-time
+        lane's first answer; a batch provider's requests leave with the batch, unannounced)."""
+
 
 class Provider(Protocol):
-    """The interface the asset graph drives. Implementations are Dagster resources."""
+    """The interface a job drives: a provider batch API (`ProviderModel` classes, which the
+    Dagster layer wraps as resources), or a real-time API through its lane
+    (`maple_engine.send.lane.RealtimeLane`)."""
 
-    capabilities: ClassVar[ProviderCapabilities]
+    @property
+    def capabilities(self) -> ProviderCapabilities: ...
 
     @property
     def provider_name(self) -> str: ...
@@ -284,6 +298,14 @@ class Provider(Protocol):
     def check_endpoint(self) -> None:
         """One cheap call before anything is uploaded: `ConfigError` naming the URL and the fix
         when the endpoint is unreachable, refuses the key, or is not the provider's API."""
+        ...
+
+    def twin_settings(self) -> dict[str, Any]:
+        """The base URL and key a twin on the same API is built with (a deadline's fallback)."""
+        ...
+
+    def tell_sending(self, event: threading.Event | None) -> None:
+        """Set ``event`` when a request of the next attempts leaves (None: stop telling)."""
         ...
 
 

@@ -48,8 +48,13 @@ def _tls_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
+#: how long an answer asks a client to wait, in seconds (None: it does not say)
+WaitOf = Callable[[httpx.Response], float | None]
+
+
 def retry_after_seconds(response: httpx.Response | None) -> float | None:
-    """The server's requested wait, from ``retry-after-ms`` or ``retry-after`` (seconds)."""
+    """The server's requested wait, from ``retry-after-ms`` or ``retry-after`` (seconds); a
+    provider with its own way of saying it reads that in its own folder."""
     if response is None:
         return None
     for header, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
@@ -59,19 +64,6 @@ def retry_after_seconds(response: httpx.Response | None) -> float | None:
                 return min(MAX_RETRY_AFTER_S, max(0.0, float(value) * scale))
             except ValueError:
                 continue
-    delay = _google_retry_delay(response) if response.status_code == 429 else None
-    return None if delay is None else min(MAX_RETRY_AFTER_S, delay)
-
-
-def _google_retry_delay(response: httpx.Response) -> float | None:
-    """Google's wait: ``google.rpc.RetryInfo.retryDelay`` (e.g. ``"13s"``) in the error details."""
-    try:
-        details = orjson.loads(response.content)["error"]["details"]
-        for detail in details:
-            if str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
-                return max(0.0, float(str(detail["retryDelay"]).removesuffix("s")))
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
-        return None
     return None
 
 
@@ -119,6 +111,7 @@ def request(
     *,
     what: str,
     max_retries: int = 5,
+    wait_of: WaitOf = retry_after_seconds,
     **kwargs: Any,
 ) -> httpx.Response:
     """Send a control call, retrying 408/409/429/5xx and transport errors with backoff.
@@ -131,7 +124,7 @@ def request(
     """
     window = outage_window_s() if _idempotent(method, url) else 0.0
     call = functools.partial(_send, client, method, url, kwargs)
-    return _retried(call, max_retries, window, what=what, method=method, url=url)
+    return _retried(call, max_retries, window, what=what, method=method, url=url, wait_of=wait_of)
 
 
 def paged_data(client: httpx.Client, path: str, params: dict[str, Any]) -> Iterator[Any]:
@@ -188,7 +181,13 @@ def first_contact(
 
 
 def download(
-    client: httpx.Client, url: str, into: IO[bytes], *, what: str, max_retries: int = 5
+    client: httpx.Client,
+    url: str,
+    into: IO[bytes],
+    *,
+    what: str,
+    max_retries: int = 5,
+    wait_of: WaitOf = retry_after_seconds,
 ) -> None:
     """GET ``url`` streamed into the file ``into``, retried as `request` retries a GET (the
     file starts over on each try). A result file never sits in memory whole: a 50k-line
@@ -205,7 +204,9 @@ def download(
                 into.write(chunk)
             return response
 
-    _retried(fetch, max_retries, outage_window_s(), what=what, method="GET", url=url)
+    _retried(
+        fetch, max_retries, outage_window_s(), what=what, method="GET", url=url, wait_of=wait_of
+    )
     into.flush()
 
 
@@ -217,12 +218,13 @@ def _retried(
     what: str,
     method: str,
     url: str,
+    wait_of: WaitOf = retry_after_seconds,
 ) -> httpx.Response:
     """``call`` under `control_retrying`; errors name the call, the last answer is checked."""
     started = time.monotonic()
     say = _retry_logger(f"{what}: {method} {url}")
     try:
-        response = control_retrying(max_retries, window, started, say)(call)
+        response = control_retrying(max_retries, window, started, say, wait_of)(call)
     except httpx.TransportError as exc:
         raise ProviderError(f"{what}: {method} {url} failed: {exc!r}{_for(started)}") from exc
     except Retryable as exc:  # retries used up: report the last answer
@@ -255,6 +257,7 @@ def control_retrying(
     window: float,
     started: float,
     before_sleep: Callable[[tenacity.RetryCallState], None] | None = None,
+    wait_of: WaitOf = retry_after_seconds,
 ) -> tenacity.Retrying:
     """The one retry policy of control calls: transport errors and retryable answers are sent
     again with jittered exponential backoff (or the answer's ``retry-after``), up to
@@ -268,7 +271,7 @@ def control_retrying(
     def wait(state: tenacity.RetryCallState) -> float:
         error = state.outcome.exception() if state.outcome is not None else None
         if isinstance(error, Retryable):
-            after = retry_after_seconds(error.response)
+            after = wait_of(error.response)
             if after is not None:
                 return after
         return backoff_seconds(state.attempt_number - 1, cap=OUTAGE_BACKOFF_CAP_S)

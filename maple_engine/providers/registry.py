@@ -2,17 +2,17 @@
 
 Each name maps to how its provider is built and to its `ProviderCapabilities`, which are read by
 name before anything is built (the CLI and ``enrichment()`` check a job before any I/O). Building
-through `Registered.build` makes mypy check every provider class against the `Provider` protocol.
+``_BATCH`` makes mypy check every batch provider class against the `Provider` protocol.
 """
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, cast
 
 from maple_engine.errors import ConfigError
 from maple_engine.providers.anthropic.batch import AnthropicBatchProvider
 from maple_engine.providers.anthropic.realtime import AnthropicRealtimeProvider
-from maple_engine.providers.base import Provider, ProviderCapabilities
+from maple_engine.providers.base import Provider, ProviderCapabilities, ProviderModel
 from maple_engine.providers.bedrock.batch import BedrockBatchProvider
 from maple_engine.providers.gemini.batch import GeminiBatchProvider
 from maple_engine.providers.gemini.realtime import GeminiFlexProvider, GeminiRealtimeProvider
@@ -20,21 +20,34 @@ from maple_engine.providers.openai import emulator
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
 from maple_engine.providers.openai.flex import OpenAIFlexProvider
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
+from maple_engine.providers.realtime import RealtimeProvider
 
-_P = TypeVar("_P", bound=Provider)
+#: what the registry builds: a batch provider (a `Provider`), or a real-time one, which a job
+#: drives through its lane (`maple_engine.send.lane`)
+Built = Provider | RealtimeProvider
+#: every batch class checked against the `Provider` protocol by mypy
+_BATCH: tuple[type[Provider], ...] = (
+    OpenAIBatchProvider,
+    AnthropicBatchProvider,
+    GeminiBatchProvider,
+    BedrockBatchProvider,
+)
 
 
 @dataclasses.dataclass(frozen=True)
 class Registered:
     """One ``--provider`` name: how it is built and what it can do."""
 
-    build: Callable[..., Provider]
+    build: Callable[..., Built]
     capabilities: ProviderCapabilities
     root_field: str | None = None  # the setting that takes the job's storage root
 
 
-def _of(provider_class: type[_P], root_field: str | None = None) -> Registered:
-    return Registered(provider_class, provider_class.capabilities, root_field)
+def _of(provider_class: type[ProviderModel], root_field: str | None = None) -> Registered:
+    """``provider_class`` registered: a batch class (a `Provider`, checked in ``_BATCH``) or a
+    real-time one (a `RealtimeProvider`)."""
+    build = cast(Callable[..., Built], provider_class)
+    return Registered(build, provider_class.capabilities, root_field)
 
 
 _REGISTRY: dict[str, Registered] = {
@@ -88,7 +101,7 @@ def known_capabilities(name: str) -> ProviderCapabilities | None:
 
 def build_provider(
     name: str, emulator_url: str | None = None, storage_root: str | None = None, **overrides: Any
-) -> Provider:
+) -> Built:
     """The provider ``name`` with ``overrides`` as settings.
 
     ``storage_root`` is the job's storage root: the Anthropic batch provider keeps its create

@@ -111,7 +111,7 @@ class JobLayout:
 
     @property
     def canary(self) -> str:
-        """The last canary's report (`maple_engine.plan.canary`)."""
+        """The last canary's report (`maple_engine.canary`)."""
         return self.state("canary.json")
 
     @property

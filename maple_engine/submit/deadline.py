@@ -13,38 +13,26 @@ Where the provider has a flex twin (real-time answers at batch prices, slower: O
 the flex provider's request timeout (15 minutes by default); later ones use standard real-time.
 """
 
-import re
+import threading
 import time
 from typing import Any
 
+import polars as pl
+
 from maple_engine.errors import ConfigError, ProviderError
-from maple_engine.model import (
-    BatchState,
-    Submission,
-    is_flex,
-    is_realtime,
+from maple_engine.model import BatchState, Submission, is_flex, is_realtime
+from maple_engine.providers.base import (
+    Provider,
+    ProviderCapabilities,
+    ProviderLimits,
+    RequestSpec,
+    ShardPayload,
 )
-from maple_engine.providers.base import ShardPayload
+from maple_engine.providers.realtime import RealtimeProvider
+from maple_engine.providers.registry import build_provider, one_of
+from maple_engine.send.lane import RealtimeLane
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
-
-_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
-_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def parse_duration(text: str, what: str = "--deadline") -> float:
-    """``90s``, ``30m``, ``6h``, ``1h30m``, ``2d`` -> seconds; anything else a ConfigError."""
-    clean = text.strip().lower().replace(" ", "")
-    parts = _PART.findall(clean)
-    if not clean or "".join(n + u for n, u in parts) != clean:
-        raise ConfigError(
-            f"{what} {text!r} is not a duration: write a number with a unit, s/m/h/d, e.g. 90s, "
-            "30m, 6h or 1h30m."
-        )
-    seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    if seconds <= 0:
-        raise ConfigError(f"{what} {text!r} must be longer than zero.")
-    return seconds
 
 
 def margin(duration_s: float) -> float:
@@ -52,10 +40,9 @@ def margin(duration_s: float) -> float:
     return min(max(0.1 * duration_s, 1.0), 1800.0)
 
 
-def realtime_twin(batch: Any, storage_root: str) -> Any:
-    """The real-time provider speaking to the same API (base URL, key) as a batch provider."""
-    from maple_engine.providers.registry import build_provider, one_of
-
+def realtime_twin(batch: Provider, storage_root: str) -> RealtimeLane:
+    """The real-time lane speaking to the same API (base URL, key) as a batch provider, built
+    from the registry with its own settings."""
     twin = batch.capabilities.realtime_twin
     if twin is None:
         raise ConfigError(
@@ -63,62 +50,93 @@ def realtime_twin(batch: Any, storage_root: str) -> Any:
             f"{batch.provider_name} has none here "
             f"(use {one_of(lambda c: c.realtime_twin is not None)})."
         )
-    return build_provider(
-        twin, storage_root=storage_root, base_url=batch.base_url, api_key=batch.api_key
-    )
+    return _lane(twin, batch, storage_root)
 
 
-def flex_twin(batch: Any, storage_root: str) -> Any:
-    """The batch-priced real-time provider of ``batch``'s API (its flex tier), or None."""
-    from maple_engine.providers.registry import build_provider
-
+def flex_twin(batch: Provider, storage_root: str) -> RealtimeLane | None:
+    """The batch-priced real-time lane of ``batch``'s API (its flex tier), or None."""
     twin = batch.capabilities.flex_twin
-    if twin is None:
-        return None
-    return build_provider(
-        twin, storage_root=storage_root, base_url=batch.base_url, api_key=batch.api_key
-    )
+    return None if twin is None else _lane(twin, batch, storage_root)
+
+
+def _lane(twin: str, batch: Provider, storage_root: str) -> RealtimeLane:
+    provider = build_provider(twin, storage_root=storage_root, **batch.twin_settings())
+    if not isinstance(provider, RealtimeProvider):
+        raise ConfigError(f"{batch.provider_name}'s twin {twin!r} is not a real-time provider.")
+    return RealtimeLane(provider)
 
 
 class DeadlineProvider:
-    """A batch provider that sends attempts through its real-time twin once the deadline is due.
+    """A batch provider whose attempts go through its real-time lanes once the deadline is due
+    (flex first while a flex request still fits, then standard real time).
 
-    Everything else (names, limits, encodings, orphans) is the batch provider's."""
+    What the provider is (names, limits, encodings, orphans) is the batch provider's."""
 
-    def __init__(self, batch: Any, storage: Storage, job: str, duration_s: float) -> None:
-        self.batch_provider = batch
+    def __init__(self, batch: Provider, storage: Storage, job: str, duration_s: float) -> None:
+        self.batch = batch
         self.storage = storage
         self.job = job
         self.duration_s = duration_s
-        self._realtime: Any = None
-        self._flex: Any = None
+        self.realtime = realtime_twin(batch, storage.root)
+        self.flex = flex_twin(batch, storage.root)
 
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.batch_provider, name)
+    # -- what the provider is: the batch provider's -----------------------------------------
+    @property
+    def capabilities(self) -> ProviderCapabilities:
+        return self.batch.capabilities
 
     @property
-    def realtime(self) -> Any:
-        if self._realtime is None:
-            self._realtime = realtime_twin(self.batch_provider, self.storage.root)
-        return self._realtime
+    def provider_name(self) -> str:
+        return self.batch.provider_name
 
     @property
-    def flex(self) -> Any:
-        if self._flex is None:
-            self._flex = flex_twin(self.batch_provider, self.storage.root) or False
-        return self._flex or None
+    def mode(self) -> str:
+        return self.batch.mode
 
-    def late_provider(self) -> Any:
+    def check_credentials(self) -> None:
+        self.batch.check_credentials()
+
+    def check_endpoint(self) -> None:
+        self.batch.check_endpoint()
+
+    def limits(self) -> ProviderLimits:
+        return self.batch.limits()
+
+    def encode(self, requests: pl.DataFrame) -> bytes:
+        return self.batch.encode(requests)
+
+    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+        return self.batch.body_expr(spec, user, image)
+
+    def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
+        return self.batch.line_bytes_expr(custom_id, request)
+
+    def find_orphans(self, job: str) -> list[Submission]:
+        return self.batch.find_orphans(job)
+
+    def twin_settings(self) -> dict[str, Any]:
+        return self.batch.twin_settings()
+
+    def close(self) -> None:
+        self.batch.close()
+
+    def tell_sending(self, event: threading.Event | None) -> None:
+        for lane in (self.batch, self.realtime, self.flex):
+            if lane is not None:
+                lane.tell_sending(event)
+
+    # -- which lane sends -------------------------------------------------------------------
+    def late_provider(self) -> RealtimeLane:
         """Flex while the time left allows one of its (slow) requests, else real-time."""
         flex, at = self.flex, self.deadline_at()
         if flex is not None and at is not None and at - time.time() >= flex.timeout_s:
             return flex
         return self.realtime
 
-    def _sender(self, submission: Submission) -> Any:
-        if is_flex(submission):
+    def _sender(self, submission: Submission) -> Provider:
+        if is_flex(submission) and self.flex is not None:
             return self.flex
-        return self.realtime if is_realtime(submission) else self.batch_provider
+        return self.realtime if is_realtime(submission) else self.batch
 
     def deadline_at(self) -> float | None:
         key = JobLayout(self.job).version
@@ -137,12 +155,12 @@ class DeadlineProvider:
 
     def submit(self, payload: ShardPayload) -> Submission:
         if self.deadline_due() or self.escalated(payload.shard, payload.attempt):
-            return self.late_provider().submit(payload)  # type: ignore[no-any-return]
-        return self.batch_provider.submit(payload)  # type: ignore[no-any-return]
+            return self.late_provider().submit(payload)
+        return self.batch.submit(payload)
 
     def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
         states: dict[str, BatchState] = {}
-        by_sender: dict[int, tuple[Any, list[Submission]]] = {}
+        by_sender: dict[int, tuple[Provider, list[Submission]]] = {}
         for sub in submissions:
             sender = self._sender(sub)
             by_sender.setdefault(id(sender), (sender, []))[1].append(sub)
@@ -150,20 +168,32 @@ class DeadlineProvider:
             states |= sender.poll(subs)
         return states
 
-    def results(self, submission: Submission, state: BatchState) -> Any:
+    def results(self, submission: Submission, state: BatchState) -> pl.DataFrame:
         return self._sender(submission).results(submission, state)
 
     def cancel(self, submission: Submission) -> None:
         if not is_realtime(submission):
-            self.batch_provider.cancel(submission)
+            self.batch.cancel(submission)
 
 
-def with_deadline(batch: Any, storage: Storage, job: str, duration_s: float | None) -> Any:
-    """The job's provider: ``batch`` itself, or wrapped to meet the deadline."""
-    if duration_s is None or getattr(batch, "mode", "batch") != "batch":
-        return batch
-    realtime_twin(batch, storage.root)  # a provider with no real-time API fails here, early
-    return DeadlineProvider(batch, storage, job, duration_s)
+def with_deadline(
+    provider: Provider, storage: Storage, job: str, duration_s: float | None
+) -> Provider:
+    """The job's provider: ``provider`` itself, or a batch provider wrapped to meet the
+    deadline (one with no real-time API to fall back on fails here, early)."""
+    if duration_s is None or provider.mode != "batch":
+        return provider
+    return DeadlineProvider(provider, storage, job, duration_s)
+
+
+def deadline_due(provider: Provider) -> bool:
+    """Whether ``provider`` is a deadline's and the deadline is due (its attempts go real-time)."""
+    return isinstance(provider, DeadlineProvider) and provider.deadline_due()
+
+
+def batch_of(provider: Provider) -> Provider:
+    """The batch provider behind a deadline's lanes (``provider`` itself when it has none)."""
+    return provider.batch if isinstance(provider, DeadlineProvider) else provider
 
 
 def cancel_for_deadline(job: Any, states: list[tuple[Submission, BatchState]]) -> list[str]:

@@ -45,6 +45,7 @@ from maple_engine.settings import knob
 from maple_engine.storage.claims import driver_gone
 from maple_engine.storage.layout import queue_file
 from maple_engine.storage.storage import Storage
+from maple_engine.submit.deadline import deadline_due as provider_deadline_due
 
 if TYPE_CHECKING:
     from maple_engine.job import Job
@@ -77,8 +78,8 @@ class Queue:
 
 
 def deadline_due(job: "Job") -> bool:
-    due = getattr(job.provider, "deadline_due", None)
-    return bool(due is not None and due())
+    """Whether the job's deadline is due: its attempts go real-time, nothing waits to queue."""
+    return provider_deadline_due(job.provider)
 
 
 def queue_of(job: "Job") -> Queue | None:

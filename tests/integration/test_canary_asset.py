@@ -16,9 +16,9 @@ from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.factory import enrichment
 from maple_assets.wiring import maple_resources
+from maple_engine.canary import last_canary, run_canary
 from maple_engine.errors import CanaryFailed
 from maple_engine.job import Job
-from maple_engine.plan.canary import last_canary
 from maple_engine.plan.rerun import shard_input
 from maple_engine.providers.base import ProviderCapabilities
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
@@ -112,7 +112,7 @@ def test_with_no_real_time_api_the_canary_is_one_small_batch(
     job = Job(
         spec=spec, state=JobState(Storage(str(tmp_path / "store")), "small"), provider=provider
     )
-    _, _, counts = shard_input(job, str(source))
+    _, _, counts = shard_input(job, str(source), before_planning=run_canary)
     stats = emulator_server.stats()
     assert stats["batches_created"] == 1 and stats["requests_billed"] == 5
     assert (counts.sent, counts.reused) == (25, 5)

@@ -20,11 +20,11 @@ from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.cli.commands import main
 from maple_engine.collect.responses import IMAGE_GONE
+from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import cost_expr
 from maple_engine.model import ROW_ID
 from maple_engine.state import JobState
-from maple_engine.steps import shard_responses
 from maple_engine.storage.response_store import ResponseStore, collection
 from maple_engine.storage.storage import Storage
 

@@ -20,7 +20,8 @@ from maple_engine.errors import StorageError
 from maple_engine.ledger import rate_holders
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.rate_holders import WINDOW_S, holders
-from maple_engine.providers.realtime.rate_shares import DatabaseShare, Share, rate_share
+from maple_engine.send.lane import RealtimeLane
+from maple_engine.send.rate_shares import DatabaseShare, Share, rate_share
 from tests.conftest import env_provider
 from tests.integration.test_costs_postgres import pg_url, server_url
 from tests.integration.test_realtime import catalog, enrich, run, server, shard
@@ -85,7 +86,7 @@ def test_senders_of_one_scope_count_each_other_and_one_that_leaves_is_gone(
 
 BEATER = """
 import sys, time
-from maple_engine.providers.realtime.rate_shares import rate_share
+from maple_engine.send.rate_shares import rate_share
 me = rate_share(sys.argv[1], sys.argv[2], "openai-realtime", "acct", "gpt-4o-mini")
 while True:
     me.beat()
@@ -195,7 +196,7 @@ def test_a_first_beat_that_fails_stops_the_attempt_before_anything_is_sent(
     provider = env_provider("openai-realtime", checkpoint_root=str(tmp_path),
                             rate_share_db=unreachable)  # fmt: skip
     with pytest.raises((StorageError, sa.exc.OperationalError)) as raised:
-        provider.submit(shard(provider, 5))
+        RealtimeLane(provider).submit(shard(provider, 5))
     assert ":pw@" not in str(raised.value)
     assert server.stats()["realtime_requests"] == 0
 

@@ -18,8 +18,9 @@ from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.cli.commands import main
 from maple_engine.providers.base import RequestSpec, ShardPayload
-from maple_engine.providers.realtime.checkpoints import RowCheckpoints
-from maple_engine.providers.realtime.providers import RealtimeProvider
+from maple_engine.providers.realtime import RealtimeProvider
+from maple_engine.send.checkpoints import RowCheckpoints
+from maple_engine.send.lane import RealtimeLane
 from maple_engine.storage.storage import Storage
 from tests.conftest import env_provider
 
@@ -89,10 +90,12 @@ def shard(provider: RealtimeProvider, rows: int, model: str = "gpt-4o-mini") -> 
 
 
 def run(provider: RealtimeProvider, rows: int, model: str = "gpt-4o-mini") -> pl.DataFrame:
-    sub = provider.submit(shard(provider, rows, model))
-    state = provider.poll([sub])[sub.batch_id]
+    """One shard attempt of ``rows`` through the provider's lane, as a job sends it."""
+    lane = RealtimeLane(provider)
+    sub = lane.submit(shard(provider, rows, model))
+    state = lane.poll([sub])[sub.batch_id]
     assert state.ended and state.completed == rows
-    return provider.results(sub, state)
+    return lane.results(sub, state)
 
 
 @pytest.mark.parametrize("name", ["openai-realtime", "anthropic-realtime"])

@@ -1,16 +1,13 @@
 import orjson
 import polars as pl
 
+from maple_engine.durations import duration_seconds, seconds_until
 from maple_engine.providers.anthropic.batch import AnthropicBatchProvider
 from maple_engine.providers.anthropic.messages import parse_result_line
+from maple_engine.providers.anthropic.realtime import AnthropicRealtimeProvider
 from maple_engine.providers.base import RequestSpec
-from maple_engine.providers.realtime.ratelimits import (
-    SAFETY,
-    Pacer,
-    parse_duration,
-    parse_reset,
-    read_limits,
-)
+from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
+from maple_engine.send.pacing import SAFETY, Pacer
 
 PROVIDER = AnthropicBatchProvider(api_key="unused", intent_root="/nonexistent")
 
@@ -90,10 +87,11 @@ def test_usage_counts_cache_tokens_as_input_and_refusal_is_refused() -> None:
 
 
 def test_rate_limit_headers() -> None:
-    assert parse_duration("6m0s") == 360 and parse_duration("120ms") == 0.12
-    assert parse_duration("1h2m3.5s") == 3723.5
-    assert parse_reset("2025-08-21T12:41:00Z", 1755780000.0) == 60.0
-    openai = read_limits(
+    assert duration_seconds("6m0s") == 360 and duration_seconds("120ms") == 0.12
+    assert duration_seconds("1h2m3.5s") == 3723.5 and duration_seconds("13s") == 13.0
+    assert duration_seconds("2.5") == 2.5 and duration_seconds("soon") is None
+    assert seconds_until("2025-08-21T12:41:00Z", 1755780000.0) == 60.0
+    openai = OpenAIRealtimeProvider().read_limits(
         {
             "x-ratelimit-limit-requests": "3000",
             "x-ratelimit-remaining-requests": "0",
@@ -103,7 +101,11 @@ def test_rate_limit_headers() -> None:
         0.0,
     )
     assert (openai.rpm, openai.tpm, openai.remaining_requests) == (3000, 150000, 0)
-    anthropic = read_limits(
+    assert (
+        OpenAIRealtimeProvider().read_limits({"anthropic-ratelimit-requests-limit": "5"}, 0.0).rpm
+        is None
+    )
+    anthropic = AnthropicRealtimeProvider().read_limits(
         {"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-tokens-limit": "8000"},
         0.0,
     )

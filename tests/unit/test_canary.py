@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from maple_engine.plan.canary import CanaryReport, sample_rows
+from maple_engine.canary import CanaryReport, sample_rows
 
 
 def test_sample_rows_spread_over_the_input() -> None:

@@ -136,10 +136,12 @@ def test_bedrock_input_labels_round_trip() -> None:
 def test_google_retry_info_sets_the_wait() -> None:
     import httpx
 
-    from maple_engine.providers.http import retry_after_seconds
+    from maple_engine.providers.gemini.api import retry_wait as retry_after_seconds
+    from maple_engine.providers.http import retry_after_seconds as standard_wait
 
     detail = {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "13s"}
     body = {"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "details": [detail]}}
     assert retry_after_seconds(httpx.Response(429, json=body)) == 13.0
     assert retry_after_seconds(httpx.Response(429, json={"error": {"code": 429}})) is None
     assert retry_after_seconds(httpx.Response(429, headers={"retry-after": "2"})) == 2.0
+    assert standard_wait(httpx.Response(429, json=body)) is None  # Google's own, in its folder

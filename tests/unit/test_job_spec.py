@@ -15,11 +15,11 @@ from maple_assets.cli.commands import enrich_command
 from maple_assets.cli.options import flag_name
 from maple_assets.factory import enrichment
 from maple_assets.graph.assets import InputShardsConfig
+from maple_engine.durations import parse_duration
 from maple_engine.errors import ConfigError
 from maple_engine.model import RequestKind
 from maple_engine.policy import parse_retry_options
 from maple_engine.spec import DEFAULTS, JobSpec, job_options, option_help
-from maple_engine.submit.deadline import parse_duration
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -94,3 +94,85 @@ def test_only_settings_reads_the_environment() -> None:
             if name not in ENV_READERS and ENV_READS.search(text):
                 found.append(name)
     assert found == []
+
+
+# -- inside the engine: the stage order ---------------------------------------------------------
+#: The engine's floors, from the ground up: a module imports only its own floor and those below.
+#: The stages follow the data (plan -> submit -> collect -> merge); the canary, which runs a
+#: sample through all of them before a version is planned, and the steps the assets, the
+#: sensor and the command line share, stand on top. Providers, the ledger and the real-time
+#: sending stage are below every stage; storage below them; the shared records on the ground.
+ENGINE_FLOORS: tuple[tuple[str, ...], ...] = (
+    # the ground: shared records and settings that import nothing else of the engine
+    ("model", "errors", "durations", "failures", "policy", "settings", "crashpoints", "memory"),
+    ("deployment", "report"),
+    ("storage",),
+    ("providers",),
+    ("ledger",),  # prices read the providers' capabilities
+    ("send",),  # a real-time attempt: pacing, checkpoints, rate shares (the ledger's table)
+    ("spec",),
+    ("inputs",),
+    ("state",),
+    ("job",),
+    ("work",),
+    ("plan",),
+    ("submit",),
+    ("collect",),
+    ("merge",),
+    ("steps",),
+    ("canary",),
+)
+#: Imports allowed to run up the order, each with its reason (none today).
+ENGINE_EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+
+def engine_unit(module: str) -> str | None:
+    """The floor's unit of an engine module: its folder, or the module itself at the top."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "maple_engine" and len(parts) > 1 else None
+
+
+def engine_imports() -> list[tuple[str, str, str]]:
+    """(importing file, its unit, the imported unit) for every import between engine units."""
+    found = []
+    for path in sorted((ROOT / "maple_engine").rglob("*.py")):
+        rel = path.relative_to(ROOT / "maple_engine")
+        if rel.name == "__init__.py" and len(rel.parts) == 1:
+            continue
+        unit = rel.parts[0].removesuffix(".py")
+        for module in imported_modules(path):
+            target = engine_unit(module)
+            if target is not None and target != unit:
+                found.append((str(path.relative_to(ROOT)), unit, target))
+    return found
+
+
+def test_every_engine_unit_has_a_floor() -> None:
+    units = {p.name.removesuffix(".py") for p in (ROOT / "maple_engine").iterdir()}
+    units -= {"__init__", "__pycache__"}
+    placed = {unit for floor in ENGINE_FLOORS for unit in floor}
+    assert units - placed == set(), "give each new engine module or folder its floor"
+    assert placed - units == set(), "a floor names a unit that is gone"
+
+
+def test_the_engine_imports_only_down_its_stage_order() -> None:
+    floor = {unit: n for n, units in enumerate(ENGINE_FLOORS) for unit in units}
+    upward = [
+        f"{path} ({unit}) imports {target}"
+        for path, unit, target in engine_imports()
+        if floor[target] > floor[unit] and (unit, target) not in ENGINE_EXCEPTIONS
+    ]
+    assert upward == []
+
+
+def test_no_two_engine_units_import_each_other() -> None:
+    pairs = {(unit, target) for _, unit, target in engine_imports()}
+    both_ways = sorted({tuple(sorted(p)) for p in pairs if (p[1], p[0]) in pairs})
+    assert both_ways == []
+
+
+def test_the_engine_scan_sees_an_upward_import(tmp_path: Path) -> None:
+    """The scan reads lazy imports too: an import inside a function counts."""
+    sample = tmp_path / "sample.py"
+    sample.write_text("def f():\n    from maple_engine.steps import collect_shard\n")
+    assert "maple_engine.steps" in imported_modules(sample)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from maple_engine.durations import parse_duration
 from maple_engine.errors import ConfigError
 from maple_engine.ledger.queues import (
     UNSENT_TTL,
@@ -21,7 +22,7 @@ from maple_engine.ledger.queues import (
     release_slot,
 )
 from maple_engine.ledger.schema import queue_slots
-from maple_engine.submit.deadline import margin, parse_duration
+from maple_engine.submit.deadline import margin
 from maple_engine.submit.queue import parse_limit
 from resources.costs import CostTracker
 

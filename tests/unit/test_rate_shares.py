@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from maple_engine.providers.realtime.rate_shares import TTL_S, RateShare
+from maple_engine.send.rate_shares import TTL_S, RateShare
 from maple_engine.storage.clock import OFFSET_ENV
 from maple_engine.storage.storage import Storage
 

@@ -5,11 +5,11 @@ import math
 
 import pytest
 
-from maple_engine.providers.realtime.ratelimits import (
+from maple_engine.providers.realtime import RateLimits as Limits
+from maple_engine.send.pacing import (
     EDGE_GUARD_S,
     GROUP_MAX,
     Gate,
-    Limits,
     Pacer,
     TokenEstimator,
     WindowClock,

@@ -8,13 +8,9 @@ import random
 
 import pytest
 
-from maple_engine.providers.realtime.ratelimits import Limits, Pacer, WindowClock
-from maple_engine.providers.realtime.window_budget import (
-    END_SHARE,
-    FAST,
-    STEADY,
-    WindowBudget,
-)
+from maple_engine.providers.realtime import RateLimits as Limits
+from maple_engine.send.pacing import Pacer, WindowClock
+from maple_engine.send.window_budget import END_SHARE, FAST, STEADY, WindowBudget
 
 
 def test_window_length_from_the_step_of_the_remaining_count() -> None:

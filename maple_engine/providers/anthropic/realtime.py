@@ -1,10 +1,11 @@
 """Anthropic real time: ``POST /v1/messages``, one request per row (real-time prices).
 
-The shared real-time engine (pacing, adaptive concurrency, retries, checkpoints) is
-`maple_engine.providers.realtime.providers.RealtimeProvider`; this module is Anthropic's wire
-format. A spend limit reached is a quota error: the attempt stops sending.
+The real-time core's settings and hooks are `maple_engine.providers.realtime.RealtimeProvider`
+(sending is `maple_engine.send`); this module is Anthropic's wire format and rate-limit
+headers. A spend limit reached is a quota error: the attempt stops sending.
 """
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import httpx
@@ -23,8 +24,23 @@ from maple_engine.providers.anthropic.messages import (
 )
 from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
 from maple_engine.providers.http import error_detail
-from maple_engine.providers.realtime.providers import RealtimeProvider, realtime_capabilities
+from maple_engine.providers.realtime import (
+    LimitHeaders,
+    RateLimits,
+    RealtimeProvider,
+    read_limit_headers,
+    realtime_capabilities,
+)
 
+#: Anthropic's ``anthropic-ratelimit-*`` headers (resets are RFC 3339 timestamps)
+LIMIT_HEADERS: LimitHeaders = (
+    "anthropic-ratelimit-requests-limit",
+    "anthropic-ratelimit-requests-remaining",
+    "anthropic-ratelimit-requests-reset",
+    "anthropic-ratelimit-tokens-limit",
+    "anthropic-ratelimit-tokens-remaining",
+    "anthropic-ratelimit-tokens-reset",
+)
 CACHING = claude_caching()  # 5 minutes, refreshed by every read: rows follow each other closely
 
 
@@ -45,6 +61,9 @@ class AnthropicRealtimeProvider(RealtimeProvider):
 
     def auth_headers(self) -> dict[str, str]:
         return anthropic_headers(self.api_key)
+
+    def read_limits(self, headers: Mapping[str, str], now_epoch: float) -> RateLimits:
+        return read_limit_headers(headers, LIMIT_HEADERS, now_epoch)
 
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
         return message_body_expr(spec, user, image, cache_ttl_s=CACHING.ttl_s)

@@ -4,9 +4,36 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import orjson
 
+from maple_engine.durations import duration_seconds
+from maple_engine.providers import http
 from maple_engine.providers.gemini.wire import API_VERSION
-from maple_engine.providers.http import request
+from maple_engine.providers.http import MAX_RETRY_AFTER_S, retry_after_seconds
+
+
+def retry_wait(response: httpx.Response) -> float | None:
+    """The wait a Google API asks for: ``retry-after``, or on a 429 the
+    ``google.rpc.RetryInfo.retryDelay`` (e.g. ``"13s"``) in the error details."""
+    standard = retry_after_seconds(response)
+    if standard is not None or response.status_code != 429:
+        return standard
+    try:
+        details = orjson.loads(response.content)["error"]["details"]
+        for detail in details:
+            if str(detail.get("@type", "")).endswith("google.rpc.RetryInfo"):
+                delay = duration_seconds(str(detail["retryDelay"]))
+                return None if delay is None else min(MAX_RETRY_AFTER_S, max(0.0, delay))
+    except (orjson.JSONDecodeError, KeyError, TypeError, AttributeError):
+        return None
+    return None
+
+
+def request(client: httpx.Client, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    """A control call to a Google API (`maple_engine.providers.http.request`, waiting as
+    Google asks)."""
+    return http.request(client, method, url, wait_of=retry_wait, **kwargs)
+
 
 CHUNK = 8 * 1024 * 1024
 LIST_PAGE = 100

@@ -35,7 +35,7 @@ from maple_engine.providers.base import (
     rows_frame,
 )
 from maple_engine.providers.batch_api import BatchProviderBasics, jsonl, wrapped_bytes_expr
-from maple_engine.providers.gemini.api import get_batch, list_batches, upload_file
+from maple_engine.providers.gemini.api import get_batch, list_batches, request, upload_file
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
     CACHING,
@@ -47,7 +47,7 @@ from maple_engine.providers.gemini.wire import (
     model_path,
     parse_result_line,
 )
-from maple_engine.providers.http import first_contact, make_client, request
+from maple_engine.providers.http import first_contact, make_client
 
 _HEAD, _MID = '{"key":', ',"request":'
 #: REST batch state -> the platform's batch status (``ENDED_STATES`` are the terminal ones).

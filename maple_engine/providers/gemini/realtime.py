@@ -15,8 +15,9 @@ import polars as pl
 from pydantic import Field
 
 from maple_engine.failures import FailureClass
-from maple_engine.model import BATCH_PRICED_PREFIX, RequestKind, Submission
-from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec, ShardPayload
+from maple_engine.model import BATCH_PRICED_PREFIX, RequestKind
+from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
+from maple_engine.providers.gemini.api import retry_wait
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
     CACHING,
@@ -32,9 +33,10 @@ from maple_engine.providers.gemini.wire import (
     parse_generate_response,
 )
 from maple_engine.providers.http import error_detail
-from maple_engine.providers.realtime.engine import Group, Row
-from maple_engine.providers.realtime.providers import (
+from maple_engine.providers.realtime import (
+    Group,
     RealtimeProvider,
+    Row,
     on_tier,
     realtime_capabilities,
 )
@@ -103,6 +105,9 @@ class GeminiRealtimeProvider(RealtimeProvider):
             return parse_embeddings(custom_ids, body)
         return super().parse_group(custom_ids, body)
 
+    def retry_wait(self, response: httpx.Response) -> float | None:
+        return retry_wait(response)
+
     def classify(self, response: httpx.Response) -> tuple[str, str]:
         message, _, _ = error_detail(response)
         try:
@@ -111,11 +116,9 @@ class GeminiRealtimeProvider(RealtimeProvider):
             return FailureClass.SERVER_ERROR.value, message
         return classify_status({"code": response.status_code, **status}), message
 
-    def submit(self, payload: ShardPayload) -> Submission:
-        if self.model != payload.model:
-            bound = self.model_copy(update={"model": payload.model})
-            return bound.submit(payload)
-        return super().submit(payload)
+    def bound_to(self, model: str) -> "GeminiRealtimeProvider":
+        """A copy that names ``model`` in its URL (the model of each shard's payload)."""
+        return self if self.model == model else self.model_copy(update={"model": model})
 
 
 class GeminiFlexProvider(GeminiRealtimeProvider):

@@ -17,8 +17,7 @@ from maple_engine.model import BATCH_PRICED_PREFIX
 from maple_engine.providers.base import ProviderCapabilities, RequestSpec
 from maple_engine.providers.openai import wire
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
-from maple_engine.providers.realtime.engine import Group
-from maple_engine.providers.realtime.providers import on_tier
+from maple_engine.providers.realtime import Group, on_tier
 
 SERVICE_TIER = {"service_tier": "flex"}
 FLEX_TIMEOUT_S = 900.0

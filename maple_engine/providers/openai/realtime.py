@@ -1,10 +1,11 @@
 """OpenAI real time: ``POST /chat/completions``, one request per row, or ``POST /embeddings``
 with several rows' texts per request (real-time prices).
 
-The shared real-time engine (pacing, adaptive concurrency, retries, checkpoints) is
-`maple_engine.providers.realtime.providers.RealtimeProvider`; this module is OpenAI's wire format.
+The real-time core's settings and hooks are `maple_engine.providers.realtime.RealtimeProvider`
+(sending is `maple_engine.send`); this module is OpenAI's wire format and rate-limit headers.
 """
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import httpx
@@ -16,8 +17,25 @@ from maple_engine.model import RequestKind
 from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
 from maple_engine.providers.http import error_detail, is_quota_error
 from maple_engine.providers.openai import wire
-from maple_engine.providers.realtime.engine import Group, Row
-from maple_engine.providers.realtime.providers import RealtimeProvider, realtime_capabilities
+from maple_engine.providers.realtime import (
+    Group,
+    LimitHeaders,
+    RateLimits,
+    RealtimeProvider,
+    Row,
+    read_limit_headers,
+    realtime_capabilities,
+)
+
+#: OpenAI's ``x-ratelimit-*`` headers (resets are Go durations: ``120ms``, ``1s``, ``6m0s``)
+LIMIT_HEADERS: LimitHeaders = (
+    "x-ratelimit-limit-requests",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-tokens",
+)
 
 
 class OpenAIRealtimeProvider(RealtimeProvider):
@@ -47,6 +65,9 @@ class OpenAIRealtimeProvider(RealtimeProvider):
 
     def auth_headers(self) -> dict[str, str]:
         return wire.openai_headers(self.api_key)
+
+    def read_limits(self, headers: Mapping[str, str], now_epoch: float) -> RateLimits:
+        return read_limit_headers(headers, LIMIT_HEADERS, now_epoch)
 
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
         return wire.body_expr(spec, user, image)

@@ -1,4 +1,4 @@
-"""The engine behind the real-time providers: one shard attempt's requests, sent concurrently.
+"""One real-time shard attempt's requests, sent concurrently.
 
 Workers pull rows; each send waits for a slot in the adaptive ``Gate`` (bounded in-flight
 requests) and for its turn from the ``Pacer`` (RPM/TPM), rounded up to a send grid (0.2 s or
@@ -20,7 +20,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import httpx
@@ -29,33 +29,26 @@ import orjson
 from maple_engine.errors import AuthError, MapleError
 from maple_engine.failures import FailureClass
 from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
-from maple_engine.providers.anthropic.messages import failed_row
-from maple_engine.providers.http import backoff_seconds, error_detail, retry_after_seconds
-from maple_engine.providers.realtime.checkpoints import RowCheckpoints
-from maple_engine.providers.realtime.rate_shares import Share
-from maple_engine.providers.realtime.ratelimits import (
-    Gate,
-    Pacer,
-    TokenEstimator,
-    needed_concurrency,
-    read_limits,
-)
-from maple_engine.providers.realtime.window_budget import FAST
+from maple_engine.providers.base import failed_row
+from maple_engine.providers.http import backoff_seconds, error_detail
+from maple_engine.providers.realtime import Group, RateLimits, Row
+from maple_engine.send.checkpoints import RowCheckpoints
+from maple_engine.send.pacing import Gate, Pacer, TokenEstimator, needed_concurrency
+from maple_engine.send.rate_shares import Share
+from maple_engine.send.window_budget import FAST
 
 if TYPE_CHECKING:  # aiohttp loads when a real-time attempt runs, not with the CLI
     import aiohttp
     from multidict import CIMultiDictProxy
 
 T = TypeVar("T")
-Row = dict[str, Any]
-Group = tuple[tuple[str, ...], str]  # the custom ids of the rows one request carries, its body
 _JSON = {"content-type": "application/json"}
 TICK_S = 0.25  # how often checkpoints and the rate share's beat are looked at
 
 
 class Sender(Protocol):
     """What the engine needs of a real-time provider: where and how to send, how to read the
-    answers, and its limits (``maple_engine.providers.realtime.providers.RealtimeProvider`` is
+    answers, and its limits (``maple_engine.providers.realtime.RealtimeProvider`` is
     one)."""
 
     @property
@@ -86,6 +79,8 @@ class Sender(Protocol):
         ...
 
     def classify(self, response: httpx.Response) -> tuple[str, str]: ...
+    def read_limits(self, headers: Mapping[str, str], now_epoch: float) -> RateLimits: ...
+    def retry_wait(self, response: httpx.Response) -> float | None: ...
 
 
 class _Retry(Exception):
@@ -245,7 +240,7 @@ class AttemptRun:
             self.latency = 0.8 * self.latency + 0.2 * (time.monotonic() - started)
         finally:
             self.gate.release()
-        self.pacer.learn(read_limits(headers, time.time()), time.monotonic(), started)
+        self.pacer.learn(self.p.read_limits(headers, time.time()), time.monotonic(), started)
         self._adapt(raw)
         if status == 200:
             return self._succeeded(custom_ids, content, raw)
@@ -315,7 +310,7 @@ class AttemptRun:
             return _quota(message)
         if status == 429 and response.headers.get("x-should-retry") == "false":
             return failed_row(custom_id, FailureClass.INVALID_REQUEST.value, f"429: {message}")
-        wait = retry_after_seconds(response)
+        wait = self.p.retry_wait(response)
         if status == 429:
             self._rate_limited(response, wait)
             raise _Retry(FailureClass.RATE_LIMITED.value, f"429: {message}", wait)
@@ -324,7 +319,7 @@ class AttemptRun:
         return failed_row(custom_id, failure_class, f"{status}: {message}")
 
     def _rate_limited(self, response: httpx.Response, wait: float | None) -> None:
-        limits = read_limits(response.headers, time.time())
+        limits = self.p.read_limits(response.headers, time.time())
         exhausted = 0 in {limits.remaining_requests, limits.remaining_tokens}
         unknown = limits.remaining_requests is None and limits.remaining_tokens is None
         if exhausted or unknown:

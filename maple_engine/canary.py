@@ -29,11 +29,11 @@ from maple_engine.errors import CanaryFailed, ConfigError
 from maple_engine.failures import FailureClass
 from maple_engine.job import Job
 from maple_engine.model import CUSTOM_ID, KEY, REQUEST, ROW_ID, ShardInfo
-from maple_engine.providers.base import ShardPayload
+from maple_engine.providers.base import Provider, ShardPayload
 from maple_engine.state import JobState
 from maple_engine.steps import book_attempt
 from maple_engine.storage.response_store import ResponseStore
-from maple_engine.submit.deadline import realtime_twin
+from maple_engine.submit.deadline import batch_of, realtime_twin
 
 SHARD = "canary"  # the canary's label: checkpoints, cost ledger entries, store file names
 MAX_POLL_S = 30.0  # a canary sent as a small batch is polled at most this far apart
@@ -148,9 +148,9 @@ def _sample(job: Job, shards: list[ShardInfo], ids: list[int]) -> pl.DataFrame:
     return pl.concat(parts).sort(ROW_ID).unique(KEY, keep="first", maintain_order=True)
 
 
-def canary_sender(job: Job) -> Any:
+def canary_sender(job: Job) -> Provider:
     """The provider the canary goes through: the real-time twin, else the provider itself."""
-    provider = getattr(job.provider, "batch_provider", job.provider)  # past a deadline wrapper
+    provider = batch_of(job.provider)  # past a deadline's lanes
     if provider.mode == "batch" and provider.capabilities.realtime_twin is not None:
         return realtime_twin(provider, job.state.storage.root)
     return provider

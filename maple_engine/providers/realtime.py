@@ -1,30 +1,25 @@
-"""Real-time providers' shared core: the batch interface over synchronous chat/messages calls
-(each provider's wire format is its own folder's ``realtime.py``).
+"""Real-time providers' shared core: the settings and wire hooks every real-time API has (each
+provider's wire format is its own folder's ``realtime.py``).
 
-``submit`` runs the shard attempt's requests right away on an aiohttp session (keep-alive,
-bounded and adaptive concurrency), paced to the RPM/TPM learned from the rate-limit headers (or
-set explicitly), and checkpoints every finished row (``checkpoints.RowCheckpoints``). Rerunning
-the same attempt after a crash sends only the rows without a checkpoint. The returned
-``Submission`` has a synthetic batch id ``rt-<job>-<shard>-<attempt>``; ``poll`` reports it ended
-(all rows are checkpointed by the time ``submit`` returns; rows without a checkpoint, if any,
-read as "not run" and are retried), and ``results`` reads the checkpoints.
-
-Within an attempt a request is retried on 429 (honouring ``retry-after-ms``/``retry-after``),
-5xx/529 and timeouts with exponential backoff and jitter, up to ``max_attempts`` sends; then the
-row is reported failed with its class and the pipeline's retry policy takes over. Quota errors
-(429 ``insufficient_quota``, 402 ``billing_error``, spend limits) are not retried, and stop the
-attempt from sending further rows. 401/403 abort the attempt with ``AuthError``.
+A real-time provider describes one synchronous API: where to send (``resolved_base_url``,
+``endpoint``, ``auth_headers``), how its rows become requests (``requests_of``) and its answers
+rows (``parse_group``), how it classifies a failed answer (``classify``), which rate-limit headers
+it sends (``read_limits``) and how long it asks a client to wait (``retry_wait``). Sending is not
+its business: `maple_engine.send.lane.RealtimeLane` runs a shard attempt over it (pacing,
+adaptive concurrency, retries, row checkpoints) and gives the job the batch interface.
 """
 
-import threading
+import dataclasses
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import httpx
 import orjson
 import polars as pl
-from pydantic import Field, PrivateAttr
+from pydantic import Field
 
-from maple_engine.model import REALTIME_PREFIX, BatchState, RequestKind, Submission
+from maple_engine.durations import seconds_until
+from maple_engine.model import REALTIME_PREFIX, RequestKind
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
     Dialect,
@@ -32,16 +27,13 @@ from maple_engine.providers.base import (
     ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
-    ShardPayload,
+    RequestSpec,
 )
-from maple_engine.providers.realtime.checkpoints import RowCheckpoints
-from maple_engine.providers.realtime.engine import AttemptRun, Group, run_sync
-from maple_engine.providers.realtime.rate_shares import Share, account_digest, rate_share
+from maple_engine.providers.http import retry_after_seconds
 from maple_engine.settings import DEFAULT_STORAGE
-from maple_engine.storage.layout import JobLayout
-from maple_engine.storage.storage import Storage
 
 Row = dict[str, Any]
+Group = tuple[tuple[str, ...], str]  # the custom ids of the rows one request carries, its body
 SHARD = ProviderLimits(max_requests=10_000, max_bytes=BATCH_FILE_LIMITS.max_bytes)
 
 
@@ -68,6 +60,45 @@ def realtime_capabilities(
         caching=caching,
         kinds=kinds,
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class RateLimits:
+    """What one answer said about the account's limits (None: not sent)."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+    remaining_requests: int | None = None
+    remaining_tokens: int | None = None
+    reset_requests: float | None = None
+    reset_tokens: float | None = None
+
+
+#: (limit, remaining, reset) header names for requests, then for tokens
+LimitHeaders = tuple[str, str, str, str, str, str]
+
+
+def read_limit_headers(
+    headers: Mapping[str, str], names: LimitHeaders, now_epoch: float
+) -> RateLimits:
+    """The limits an answer's ``headers`` report under a provider's header ``names``; resets
+    may be durations or RFC 3339 moments."""
+    rpm, left_requests, reset_requests, tpm, left_tokens, reset_tokens = map(headers.get, names)
+    return RateLimits(
+        rpm=_int(rpm),
+        tpm=_int(tpm),
+        remaining_requests=_int(left_requests),
+        remaining_tokens=_int(left_tokens),
+        reset_requests=seconds_until(reset_requests, now_epoch),
+        reset_tokens=seconds_until(reset_tokens, now_epoch),
+    )
+
+
+def _int(value: str | None) -> int | None:
+    try:
+        return int(float(value)) if value is not None else None
+    except ValueError:
+        return None
 
 
 def on_tier(rows: list[tuple[str, str]], field: str, tier: str) -> list[tuple[str, str]]:
@@ -118,7 +149,6 @@ class RealtimeProvider(ProviderModel):
     max_bytes: int = Field(default=SHARD.max_bytes, description="Encoded bytes per shard.")
 
     batch_id_prefix: ClassVar[str] = REALTIME_PREFIX
-    _sending: threading.Event | None = PrivateAttr(default=None)
 
     # -- wire format (subclasses) -----------------------------------------------------------
     def endpoint(self) -> str:
@@ -128,6 +158,9 @@ class RealtimeProvider(ProviderModel):
         raise NotImplementedError
 
     def resolved_base_url(self) -> str:
+        raise NotImplementedError
+
+    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
         raise NotImplementedError
 
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> Row:
@@ -154,10 +187,6 @@ class RealtimeProvider(ProviderModel):
     def check_credentials(self) -> None:
         self.auth_headers()
 
-    def tell_sending(self, event: threading.Event | None) -> None:
-        """Set ``event`` when a request of this provider's next attempts leaves (None: stop)."""
-        self._sending = event
-
     def close(self) -> None:
         """Nothing kept open: each attempt opens and closes its own connections."""
 
@@ -168,53 +197,18 @@ class RealtimeProvider(ProviderModel):
         """The attempt's request bodies, one a line (what its content hash is taken over)."""
         return ("\n".join(requests["request"].to_list()) + "\n").encode()
 
-    def _checkpoints(self, job: str, shard: str, attempt: int) -> RowCheckpoints:
-        return RowCheckpoints(
-            Storage(self.checkpoint_root),
-            JobLayout(job).checkpoints(shard, attempt),
-            self.checkpoint_rows,
-            self.checkpoint_seconds,
-        )
+    def bound_to(self, model: str) -> "RealtimeProvider":
+        """The provider that sends ``model``'s requests (a provider whose URL names the model
+        returns a copy bound to it)."""
+        return self
 
-    def _share(self, model: str) -> Share:
-        """This run's share of the account's limit for ``model``, among every live sender."""
-        headers = repr(sorted(self.auth_headers().items()))
-        account = account_digest(self.resolved_base_url(), headers)
-        return rate_share(self.rate_share_db, self.checkpoint_root, self.name, account, model)
+    def read_limits(self, headers: Mapping[str, str], now_epoch: float) -> RateLimits:
+        """The rate limits and resets the answer's headers report (none by default)."""
+        return RateLimits()
 
-    def submit(self, payload: ShardPayload) -> Submission:
-        checkpoints = self._checkpoints(payload.job, payload.shard, payload.attempt)
-        batch_id = f"{self.batch_id_prefix}{payload.job}-{payload.shard}-{payload.attempt}"
-        done = checkpoints.open()
-        todo = payload.requests.filter(~pl.col("custom_id").is_in(list(done)))
-        rows = list(zip(todo["custom_id"].to_list(), todo["request"].to_list(), strict=True))
-        try:
-            share = self._share(payload.model)
-            run_sync(AttemptRun(self, checkpoints, batch_id, share, self._sending).run(rows))
-        finally:
-            checkpoints.close()
-        return payload.submission(self.name, batch_id, "")
-
-    def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
-        states = {}
-        for sub in submissions:
-            count = self._checkpoints(sub.job, sub.shard, sub.attempt).count()
-            status = "completed" if count >= sub.request_count else "incomplete"
-            states[sub.batch_id] = BatchState(
-                sub.batch_id, status, ended=True, completed=count, total=sub.request_count
-            )
-        return states
-
-    def results(self, submission: Submission, state: BatchState) -> pl.DataFrame:
-        sub = submission
-        return self._checkpoints(sub.job, sub.shard, sub.attempt).load()
+    def retry_wait(self, response: httpx.Response) -> float | None:
+        """How long the server asks a client to wait before sending again, in seconds."""
+        return retry_after_seconds(response)
 
     def check_endpoint(self) -> None:
         """Nothing here: the first request's answer tells (a dead endpoint fails its rows)."""
-
-    def cancel(self, submission: Submission) -> None:
-        """Nothing runs after ``submit`` returns; a killed run simply stops sending."""
-
-    def find_orphans(self, job: str) -> list[Submission]:
-        """Never any: a rerun of an unrecorded attempt resumes from its checkpoints instead."""
-        return []

@@ -1,7 +1,7 @@
 """Client-side rate limiting for the real-time providers, learned from response headers.
 
-- ``read_limits`` parses OpenAI's ``x-ratelimit-*`` (resets are Go durations: ``120ms``, ``1s``,
-  ``6m0s``) and Anthropic's ``anthropic-ratelimit-*`` (resets are RFC 3339 timestamps).
+- The limits themselves come from each provider's own reading of its answers' headers
+  (`maple_engine.providers.realtime.RateLimits`, ``read_limits`` in each provider's folder).
 - ``Pacer`` spaces request starts evenly so that both requests and estimated tokens stay at a
   safety share of RPM and TPM. It grants no bursts: providers enforce limits over short windows,
   and a burst at a window edge is what turns into 429s. Once a short window is known (and this
@@ -20,14 +20,11 @@
 import asyncio
 import bisect
 import collections
-import dataclasses
 import itertools
 import math
-import re
-from collections.abc import Mapping
-from datetime import datetime
 
-from maple_engine.providers.realtime.window_budget import LONGEST_S, WindowBudget
+from maple_engine.providers.realtime import RateLimits
+from maple_engine.send.window_budget import LONGEST_S, WindowBudget
 
 SAFETY = 0.999
 EDGE_GUARD_S = 0.004
@@ -42,85 +39,6 @@ CALM_S = 10.0  # after a 429, sends go one by one for this long
 #: full window carry stay under this share of the window's tokens
 TOKEN_HEADROOM = 0.9
 MIN_FACTOR = 0.5
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
-_UNIT = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float | None:
-    """Seconds in a Go-style duration (``1m2.5s``, ``17ms``) or a plain number of seconds."""
-    try:  # the forms every answer carries first: "120ms", "1.5s"
-        if text.endswith("ms"):
-            return float(text[:-2]) / 1000
-        if text.endswith("s") and "m" not in text and "h" not in text:
-            return float(text[:-1])
-    except ValueError:
-        pass
-    parts = _DURATION.findall(text)
-    if parts:
-        return sum(float(value) * _UNIT[unit] for value, unit in parts)
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def parse_reset(text: str | None, now_epoch: float) -> float | None:
-    """Seconds until a reset given as a duration or as an RFC 3339 timestamp."""
-    if not text:
-        return None
-    if "T" in text:
-        try:
-            moment = datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-        return max(0.0, moment - now_epoch)
-    return parse_duration(text)
-
-
-def _int(value: str | None) -> int | None:
-    try:
-        return int(float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-@dataclasses.dataclass(frozen=True)
-class Limits:
-    """What one response said about the account's limits (None: not sent)."""
-
-    rpm: int | None = None
-    tpm: int | None = None
-    remaining_requests: int | None = None
-    remaining_tokens: int | None = None
-    reset_requests: float | None = None
-    reset_tokens: float | None = None
-
-
-#: the header names of (limit, remaining, reset) for requests and for tokens, per dialect
-_OPENAI_NAMES = tuple(
-    f"x-ratelimit-{what}-{kind}"
-    for kind in ("requests", "tokens")
-    for what in ("limit", "remaining", "reset")
-)
-_ANTHROPIC_NAMES = tuple(
-    f"anthropic-ratelimit-{kind}-{what}"
-    for kind in ("requests", "tokens")
-    for what in ("limit", "remaining", "reset")
-)
-
-
-def read_limits(headers: Mapping[str, str], now_epoch: float) -> Limits:
-    """Limits from OpenAI or Anthropic rate-limit headers."""
-    names = _ANTHROPIC_NAMES if _ANTHROPIC_NAMES[0] in headers else _OPENAI_NAMES
-    rpm, left_requests, reset_requests, tpm, left_tokens, reset_tokens = map(headers.get, names)
-    return Limits(
-        rpm=_int(rpm),
-        tpm=_int(tpm),
-        remaining_requests=_int(left_requests),
-        remaining_tokens=_int(left_tokens),
-        reset_requests=parse_reset(reset_requests, now_epoch),
-        reset_tokens=parse_reset(reset_tokens, now_epoch),
-    )
 
 
 class WindowClock:
@@ -321,7 +239,7 @@ class Pacer:
         answer saying the window is spent stops the very next send."""
         return self.senders == 1 and now - self._slowed_at > CALM_S
 
-    def learn(self, limits: Limits, now: float, sent_at: float | None = None) -> None:
+    def learn(self, limits: RateLimits, now: float, sent_at: float | None = None) -> None:
         if sent_at is not None:
             self.windows.observe(sent_at, limits.reset_requests, limits.remaining_requests)
         rpm, tpm = self.explicit

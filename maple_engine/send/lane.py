@@ -1,0 +1,149 @@
+"""The batch interface over a real-time API: what a job drives when its provider (or a deadline's
+fallback) answers one request at a time.
+
+``submit`` runs the shard attempt's requests right away (`maple_engine.send.attempt`: keep-alive,
+bounded and adaptive concurrency, paced to the RPM/TPM learned from the rate-limit headers or
+set explicitly) and checkpoints every finished row (`maple_engine.send.checkpoints`). Rerunning
+the same attempt after a crash sends only the rows without a checkpoint. The returned
+``Submission`` has a synthetic batch id ``rt-<job>-<shard>-<attempt>``; ``poll`` reports it ended
+(all rows are checkpointed by the time ``submit`` returns; rows without a checkpoint, if any,
+read as "not run" and are retried), and ``results`` reads the checkpoints.
+
+Within an attempt a request is retried on 429 (after the wait the answer asks for), 5xx/529 and
+timeouts with exponential backoff and jitter, up to the provider's ``max_attempts`` sends; then
+the row is reported failed with its class and the pipeline's retry policy takes over. Quota
+errors are not retried, and stop the attempt from sending further rows. 401/403 abort the
+attempt with ``AuthError``.
+"""
+
+import threading
+from typing import Any
+
+import polars as pl
+
+from maple_engine.model import BatchState, Submission
+from maple_engine.providers.base import (
+    Provider,
+    ProviderCapabilities,
+    ProviderLimits,
+    RequestSpec,
+    ShardPayload,
+)
+from maple_engine.providers.realtime import RealtimeProvider
+from maple_engine.providers.registry import Built
+from maple_engine.send.attempt import AttemptRun, run_sync
+from maple_engine.send.checkpoints import RowCheckpoints
+from maple_engine.send.rate_shares import Share, account_digest, rate_share
+from maple_engine.storage.layout import JobLayout
+from maple_engine.storage.storage import Storage
+
+
+class RealtimeLane:
+    """A real-time provider driven as a batch provider (the job's `Provider`)."""
+
+    def __init__(self, provider: RealtimeProvider) -> None:
+        self.provider = provider
+        self._sending: threading.Event | None = None
+
+    # -- what the provider is ---------------------------------------------------------------
+    @property
+    def capabilities(self) -> ProviderCapabilities:
+        return self.provider.capabilities
+
+    @property
+    def provider_name(self) -> str:
+        return self.provider.name
+
+    @property
+    def mode(self) -> str:
+        return self.provider.mode
+
+    @property
+    def timeout_s(self) -> float:
+        return self.provider.timeout_s
+
+    def twin_settings(self) -> dict[str, Any]:
+        return self.provider.twin_settings()
+
+    def check_credentials(self) -> None:
+        self.provider.check_credentials()
+
+    def check_endpoint(self) -> None:
+        self.provider.check_endpoint()
+
+    def limits(self) -> ProviderLimits:
+        return self.provider.limits()
+
+    def encode(self, requests: pl.DataFrame) -> bytes:
+        return self.provider.encode(requests)
+
+    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+        return self.provider.body_expr(spec, user, image)
+
+    def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
+        return self.provider.line_bytes_expr(custom_id, request)
+
+    def close(self) -> None:
+        """Nothing kept open: each attempt opens and closes its own connections."""
+
+    def tell_sending(self, event: threading.Event | None) -> None:
+        """Set ``event`` when a request of this lane's next attempts leaves (None: stop)."""
+        self._sending = event
+
+    # -- sending ----------------------------------------------------------------------------
+    def _checkpoints(self, job: str, shard: str, attempt: int) -> RowCheckpoints:
+        return RowCheckpoints(
+            Storage(self.provider.checkpoint_root),
+            JobLayout(job).checkpoints(shard, attempt),
+            self.provider.checkpoint_rows,
+            self.provider.checkpoint_seconds,
+        )
+
+    def _share(self, provider: RealtimeProvider, model: str) -> Share:
+        """This run's share of the account's limit for ``model``, among every live sender."""
+        headers = repr(sorted(provider.auth_headers().items()))
+        account = account_digest(provider.resolved_base_url(), headers)
+        root, db = provider.checkpoint_root, provider.rate_share_db
+        return rate_share(db, root, provider.name, account, model)
+
+    def submit(self, payload: ShardPayload) -> Submission:
+        provider = self.provider.bound_to(payload.model)
+        checkpoints = self._checkpoints(payload.job, payload.shard, payload.attempt)
+        batch_id = f"{provider.batch_id_prefix}{payload.job}-{payload.shard}-{payload.attempt}"
+        done = checkpoints.open()
+        todo = payload.requests.filter(~pl.col("custom_id").is_in(list(done)))
+        rows = list(zip(todo["custom_id"].to_list(), todo["request"].to_list(), strict=True))
+        try:
+            share = self._share(provider, payload.model)
+            run_sync(AttemptRun(provider, checkpoints, batch_id, share, self._sending).run(rows))
+        finally:
+            checkpoints.close()
+        return payload.submission(provider.name, batch_id, "")
+
+    def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
+        states = {}
+        for sub in submissions:
+            count = self._checkpoints(sub.job, sub.shard, sub.attempt).count()
+            status = "completed" if count >= sub.request_count else "incomplete"
+            states[sub.batch_id] = BatchState(
+                sub.batch_id, status, ended=True, completed=count, total=sub.request_count
+            )
+        return states
+
+    def results(self, submission: Submission, state: BatchState) -> pl.DataFrame:
+        sub = submission
+        return self._checkpoints(sub.job, sub.shard, sub.attempt).load()
+
+    def cancel(self, submission: Submission) -> None:
+        """Nothing runs after ``submit`` returns; a killed run simply stops sending."""
+
+    def find_orphans(self, job: str) -> list[Submission]:
+        """Never any: a rerun of an unrecorded attempt resumes from its checkpoints instead."""
+        return []
+
+
+def lane_of(provider: Built) -> Provider:
+    """What a job drives for ``provider``: a real-time provider's lane, a batch one itself."""
+    if isinstance(provider, RealtimeProvider):  # the real-time core's interface, any provider
+        return RealtimeLane(provider)
+    return provider
