@@ -28,7 +28,7 @@ from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.observed import observed_file
 from maple_assets.graph.sensors import enrichment_sensor
 from maple_engine.job import provider_key
-from maple_engine.model import RequestKind
+from maple_engine.model import EMBEDDING
 from maple_engine.policy import RetryPolicy
 from maple_engine.spec import DEFAULTS, JobSpec
 from partitions.shards import shard_partitions
@@ -138,7 +138,7 @@ def embedding(
     The same four-stage asset graph, sensor and checks as ``enrichment()``; ``text`` is a
     template over the columns like a prompt, ``dimensions`` the vectors' length (models that
     can shorten theirs). The other keywords are ``enrichment()``'s."""
-    return _declare(kind=RequestKind.EMBEDDING, **locals())
+    return _declare(kind=EMBEDDING, **locals())
 
 
 def _declare(source: Any, poll_interval_s: int, **options: Any) -> Enrichment:

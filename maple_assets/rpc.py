@@ -11,7 +11,6 @@ figures are the op output's metadata; a spec that cannot start fails the run at 
 CLI's one-line error (also the ``maple/error`` tag), nothing uploaded.
 """
 
-import enum
 import types
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -25,6 +24,7 @@ from maple_assets.api.jobs import enrich_options
 from maple_assets.api.options import CommandOptions
 from maple_assets.graph.assets import InputShardsConfig
 from maple_assets.graph.tags import run_tags
+from maple_engine.model import Kind
 from maple_engine.settings import Settings
 from maple_engine.spec import JobSpec
 
@@ -45,8 +45,8 @@ def config_type(annotation: Any) -> Any:
         return _SCALARS[annotation]
     if get_origin(annotation) is Literal:  # one of a few words: JobSpec says which are valid
         return _SCALARS[type(get_args(annotation)[0])]
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):  # e.g. the kind
-        return dg.String  # its value; JobSpec says which are valid
+    if annotation is Kind:
+        return dg.String  # its name; JobSpec says which are valid
     if annotation is dict or get_origin(annotation) is dict:
         return dg.Permissive()  # type: ignore[no-untyped-call]
     raise TypeError(f"no Dagster config type for {annotation!r}")
@@ -58,7 +58,7 @@ def config_field(info: FieldInfo, default: Any = None) -> dg.Field:
     if info.is_required():
         return dg.Field(kind, description=info.description)
     value = default if default is not None else info.get_default(call_default_factory=True)
-    value = value.value if isinstance(value, enum.Enum) else value
+    value = value.name if isinstance(value, Kind) else value
     return dg.Field(kind, default_value=value, is_required=False, description=info.description)
 
 

@@ -3,29 +3,33 @@ before anything is sent."""
 
 import hashlib
 import os
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
 
 from maple_engine.errors import ConfigError
-from maple_engine.model import INTERNAL_COLUMNS, OUTPUT_COLUMNS, RequestKind
+from maple_engine.model import CHAT, INTERNAL_COLUMNS, KINDS, OUTPUT_COLUMNS, Kind, kind_named
 from maple_engine.providers.base import BATCH_FILE_LIMITS
 from maple_engine.providers.registry import DEFAULT_PROVIDER
 from maple_engine.storage.storage import is_remote
 
-# The job options only one request kind takes; every other option is common to both.
-KIND_ONLY = {
-    RequestKind.CHAT: (
-        "prompt",
-        "system",
-        "response_schema",
-        "image_column",
-        "check_images",
-        "cache",
-    ),
-    RequestKind.EMBEDDING: ("text", "dimensions"),
-}
+# A job's kind: given and stored by its name ("chat", "embedding"), held as its record.
+KindField = Annotated[
+    Kind,
+    PlainValidator(kind_named),
+    PlainSerializer(lambda kind: kind.name, return_type=str),
+    WithJsonSchema({"type": "string", "enum": list(KINDS)}),
+]
 
 MAX_JOB_NAME = 100  # bytes: a file name component on every store, with room for suffixes
 
@@ -40,8 +44,9 @@ class JobSpec(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     name: str = Field(description="Job name; rerun with the same name to resume.")
-    kind: RequestKind = Field(
-        default=RequestKind.CHAT,
+    kind: KindField = Field(
+        default=CHAT,
+        json_schema_extra={"default": CHAT.name},
         description="What each row's request asks for: a reply (chat) or a vector (embedding).",
     )
     prompt: str | None = Field(
@@ -62,26 +67,26 @@ class JobSpec(BaseModel):
 
     @model_validator(mode="after")
     def _template_fits_the_kind(self) -> "JobSpec":
-        """A chat job has a prompt, an embedding a text; a blank template (an unset shell
-        variable, say) would be sent, and paid, per row."""
-        field = "prompt" if self.kind == RequestKind.CHAT else "text"
-        job = "a chat job" if self.kind == RequestKind.CHAT else "an embedding job"
+        """A job has its kind's template (a chat job a prompt, an embedding a text), and none
+        of the other kinds' options; a blank template (an unset shell variable, say) would be
+        sent, and paid, per row."""
+        kind, field = self.kind, self.kind.template_field
         if getattr(self, field) is None:
-            raise ValueError(f"{job} needs a {field} template")
+            raise ValueError(f"{kind.job} needs a {field} template")
         if not str(getattr(self, field)).strip():
             raise ValueError(
                 f"the {field} template is empty (an unset shell variable?): give it text and "
                 "{column} placeholders"
             )
-        other = [f for f in KIND_ONLY[_other(self.kind)] if getattr(self, f) != _default(f)]
+        other = [f for f in foreign_options(kind) if getattr(self, f) != _default(f)]
         if other:
-            raise ValueError(f"{', '.join(other)} do(es) not apply to {job}")
+            raise ValueError(f"{', '.join(other)} do(es) not apply to {kind.job}")
         return self
 
     @property
     def template(self) -> str:
-        """The template rendered per row: the prompt, or the text to embed."""
-        return str(self.prompt if self.kind == RequestKind.CHAT else self.text)
+        """The template rendered per row: the prompt, or the text to embed (the kind's)."""
+        return str(getattr(self, self.kind.template_field))
 
     provider: str = Field(default=DEFAULT_PROVIDER, description="Provider that runs the requests.")
     team: str = Field(default="default", description="Team the cost is booked to.")
@@ -208,9 +213,11 @@ class JobSpec(BaseModel):
             "max_requests_per_batch",
             "max_batch_bytes",
         )
-        if self.kind != RequestKind.CHAT:  # a chat job's fingerprint stays what it was
-            keys = (*keys, "kind", "text", "dimensions")
+        if self.kind.fingerprinted:  # a chat job's fingerprint stays what it was
+            keys = (*keys, *self.kind.options)
         fields = {k: getattr(self, k) for k in keys}
+        if self.kind.fingerprinted:
+            fields["kind"] = self.kind.name
         if self.cache != "auto":  # only then: jobs from before --cache keep their versions
             fields["cache"] = self.cache
         payload = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
@@ -238,17 +245,20 @@ class JobSpec(BaseModel):
 DEFAULTS = JobSpec.model_construct()
 
 
-def _other(kind: RequestKind) -> RequestKind:
-    return RequestKind.EMBEDDING if kind == RequestKind.CHAT else RequestKind.CHAT
+def foreign_options(kind: Kind) -> set[str]:
+    """The job options only other kinds take."""
+    others = {f for other in KINDS.values() if other != kind for f in other.options}
+    return others - set(kind.options)
 
 
 def _default(field: str) -> Any:
     return getattr(DEFAULTS, field)
 
 
-def job_options(kind: RequestKind) -> list[str]:
+def job_options(kind: Kind) -> list[str]:
     """The job options a job of ``kind`` takes (``kind`` itself is the command's)."""
-    return [f for f in JobSpec.model_fields if f != "kind" and f not in KIND_ONLY[_other(kind)]]
+    foreign = foreign_options(kind)
+    return [f for f in JobSpec.model_fields if f != "kind" and f not in foreign]
 
 
 def option_help(field: str) -> str:

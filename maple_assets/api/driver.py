@@ -27,11 +27,11 @@ from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.job import bound_job
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
-from maple_engine.model import RequestKind
+from maple_engine.model import Kind, kind_named
 from maple_engine.plan.cache_layout import check_cache_price
 from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities
 from maple_engine.settings import Settings
-from maple_engine.spec import MAX_JOB_NAME, JobSpec, build_spec, job_options
+from maple_engine.spec import DEFAULTS, MAX_JOB_NAME, JobSpec, build_spec, foreign_options
 from maple_engine.state import JobState
 from maple_engine.storage.claims import JobRunning, driver_lease
 from maple_engine.storage.storage import Storage
@@ -75,9 +75,12 @@ def load_schema(given: Any, provider: str) -> dict[str, Any] | None:
     return schema
 
 
-def default_output(source: str) -> str:
-    stem, dot, ext = source.rpartition(".")
-    return f"{stem}_enriched.{ext}" if dot else f"{source}_enriched.parquet"
+def default_output(source: str, kind: Kind = DEFAULTS.kind) -> str:
+    """The output beside the input: ``INPUT_enriched.EXT``; for a kind whose answers need
+    Parquet, ``INPUT_embedded.parquet`` whatever the input (``Kind.output_name``)."""
+    stem, dot, _ = source.split("?", 1)[0].rpartition(".")
+    ext = source.rpartition(".")[2] if dot else "parquet"
+    return kind.output_name.format(stem=stem if dot else source, ext=ext)
 
 
 def default_job_name(source: str, fingerprint: str) -> str:
@@ -98,42 +101,20 @@ def job_name(opts: EnrichOptions, schema: dict[str, Any] | None) -> str:
     return default_job_name(opts.input_path, probe.fingerprint())
 
 
-def build_enrichment(opts: EnrichOptions) -> Declared:
-    """The job's enrichment: the options as given, the schema file read, names filled in."""
-    chat = set(job_options(RequestKind.CHAT))
-    job = {k: v for k, v in opts.job.items() if k in chat}  # not an embedding's own options
-    schema = load_schema(job.pop("response_schema"), opts.provider)
+def declare(opts: EnrichOptions) -> Declared:
+    """The job, checked: the options as given (those of its kind), the schema file read, names
+    filled in."""
+    kind = kind_named(opts.job.get("kind") or DEFAULTS.kind)
+    foreign = foreign_options(kind)
+    job = {k: v for k, v in opts.job.items() if k not in foreign}  # not another kind's options
+    schema = load_schema(job.pop("response_schema", None), opts.provider)
     job |= {
+        "kind": kind,
         "name": job_name(opts, schema),
-        "output": job["output"] or default_output(opts.input_path),
+        "output": job["output"] or default_output(opts.input_path, kind),
         "deadline": job.pop("deadline_s"),
     }
     return declare_job(opts.input_path, response_schema=schema, **job)
-
-
-def default_embedding_output(source: str) -> str:
-    """``INPUT_embedded.parquet`` beside the input (vectors need Parquet, whatever the input)."""
-    stem, dot, _ = source.split("?", 1)[0].rpartition(".")
-    return f"{stem if dot else source}_embedded.parquet"
-
-
-def build_embedding(opts: EnrichOptions) -> Declared:
-    """The job's embedding (``maple embed``): the options as given, names filled in."""
-    job = dict(opts.job)
-    kind = job.pop("kind")
-    job |= {
-        "name": job_name(opts, None),
-        "output": job["output"] or default_embedding_output(opts.input_path),
-        "deadline": job.pop("deadline_s"),
-    }
-    return declare_job(opts.input_path, kind=kind, **job)
-
-
-def declare(opts: EnrichOptions) -> Declared:
-    """The job, checked: an embedding when its kind says so, else an enrichment."""
-    if opts.job.get("kind") == RequestKind.EMBEDDING:
-        return build_embedding(opts)
-    return build_enrichment(opts)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from maple_assets.cli.options import model_options
 from maple_assets.graph.shard_options import ShardRunOptions
 from maple_engine.errors import ConfigError
 from maple_engine.memory import settle_startup_objects, tune_allocator
-from maple_engine.model import RequestKind
+from maple_engine.model import CHAT, EMBEDDING, Kind
 from maple_engine.policy import parse_retry_options
 from maple_engine.providers.registry import names
 from maple_engine.settings import Settings
@@ -88,7 +88,7 @@ PARSED_HERE = (
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def job_flags(kind: RequestKind) -> Callable[[F], F]:
+def job_flags(kind: Kind) -> Callable[[F], F]:
     """The options every job command takes: the job options of ``kind`` and the command's."""
     decorators = [
         model_options(
@@ -132,7 +132,7 @@ def job_flags(kind: RequestKind) -> Callable[[F], F]:
     default=None,
     help=option_help("response_schema"),
 )
-@job_flags(RequestKind.CHAT)
+@job_flags(CHAT)
 def enrich_command(
     input_path: str, prompt: str | None, prompt_file: str | None, **options: Any
 ) -> None:
@@ -150,14 +150,14 @@ def enrich_command(
 @main.command("embed")
 @click.argument("input_path", metavar="INPUT")
 @click.option("--text", required=True, metavar="TEMPLATE", help=option_help("text"))
-@job_flags(RequestKind.EMBEDDING)
+@job_flags(EMBEDDING)
 def embed_command(input_path: str, text: str, **options: Any) -> None:
     """Embed INPUT (CSV or Parquet, local or s3://): one vector per row, in llm_embedding
     (Parquet output). Rows whose text is empty are not sent (llm_failure_class empty_text).
 
     Exit codes: as for maple enrich.
     """
-    run_job(input_path, options, lambda: {"kind": RequestKind.EMBEDDING, "text": text})
+    run_job(input_path, options, lambda: {"kind": EMBEDDING, "text": text})
 
 
 def run_job(

@@ -22,7 +22,6 @@ from maple_engine.collect.responses import summarize
 from maple_engine.errors import CanaryFailed
 from maple_engine.job import IO_MANAGER_KEY, Job, job_for
 from maple_engine.merge.output import merge_job
-from maple_engine.model import RequestKind
 from maple_engine.plan.canary import last_canary
 from maple_engine.plan.rerun import shard_input
 from maple_engine.policy import RetryPolicy
@@ -34,10 +33,6 @@ from maple_engine.submit.deadline import deadline_split
 from maple_engine.work import pending_work
 
 SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
-COLLECT_PARALLELISM = 2  # shards downloaded and parsed at once (memory: that many shards)
-#: An embedding's result files are mostly vectors (about 80 MB per 50,000-line shard at 256
-#: dimensions, parsed whole): collected one shard at a time, memory holds one of them.
-EMBEDDING_COLLECT_PARALLELISM = 1
 
 
 class InputShardsConfig(dg.Config, ShardRunOptions):
@@ -271,9 +266,7 @@ def raw_responses_asset(
                 combined = shard_responses(job.state, shard)
             return _responses_metadata(job, shard, combined)
 
-        embeds = spec.kind == RequestKind.EMBEDDING
-        parallel = EMBEDDING_COLLECT_PARALLELISM if embeds else COLLECT_PARALLELISM
-        return per_shard(context, one, parallel=parallel)
+        return per_shard(context, one, parallel=spec.kind.collect_parallelism)
 
     return raw_responses
 

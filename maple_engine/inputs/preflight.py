@@ -21,11 +21,13 @@ from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.inputs.sources import input_schema
 from maple_engine.inputs.templates import parse_template, template_columns
 from maple_engine.inputs.tokens import prompt_tokens_expr
-from maple_engine.model import EMBEDDING_COLUMN, RequestKind
 from maple_engine.policy import UNLIMITED
 from maple_engine.providers.registry import capabilities, known_capabilities, one_of
 from maple_engine.spec import JobSpec
 from maple_engine.storage.probe import check_readable, check_writable
+
+FORMAT_NAMES = {"parquet": "Parquet", "csv": "CSV"}
+ANSWER_TYPES = {"text": "reply's text", "vector": "fixed-size float32 list"}  # ``Kind.answer``
 
 
 def check_declaration(spec: JobSpec, schema_source: str = "response_schema") -> None:
@@ -56,17 +58,21 @@ def check_queue_limit(spec: JobSpec) -> None:
 
 
 def check_kind(spec: JobSpec) -> None:
-    """The provider serves the job's kind of request; an embedding's output can hold vectors."""
-    if spec.kind not in capabilities(spec.provider).kinds:
+    """The provider serves the job's kind of request; the output can hold its answers (an
+    embedding's vectors need Parquet)."""
+    kind = spec.kind
+    if kind not in capabilities(spec.provider).kinds:
         raise ConfigError(
-            f"Provider {spec.provider!r} does not serve {spec.kind.value} requests here: use "
-            f"{one_of(lambda c: spec.kind in c.kinds)}."
+            f"Provider {spec.provider!r} does not serve {kind.name} requests here: use "
+            f"{one_of(lambda c: kind in c.kinds)}."
         )
-    if spec.kind == RequestKind.EMBEDDING and spec.output_format() == "csv":
+    if spec.output_format() not in kind.output_formats:
+        formats = " or ".join(FORMAT_NAMES[f] for f in kind.output_formats)
         raise ConfigError(
-            f"An embedding's output ({spec.output or 'the default output'}) must be Parquet: "
-            f"{EMBEDDING_COLUMN} is a fixed-size float32 list, which CSV cannot hold "
-            "(--output NAME.parquet)."
+            f"The output of {kind.job} ({spec.output or 'the default output'}) must be "
+            f"{formats}: {kind.output_column} holds a {ANSWER_TYPES[kind.answer]} per row, "
+            f"which {FORMAT_NAMES[spec.output_format()]} cannot hold "
+            f"(--output NAME.{kind.output_formats[0]})."
         )
 
 

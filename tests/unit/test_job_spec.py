@@ -16,7 +16,7 @@ from maple_assets.cli.options import flag_name
 from maple_assets.factory import enrichment
 from maple_assets.graph.assets import InputShardsConfig
 from maple_engine.errors import ConfigError
-from maple_engine.model import RequestKind
+from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.policy import parse_retry_options
 from maple_engine.spec import DEFAULTS, JobSpec, job_options, option_help
 from maple_engine.submit.deadline import parse_duration
@@ -71,7 +71,7 @@ def test_every_flag_is_still_there() -> None:
     assert all(flag in help_text for flag in FLAGS)
 
 
-CHAT_OPTIONS = job_options(RequestKind.CHAT)
+CHAT_OPTIONS = job_options(CHAT)
 
 
 @pytest.mark.parametrize("field", sorted(set(CHAT_OPTIONS) - {"source"}))
@@ -163,7 +163,7 @@ def test_a_job_kind_takes_its_own_template_and_options() -> None:
     from maple_engine.spec import build_spec
 
     embed = build_spec(name="e", kind="embedding", text="{title}", model="m", dimensions=8)
-    assert embed.template == "{title}" and embed.kind == RequestKind.EMBEDDING
+    assert embed.template == "{title}" and embed.kind == EMBEDDING
     chat = build_spec(name="e", prompt="{title}", model="m")
     assert chat.fingerprint() != build_spec(name="e", prompt="{title}", model="m2").fingerprint()
     refused = {
@@ -180,5 +180,5 @@ def test_a_job_kind_takes_its_own_template_and_options() -> None:
     for message, fields in refused.items():
         with pytest.raises(ConfigError, match=re.escape(message)):
             build_spec(name="e", model="m", **fields)
-    assert "dimensions" in job_options(RequestKind.EMBEDDING)
-    assert "prompt" not in job_options(RequestKind.EMBEDDING)
+    assert "dimensions" in job_options(EMBEDDING)
+    assert "prompt" not in job_options(EMBEDDING)

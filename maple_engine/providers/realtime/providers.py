@@ -24,7 +24,7 @@ import orjson
 import polars as pl
 from pydantic import Field, PrivateAttr
 
-from maple_engine.model import REALTIME_PREFIX, BatchState, RequestKind, Submission
+from maple_engine.model import CHAT, REALTIME_PREFIX, BatchState, Kind, Submission
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
     Dialect,
@@ -52,7 +52,7 @@ def realtime_capabilities(
     *,
     drops_empty_system: bool = False,
     caching: PromptCaching | None = None,
-    kinds: frozenset[RequestKind] = frozenset({RequestKind.CHAT}),
+    kinds: frozenset[Kind] = frozenset({CHAT}),
 ) -> ProviderCapabilities:
     """What every real-time provider shares: shard attempts run at once, nothing queues, and a
     rerun resumes from the row checkpoints (no orphans)."""
