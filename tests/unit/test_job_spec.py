@@ -17,9 +17,7 @@ from maple_assets.factory import enrichment
 from maple_assets.graph.assets import InputShardsConfig
 from maple_engine.errors import ConfigError
 from maple_engine.model import CHAT, EMBEDDING
-from maple_engine.policy import parse_retry_options
-from maple_engine.spec import DEFAULTS, JobSpec, job_options, option_help
-from maple_engine.submit.deadline import parse_duration
+from maple_engine.spec import ALIASES, DEFAULTS, JobSpec, build_spec, job_options, option_help
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,8 +32,9 @@ FLAGS = [
     "--debug",
 ]  # fmt: skip
 
-# Options the command parses itself: the flag, and how its command-line default reads as the
-# field's value. ``source`` is the INPUT argument.
+# Options whose flag the command writes itself (the spec reads what they give: ``JobSpec``'s
+# validators parse repeatable NAME=VALUE, a duration, a schema file). ``source`` is the INPUT
+# argument.
 PARSED = {
     "name": "--job",  # default None: a name derived from the input and the fingerprint
     "prompt": "--prompt",  # or --prompt-file: exactly one is required
@@ -44,14 +43,8 @@ PARSED = {
     "response_schema": "--response-schema",  # a file; the field holds its JSON
     "deadline_s": "--deadline",  # a duration, "6h"
 }
-AS_FIELD = {
-    "params": dict,
-    "retries": lambda given: parse_retry_options(list(given)),
-    "deadline_s": lambda given: parse_duration(given, "--deadline") if given else None,
-}
 REQUIRED_ON_CLI = {"model"}
-KEYWORD_FIELDS = {"deadline": "deadline_s"}  # enrichment() keyword -> JobSpec field
-NOT_JOB_OPTIONS = {"poll_interval_s"}  # the Dagster sensor's interval
+FIELD_OF = {alias: field for field, alias in ALIASES.items()}  # a keyword -> its JobSpec field
 
 
 def cli_options() -> dict[str, click.Parameter]:
@@ -83,10 +76,9 @@ def test_each_job_option_is_a_flag_with_the_fields_default_and_help(field: str) 
     assert option.help == info.description
     if field in REQUIRED_ON_CLI:
         assert option.required and info.is_required()
-    elif field in AS_FIELD:
-        assert AS_FIELD[field](cli_default(option)) == getattr(DEFAULTS, field)
-    elif field not in ("name", "prompt"):
-        assert cli_default(option) == getattr(DEFAULTS, field)
+    elif field not in ("name", "prompt"):  # the spec reads the flag's default as its own
+        spec = build_spec(name="j", prompt="{t}", model="m", **{field: cli_default(option)})
+        assert getattr(spec, field) == getattr(DEFAULTS, field)
 
 
 def test_the_input_argument_is_the_source() -> None:
@@ -106,11 +98,14 @@ def test_bounds_are_the_fields(field: str) -> None:
     assert option.type.min == getattr(bound, "ge", getattr(bound, "gt", None))
 
 
+NOT_JOB_OPTIONS = {"poll_interval_s"}  # the Dagster sensor's interval
+
+
 def test_enrichment_keywords_are_the_job_options() -> None:
     keywords = dict(inspect.signature(enrichment).parameters)
     for name in NOT_JOB_OPTIONS:
         keywords.pop(name)
-    fields = {KEYWORD_FIELDS.get(k, k): p.default for k, p in keywords.items()}
+    fields = {FIELD_OF.get(k, k): p.default for k, p in keywords.items()}
     assert set(fields) == set(CHAT_OPTIONS)
     for field, default in fields.items():
         if JobSpec.model_fields[field].is_required() or field == "prompt":
