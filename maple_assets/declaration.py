@@ -1,21 +1,14 @@
-"""A job's spec and retry policy from the keywords of ``enrichment()`` or ``embedding()``,
-checked, without Dagster: ``maple enrich`` checks a job (and may start sending it) before
-Dagster is imported, and ``maple_assets.factory`` builds the asset graph of the same spec."""
+"""A job's spec, checked, and its retry policy, without Dagster: ``maple enrich`` checks a job
+(and may start sending it) before Dagster is imported, and ``maple_assets.factory`` builds the
+asset graph of the same spec."""
 
 import dataclasses
-from typing import Any
 
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import check_declaration
 from maple_engine.policy import RetryPolicy, job_policy
 from maple_engine.providers.registry import capabilities, one_of
-from maple_engine.spec import (
-    JobSpec,
-    build_spec,
-    check_queue_options,
-    validate_name,
-    validate_paths,
-)
+from maple_engine.spec import JobSpec, validate_paths
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,26 +19,9 @@ class Declared:
     policy: RetryPolicy
 
 
-def schema_dict(response_schema: Any) -> dict[str, Any] | None:
-    """A JSON schema from a dict or a pydantic model class."""
-    if response_schema is None or isinstance(response_schema, dict):
-        return response_schema
-    return dict(response_schema.model_json_schema())
-
-
-def declare_job(source: Any, **options: Any) -> Declared:
-    """The job of ``options`` (job options by name, ``deadline`` as given, a response schema
-    as a dict) over ``source``: a path, or an upstream asset (no source in the spec)."""
-    options["params"] = dict(options["params"] or {})
-    options["retries"] = dict(options["retries"] or {})
-    validate_name(options["name"])
-    deadline = options.pop("deadline")
-    queue_options = check_queue_options(
-        options.pop("max_enqueued_tokens"), options.pop("priority"), deadline
-    )
-    spec = build_spec(
-        source=source if isinstance(source, str) else None, **options, **queue_options
-    )
+def declare_job(spec: JobSpec) -> Declared:
+    """The checks a job passes beyond its spec's own (which ran as it was built): its paths,
+    its provider's support for it, its deadline; and its retry policy."""
     validate_paths(spec)
     check_declaration(spec)
     check_deadline(spec)

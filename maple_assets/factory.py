@@ -17,7 +17,7 @@ from typing import Any, Literal
 import dagster as dg
 
 from maple_assets.binding import resource_keys
-from maple_assets.declaration import Declared, declare_job, schema_dict
+from maple_assets.declaration import Declared, declare_job
 from maple_assets.graph.assets import (
     input_shards_asset,
     merged_asset,
@@ -28,9 +28,9 @@ from maple_assets.graph.checks import build_checks
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.observed import observed_file
 from maple_assets.graph.sensors import enrichment_sensor
-from maple_engine.model import RequestKind
+from maple_engine.model import EMBEDDING
 from maple_engine.policy import RetryPolicy
-from maple_engine.spec import DEFAULTS, JobSpec
+from maple_engine.spec import DEFAULTS, JobSpec, build_spec
 from partitions.shards import shard_partitions
 
 
@@ -100,9 +100,11 @@ def enrichment(
 ) -> Enrichment:
     """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI.
 
-    The keywords are the job options of ``maple_engine.spec.JobSpec`` (defaults and help there);
-    ``params`` and ``retries`` take None for empty, ``deadline`` ("6h", seconds or a timedelta)
-    fills ``deadline_s``. ``poll_interval_s`` is the sensor's minimum interval."""
+    The keywords are the job options of ``maple_engine.spec.JobSpec`` by name (defaults, bounds
+    and help there; a test holds this signature to it): ``params`` and ``retries`` take None for
+    empty, ``deadline`` ("6h", seconds or a timedelta) is ``deadline_s``'s alias,
+    ``response_schema`` a dict, a pydantic model class or a JSON file's path.
+    ``poll_interval_s`` is the sensor's minimum interval."""
     return _declare(**locals())
 
 
@@ -138,16 +140,15 @@ def embedding(
     The same four-stage asset graph, sensor and checks as ``enrichment()``; ``text`` is a
     template over the columns like a prompt, ``dimensions`` the vectors' length (models that
     can shorten theirs). The other keywords are ``enrichment()``'s."""
-    return _declare(kind=RequestKind.EMBEDDING, **locals())
+    return _declare(kind=EMBEDDING, **locals())
 
 
 def _declare(source: Any, poll_interval_s: int, **options: Any) -> Enrichment:
     """A job's spec from the keywords of ``enrichment()`` or ``embedding()`` (their job
-    options by name), checked, and its asset graph, sensor and checks."""
-    if "response_schema" in options:
-        options["response_schema"] = schema_dict(options["response_schema"])
-    job = declare_job(source, **options)
-    return graph_of(job, source, poll_interval_s)
+    options by name) over ``source`` (a path, or an upstream asset: no source in the spec),
+    checked, and its asset graph, sensor and checks."""
+    spec = build_spec(source=source if isinstance(source, str) else None, **options)
+    return graph_of(declare_job(spec), source, poll_interval_s)
 
 
 def graph_of(job: Declared, source: Any, poll_interval_s: int = 30) -> Enrichment:

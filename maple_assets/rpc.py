@@ -11,7 +11,6 @@ figures are the op output's metadata; a spec that cannot start fails the run at 
 CLI's one-line error (also the ``maple/error`` tag), nothing uploaded.
 """
 
-import enum
 import types
 from typing import Any, Literal, Union, get_args, get_origin
 
@@ -25,10 +24,13 @@ from maple_assets.api.jobs import enrich_options
 from maple_assets.api.options import CommandOptions
 from maple_assets.graph.assets import InputShardsConfig
 from maple_assets.graph.tags import run_tags
+from maple_engine.model import Kind
 from maple_engine.settings import Settings
-from maple_engine.spec import JobSpec
+from maple_engine.spec import ALIASES, JobSpec
 
-CONFIG_KEYS = {"source": "input", "name": "job"}  # JobSpec field -> config key
+# The config names the job and its input by their aliases (``job``, ``input``), every other job
+# option by its field's name; ``JobSpec`` takes either.
+CONFIG_KEYS = {field: ALIASES[field] for field in ("name", "source")}
 RUN_FIELDS: dict[str, type[BaseModel]] = {"retry_failed": InputShardsConfig, "wait": CommandOptions}
 RUN_DEFAULTS = {"wait": True}  # a second run of a job waits for the first, then reuses it
 STATUS, ERROR = "maple/status", "maple/error"
@@ -45,8 +47,8 @@ def config_type(annotation: Any) -> Any:
         return _SCALARS[annotation]
     if get_origin(annotation) is Literal:  # one of a few words: JobSpec says which are valid
         return _SCALARS[type(get_args(annotation)[0])]
-    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):  # e.g. the kind
-        return dg.String  # its value; JobSpec says which are valid
+    if annotation is Kind:
+        return dg.String  # its name; JobSpec says which are valid
     if annotation is dict or get_origin(annotation) is dict:
         return dg.Permissive()  # type: ignore[no-untyped-call]
     raise TypeError(f"no Dagster config type for {annotation!r}")
@@ -58,7 +60,7 @@ def config_field(info: FieldInfo, default: Any = None) -> dg.Field:
     if info.is_required():
         return dg.Field(kind, description=info.description)
     value = default if default is not None else info.get_default(call_default_factory=True)
-    value = value.value if isinstance(value, enum.Enum) else value
+    value = value.name if isinstance(value, Kind) else value
     return dg.Field(kind, default_value=value, is_required=False, description=info.description)
 
 
@@ -68,7 +70,9 @@ def enrich_config_schema() -> dict[str, dg.Field]:
         CONFIG_KEYS.get(name, name): config_field(info)
         for name, info in JobSpec.model_fields.items()
     }
-    schema["input"] = dg.Field(dg.String, description=JobSpec.model_fields["source"].description)
+    schema[CONFIG_KEYS["source"]] = dg.Field(
+        dg.String, description=JobSpec.model_fields["source"].description
+    )
     for name, model in RUN_FIELDS.items():
         schema[name] = config_field(model.model_fields[name], RUN_DEFAULTS.get(name))
     return schema
@@ -99,7 +103,7 @@ def run_from_config(context: dg.OpExecutionContext, config: dict[str, Any]) -> d
     instance, run_id = context.instance, context.run_id
     try:
         with typed_usage_errors():
-            opts = enrich_options(config.pop("input"), **config)
+            opts = enrich_options(config.pop(CONFIG_KEYS["source"]), **config)
             settings = Settings.load(storage=opts.storage_root)
             with emulator_url(opts, settings) as url:
                 ready = prepare(opts, url)

@@ -1,10 +1,13 @@
-"""The records every stage of the engine shares: column names, request kinds, shards, versions,
-submissions and batch states, and the kinds of stop. They sit on the engine's ground floor (they
-import nothing of it), so a stage reads them without reaching into the stage that writes them."""
+"""The records every stage of the engine shares: column names, request kinds (``KINDS``), shards,
+versions, submissions and batch states, and the kinds of stop. They sit on the engine's ground
+floor (they import nothing of it), so a stage reads them without reaching into the stage that
+writes them."""
 
 import dataclasses
 import enum
-from typing import Any
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Literal
 
 # -- columns ----------------------------------------------------------------------------------
 # The engine's own columns in shard and plan files (never in the output), then the output's.
@@ -38,11 +41,73 @@ REUSED = "reused"
 
 
 # -- request kinds ----------------------------------------------------------------------------
-class RequestKind(enum.StrEnum):
-    """What a provider's requests ask for."""
+@dataclasses.dataclass(frozen=True)
+class Kind:
+    """What one job's requests ask for, one per row: what the kind needs of a template, which
+    output column it fills, which job options only it takes, and how its rows are sent, counted
+    and merged where that differs. A new kind is one record in ``KINDS`` plus the support of
+    the providers that serve it (``ProviderCapabilities.kinds``, their request bodies)."""
 
-    CHAT = "chat"  # one model reply per row
-    EMBEDDING = "embedding"  # one vector per row
+    name: str  # as stored in a job's spec.json and shown to users
+    job: str  # how a message names a job of this kind
+    template_field: str  # the job option holding the template rendered per row
+    options: tuple[str, ...]  # the job options only this kind takes (its template among them)
+    output_column: str  # the output column its answers fill
+    answer: Literal["text", "vector"]  # a reply's text, or a float32 vector (base64 on the wire)
+    replies: bool  # the model writes a reply: output tokens, the template sent as a chat message
+    sent: str  # what one row sends, as a message names it
+    skips_empty: bool  # a row whose template renders empty is not sent (``empty_text``)
+    output_formats: tuple[str, ...]  # the output files that can hold its answers
+    output_name: str  # the default output beside the input (``maple enrich``): stem, ext
+    collect_parallelism: int  # shards whose result files are downloaded and parsed at once
+    fingerprinted: bool  # its name and options are in the fingerprint (chat's never were)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+CHAT = Kind(
+    name="chat",
+    job="a chat job",
+    template_field="prompt",
+    options=("prompt", "system", "response_schema", "image_column", "check_images", "cache"),
+    output_column="llm_response",
+    answer="text",
+    replies=True,
+    sent="request",
+    skips_empty=False,
+    output_formats=("parquet", "csv"),
+    output_name="{stem}_enriched.{ext}",
+    collect_parallelism=2,  # memory: that many shards
+    fingerprinted=False,  # a chat job's fingerprint stays what it was before kinds
+)
+EMBEDDING = Kind(
+    name="embedding",
+    job="an embedding job",
+    template_field="text",
+    options=("text", "dimensions"),
+    output_column=EMBEDDING_COLUMN,
+    answer="vector",
+    replies=False,
+    sent="text to embed",
+    skips_empty=True,
+    output_formats=("parquet",),  # a fixed-size float32 list per row: CSV cannot hold it
+    output_name="{stem}_embedded.parquet",
+    # Result files are mostly vectors (about 80 MB per 50,000-line shard at 256 dimensions,
+    # parsed whole): one shard at a time, so memory holds one of them.
+    collect_parallelism=1,
+    fingerprinted=True,
+)
+KINDS: Mapping[str, Kind] = MappingProxyType({kind.name: kind for kind in (CHAT, EMBEDDING)})
+
+
+def kind_named(name: "str | Kind") -> Kind:
+    """The kind called ``name`` (a kind is itself)."""
+    if isinstance(name, Kind):
+        return name
+    if name not in KINDS:
+        raise ValueError(f"kind {name!r} is not one of {', '.join(KINDS)}")
+    return KINDS[name]
 
 
 # -- shards and versions ----------------------------------------------------------------------

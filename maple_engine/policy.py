@@ -78,3 +78,16 @@ def parse_retry_options(specs: list[str]) -> dict[str, int]:
             )
         overrides[name.strip()] = count
     return overrides
+
+
+def check_retries(retries: dict[str, int]) -> None:
+    bad = {
+        name: count
+        for name, count in retries.items()
+        if isinstance(count, bool) or not isinstance(count, int) or count < UNLIMITED
+    }
+    if bad:
+        raise ConfigError(
+            f"Retry counts {bad} are not valid: give a count of 0 or more, or 'unlimited' "
+            "(-1 in code)."
+        )

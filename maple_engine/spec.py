@@ -1,33 +1,60 @@
 """The definition of one job (an enrichment or an embedding), and the checks it must pass
-before anything is sent."""
+before anything is sent.
+
+A ``JobSpec`` is built once, from the values each entry point has (``maple enrich``'s flags,
+``enrichment()``'s keywords, ``maple_assets.enrich``'s, ``maple_job``'s run config): its
+validators read them as given (a duration, ``NAME=VALUE`` parameters, a schema as a file or a
+pydantic model) and check every bound there."""
 
 import hashlib
+import math
 import os
-from typing import Any, Literal
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
+from maple_engine.durations import parse_duration
 from maple_engine.errors import ConfigError
-from maple_engine.model import INTERNAL_COLUMNS, OUTPUT_COLUMNS, RequestKind
+from maple_engine.model import CHAT, INTERNAL_COLUMNS, KINDS, OUTPUT_COLUMNS, Kind, kind_named
+from maple_engine.policy import UNLIMITED, check_retries, parse_retry_options
 from maple_engine.providers.base import BATCH_FILE_LIMITS
 from maple_engine.providers.registry import DEFAULT_PROVIDER
 from maple_engine.storage.storage import is_remote
 
-# The job options only one request kind takes; every other option is common to both.
-KIND_ONLY = {
-    RequestKind.CHAT: (
-        "prompt",
-        "system",
-        "response_schema",
-        "image_column",
-        "check_images",
-        "cache",
-    ),
-    RequestKind.EMBEDDING: ("text", "dimensions"),
-}
+# A job's kind: given and stored by its name ("chat", "embedding"), held as its record.
+KindField = Annotated[
+    Kind,
+    PlainValidator(kind_named),
+    PlainSerializer(lambda kind: kind.name, return_type=str),
+    WithJsonSchema({"type": "string", "enum": list(KINDS)}),
+]
 
 MAX_JOB_NAME = 100  # bytes: a file name component on every store, with room for suffixes
+
+# The other names of four job options, kept for compatibility; ``JobSpec`` takes either. The
+# command line spells these options by them (``--job``, ``--budget``, ``--deadline``), the Python
+# API takes them as keywords (``job=``, ``input=``, ``budget=``, ``deadline=``; ``enrichment()``
+# ``deadline=``), and ``maple_job``'s config names the job and its input by them.
+ALIASES = {"name": "job", "source": "input", "budget_usd": "budget", "deadline_s": "deadline"}
+
+
+def _or_alias(field: str) -> AliasChoices:
+    return AliasChoices(field, ALIASES[field])
 
 
 class JobSpec(BaseModel):
@@ -39,9 +66,13 @@ class JobSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(description="Job name; rerun with the same name to resume.")
-    kind: RequestKind = Field(
-        default=RequestKind.CHAT,
+    name: str = Field(
+        validation_alias=_or_alias("name"),
+        description="Job name; rerun with the same name to resume.",
+    )
+    kind: KindField = Field(
+        default=CHAT,
+        json_schema_extra={"default": CHAT.name},
         description="What each row's request asks for: a reply (chat) or a vector (embedding).",
     )
     prompt: str | None = Field(
@@ -62,26 +93,26 @@ class JobSpec(BaseModel):
 
     @model_validator(mode="after")
     def _template_fits_the_kind(self) -> "JobSpec":
-        """A chat job has a prompt, an embedding a text; a blank template (an unset shell
-        variable, say) would be sent, and paid, per row."""
-        field = "prompt" if self.kind == RequestKind.CHAT else "text"
-        job = "a chat job" if self.kind == RequestKind.CHAT else "an embedding job"
+        """A job has its kind's template (a chat job a prompt, an embedding a text), and none
+        of the other kinds' options; a blank template (an unset shell variable, say) would be
+        sent, and paid, per row."""
+        kind, field = self.kind, self.kind.template_field
         if getattr(self, field) is None:
-            raise ValueError(f"{job} needs a {field} template")
+            raise ValueError(f"{kind.job} needs a {field} template")
         if not str(getattr(self, field)).strip():
             raise ValueError(
                 f"the {field} template is empty (an unset shell variable?): give it text and "
                 "{column} placeholders"
             )
-        other = [f for f in KIND_ONLY[_other(self.kind)] if getattr(self, f) != _default(f)]
+        other = [f for f in foreign_options(kind) if getattr(self, f) != _default(f)]
         if other:
-            raise ValueError(f"{', '.join(other)} do(es) not apply to {job}")
+            raise ValueError(f"{', '.join(other)} do(es) not apply to {kind.job}")
         return self
 
     @property
     def template(self) -> str:
-        """The template rendered per row: the prompt, or the text to embed."""
-        return str(self.prompt if self.kind == RequestKind.CHAT else self.text)
+        """The template rendered per row: the prompt, or the text to embed (the kind's)."""
+        return str(getattr(self, self.kind.template_field))
 
     provider: str = Field(default=DEFAULT_PROVIDER, description="Provider that runs the requests.")
     team: str = Field(default="default", description="Team the cost is booked to.")
@@ -90,7 +121,9 @@ class JobSpec(BaseModel):
         default_factory=dict, description="Model parameter NAME=VALUE (JSON value), repeatable."
     )
     source: str | None = Field(
-        default=None, description="Input table: a CSV or Parquet path or URI."
+        default=None,
+        validation_alias=_or_alias("source"),
+        description="Input table: a CSV or Parquet path or URI.",
     )
     output: str | None = Field(
         default=None, description="Output path (.parquet or .csv); default INPUT_enriched.EXT."
@@ -123,6 +156,7 @@ class JobSpec(BaseModel):
     budget_usd: float | None = Field(
         default=None,
         ge=0,
+        validation_alias=_or_alias("budget_usd"),
         description="Stop submitting batches before the job's spend (committed + next batch) "
         "exceeds USD; rerun with a larger --budget to continue.",
     )
@@ -167,6 +201,7 @@ class JobSpec(BaseModel):
     deadline_s: float | None = Field(
         default=None,
         gt=0,
+        validation_alias=_or_alias("deadline_s"),
         description="e.g. 6h, 90s, 1h30m: rows still in batches when it approaches are cancelled "
         "there and sent through the flex tier while time allows (batch prices), else the "
         "real-time API (real-time prices).",
@@ -194,6 +229,75 @@ class JobSpec(BaseModel):
         "schema, of replies that match it) for the job to go on.",
     )
 
+    @field_validator("name")
+    @classmethod
+    def _usable_name(cls, name: str) -> str:
+        validate_name(name)
+        return name
+
+    @field_validator("params", mode="before")
+    @classmethod
+    def _params_as_given(cls, params: Any) -> Any:
+        """None for none, a mapping, or ``NAME=VALUE`` strings with JSON values (``--param``)."""
+        if params is None:
+            return {}
+        if isinstance(params, (list, tuple)):
+            return dict(parse_param(spec) for spec in params)
+        return params
+
+    @field_validator("params")
+    @classmethod
+    def _json_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        check_param_values(params)
+        return params
+
+    @field_validator("retries", mode="before")
+    @classmethod
+    def _retries_as_given(cls, retries: Any) -> Any:
+        """None for none, ``{CLASS: N | "unlimited"}``, or ``CLASS=N|unlimited`` strings
+        (``--retry``)."""
+        if retries is None:
+            return {}
+        if isinstance(retries, (list, tuple)):
+            return parse_retry_options(list(retries))
+        if isinstance(retries, Mapping):
+            return {k: UNLIMITED if v == "unlimited" else v for k, v in retries.items()}
+        return retries
+
+    @field_validator("retries")
+    @classmethod
+    def _valid_retries(cls, retries: dict[str, int]) -> dict[str, int]:
+        check_retries(retries)
+        return retries
+
+    @field_validator("response_schema", mode="before")
+    @classmethod
+    def _schema_as_given(cls, schema: Any) -> Any:
+        """A JSON schema as a dict, a pydantic model class, or a JSON file's path."""
+        if isinstance(schema, (str, os.PathLike)):
+            return read_schema(schema)
+        return schema_dict(schema)
+
+    @field_validator("max_enqueued_tokens", mode="before")
+    @classmethod
+    def _token_count(cls, tokens: Any) -> Any:
+        if isinstance(tokens, bool):
+            raise ValueError(
+                f"max_enqueued_tokens={tokens!r}: give the provider queue's limit as a positive "
+                "number of tokens (e.g. 2000000), or leave it unset to learn it"
+            )
+        return tokens
+
+    @field_validator("deadline_s", mode="before")
+    @classmethod
+    def _duration(cls, deadline: Any) -> Any:
+        """A deadline as given: a duration ("6h", "1h30m"), seconds, or a timedelta."""
+        if isinstance(deadline, timedelta):
+            return deadline.total_seconds()
+        if isinstance(deadline, str):
+            return parse_duration(deadline, "--deadline")
+        return deadline
+
     def fingerprint(self) -> str:
         """Hash of the fields that change what is sent (not output path, budget or retries)."""
         keys: tuple[str, ...] = (
@@ -208,9 +312,11 @@ class JobSpec(BaseModel):
             "max_requests_per_batch",
             "max_batch_bytes",
         )
-        if self.kind != RequestKind.CHAT:  # a chat job's fingerprint stays what it was
-            keys = (*keys, "kind", "text", "dimensions")
+        if self.kind.fingerprinted:  # a chat job's fingerprint stays what it was
+            keys = (*keys, *self.kind.options)
         fields = {k: getattr(self, k) for k in keys}
+        if self.kind.fingerprinted:
+            fields["kind"] = self.kind.name
         if self.cache != "auto":  # only then: jobs from before --cache keep their versions
             fields["cache"] = self.cache
         payload = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
@@ -238,17 +344,20 @@ class JobSpec(BaseModel):
 DEFAULTS = JobSpec.model_construct()
 
 
-def _other(kind: RequestKind) -> RequestKind:
-    return RequestKind.EMBEDDING if kind == RequestKind.CHAT else RequestKind.CHAT
+def foreign_options(kind: Kind) -> set[str]:
+    """The job options only other kinds take."""
+    others = {f for other in KINDS.values() if other != kind for f in other.options}
+    return others - set(kind.options)
 
 
 def _default(field: str) -> Any:
     return getattr(DEFAULTS, field)
 
 
-def job_options(kind: RequestKind) -> list[str]:
+def job_options(kind: Kind) -> list[str]:
     """The job options a job of ``kind`` takes (``kind`` itself is the command's)."""
-    return [f for f in JobSpec.model_fields if f != "kind" and f not in KIND_ONLY[_other(kind)]]
+    foreign = foreign_options(kind)
+    return [f for f in JobSpec.model_fields if f != "kind" and f not in foreign]
 
 
 def option_help(field: str) -> str:
@@ -257,17 +366,73 @@ def option_help(field: str) -> str:
 
 
 def build_spec(**fields: Any) -> JobSpec:
-    """A ``JobSpec`` from keyword values; a value out of bounds is one clear ``ConfigError``."""
+    """A ``JobSpec`` from keyword values (the fields or their ``ALIASES``, as the validators
+    read them); a value out of bounds is one clear ``ConfigError``."""
     try:
         return JobSpec(**fields)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        if not error["loc"]:  # a rule over several fields: its message names them
-            message = str(error["msg"]).removeprefix("Value error, ")
-            raise ConfigError(f"{message}.") from None
-        field = ".".join(str(part) for part in error["loc"])
-        value = error.get("input")
-        raise ConfigError(f"{field}={value!r}: {error['msg']}.") from None
+        raise ConfigError(validation_message(exc)) from None
+
+
+def validation_message(exc: ValidationError) -> str:
+    """The first error of a validation as one line: a check's own message (it names what it
+    checks), else ``field=value: what is wrong``."""
+    error = exc.errors()[0]
+    message = str(error["msg"]).removeprefix("Value error, ")
+    if not error["loc"] or error["type"] == "value_error":
+        return message if message.endswith(".") else f"{message}."
+    field = ".".join(str(part) for part in error["loc"])
+    return f"{field}={error.get('input')!r}: {message}."
+
+
+def schema_dict(response_schema: Any) -> Any:
+    """A JSON schema from a pydantic model class; anything else as it is."""
+    if isinstance(response_schema, type) and hasattr(response_schema, "model_json_schema"):
+        return dict(response_schema.model_json_schema())
+    return response_schema
+
+
+def read_schema(path: "str | os.PathLike[str]") -> dict[str, Any]:
+    """The JSON schema in the file at ``path`` (``--response-schema``)."""
+    try:
+        schema = orjson.loads(Path(path).read_bytes())
+    except OSError as exc:
+        raise ConfigError(f"--response-schema {path}: cannot be read ({exc}).") from None
+    except orjson.JSONDecodeError as exc:
+        raise ConfigError(f"--response-schema {path}: not valid JSON ({exc}).") from None
+    if not isinstance(schema, dict):
+        raise ConfigError(f"--response-schema {path}: a JSON schema must be an object.")
+    return schema
+
+
+def check_param_values(params: dict[str, Any]) -> None:
+    """Parameters go into every request body as JSON: they must be JSON values."""
+    for name, value in params.items():
+        if not name:
+            raise ConfigError("A model parameter has an empty name: write NAME=VALUE.")
+        try:
+            orjson.dumps(value)
+        except TypeError as exc:
+            raise ConfigError(
+                f"Model parameter {name!r} = {value!r} is not a JSON value ({exc})."
+            ) from exc
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"Model parameter {name!r} = {value} is not a finite number.")
+
+
+def parse_param(spec: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` with a JSON value; a non-JSON value is an error that shows the quoting."""
+    name, sep, value = spec.partition("=")
+    if not sep or not name.strip():
+        raise ConfigError(f"--param {spec!r}: expected NAME=VALUE, e.g. --param temperature=0.")
+    try:
+        return name.strip(), orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        quoted = orjson.dumps(value).decode()
+        raise ConfigError(
+            f"--param {spec!r}: {value!r} is not a JSON value. Numbers, true/false, null, "
+            f"lists and objects are written as JSON; quote a string: --param '{name}={quoted}'."
+        ) from exc
 
 
 def file_format(path: str, strict: bool = True) -> str | None:
@@ -329,31 +494,3 @@ def validate_columns(columns: list[str], spec: JobSpec) -> None:
             f"--image-column {spec.image_column!r} is not a column of the input. "
             f"Available columns: {columns}."
         )
-
-
-def check_queue_options(
-    max_enqueued_tokens: int | None, priority: int, deadline: Any
-) -> dict[str, Any]:
-    """The queue and deadline settings of a job, checked before anything is sent."""
-    from datetime import timedelta
-
-    from maple_engine.durations import parse_duration
-
-    if max_enqueued_tokens is not None and (
-        isinstance(max_enqueued_tokens, bool) or int(max_enqueued_tokens) < 1
-    ):
-        raise ConfigError(
-            f"max_enqueued_tokens={max_enqueued_tokens!r}: give the provider queue's limit as a "
-            "positive number of tokens (e.g. 2000000), or leave it unset to learn it."
-        )
-    if isinstance(deadline, timedelta):
-        deadline = deadline.total_seconds()
-    if isinstance(deadline, str):
-        deadline = parse_duration(deadline, "deadline")
-    if deadline is not None and float(deadline) <= 0:
-        raise ConfigError(f"deadline={deadline!r} must be longer than zero (e.g. '6h').")
-    return {
-        "max_enqueued_tokens": int(max_enqueued_tokens) if max_enqueued_tokens else None,
-        "priority": int(priority),
-        "deadline_s": float(deadline) if deadline is not None else None,
-    }

@@ -20,18 +20,17 @@ from maple_assets.api.errors import INTERRUPTED_MESSAGE, is_interrupt, unwrapped
 from maple_assets.api.options import CommandOptions, EnrichOptions
 from maple_assets.api.result import Result, job_result, recorded_batches
 from maple_assets.binding import bind_job
-from maple_assets.declaration import Declared, declare_job, schema_dict
+from maple_assets.declaration import Declared, declare_job
 from maple_assets.provider_settings import settings_provider
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import preflight
-from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
-from maple_engine.model import RequestKind
+from maple_engine.model import KINDS, Kind
 from maple_engine.plan.cache_layout import check_cache_price
 from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities
 from maple_engine.settings import Settings
-from maple_engine.spec import MAX_JOB_NAME, JobSpec, build_spec, job_options
+from maple_engine.spec import ALIASES, DEFAULTS, MAX_JOB_NAME, JobSpec, build_spec
 from maple_engine.state import JobState
 from maple_engine.storage.claims import JobRunning, driver_lease
 from maple_engine.storage.storage import Storage
@@ -56,31 +55,29 @@ def realtime_limits(opts: EnrichOptions) -> dict[str, int]:
     return given
 
 
-def load_schema(given: Any, provider: str) -> dict[str, Any] | None:
-    """The response schema: a JSON file's path (the CLI), a dict or a pydantic model (Python)."""
-    if given is None:
-        return None
-    if not isinstance(given, str):
-        schema = schema_dict(given)
-        check_response_schema(schema, provider, "response_schema")
-        return schema
-    path = given
-    try:
-        schema = orjson.loads(Path(path).read_bytes())
-    except orjson.JSONDecodeError as exc:
-        raise ConfigError(f"--response-schema {path}: not valid JSON ({exc}).") from exc
-    if not isinstance(schema, dict):
-        raise ConfigError(f"--response-schema {path}: a JSON schema must be an object.")
-    check_response_schema(schema, provider, f"--response-schema {path}")
-    return schema
+def job_spec(source: str, **options: Any) -> JobSpec:
+    """The spec of a job a command runs (``maple enrich``, ``maple embed``,
+    ``maple_assets.enrich``, ``maple_job``) over the input ``source``, built once: its options
+    as given (the spec's fields, or their aliases), the output beside the input unless given
+    (its kind's ``output_name``); unnamed, it is named after the input and the fingerprint of
+    what it sends (the same job, the same name)."""
+    if options.get("output") is None:
+        kind = KINDS.get(str(options.get("kind", DEFAULTS.kind)))
+        if kind is not None:  # else the spec refuses the kind
+            options["output"] = default_output(source, kind)
+    names = ("name", ALIASES["name"])
+    if any(options.get(key) is not None for key in names):
+        return build_spec(source=source, **options)
+    given = {k: v for k, v in options.items() if k not in names}
+    spec = build_spec(source=source, name=UNNAMED, **given)
+    return spec.model_copy(update={"name": default_job_name(source, spec.fingerprint())})
 
 
-def default_output(source: str) -> str:
-    stem, dot, ext = source.rpartition(".")
-    return f"{stem}_enriched.{ext}" if dot else f"{source}_enriched.parquet"
+UNNAMED = "unnamed"  # a job's name until the fingerprint that names it is known
 
 
 def default_job_name(source: str, fingerprint: str) -> str:
+    """``STEM_<8 hex>``: the input's stem as a job name, and the fingerprint's first digits."""
     stem = Path(source.split("?", 1)[0]).stem
     clean = "".join(c if c.isalnum() else "_" for c in stem).strip("_") or "job"
     prefix = clean if clean[0].isalpha() else f"job_{clean}"
@@ -88,52 +85,12 @@ def default_job_name(source: str, fingerprint: str) -> str:
     return f"{short}_{fingerprint[:8]}"
 
 
-def job_name(opts: EnrichOptions, schema: dict[str, Any] | None) -> str:
-    """``--job``, else a name from the input's stem and the fingerprint of what is sent."""
-    if opts.job["name"]:
-        return str(opts.job["name"])
-    probe = build_spec(
-        **{**opts.job, "name": "probe", "source": opts.input_path, "response_schema": schema}
-    )
-    return default_job_name(opts.input_path, probe.fingerprint())
-
-
-def build_enrichment(opts: EnrichOptions) -> Declared:
-    """The job's enrichment: the options as given, the schema file read, names filled in."""
-    chat = set(job_options(RequestKind.CHAT))
-    job = {k: v for k, v in opts.job.items() if k in chat}  # not an embedding's own options
-    schema = load_schema(job.pop("response_schema"), opts.provider)
-    job |= {
-        "name": job_name(opts, schema),
-        "output": job["output"] or default_output(opts.input_path),
-        "deadline": job.pop("deadline_s"),
-    }
-    return declare_job(opts.input_path, response_schema=schema, **job)
-
-
-def default_embedding_output(source: str) -> str:
-    """``INPUT_embedded.parquet`` beside the input (vectors need Parquet, whatever the input)."""
+def default_output(source: str, kind: Kind = DEFAULTS.kind) -> str:
+    """The output beside the input: ``INPUT_enriched.EXT``; for a kind whose answers need
+    Parquet, ``INPUT_embedded.parquet`` whatever the input (``Kind.output_name``)."""
     stem, dot, _ = source.split("?", 1)[0].rpartition(".")
-    return f"{stem if dot else source}_embedded.parquet"
-
-
-def build_embedding(opts: EnrichOptions) -> Declared:
-    """The job's embedding (``maple embed``): the options as given, names filled in."""
-    job = dict(opts.job)
-    kind = job.pop("kind")
-    job |= {
-        "name": job_name(opts, None),
-        "output": job["output"] or default_embedding_output(opts.input_path),
-        "deadline": job.pop("deadline_s"),
-    }
-    return declare_job(opts.input_path, kind=kind, **job)
-
-
-def declare(opts: EnrichOptions) -> Declared:
-    """The job, checked: an embedding when its kind says so, else an enrichment."""
-    if opts.job.get("kind") == RequestKind.EMBEDDING:
-        return build_embedding(opts)
-    return build_enrichment(opts)
+    ext = source.rpartition(".")[2] if dot else "parquet"
+    return kind.output_name.format(stem=stem if dot else source, ext=ext)
 
 
 @contextlib.contextmanager
@@ -190,7 +147,7 @@ class Ready:
 def prepare(opts: EnrichOptions, emulator: str | None) -> Ready:
     """Check the template, schema, parameters, name, input, output, locations, price, and the
     provider's credentials and endpoint (one cheap call): every usage error surfaces here."""
-    job = declare(opts)
+    job = declare_job(opts.spec)
     spec = job.spec
     preflight(spec, opts.storage_root)
     settings = Settings.load(storage=opts.storage_root)

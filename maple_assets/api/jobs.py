@@ -14,80 +14,52 @@ JSON file's path), ``retry_failed``, ``storage``, ``wait``... A call that cannot
 """
 
 import threading
-from collections.abc import Mapping
-from datetime import timedelta
 from typing import Any
 
 import dagster as dg
 from pydantic import ValidationError
 
-from maple_assets.api.driver import (
-    Ready,
-    drive,
-    emulator_url,
-    job_name,
-    load_schema,
-    prepare,
-)
+from maple_assets.api.driver import Ready, drive, emulator_url, job_spec, prepare
 from maple_assets.api.errors import InvalidJob, typed_usage_errors, usage_error
 from maple_assets.api.options import CommandOptions, EnrichOptions
 from maple_assets.api.progress import Counts
 from maple_assets.api.result import Result
 from maple_assets.api.runner import job_counts
-from maple_engine.policy import parse_retry_options
 from maple_engine.settings import Settings
-from maple_engine.spec import DEFAULTS, JobSpec, check_queue_options
+from maple_engine.spec import ALIASES, DEFAULTS, JobSpec, validation_message
 from maple_engine.state import JobState
 from maple_engine.storage.storage import Storage
 from maple_engine.submit.cancel import cancel_job
 
-# Keywords that name a field differently: the CLI's flags, and the issue's RPC config keys.
-ALIASES = {"job": "name", "input": "source", "budget": "budget_usd", "deadline": "deadline_s"}
 NOT_HERE = {"dry_run"}  # the CLI's: it prints a plan; ``maple enrich --dry-run``
 COMMAND_FIELDS = {f for f in CommandOptions.model_fields if f not in NOT_HERE} | {"retry_failed"}
-JOB_FIELDS = set(JobSpec.model_fields) - {"source"}
-OPTIONS = sorted((JOB_FIELDS | COMMAND_FIELDS | set(ALIASES)) - {"name"})
+# The job's keywords: the spec's fields and their aliases (``job``, ``budget``, ``deadline``),
+# but for the input, which is ``input``.
+JOB_KEYS = {*JobSpec.model_fields, *ALIASES.values()} - {"source", ALIASES["source"]}
+OPTIONS = sorted({*JOB_KEYS, *COMMAND_FIELDS, ALIASES["source"]} - {"name"})
 
 
 def enrich_options(input: str, **given: Any) -> EnrichOptions:
     """The options of one job from keywords (``job``: its name; unset: derived as the CLI
     derives it); an unknown keyword or a bad value is an ``InvalidJob``."""
-    fields = JobSpec.model_fields
-    job: dict[str, Any] = {
-        f: None if fields[f].is_required() else fields[f].get_default(call_default_factory=True)
-        for f in JOB_FIELDS
-    }
+    job: dict[str, Any] = {}
     command: dict[str, Any] = {"quiet": True, "retry_failed": False}
     for key, value in given.items():
-        field = ALIASES.get(key, key)
-        if field in JOB_FIELDS:
-            job[field] = value
-        elif field in COMMAND_FIELDS:
-            command[field] = value
+        if key in JOB_KEYS:
+            job[key] = value
+        elif key in COMMAND_FIELDS:
+            command[key] = value
         else:
             raise InvalidJob(
                 f"unknown option {key!r}: give one of {', '.join(OPTIONS)} "
                 "(the job spec's fields, as `maple enrich --help` lists them)."
             )
-    job |= _parsed(job)
+    spec = job_spec(str(input), **job)
     storage = Settings.load(storage=command.get("storage")).storage_root
     try:
-        return EnrichOptions(input_path=str(input), job=job, storage_root=storage, **command)
+        return EnrichOptions(spec=spec, storage_root=storage, **command)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        field = ".".join(str(part) for part in error["loc"])
-        raise InvalidJob(f"{field}={error.get('input')!r}: {error['msg']}.") from None
-
-
-def _parsed(job: dict[str, Any]) -> dict[str, Any]:
-    """Values given as Python would give them, as ``JobSpec`` takes them."""
-    retries = job["retries"]
-    if isinstance(retries, Mapping):
-        retries = parse_retry_options([f"{k}={v}" for k, v in retries.items()])
-    deadline = job["deadline_s"]
-    if isinstance(deadline, (str, timedelta)):
-        deadline = check_queue_options(None, 0, deadline)["deadline_s"]
-    return {"params": dict(job["params"] or {}), "retries": retries, "deadline_s": deadline}
+        raise InvalidJob(validation_message(exc)) from None
 
 
 def run(
@@ -134,8 +106,7 @@ class JobHandle:
 
     def __init__(self, opts: EnrichOptions) -> None:
         self.opts = opts
-        schema = load_schema(opts.job["response_schema"], opts.provider)
-        self.job = job_name(opts, schema)
+        self.job = opts.spec.name
         self.state = JobState(Storage(opts.storage_root), self.job)
         self._ready: Ready | None = None
         self._result: Result | None = None

@@ -2,9 +2,9 @@
 beside the job's own: where and how this command drives the job. Dagster-free, so the command
 line is built before Dagster is imported."""
 
-from typing import Any
-
 from pydantic import BaseModel, Field
+
+from maple_engine.spec import JobSpec
 
 
 class CommandOptions(BaseModel):
@@ -52,14 +52,18 @@ class CommandOptions(BaseModel):
 
 
 class EnrichOptions(CommandOptions):
-    """One ``maple enrich``: its input, the job's options as given (``JobSpec`` field names;
-    ``name`` None: derived from the input), ``--retry-failed`` and the resolved storage root."""
+    """One ``maple enrich``: the job's spec (over its input), ``--retry-failed`` and the
+    resolved storage root."""
 
-    input_path: str
-    job: dict[str, Any]
+    spec: JobSpec
     retry_failed: bool
     storage_root: str
 
     @property
+    def input_path(self) -> str:
+        """The input table (a job run by a command always has one)."""
+        return str(self.spec.source)
+
+    @property
     def provider(self) -> str:
-        return str(self.job["provider"])
+        return self.spec.provider

@@ -10,23 +10,14 @@ import click
 
 from emulator.cli import emulator_command
 from maple_assets.api.options import CommandOptions
-from maple_assets.cli.options import model_options
+from maple_assets.cli.options import flag_name, model_options
 from maple_assets.graph.shard_options import ShardRunOptions
-from maple_engine.durations import parse_duration
 from maple_engine.errors import ConfigError
 from maple_engine.memory import settle_startup_objects, tune_allocator
-from maple_engine.model import RequestKind
-from maple_engine.policy import parse_retry_options
+from maple_engine.model import CHAT, EMBEDDING, Kind
 from maple_engine.providers.registry import names
 from maple_engine.settings import Settings
 from maple_engine.spec import JobSpec, file_format, job_options, option_help
-
-
-def parse_params(specs: tuple[str, ...]) -> dict[str, Any]:
-    from maple_engine.inputs.preflight import parse_param
-
-    return dict(parse_param(spec) for spec in specs)
-
 
 # Commands loaded when run (or listed): ``maple enrich`` then imports neither them nor Dagster
 # before its first request.
@@ -73,8 +64,9 @@ def main() -> None:
 JOB_COMMANDS = ("enrich", "embed")
 
 
-# Job options with a parsing of their own, written here (their help is the field's; a test
-# holds them to ``JobSpec``); every other ``JobSpec`` field is generated.
+# Job options whose flag is written here, the spec reading what it gives (a name or none, a
+# template, a path, repeatable NAME=VALUE, a duration); their help is the field's and a test
+# holds them to ``JobSpec``. Every other ``JobSpec`` field is generated.
 PARSED_HERE = (
     "name",
     "prompt",
@@ -88,7 +80,7 @@ PARSED_HERE = (
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def job_flags(kind: RequestKind) -> Callable[[F], F]:
+def job_flags(kind: Kind) -> Callable[[F], F]:
     """The options every job command takes: the job options of ``kind`` and the command's."""
     decorators = [
         model_options(
@@ -96,11 +88,11 @@ def job_flags(kind: RequestKind) -> Callable[[F], F]:
             [f for f in job_options(kind) if f not in PARSED_HERE],
             {"provider": click.Choice(names(lambda c: kind in c.kinds))},
         ),
-        click.option("--job", "name", default=None, help=option_help("name")),
+        click.option(_flag("name"), "name", default=None, help=option_help("name")),
         click.option("--param", "params", multiple=True, help=option_help("params")),
         click.option("--retry", "retries", multiple=True, help=option_help("retries")),
         click.option(
-            "--deadline",
+            _flag("deadline_s"),
             "deadline_s",
             default=None,
             metavar="DURATION",
@@ -118,6 +110,10 @@ def job_flags(kind: RequestKind) -> Callable[[F], F]:
     return decorate
 
 
+def _flag(field: str) -> str:
+    return flag_name(field, JobSpec.model_fields[field])
+
+
 @main.command("enrich")
 @click.argument("input_path", metavar="INPUT")
 @click.option("--prompt", help=option_help("prompt"))
@@ -132,7 +128,7 @@ def job_flags(kind: RequestKind) -> Callable[[F], F]:
     default=None,
     help=option_help("response_schema"),
 )
-@job_flags(RequestKind.CHAT)
+@job_flags(CHAT)
 def enrich_command(
     input_path: str, prompt: str | None, prompt_file: str | None, **options: Any
 ) -> None:
@@ -150,20 +146,21 @@ def enrich_command(
 @main.command("embed")
 @click.argument("input_path", metavar="INPUT")
 @click.option("--text", required=True, metavar="TEMPLATE", help=option_help("text"))
-@job_flags(RequestKind.EMBEDDING)
+@job_flags(EMBEDDING)
 def embed_command(input_path: str, text: str, **options: Any) -> None:
     """Embed INPUT (CSV or Parquet, local or s3://): one vector per row, in llm_embedding
     (Parquet output). Rows whose text is empty are not sent (llm_failure_class empty_text).
 
     Exit codes: as for maple enrich.
     """
-    run_job(input_path, options, lambda: {"kind": RequestKind.EMBEDDING, "text": text})
+    run_job(input_path, options, lambda: {"kind": EMBEDDING, "text": text})
 
 
 def run_job(
     input_path: str, options: dict[str, Any], templates: Callable[[], dict[str, Any]]
 ) -> None:
     """Run one job command: check the input, start the emulator if asked, drive the job."""
+    from maple_assets.api.driver import job_spec
     from maple_assets.api.options import EnrichOptions
     from maple_assets.cli.enrich import run_enrich
     from maple_assets.cli.errors import quiet_interrupts, reported
@@ -174,24 +171,10 @@ def run_job(
         file_format(input_path)
         settings = Settings.load(storage=options["storage"])
         job = {f: options.pop(f) for f in JobSpec.model_fields if f in options}
-        opts = EnrichOptions(
-            input_path=input_path,
-            job=job | parsed_job_options(job) | given,
-            storage_root=settings.storage_root,
-            **options,
-        )
-        code = run_enrich(opts, settings)  # an embedding when ``given`` says so (its kind)
+        spec = job_spec(input_path, **job, **given)  # an embedding when ``given`` says so
+        opts = EnrichOptions(spec=spec, storage_root=settings.storage_root, **options)
+        code = run_enrich(opts, settings)
     sys.exit(code)
-
-
-def parsed_job_options(job: dict[str, Any]) -> dict[str, Any]:
-    """The options of ``PARSED_HERE`` as ``JobSpec`` values (the schema stays a path)."""
-    deadline = job["deadline_s"]
-    return {
-        "params": parse_params(job["params"]),
-        "retries": parse_retry_options(list(job["retries"])),
-        "deadline_s": parse_duration(deadline, "--deadline") if deadline else None,
-    }
 
 
 def prompt_of(prompt: str | None, prompt_file: str | None) -> str:

@@ -10,7 +10,6 @@ from maple_assets.cli.dry_run import dry_run, percent
 from maple_assets.cli.errors import EXIT_CODES, engine_warnings_on_stderr
 from maple_engine.canary import last_canary
 from maple_engine.memory import settle_startup_objects
-from maple_engine.model import RequestKind
 from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.settings import Settings
 from maple_engine.spec import JobSpec
@@ -63,14 +62,14 @@ def print_summary(result: Result, spec: JobSpec | None = None) -> None:
         "identical row)"
     )
     click.echo(f"{'input tokens':<15}{result.input_tokens:,}")
-    chat = spec is None or spec.kind != RequestKind.EMBEDDING  # embeddings have no prompt cache
-    if chat:
+    caches = spec is None or "cache" in spec.kind.options  # an embedding has no prompt cache
+    if caches:
         click.echo(
             f"{'cached tokens':<15}{result.cached_tokens:,}"
             f"{percent(result.cached_tokens, result.input_tokens)} of input read from the "
             f"prompt cache; {result.cache_write_tokens:,} written to it"
         )
-    if spec is not None and chat:
+    if spec is not None and caches:
         click.echo(f"{'prompt cache':<15}{cache_layout(spec).describe()}")
     click.echo(f"{'output tokens':<15}{result.output_tokens:,}")
     click.echo(f"{'cost USD':<15}{result.cost_usd:.6f}")
@@ -78,7 +77,7 @@ def print_summary(result: Result, spec: JobSpec | None = None) -> None:
     click.echo(f"{'real-time USD':<15}{result.realtime_cost_usd:.6f}")
     click.echo(f"{'saved USD':<15}{result.saved_usd:.6f}{share} vs real-time prices")
     share = percent(result.cache_saved_usd, result.uncached_cost_usd)
-    if chat:
+    if caches:
         click.echo(
             f"{'cache saved':<15}{result.cache_saved_usd:.6f} USD{share} vs the same tokens "
             "uncached"

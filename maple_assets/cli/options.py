@@ -1,10 +1,11 @@
 """Click options generated from pydantic fields: name, type, default, bounds and help are the
 field's, so each option of ``maple enrich`` is defined once.
 
-A field ``max_batch_bytes`` becomes ``--max-batch-bytes`` (``FLAG_NAMES`` keeps the older
-spellings); a bool defaulting to False is a flag, one defaulting to True a ``--no-...`` flag that
-turns it off; ``ge``/``gt``/``le``/``lt`` become an ``IntRange`` or ``FloatRange``; a ``Literal``
-a choice; ``tuple[str, ...]`` a repeatable option.
+A field ``max_batch_bytes`` becomes ``--max-batch-bytes``, a field with an alias its alias
+(``budget_usd``: ``--budget``, ``maple_engine.spec.ALIASES``); a bool defaulting to False is a
+flag, one defaulting to True a ``--no-...`` flag that turns it off; ``ge``/``gt``/``le``/``lt``
+become an ``IntRange`` or ``FloatRange``; a ``Literal`` a choice; ``tuple[str, ...]`` a
+repeatable option.
 """
 
 import types
@@ -13,20 +14,23 @@ from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 import annotated_types
 import click
-from pydantic import BaseModel
+from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Fields whose flag is not ``--field-name`` (or ``--no-field-name`` for a bool that is on).
-FLAG_NAMES = {"budget_usd": "--budget", "check_images": "--no-image-check"}
+# The one flag that is not ``--name`` (``--no-name`` for a bool that is on) of a field's name or
+# alias: it says what turning the option off skips.
+FLAG_NAMES = {"check_images": "--no-image-check"}
 
 
 def flag_name(field: str, info: FieldInfo) -> str:
-    """The option's name on the command line."""
+    """The option's name on the command line: the field's alias, else its name, dashed."""
     if field in FLAG_NAMES:
         return FLAG_NAMES[field]
-    dashed = field.replace("_", "-")
+    alias = info.validation_alias
+    name = str(alias.choices[-1]) if isinstance(alias, AliasChoices) else field
+    dashed = name.replace("_", "-")
     return f"--no-{dashed}" if info.default is True else f"--{dashed}"
 
 

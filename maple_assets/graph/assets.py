@@ -25,7 +25,6 @@ from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.errors import CanaryFailed
 from maple_engine.job import Job
 from maple_engine.merge.output import merge_job
-from maple_engine.model import RequestKind
 from maple_engine.plan.rerun import shard_input
 from maple_engine.policy import RetryPolicy
 from maple_engine.spec import JobSpec
@@ -36,10 +35,6 @@ from maple_engine.submit.deadline import deadline_split
 from maple_engine.work import pending_work
 
 SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
-COLLECT_PARALLELISM = 2  # shards downloaded and parsed at once (memory: that many shards)
-#: An embedding's result files are mostly vectors (about 80 MB per 50,000-line shard at 256
-#: dimensions, parsed whole): collected one shard at a time, memory holds one of them.
-EMBEDDING_COLLECT_PARALLELISM = 1
 
 
 class InputShardsConfig(dg.Config, ShardRunOptions):
@@ -275,9 +270,7 @@ def raw_responses_asset(
                 combined = shard_responses(job.state, shard)
             return _responses_metadata(job, shard, combined)
 
-        embeds = spec.kind == RequestKind.EMBEDDING
-        parallel = EMBEDDING_COLLECT_PARALLELISM if embeds else COLLECT_PARALLELISM
-        return per_shard(context, one, parallel=parallel)
+        return per_shard(context, one, parallel=spec.kind.collect_parallelism)
 
     return raw_responses
 

@@ -11,7 +11,7 @@ from maple_engine.errors import ConfigError
 from maple_engine.inputs.templates import JSON_SUFFIX, Placeholder, check_columns, parse_template
 from maple_engine.inputs.tokens import MAX_TOKEN_PARAMS, prompt_tokens_expr
 from maple_engine.ledger.price_book import context_window
-from maple_engine.model import ROW_ID, RequestKind
+from maple_engine.model import ROW_ID
 from maple_engine.spec import JobSpec, validate_columns
 
 
@@ -70,11 +70,11 @@ def check_context_window(frame: pl.DataFrame, spec: JobSpec) -> None:
     if over.height:
         row, count = over.row(0, named=True), over.height
         with_output = f", including {reserved:,} max output tokens" if reserved else ""
-        if spec.kind == RequestKind.EMBEDDING:
+        if not spec.kind.replies:  # the row's text alone (an embedding's)
             raise ConfigError(
-                f"Row {row[ROW_ID]}'s text to embed is about {row['_tokens']:,} tokens, over "
+                f"Row {row[ROW_ID]}'s {spec.kind.sent} is about {row['_tokens']:,} tokens, over "
                 f"{spec.model}'s input limit of {window:,} tokens ({count} such row(s) in this "
-                "block). Shorten the row's text or the --text template."
+                f"block). Shorten the row's text or the --{spec.kind.template_field} template."
             )
         raise ConfigError(
             f"Row {row[ROW_ID]} renders a request of about {row['_tokens']:,} tokens"

@@ -1,18 +1,16 @@
 """Pre-flight: every check that can fail before the first byte is uploaded.
 
 Two stages. ``check_declaration`` needs no I/O and runs in ``enrichment()`` (so definitions
-load without touching storage): the job name, the retry policy, the model parameters and the
-response schema. ``preflight`` runs in ``maple enrich`` before the job starts: the input is
-readable and its columns fit the template and the output format, and every location (input,
-output, storage root; local or S3) is reachable and writable with the credentials in use.
+load without touching storage): the provider serves the job's kind, the response schema fits the
+provider, the queue limit fits a request (the job name, the retry policy and the model
+parameters are checked by the spec's own validators, ``maple_engine.spec``). ``preflight`` runs
+in ``maple enrich`` before the job starts: the input is readable and its columns fit the
+template and the output format, and every location (input, output, storage root; local or S3)
+is reachable and writable with the credentials in use.
 ``input_shards`` repeats the input checks on the first block (``maple_engine.inputs.checks``),
 and checks every row against the model's context window, before any shard is submitted.
 """
 
-import math
-from typing import Any
-
-import orjson
 import polars as pl
 
 from maple_engine.errors import ConfigError
@@ -21,18 +19,17 @@ from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.inputs.sources import input_schema
 from maple_engine.inputs.templates import parse_template, template_columns
 from maple_engine.inputs.tokens import prompt_tokens_expr
-from maple_engine.model import EMBEDDING_COLUMN, RequestKind
-from maple_engine.policy import UNLIMITED
 from maple_engine.providers.registry import capabilities, known_capabilities, one_of
 from maple_engine.spec import JobSpec
 from maple_engine.storage.probe import check_readable, check_writable
+
+FORMAT_NAMES = {"parquet": "Parquet", "csv": "CSV"}
+ANSWER_TYPES = {"text": "reply's text", "vector": "fixed-size float32 list"}  # ``Kind.answer``
 
 
 def check_declaration(spec: JobSpec, schema_source: str = "response_schema") -> None:
     """The checks on the job's settings alone (no I/O)."""
     check_kind(spec)
-    check_retries(spec.retries)
-    check_param_values(spec.params)
     check_response_schema(spec.response_schema, spec.provider, schema_source)
     check_queue_limit(spec)
 
@@ -56,17 +53,21 @@ def check_queue_limit(spec: JobSpec) -> None:
 
 
 def check_kind(spec: JobSpec) -> None:
-    """The provider serves the job's kind of request; an embedding's output can hold vectors."""
-    if spec.kind not in capabilities(spec.provider).kinds:
+    """The provider serves the job's kind of request; the output can hold its answers (an
+    embedding's vectors need Parquet)."""
+    kind = spec.kind
+    if kind not in capabilities(spec.provider).kinds:
         raise ConfigError(
-            f"Provider {spec.provider!r} does not serve {spec.kind.value} requests here: use "
-            f"{one_of(lambda c: spec.kind in c.kinds)}."
+            f"Provider {spec.provider!r} does not serve {kind.name} requests here: use "
+            f"{one_of(lambda c: kind in c.kinds)}."
         )
-    if spec.kind == RequestKind.EMBEDDING and spec.output_format() == "csv":
+    if spec.output_format() not in kind.output_formats:
+        formats = " or ".join(FORMAT_NAMES[f] for f in kind.output_formats)
         raise ConfigError(
-            f"An embedding's output ({spec.output or 'the default output'}) must be Parquet: "
-            f"{EMBEDDING_COLUMN} is a fixed-size float32 list, which CSV cannot hold "
-            "(--output NAME.parquet)."
+            f"The output of {kind.job} ({spec.output or 'the default output'}) must be "
+            f"{formats}: {kind.output_column} holds a {ANSWER_TYPES[kind.answer]} per row, "
+            f"which {FORMAT_NAMES[spec.output_format()]} cannot hold "
+            f"(--output NAME.{kind.output_formats[0]})."
         )
 
 
@@ -78,46 +79,3 @@ def preflight(spec: JobSpec, storage_root: str) -> None:
     if spec.output is not None:
         check_writable(spec.output, "--output", folder=False)
     check_writable(storage_root, "The storage root", folder=True)
-
-
-def check_retries(retries: dict[str, int]) -> None:
-    bad = {
-        name: count
-        for name, count in retries.items()
-        if isinstance(count, bool) or not isinstance(count, int) or count < UNLIMITED
-    }
-    if bad:
-        raise ConfigError(
-            f"Retry counts {bad} are not valid: give a count of 0 or more, or 'unlimited' "
-            "(-1 in code)."
-        )
-
-
-def check_param_values(params: dict[str, Any]) -> None:
-    """Parameters go into every request body as JSON: they must be JSON values."""
-    for name, value in params.items():
-        if not name:
-            raise ConfigError("A model parameter has an empty name: write NAME=VALUE.")
-        try:
-            orjson.dumps(value)
-        except TypeError as exc:
-            raise ConfigError(
-                f"Model parameter {name!r} = {value!r} is not a JSON value ({exc})."
-            ) from exc
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"Model parameter {name!r} = {value} is not a finite number.")
-
-
-def parse_param(spec: str) -> tuple[str, Any]:
-    """``NAME=VALUE`` with a JSON value; a non-JSON value is an error that shows the quoting."""
-    name, sep, value = spec.partition("=")
-    if not sep or not name.strip():
-        raise ConfigError(f"--param {spec!r}: expected NAME=VALUE, e.g. --param temperature=0.")
-    try:
-        return name.strip(), orjson.loads(value)
-    except orjson.JSONDecodeError as exc:
-        quoted = orjson.dumps(value).decode()
-        raise ConfigError(
-            f"--param {spec!r}: {value!r} is not a JSON value. Numbers, true/false, null, "
-            f"lists and objects are written as JSON; quote a string: --param '{name}={quoted}'."
-        ) from exc

@@ -6,7 +6,7 @@ import polars as pl
 
 from maple_engine.inputs.templates import parse_template, render_expr
 from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
-from maple_engine.model import RequestKind
+from maple_engine.model import CHAT, Kind
 from maple_engine.providers.registry import known_capabilities
 from maple_engine.spec import JobSpec
 
@@ -15,10 +15,10 @@ REPLY_PRIMING = 3
 MAX_TOKEN_PARAMS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
 
 
-def output_tokens_per_request(params: dict[str, Any], kind: RequestKind = RequestKind.CHAT) -> int:
+def output_tokens_per_request(params: dict[str, Any], kind: Kind = CHAT) -> int:
     """The request's max output tokens when a parameter sets it, else the default estimate
-    (an embedding has none)."""
-    if kind == RequestKind.EMBEDDING:
+    (a kind with no reply, an embedding, has none)."""
+    if not kind.replies:
         return 0
     for name in MAX_TOKEN_PARAMS:
         value = params.get(name)
@@ -43,9 +43,9 @@ def system_tokens(system: str | None, provider: str) -> int:
 
 
 def prompt_tokens_expr(spec: JobSpec, provider: str) -> pl.Expr:
-    """Estimated prompt tokens of each row's request, over the input columns (an embedding's
-    are its text's: no messages, no reply)."""
-    if spec.kind == RequestKind.EMBEDDING:
+    """Estimated prompt tokens of each row's request, over the input columns (a kind with no
+    reply, an embedding, sends its text alone: no messages)."""
+    if not spec.kind.replies:
         return _count(render_expr(parse_template(spec.template)))
     user = _count(render_expr(parse_template(spec.template))) + MESSAGE_OVERHEAD
     return user + (REPLY_PRIMING + system_tokens(spec.system, provider))

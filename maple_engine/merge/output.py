@@ -24,7 +24,7 @@ from maple_engine.inputs.structured import schema_dtype
 from maple_engine.job import Job
 from maple_engine.merge.input_rows import Piece, input_pieces
 from maple_engine.merge.merge import OutputTable, merge_shard, vector_length, write_merged
-from maple_engine.model import CUSTOM_ID, KEY, REQUEST, REUSED, ROW_ID, RequestKind, ShardInfo
+from maple_engine.model import CUSTOM_ID, KEY, REQUEST, REUSED, ROW_ID, ShardInfo
 from maple_engine.plan.changed_rows import SPARSE
 from maple_engine.plan.copied_answers import PreviousAnswers, recorded_identity
 from maple_engine.plan.versions import prepare_fills, shard_fills
@@ -70,7 +70,7 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
         return sent, filled
 
     vector = None
-    if job.spec.kind == RequestKind.EMBEDDING:
+    if job.spec.kind.answer == "vector":
         vector = job.spec.dimensions or _first_vector_length(manifest, responses_of)
 
     def shard_pieces() -> Iterator[Piece]:

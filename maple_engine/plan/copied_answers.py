@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 from maple_engine.job import Job
-from maple_engine.model import REUSED, ROW_ID, RequestKind
+from maple_engine.model import REUSED, ROW_ID
 from maple_engine.plan.versions import Mask
 from maple_engine.spec import file_format
 from maple_engine.storage.row_stream import RowStream
@@ -81,9 +81,10 @@ def plan_copies(job: Job, number: int, earlier: int | None, carried: Mask, store
 
 
 def _previous_output(job: Job, earlier: int | None) -> dict[str, Any] | None:
-    """The last merged output, if its rows are version ``earlier``'s and it can be read back."""
+    """The last merged output, if its rows are version ``earlier``'s and it can be read back
+    (its answers are text that ``RECORDS`` copies: no vectors, no parsed replies)."""
     spec, storage = job.spec, job.state.storage
-    if earlier is None or spec.kind != RequestKind.CHAT or spec.response_schema is not None:
+    if earlier is None or spec.kind.answer != "text" or spec.response_schema is not None:
         return None
     if not storage.exists(job.state.paths.merged):
         return None

@@ -9,7 +9,7 @@ from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.checks import check_context_window, check_input_schema
 from maple_engine.inputs.templates import parse_template, render_expr
-from maple_engine.model import CUSTOM_ID, KEY, REQUEST, ROW_ID, RequestKind, ShardInfo, shard_key
+from maple_engine.model import CUSTOM_ID, KEY, REQUEST, ROW_ID, ShardInfo, shard_key
 from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.plan.shards import ShardCutter
 from maple_engine.providers.base import Provider, RequestSpec
@@ -56,9 +56,10 @@ def prepare_rows(block: pl.DataFrame, spec: JobSpec, provider: Provider) -> pl.D
 
 
 def with_text(block: pl.DataFrame, spec: JobSpec) -> pl.DataFrame:
-    """The rows of a prepared block that are sent: for an embedding, those whose text is not
-    empty or blank (an empty text is never sent nor paid; its row is ``empty_text``)."""
-    if spec.kind != RequestKind.EMBEDDING:
+    """The rows of a prepared block that are sent: for a kind that skips empty texts (an
+    embedding), those whose text is not empty or blank (an empty text is never sent nor paid;
+    its row is ``empty_text``)."""
+    if not spec.kind.skips_empty:
         return block
     text = render_expr(parse_template(spec.template))
     return block.filter(text.is_not_null() & (text.str.strip_chars() != ""))

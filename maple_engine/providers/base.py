@@ -21,7 +21,7 @@ import orjson
 import polars as pl
 from pydantic import BaseModel, ConfigDict
 
-from maple_engine.model import BatchState, RequestKind, Submission
+from maple_engine.model import CHAT, BatchState, Kind, Submission
 
 # One row per request of one attempt, whatever the provider.
 RESULT_SCHEMA: dict[str, pl.DataType] = {
@@ -136,7 +136,7 @@ class ProviderCapabilities:
     dialect: Dialect
     price_families: tuple[str, ...]  # genai-prices provider ids, tried in order
     orphans: OrphanSearch
-    kinds: frozenset[RequestKind] = frozenset({RequestKind.CHAT})
+    kinds: frozenset[Kind] = frozenset({CHAT})
     queue: QueueModel = "none"
     realtime_twin: str | None = None  # the provider name a deadline falls back on
     needs_s3_root: bool = False  # the provider itself reads and writes the storage root on S3
@@ -175,7 +175,7 @@ class RequestSpec:
     schema_name: str = "response"
     cache: bool = False  # send the provider's cache hints on the shared prefix (--cache auto)
     cache_key: str | None = None  # names the cache the job's requests share (one per version)
-    kind: RequestKind = RequestKind.CHAT
+    kind: Kind = CHAT
     dimensions: int | None = None  # an embedding's length; None: the model's own
 
 

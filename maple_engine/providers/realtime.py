@@ -19,7 +19,7 @@ import polars as pl
 from pydantic import Field
 
 from maple_engine.durations import seconds_until
-from maple_engine.model import REALTIME_PREFIX, RequestKind
+from maple_engine.model import CHAT, REALTIME_PREFIX, Kind
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
     Dialect,
@@ -44,7 +44,7 @@ def realtime_capabilities(
     *,
     drops_empty_system: bool = False,
     caching: PromptCaching | None = None,
-    kinds: frozenset[RequestKind] = frozenset({RequestKind.CHAT}),
+    kinds: frozenset[Kind] = frozenset({CHAT}),
 ) -> ProviderCapabilities:
     """What every real-time provider shares: shard attempts run at once, nothing queues, and a
     rerun resumes from the row checkpoints (no orphans)."""

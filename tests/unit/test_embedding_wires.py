@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from maple_engine.errors import ConfigError
-from maple_engine.model import RequestKind
+from maple_engine.model import EMBEDDING
 from maple_engine.providers.base import RequestSpec
 from maple_engine.providers.bedrock import wire as bedrock
 from maple_engine.providers.gemini import wire as gemini
@@ -28,7 +28,7 @@ def vector(b64: str) -> list[float]:
 def test_a_gemini_embedding_body_is_an_embed_content_request() -> None:
     spec = RequestSpec(
         model="gemini-embedding-001",
-        kind=RequestKind.EMBEDDING,
+        kind=EMBEDDING,
         dimensions=8,
         params={"task_type": "SEMANTIC_SIMILARITY"},
     )
@@ -38,7 +38,7 @@ def test_a_gemini_embedding_body_is_an_embed_content_request() -> None:
         "taskType": "SEMANTIC_SIMILARITY",
         "outputDimensionality": 8,
     }
-    plain = RequestSpec(model="m", kind=RequestKind.EMBEDDING)
+    plain = RequestSpec(model="m", kind=EMBEDDING)
     assert bodies(gemini.gemini_body_expr(plain, pl.col("t"), None))[1] == {
         "content": {"parts": [{"text": "é"}]}
     }
@@ -67,7 +67,7 @@ def test_gemini_replies_become_rows_batch_lines_and_batch_embed_contents() -> No
 
 def test_gemini_real_time_sends_up_to_its_limit_of_texts_per_request() -> None:
     provider = GeminiRealtimeProvider(api_key="k", model="gemini-embedding-001")
-    spec = RequestSpec(model="gemini-embedding-001", kind=RequestKind.EMBEDDING, dimensions=4)
+    spec = RequestSpec(model="gemini-embedding-001", kind=EMBEDDING, dimensions=4)
     frame = pl.DataFrame({"t": [f"text {i}" for i in range(250)]})
     encoded = frame.select(gemini.gemini_body_expr(spec, pl.col("t"), None)).to_series()
     rows = [(f"r{i}", body) for i, body in enumerate(encoded.to_list())]
@@ -85,10 +85,10 @@ def test_gemini_real_time_sends_up_to_its_limit_of_texts_per_request() -> None:
 
 
 def test_a_titan_body_and_its_output_line() -> None:
-    spec = RequestSpec(model=bedrock.TITAN_EMBED_V2, kind=RequestKind.EMBEDDING, dimensions=256)
+    spec = RequestSpec(model=bedrock.TITAN_EMBED_V2, kind=EMBEDDING, dimensions=256)
     parsed = bodies(bedrock.body_expr(spec, pl.col("t"), None))
     assert parsed[0] == {"inputText": 'say "hi"', "dimensions": 256, "normalize": True}
-    default = RequestSpec(model=bedrock.TITAN_EMBED_V2, kind=RequestKind.EMBEDDING)
+    default = RequestSpec(model=bedrock.TITAN_EMBED_V2, kind=EMBEDDING)
     assert bodies(bedrock.body_expr(default, pl.col("t"), None))[0]["dimensions"] == 1024
     line = {
         "recordId": "r0",
@@ -113,6 +113,6 @@ def test_a_titan_body_and_its_output_line() -> None:
 def test_titan_refuses_other_models_and_dimensions(
     model: str, dimensions: int | None, message: str
 ) -> None:
-    spec = RequestSpec(model=model, kind=RequestKind.EMBEDDING, dimensions=dimensions)
+    spec = RequestSpec(model=model, kind=EMBEDDING, dimensions=dimensions)
     with pytest.raises(ConfigError, match=message):
         bedrock.body_expr(spec, pl.col("t"), None)

@@ -13,7 +13,7 @@ from maple_assets.near_duplicates import near_duplicate_pairs
 from maple_engine.errors import ConfigError
 from maple_engine.merge.merge import merge_shard
 from maple_engine.merge.output import shard_slices
-from maple_engine.model import ROW_ID, RequestKind
+from maple_engine.model import EMBEDDING, ROW_ID
 from maple_engine.providers.base import RequestSpec
 from maple_engine.providers.openai import wire
 
@@ -23,7 +23,7 @@ def b64(values: list[float]) -> str:
 
 
 def test_an_embedding_body_is_one_input_with_model_and_dimensions() -> None:
-    spec = RequestSpec(model="m", kind=RequestKind.EMBEDDING, dimensions=8)
+    spec = RequestSpec(model="m", kind=EMBEDDING, dimensions=8)
     frame = pl.DataFrame({"t": ['say "hi"', "é"]})
     bodies = frame.select(wire.body_expr(spec, pl.col("t"), None)).to_series().to_list()
     parsed = [orjson.loads(b) for b in bodies]

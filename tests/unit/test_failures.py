@@ -7,7 +7,6 @@ import polars as pl
 import pydantic
 import pytest
 
-from maple_assets.factory import schema_dict
 from maple_engine.collect.responses import (
     IMAGE_GONE,
     plan_retries,
@@ -21,7 +20,7 @@ from maple_engine.job import Job
 from maple_engine.model import CUSTOM_ID, ROW_ID, BatchState
 from maple_engine.policy import RetryPolicy, job_policy
 from maple_engine.providers.openai.batch import OpenAIBatchProvider, _parse_line
-from maple_engine.spec import JobSpec
+from maple_engine.spec import JobSpec, schema_dict
 from maple_engine.state import JobState, ShardSummary
 from maple_engine.steps import _attempt_cap, check_age
 from maple_engine.storage.storage import Storage

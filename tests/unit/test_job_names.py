@@ -55,3 +55,30 @@ def test_definitions_of_a_dashed_job_name_load(tmp_path: Path) -> None:
     assert en.spec.name == "rye-bread-2026"
     assert en.key("merged").path[0] == dagster_name("rye-bread-2026")
     assert en.sensor.name == f"{dagster_name('rye-bread-2026')}_sensor"
+
+
+def test_a_command_names_an_unnamed_job_after_its_input_and_what_it_sends() -> None:
+    from maple_assets.api.driver import job_spec
+
+    spec = job_spec("/data/rye-bread.csv", prompt="{title}", model="gpt-4o-mini")
+    assert spec.name == f"rye_bread_{spec.fingerprint()[:8]}"
+    again = job_spec("/data/rye-bread.csv", prompt="{title}", model="gpt-4o-mini", job=None)
+    assert again == spec  # the same job, the same name
+    other = job_spec("/data/rye-bread.csv", prompt="{title}!", model="gpt-4o-mini")
+    assert other.name != spec.name
+    for key in ("job", "name"):
+        named = job_spec("/data/rye-bread.csv", prompt="{t}", model="m", **{key: "rye-2026"})
+        assert named.name == "rye-2026"
+    with pytest.raises(ConfigError, match="is not usable as a folder name"):
+        job_spec("/data/rye-bread.csv", prompt="{t}", model="m", job="rye bread")
+
+
+def test_a_command_writes_its_output_beside_the_input_by_its_kind() -> None:
+    from maple_assets.api.driver import job_spec
+
+    chat = job_spec("s3://b/rye.csv?v=2", prompt="{t}", model="m")
+    assert chat.output == "s3://b/rye_enriched.csv?v=2"
+    embed = job_spec("s3://b/rye.csv?v=2", kind="embedding", text="{t}", model="m")
+    assert embed.output == "s3://b/rye_embedded.parquet"
+    given = job_spec("/d/rye.csv", prompt="{t}", model="m", output="/d/out.parquet")
+    assert given.output == "/d/out.parquet"

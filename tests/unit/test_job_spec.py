@@ -1,6 +1,6 @@
 """Every job option is defined once, in ``JobSpec``: ``maple enrich``'s options, the
-``enrichment()`` keywords and ``input_shards``' run config agree with it (name, default, help,
-bounds), and the providers' file limits are spelled in one place."""
+``enrichment()`` and ``embedding()`` keywords and ``input_shards``' run config agree with it
+(name, default, help, bounds), and the providers' file limits are spelled in one place."""
 
 import inspect
 import re
@@ -13,13 +13,11 @@ import pytest
 from maple_assets.api.options import CommandOptions
 from maple_assets.cli.commands import enrich_command
 from maple_assets.cli.options import flag_name
-from maple_assets.factory import enrichment
+from maple_assets.factory import embedding, enrichment
 from maple_assets.graph.assets import InputShardsConfig
-from maple_engine.durations import parse_duration
 from maple_engine.errors import ConfigError
-from maple_engine.model import RequestKind
-from maple_engine.policy import parse_retry_options
-from maple_engine.spec import DEFAULTS, JobSpec, job_options, option_help
+from maple_engine.model import CHAT, EMBEDDING, Kind
+from maple_engine.spec import ALIASES, DEFAULTS, JobSpec, build_spec, job_options, option_help
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -34,8 +32,9 @@ FLAGS = [
     "--debug",
 ]  # fmt: skip
 
-# Options the command parses itself: the flag, and how its command-line default reads as the
-# field's value. ``source`` is the INPUT argument.
+# Options whose flag the command writes itself (the spec reads what they give: ``JobSpec``'s
+# validators parse repeatable NAME=VALUE, a duration, a schema file). ``source`` is the INPUT
+# argument.
 PARSED = {
     "name": "--job",  # default None: a name derived from the input and the fingerprint
     "prompt": "--prompt",  # or --prompt-file: exactly one is required
@@ -44,14 +43,8 @@ PARSED = {
     "response_schema": "--response-schema",  # a file; the field holds its JSON
     "deadline_s": "--deadline",  # a duration, "6h"
 }
-AS_FIELD = {
-    "params": dict,
-    "retries": lambda given: parse_retry_options(list(given)),
-    "deadline_s": lambda given: parse_duration(given, "--deadline") if given else None,
-}
 REQUIRED_ON_CLI = {"model"}
-KEYWORD_FIELDS = {"deadline": "deadline_s"}  # enrichment() keyword -> JobSpec field
-NOT_JOB_OPTIONS = {"poll_interval_s"}  # the Dagster sensor's interval
+FIELD_OF = {alias: field for field, alias in ALIASES.items()}  # a keyword -> its JobSpec field
 
 
 def cli_options() -> dict[str, click.Parameter]:
@@ -71,7 +64,7 @@ def test_every_flag_is_still_there() -> None:
     assert all(flag in help_text for flag in FLAGS)
 
 
-CHAT_OPTIONS = job_options(RequestKind.CHAT)
+CHAT_OPTIONS = job_options(CHAT)
 
 
 @pytest.mark.parametrize("field", sorted(set(CHAT_OPTIONS) - {"source"}))
@@ -83,10 +76,9 @@ def test_each_job_option_is_a_flag_with_the_fields_default_and_help(field: str) 
     assert option.help == info.description
     if field in REQUIRED_ON_CLI:
         assert option.required and info.is_required()
-    elif field in AS_FIELD:
-        assert AS_FIELD[field](cli_default(option)) == getattr(DEFAULTS, field)
-    elif field not in ("name", "prompt"):
-        assert cli_default(option) == getattr(DEFAULTS, field)
+    elif field not in ("name", "prompt"):  # the spec reads the flag's default as its own
+        spec = build_spec(name="j", prompt="{t}", model="m", **{field: cli_default(option)})
+        assert getattr(spec, field) == getattr(DEFAULTS, field)
 
 
 def test_the_input_argument_is_the_source() -> None:
@@ -106,17 +98,57 @@ def test_bounds_are_the_fields(field: str) -> None:
     assert option.type.min == getattr(bound, "ge", getattr(bound, "gt", None))
 
 
-def test_enrichment_keywords_are_the_job_options() -> None:
-    keywords = dict(inspect.signature(enrichment).parameters)
-    for name in NOT_JOB_OPTIONS:
-        keywords.pop(name)
-    fields = {KEYWORD_FIELDS.get(k, k): p.default for k, p in keywords.items()}
-    assert set(fields) == set(CHAT_OPTIONS)
-    for field, default in fields.items():
-        if JobSpec.model_fields[field].is_required() or field == "prompt":
-            assert default is inspect.Parameter.empty, field
-        elif field != "source":
-            assert (default or type(getattr(DEFAULTS, field))()) == getattr(DEFAULTS, field)
+# ``enrichment()`` and ``embedding()``: one factory per kind, whose keywords are the job options
+# of its kind (``job_options``) by name, each with the field's default. The exceptions, and why:
+FACTORIES = {CHAT: enrichment, EMBEDDING: embedding}
+NOT_JOB_OPTIONS = {"poll_interval_s": "the sensor's minimum interval, not the job's"}
+POSITIONAL = {
+    "name": "required (the spec's too): the job's name",
+    "source": "required: an upstream asset or a path (the spec holds a path, None for an asset)",
+    "template": "required: the kind's template (prompt, text), which the spec needs of the kind",
+    "model": "required (the spec's too)",
+}
+EMPTY_AS_NONE = {"params", "retries"}  # None for none; the spec reads it as its default, {}
+BY_ALIAS = {"deadline_s"}  # ``deadline=`` ("6h", seconds, a timedelta), the spec's alias
+
+
+@pytest.mark.parametrize("kind", list(FACTORIES), ids=str)
+def test_factory_keywords_are_the_job_options_with_their_defaults(kind: Kind) -> None:
+    parameters = inspect.signature(FACTORIES[kind]).parameters
+    keywords = {FIELD_OF.get(k, k): p for k, p in parameters.items() if k not in NOT_JOB_OPTIONS}
+    assert set(keywords) == set(job_options(kind))  # every option of the kind, no other
+    assert {FIELD_OF[k] for k in parameters if k in FIELD_OF} == BY_ALIAS
+    positional = [k for k, p in parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    template = kind.template_field
+    assert positional == [template if k == "template" else k for k in POSITIONAL]
+    for field, parameter in keywords.items():
+        if field in positional:
+            assert parameter.default is parameter.empty, field
+            continue
+        assert parameter.kind is parameter.KEYWORD_ONLY, field
+        default = getattr(DEFAULTS, field)
+        if field in EMPTY_AS_NONE:
+            read = build_spec(name="j", prompt="{t}", model="m", **{field: parameter.default})
+            assert parameter.default is None and getattr(read, field) == default, field
+        else:
+            assert parameter.default == default, field
+
+
+def test_factory_keywords_reach_the_spec_as_given(tmp_path: Path) -> None:
+    source = tmp_path / "in.parquet"
+    source.write_bytes(b"")
+    en = embedding(
+        "vectors", str(source), "{title}", "text-embedding-3-small", dimensions=8,
+        deadline="1h30m", retries={"server_error": "unlimited"}, params=None, budget_usd=2.5,
+        provider="emulator",
+    )  # fmt: skip
+    spec = en.spec
+    assert (spec.kind, spec.text, spec.dimensions, spec.source) == (
+        EMBEDDING, "{title}", 8, str(source),
+    )  # fmt: skip
+    assert (spec.deadline_s, spec.retries, spec.params, spec.budget_usd) == (
+        5400.0, {"server_error": -1}, {}, 2.5,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("field", sorted(CommandOptions.model_fields))
@@ -163,7 +195,7 @@ def test_a_job_kind_takes_its_own_template_and_options() -> None:
     from maple_engine.spec import build_spec
 
     embed = build_spec(name="e", kind="embedding", text="{title}", model="m", dimensions=8)
-    assert embed.template == "{title}" and embed.kind == RequestKind.EMBEDDING
+    assert embed.template == "{title}" and embed.kind == EMBEDDING
     chat = build_spec(name="e", prompt="{title}", model="m")
     assert chat.fingerprint() != build_spec(name="e", prompt="{title}", model="m2").fingerprint()
     refused = {
@@ -180,5 +212,5 @@ def test_a_job_kind_takes_its_own_template_and_options() -> None:
     for message, fields in refused.items():
         with pytest.raises(ConfigError, match=re.escape(message)):
             build_spec(name="e", model="m", **fields)
-    assert "dimensions" in job_options(RequestKind.EMBEDDING)
-    assert "prompt" not in job_options(RequestKind.EMBEDDING)
+    assert "dimensions" in job_options(EMBEDDING)
+    assert "prompt" not in job_options(EMBEDDING)

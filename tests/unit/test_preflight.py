@@ -14,13 +14,12 @@ from maple_assets import enrichment
 from maple_assets.cli.errors import STOPPED, USAGE, fail, outcome_code, user_error
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.checks import check_context_window, check_input_schema
-from maple_engine.inputs.preflight import check_retries, parse_param
 from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.inputs.templates import parse_template, render_expr
 from maple_engine.merge.merge import write_merged
 from maple_engine.model import ROW_ID
-from maple_engine.policy import parse_retry_options
-from maple_engine.spec import JobSpec
+from maple_engine.policy import check_retries, parse_retry_options
+from maple_engine.spec import JobSpec, parse_param
 from maple_engine.storage.probe import check_writable
 
 STRICT = {

@@ -25,7 +25,7 @@ from pydantic import Field
 
 from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError, ProviderError
-from maple_engine.model import BatchState, RequestKind, Submission
+from maple_engine.model import CHAT, EMBEDDING, BatchState, Submission
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
     Dialect,
@@ -75,7 +75,7 @@ CAPABILITIES = ProviderCapabilities(
     needs_s3_root=True,
     drops_empty_system=True,
     takes_role_arn=True,
-    kinds=frozenset({RequestKind.CHAT, RequestKind.EMBEDDING}),  # Claude; Titan Text Embeddings
+    kinds=frozenset({CHAT, EMBEDDING}),  # Claude; Titan Text Embeddings
 )
 
 

@@ -15,7 +15,7 @@ import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.failures import FailureClass, classify_http
-from maple_engine.model import RequestKind
+from maple_engine.model import EMBEDDING
 from maple_engine.providers.anthropic.messages import message_body_expr, parse_message
 from maple_engine.providers.base import RequestSpec, failed_row, json_literal, json_string_expr
 from maple_engine.providers.batch_api import jsonl
@@ -38,7 +38,7 @@ def check_model(model: str) -> None:
 
 def body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
     """A record's ``modelInput``: Claude's for a chat job, Titan's for an embedding job."""
-    if spec.kind == RequestKind.EMBEDDING:
+    if spec.kind == EMBEDDING:
         return titan_body_expr(spec, user)
     return claude_body_expr(spec, user, image)
 

@@ -22,7 +22,7 @@ import polars as pl
 from pydantic import Field, PrivateAttr
 
 from maple_engine.crashpoints import crash_point
-from maple_engine.model import BatchState, RequestKind, Submission
+from maple_engine.model import CHAT, EMBEDDING, BatchState, Submission
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
     Dialect,
@@ -70,7 +70,7 @@ CAPABILITIES = ProviderCapabilities(
     flex_twin="gemini-flex",
     credentials="gemini",
     caching=CACHING,
-    kinds=frozenset({RequestKind.CHAT, RequestKind.EMBEDDING}),
+    kinds=frozenset({CHAT, EMBEDDING}),
     input_limits=INPUT_LIMITS,
 )
 

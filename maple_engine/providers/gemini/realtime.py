@@ -15,7 +15,7 @@ import polars as pl
 from pydantic import Field
 
 from maple_engine.failures import FailureClass
-from maple_engine.model import BATCH_PRICED_PREFIX, RequestKind
+from maple_engine.model import BATCH_PRICED_PREFIX, CHAT, EMBEDDING
 from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
 from maple_engine.providers.gemini.api import retry_wait
 from maple_engine.providers.gemini.wire import (
@@ -54,7 +54,7 @@ class GeminiRealtimeProvider(RealtimeProvider):
             "google",
             "gemini",
             caching=CACHING,
-            kinds=frozenset({RequestKind.CHAT, RequestKind.EMBEDDING}),
+            kinds=frozenset({CHAT, EMBEDDING}),
         ),
         input_limits=INPUT_LIMITS,
     )
@@ -129,7 +129,7 @@ class GeminiFlexProvider(GeminiRealtimeProvider):
     capabilities: ClassVar[ProviderCapabilities] = dataclasses.replace(
         GeminiRealtimeProvider.capabilities,
         batch_prices=True,
-        kinds=frozenset({RequestKind.CHAT}),  # the flex tier serves generateContent only
+        kinds=frozenset({CHAT}),  # the flex tier serves generateContent only
     )
     batch_id_prefix: ClassVar[str] = BATCH_PRICED_PREFIX
 

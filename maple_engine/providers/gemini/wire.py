@@ -19,7 +19,7 @@ import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.failures import NOT_RESENT, FailureClass
-from maple_engine.model import RequestKind
+from maple_engine.model import EMBEDDING
 from maple_engine.providers.base import (
     PromptCaching,
     RequestSpec,
@@ -95,7 +95,7 @@ def gemini_body_expr(
 ) -> pl.Expr:
     """``{"contents":[{"role":"user","parts":[...]}],"systemInstruction"?,"generationConfig"?,
     "serviceTier"?}``, or an embedding job's ``EmbedContentRequest``."""
-    if spec.kind == RequestKind.EMBEDDING:
+    if spec.kind == EMBEDDING:
         return embed_body_expr(spec, user)
     parts = [pl.lit('{"contents":[{"role":"user","parts":[{"text":'), json_string_expr(user)]
     if image is not None:

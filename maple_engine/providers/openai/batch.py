@@ -9,7 +9,7 @@ from pydantic import Field, PrivateAttr
 
 from maple_engine.crashpoints import crash_point
 from maple_engine.failures import FailureClass, classify_http, classify_line_error
-from maple_engine.model import ENDED_STATES, BatchState, RequestKind, Submission
+from maple_engine.model import CHAT, EMBEDDING, ENDED_STATES, BatchState, Submission
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
     Dialect,
@@ -39,7 +39,7 @@ CAPABILITIES = ProviderCapabilities(
     limits=BATCH_FILE_LIMITS,
     dialect=Dialect.OPENAI,
     price_families=("openai",),
-    kinds=frozenset({RequestKind.CHAT, RequestKind.EMBEDDING}),
+    kinds=frozenset({CHAT, EMBEDDING}),
     queue="enqueued-tokens",
     orphans="batch-metadata",
     realtime_twin="openai-realtime",

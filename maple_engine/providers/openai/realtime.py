@@ -13,7 +13,7 @@ import polars as pl
 from pydantic import Field
 
 from maple_engine.failures import FailureClass, classify_http
-from maple_engine.model import RequestKind
+from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
 from maple_engine.providers.http import error_detail, is_quota_error
 from maple_engine.providers.openai import wire
@@ -46,7 +46,7 @@ class OpenAIRealtimeProvider(RealtimeProvider):
         "openai",
         "openai",
         caching=wire.CACHING,
-        kinds=frozenset({RequestKind.CHAT, RequestKind.EMBEDDING}),
+        kinds=frozenset({CHAT, EMBEDDING}),
     )
 
     name: str = Field(default="openai-realtime", description="Provider name in costs/output.")

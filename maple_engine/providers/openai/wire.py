@@ -9,7 +9,7 @@ import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.failures import FailureClass
-from maple_engine.model import RequestKind
+from maple_engine.model import EMBEDDING
 from maple_engine.providers.base import (
     PromptCaching,
     RequestSpec,
@@ -83,7 +83,7 @@ def chat_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> p
 
 def body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
     """The encoded body of every row: a chat completion, or an embedding of the text."""
-    if spec.kind == RequestKind.EMBEDDING:
+    if spec.kind == EMBEDDING:
         return embedding_body_expr(spec, user)
     return chat_body_expr(spec, user, image)
 
