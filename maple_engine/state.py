@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from maple_engine.model import ShardInfo, Submission, Version
+from maple_engine.model import ShardInfo, StopKind, Submission, Version
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 
@@ -130,15 +130,23 @@ class JobState:
         record = self.stop_record()
         return str(record["reason"]) if record is not None else None
 
-    def stop(self, reason: str, kind: str = "stop") -> None:
-        """Stop new submissions; ``kind`` is quota, cancel, age or budget (the first one wins)."""
+    def stop(self, reason: str, kind: StopKind = StopKind.STOP) -> None:
+        """Stop new submissions, for a reason of ``kind`` (the first stop wins)."""
         if self.stop_reason() is None:
-            self.storage.write_json(self.paths.stop, {"reason": reason, "kind": kind})
+            self.storage.write_json(self.paths.stop, {"reason": reason, "kind": kind.value})
 
-    def clear_stop(self, kinds: tuple[str, ...] | None = None) -> str | None:
+    def stop_kind(self) -> StopKind | None:
+        """The kind of the job's stop, None when it is not stopped (an unknown kind: STOP)."""
+        record = self.stop_record()
+        if record is None:
+            return None
+        kind = record.get("kind", StopKind.STOP.value)
+        return StopKind(kind) if kind in StopKind._value2member_map_ else StopKind.STOP
+
+    def clear_stop(self, kinds: tuple[StopKind, ...] | None = None) -> str | None:
         """Lift the stop (only if its kind is in ``kinds``, when given); the lifted reason."""
         record = self.stop_record()
-        if record is None or (kinds is not None and record.get("kind") not in kinds):
+        if record is None or (kinds is not None and self.stop_kind() not in kinds):
             return None
         self.storage.delete(self.paths.stop)
         return str(record["reason"])

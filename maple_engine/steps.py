@@ -32,6 +32,7 @@ from maple_engine.model import (
     REQUEST,
     ROW_ID,
     BatchState,
+    StopKind,
     Submission,
     batch_priced,
 )
@@ -72,7 +73,7 @@ def check_age(job: Job) -> None:
         job.state.stop(
             f"the job is {age / 3600:.1f} h old, past its max age of "
             f"{job.policy.max_job_age_s / 3600:.1f} h: no more retries are sent",
-            kind="age",
+            kind=StopKind.AGE,
         )
 
 
@@ -120,7 +121,7 @@ def _create(
         try:
             submission = queue.submit(job, payload, chain)
         except QuotaExhausted as exc:  # the batch was refused: stop as a row's quota error does
-            job.state.stop(f"{exc}; {QUOTA_ADVICE}", kind="quota")
+            job.state.stop(f"{exc}; {QUOTA_ADVICE}", kind=StopKind.QUOTA)
             return None
         if submission is None:
             return None  # the provider refused it as queue-full: it waits again
@@ -162,7 +163,8 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
     crash_point("after_results")
     _record_cost(job, shard, submission, results)
     if decision.quota_exhausted:
-        job.state.stop(f"the provider reports insufficient quota: {QUOTA_ADVICE}", kind="quota")
+        reason = f"the provider reports insufficient quota: {QUOTA_ADVICE}"
+        job.state.stop(reason, kind=StopKind.QUOTA)
     cap = _attempt_cap(progress.summary, state, plan.height)
     pending = decision.retry_ids.height
     if pending:

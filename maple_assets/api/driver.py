@@ -26,7 +26,7 @@ from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import preflight
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
-from maple_engine.model import KINDS, Kind
+from maple_engine.model import KINDS, Kind, StopKind
 from maple_engine.plan.cache_layout import check_cache_price
 from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities
 from maple_engine.settings import Settings
@@ -190,7 +190,8 @@ def drive(
         lease = driver_lease(state.storage, state.paths.driver, spec.name, wait=True)
         waited = True
     with lease.hold():
-        lifted = state.clear_stop(("quota", "cancel")) or resume_budget_stop(state, spec.budget_usd)
+        rerun_lifts = (StopKind.QUOTA, StopKind.CANCEL)
+        lifted = state.clear_stop(rerun_lifts) or resume_budget_stop(state, spec.budget_usd)
         if lifted and resuming is not None:
             resuming(f"resuming job {spec.name} (was stopped: {lifted})")
         # A driver that waited for another reports the job as that run left it ("print its

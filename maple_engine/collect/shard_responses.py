@@ -20,7 +20,7 @@ def shard_responses(state: JobState, shard: str) -> pl.DataFrame:
         if rows is None:
             rows = state.shard_frame(shard, columns=[ROW_ID, CUSTOM_ID])
         record = state.stop_record() or {}
-        quota = record.get("kind") == StopKind.QUOTA
+        quota = state.stop_kind() is StopKind.QUOTA
         cls = FailureClass.INSUFFICIENT_QUOTA.value if quota else NOT_SENT
         return unsent_responses(rows, record.get("reason", "not sent yet"), cls)
     return with_final(final_before(state, shard, attempts + 1), state.results(shard, attempts))

@@ -13,7 +13,7 @@ import polars as pl
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
-from maple_engine.model import ShardInfo, Version
+from maple_engine.model import ShardInfo, StopKind, Version
 from maple_engine.plan.cache_layout import check_cache_price
 from maple_engine.plan.changed_rows import SPARSE, cut_sent_rows, only_changed_rows, spill_keys
 from maple_engine.plan.copied_answers import plan_copies
@@ -102,8 +102,7 @@ def _first_number(job: Job) -> int:
 
 def _check_settled(job: Job) -> None:
     """A new version must not start while the last one has batches out (they would be lost)."""
-    record = job.state.stop_record() or {}
-    if record.get("kind") == "cancel":
+    if job.state.stop_kind() is StopKind.CANCEL:
         return  # cancelled: its batches were stopped at the provider
     waiting = [
         s.key for s in job.state.manifest() or [] if job.state.progress(s.key).action == "wait"

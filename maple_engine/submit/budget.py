@@ -22,10 +22,10 @@ a UI run beside a CLI run) can not overshoot the budget by more than one batch i
 
 from maple_engine.job import Job
 from maple_engine.ledger.costs import CostLedger
+from maple_engine.model import StopKind
 from maple_engine.plan.estimate import Estimate, estimate_attempt
 from maple_engine.state import JobState
 
-BUDGET_STOP = "budget"
 _TOLERANCE = 1e-9
 
 
@@ -78,11 +78,11 @@ def within_budget(job: Job, shard: str, attempt: int) -> bool:
     if not admitted:
         job.state.storage.write_json(job.state.paths.budget_stop, {"budget_usd": budget})
         job.state.stop(
-            f"{BUDGET_STOP} reached before shard {shard} attempt {attempt}: committed "
+            f"budget reached before shard {shard} attempt {attempt}: committed "
             f"${committed:.6f} (spent ${paid:.6f} + in flight ${flying:.6f}) + next batch "
             f"${nxt:.6f} ({plan.requests:,} requests) > budget ${budget:.6f}; rerun with a "
             "larger --budget to continue",
-            kind=BUDGET_STOP,
+            kind=StopKind.BUDGET,
         )
         return False
     _record_estimate(job, shard, attempt, plan, nxt)
@@ -104,13 +104,13 @@ def _record_estimate(job: Job, shard: str, attempt: int, plan: Estimate, usd: fl
 def resume_budget_stop(state: JobState, budget: float | None) -> str | None:
     """Lift a budget stop when the job now has a larger budget (or none): the lifted reason."""
     record = state.stop_record()
-    if record is None or record.get("kind") != BUDGET_STOP:
+    if record is None or state.stop_kind() is not StopKind.BUDGET:
         return None
     key = state.paths.budget_stop
     hit = float(state.storage.read_json(key)["budget_usd"]) if state.storage.exists(key) else None
     if budget is not None and hit is not None and budget <= hit:
         return None
-    lifted = state.clear_stop((BUDGET_STOP,))
+    lifted = state.clear_stop((StopKind.BUDGET,))
     state.storage.delete(key)
     return lifted
 

@@ -2,7 +2,7 @@
 cancel``, a handle's ``cancel()``); the job stays resumable."""
 
 from maple_engine.errors import ProviderError
-from maple_engine.model import Submission
+from maple_engine.model import StopKind, Submission
 from maple_engine.providers.base import Provider
 from maple_engine.state import JobState
 
@@ -27,7 +27,7 @@ def cancel_job(state: JobState, provider: Provider) -> list[Submission]:
     state.stop(
         "cancelled with `maple cancel`; rerun the same `maple enrich` command (same --job) "
         "to resume: rows the cancelled batches did not run are sent again",
-        kind="cancel",
+        kind=StopKind.CANCEL,
     )
     batches = in_flight(state, provider)
     cancelled = []

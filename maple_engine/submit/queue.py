@@ -39,7 +39,7 @@ from maple_engine.ledger.queues import (
     release_slot,
     validated_units,
 )
-from maple_engine.model import BatchState, Submission
+from maple_engine.model import BatchState, StopKind, Submission
 from maple_engine.providers.base import ShardPayload
 from maple_engine.settings import knob
 from maple_engine.storage.claims import driver_gone
@@ -201,7 +201,7 @@ def _admit(
             f"shard {shard} needs {slot.units:,} {queue.unit}, more than the {queue.name} queue "
             f"limit of {limit:,}: it can never be enqueued; rerun with a smaller "
             "--max-requests-per-batch",
-            kind="queue",
+            kind=StopKind.QUEUE,
         )
         return Decision(False, "the shard is larger than the queue limit", 0)
     assert job.costs is not None

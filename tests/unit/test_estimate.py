@@ -20,7 +20,7 @@ from maple_engine.ledger.pricing import (
     cost_usd,
     estimate_request_tokens,
 )
-from maple_engine.model import REQUEST, Submission
+from maple_engine.model import REQUEST, StopKind, Submission
 from maple_engine.plan.estimate import (
     estimate_input,
     estimate_job,
@@ -186,5 +186,5 @@ def test_a_larger_budget_lifts_a_budget_stop(tmp_path: Path) -> None:
     assert job.state.stop_reason() is not None
     assert resume_budget_stop(job.state, 5.0) is not None
     assert job.state.stop_reason() is None
-    job.state.stop("quota", kind="quota")
+    job.state.stop("quota", kind=StopKind.QUOTA)
     assert resume_budget_stop(job.state, None) is None  # only budget stops are lifted

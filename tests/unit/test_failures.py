@@ -17,7 +17,7 @@ from maple_engine.crashpoints import CrashPointReached, crash_point
 from maple_engine.failures import NOT_RESENT, batch_too_large
 from maple_engine.inputs.structured import schema_dtype
 from maple_engine.job import Job
-from maple_engine.model import CUSTOM_ID, ROW_ID, BatchState
+from maple_engine.model import CUSTOM_ID, ROW_ID, BatchState, StopKind
 from maple_engine.policy import RetryPolicy, job_policy
 from maple_engine.providers.openai.batch import OpenAIBatchProvider, _parse_line
 from maple_engine.spec import JobSpec, schema_dict
@@ -134,8 +134,10 @@ def test_max_job_age_stops_the_job_with_a_reason(tmp_path: Path) -> None:
     job.policy = RetryPolicy(max_job_age_s=3600)
     check_age(job)
     assert "past its max age of 1.0 h" in (state.stop_reason() or "")
-    assert state.clear_stop(("quota", "cancel")) is None  # an age stop is not lifted by a rerun
-    assert state.clear_stop(("age",)) is not None and state.stop_reason() is None
+    assert (
+        state.clear_stop((StopKind.QUOTA, StopKind.CANCEL)) is None
+    )  # an age stop is not lifted by a rerun
+    assert state.clear_stop((StopKind.AGE,)) is not None and state.stop_reason() is None
 
 
 def test_crash_point_is_inert_unless_named(monkeypatch: pytest.MonkeyPatch) -> None:
