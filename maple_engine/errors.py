@@ -9,8 +9,7 @@ Every message names what went wrong, where (job, shard, row, URL without secrets
     │   ├── AuthError        the provider rejected the credentials
     │   └── QueueFull        the provider's batch queue refused a new batch (try later)
     ├── QuotaExhausted       the provider reports insufficient quota: new submissions stop
-    ├── CanaryFailed         too few of the canary's rows succeeded: no batch was created
-    └── BudgetExceeded       the next batch would push the job over its budget
+    └── CanaryFailed         too few of the canary's rows succeeded: no batch was created
 """
 
 
@@ -51,7 +50,3 @@ class QuotaExhausted(MapleError):
 class CanaryFailed(MapleError):
     """Too few of the canary's rows succeeded (`maple_engine.canary`); no batch of the job
     was created. The message names the top failure class and one example row."""
-
-
-class BudgetExceeded(MapleError):
-    """Submitting the next batch would exceed the job's budget."""

@@ -63,3 +63,19 @@ def test_dagster_validates_the_workspace() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "Validation successful" in result.stderr + result.stdout
+
+
+def test_the_code_location_has_one_name_under_dagster_dev_and_dg_dev() -> None:
+    """``dagster dev -w workspace.yaml`` and ``dg dev`` name the sample code location alike, so
+    the README's GraphQL example (``repositoryLocationName``) works with either."""
+    import tomllib
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    workspace = yaml.safe_load((root / "workspace.yaml").read_text(encoding="utf-8"))
+    (entry,) = workspace["load_from"]
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    dg_name = project["tool"]["dg"]["project"]["code_location_name"]
+    assert entry["python_module"]["location_name"] == dg_name == "maple"
+    assert '"repositoryLocationName": "maple"' in (root / "README.md").read_text(encoding="utf-8")
