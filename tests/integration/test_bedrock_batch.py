@@ -15,8 +15,9 @@ from moto.server import ThreadedMotoServer
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
+from maple_assets.binding import provider_key
 from maple_assets.cli.commands import main
-from maple_assets.factory import enrichment, provider_key
+from maple_assets.factory import enrichment
 from maple_assets.wiring import maple_resources
 from maple_engine.providers.base import RequestSpec, ShardPayload
 from maple_engine.providers.bedrock.batch import BedrockBatchProvider
