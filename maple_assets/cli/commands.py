@@ -46,8 +46,10 @@ class _Reported(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
+        from maple_assets.cli import startup_done
         from maple_assets.cli.errors import quiet_interrupts, reported
 
+        startup_done()  # loaded: Ctrl-C is this handling's from here on
         with quiet_interrupts(debug=False), reported(debug=False):
             return super().invoke(ctx)
 
