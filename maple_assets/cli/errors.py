@@ -97,7 +97,11 @@ def engine_warnings_on_stderr() -> Iterator[None]:
 @contextlib.contextmanager
 def quiet_interrupts(debug: bool) -> Iterator[None]:
     """Ctrl-C raises KeyboardInterrupt as usual; without ``--debug`` it also silences the
-    logging and "Exception ignored" noise libraries print while they unwind."""
+    logging and "Exception ignored" noise libraries print while they unwind.
+
+    The interrupt may reach Dagster's own handler (it raises its own error while a step runs)
+    rather than this one, so a log record or an unraisable exception that carries an
+    interrupt is dropped whichever handler raised it."""
     previous = signal.getsignal(signal.SIGINT)
     if debug or previous is not signal.default_int_handler:
         yield  # --debug, or SIGINT ignored / handled by whoever started us
@@ -108,8 +112,24 @@ def quiet_interrupts(debug: bool) -> Iterator[None]:
         sys.unraisablehook = lambda _: None
         raise KeyboardInterrupt
 
+    def unraisable(raised: Any) -> None:
+        if raised.exc_value is None or not is_interrupt(raised.exc_value):
+            sys.__unraisablehook__(raised)
+
+    def not_an_interrupt(record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return exc is None or not is_interrupt(exc)
+
+    handlers = [h for h in (logging.lastResort, *logging.getLogger().handlers) if h is not None]
+    for each in handlers:
+        each.addFilter(not_an_interrupt)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = unraisable
     signal.signal(signal.SIGINT, handler)
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = previous_hook
+        for each in handlers:
+            each.removeFilter(not_an_interrupt)

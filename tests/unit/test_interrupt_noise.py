@@ -1,6 +1,7 @@
 """A Ctrl-C that Dagster's handler raises inside a garbage-collection callback is not printed as
 "Exception ignored in ..." while the driver watches for SIGINT; other such errors still are."""
 
+import subprocess
 import sys
 import weakref
 from typing import Any
@@ -52,3 +53,36 @@ def test_an_interrupt_is_told_without_importing_dagster_again(
     monkeypatch.setitem(sys.modules, "dagster._core.errors", None)  # an import of it fails
     assert is_interrupt(KeyboardInterrupt())
     assert not is_interrupt(ValueError("kept"))
+
+
+QUIET_COMMAND = """
+import logging, signal
+from dagster._core.errors import DagsterExecutionInterruptedError
+from maple_assets.cli.errors import quiet_interrupts
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+pool = logging.getLogger("sqlalchemy.pool.impl.QueuePool")
+with quiet_interrupts(debug=False):
+    for error in (DagsterExecutionInterruptedError(), KeyboardInterrupt(), ValueError("kept")):
+        try:
+            raise error
+        except BaseException:
+            pool.error("Exception closing connection %r", "conn", exc_info=True)
+pool.error("after: %s", "kept")
+"""
+
+
+def test_a_library_logging_an_interrupt_it_caught_prints_nothing_on_the_command_line() -> None:
+    """Dagster's handler, not the command's, may take the Ctrl-C; SQLAlchemy then logs the
+    interrupt it met closing a connection (a traceback on stderr through logging's last-resort
+    handler). Those records are dropped while the command runs; every other record is printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", QUIET_COMMAND], capture_output=True, text=True, check=True
+    )
+    lines = done.stderr.splitlines()
+    assert "Exception closing connection 'conn'" in lines, done.stderr
+    assert lines.count("Exception closing connection 'conn'") == 1, done.stderr
+    assert "ValueError: kept" in lines
+    assert "DagsterExecutionInterruptedError" not in done.stderr
+    assert "KeyboardInterrupt" not in done.stderr
+    assert lines[-1] == "after: kept"
