@@ -114,6 +114,14 @@ class JobState:
     def write_results(self, shard: str, attempt: int, frame: pl.DataFrame) -> None:
         self.storage.write_parquet(self.paths.results(shard, attempt), frame)
 
+    def estimate_record(self, shard: str, attempt: int) -> dict[str, Any] | None:
+        """The kept estimate of one attempt (requests and tokens), None before it was made."""
+        key = self.paths.estimate(shard, attempt)
+        return dict(self.storage.read_json(key)) if self.storage.exists(key) else None
+
+    def write_estimate_record(self, shard: str, attempt: int, record: dict[str, Any]) -> None:
+        self.storage.write_json(self.paths.estimate(shard, attempt), record)
+
     def summary(self, shard: str) -> ShardSummary | None:
         key = self.paths.summary(shard)
         return ShardSummary(**self.storage.read_json(key)) if self.storage.exists(key) else None

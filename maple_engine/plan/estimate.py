@@ -106,6 +106,21 @@ def estimate_attempt(
     return frame_estimate(frame, spec, provider)
 
 
+def kept_estimate(
+    state: JobState, spec: JobSpec, provider: str, shard: str, attempt: int
+) -> Estimate:
+    """`estimate_attempt`, made once and kept in the attempt's estimate file: the budget guard
+    and the provider queue read the same requests and tokens of an attempt, however often they
+    ask and from whichever process."""
+    record = state.estimate_record(shard, attempt)
+    if record is not None:
+        names = {f.name for f in dataclasses.fields(Estimate)}
+        return Estimate(**{k: int(v) for k, v in record.items() if k in names})
+    made = estimate_attempt(state, spec, provider, shard, attempt)
+    state.write_estimate_record(shard, attempt, dataclasses.asdict(made))
+    return made
+
+
 def _prepared(
     spec: JobSpec, provider: Provider, blocks: Iterator[pl.DataFrame], cutter: ShardCutter
 ) -> Iterator[pl.DataFrame]:

@@ -23,8 +23,7 @@ Layout of one job ``<job>``::
         shards/<key>.parquet            input columns + row id + encoded request
         <key>/plan-<n>.parquet          custom ids sent in attempt n
         <key>/submission-<n>.json       the provider batch of attempt n (right after create)
-        <key>/estimate-<n>.json         the estimated cost of attempt n (budget)
-        <key>/queue-<n>.json            attempt n's units in the provider queue (tokens/requests)
+        <key>/estimate-<n>.json         attempt n's estimated requests and tokens (budget, queue)
         <key>/deadline-cancel-<n>.json  attempt n's batch was cancelled for the deadline
         <key>/stall-cancel-<n>.json     attempt n's batch was stalled: cancelled, rest real-time
         <key>/claim-<n>/                the claim on attempt n (`maple_engine.storage.leases`)
@@ -152,9 +151,6 @@ class JobLayout:
 
     def summary(self, shard: str) -> str:
         return self.state(shard, "summary.json")
-
-    def queue_units(self, shard: str, attempt: int) -> str:
-        return self.state(shard, f"queue-{attempt}.json")
 
     def deadline_cancel(self, shard: str, attempt: int) -> str:
         return self.state(shard, f"deadline-cancel-{attempt}.json")

@@ -6,9 +6,10 @@ estimates (`maple_engine.plan.estimate`) of batches submitted but not yet collec
 batch goes out, `within_budget` adds that batch's estimate; if the sum would exceed
 ``JobSpec.budget_usd`` the job stops (``stop.json`` of kind "budget") and nothing more is
 submitted. Batches already in flight finish and are collected, so the job never overshoots
-beyond the batch in flight and what estimates under-count. The estimate of each admitted batch
-is kept next to its submission (``<shard>/estimate-<n>.json``) so summing what is in flight
-reads small files only.
+beyond the batch in flight and what estimates under-count. An attempt's estimate is made once
+and kept next to its submission (``<shard>/estimate-<n>.json``, `plan.estimate.kept_estimate`,
+the same record the provider queue counts its units from), so summing what is in flight reads
+small files only.
 
 Resuming: a budget stop records the budget it was hit at (``budget_stop.json``). A later run with
 a larger budget (or none) clears the stop (`resume_budget_stop`), and the guard then admits
@@ -23,22 +24,15 @@ a UI run beside a CLI run) can not overshoot the budget by more than one batch i
 from maple_engine.job import Job
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.model import StopKind
-from maple_engine.plan.estimate import Estimate, estimate_attempt
+from maple_engine.plan.estimate import kept_estimate
 from maple_engine.state import JobState
 
 _TOLERANCE = 1e-9
 
 
-def _estimate_key(job: Job, shard: str, attempt: int) -> str:
-    return job.state.paths.estimate(shard, attempt)
-
-
 def attempt_estimate(job: Job, shard: str, attempt: int) -> float:
     """Estimated USD of one attempt of one shard, at the job's prices and mode."""
-    key = _estimate_key(job, shard, attempt)
-    if job.state.storage.exists(key):
-        return float(job.state.storage.read_json(key)["cost_usd"])
-    plan = estimate_attempt(job.state, job.spec, job.provider.provider_name, shard, attempt)
+    plan = kept_estimate(job.state, job.spec, job.provider.provider_name, shard, attempt)
     return plan.cost(job.price(), batch=job.batch_prices)
 
 
@@ -60,12 +54,12 @@ def in_flight(job: Job) -> float:
 
 
 def within_budget(job: Job, shard: str, attempt: int) -> bool:
-    """True if the shard's next batch fits the budget (its estimate is then recorded); else
+    """True if the shard's next batch fits the budget; else
     stop the job with a message that says what to do, and return False."""
     budget = job.spec.budget_usd
     if budget is None:
         return True
-    plan = estimate_attempt(job.state, job.spec, job.provider.provider_name, shard, attempt)
+    plan = kept_estimate(job.state, job.spec, job.provider.provider_name, shard, attempt)
     nxt = plan.cost(job.price(), batch=job.batch_prices)
     if job.costs is not None:  # one atomic admission in the ledger, shared by every run
         run = {s.key for s in job.state.manifest() or []}  # a budget bounds one run
@@ -85,20 +79,7 @@ def within_budget(job: Job, shard: str, attempt: int) -> bool:
             kind=StopKind.BUDGET,
         )
         return False
-    _record_estimate(job, shard, attempt, plan, nxt)
     return True
-
-
-def _record_estimate(job: Job, shard: str, attempt: int, plan: Estimate, usd: float) -> None:
-    job.state.storage.write_json(
-        _estimate_key(job, shard, attempt),
-        {
-            "cost_usd": usd,
-            "requests": plan.requests,
-            "input_tokens": plan.input_tokens,
-            "output_tokens": plan.output_tokens,
-        },
-    )
 
 
 def resume_budget_stop(state: JobState, budget: float | None) -> str | None:

@@ -40,6 +40,7 @@ from maple_engine.ledger.queues import (
     validated_units,
 )
 from maple_engine.model import BatchState, StopKind, Submission
+from maple_engine.plan.estimate import kept_estimate
 from maple_engine.providers.base import ShardPayload
 from maple_engine.settings import knob
 from maple_engine.storage.claims import driver_gone
@@ -151,16 +152,9 @@ def team_weight(team: str) -> float:
 
 
 def units(job: "Job", queue: Queue, shard: str, attempt: int) -> int:
-    """Prompt tokens (or requests) of one shard attempt, estimated once and kept."""
-    from maple_engine.plan.estimate import estimate_attempt
-
-    key = job.state.paths.queue_units(shard, attempt)
-    if job.state.storage.exists(key):
-        return int(job.state.storage.read_json(key)["units"])
-    plan = estimate_attempt(job.state, job.spec, job.provider.provider_name, shard, attempt)
-    count = plan.requests if queue.unit == "requests" else plan.input_tokens
-    job.state.storage.write_json(key, {"units": count, "unit": queue.unit})
-    return count
+    """Prompt tokens (or requests) of one shard attempt, from its kept estimate."""
+    plan = kept_estimate(job.state, job.spec, job.provider.provider_name, shard, attempt)
+    return plan.requests if queue.unit == "requests" else plan.input_tokens
 
 
 def gone(job: "Job", queue: Queue) -> frozenset[str]:

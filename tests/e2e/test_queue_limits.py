@@ -116,3 +116,11 @@ def test_while_the_limit_is_learned_one_run_sends_the_shards_one_after_another(
     remembered = Storage(str(tmp_path / "store"))
     key = Queue("emulator", "gpt-4o-mini", "tokens", probe=True).key
     assert "limit" not in remembered.read_json(key)  # nothing refused: still not known
+    estimates = sorted(p.name for p in (tmp_path / "store").rglob("estimate-*.json"))
+    assert estimates == ["estimate-1.json"] * (ROWS // SHARD_ROWS)  # one per attempt, kept
+    assert not list((tmp_path / "store").rglob("queue-*.json"))  # the queue reads the same one
+    tokens = sum(
+        json.loads(p.read_text())["input_tokens"]
+        for p in (tmp_path / "store").rglob("estimate-*.json")
+    )
+    assert tokens == total_tokens(tmp_path)
