@@ -92,9 +92,8 @@ def sample_rows(rows: int, n: int) -> list[int]:
 
 def last_canary(state: JobState) -> CanaryReport | None:
     """The job's last canary (``state/canary.json``), if it ever ran one."""
-    if not state.storage.exists(state.paths.canary):
-        return None
-    return CanaryReport(**state.storage.read_json(state.paths.canary))
+    record = state.canary_record()
+    return None if record is None else CanaryReport(**record)
 
 
 def still_valid(job: Job, report: CanaryReport | None) -> bool:
@@ -126,9 +125,7 @@ def run_canary(job: Job, shards: list[ShardInfo]) -> CanaryReport | None:
     report = judge(job, results, run, sender.provider_name)
     _store(job, sample, results, run)
     _book(job, sender, results, run)
-    job.state.storage.write_json(
-        job.state.paths.canary, dataclasses.asdict(report) | {"at": time.time()}
-    )
+    job.state.write_canary_record(dataclasses.asdict(report) | {"at": time.time()})
     if not report.passed:
         raise CanaryFailed(report.line())
     return report
@@ -138,7 +135,7 @@ def _sample(job: Job, shards: list[ShardInfo], ids: list[int]) -> pl.DataFrame:
     """The sampled rows' ids, custom ids, requests and keys (one request per key)."""
     wanted = pl.Series(ids, dtype=pl.Int64).implode()
     parts = [
-        job.state.storage.scan_parquet(job.state.paths.shard_file(s.key))
+        job.state.scan_shard(s.key)
         .select(ROW_ID, CUSTOM_ID, REQUEST, KEY)
         .filter(pl.col(ROW_ID).is_in(wanted))
         .collect()

@@ -4,7 +4,7 @@ Where each file lives: `maple_engine.storage.layout.JobLayout`.
 """
 
 import dataclasses
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 
@@ -79,8 +79,30 @@ class JobState:
     def write_version(self, version: Version) -> None:
         self.storage.write_json(self.paths.version, version.to_json())
 
+    def version_copy(self, number: int) -> tuple[dict[str, Any], bytes] | None:
+        """Which rows of version ``number`` copy their answer from the last merged output: the
+        record (the output, its identity, the mask's length) and the packed row mask."""
+        record = self._record(self.paths.version_copy(number))
+        if record is None:
+            return None
+        return record, self.storage.read_bytes(self.paths.version_copied(number))
+
+    def write_version_copy(self, number: int, record: dict[str, Any], mask: bytes) -> None:
+        self.storage.write_bytes(self.paths.version_copied(number), mask)
+        self.storage.write_json(self.paths.version_copy(number), record)  # last: it says "done"
+
+    def clear_version_copy(self, number: int) -> None:
+        self.storage.delete(self.paths.version_copy(number))
+
     def shard_frame(self, key: str, columns: list[str] | None = None) -> pl.DataFrame:
         return self.storage.read_parquet(self.paths.shard_file(key), columns=columns)
+
+    def scan_shard(self, key: str) -> pl.LazyFrame:
+        return self.storage.scan_parquet(self.paths.shard_file(key))
+
+    def output_uri(self, fmt: str) -> str:
+        """Where the merged output goes when the job names no output path."""
+        return self.storage.uri(self.paths.output(fmt))
 
     # -- attempts ---------------------------------------------------------------------------
     def submissions(self, shard: str) -> list[Submission]:
@@ -129,10 +151,63 @@ class JobState:
     def write_summary(self, shard: str, summary: ShardSummary) -> None:
         self.storage.write_json(self.paths.summary(shard), dataclasses.asdict(summary))
 
+    # -- job-level records ------------------------------------------------------------------
+    def _record(self, key: str) -> dict[str, Any] | None:
+        return dict(self.storage.read_json(key)) if self.storage.exists(key) else None
+
+    def merged_record(self) -> dict[str, Any] | None:
+        """The last merge: output path, rows, version, totals (None before the first)."""
+        return self._record(self.paths.merged)
+
+    def write_merged_record(self, record: dict[str, Any]) -> None:
+        self.storage.write_json(self.paths.merged, record)
+
+    def canary_record(self) -> dict[str, Any] | None:
+        return self._record(self.paths.canary)
+
+    def write_canary_record(self, record: dict[str, Any]) -> None:
+        self.storage.write_json(self.paths.canary, record)
+
+    def queue_wait_record(self) -> dict[str, Any] | None:
+        """Why the job's next shard waits for queue room (or what the deadline did)."""
+        return self._record(self.paths.queue_wait)
+
+    def write_queue_wait(self, record: dict[str, Any]) -> None:
+        self.storage.write_json(self.paths.queue_wait, record)
+
+    def clear_queue_wait(self) -> None:
+        if self.storage.exists(self.paths.queue_wait):  # a sensor's listing answers this
+            self.storage.delete(self.paths.queue_wait)
+
+    def interrupted(self) -> bool:
+        """A Ctrl-C stopped the job's driver, and no run of the job started since."""
+        return self.storage.exists(self.paths.interrupted)
+
+    def mark_interrupted(self, reason: str) -> None:
+        self.storage.write_json(self.paths.interrupted, {"reason": reason})
+
+    def clear_interrupted(self) -> None:
+        self.storage.delete(self.paths.interrupted)
+
+    def cancel_record(
+        self, why: Literal["deadline", "stall"], shard: str, attempt: int
+    ) -> dict[str, Any] | None:
+        """The record of attempt ``attempt``'s batch cancelled for ``why``, if it was."""
+        return self._record(self._cancel_key(why, shard, attempt))
+
+    def write_cancel_record(
+        self, why: Literal["deadline", "stall"], shard: str, attempt: int, record: dict[str, Any]
+    ) -> None:
+        self.storage.write_json(self._cancel_key(why, shard, attempt), record)
+
+    def _cancel_key(self, why: Literal["deadline", "stall"], shard: str, attempt: int) -> str:
+        if why == "deadline":
+            return self.paths.deadline_cancel(shard, attempt)
+        return self.paths.stall_cancel(shard, attempt)
+
     # -- job-level stop ---------------------------------------------------------------------
     def stop_record(self) -> dict[str, str] | None:
-        key = self.paths.stop
-        return dict(self.storage.read_json(key)) if self.storage.exists(key) else None
+        return self._record(self.paths.stop)
 
     def stop_reason(self) -> str | None:
         record = self.stop_record()
@@ -150,6 +225,17 @@ class JobState:
             return None
         kind = record.get("kind", StopKind.STOP.value)
         return StopKind(kind) if kind in StopKind._value2member_map_ else StopKind.STOP
+
+    def budget_stop(self) -> float | None:
+        """The budget a budget stop was hit at (None: no such stop was recorded)."""
+        record = self._record(self.paths.budget_stop)
+        return None if record is None else float(record["budget_usd"])
+
+    def write_budget_stop(self, budget: float) -> None:
+        self.storage.write_json(self.paths.budget_stop, {"budget_usd": budget})
+
+    def clear_budget_stop(self) -> None:
+        self.storage.delete(self.paths.budget_stop)
 
     def clear_stop(self, kinds: tuple[StopKind, ...] | None = None) -> str | None:
         """Lift the stop (only if its kind is in ``kinds``, when given); the lifted reason."""

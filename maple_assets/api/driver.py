@@ -263,11 +263,10 @@ def _run(
 def marks_interrupt(state: Any) -> Iterator[None]:
     """While a job runs, a Ctrl-C leaves ``interrupted.json`` in its state (``maple status``
     shows ``interrupted``, not ``running``); the next run of the job removes it."""
-    key = state.paths.interrupted
-    state.storage.delete(key)
+    state.clear_interrupted()
     try:
         yield
     except BaseException as exc:
         if is_interrupt(exc):
-            state.storage.write_json(key, {"reason": INTERRUPTED_MESSAGE})
+            state.mark_interrupted(INTERRUPTED_MESSAGE)
         raise

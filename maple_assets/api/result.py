@@ -77,8 +77,9 @@ def recorded_batches(state: JobState) -> set[str]:
 def job_totals(state: JobState) -> dict[str, Any]:
     """The merge's totals, or (no merge yet) the shard summaries added up."""
     totals: dict[str, Any] = {}
-    if state.storage.exists(state.paths.merged):
-        totals = dict(state.storage.read_json(state.paths.merged).get("totals") or {})
+    merged = state.merged_record()
+    if merged is not None:
+        totals = dict(merged.get("totals") or {})
     if not totals:
         from maple_engine.collect.shard_responses import shard_responses
 

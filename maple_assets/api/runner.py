@@ -233,7 +233,8 @@ class Runner:
         self.progress.show()
 
     def _output(self) -> OutputTable:
-        data = self.job().state.storage.read_json(self.job().state.paths.merged)
+        data = self.job().state.merged_record()
+        assert data is not None, "the job has merged"
         fmt = self.enrichment.spec.output_format()
         return OutputTable(path=data["path"], format=fmt, rows=int(data["rows"]))
 

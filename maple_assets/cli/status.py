@@ -98,7 +98,7 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
     for shard in shards:
         for cls, count in shard["failed_by_class"].items():
             by_class[cls] = by_class.get(cls, 0) + count
-    merged = state.paths.merged
+    merged = state.merged_record()
     return {
         "job": job,
         "model": spec["spec"].get("model"),
@@ -113,7 +113,7 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
         "failed_by_class": dict(sorted(by_class.items())),
         "unfinished": sum(s["unfinished"] for s in shards),
         "cost_usd": round(sum(s["cost_usd"] for s in shards), 8),
-        "output": storage.read_json(merged)["path"] if storage.exists(merged) else None,
+        "output": merged["path"] if merged is not None else None,
         "queue": job_queue_note(storage, job) or None,
         "stalled": [_stall_json(st) for st in _stalls(state, spec["spec"])],
         "shards": shards,
@@ -161,15 +161,13 @@ def _failed_canary(state: JobState) -> str | None:
 def _phase(state: JobState, sharded: bool, shards: list[dict[str, Any]]) -> str:
     if not sharded:
         return "canary failed" if _failed_canary(state) else "sharding"
-    merged = state.paths.merged
+    merged = state.merged_record()
     version = state.version()
-    if state.storage.exists(merged) and (
-        version is None or state.storage.read_json(merged).get("version") == version.number
-    ):
+    if merged is not None and (version is None or merged.get("version") == version.number):
         return "merged"
     if state.stop_reason() is not None:
         return "stopped"
-    if state.storage.exists(state.paths.interrupted):
+    if state.interrupted():
         return "interrupted"  # Ctrl-C: nothing runs here until the command is run again
     return "final" if all(s["state"] == "final" for s in shards) else "running"
 

@@ -53,23 +53,18 @@ def plan_submissions(job: "Job", work: "Work") -> dict[str, str]:
         if decision.validating:  # what a run may send as a chain (`queue.Chain`), in order
             note["validating"] = [s for s in work.submit if s not in admitted][:MAX_LISTED]
         _note(job, note)
-    elif (
-        not queue.deadline_due(job)
-        and not stalls
-        and job.state.storage.exists(job.state.paths.queue_wait)
-    ):
-        job.state.storage.delete(job.state.paths.queue_wait)
+    elif not queue.deadline_due(job) and not stalls:
+        job.state.clear_queue_wait()
     return admitted
 
 
 def _note(job: "Job", record: dict[str, Any]) -> None:
-    job.state.storage.write_json(job.state.paths.queue_wait, {**record, "at": time.time()})
+    job.state.write_queue_wait({**record, "at": time.time()})
 
 
 def wait_note(job: "Job") -> dict[str, Any] | None:
     """Why the job's next shard waits (or what the deadline did), if anything."""
-    key = job.state.paths.queue_wait
-    return dict(job.state.storage.read_json(key)) if job.state.storage.exists(key) else None
+    return job.state.queue_wait_record()
 
 
 def wait_message(note: dict[str, Any] | None) -> str:

@@ -314,7 +314,7 @@ def merged_asset(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.Asset
 
 def _totals(job: Job) -> dict[str, Any]:
     """The run's totals as the merge counted them (cost: this run's new spend)."""
-    merged = job.state.storage.read_json(job.state.paths.merged)
+    merged = job.state.merged_record() or {}
     totals = merged.get("totals") or {}
     shards = {s.key for s in job.state.manifest() or []}
     return {

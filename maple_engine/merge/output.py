@@ -35,7 +35,7 @@ EMBEDDING_SLICE_ROWS = 10_000
 
 
 def default_output(job: Job) -> str:
-    return job.state.storage.uri(job.state.paths.output(job.spec.output_format()))
+    return job.state.output_uri(job.spec.output_format())
 
 
 def merge_job(job: Job, output: str | None = None) -> OutputTable:
@@ -99,8 +99,7 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
     finally:
         if previous is not None:
             previous.close()
-    job.state.storage.write_json(
-        job.state.paths.merged,
+    job.state.write_merged_record(
         {
             "path": table.path,
             "rows": table.rows,

@@ -67,8 +67,7 @@ def recorded_identity(path: str, s3: S3Settings | None = None) -> dict[str, Any]
 
 def plan_copies(job: Job, number: int, earlier: int | None, carried: Mask, stored: Mask) -> None:
     """Record which rows of version ``number`` take their answer from the last merged output."""
-    storage, paths = job.state.storage, job.state.paths
-    storage.delete(paths.version_copy(number))
+    job.state.clear_version_copy(number)
     previous = _previous_output(job, earlier)
     if previous is None:
         return
@@ -76,26 +75,26 @@ def plan_copies(job: Job, number: int, earlier: int | None, carried: Mask, store
     copied[previous["rows"] :] = False
     if not copied.any():
         return
-    storage.write_bytes(paths.version_copied(number), np.packbits(copied).tobytes())
-    storage.write_json(paths.version_copy(number), {**previous, "mask_rows": len(copied)})
+    record = {**previous, "mask_rows": len(copied)}
+    job.state.write_version_copy(number, record, np.packbits(copied).tobytes())
 
 
 def _previous_output(job: Job, earlier: int | None) -> dict[str, Any] | None:
     """The last merged output, if its rows are version ``earlier``'s and it can be read back
     (its answers are text that ``RECORDS`` copies: no vectors, no parsed replies)."""
-    spec, storage = job.spec, job.state.storage
+    spec = job.spec
     if earlier is None or spec.kind.answer != "text" or spec.response_schema is not None:
         return None
-    if not storage.exists(job.state.paths.merged):
+    merged = job.state.merged_record()
+    if merged is None:
         return None
-    merged = storage.read_json(job.state.paths.merged)
     path, identity = merged.get("path"), merged.get("identity")
     if merged.get("version") != earlier or identity is None or not path:
         return None
     if file_format(str(path), strict=False) != "parquet":
         return None
     record = {"version": earlier, "path": path, "rows": merged["rows"], "identity": identity}
-    return record if _intact(record, storage.s3) else None
+    return record if _intact(record, job.state.storage.s3) else None
 
 
 def _intact(record: dict[str, Any], s3: S3Settings | None) -> bool:
@@ -108,23 +107,22 @@ def _intact(record: dict[str, Any], s3: S3Settings | None) -> bool:
 class PreviousAnswers:
     """The copied rows' answers, streamed from the previous output in row order."""
 
-    def __init__(self, job: Job, number: int) -> None:
-        storage, paths = job.state.storage, job.state.paths
-        record = storage.read_json(paths.version_copy(number))
-        bits = np.frombuffer(storage.read_bytes(paths.version_copied(number)), dtype=np.uint8)
+    def __init__(self, record: dict[str, Any], mask: bytes, s3: S3Settings | None) -> None:
+        bits = np.frombuffer(mask, dtype=np.uint8)
         self.mask: Mask = np.unpackbits(bits, count=int(record["mask_rows"])).astype(bool)
-        fs, target = filesystem_for(record["path"], storage.s3)
+        fs, target = filesystem_for(record["path"], s3)
         self._rows = RowStream(fs.open(target, "rb"), columns=list(RECORDS.values()))
         self._offset = 0
 
     @classmethod
     def open(cls, job: Job, number: int) -> "PreviousAnswers | None":
         """The version's copied answers, if it has some and their output is still intact."""
-        storage, paths = job.state.storage, job.state.paths
-        if not number or not storage.exists(paths.version_copy(number)):
+        copy = job.state.version_copy(number) if number else None
+        if copy is None:
             return None
-        record = storage.read_json(paths.version_copy(number))
-        return cls(job, number) if _intact(record, storage.s3) else None
+        record, mask = copy
+        s3 = job.state.storage.s3
+        return cls(record, mask, s3) if _intact(record, s3) else None
 
     def take(self, rows: int) -> pl.DataFrame:
         """The stored records of the copied rows among the next ``rows`` rows."""

@@ -72,9 +72,8 @@ def _redo(job: Job, current: Version) -> bool:
     """A finished version is run again (not resumed) when the run forces sending."""
     if not (current.retry_failed or not current.reuse):
         return False
-    merged = job.state.paths.merged
-    storage = job.state.storage
-    return storage.exists(merged) and storage.read_json(merged).get("version") == current.number
+    merged = job.state.merged_record()
+    return merged is not None and merged.get("version") == current.number
 
 
 def _start(job: Job, current: Version | None, wanted: Version) -> Version:
@@ -91,7 +90,7 @@ def _start(job: Job, current: Version | None, wanted: Version) -> Version:
         }
     )
     job.state.clear_stop()  # a stop (budget, quota, cancel, age) belonged to the last version
-    job.state.storage.delete(job.state.paths.budget_stop)
+    job.state.clear_budget_stop()
     return version
 
 

@@ -70,7 +70,7 @@ def within_budget(job: Job, shard: str, attempt: int) -> bool:
         admitted = paid + flying + nxt <= budget + _TOLERANCE
     committed = paid + flying
     if not admitted:
-        job.state.storage.write_json(job.state.paths.budget_stop, {"budget_usd": budget})
+        job.state.write_budget_stop(budget)
         job.state.stop(
             f"budget reached before shard {shard} attempt {attempt}: committed "
             f"${committed:.6f} (spent ${paid:.6f} + in flight ${flying:.6f}) + next batch "
@@ -87,12 +87,11 @@ def resume_budget_stop(state: JobState, budget: float | None) -> str | None:
     record = state.stop_record()
     if record is None or state.stop_kind() is not StopKind.BUDGET:
         return None
-    key = state.paths.budget_stop
-    hit = float(state.storage.read_json(key)["budget_usd"]) if state.storage.exists(key) else None
+    hit = state.budget_stop()
     if budget is not None and hit is not None and budget <= hit:
         return None
     lifted = state.clear_stop((StopKind.BUDGET,))
-    state.storage.delete(key)
+    state.clear_budget_stop()
     return lifted
 
 

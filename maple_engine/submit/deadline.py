@@ -15,7 +15,7 @@ the flex provider's request timeout (15 minutes by default); later ones use stan
 
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 
@@ -202,22 +202,23 @@ def cancel_for_deadline(job: Any, states: list[tuple[Submission, BatchState]]) -
     for sub, state in states:
         if state.ended or is_realtime(sub) or state.status in ("cancelling", "canceling"):
             continue
-        marker = job.state.paths.deadline_cancel(sub.shard, sub.attempt)
-        if cancel_once(job, sub, marker, {"batch_id": sub.batch_id, "at": time.time()}):
+        if cancel_once(job, sub, "deadline", {"batch_id": sub.batch_id, "at": time.time()}):
             cancelled.append(sub.batch_id)
     return cancelled
 
 
-def cancel_once(job: Any, sub: Submission, marker: str, record: dict[str, Any]) -> bool:
-    """Cancel ``sub``'s batch unless ``marker`` says it was, then write ``record`` there."""
-    if job.state.storage.exists(marker):
+def cancel_once(
+    job: Any, sub: Submission, why: Literal["deadline", "stall"], record: dict[str, Any]
+) -> bool:
+    """Cancel ``sub``'s batch for ``why`` unless it was, then keep ``record`` as the mark."""
+    if job.state.cancel_record(why, sub.shard, sub.attempt) is not None:
         return False
     try:
         job.provider.cancel(sub)
     except ProviderError as exc:
         if exc.status != 400:  # 400: it ended meanwhile; its results are collected as usual
             raise
-    job.state.storage.write_json(marker, record)
+    job.state.write_cancel_record(why, sub.shard, sub.attempt, record)
     return True
 
 

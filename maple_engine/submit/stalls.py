@@ -88,8 +88,7 @@ def escalate_stalled(job: Any, states: list[tuple[Submission, BatchState]]) -> l
     escalated = []
     for stall in stalled(running, limit, percentile):
         sub = stall.submission
-        marker = job.state.paths.stall_cancel(sub.shard, sub.attempt)
         record = {"batch_id": sub.batch_id, "age_s": stall.age_s, "limit_s": stall.limit_s}
-        if cancel_once(job, sub, marker, record):
+        if cancel_once(job, sub, "stall", record):
             escalated.append(stall)
     return escalated
