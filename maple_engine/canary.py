@@ -28,14 +28,16 @@ from maple_engine.collect.responses import attempt_results, combine_attempts
 from maple_engine.errors import CanaryFailed, ConfigError
 from maple_engine.failures import FailureClass
 from maple_engine.job import Job
-from maple_engine.model import CUSTOM_ID, KEY, REQUEST, ROW_ID, ShardInfo
+from maple_engine.model import CANARY_SHARD, CUSTOM_ID, KEY, REQUEST, ROW_ID, ShardInfo
+from maple_engine.plan.estimate import rows_estimate
 from maple_engine.providers.base import Provider, ShardPayload
 from maple_engine.state import JobState
 from maple_engine.steps import book_attempt
 from maple_engine.storage.response_store import ResponseStore
+from maple_engine.submit.budget import canary_within_budget
 from maple_engine.submit.deadline import batch_of, realtime_twin
 
-SHARD = "canary"  # the canary's label: checkpoints, cost ledger entries, store file names
+SHARD = CANARY_SHARD
 MAX_POLL_S = 30.0  # a canary sent as a small batch is polled at most this far apart
 
 
@@ -121,6 +123,8 @@ def run_canary(job: Job, shards: list[ShardInfo]) -> CanaryReport | None:
     run = (earlier.run if earlier else 0) + 1
     sender = canary_sender(job)
     check_batch_minimum(sender, sample.height)
+    if not _fits_budget(job, sender, shards, sample, run):
+        return None  # the job is stopped on its budget: nothing is sent
     results = _send(job, sender, sample, run)
     report = judge(job, results, run, sender.provider_name)
     _store(job, sample, results, run)
@@ -129,6 +133,18 @@ def run_canary(job: Job, shards: list[ShardInfo]) -> CanaryReport | None:
     if not report.passed:
         raise CanaryFailed(report.line())
     return report
+
+
+def _fits_budget(
+    job: Job, sender: Any, shards: list[ShardInfo], sample: pl.DataFrame, run: int
+) -> bool:
+    if job.spec.budget_usd is None:
+        return True
+    plan = rows_estimate(
+        job.state, job.spec, job.provider.provider_name, shards, sample[ROW_ID].to_list()
+    )
+    usd = plan.cost(job.price(), batch=_batch_priced(sender))
+    return canary_within_budget(job, run, usd, plan.requests)
 
 
 def _sample(job: Job, shards: list[ShardInfo], ids: list[int]) -> pl.DataFrame:

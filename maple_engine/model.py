@@ -50,6 +50,7 @@ class Kind:
 
     name: str  # as stored in a job's spec.json and shown to users
     job: str  # how a message names a job of this kind
+    command: str  # the ``maple`` command that runs a job of this kind
     template_field: str  # the job option holding the template rendered per row
     options: tuple[str, ...]  # the job options only this kind takes (its template among them)
     output_column: str  # the output column its answers fill
@@ -69,6 +70,7 @@ class Kind:
 CHAT = Kind(
     name="chat",
     job="a chat job",
+    command="enrich",
     template_field="prompt",
     options=("prompt", "system", "response_schema", "image_column", "check_images", "cache"),
     output_column="llm_response",
@@ -84,6 +86,7 @@ CHAT = Kind(
 EMBEDDING = Kind(
     name="embedding",
     job="an embedding job",
+    command="embed",
     template_field="text",
     options=("text", "dimensions"),
     output_column=EMBEDDING_COLUMN,
@@ -158,6 +161,9 @@ class Version:
 # -- submissions and batches ------------------------------------------------------------------
 # Batch ids of real-time attempts (``rt-<job>-<shard>-<attempt>``), and of those billed at batch
 # prices (a flex tier: ``rt-flex-...``).
+#: The canary's label in place of a shard key: its checkpoints, cost ledger entries, budget
+#: admissions and response store files (`maple_engine.canary`)
+CANARY_SHARD = "canary"
 REALTIME_PREFIX = "rt-"
 BATCH_PRICED_PREFIX = "rt-flex-"
 

@@ -19,6 +19,7 @@ from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.inputs.sources import input_schema
 from maple_engine.inputs.templates import parse_template, template_columns
 from maple_engine.inputs.tokens import prompt_tokens_expr
+from maple_engine.providers.base import ModelFamily
 from maple_engine.providers.registry import capabilities, known_capabilities, one_of
 from maple_engine.spec import JobSpec
 from maple_engine.storage.probe import check_readable, check_writable
@@ -53,14 +54,16 @@ def check_queue_limit(spec: JobSpec) -> None:
 
 
 def check_kind(spec: JobSpec) -> None:
-    """The provider serves the job's kind of request; the output can hold its answers (an
+    """The provider serves the job's kind of request, and the model is of that kind with the
+    vector length asked in its documented bounds; the output can hold its answers (an
     embedding's vectors need Parquet)."""
-    kind = spec.kind
-    if kind not in capabilities(spec.provider).kinds:
+    kind, able = spec.kind, capabilities(spec.provider)
+    if kind not in able.kinds:
         raise ConfigError(
             f"Provider {spec.provider!r} does not serve {kind.name} requests here: use "
             f"{one_of(lambda c: kind in c.kinds)}."
         )
+    check_model_kind(spec, able.model_family(spec.model), able.models)
     if spec.output_format() not in kind.output_formats:
         formats = " or ".join(FORMAT_NAMES[f] for f in kind.output_formats)
         raise ConfigError(
@@ -68,6 +71,40 @@ def check_kind(spec: JobSpec) -> None:
             f"{formats}: {kind.output_column} holds a {ANSWER_TYPES[kind.answer]} per row, "
             f"which {FORMAT_NAMES[spec.output_format()]} cannot hold "
             f"(--output NAME.{kind.output_formats[0]})."
+        )
+
+
+def check_model_kind(
+    spec: JobSpec, family: ModelFamily | None, families: tuple[ModelFamily, ...]
+) -> None:
+    """A model of a family the provider documents answers the job's kind, and its vectors are
+    as long as the job asks (a model of no listed family is not checked)."""
+    if family is None:
+        return
+    kind = spec.kind
+    if family.kind != kind:
+        named = (f.part for f in families if f.kind == kind and f.part[-1] not in "-.")
+        other = next(named, None)  # a whole model name, not a family's prefix
+        example = f" (e.g. {other})" if other else ""
+        article = "an" if family.kind.name[0] in "aeiou" else "a"
+        wanted = "an" if kind.name[0] in "aeiou" else "a"
+        raise ConfigError(
+            f"--model {spec.model} is {article} {family.kind.name} model, and {kind.job} sends "
+            f"{kind.name} requests: give {wanted} {kind.name} model{example}, or run "
+            f"`maple {family.kind.command}` for this model."
+        )
+    dims = spec.dimensions
+    if dims is None:
+        return
+    if not family.shortens:
+        raise ConfigError(
+            f"--model {spec.model} makes vectors of one length only and takes no "
+            f"--dimensions: drop --dimensions {dims}, or use a model that shortens its vectors."
+        )
+    if family.max_dimensions is not None and dims > family.max_dimensions:
+        raise ConfigError(
+            f"--dimensions {dims:,} is more than {spec.model} makes (at most "
+            f"{family.max_dimensions:,} values): give --dimensions 1 to {family.max_dimensions:,}."
         )
 
 

@@ -32,7 +32,7 @@ from maple_engine.inputs.tokens import (
     prompt_tokens_expr,
 )
 from maple_engine.ledger.pricing import ModelPrice, TokenUsage, cost_usd
-from maple_engine.model import CUSTOM_ID
+from maple_engine.model import CUSTOM_ID, ROW_ID, ShardInfo
 from maple_engine.plan.dry_plan import TOKENS, SendPlan, plan_sends
 from maple_engine.plan.sharding import checked_blocks, with_text
 from maple_engine.plan.shards import ShardCutter
@@ -83,6 +83,22 @@ def frame_estimate(frame: pl.DataFrame, spec: JobSpec, provider: str) -> Estimat
 
 def _shard_columns(spec: JobSpec) -> list[str]:
     return [CUSTOM_ID, *template_columns(parse_template(spec.template))]
+
+
+def rows_estimate(
+    state: JobState, spec: JobSpec, provider: str, shards: list[ShardInfo], rows: list[int]
+) -> Estimate:
+    """Estimate of the requests of some rows (by row id) of the job's ``shards``."""
+    wanted = pl.Series(rows, dtype=pl.Int64).implode()
+    parts = [
+        state.scan_shard(s.key)
+        .filter(pl.col(ROW_ID).is_in(wanted))
+        .select(_shard_columns(spec))
+        .collect()
+        for s in shards
+        if any(s.first_row <= i <= s.last_row for i in rows)
+    ]
+    return frame_estimate(pl.concat(parts), spec, provider) if parts else Estimate()
 
 
 def estimate_shards(state: JobState, spec: JobSpec, provider: str) -> Estimate:

@@ -128,6 +128,17 @@ BillingReport = Callable[[str | None, str, date, date], list[BilledUsage]]
 
 
 @dataclasses.dataclass(frozen=True)
+class ModelFamily:
+    """Models whose name holds ``part``: the kind of request they answer and, for embedding
+    models, the vector lengths the provider documents for them."""
+
+    part: str
+    kind: Kind
+    max_dimensions: int | None = None  # the longest vector ``--dimensions`` may ask for
+    shortens: bool = True  # False: the model makes one length only and takes no dimensions
+
+
+@dataclasses.dataclass(frozen=True)
 class ProviderCapabilities:
     """What a provider is and what it serves, readable before one is built."""
 
@@ -157,6 +168,13 @@ class ProviderCapabilities:
     # Input limits in tokens the provider documents where genai-prices knows none:
     # (part of the model name, tokens), the first match wins (an embedding model's input).
     input_limits: tuple[tuple[str, int], ...] = ()
+    # The model families the provider documents, the first whose part the model's name holds
+    # wins; a model of no listed family is not checked.
+    models: tuple[ModelFamily, ...] = ()
+
+    def model_family(self, model: str) -> ModelFamily | None:
+        name = model.lower()
+        return next((f for f in self.models if f.part in name), None)
 
     def input_limit(self, model: str) -> int | None:
         """The documented input limit of ``model`` here, None when none is listed."""

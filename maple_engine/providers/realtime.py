@@ -23,6 +23,7 @@ from maple_engine.model import CHAT, REALTIME_PREFIX, Kind
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
     Dialect,
+    ModelFamily,
     PromptCaching,
     ProviderCapabilities,
     ProviderLimits,
@@ -45,6 +46,7 @@ def realtime_capabilities(
     drops_empty_system: bool = False,
     caching: PromptCaching | None = None,
     kinds: frozenset[Kind] = frozenset({CHAT}),
+    models: tuple[ModelFamily, ...] = (),
 ) -> ProviderCapabilities:
     """What every real-time provider shares: shard attempts run at once, nothing queues, and a
     rerun resumes from the row checkpoints (no orphans)."""
@@ -59,6 +61,7 @@ def realtime_capabilities(
         credentials=credentials,
         caching=caching,
         kinds=kinds,
+        models=models,
     )
 
 

@@ -1,7 +1,8 @@
 """The budget guard: stop submitting before committed spend plus the next batch exceeds it.
 
 Committed spend = the actual cost of every collected attempt of the current run (its shard
-summaries, the same sums the ledger holds; a budget bounds one run of a living job) + the
+summaries and its canary, the same sums the ledger holds; a budget bounds one run of a living
+job) + the
 estimates (`maple_engine.plan.estimate`) of batches submitted but not yet collected. Before a new
 batch goes out, `within_budget` adds that batch's estimate; if the sum would exceed
 ``JobSpec.budget_usd`` the job stops (``stop.json`` of kind "budget") and nothing more is
@@ -23,7 +24,7 @@ a UI run beside a CLI run) can not overshoot the budget by more than one batch i
 
 from maple_engine.job import Job
 from maple_engine.ledger.costs import CostLedger
-from maple_engine.model import StopKind
+from maple_engine.model import CANARY_SHARD, StopKind
 from maple_engine.plan.estimate import kept_estimate
 from maple_engine.state import JobState
 
@@ -40,7 +41,11 @@ def spent(job: Job) -> float:
     """Actual USD of the current run's collected attempts (its shard summaries): a budget
     bounds one run of a living job, not everything the job ever spent."""
     summaries = (job.state.summary(s.key) for s in job.state.manifest() or [])
-    return sum(s.cost_usd for s in summaries if s is not None)
+    canary = job.state.canary_record()  # the canary of this version, when it ran
+    ran = canary is not None and canary.get("fingerprint") == job.spec.fingerprint()
+    return sum(s.cost_usd for s in summaries if s is not None) + (
+        float(canary.get("cost_usd", 0.0)) if canary is not None and ran else 0.0
+    )
 
 
 def in_flight(job: Job) -> float:
@@ -61,25 +66,41 @@ def within_budget(job: Job, shard: str, attempt: int) -> bool:
         return True
     plan = kept_estimate(job.state, job.spec, job.provider.provider_name, shard, attempt)
     nxt = plan.cost(job.price(), batch=job.batch_prices)
+    what = f"shard {shard} attempt {attempt}", f"next batch ${nxt:.6f} ({plan.requests:,} requests)"
+    return admitted(job, (shard, attempt), nxt, what)
+
+
+def canary_within_budget(job: Job, run: int, usd: float, requests: int) -> bool:
+    """`within_budget` for the canary's ``run``-th send of ``requests`` requests, estimated at
+    ``usd``: the canary is spend like any batch, and counts toward the run's budget after it."""
+    what = "the canary", f"the canary ${usd:.6f} ({requests:,} requests)"
+    return admitted(job, (CANARY_SHARD, run), usd, what)
+
+
+def admitted(job: Job, attempt: tuple[str, int], usd: float, what: tuple[str, str]) -> bool:
+    """Admit the send of ``attempt`` (shard, attempt number) estimated at ``usd`` under the
+    job's budget, atomically in the ledger when the job has one; else stop the job with a
+    message naming ``what`` (before what, and what the next send costs) and return False."""
+    budget = job.spec.budget_usd
+    if budget is None:
+        return True
     if job.costs is not None:  # one atomic admission in the ledger, shared by every run
-        run = {s.key for s in job.state.manifest() or []}  # a budget bounds one run
-        admission = job.costs.admit((job.spec.name, shard, attempt), nxt, budget, run)
-        admitted, paid, flying = admission.admitted, admission.spent_usd, admission.in_flight_usd
+        run = {s.key for s in job.state.manifest() or []} | {CANARY_SHARD}  # one run's spend
+        admission = job.costs.admit((job.spec.name, *attempt), usd, budget, run)
+        ok, paid, flying = admission.admitted, admission.spent_usd, admission.in_flight_usd
     else:
         paid, flying = spent(job), in_flight(job)
-        admitted = paid + flying + nxt <= budget + _TOLERANCE
-    committed = paid + flying
-    if not admitted:
+        ok = paid + flying + usd <= budget + _TOLERANCE
+    if not ok:
+        before, nxt = what
         job.state.write_budget_stop(budget)
         job.state.stop(
-            f"budget reached before shard {shard} attempt {attempt}: committed "
-            f"${committed:.6f} (spent ${paid:.6f} + in flight ${flying:.6f}) + next batch "
-            f"${nxt:.6f} ({plan.requests:,} requests) > budget ${budget:.6f}; rerun with a "
-            "larger --budget to continue",
+            f"budget reached before {before}: committed ${paid + flying:.6f} (spent "
+            f"${paid:.6f} + in flight ${flying:.6f}) + {nxt} > budget ${budget:.6f}; rerun "
+            "with a larger --budget to continue",
             kind=StopKind.BUDGET,
         )
-        return False
-    return True
+    return ok
 
 
 def resume_budget_stop(state: JobState, budget: float | None) -> str | None:

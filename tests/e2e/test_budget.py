@@ -163,3 +163,25 @@ def test_unknown_model_fails_before_submitting_unless_untracked(
     assert (frame["llm_status"] == "succeeded").all()
     assert (frame["llm_cost_usd"] == 0).all()
     assert server.stats()["batches_created"] == 1
+
+
+@pytest.mark.parametrize("budget", ["0", "0.0001"])
+def test_the_budget_covers_the_canary(server: EmulatorServer, tmp_path: Path, budget: str) -> None:
+    """The canary's real-time requests are spend like any batch: a budget that cannot hold
+    them stops the job before one is sent, and a larger budget runs the canary and the job."""
+    stopped = enrich(server, tmp_path, "--budget", budget, "--canary", "20")
+    assert stopped.returncode == 4, stopped.stderr
+    assert "stopped: budget reached before the canary: committed $0.000000" in stopped.stderr
+    assert "+ the canary $" in stopped.stderr and "(20 requests)" in stopped.stderr
+    stats = server.stats()
+    assert stats["requests_received"] == 0 and stats["batches_created"] == 0
+    assert ledger_total(tmp_path) == 0
+
+    resumed = enrich(server, tmp_path, "--budget", "1", "--canary", "20")
+    assert resumed.returncode == 0, resumed.stderr
+    frame = pl.read_parquet(tmp_path / "out.parquet")
+    assert (frame["llm_status"] == "succeeded").all()
+    stats = server.stats()
+    assert stats["bodies_billed_twice"] == 0
+    assert stats["requests_billed"] == ROWS - frame["llm_reused"].sum()  # canary rows kept
+    assert 0 < ledger_total(tmp_path) <= 1

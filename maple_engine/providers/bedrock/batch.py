@@ -29,6 +29,7 @@ from maple_engine.model import CHAT, EMBEDDING, BatchState, Submission
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
     Dialect,
+    ModelFamily,
     ProviderCapabilities,
     ProviderLimits,
     ProviderModel,
@@ -76,6 +77,10 @@ CAPABILITIES = ProviderCapabilities(
     drops_empty_system=True,
     takes_role_arn=True,
     kinds=frozenset({CHAT, EMBEDDING}),  # Claude; Titan Text Embeddings
+    models=(
+        ModelFamily("titan-embed", EMBEDDING, max_dimensions=wire.TITAN_DIMENSIONS[-1]),
+        ModelFamily("anthropic.", CHAT),
+    ),
 )
 
 

@@ -40,6 +40,7 @@ from maple_engine.providers.gemini.wire import (
     API_VERSION,
     CACHING,
     INPUT_LIMITS,
+    MODELS,
     embeds,
     gemini_api_key,
     gemini_base_url,
@@ -72,6 +73,7 @@ CAPABILITIES = ProviderCapabilities(
     caching=CACHING,
     kinds=frozenset({CHAT, EMBEDDING}),
     input_limits=INPUT_LIMITS,
+    models=MODELS,
 )
 
 

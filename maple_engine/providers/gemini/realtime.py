@@ -24,6 +24,7 @@ from maple_engine.providers.gemini.wire import (
     EMBED_HEAD,
     INPUT_LIMITS,
     MAX_TEXTS_PER_REQUEST,
+    MODELS,
     classify_status,
     gemini_api_key,
     gemini_base_url,
@@ -55,6 +56,7 @@ class GeminiRealtimeProvider(RealtimeProvider):
             "gemini",
             caching=CACHING,
             kinds=frozenset({CHAT, EMBEDDING}),
+            models=MODELS,
         ),
         input_limits=INPUT_LIMITS,
     )

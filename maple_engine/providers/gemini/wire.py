@@ -19,8 +19,9 @@ import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.failures import NOT_RESENT, FailureClass
-from maple_engine.model import EMBEDDING
+from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.providers.base import (
+    ModelFamily,
     PromptCaching,
     RequestSpec,
     failed_row,
@@ -36,6 +37,12 @@ DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 API_VERSION = "v1beta"
 #: How every encoded embedding request starts (a chat request starts ``{"contents":``).
 EMBED_HEAD = '{"content":'
+#: Google's documented model families: embedding models and their longest vectors, then Gemini.
+MODELS = (
+    ModelFamily("gemini-embedding", EMBEDDING, max_dimensions=3072),
+    ModelFamily("text-embedding-004", EMBEDDING, max_dimensions=768),
+    ModelFamily("gemini-", CHAT),
+)
 #: ``batchEmbedContents`` takes at most this many texts a call.
 MAX_TEXTS_PER_REQUEST = 100
 #: Google's documented input limit of its embedding models (genai-prices lists none).

@@ -47,6 +47,7 @@ CAPABILITIES = ProviderCapabilities(
     credentials="openai",
     billing_report=billing.billing_report,
     caching=wire.CACHING,
+    models=wire.MODELS,
 )
 
 

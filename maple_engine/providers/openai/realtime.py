@@ -47,6 +47,7 @@ class OpenAIRealtimeProvider(RealtimeProvider):
         "openai",
         caching=wire.CACHING,
         kinds=frozenset({CHAT, EMBEDDING}),
+        models=wire.MODELS,
     )
 
     name: str = Field(default="openai-realtime", description="Provider name in costs/output.")

@@ -9,8 +9,9 @@ import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.failures import FailureClass
-from maple_engine.model import EMBEDDING
+from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.providers.base import (
+    ModelFamily,
     PromptCaching,
     RequestSpec,
     json_literal,
@@ -24,6 +25,15 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: OpenAI caches any prompt prefix of 1,024+ tokens on its own, in 128-token steps (reads at the
 #: model's cached-input price, writes free); ``prompt_cache_key`` steers requests sharing a prefix
 #: to the same cache.
+#: OpenAI's documented model families: embedding models and their longest vectors (ada-002
+#: makes 1,536 values and takes no ``dimensions``), then the chat models.
+MODELS = (
+    ModelFamily("text-embedding-3-small", EMBEDDING, max_dimensions=1536),
+    ModelFamily("text-embedding-3-large", EMBEDDING, max_dimensions=3072),
+    ModelFamily("text-embedding-ada-002", EMBEDDING, shortens=False),
+    ModelFamily("gpt-", CHAT),
+    ModelFamily("chatgpt-", CHAT),
+)
 CACHING = PromptCaching(hint="cache-key", default_minimum=1024, step_tokens=128, ttl_s=300)
 IMAGE_PART = '{"type":"image_url","image_url":{"url":{url}}}'
 CHAT_PATH = "/chat/completions"
