@@ -479,7 +479,12 @@ def validate_paths(spec: JobSpec) -> None:
 def _same_path(a: str, b: str) -> bool:
     if is_remote(a) or is_remote(b):
         return a.rstrip("/") == b.rstrip("/")
-    return os.path.abspath(a) == os.path.abspath(b)
+    if os.path.realpath(a) == os.path.realpath(b):  # through symbolic links too
+        return True
+    try:
+        return os.path.samefile(a, b)  # a hard link to the input
+    except OSError:  # the output does not exist yet
+        return False
 
 
 def validate_columns(columns: list[str], spec: JobSpec) -> None:

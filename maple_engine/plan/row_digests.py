@@ -45,7 +45,8 @@ LOOK_BACK = 8
 def digest_columns(spec: JobSpec) -> list[str]:
     """The input columns a row's request is rendered from."""
     columns = template_columns(parse_template(spec.template))
-    return [*columns, spec.image_column] if spec.image_column else columns
+    image = spec.image_column
+    return [*columns, image] if image and image not in columns else columns  # a column once
 
 
 def row_digests(block: pl.DataFrame, columns: list[str]) -> Digests:

@@ -19,7 +19,7 @@ from maple_engine.inputs.templates import parse_template, render_expr
 from maple_engine.merge.merge import write_merged
 from maple_engine.model import ROW_ID
 from maple_engine.policy import check_retries, parse_retry_options
-from maple_engine.spec import JobSpec, parse_param
+from maple_engine.spec import JobSpec, parse_param, validate_paths
 from maple_engine.storage.probe import check_writable
 
 STRICT = {
@@ -105,6 +105,32 @@ def test_a_row_over_the_context_window_is_named() -> None:
 def test_job_names_fit_a_file_name() -> None:
     with pytest.raises(ConfigError, match="300 bytes long"):
         enrichment("a" * 300, dg.AssetKey("t"), "{a}", "gpt-4o-mini")
+
+
+@pytest.mark.parametrize("link", ["symlink_to", "hardlink_to"])
+def test_an_output_that_is_the_input_under_another_name_is_refused(
+    tmp_path: Path, link: str
+) -> None:
+    """A link to the input (either way round, symbolic or hard, or through a linked folder)
+    is the input: writing the output there would destroy it."""
+    target = tmp_path / "data" / "in.csv"
+    target.parent.mkdir()
+    target.write_text("title\nx\n")
+    alias = tmp_path / "alias.csv"
+    getattr(alias, link)(target)
+    folder = tmp_path / "folder"
+    folder.symlink_to(target.parent)
+
+    def spec(source: Path, output: Path) -> JobSpec:
+        return JobSpec(
+            name="j", prompt="{title}", model="m", source=str(source), output=str(output)
+        )
+
+    for source, output in ((alias, target), (target, alias), (folder / "in.csv", target)):
+        with pytest.raises(ConfigError, match="is the input file: writing it would destroy"):
+            validate_paths(spec(source, output))
+    validate_paths(spec(alias, tmp_path / "out.csv"))
+    assert target.read_text() == "title\nx\n"
 
 
 def test_unwritable_locations(tmp_path: Path) -> None:

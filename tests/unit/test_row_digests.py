@@ -95,6 +95,9 @@ def test_digests_follow_the_template_columns_only() -> None:
     assert (row_digests(edited, digest_columns(spec)) == before).tolist() == [True, False, True]
     image = spec.model_copy(update={"image_column": "sku"})
     assert digest_columns(image) == ["title", "description", "sku"]
+    shown = spec.model_copy(update={"image_column": "title"})  # the template shows it too
+    assert digest_columns(shown) == ["title", "description"]
+    assert (row_digests(table, digest_columns(shown)) == before).all()
 
 
 def test_unchanged_rows_keep_the_earlier_key_and_changed_rows_are_rendered(
