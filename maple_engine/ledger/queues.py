@@ -52,6 +52,7 @@ def queue_table(md: sa.MetaData) -> sa.Table:
         sa.Column("sent_at", sa.DateTime, nullable=True),  # the provider accepted the batch
         sa.Column("validated", sa.Boolean, nullable=False, default=False),
         sa.Column("released_at", sa.DateTime, nullable=True),
+        sa.Column("root", sa.String(1024), nullable=True),  # the job's storage root
     )
 
 
@@ -67,6 +68,7 @@ class Slot:
     weight: float
     priority: int
     units: int
+    root: str | None = None  # the job's storage root, where its driver's lease is
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,10 +99,14 @@ def _live(t: sa.Table, queue: str, now: datetime) -> sa.ColumnElement[bool]:
     )
 
 
-def holders(conn: sa.Connection, t: sa.Table, queue: str) -> set[str]:
-    """The jobs holding admitted batches in ``queue`` now."""
-    live = sa.select(t.c.job).where(_live(t, queue, _now())).distinct()
-    return set(conn.execute(live).scalars())
+def holders(conn: sa.Connection, t: sa.Table, queue: str) -> dict[str, set[str | None]]:
+    """The jobs holding admitted batches in ``queue`` now, with the storage roots their
+    slots name (None: a slot recorded before slots named one)."""
+    live = sa.select(t.c.job, t.c.root).where(_live(t, queue, _now())).distinct()
+    held: dict[str, set[str | None]] = {}
+    for job, root in conn.execute(live):
+        held.setdefault(job, set()).add(root)
+    return held
 
 
 def _release_orphans(conn: sa.Connection, t: sa.Table, queue: str, dead: frozenset[str]) -> None:

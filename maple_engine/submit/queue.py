@@ -162,8 +162,24 @@ def gone(job: "Job", queue: Queue) -> frozenset[str]:
     releases what they hold that reached no provider)."""
     assert job.costs is not None
     with job.costs.transaction() as conn:
-        others = holders(conn, _table(), queue.name) - {job.spec.name}
-    return frozenset(other for other in others if driver_gone(job.state.storage, other))
+        held = holders(conn, _table(), queue.name)
+    held.pop(job.spec.name, None)
+    return frozenset(
+        other
+        for other, roots in held.items()
+        if any(_driver_gone(job.state.storage, root, other) for root in roots)
+    )
+
+
+def _driver_gone(ours: Storage, root: str | None, job: str) -> bool:
+    """Whether ``job``'s driver is gone, read from its lease in the storage root its slot
+    names (another team's root shares this cost ledger; an unreadable one: not known gone)."""
+    if root is None or root == ours.root:
+        return driver_gone(ours, job)
+    try:
+        return driver_gone(Storage(root, s3=ours.s3), job)
+    except (OSError, StorageError):
+        return False
 
 
 def _admit(
@@ -188,6 +204,7 @@ def _admit(
         team_weight(job.spec.team),
         job.spec.priority,
         units(job, queue, shard, attempt),
+        job.state.storage.root,
     )
     limit = limit_of(job, queue)
     if limit is not None and slot.units > limit:

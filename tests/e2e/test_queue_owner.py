@@ -91,28 +91,28 @@ def proxy() -> Iterator[tuple[str, str]]:
         server.server_close()
 
 
-def _args(tmp_path: Path, job: str, team: str) -> list[str]:
+def _args(tmp_path: Path, job: str, team: str, root: str = "store") -> list[str]:
     table = tmp_path / "items.csv"
     if not table.exists():
         pl.DataFrame({"title": [f"item {i}" for i in range(20)]}).write_csv(table)
     return [
         sys.executable, "-m", "maple_assets.cli", "enrich", str(table), "--prompt", "About {title}",
-        "--model", "gpt-4o-mini", "--provider", "openai", "--storage", str(tmp_path / "store"),
+        "--model", "gpt-4o-mini", "--provider", "openai", "--storage", str(tmp_path / root),
         "--job", job, "--team", team, "--output", str(tmp_path / f"{job}.parquet"),
         "--poll-interval", "0.2", "--quiet",
     ]  # fmt: skip
 
 
-def _env(base: str) -> dict[str, str]:
+def _env(base: str, **more: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MAPLE_", "OPENAI_"))}
-    return {**env, "OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": f"{base}/v1"}
+    return {**env, "OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": f"{base}/v1", **more}
 
 
-def _second_job_runs_at_once(tmp_path: Path, emulator: str) -> None:
+def _second_job_runs_at_once(tmp_path: Path, emulator: str, **more: str) -> None:
     started = time.monotonic()
     result = subprocess.run(
-        _args(tmp_path, "second", "search"),
-        capture_output=True, text=True, env=_env(emulator), timeout=120, check=False,
+        _args(tmp_path, "second", "search", more.pop("root", "store")),
+        capture_output=True, text=True, env=_env(emulator, **more), timeout=120, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "waiting" not in result.stderr + result.stdout
@@ -135,16 +135,28 @@ def test_a_job_whose_upload_failed_holds_no_queue_room(
     _second_job_runs_at_once(tmp_path, emulator)
 
 
-@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
+@pytest.mark.parametrize(
+    ("how", "roots"),
+    [
+        (signal.SIGKILL, "one root"),
+        (signal.SIGINT, "one root"),
+        pytest.param(signal.SIGKILL, "two roots", id="SIGKILL-two-roots"),
+    ],
+)
 def test_a_job_killed_before_its_batch_was_created_holds_no_queue_room(
-    tmp_path: Path, proxy: tuple[str, str], how: signal.Signals
+    tmp_path: Path, proxy: tuple[str, str], how: signal.Signals, roots: str
 ) -> None:
+    """Two roots: each team keeps its own storage root and both share one cost ledger
+    (``MAPLE_COST_DB``); the second job reads the first's lease from the root its slot names."""
     url, emulator = proxy
     _Proxy.upload = "hang"
+    ledger = f"sqlite:///{tmp_path / 'costs.db'}"
+    shared = {"MAPLE_COST_DB": ledger} if roots == "two roots" else {}
     with (tmp_path / "first.err").open("w") as err:
         first = subprocess.Popen(
             _args(tmp_path, "first", "catalog"),
-            stdout=subprocess.DEVNULL, stderr=err, env=_env(url), start_new_session=True,
+            stdout=subprocess.DEVNULL, stderr=err, env=_env(url, **shared),
+            start_new_session=True,
         )  # fmt: skip
         try:
             assert _Proxy.uploads.wait(90), "the first job never uploaded"
@@ -156,7 +168,10 @@ def test_a_job_killed_before_its_batch_was_created_holds_no_queue_room(
                 first.wait()
     if how == signal.SIGINT:
         assert first.returncode == 130, (tmp_path / "first.err").read_text()
-    _second_job_runs_at_once(tmp_path, emulator)
+    if shared:
+        _second_job_runs_at_once(tmp_path, emulator, root="other-store", **shared)
+    else:
+        _second_job_runs_at_once(tmp_path, emulator)
 
 
 def test_a_live_job_is_waited_for_and_named_until_it_is_gone(
