@@ -53,6 +53,7 @@ ROUTES = [
     *admin_routes.ADMIN_ROUTES,
     *GEMINI_ROUTES,
     *BEDROCK_ROUTES,
+    Route("/v1/models", openai_routes.list_models, methods=["GET"]),
     Route("/v1/files", openai_routes.create_file, methods=["POST"]),
     Route("/v1/files", openai_routes.list_files, methods=["GET"]),
     Route("/v1/files/{file_id}", openai_routes.get_file, methods=["GET"]),

@@ -27,6 +27,15 @@ class EmulatorConfig:
 
     host: str = "127.0.0.1"
     port: int = 0
+    # What ``GET /v1/models`` lists (an OpenAI-compatible server's first contact); every
+    # model name is served whether listed or not.
+    models: tuple[str, ...] = (
+        "gpt-4o-mini",
+        "gpt-4.1-mini",
+        "text-embedding-3-small",
+        "text-embedding-3-large",
+        "claude-haiku-4-5",
+    )
     seed: int = 0
     batch_seconds: float = 2.0
     #: sigma of the log-normal each batch's duration is drawn from (0: every batch takes

@@ -136,6 +136,15 @@ def _upload_problem(filename: str | None, purpose: str | None, size: int) -> Res
     return None
 
 
+async def list_models(request: Request) -> Response:
+    """``GET /v1/models``: the configured model names (``EmulatorConfig.models``)."""
+    if (refused := await _guard(request)) is not None:
+        return refused
+    models = state_of(request).config.models
+    data = [{"id": m, "object": "model", "created": 0, "owned_by": "emulator"} for m in models]
+    return openai_json({"object": "list", "data": data})
+
+
 async def list_files(request: Request) -> Response:
     """``GET /v1/files`` with ``purpose``, ``order``, ``after`` and ``limit``."""
     if (refused := await _guard(request)) is not None:

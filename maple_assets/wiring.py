@@ -81,9 +81,11 @@ def env_var_keys(name: str) -> dict[str, dg.EnvVar]:
     """Provider ``name``'s API key as a ``dg.EnvVar`` (none for bedrock and the emulator): a
     resource's plain config values are stored in the job snapshots of its runs. A real-time
     provider also shares its rate limit through ``MAPLE_COST_DB`` when it is set."""
-    caps = capabilities(name)
+    caps, settings = capabilities(name), Settings.load()
     keys = {"api_key": dg.EnvVar(api_key_env(caps.credentials))} if caps.credentials else {}
-    if caps.mode == "realtime" and Settings.load().cost_db:
+    if caps.self_hosted and caps.credentials and not settings.has_api_key(caps.credentials):
+        keys = {}  # a server of one's own may want no key
+    if caps.mode == "realtime" and settings.cost_db:
         keys["rate_share_db"] = dg.EnvVar(COST_DB_ENV)
     return keys
 

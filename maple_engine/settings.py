@@ -17,6 +17,7 @@ access without an ``S3Resource``.
 | ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY`` | provider API keys |
 | ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, ``GEMINI_BASE_URL`` | provider base URLs |
 | ``OPENAI_ADMIN_KEY``, ``ANTHROPIC_ADMIN_KEY`` | admin keys (usage and cost reports) |
+| ``MAPLE_BASE_URL``, ``MAPLE_API_KEY`` | your own server's API and key (``openai-server``) |
 | ``MAPLE_LEASE_TTL_S``, ``MAPLE_OUTAGE_WINDOW_S`` | operational knobs (`knob`) |
 | ``MAPLE_CLOCK_OFFSET_S`` | the same: shifts this host's clock (tests of clock skew) |
 | ``MAPLE_RUNS_SHARE_MACHINE``, ``MAPLE_CRASH_AT``, ``MAPLE_CRASH_MODE`` | the same |

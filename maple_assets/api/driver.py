@@ -156,6 +156,8 @@ def prepare(opts: EnrichOptions, emulator: str | None) -> Ready:
     )
     check_cache_price(spec, price)  # a cached prefix on a model nothing prices reads for
     overrides = {"storage_root": opts.storage_root, **realtime_limits(opts)}
+    if capabilities(opts.provider).self_hosted:  # its first contact checks the server's models
+        overrides["model"] = spec.model
     provider = settings_provider(opts.provider, settings, emulator, overrides)
     if spec.deadline_s is not None and provider.mode == "batch":
         realtime_twin(provider, opts.storage_root)  # no real-time API to fall back on: fail now

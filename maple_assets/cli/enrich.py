@@ -9,6 +9,7 @@ from maple_assets.api.result import Result
 from maple_assets.cli.dry_run import dry_run, percent
 from maple_assets.cli.errors import EXIT_CODES, engine_warnings_on_stderr
 from maple_engine.canary import last_canary
+from maple_engine.ledger.price_book import SELF_HOSTED
 from maple_engine.memory import settle_startup_objects
 from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.settings import Settings
@@ -32,7 +33,7 @@ def run_enrich(opts: EnrichOptions, settings: Settings) -> int:
                 early=True,  # a real-time job's first requests leave before Dagster loads
                 loaded=settle_startup_objects,
             )
-    print_summary(result, ready.spec)
+    print_summary(result, ready.spec, ready.price.source)
     print_canary(ready.spec, opts.storage_root)
     return EXIT_CODES[result.status]
 
@@ -47,9 +48,12 @@ def print_canary(spec: JobSpec, root: str) -> None:
         )
 
 
-def print_summary(result: Result, spec: JobSpec | None = None) -> None:
+def print_summary(
+    result: Result, spec: JobSpec | None = None, price_source: str | None = None
+) -> None:
     """The run's figures on stdout (``sent``, tokens and cost: this run's own); why it
-    stopped, if it did, on stderr."""
+    stopped, if it did, on stderr. ``price_source``: where the model's price came from (a
+    self-hosted model with no price is said to be one)."""
     click.echo("", err=True)
     click.echo(f"{'job':<15}{result.job}")
     for key in ("rows", "succeeded", "failed"):
@@ -72,7 +76,8 @@ def print_summary(result: Result, spec: JobSpec | None = None) -> None:
     if spec is not None and caches:
         click.echo(f"{'prompt cache':<15}{cache_layout(spec).describe()}")
     click.echo(f"{'output tokens':<15}{result.output_tokens:,}")
-    click.echo(f"{'cost USD':<15}{result.cost_usd:.6f}")
+    unpriced = f"  ({SELF_HOSTED})" if price_source == SELF_HOSTED else ""
+    click.echo(f"{'cost USD':<15}{result.cost_usd:.6f}{unpriced}")
     share = percent(result.saved_usd, result.realtime_cost_usd)
     click.echo(f"{'real-time USD':<15}{result.realtime_cost_usd:.6f}")
     click.echo(f"{'saved USD':<15}{result.saved_usd:.6f}{share} vs real-time prices")

@@ -50,6 +50,9 @@ from maple_engine.ledger.pricing import DEFAULT_BATCH_DISCOUNT, ModelPrice, Rate
 from maple_engine.providers.registry import known_capabilities
 from maple_engine.settings import PRICES_ENV
 
+#: The price source of a self-hosted model the price file does not price (booked at $0).
+SELF_HOSTED = "self-hosted: no API price"
+
 
 class UnknownModelPriceError(ConfigError):
     """No price is known for a model; raised before anything is submitted."""
@@ -113,6 +116,10 @@ class PriceBook:
         return self._cache[key]
 
     def _lookup(self, model: str, provider: str, allow_untracked: bool) -> ModelPrice:
+        known = known_capabilities(provider.lower())
+        if known is not None and known.self_hosted:  # the price file only: no API prices it
+            found = self._override(model, _family(provider), provider)
+            return found or ModelPrice(0.0, 0.0, 0.0, 0.0, source=SELF_HOSTED)
         for family in _families(provider):
             found = self._override(model, family, provider) or _genai_price(model, family)
             if found is not None:

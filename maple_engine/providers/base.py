@@ -171,6 +171,8 @@ class ProviderCapabilities:
     # The model families the provider documents, the first whose part the model's name holds
     # wins; a model of no listed family is not checked.
     models: tuple[ModelFamily, ...] = ()
+    # A server the team runs: no API price (a model the price file does not price costs $0).
+    self_hosted: bool = False
 
     def model_family(self, model: str) -> ModelFamily | None:
         name = model.lower()

@@ -47,6 +47,7 @@ def realtime_capabilities(
     caching: PromptCaching | None = None,
     kinds: frozenset[Kind] = frozenset({CHAT}),
     models: tuple[ModelFamily, ...] = (),
+    self_hosted: bool = False,
 ) -> ProviderCapabilities:
     """What every real-time provider shares: shard attempts run at once, nothing queues, and a
     rerun resumes from the row checkpoints (no orphans)."""
@@ -62,6 +63,7 @@ def realtime_capabilities(
         caching=caching,
         kinds=kinds,
         models=models,
+        self_hosted=self_hosted,
     )
 
 

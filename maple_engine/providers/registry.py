@@ -20,6 +20,7 @@ from maple_engine.providers.openai import emulator
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
 from maple_engine.providers.openai.flex import OpenAIFlexProvider
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
+from maple_engine.providers.openai.server import OpenAIServerProvider
 from maple_engine.providers.realtime import RealtimeProvider
 
 #: what the registry builds: a batch provider (a `Provider`), or a real-time one, which a job
@@ -58,6 +59,7 @@ _REGISTRY: dict[str, Registered] = {
     emulator.NAME: Registered(emulator.on_emulator, emulator.CAPABILITIES),
     "openai-realtime": _of(OpenAIRealtimeProvider, "checkpoint_root"),
     "openai-flex": _of(OpenAIFlexProvider, "checkpoint_root"),
+    "openai-server": _of(OpenAIServerProvider, "checkpoint_root"),
     "anthropic-realtime": _of(AnthropicRealtimeProvider, "checkpoint_root"),
     "gemini-realtime": _of(GeminiRealtimeProvider, "checkpoint_root"),
     "gemini-flex": _of(GeminiFlexProvider, "checkpoint_root"),

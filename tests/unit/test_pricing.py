@@ -354,3 +354,17 @@ def test_estimate_matches_the_emulator_count(system: str | None, user: str) -> N
     tokens = pytest.importorskip("emulator.tokens")
     expected = tokens.prompt_tokens([{"role": "user", "content": user}], system=system)
     assert estimate_request_tokens(system, user, None)[0] == expected
+
+
+def test_a_self_hosted_model_is_priced_from_the_price_file_only(tmp_path: Path) -> None:
+    """A server of one's own has no API price: a model the price file names is priced from it,
+    any other (even one an API prices, like gpt-4o-mini) costs $0 and says why."""
+    prices = tmp_path / "prices.json"
+    entry = {"provider": "openai-server", "input_per_mtok": 0.02, "output_per_mtok": 0.04}
+    prices.write_text(json.dumps({"models": {"llama-3-8b": entry}}))
+    book = PriceBook(prices)
+    assert book.price("llama-3-8b", "openai-server").input_per_mtok == 0.02
+    free = book.price("gpt-4o-mini", "openai-server")
+    assert (free.input_per_mtok, free.output_per_mtok) == (0.0, 0.0)
+    assert free.source == "self-hosted: no API price"
+    assert book.price("gpt-4o-mini", "openai").input_per_mtok > 0

