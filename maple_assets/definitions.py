@@ -1,5 +1,6 @@
 """The code location: the example grocery enrichment and embedding, a downstream asset of each,
-and their resources.
+and their resources, with the enrichments declared in YAML under ``maple_assets/defs/`` (the
+sample has one, ``product_tags``, an ``EnrichmentComponent``).
 
 The example runs on OpenAI's Batch API when ``OPENAI_API_KEY`` is set, else on the local
 emulator (start it with ``maple emulator``; ``MAPLE_EMULATOR_URL`` overrides its address). The
@@ -33,7 +34,8 @@ from maple_assets.wiring import billing_resource, maple_resources
 from maple_engine.plan.versions import input_digest
 from maple_engine.settings import Settings
 
-SAMPLE_CATALOG = Path(__file__).parent / "data" / "grocery_catalog.csv"
+HERE = Path(__file__).parent
+SAMPLE_CATALOG = HERE / "data" / "grocery_catalog.csv"
 
 grocery_catalog_file = observed_file(
     dg.AssetKey("grocery_catalog_file"), str(SAMPLE_CATALOG), group="catalog"
@@ -124,7 +126,7 @@ automation = dg.AutomationConditionSensorDefinition(
     description="Evaluates the automation conditions of this code location's assets.",
 )
 
-defs = dg.Definitions(
+python_defs = dg.Definitions(
     assets=[
         grocery_catalog_file,
         grocery_catalog,
@@ -140,3 +142,7 @@ defs = dg.Definitions(
     jobs=[maple_job()],  # applications run ad-hoc jobs over Dagster's GraphQL API
     resources=maple_resources(ENRICHMENTS) | {"maple_billing": billing_resource("openai")},
 )
+
+# The components under maple_assets/defs/ (`dg list defs` shows them); their resources are the
+# same objects as these (maple_assets.wiring), so the two merge.
+defs = dg.Definitions.merge(python_defs, dg.load_from_defs_folder(path_within_project=HERE))
