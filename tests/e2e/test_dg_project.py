@@ -67,14 +67,12 @@ DRIVE = textwrap.dedent(
 
 def dg(project: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     assert DG is not None, "dg (dagster-dg-cli, a dev dependency) is not installed"
+    return run(project, DG, *args, env=env)
+
+
+def run(project: Path, *command: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [DG, *args],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
+        command, cwd=project, env=env, capture_output=True, text=True, timeout=300, check=False
     )
 
 
@@ -192,15 +190,7 @@ def test_a_new_dg_project_declares_checks_lists_and_runs_a_yaml_enrichment(
     first = dg(project, "launch", "--assets", f"{JOB}/input_shards", env=env)
     assert first.returncode == 0, first.stderr + first.stdout
     (project / "drive.py").write_text(DRIVE, encoding="utf-8")
-    driven = subprocess.run(
-        [sys.executable, "drive.py", JOB],
-        cwd=project,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    driven = run(project, sys.executable, "drive.py", JOB, env=env)
     assert driven.returncode == 0, driven.stderr
     launched = json.loads(driven.stdout.splitlines()[-1])
     assert sum(":submit:" in key for key in launched) == 3  # 12 rows, 5 per batch

@@ -237,3 +237,20 @@ def test_python_construction_takes_the_same_attributes() -> None:
     assert isinstance(
         EnrichmentComponent.model()(name="j", source="s", prompt="p", model="m"), object
     )
+
+
+def test_the_readme_yaml_example_loads_as_it_says(tmp_path: Path, monkeypatch: Any) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Declaring an enrichment in YAML", 1)[1]
+    example = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    monkeypatch.setenv("CATALOG_BUDGET_USD", "12.5")
+    path = tmp_path / "defs.yaml"
+    path.write_text(example, encoding="utf-8")
+    spec = load(path).declare().spec
+    assert (spec.name, spec.provider, spec.budget_usd, spec.deadline_s) == (
+        "product_attributes",
+        "openai",
+        12.5,
+        6 * 3600.0,
+    )
+    assert spec.response_schema is not None and spec.response_schema["required"] == ["brand"]
