@@ -183,9 +183,13 @@ def test_a_new_dg_project_declares_checks_lists_and_runs_a_yaml_enrichment(
 
     shown = dg(project, "list", "defs", "--json", env=env)
     assert shown.returncode == 0, shown.stderr
-    keys = {asset["asset_key"] for asset in json.loads(shown.stdout)["assets"]}
+    assets = {asset["asset_key"]: asset for asset in json.loads(shown.stdout)["assets"]}
     stages = ("input_shards", "submissions", "raw_responses", "merged")
-    assert {f"{JOB}/{stage}" for stage in stages} <= keys
+    assert {f"{JOB}/{stage}" for stage in stages} <= set(assets)
+    merged_shown = assets[f"{JOB}/merged"]
+    assert set(merged_shown["kinds"]) == {"emulator", "polars", "csv"}
+    assert merged_shown["owners"] == [{"team": "default"}]  # team:default
+    assert merged_shown["source"] == f"{PACKAGE}/defs/{JOB}/defs.yaml:4"  # the code reference
 
     first = dg(project, "launch", "--assets", f"{JOB}/input_shards", env=env)
     assert first.returncode == 0, first.stderr + first.stdout
