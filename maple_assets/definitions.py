@@ -126,23 +126,30 @@ automation = dg.AutomationConditionSensorDefinition(
     description="Evaluates the automation conditions of this code location's assets.",
 )
 
-python_defs = dg.Definitions(
-    assets=[
-        grocery_catalog_file,
-        grocery_catalog,
-        *product_attributes.assets,
-        category_report,
-        *catalog_vectors.assets,
-        near_duplicates,
-        maple_batch_stats,
-        maple_reconcile,
-    ],
-    asset_checks=[*product_attributes.checks, *catalog_vectors.checks],
-    sensors=[*product_attributes.sensors, *catalog_vectors.sensors, automation],
-    jobs=[maple_job()],  # applications run ad-hoc jobs over Dagster's GraphQL API
-    resources=maple_resources(ENRICHMENTS) | {"maple_billing": billing_resource("openai")},
-)
+
+def python_definitions() -> dg.Definitions:
+    """The jobs, assets and resources declared in Python above (a function: Dagster loads a
+    module that holds one ``Definitions`` object at module scope)."""
+    return dg.Definitions(
+        assets=[
+            grocery_catalog_file,
+            grocery_catalog,
+            *product_attributes.assets,
+            category_report,
+            *catalog_vectors.assets,
+            near_duplicates,
+            maple_batch_stats,
+            maple_reconcile,
+        ],
+        asset_checks=[*product_attributes.checks, *catalog_vectors.checks],
+        sensors=[*product_attributes.sensors, *catalog_vectors.sensors, automation],
+        jobs=[maple_job()],  # applications run ad-hoc jobs over Dagster's GraphQL API
+        resources=maple_resources(ENRICHMENTS) | {"maple_billing": billing_resource("openai")},
+    )
+
 
 # The components under maple_assets/defs/ (`dg list defs` shows them); their resources are the
 # same objects as these (maple_assets.wiring), so the two merge.
-defs = dg.Definitions.merge(python_defs, dg.load_from_defs_folder(path_within_project=HERE))
+defs = dg.Definitions.merge(
+    python_definitions(), dg.load_from_defs_folder(path_within_project=HERE)
+)

@@ -56,6 +56,14 @@ def test_definitions_load_with_the_example_graph() -> None:
     assert {k.to_user_string() for k in near.parent_keys} == {"catalog_vectors/merged"}
 
 
+def test_the_code_location_module_holds_one_definitions_object() -> None:
+    """``dagster dev -m maple_assets.definitions`` (no attribute) loads the one there is."""
+    from maple_assets import definitions
+
+    found = [v for v in vars(definitions).values() if isinstance(v, dg.Definitions)]
+    assert found == [definitions.defs]
+
+
 def test_dagster_validates_the_workspace() -> None:
     import subprocess
     import sys
