@@ -43,6 +43,8 @@ from maple_engine.spec import (
     job_options,
     option_help,
     validate_name,
+    validate_output,
+    validate_source,
     validation_message,
 )
 from maple_engine.storage.storage import is_remote
@@ -244,11 +246,6 @@ def _field_of(exc: ValidationError, kind: Kind) -> str:
     return keyword(str(loc[0])) if loc else kind.template_field
 
 
-def _check_source_file(spec: JobSpec) -> None:
-    if spec.source is not None and not is_remote(spec.source) and not Path(spec.source).is_file():
-        raise ConfigError(f"Input file {spec.source!r} does not exist or is not a file.")
-
-
 def _check_columns(spec: JobSpec) -> None:
     """A local file's header against the template, as ``maple enrich`` checks it first."""
     if spec.source is not None and not is_remote(spec.source):
@@ -260,7 +257,8 @@ TEMPLATE = "template"  # the kind's template field: prompt or text
 # them; ``enrichment()`` runs all of its own again as the component builds.
 _CHECKS: tuple[tuple[str, Callable[[JobSpec], object]], ...] = (
     ("provider", lambda spec: capabilities(spec.provider)),
-    ("source", _check_source_file),
+    ("source", validate_source),
+    ("output", validate_output),
     (TEMPLATE, _check_columns),
     (
         "response_schema",

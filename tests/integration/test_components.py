@@ -210,6 +210,11 @@ def test_a_template_column_the_file_lacks_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as raised:  # maple enrich's pre-flight check of the input
         check_input_schema(pl.read_csv(tmp_path / "items.csv").schema, spec)
     assert load_error(path) == f"{path}:5: attributes.prompt: {raised.value}"
+    over = write_yaml(
+        tmp_path,
+        "  name: j\n  source: items.csv\n  prompt: '{title}'\n  model: m\n  output: items.csv\n",
+    )
+    assert load_error(over).startswith(f"{over}:7: attributes.output: The output path ")
     missing = write_yaml(tmp_path, "  name: j\n  source: gone.csv\n  prompt: '{t}'\n  model: m\n")
     assert load_error(missing) == (
         f"{missing}:4: attributes.source: "
