@@ -31,12 +31,14 @@ from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 
 # Run tags Dagster itself writes and reads: the sensor's run key, the retry of a failed run and
 # its "will retry" mark (maple_assets.graph.revive re-launches what Dagster gave up on), and the
-# two ends of a partition-range run (maple_assets.api.runner launches single-run backfills).
+# two ends of a partition-range run (maple_assets.api.runner launches single-run backfills),
+# and the partition of a one-partition run (tests/e2e/test_crash.py reads it).
 # Dagster exports no constants for them; the strings are its contract with its own daemon.
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     AUTO_RETRY_RUN_ID_TAG,
+    PARTITION_NAME_TAG,
     RUN_KEY_TAG,
     WILL_RETRY_TAG,
 )
@@ -47,6 +49,7 @@ __all__ = [
     "AUTO_RETRY_RUN_ID_TAG",
     "EPHEMERAL_JOB_NAME",
     "INDEX_SHARD_NAME",
+    "PARTITION_NAME_TAG",
     "RUN_KEY_TAG",
     "SQLITE_BUSY_TIMEOUT_SECONDS",
     "WILL_RETRY_TAG",
