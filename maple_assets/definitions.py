@@ -24,6 +24,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from maple_assets import defs as maple_defs
 from maple_assets.factory import embedding, enrichment
 from maple_assets.graph.batch_stats import batch_stats_asset
 from maple_assets.graph.observed import observed_file
@@ -148,8 +149,8 @@ def python_definitions() -> dg.Definitions:
     )
 
 
-# The components under maple_assets/defs/ (`dg list defs` shows them); their resources are the
-# same objects as these (maple_assets.wiring), so the two merge.
-defs = dg.Definitions.merge(
-    python_definitions(), dg.load_from_defs_folder(path_within_project=HERE)
-)
+# The components under maple_assets/defs/ (`dg list defs` shows them), loaded from the package
+# itself, so that an installed copy with no pyproject.toml beside it loads them too; their
+# resources are the same objects as these (maple_assets.wiring), so the two merge.
+components = dg.ComponentTree.from_module(defs_module=maple_defs, project_root=HERE.parent)
+defs = dg.Definitions.merge(python_definitions(), components.build_defs())

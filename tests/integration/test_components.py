@@ -3,6 +3,10 @@
 and each bad attribute one line naming the file, the line, the attribute and the CLI's reason."""
 
 import contextlib
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -259,3 +263,28 @@ def test_the_readme_yaml_example_loads_as_it_says(tmp_path: Path, monkeypatch: A
         6 * 3600.0,
     )
     assert spec.response_schema is not None and spec.response_schema["required"] == ["brand"]
+
+
+def test_an_installed_copy_of_the_sample_loads_its_yaml_declarations(tmp_path: Path) -> None:
+    """A non-editable install has no pyproject.toml above the package: the sample still finds
+    maple_assets/defs/ (from the package, not the project file)."""
+    root = Path(__file__).resolve().parents[2]
+    shutil.copytree(
+        root / "maple_assets",
+        tmp_path / "maple_assets",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    script = (
+        "import dagster as dg, maple_assets\n"
+        "from maple_assets.definitions import defs\n"
+        "print(maple_assets.__file__)\n"
+        "print(defs.resolve_asset_graph().has(dg.AssetKey(['product_tags', 'merged'])))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    env.pop("OPENAI_API_KEY", None)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(tmp_path / "maple_assets" / "__init__.py"), "True"]
