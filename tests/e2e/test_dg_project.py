@@ -76,6 +76,14 @@ def run(project: Path, *command: str, env: dict[str, str]) -> subprocess.Complet
     )
 
 
+def check_fails(project: Path, defs_yaml: Path, text: str, env: dict[str, str]) -> str:
+    """What ``dg check defs`` prints of ``defs_yaml`` written as ``text``, which it rejects."""
+    defs_yaml.write_text(text, encoding="utf-8")
+    failed = dg(project, "check", "defs", env=env)
+    assert failed.returncode != 0, failed.stdout
+    return failed.stdout + failed.stderr
+
+
 def new_project(root: Path) -> Path:
     """What ``create-dagster project`` lays out, less the virtual environment: this one's."""
     project = root / "yaml-team"
@@ -169,16 +177,16 @@ def test_a_new_dg_project_declares_checks_lists_and_runs_a_yaml_enrichment(
     bad = edited.replace(
         "  max_requests_per_batch: 5\n", "  max_requests_per_batch: 5\n  deadline: soon\n"
     )
-    defs_yaml.write_text(bad, encoding="utf-8")
-    failed = dg(project, "check", "defs", env=env)
-    assert failed.returncode != 0
     line = 1 + bad.splitlines().index("  deadline: soon")
     reason = (
         f"{defs_yaml}:{line}: attributes.deadline: --deadline 'soon' is not a duration: write a "
         "number with a unit, s/m/h/d, e.g. 90s, 30m, 6h or 1h30m."
     )
-    output = failed.stdout + failed.stderr
+    output = check_fails(project, defs_yaml, bad, env)
     assert any(row.endswith(reason) for row in output.splitlines()), output
+    # A literal number outside its bound: the attributes' JSON schema (dg check yaml) has it.
+    output = check_fails(project, defs_yaml, edited.replace("batch: 5\n", "batch: 0\n"), env)
+    assert "attributes.max_requests_per_batch 0 is less than the minimum of 1" in output
     defs_yaml.write_text(edited, encoding="utf-8")
 
     shown = dg(project, "list", "defs", "--json", env=env)
