@@ -24,6 +24,8 @@ from pathlib import Path
 import orjson
 import polars as pl
 
+from maple_assets.api.dagster_home import DAGSTER_YAML
+
 OUT = Path(__file__).resolve().parent / "out"
 PROMPT = "Extract the brand and the size from: {title} / {description}"
 
@@ -97,8 +99,24 @@ def run_measured(args: list[str], env: dict[str, str]) -> tuple[float, int, int,
     return wall, usage.ru_maxrss // 1024, os.waitstatus_to_exitcode(status), cpu
 
 
+def dagster_own_storage(home: Path) -> str:
+    """A dagster.yaml that configures Dagster's own SQLite storages (the CLI then opens the home
+    as configured, not with its pooled engines), on the same files."""
+    history = home / "history"
+    return DAGSTER_YAML + (
+        "run_storage:\n  module: dagster._core.storage.runs\n  class: SqliteRunStorage\n"
+        f"  config:\n    base_dir: {history}\n"
+        "event_log_storage:\n  module: dagster._core.storage.event_log\n"
+        f"  class: SqliteEventLogStorage\n  config:\n    base_dir: {history / 'runs'}\n"
+    )
+
+
 def run_platform(
-    source: Path, url: str, batch_seconds: float, max_enqueued: int | None = None
+    source: Path,
+    url: str,
+    batch_seconds: float,
+    max_enqueued: int | None = None,
+    storage: str = "pooled",
 ) -> dict[str, object]:
     work = OUT / "platform"
     shutil.rmtree(work, ignore_errors=True)
@@ -106,6 +124,8 @@ def run_platform(
     timings = work / "timings.json"
     env = {**os.environ, "MAPLE_EMULATOR_URL": url, "DAGSTER_HOME": str(work / "dagster")}
     (work / "dagster").mkdir()
+    if storage == "dagster":
+        (work / "dagster" / "dagster.yaml").write_text(dagster_own_storage(work / "dagster"))
     args = [
         sys.executable,
         "-m",
@@ -162,12 +182,20 @@ def main() -> None:
         default=None,
         help="the provider queue's limit; unset, the job probes it one validated batch at a time",
     )
+    parser.add_argument(
+        "--dagster-storage",
+        choices=["pooled", "dagster"],
+        default="pooled",
+        help="the CLI's pooled SQLite storages (its default), or Dagster's own on the same files",
+    )
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
     source = make_input(args.rows)
     emulator, url = start_emulator(args.batch_seconds)
     try:
-        platform = run_platform(source, url, args.batch_seconds, args.max_enqueued_tokens)
+        platform = run_platform(
+            source, url, args.batch_seconds, args.max_enqueued_tokens, args.dagster_storage
+        )
         stats = orjson.loads(urllib.request.urlopen(f"{url}/_emulator/stats").read())
         emulator_cpu = process_cpu(emulator.pid)
     finally:

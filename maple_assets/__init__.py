@@ -10,10 +10,13 @@ if TYPE_CHECKING:
     from maple_assets.api.errors import InvalidJob, JobBusy, SetupError, UsageError
     from maple_assets.api.jobs import JobHandle, enrich, submit
     from maple_assets.api.result import Result
+    from maple_assets.components import EmbeddingComponent, EnrichmentComponent
     from maple_assets.factory import Enrichment, enrichment
     from maple_assets.rpc import maple_job
 
 _HOMES = {
+    "EnrichmentComponent": "maple_assets.components",
+    "EmbeddingComponent": "maple_assets.components",
     "Enrichment": "maple_assets.factory",
     "enrichment": "maple_assets.factory",
     "enrich": "maple_assets.api.jobs",
@@ -27,7 +30,9 @@ _HOMES = {
     "maple_job": "maple_assets.rpc",
 }
 __all__ = [
+    "EmbeddingComponent",
     "Enrichment",
+    "EnrichmentComponent",
     "InvalidJob",
     "JobBusy",
     "JobHandle",
@@ -39,6 +44,11 @@ __all__ = [
     "maple_job",
     "submit",
 ]
+
+
+def __dir__() -> list[str]:
+    """The lazy names too: ``dg`` finds the components by listing the package."""
+    return sorted({*globals(), *__all__})
 
 
 def __getattr__(name: str) -> Any:

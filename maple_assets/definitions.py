@@ -1,5 +1,6 @@
 """The code location: the example grocery enrichment and embedding, a downstream asset of each,
-and their resources.
+and their resources, with the enrichments declared in YAML under ``maple_assets/defs/`` (the
+sample has one, ``product_tags``, an ``EnrichmentComponent``).
 
 The example runs on OpenAI's Batch API when ``OPENAI_API_KEY`` is set, else on the local
 emulator (start it with ``maple emulator``; ``MAPLE_EMULATOR_URL`` overrides its address). The
@@ -23,6 +24,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
+from maple_assets import defs as maple_defs
 from maple_assets.factory import embedding, enrichment
 from maple_assets.graph.batch_stats import batch_stats_asset
 from maple_assets.graph.observed import observed_file
@@ -33,7 +35,8 @@ from maple_assets.wiring import billing_resource, maple_resources
 from maple_engine.plan.versions import input_digest
 from maple_engine.settings import Settings
 
-SAMPLE_CATALOG = Path(__file__).parent / "data" / "grocery_catalog.csv"
+HERE = Path(__file__).parent
+SAMPLE_CATALOG = HERE / "data" / "grocery_catalog.csv"
 
 grocery_catalog_file = observed_file(
     dg.AssetKey("grocery_catalog_file"), str(SAMPLE_CATALOG), group="catalog"
@@ -124,19 +127,30 @@ automation = dg.AutomationConditionSensorDefinition(
     description="Evaluates the automation conditions of this code location's assets.",
 )
 
-defs = dg.Definitions(
-    assets=[
-        grocery_catalog_file,
-        grocery_catalog,
-        *product_attributes.assets,
-        category_report,
-        *catalog_vectors.assets,
-        near_duplicates,
-        maple_batch_stats,
-        maple_reconcile,
-    ],
-    asset_checks=[*product_attributes.checks, *catalog_vectors.checks],
-    sensors=[*product_attributes.sensors, *catalog_vectors.sensors, automation],
-    jobs=[maple_job()],  # applications run ad-hoc jobs over Dagster's GraphQL API
-    resources=maple_resources(ENRICHMENTS) | {"maple_billing": billing_resource("openai")},
-)
+
+def python_definitions() -> dg.Definitions:
+    """The jobs, assets and resources declared in Python above (a function: Dagster loads a
+    module that holds one ``Definitions`` object at module scope)."""
+    return dg.Definitions(
+        assets=[
+            grocery_catalog_file,
+            grocery_catalog,
+            *product_attributes.assets,
+            category_report,
+            *catalog_vectors.assets,
+            near_duplicates,
+            maple_batch_stats,
+            maple_reconcile,
+        ],
+        asset_checks=[*product_attributes.checks, *catalog_vectors.checks],
+        sensors=[*product_attributes.sensors, *catalog_vectors.sensors, automation],
+        jobs=[maple_job()],  # applications run ad-hoc jobs over Dagster's GraphQL API
+        resources=maple_resources(ENRICHMENTS) | {"maple_billing": billing_resource("openai")},
+    )
+
+
+# The components under maple_assets/defs/ (`dg list defs` shows them), loaded from the package
+# itself, so that an installed copy with no pyproject.toml beside it loads them too; their
+# resources are the same objects as these (maple_assets.wiring), so the two merge.
+components = dg.ComponentTree.from_module(defs_module=maple_defs, project_root=HERE.parent)
+defs = dg.Definitions.merge(python_definitions(), components.build_defs())

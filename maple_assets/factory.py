@@ -11,6 +11,7 @@ resource per provider name (``provider_key(provider)``).
 
 import dataclasses
 import warnings
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -24,6 +25,7 @@ from maple_assets.graph.assets import (
     raw_responses_asset,
     submissions_asset,
 )
+from maple_assets.graph.card import card, declared_at
 from maple_assets.graph.checks import build_checks
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.observed import observed_file
@@ -148,11 +150,17 @@ def _declare(source: Any, poll_interval_s: int, **options: Any) -> Enrichment:
     options by name) over ``source`` (a path, or an upstream asset: no source in the spec),
     checked, and its asset graph, sensor and checks."""
     spec = build_spec(source=source if isinstance(source, str) else None, **options)
-    return graph_of(declare_job(spec), source, poll_interval_s)
+    return graph_of(declare_job(spec), source, poll_interval_s, declared_at(2))
 
 
-def graph_of(job: Declared, source: Any, poll_interval_s: int = 30) -> Enrichment:
-    """The asset graph, sensor and checks of a checked job over ``source``."""
+def graph_of(
+    job: Declared,
+    source: Any,
+    poll_interval_s: int = 30,
+    metadata: Mapping[str, Any] | None = None,
+) -> Enrichment:
+    """The asset graph, sensor and checks of a checked job over ``source``; ``metadata``: more
+    definition metadata of its assets (the code reference of its declaration)."""
     spec, policy = job.spec, job.policy
     name = spec.name
     pdef = shard_partitions(dagster_name(name))
@@ -165,15 +173,31 @@ def graph_of(job: Declared, source: Any, poll_interval_s: int = 30) -> Enrichmen
     upstream = observed[0].key if observed else _source_key(source)
     with warnings.catch_warnings():  # single-run backfill policies are Beta in dagster 1.13
         warnings.simplefilter("ignore", dg.BetaWarning)
-        assets = [
+        built = [
             input_shards_asset(spec, policy, pdef, keys, upstream),
             submissions_asset(spec, policy, pdef, keys),
             raw_responses_asset(spec, policy, pdef, keys),
             merged_asset(spec, policy, keys),
         ]
+        formats = ["parquet"] * 3 + [spec.output_format()]  # merged is the output file
+        assets = [
+            _carded(asset, spec, fmt, metadata or {})
+            for asset, fmt in zip(built, formats, strict=True)
+        ]
     sensor = enrichment_sensor(spec, policy, assets, keys, poll_interval_s)
     checks = build_checks(spec, keys, None if observed else upstream)
     return Enrichment(spec, [*observed, *assets], sensor, checks, pdef, policy)
+
+
+def _carded(
+    asset: dg.AssetsDefinition, spec: JobSpec, stored_as: str, metadata: Mapping[str, Any]
+) -> dg.AssetsDefinition:
+    """``asset`` with the job's kinds, owner and more definition metadata."""
+
+    def merged(asset_spec: dg.AssetSpec) -> dg.AssetSpec:
+        return asset_spec.merge_attributes(**card(spec, stored_as), metadata=metadata)
+
+    return asset.map_asset_specs(merged)
 
 
 def _source_key(source: Any) -> dg.AssetKey:

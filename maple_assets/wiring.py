@@ -102,7 +102,7 @@ def maple_resources(
     url = settings.emulator_url_or_default()
     providers = {name: settings_provider(name, settings, url, with_key=False) for name in names}
     keys = {name: env_var_keys(name) for name in names}
-    return wire_resources(
+    wired = wire_resources(
         settings.storage_root,
         providers,
         cost_db=settings.cost_db,
@@ -110,6 +110,19 @@ def maple_resources(
         s3=s3,
         provider_config=keys,
     )
+    return {key: _one_of(key, resource) for key, resource in wired.items()}
+
+
+# Every resource ``maple_resources`` has handed out, by key and config. Definitions built apart
+# (each ``defs.yaml`` component's, the code location's) merge only where a key holds one object,
+# so a resource of the same class and config as one handed out before is that one again.
+_HANDED_OUT: dict[tuple[str, type, str], Any] = {}
+
+
+def _one_of(key: str, resource: Any) -> Any:
+    # The repr shows the config values; their types tell a dg.EnvVar from the same plain string.
+    config = repr((resource, [type(value) for value in vars(resource).values()]))
+    return _HANDED_OUT.setdefault((key, type(resource), config), resource)
 
 
 def billing_resource(provider: str, settings: Settings | None = None) -> BillingReports:

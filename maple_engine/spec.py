@@ -463,10 +463,20 @@ def validate_name(name: str) -> None:
 
 def validate_paths(spec: JobSpec) -> None:
     """Input exists and is a supported format; the output would not overwrite the input."""
+    validate_source(spec)
+    validate_output(spec)
+
+
+def validate_source(spec: JobSpec) -> None:
+    """Input exists and is a supported format."""
     if spec.source:
         file_format(spec.source)
         if not is_remote(spec.source) and not os.path.isfile(spec.source):
             raise ConfigError(f"Input file {spec.source!r} does not exist or is not a file.")
+
+
+def validate_output(spec: JobSpec) -> None:
+    """The output is a supported format and would not overwrite the input."""
     if spec.output:
         file_format(spec.output)
         if spec.source and _same_path(spec.source, spec.output):

@@ -1,6 +1,6 @@
 """Dagster's default run launcher, plus the run-worker health check run monitoring needs.
 
-With ``DefaultRunLauncher`` each run is a subprocess of the code server, and Dagster cannot tell
+With ``dg.DefaultRunLauncher`` each run is a subprocess of the code server, and Dagster cannot tell
 whether that process is alive (its ``supports_check_run_worker_health`` is False): a run worker
 killed with ``kill -9``, by the OOM killer or with its whole host leaves its run STARTED forever,
 so run retries never start and the shard never finishes. This launcher answers run monitoring's
@@ -24,17 +24,17 @@ import contextlib
 import socket
 
 import dagster as dg
-from dagster._core.launcher import CheckRunHealthResult, DefaultRunLauncher, WorkerStatus
 
 from maple_engine.storage.layout import run_worker_folder
 from maple_engine.storage.leases import Lease, pid_alive
 from maple_engine.storage.storage import Storage
+from resources.dagster_private import CheckRunHealthResult, WorkerStatus
 
 WORKER_ROOT_TAG = "maple/worker_lease_root"
 
 
-class LocalRunLauncher(DefaultRunLauncher):
-    """``DefaultRunLauncher`` whose run workers run monitoring can check."""
+class LocalRunLauncher(dg.DefaultRunLauncher):
+    """``dg.DefaultRunLauncher`` whose run workers run monitoring can check."""
 
     @property
     def supports_check_run_worker_health(self) -> bool:

@@ -17,10 +17,10 @@ import os
 
 import dagster as dg
 import yaml
-from dagster._core.instance.ref import InstanceRef
 
 from maple_engine.errors import ConfigError
 from maple_engine.storage.storage import is_remote
+from resources.dagster_private import InstanceRef
 
 STORAGE_KEYS = ("storage", "run_storage", "event_log_storage", "schedule_storage")
 POOLED = "maple_assets.api.pooled_sqlite"

@@ -19,9 +19,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dagster._core.errors import DagsterExecutionInterruptedError
+import dagster as dg
 
-INTERRUPTS = (KeyboardInterrupt, DagsterExecutionInterruptedError)
+INTERRUPTS = (KeyboardInterrupt, dg.DagsterExecutionInterruptedError)
 
 
 @contextlib.contextmanager

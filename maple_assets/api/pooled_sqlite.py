@@ -22,17 +22,18 @@ from typing import Any
 
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata
-from dagster._core.storage.event_log.sqlite import sqlite_event_log
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
-    INDEX_SHARD_NAME,
-    SqliteEventLogStorage,
-)
-from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
-from dagster._core.storage.sql import get_alembic_config
-from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import Connection, Engine
+
+from resources.dagster_private import (
+    INDEX_SHARD_NAME,
+    SQLITE_BUSY_TIMEOUT_SECONDS,
+    SqlEventLogStorageMetadata,
+    SqliteEventLogStorage,
+    SqliteRunStorage,
+    get_alembic_config,
+    sqlite_event_log,
+)
 
 #: run databases kept open besides the index (a driver writes one run at a time)
 OPEN_RUNS = 4

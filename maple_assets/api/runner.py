@@ -8,15 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 import dagster as dg
-from dagster._core.definitions.materialize import (
-    EPHEMERAL_JOB_NAME as STAGE_JOB,  # the job name ``dg.materialize`` gives its runs
-)
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
-)
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_START_TAG as RANGE_START,
-)
 
 from maple_assets.api import dagster_home
 from maple_assets.api.interrupts import interrupts_seen
@@ -28,6 +19,15 @@ from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job
 from maple_engine.merge.merge import OutputTable
 from maple_engine.state import JobState
+from resources.dagster_private import (
+    ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
+)
+from resources.dagster_private import (
+    ASSET_PARTITION_RANGE_START_TAG as RANGE_START,
+)
+from resources.dagster_private import (
+    EPHEMERAL_JOB_NAME as STAGE_JOB,  # the job name ``dg.materialize`` gives its runs
+)
 
 CHAIN_WAIT_S = 30.0  # how long a chained shard waits for the batch before it to be validated
 #: Shards one chained run sends: then the driver ticks and collects what ended (an in-process

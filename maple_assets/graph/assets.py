@@ -16,6 +16,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from maple_assets.binding import IO_MANAGER_KEY, job_for
+from maple_assets.graph.card import table_metadata
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.per_shard import per_shard
 from maple_assets.graph.shard_options import ShardRunOptions
@@ -23,6 +24,7 @@ from maple_engine.canary import last_canary, run_canary
 from maple_engine.collect.responses import summarize
 from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.errors import CanaryFailed
+from maple_engine.inputs.sources import input_schema
 from maple_engine.job import Job
 from maple_engine.merge.output import merge_job
 from maple_engine.plan.rerun import shard_input
@@ -307,7 +309,9 @@ def merged_asset(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.Asset
             )
         table = merge_job(job)
         totals = _totals(job)
-        return dg.Output(table, metadata={"path": table.path, "rows": table.rows, **totals})
+        schema = input_schema(table.path, context.resources.maple_storage.s3_settings())
+        metadata = {"path": table.path, "rows": table.rows, **totals}
+        return dg.Output(table, metadata={**metadata, **table_metadata(schema, table.rows)})
 
     return merged
 

@@ -14,7 +14,8 @@ import time
 from collections.abc import Sequence
 
 import dagster as dg
-from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, RUN_KEY_TAG, WILL_RETRY_TAG
+
+from resources.dagster_private import AUTO_RETRY_RUN_ID_TAG, RUN_KEY_TAG, WILL_RETRY_TAG
 
 MAX_REVIVALS = 3
 RETRY_GRACE_S = 60.0  # a failed run not yet marked will_retry=true/false: Dagster still decides

@@ -8,7 +8,7 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 import pytest
-from dagster._serdes import serialize_value
+from dagster import serialize_value
 from polars.testing import assert_frame_equal
 
 from emulator.server import EmulatorServer

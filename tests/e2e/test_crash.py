@@ -17,15 +17,6 @@ from typing import Any
 
 import polars as pl
 import pytest
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_END_TAG as RANGE_END_TAG,
-)
-from dagster._core.storage.tags import (
-    ASSET_PARTITION_RANGE_START_TAG as RANGE_START_TAG,
-)
-from dagster._core.storage.tags import (
-    PARTITION_NAME_TAG as PARTITION_TAG,
-)
 from polars.testing import assert_frame_equal
 
 from emulator.config import EmulatorConfig
@@ -35,6 +26,15 @@ from maple_assets.factory import enrichment
 from maple_assets.wiring import wire_resources
 from maple_engine.crashpoints import POINTS
 from maple_engine.providers.registry import build_provider
+from resources.dagster_private import (
+    ASSET_PARTITION_RANGE_END_TAG as RANGE_END_TAG,
+)
+from resources.dagster_private import (
+    ASSET_PARTITION_RANGE_START_TAG as RANGE_START_TAG,
+)
+from resources.dagster_private import (
+    PARTITION_NAME_TAG as PARTITION_TAG,
+)
 
 MAPLE = str(Path(sys.executable).parent / "maple")
 ROWS = 16

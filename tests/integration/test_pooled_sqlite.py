@@ -88,7 +88,7 @@ def test_wipe_closes_the_engines_before_deleting_the_run_files(home):
 
 def test_a_new_run_database_is_the_one_dagster_would_make(tmp_path):
     """Same tables, indexes, journal mode and alembic revision as Dagster's own set-up."""
-    from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+    from resources.dagster_private import SqliteEventLogStorage
 
     def made_by(storage: Any) -> tuple[Any, ...]:
         with storage.run_connection("some-run") as conn:

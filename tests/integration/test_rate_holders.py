@@ -224,7 +224,7 @@ def test_the_ledger_password_reaches_no_run_snapshot_nor_file(
     """``maple enrich`` with ``MAPLE_COST_DB`` holding a password: the ledger and rate-share
     resources take it as ``dg.EnvVar``, so no run's job snapshot, run config or file holds it."""
     import dagster as dg
-    from dagster._serdes import serialize_value
+    from dagster import serialize_value
 
     monkeypatch.setenv("MAPLE_COST_DB", password_url(pg_url))
     monkeypatch.delenv("DAGSTER_HOME", raising=False)

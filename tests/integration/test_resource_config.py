@@ -18,11 +18,11 @@ from typing import Any
 
 import dagster as dg
 import pytest
+from dagster import serialize_value
 from dagster._core.remote_representation.external_data import (
     RepositorySnap,
     ResourceConfigEnvVarSnap,
 )
-from dagster._serdes import serialize_value
 
 from maple_assets.factory import enrichment
 from maple_assets.wiring import maple_resources
@@ -152,7 +152,7 @@ def test_a_missing_key_fails_before_the_run_starts(
 SHOW_DEFINITIONS = """
 import json
 from dagster._core.remote_representation.external_data import RepositorySnap
-from dagster._serdes import serialize_value
+from dagster import serialize_value
 from maple_assets.definitions import defs
 snap = RepositorySnap.from_def(defs.get_repository_def())
 names = [r.name for r in snap.resources]

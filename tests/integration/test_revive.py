@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 import dagster as dg
-from dagster._core.storage.tags import AUTO_RETRY_RUN_ID_TAG, RUN_KEY_TAG, WILL_RETRY_TAG
 
 from emulator.server import EmulatorServer
 from maple_assets.graph.revive import revive
+from resources.dagster_private import AUTO_RETRY_RUN_ID_TAG, RUN_KEY_TAG, WILL_RETRY_TAG
 from tests.integration.test_sensor_cursor import small_job, tick
 
 

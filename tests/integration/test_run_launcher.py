@@ -11,8 +11,8 @@ from pathlib import Path
 
 import dagster as dg
 import orjson
-from dagster._core.launcher import WorkerStatus
 
+from resources.dagster_private import WorkerStatus
 from resources.run_launcher import WORKER_ROOT_TAG, LocalRunLauncher
 
 HOME_YAML = """

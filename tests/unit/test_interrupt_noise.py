@@ -7,7 +7,7 @@ import weakref
 from typing import Any
 
 import pytest
-from dagster._core.errors import DagsterExecutionInterruptedError
+from dagster import DagsterExecutionInterruptedError
 
 from maple_assets.api.errors import is_interrupt
 from maple_assets.api.interrupts import interrupts_seen
@@ -57,7 +57,7 @@ def test_an_interrupt_is_told_without_importing_dagster_again(
 
 QUIET_COMMAND = """
 import logging, signal
-from dagster._core.errors import DagsterExecutionInterruptedError
+from dagster import DagsterExecutionInterruptedError
 from maple_assets.cli.errors import quiet_interrupts
 
 signal.signal(signal.SIGINT, signal.default_int_handler)

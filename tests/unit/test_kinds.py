@@ -22,6 +22,7 @@ NAMES_A_KIND = {
     "maple_engine/spec.py": "a job's kind by default: chat",
     "maple_engine/inputs/tokens.py": "output_tokens_per_request's default kind: chat",
     "maple_assets/factory.py": "embedding() declares an embedding",
+    "maple_assets/components.py": "EmbeddingComponent declares an embedding, as embedding()",
     "maple_assets/cli/commands.py": "maple enrich and maple embed: one kind per command",
 }
 KIND_NAME = re.compile(r"\b(CHAT|EMBEDDING)\b(?!_)")

@@ -38,6 +38,10 @@ def test_definitions_load_with_the_example_graph() -> None:
         "catalog_vectors/raw_responses",
         "catalog_vectors/merged",
         "near_duplicates",
+        "product_tags/input_shards",  # declared in maple_assets/defs/product_tags/defs.yaml
+        "product_tags/submissions",
+        "product_tags/raw_responses",
+        "product_tags/merged",
     }
     merged = graph.get(dg.AssetKey(["product_attributes", "merged"]))
     assert {k.to_user_string() for k in merged.parent_keys} == {"product_attributes/raw_responses"}
@@ -45,8 +49,19 @@ def test_definitions_load_with_the_example_graph() -> None:
     assert isinstance(shards.partitions_def, dg.DynamicPartitionsDefinition)
     assert defs.resolve_sensor_def("product_attributes_sensor") is not None
     assert defs.resolve_sensor_def("catalog_vectors_sensor") is not None
+    tags = graph.get(dg.AssetKey(["product_tags", "input_shards"]))
+    assert {k.to_user_string() for k in tags.parent_keys} == {"grocery_catalog"}
+    assert defs.resolve_sensor_def("product_tags_sensor") is not None
     near = graph.get(dg.AssetKey("near_duplicates"))
     assert {k.to_user_string() for k in near.parent_keys} == {"catalog_vectors/merged"}
+
+
+def test_the_code_location_module_holds_one_definitions_object() -> None:
+    """``dagster dev -m maple_assets.definitions`` (no attribute) loads the one there is."""
+    from maple_assets import definitions
+
+    found = [v for v in vars(definitions).values() if isinstance(v, dg.Definitions)]
+    assert found == [definitions.defs]
 
 
 def test_dagster_validates_the_workspace() -> None:

@@ -1,0 +1,1 @@
+"""The code location's components: one folder each with a ``defs.yaml``."""

@@ -1,0 +1,64 @@
+"""Every name Maple takes from Dagster's private modules (``dagster._...``), each with the reason
+no public API serves: the one place they are imported, so that a Dagster upgrade that moves or
+renames one fails ``tests/unit/test_dagster_private.py`` (which imports each), not a run. The
+rest of the code imports them from here; a test holds every other module to that."""
+
+# The job name ``dg.materialize`` gives the runs it launches (maple_assets.api.runner finds the
+# runs of a stage by it); public only as that function's behaviour.
+from dagster._core.definitions.materialize import EPHEMERAL_JOB_NAME
+
+# The reference to a Dagster instance (its dagster.yaml's storage settings), which
+# maple_assets.api.dagster_home reads to reject a storage the CLI cannot share; dg.DagsterInstance
+# exposes no public constructor from a config dict.
+from dagster._core.instance.ref import InstanceRef
+
+# What a run launcher's health check returns (resources.run_launcher checks a run's worker
+# process); DefaultRunLauncher is public, its result types are not.
+from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
+
+# The SQLite event log and run storages maple_assets.api.pooled_sqlite extends with pooled
+# connections for the CLI's in-process runs, with the schema, migrations, busy timeout and index
+# shard name they use: Dagster has no public storage classes to subclass.
+from dagster._core.storage.event_log.schema import SqlEventLogStorageMetadata
+from dagster._core.storage.event_log.sqlite import sqlite_event_log
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import (
+    INDEX_SHARD_NAME,
+    SqliteEventLogStorage,
+)
+from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
+from dagster._core.storage.sql import get_alembic_config
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+
+# Run tags Dagster itself writes and reads: the sensor's run key, the retry of a failed run and
+# its "will retry" mark (maple_assets.graph.revive re-launches what Dagster gave up on), and the
+# two ends of a partition-range run (maple_assets.api.runner launches single-run backfills),
+# and the partition of a one-partition run (tests/e2e/test_crash.py reads it).
+# Dagster exports no constants for them; the strings are its contract with its own daemon.
+from dagster._core.storage.tags import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    AUTO_RETRY_RUN_ID_TAG,
+    PARTITION_NAME_TAG,
+    RUN_KEY_TAG,
+    WILL_RETRY_TAG,
+)
+
+__all__ = [
+    "ASSET_PARTITION_RANGE_END_TAG",
+    "ASSET_PARTITION_RANGE_START_TAG",
+    "AUTO_RETRY_RUN_ID_TAG",
+    "EPHEMERAL_JOB_NAME",
+    "INDEX_SHARD_NAME",
+    "PARTITION_NAME_TAG",
+    "RUN_KEY_TAG",
+    "SQLITE_BUSY_TIMEOUT_SECONDS",
+    "WILL_RETRY_TAG",
+    "CheckRunHealthResult",
+    "InstanceRef",
+    "SqlEventLogStorageMetadata",
+    "SqliteEventLogStorage",
+    "SqliteRunStorage",
+    "WorkerStatus",
+    "get_alembic_config",
+    "sqlite_event_log",
+]
