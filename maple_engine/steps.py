@@ -63,7 +63,16 @@ def payload_for(job: Job, shard: str, attempt: int) -> ShardPayload:
     frame = job.state.shard_frame(shard, columns=[CUSTOM_ID, REQUEST])
     requests = frame.join(plan.select(CUSTOM_ID), on=CUSTOM_ID, how="semi", maintain_order="left")
     requests = requests.rename({CUSTOM_ID: "custom_id", REQUEST: "request"})
-    return ShardPayload(job.spec.name, shard, attempt, job.spec.model, requests)
+    budget = job.policy.budget(_sent_before(job, shard, attempt))
+    return ShardPayload(job.spec.name, shard, attempt, job.spec.model, requests, budget)
+
+
+def _sent_before(job: Job, shard: str, attempt: int) -> dict[str, int]:
+    """Each row's sends in the shard's earlier attempts (the rows attempt n-1 left pending)."""
+    if attempt == 1 or not job.state.storage.exists(job.state.paths.results(shard, attempt - 1)):
+        return {}
+    earlier = job.state.results(shard, attempt - 1).select(CUSTOM_ID, "attempts")
+    return dict(zip(earlier[CUSTOM_ID].to_list(), earlier["attempts"].to_list(), strict=True))
 
 
 def check_age(job: Job) -> None:

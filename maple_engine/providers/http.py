@@ -3,8 +3,10 @@
 import functools
 import logging
 import random
+import re
 import ssl
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -80,8 +82,49 @@ def error_detail(response: httpx.Response) -> tuple[str, str | None, str | None]
         return response.text[:300], None, None
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):
-        return response.text[:300], None, None
+        said = body.get("message") if isinstance(body, dict) else None  # a gateway's own shape
+        return (said if isinstance(said, str) and said else response.text[:300]), None, None
     return str(error.get("message", "")), error.get("code"), error.get("type")
+
+
+#: Error codes that say the job's setup is wrong, not the row: every request would get them.
+SETUP_CODES = frozenset(
+    {
+        "invalid_api_key",
+        "model_not_found",
+        "unknown_parameter",
+        "unsupported_parameter",
+        "unsupported_value",
+        "unsupported_response_format",
+    }
+)
+_SETUP_WORDS = re.compile(
+    r"header\b.{0,60}\brequired|\bunknown model\b|\bmodel\b.{0,80}\b(does not exist|not found)"
+    r"|\bunsupported parameter\b|\bunrecognized request argument|\bresponse_format\b",
+    re.IGNORECASE,
+)
+
+
+def setup_refusal(response: httpx.Response) -> bool:
+    """Does this refusal concern the job's setup rather than the row: a refused key (401, 403),
+    an unknown path or model (404), or a 400/422 naming a header a gateway requires, the
+    model, a parameter or the response format? (A row's own 400, a prompt too long, says
+    otherwise.)"""
+    status = response.status_code
+    if status in {401, 403, 404}:
+        return True
+    if status not in {400, 422}:
+        return False
+    message, code, _ = error_detail(response)
+    return code in SETUP_CODES or _SETUP_WORDS.search(message) is not None
+
+
+def safe_url(url: str) -> str:
+    """``url`` without what may hold a secret: user info and the query."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def is_quota_error(response: httpx.Response) -> bool:
@@ -161,22 +204,27 @@ def first_contact(
     except httpx.TransportError as exc:
         reason = type(exc).__name__
         raise ConfigError(f"{api} at {url} cannot be reached ({reason}): {fix_url}.") from exc
-    if response.status_code in {401, 403}:
+    status = response.status_code
+    said = f"; it said: {error_detail(response)[0]}" if status >= 400 else ""
+    if status in {401, 403}:
         fix_key = f"check {env}_API_KEY" if env else "check the API key"
-        raise ConfigError(
-            f"{api} at {url} refused the API key ({response.status_code}): {fix_key}."
-        )
-    if response.status_code == 429 or response.status_code >= 500:
+        raise ConfigError(f"{api} at {url} refused the API key ({status}): {fix_key}{said}.")
+    if status == 429 or status >= 500:
         return
     kind = response.headers.get("content-type", "no content type").split(";")[0]
     try:
-        body = orjson.loads(response.content) if response.status_code < 400 else None
+        body = orjson.loads(response.content) if status < 400 else None
     except orjson.JSONDecodeError:
         body = None
+    if 400 <= status < 500 and said and setup_refusal(response):
+        raise ConfigError(
+            f"{api} at {url} refused the first call (HTTP {status}){said}: fix what it names "
+            "(a header a gateway requires, the model, a parameter), then rerun."
+        )
     if not isinstance(body, dict) or (expect is not None and expect not in body):
         raise ConfigError(
-            f"{url} does not answer like {api} (HTTP {response.status_code}, {kind}): "
-            f"{fix_url} (it must point at the API, e.g. ending in /v1)."
+            f"{url} does not answer like {api} (HTTP {status}, {kind}): "
+            f"{fix_url} (it must point at the API, e.g. ending in /v1){said}."
         )
 
 
