@@ -239,7 +239,12 @@ def download(
 ) -> None:
     """GET ``url`` streamed into the file ``into``, retried as `request` retries a GET (the
     file starts over on each try). A result file never sits in memory whole: a 50k-line
-    OpenAI output file is ~40 MB, and ``Response.content`` briefly held it twice."""
+    OpenAI output file is ~40 MB, and ``Response.content`` briefly held it twice.
+
+    An unreachable provider is waited out for the outage window; an answer that stays the
+    same (status and body, ``SAME_ANSWERS`` times in a row, with no ``retry-after``) is a
+    server or gateway that cannot serve the file, and ends the download at once."""
+    same = _SameAnswers(what, url)
 
     def fetch() -> httpx.Response:
         into.seek(0)
@@ -247,6 +252,7 @@ def download(
         with client.stream("GET", url) as response:
             if response.status_code >= 300:
                 response.read()  # an error envelope: small
+                same.check(response)
                 return _retryable(response)
             for chunk in response.iter_bytes():  # as they arrive: re-chunking copies twice
                 into.write(chunk)
@@ -256,6 +262,34 @@ def download(
         fetch, max_retries, outage_window_s(), what=what, method="GET", url=url, wait_of=wait_of
     )
     into.flush()
+
+
+SAME_ANSWERS = 5  # the same failed answer this many times in a row is no outage
+
+
+class _SameAnswers:
+    """Counts a call's identical failed answers in a row; raises once there are too many."""
+
+    def __init__(self, what: str, url: str) -> None:
+        self.what, self.url = what, url
+        self.last: tuple[int, bytes] | None = None
+        self.count = 0
+
+    def check(self, response: httpx.Response) -> None:
+        answer = (response.status_code, response.content)
+        self.count = self.count + 1 if answer == self.last else 1
+        self.last = answer
+        waits = response.status_code == 429 or retry_after_seconds(response) is not None
+        if self.count < SAME_ANSWERS or waits:
+            return
+        message, _, _ = error_detail(response)
+        raise ProviderError(
+            f"{self.what}: GET {self.url} answered {response.status_code} the same way "
+            f"{self.count} times in a row: {message}. The provider or a gateway before it "
+            "cannot serve the file: fix it, then rerun the same command (the batch is adopted "
+            "and downloaded, nothing is sent again).",
+            response.status_code,
+        )
 
 
 def _retried(
