@@ -26,14 +26,17 @@ Job errors are not row outcomes:
   failing the same way before any succeeded, raises `SetupRefused` (a 4xx) or `BreakerOpen`
   (anything else). The rows failed before the first success are held, not checkpointed, until
   one succeeds: a job stopped for its setup leaves every row to send again.
-- **The breaker.** Once sending, when most of the last ``WINDOW`` sends (429s aside) failed the
-  same way, `BreakerOpen` stops the attempt before it spends more.
+- **The breaker.** Once sending, when ``TRIP`` of the last ``WINDOW`` sends (429s aside) failed
+  the same way, `BreakerOpen` stops the attempt before it spends more. Failures are the same
+  when their class, status and message are, request ids aside (a provider names each failed
+  request in its message).
 """
 
 import asyncio
 import collections
 import contextlib
 import math
+import re
 import threading
 import time
 from collections.abc import Coroutine, Iterator, Mapping
@@ -70,6 +73,11 @@ T = TypeVar("T")
 _JSON = {"content-type": "application/json"}
 TICK_S = 0.25  # how often checkpoints and the rate share's beat are looked at
 WINDOW = 20  # the breaker looks at this many of the last sends
+TRIP = 16  # and opens when this many of them failed the same way
+_REQUEST_ID = re.compile(
+    r"\b(?:req|request)[_-][0-9a-z]{6,}\b|\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b",
+    re.IGNORECASE,
+)
 #: A failed send's signature: its class, and the status and message it was answered with
 Failure = tuple[str, str]
 #: Failure classes whose same failure of two requests says the job, not the row, is wrong
@@ -131,7 +139,7 @@ class _Retry(Exception):
 
     @property
     def failure(self) -> Failure:
-        return (self.failure_class, str(self))
+        return (self.failure_class, _REQUEST_ID.sub("<id>", str(self)))
 
 
 class AttemptRun:
@@ -368,7 +376,7 @@ class AttemptRun:
         if failure is None or not self._released or len(self.window) < WINDOW:
             return
         same = sum(1 for seen in self.window if seen == failure)
-        if 2 * same > WINDOW:
+        if same >= TRIP:
             raise BreakerOpen(
                 f"{self.p.name}: {same} of the last {WINDOW} requests to {safe_url(self.url)} "
                 f"failed the same way ({failure[1]}); stopped sending before spending more. "

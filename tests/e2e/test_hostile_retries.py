@@ -59,7 +59,7 @@ def test_the_breaker_stops_a_job_once_most_of_the_last_requests_fail_alike(
     line = outcome_line(result.stderr)
     assert "of the last 20 requests to " + url + "/v1/chat/completions failed the same way" in line
     assert "(500: upstream returned an unreadable answer)" in line
-    # the window (20 sends) and what was in flight when it tripped; 200 rows x 6 before
+    # the window (16 of 20 sends) and what was in flight when it tripped; 200 rows x 6 before
     assert stats["requests_billed"] <= healthy + 20 + 64
     assert stats["bodies_billed_twice"] <= 20
     assert took < 30
@@ -81,3 +81,19 @@ def test_a_row_is_sent_at_most_one_plus_its_class_retries_across_attempts(
     # 1 + 2 retries; before: 6 sends in each of 3 attempts
     assert stats["realtime_requests"] == 3
     assert len(retrying_lines(result.stderr)) == 1
+
+
+def test_failures_that_differ_only_by_request_id_are_the_same_failure(tmp_path: Path) -> None:
+    # a provider answering every send 500, naming each request in its message (OpenAI's way)
+    config = EmulatorConfig(batch_seconds=0, fail={"server_error": 1.0}, control_fail=0)
+    with EmulatorServer(config) as server:
+        result, took = maple_at(server.url, *job(tmp_path, "enrich", 30))
+        stats = server.stats()
+    assert result.returncode == 4, result.stderr
+    line = outcome_line(result.stderr)
+    assert "failed 2 different requests the same way (500: The server had an error" in line
+    assert "(request ID <id>)" in line
+    # two first contacts of 1 + 5 sends each (server_error's retries); before: 30 rows x 36
+    assert stats["realtime_requests"] == 12
+    assert stats["requests_billed"] == 0
+    assert took < 60
