@@ -22,7 +22,11 @@ NO_AWS = {
     "AWS_EC2_METADATA_DISABLED": "true",
 }
 #: The notices a provider call that retries writes while it retries (not the job's outcome)
-RETRYING = ("maple: real-time requests retrying: ", "maple: provider call retrying: ")
+RETRYING = (
+    "maple: real-time requests retrying: ",
+    "maple: provider call retrying: ",
+    "maple: retrying ",
+)
 
 
 def clean_env(**extra: str) -> dict[str, str]:

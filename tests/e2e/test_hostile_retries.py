@@ -97,3 +97,16 @@ def test_failures_that_differ_only_by_request_id_are_the_same_failure(tmp_path: 
     assert stats["realtime_requests"] == 12
     assert stats["requests_billed"] == 0
     assert took < 60
+
+
+def test_rows_retried_in_a_new_batch_are_said_on_stderr(tmp_path: Path) -> None:
+    config = EmulatorConfig(batch_seconds=0, fail={"server_error": 0.5}, control_fail=0, seed=3)
+    with EmulatorServer(config) as server:
+        args = table_job(tmp_path, "enrich", "emulator", 20, "--poll-interval", "0.1")
+        result, _ = maple_at(server.url, *args, MAPLE_EMULATOR_URL=server.url)
+    assert result.returncode == 0, result.stderr
+    [line] = retrying_lines(result.stderr)
+    assert line.startswith("maple: retrying "), line
+    assert "of job hostile shard s00000 in attempt 2 (server_error " in line
+    out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
+    assert out["llm_attempts"].max() <= 6  # 1 + server_error's 5 retries  # type: ignore[operator]
