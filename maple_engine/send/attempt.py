@@ -13,8 +13,10 @@ and failures then apply to the request, and each of its rows is checkpointed.
 Answers are classified into rows; retryable ones (429, 5xx/529, timeouts) are sent again after
 ``retry-after`` or jittered exponential backoff, up to ``max_attempts`` sends and never past the
 row's retry budget (`maple_engine.policy.SendBudget`: 1 + its class's retries in all, earlier
-attempts included). The same status and body twice in a row for the same request is no
-transient fault: the row fails with that answer and is not resent. The first retry is said on
+attempts included). The same status and body twice in a row for the same request, with no other
+request served in between, is no transient fault: the row fails with that answer and is not
+resent (a provider serving other requests meanwhile, Gemini's identical 500 bodies among them,
+is having a passing fault). The first retry is said on
 stderr (the ``maple.provider`` log) at once, then at most every 30 s. Every finished row goes
 to the checkpoints at once.
 
@@ -273,7 +275,7 @@ class AttemptRun:
         """Send one request until it is answered for good, within the row's budget: its rows
         and, when it failed, how."""
         raw = estimate_tokens(body)
-        sends, previous = 0, None
+        sends, previous, served = 0, None, self.successes
         while True:
             if self.quota_message is not None:
                 return self._rows(custom_ids, [_quota(self.quota_message)], sends), None
@@ -282,11 +284,13 @@ class AttemptRun:
             except _Retry as retry:
                 sends += 1
                 self._watch(retry.failure, retry.failure_class)
-                if retry.answer is not None and retry.answer == previous:
+                # the same answer twice, and no other request served meanwhile: no passing fault
+                same = retry.answer is not None and retry.answer == previous
+                if same and self.successes == served:
                     message = f"{NOT_RESENT}the same answer twice in a row: {retry}"
                     failed = failed_row(None, retry.failure_class, message)
                     return self._rows(custom_ids, [failed], sends), retry.failure
-                previous = retry.answer
+                previous, served = retry.answer, self.successes
                 if sends >= self._sends_allowed(retry.failure_class, custom_ids):
                     failed = failed_row(None, retry.failure_class, f"{retry} (after {sends} sends)")
                     return self._rows(custom_ids, [failed], sends), retry.failure
