@@ -116,7 +116,13 @@ def setup_refusal(response: httpx.Response) -> bool:
     if status not in {400, 422}:
         return False
     message, code, _ = error_detail(response)
-    return code in SETUP_CODES or _SETUP_WORDS.search(message) is not None
+    return code in SETUP_CODES or names_the_setup(message)
+
+
+def names_the_setup(message: str) -> bool:
+    """Does an error message name a header a gateway requires, the model, a parameter or the
+    response format?"""
+    return _SETUP_WORDS.search(message) is not None
 
 
 def safe_url(url: str) -> str:

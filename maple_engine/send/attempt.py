@@ -58,6 +58,7 @@ from maple_engine.providers.http import (
     backoff_seconds,
     error_detail,
     log,
+    names_the_setup,
     safe_url,
     setup_refusal,
 )
@@ -353,7 +354,8 @@ class AttemptRun:
     def _job_error(self, failure: Failure, count: int) -> BreakerOpen | SetupRefused:
         failure_class, message = failure
         where = f"{self.p.name}: POST {safe_url(self.url)}"
-        if failure_class == FailureClass.INVALID_REQUEST.value:
+        # a server that fails on a response format it does not take (llama.cpp answers 500)
+        if failure_class == FailureClass.INVALID_REQUEST.value or names_the_setup(message):
             return SetupRefused(
                 f"{where} refused {count} different requests the same way ({message}) before "
                 "any succeeded: the job's setup is wrong, not the rows. Nothing more is sent "

@@ -8,6 +8,8 @@ real gateway programs were seen to:
 - ``missing-header``, ``unknown-model``, ``unsupported-parameter``: answers every call as
   `REFUSALS` says (a gateway's "header required" 400, a 404 for a model the upstream does not
   have, a 400 for a parameter the model does not take), forwarding nothing;
+- ``schema-500``: answers a POST asking for a JSON-schema response format 500, as llama.cpp's
+  server does (it takes only ``json_object``), and forwards everything else;
 - ``failing-download``: forwards everything but ``GET .../files/{id}/content``, which it
   answers 500 with the same body every time.
 
@@ -42,6 +44,10 @@ REFUSALS = {
         b'this model.", "type": "invalid_request_error", "code": "unsupported_parameter"}}',
     ),
 }
+SCHEMA_REFUSED = (
+    b'{"error": {"message": "response_format type json_schema is not supported, use '
+    b'json_object", "type": "server_error"}}'
+)
 NO_CONTENT = b'{"error": {"message": "No connected db.", "type": "server_error"}}'
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
@@ -82,6 +88,9 @@ class _Handler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         if gateway.mode in REFUSALS:
             self._answer(*REFUSALS[gateway.mode])
+            return
+        if gateway.mode == "schema-500" and b'"json_schema"' in body:
+            self._answer(500, SCHEMA_REFUSED)
             return
         download = method == "GET" and self.path.endswith("/content")
         if gateway.mode == "failing-download" and download:

@@ -9,7 +9,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.e2e.hostile import before_and_after_fix, one_line, table_job
+from tests.e2e.hostile import before_and_after_fix, one_line, outcome_line, table_job
 
 ROWS = 10
 MESSAGES = {
@@ -47,3 +47,23 @@ def test_a_refused_setup_is_exit_2_in_one_line_and_the_rerun_after_the_fix_sends
     assert out["llm_status"].to_list() == ["succeeded"] * ROWS
     assert run.after["requests_billed"] == ROWS
     assert run.after["bodies_billed_twice"] == 0
+
+
+def test_a_response_format_the_server_does_not_take_is_exit_2_and_sends_no_more(
+    tmp_path: Path,
+) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text(
+        '{"type": "object", "properties": {"brand": {"type": "string"}}, "required": ["brand"], '
+        '"additionalProperties": false}'
+    )
+    extra = ("--response-schema", str(schema), "--poll-interval", "0.1")
+    args = table_job(tmp_path, "enrich", "openai-realtime", ROWS, *extra)
+    run = before_and_after_fix("schema-500", args)
+    assert run.broken.returncode == 2, run.broken.stderr
+    line = outcome_line(run.broken.stderr)
+    assert "response_format type json_schema is not supported, use json_object" in line, line
+    assert "refused 2 different requests the same way" in line
+    assert run.before["requests_billed"] == 0  # two requests, twice each, none forwarded
+    assert run.fixed.returncode == 0, run.fixed.stderr
+    assert run.after["requests_billed"] == ROWS and run.after["bodies_billed_twice"] == 0
