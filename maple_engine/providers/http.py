@@ -161,6 +161,7 @@ def request(
     what: str,
     max_retries: int = 5,
     wait_of: WaitOf = retry_after_seconds,
+    result_file: bool = False,
     **kwargs: Any,
 ) -> httpx.Response:
     """Send a control call, retrying 408/409/429/5xx and transport errors with backoff.
@@ -170,9 +171,12 @@ def request(
     ``max_retries`` times; creates stop after ``max_retries`` (a repeated create could pay
     twice). ``what`` names the call in errors (e.g. "create batch for job j shard s00001"); the
     URL in messages is the path only, so neither keys nor query secrets reach logs.
+    ``result_file``: the call downloads a batch's results, which an answer that stays the same
+    ends at once (`download`).
     """
     window = outage_window_s() if _idempotent(method, url) else 0.0
-    call = functools.partial(_send, client, method, url, kwargs)
+    same = _SameAnswers(what, url) if result_file else None
+    call = functools.partial(_send, client, method, url, kwargs, same)
     return _retried(call, max_retries, window, what=what, method=method, url=url, wait_of=wait_of)
 
 
@@ -328,8 +332,17 @@ class Retryable(Exception):
         self.response = response
 
 
-def _send(client: httpx.Client, method: str, url: str, kwargs: dict[str, Any]) -> httpx.Response:
-    return _retryable(client.request(method, url, **kwargs))
+def _send(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    kwargs: dict[str, Any],
+    same: "_SameAnswers | None" = None,
+) -> httpx.Response:
+    response = client.request(method, url, **kwargs)
+    if same is not None and response.status_code >= 300:
+        same.check(response)
+    return _retryable(response)
 
 
 def _retryable(response: httpx.Response) -> httpx.Response:
