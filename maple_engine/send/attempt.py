@@ -16,29 +16,20 @@ row's retry budget (`maple_engine.policy.SendBudget`: 1 + its class's retries in
 attempts included). The same status and body twice in a row for the same request, with no other
 request served in between, is no transient fault: the row fails with that answer and is not
 resent (a provider serving other requests meanwhile, Gemini's identical 500 bodies among them,
-is having a passing fault). The first retry is said on
-stderr (the ``maple.provider`` log) at once, then at most every 30 s. Every finished row goes
-to the checkpoints at once.
+is having a passing fault). The first retry is said on stderr (the ``maple.provider`` log) at
+once, then at most every 30 s. Every finished row goes to the checkpoints at once.
 
-Job errors are not row outcomes:
-
-- **First contact.** Until a request succeeds, one request is in flight at a time; the others
-  wait. A refusal of the job's setup (`maple_engine.providers.http.setup_refusal`: the key, a
-  header a gateway requires, the model, a parameter) at any time, or two different requests
-  failing the same way before any succeeded, raises `SetupRefused` (a 4xx) or `BreakerOpen`
-  (anything else). The rows failed before the first success are held, not checkpointed, until
-  one succeeds: a job stopped for its setup leaves every row to send again.
-- **The breaker.** Once sending, when ``TRIP`` of the last ``WINDOW`` sends (429s aside) failed
-  the same way, `BreakerOpen` stops the attempt before it spends more. Failures are the same
-  when their class, status and message are, request ids aside (a provider names each failed
-  request in its message).
+Job errors are not row outcomes (`maple_engine.send.contact`): a refusal of the job's setup
+(`maple_engine.providers.http.setup_refusal`: the key, a header a gateway requires, the model,
+a parameter) at any time, or two different requests failing the same way at first contact,
+raises `SetupRefused` (a 4xx, or a message naming the setup) or `BreakerOpen` (anything else);
+so does the breaker once sending. The rows failed before the first success are held, not
+checkpointed, until one succeeds: a job stopped for its setup leaves every row to send again.
 """
 
 import asyncio
-import collections
 import contextlib
 import math
-import re
 import threading
 import time
 from collections.abc import Coroutine, Iterator, Mapping
@@ -64,6 +55,7 @@ from maple_engine.providers.http import (
 )
 from maple_engine.providers.realtime import Group, RateLimits, Row
 from maple_engine.send.checkpoints import RowCheckpoints
+from maple_engine.send.contact import WINDOW, Breaker, Failure, FirstContact, failure_of
 from maple_engine.send.pacing import Gate, Pacer, TokenEstimator, needed_concurrency
 from maple_engine.send.rate_shares import Share
 from maple_engine.send.window_budget import FAST
@@ -75,16 +67,6 @@ if TYPE_CHECKING:  # aiohttp loads when a real-time attempt runs, not with the C
 T = TypeVar("T")
 _JSON = {"content-type": "application/json"}
 TICK_S = 0.25  # how often checkpoints and the rate share's beat are looked at
-WINDOW = 20  # the breaker looks at this many of the last sends
-TRIP = 16  # and opens when this many of them failed the same way
-_REQUEST_ID = re.compile(
-    r"\b(?:req|request)[_-][0-9a-z]{6,}\b|\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b",
-    re.IGNORECASE,
-)
-#: A failed send's signature: its class, and the status and message it was answered with
-Failure = tuple[str, str]
-#: Failure classes whose same failure of two requests says the job, not the row, is wrong
-JOB_SHAPED = frozenset({FailureClass.SERVER_ERROR.value, FailureClass.INVALID_REQUEST.value})
 
 
 class Sender(Protocol):
@@ -142,7 +124,7 @@ class _Retry(Exception):
 
     @property
     def failure(self) -> Failure:
-        return (self.failure_class, _REQUEST_ID.sub("<id>", str(self)))
+        return failure_of(self.failure_class, str(self))
 
 
 class AttemptRun:
@@ -176,12 +158,9 @@ class AttemptRun:
         self._adapt_at = -math.inf
         self._transport_error: type[Exception] = OSError  # aiohttp's ClientError once it runs
         # first contact: one request at a time until one succeeds; failed rows held till then
-        self._contact = asyncio.Condition()
-        self._released = False
-        self._probing = False
-        self._probe_failures: list[Failure] = []
+        self.contact = FirstContact()
+        self.breaker = Breaker()
         self.held: list[Row] = []
-        self.window: collections.deque[Failure | None] = collections.deque(maxlen=WINDOW)
         self.retried = 0
         self._said_at = -math.inf
         self._since = ""
@@ -255,7 +234,7 @@ class AttemptRun:
     async def _worker(self, client: "aiohttp.ClientSession", queue: Iterator[Group]) -> None:
         for custom_ids, body in queue:
             rows = await self._request(client, custom_ids, body)
-            if self._released:
+            if self.contact.released:
                 for row in rows:
                     self.checkpoints.add(row)
             else:
@@ -264,10 +243,14 @@ class AttemptRun:
     async def _request(
         self, client: "aiohttp.ClientSession", custom_ids: tuple[str, ...], body: str
     ) -> list[Row]:
-        probe = await self._turn_to_go()
+        first = await self.contact.turn()
         rows, failure = await self._sends(client, custom_ids, body)
-        if probe:
-            await self._probed(failure)
+        if first:
+            alike = await self.contact.answered(failure)
+            if failure is not None and alike is not None:
+                raise self._job_error(failure, alike)
+            if self.contact.released:
+                self._flush_held()
         return rows
 
     async def _sends(
@@ -314,39 +297,12 @@ class AttemptRun:
             for custom_id in custom_ids
         )
 
-    # -- first contact and the breaker ------------------------------------------------------
-    async def _turn_to_go(self) -> bool:
-        """Wait until this request may go: at once after the first success; before it, one
-        request at a time. True: this request is such a first contact."""
-        async with self._contact:
-            await self._contact.wait_for(lambda: self._released or not self._probing)
-            if self._released:
-                return False
-            self._probing = True
-            return True
-
-    async def _probed(self, failure: Failure | None) -> None:
-        """A first contact was answered for good: a success releases every request; the
-        same failure of two requests is the job's, not the rows' (it stops the job); two
-        different failures are the rows' own (release them)."""
-        async with self._contact:
-            if failure is not None:
-                if failure in self._probe_failures and failure[0] in JOB_SHAPED:
-                    # the waiting requests stay waiting: the task group cancels them
-                    raise self._job_error(failure, len(self._probe_failures) + 1)
-                self._probe_failures.append(failure)
-            self._probing = False
-            self._contact.notify_all()
-            if failure is not None and len(self._probe_failures) < 2:
-                return
-        await self._release()
-
+    # -- first contact and the breaker (`maple_engine.send.contact`) ----------------------
     async def _release(self) -> None:
-        if self._released:
-            return
-        self._released = True
-        async with self._contact:
-            self._contact.notify_all()
+        await self.contact.release()
+        self._flush_held()
+
+    def _flush_held(self) -> None:
         for row in self.held:
             self.checkpoints.add(row)
         self.held = []
@@ -374,15 +330,10 @@ class AttemptRun:
         )
 
     def _watch(self, failure: Failure | None, retry_class: str | None) -> None:
-        """Count the send in the breaker's window (429s aside: they are paced, not failed);
-        trip it when most of a full window failed the same way."""
-        if retry_class == FailureClass.RATE_LIMITED.value:
-            return
-        self.window.append(failure)
-        if failure is None or not self._released or len(self.window) < WINDOW:
-            return
-        same = sum(1 for seen in self.window if seen == failure)
-        if same >= TRIP:
+        """Count the send in the breaker's window; raise when it opens."""
+        rate_limited = retry_class == FailureClass.RATE_LIMITED.value
+        same = self.breaker.watch(failure, rate_limited, armed=self.contact.released)
+        if failure is not None and same is not None:
             raise BreakerOpen(
                 f"{self.p.name}: {same} of the last {WINDOW} requests to {safe_url(self.url)} "
                 f"failed the same way ({failure[1]}); stopped sending before spending more. "
