@@ -7,6 +7,7 @@ per input text).
 """
 
 import asyncio
+import itertools
 import time
 from typing import Any
 
@@ -33,6 +34,22 @@ from emulator.replies import echo_text
 from emulator.tokens import count_tokens, prompt_tokens
 
 _RT_PREFIX = "realtime"
+_REQUEST_IDS = itertools.count(1)
+
+
+def _with_request_id(outcome: Outcome, family: Family) -> None:
+    """A server error names its request, as the providers' do (OpenAI in the message,
+    Anthropic in ``request_id``): two transient failures of one body differ, and a client can
+    tell them from a server that answers every send of it the same way."""
+    if outcome.status < 500:
+        return
+    request_id = f"req_emu{next(_REQUEST_IDS):012d}"
+    if family == "anthropic":
+        outcome.body["request_id"] = request_id
+        return
+    error = outcome.body.get("error")
+    if isinstance(error, dict):
+        error["message"] = f"{error.get('message', '')} (request ID {request_id})"
 
 
 def _estimate(payload: Any) -> int:
@@ -135,6 +152,7 @@ async def openai_realtime(request: Request) -> Response:
         openai_usage(outcome.body, use)
         state.stats.cached(use)
     _account(request, payload, key, outcome, family="openai", use=use)
+    _with_request_id(outcome, "openai")
     headers = openai_headers(decision) | {"openai-processing-ms": "1", "openai-model": model}
     if outcome.status == 429:
         headers |= {"retry-after": "1", "retry-after-ms": "1000"}
@@ -167,6 +185,7 @@ async def anthropic_messages(request: Request) -> Response:
         anthropic_usage(outcome.body, use)
         state.stats.cached(use)
     _account(request, payload, key, outcome, family="anthropic", use=use)
+    _with_request_id(outcome, "anthropic")
     if outcome.status == 429:
         headers |= {"retry-after": "1", "retry-after-ms": "1000"}
     return anthropic_json(outcome.body, outcome.status, headers)

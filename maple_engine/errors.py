@@ -6,7 +6,9 @@ Every message names what went wrong, where (job, shard, row, URL without secrets
     ├── ConfigError          bad input or settings, found before anything is uploaded
     ├── StorageError         the storage root cannot be read or written
     ├── ProviderError        a provider call failed after the polite retries
-    │   ├── AuthError        the provider rejected the credentials
+    │   ├── SetupRefused     the provider refused the job's setup: nothing more is sent
+    │   │   └── AuthError    the provider rejected the credentials
+    │   ├── BreakerOpen      most recent requests failed the same way: sending stopped
     │   └── QueueFull        the provider's batch queue refused a new batch (try later)
     ├── QuotaExhausted       the provider reports insufficient quota: new submissions stop
     └── CanaryFailed         too few of the canary's rows succeeded: no batch was created
@@ -33,8 +35,21 @@ class ProviderError(MapleError):
         self.status = status
 
 
-class AuthError(ProviderError):
+class SetupRefused(ProviderError):
+    """The provider (or a gateway before it) refused a request for the job's setup, not for
+    the row: the API key, a header the gateway requires, the model, a parameter or the response
+    format. Every request would be refused the same way, so the job stops (``maple``: exit 2)
+    and no row is failed for it: the rerun after the fix sends them."""
+
+
+class AuthError(SetupRefused):
     """The provider rejected the API key (401/403)."""
+
+
+class BreakerOpen(ProviderError):
+    """Most of the last requests failed the same way (the same status and message): the job
+    stopped sending before it spent more (``maple``: exit 4). The message names the error,
+    the URL without secrets and the count."""
 
 
 class QueueFull(ProviderError):

@@ -33,6 +33,10 @@ class RetryPolicy:
         limit = self.retries.get(failure_class, 0)
         return limit == UNLIMITED or sends - 1 < limit
 
+    def budget(self, sent_before: Mapping[str, int] | None = None) -> "SendBudget":
+        """The sends an attempt may still spend on each row (`SendBudget`)."""
+        return SendBudget(self.retries, sent_before or {})
+
     def with_overrides(self, overrides: Mapping[str, int]) -> "RetryPolicy":
         unknown = sorted(set(overrides) - {c.value for c in FailureClass})
         if unknown:
@@ -41,6 +45,25 @@ class RetryPolicy:
                 f"valid classes: {[c.value for c in FailureClass]}."
             )
         return dataclasses.replace(self, retries={**self.retries, **overrides})
+
+
+@dataclasses.dataclass(frozen=True)
+class SendBudget:
+    """How often an attempt may still send each of its rows: a row is sent at most 1 + its
+    failure class's retries times in all, however those sends are split between the requests
+    of one real-time attempt and the attempts after it. ``sent_before``: each row's sends in the
+    shard's earlier attempts (by custom id; a row not in it was never sent)."""
+
+    retries: Mapping[str, int]
+    sent_before: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    def sends_left(self, failure_class: str, custom_id: str, cap: int) -> int:
+        """Sends this attempt may spend on ``custom_id`` once a send failed with
+        ``failure_class``, counting that one (at most ``cap``, at least the one made)."""
+        limit = self.retries.get(failure_class, 0)
+        if limit == UNLIMITED:
+            return cap
+        return max(1, min(cap, 1 + limit - self.sent_before.get(custom_id, 0)))
 
 
 def deterministic(params: Mapping[str, object]) -> bool:

@@ -37,6 +37,7 @@ from maple_engine.model import (
     batch_priced,
 )
 from maple_engine.providers.base import ShardPayload
+from maple_engine.providers.http import RETRY_LOG_EVERY_S, log
 from maple_engine.state import ShardSummary
 from maple_engine.storage.claims import claim_batch
 from maple_engine.storage.response_store import ResponseStore, collection
@@ -63,7 +64,16 @@ def payload_for(job: Job, shard: str, attempt: int) -> ShardPayload:
     frame = job.state.shard_frame(shard, columns=[CUSTOM_ID, REQUEST])
     requests = frame.join(plan.select(CUSTOM_ID), on=CUSTOM_ID, how="semi", maintain_order="left")
     requests = requests.rename({CUSTOM_ID: "custom_id", REQUEST: "request"})
-    return ShardPayload(job.spec.name, shard, attempt, job.spec.model, requests)
+    budget = job.policy.budget(_sent_before(job, shard, attempt))
+    return ShardPayload(job.spec.name, shard, attempt, job.spec.model, requests, budget)
+
+
+def _sent_before(job: Job, shard: str, attempt: int) -> dict[str, int]:
+    """Each row's sends in the shard's earlier attempts (the rows attempt n-1 left pending)."""
+    if attempt == 1 or not job.state.storage.exists(job.state.paths.results(shard, attempt - 1)):
+        return {}
+    earlier = job.state.results(shard, attempt - 1).select(CUSTOM_ID, "attempts")
+    return dict(zip(earlier[CUSTOM_ID].to_list(), earlier["attempts"].to_list(), strict=True))
 
 
 def check_age(job: Job) -> None:
@@ -169,6 +179,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
     pending = decision.retry_ids.height
     if pending:
         retry = combined.filter(pl.col(CUSTOM_ID).is_in(decision.retry_ids[CUSTOM_ID].implode()))
+        _say_retrying(job, shard, attempt + 1, retry)
         retry = retry.select(ROW_ID, CUSTOM_ID)
         job.state.write_plan(shard, attempt + 1, retry.head(cap) if cap else retry)
     crash_point("before_summary")
@@ -179,6 +190,28 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
     )
     job.state.write_summary(shard, summary)
     return responses
+
+
+_said = {"at": -RETRY_LOG_EVERY_S}
+
+
+def _say_retrying(job: Job, shard: str, attempt: int, retry: pl.DataFrame) -> None:
+    """One line when rows are planned for another attempt, at most one every 30 s a process
+    (a job of many shards retries in many): how many, of which classes, in which attempt."""
+    now = time.monotonic()
+    if now - _said["at"] < RETRY_LOG_EVERY_S:
+        return
+    _said["at"] = now
+    counts = retry.group_by("failure_class").len().sort("failure_class").iter_rows()
+    classes = ", ".join(f"{cls} {count}" for cls, count in counts)
+    log.warning(
+        "retrying %d rows of job %s shard %s in attempt %d (%s)",
+        retry.height,
+        job.spec.name,
+        shard,
+        attempt,
+        classes,
+    )
 
 
 def keep_answers(

@@ -23,6 +23,7 @@ from its first step (the canary's and the budget's checks and messages are the r
 import threading
 
 from maple_engine.canary import run_canary
+from maple_engine.errors import BreakerOpen, SetupRefused
 from maple_engine.job import Job
 from maple_engine.plan.rerun import shard_input
 from maple_engine.providers.registry import capabilities
@@ -60,10 +61,14 @@ class EarlyStart:
             pass
 
     def handover(self) -> list[str]:
-        """Stop after the shard being sent; the shards submitted here, for the runs to adopt."""
+        """Stop after the shard being sent; the shards submitted here, for the runs to adopt.
+        A job error found here (the provider refused the job's setup, or the breaker opened)
+        is raised: the runs would only send the same requests again to find it again."""
         self._handover.set()
         self._thread.join()
         self._tell(None)
+        if isinstance(self.error, (SetupRefused, BreakerOpen)):
+            raise self.error
         return self.sent
 
     def _tell(self, event: threading.Event | None) -> None:

@@ -13,7 +13,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
-from maple_engine.errors import AuthError, CanaryFailed, ConfigError, MapleError, StorageError
+from maple_engine.errors import CanaryFailed, ConfigError, MapleError, SetupRefused, StorageError
 from maple_engine.storage.claims import JobRunning
 
 
@@ -101,7 +101,7 @@ def usage_error(exc: BaseException) -> UsageError | None:
         return JobBusy(one_line(found))
     if isinstance(found, ConfigError):
         return InvalidJob(one_line(found))
-    if isinstance(found, (StorageError, AuthError)):
+    if isinstance(found, (StorageError, SetupRefused)):  # a refused key among them
         return SetupError(one_line(found))
     return None
 

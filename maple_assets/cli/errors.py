@@ -6,7 +6,7 @@
 | 1 | anything unexpected (``--debug`` shows the traceback) |
 | 2 | usage or validation error: nothing was uploaded |
 | 3 | some rows failed (the summary says which classes); `maple reconcile`: drift |
-| 4 | the job stopped early (budget, quota, cancel, max age, a failed canary) |
+| 4 | the job stopped early (budget, quota, cancel, max age, a failed canary, the breaker) |
 | 130 | interrupted (Ctrl-C); rerun the same command to resume |
 """
 
@@ -29,7 +29,7 @@ from maple_assets.api.errors import (
     user_error,
 )
 from maple_assets.api.result import STATUSES, job_status
-from maple_engine.errors import CanaryFailed, MapleError, QuotaExhausted
+from maple_engine.errors import BreakerOpen, CanaryFailed, MapleError, QuotaExhausted
 
 OK = 0
 UNEXPECTED = 1
@@ -57,7 +57,8 @@ def fail(exc: BaseException, debug: bool) -> NoReturn:
     if usage is not None:
         click.echo(f"error: {one_line(usage)}", err=True)
         sys.exit(USAGE)
-    if isinstance(found, (QuotaExhausted, CanaryFailed)):  # before a batch went out
+    # before a batch went out, or before more requests did
+    if isinstance(found, (QuotaExhausted, CanaryFailed, BreakerOpen)):
         click.echo(f"stopped: {one_line(found)}", err=True)
         sys.exit(STOPPED)
     if isinstance(found, MapleError):

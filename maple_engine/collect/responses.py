@@ -14,9 +14,10 @@ from maple_engine.model import CUSTOM_ID, REUSED, ROW_ID, BatchState
 from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import RESULT_SCHEMA
 
-ATTEMPT_COLUMNS = [ROW_ID, CUSTOM_ID, *RESULT_SCHEMA.keys(), "cost_usd", "parsed", "attempt"]
+_LINE = [c for c in RESULT_SCHEMA if c != "sends"]  # a row's sends become its ``attempts``
+ATTEMPT_COLUMNS = [ROW_ID, CUSTOM_ID, *_LINE, "cost_usd", "parsed", "attempt", "attempts"]
 #: A shard's responses: each row's latest attempt, how often it was sent, the cost of all sends.
-RESPONSE_COLUMNS = [*(c for c in ATTEMPT_COLUMNS if c != "cost_usd"), "attempts", "cost_usd"]
+RESPONSE_COLUMNS = [ROW_ID, CUSTOM_ID, *_LINE, "parsed", "attempt", "attempts", "cost_usd"]
 
 
 def unrun_failure(state: BatchState, can_split: bool = False) -> tuple[str, str]:
@@ -78,8 +79,11 @@ def attempt_results(
     ).with_columns(pl.col(CUSTOM_ID).alias("custom_id"))
     frame = validate_structured(frame, schema)
     cost = pl.when(pl.col("billed")).then(cost_expr(price, batch=batch_pricing)).otherwise(0.0)
+    sends = pl.col("sends") if "sends" in frame.columns else pl.lit(None, pl.Int64)
     return frame.with_columns(
-        cost.alias("cost_usd"), pl.lit(attempt, pl.Int64).alias("attempt")
+        cost.alias("cost_usd"),
+        pl.lit(attempt, pl.Int64).alias("attempt"),
+        sends.fill_null(1).cast(pl.Int64).alias("attempts"),
     ).select(ATTEMPT_COLUMNS)
 
 
@@ -137,9 +141,8 @@ def combine_attempts(attempts: list[pl.DataFrame]) -> pl.DataFrame:
 
     A frame may be an earlier combination (with ``attempts``, its rows' sends so far, and their
     summed cost): the rows a shard's last collection left pending."""
-    if len(attempts) == 1 and "attempts" not in attempts[0].columns:  # the common case
-        only = attempts[0].with_columns(pl.lit(1, pl.Int64).alias("attempts"))
-        return only.select(RESPONSE_COLUMNS).sort(ROW_ID)
+    if len(attempts) == 1:  # the common case
+        return _with_sends(attempts[0]).sort(ROW_ID)
     every = pl.concat([_with_sends(a) for a in attempts], how="vertical_relaxed")
     totals = every.group_by(ROW_ID).agg(
         pl.col("attempts").sum().cast(pl.Int64), pl.col("cost_usd").sum().alias("total_cost_usd")
@@ -155,7 +158,7 @@ def combine_attempts(attempts: list[pl.DataFrame]) -> pl.DataFrame:
 
 
 def _with_sends(frame: pl.DataFrame) -> pl.DataFrame:
-    """``frame`` in response columns; one attempt's rows were each sent once."""
+    """``frame`` in response columns; an attempt's rows without a count were each sent once."""
     if "attempts" not in frame.columns:
         frame = frame.with_columns(pl.lit(1, pl.Int64).alias("attempts"))
     return frame.select(RESPONSE_COLUMNS)

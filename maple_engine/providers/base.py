@@ -22,6 +22,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict
 
 from maple_engine.model import CHAT, BatchState, Kind, Submission
+from maple_engine.policy import SendBudget
 
 # One row per request of one attempt, whatever the provider.
 RESULT_SCHEMA: dict[str, pl.DataType] = {
@@ -36,6 +37,7 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "cache_write_tokens": pl.Int64(),
     "output_tokens": pl.Int64(),
     "batch_id": pl.String(),
+    "sends": pl.Int64(),  # how often the attempt sent the request (null: once; real time retries)
 }
 
 MB = 1_000_000
@@ -208,6 +210,7 @@ class ShardPayload:
     attempt: int
     model: str
     requests: pl.DataFrame  # custom_id, request (encoded JSON body)
+    budget: SendBudget | None = None  # what a real-time attempt may spend on each row's sends
     _encoded: tuple[bytes, str] | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False
     )

@@ -3,8 +3,10 @@
 import functools
 import logging
 import random
+import re
 import ssl
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import IO, Any
@@ -80,8 +82,55 @@ def error_detail(response: httpx.Response) -> tuple[str, str | None, str | None]
         return response.text[:300], None, None
     error = body.get("error") if isinstance(body, dict) else None
     if not isinstance(error, dict):
-        return response.text[:300], None, None
+        said = body.get("message") if isinstance(body, dict) else None  # a gateway's own shape
+        return (said if isinstance(said, str) and said else response.text[:300]), None, None
     return str(error.get("message", "")), error.get("code"), error.get("type")
+
+
+#: Error codes that say the job's setup is wrong, not the row: every request would get them.
+SETUP_CODES = frozenset(
+    {
+        "invalid_api_key",
+        "model_not_found",
+        "unknown_parameter",
+        "unsupported_parameter",
+        "unsupported_value",
+        "unsupported_response_format",
+    }
+)
+_SETUP_WORDS = re.compile(
+    r"header\b.{0,60}\brequired|\bunknown model\b|\bmodel\b.{0,80}\b(does not exist|not found)"
+    r"|\bunsupported parameter\b|\bunrecognized request argument|\bresponse_format\b",
+    re.IGNORECASE,
+)
+
+
+def setup_refusal(response: httpx.Response) -> bool:
+    """Does this refusal concern the job's setup rather than the row: a refused key (401, 403),
+    an unknown path or model (404), or a 400/422 naming a header a gateway requires, the
+    model, a parameter or the response format? (A row's own 400, a prompt too long, says
+    otherwise.)"""
+    status = response.status_code
+    if status in {401, 403, 404}:
+        return True
+    if status not in {400, 422}:
+        return False
+    message, code, _ = error_detail(response)
+    return code in SETUP_CODES or names_the_setup(message)
+
+
+def names_the_setup(message: str) -> bool:
+    """Does an error message name a header a gateway requires, the model, a parameter or the
+    response format?"""
+    return _SETUP_WORDS.search(message) is not None
+
+
+def safe_url(url: str) -> str:
+    """``url`` without what may hold a secret: user info and the query."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def is_quota_error(response: httpx.Response) -> bool:
@@ -112,6 +161,7 @@ def request(
     what: str,
     max_retries: int = 5,
     wait_of: WaitOf = retry_after_seconds,
+    result_file: bool = False,
     **kwargs: Any,
 ) -> httpx.Response:
     """Send a control call, retrying 408/409/429/5xx and transport errors with backoff.
@@ -121,9 +171,12 @@ def request(
     ``max_retries`` times; creates stop after ``max_retries`` (a repeated create could pay
     twice). ``what`` names the call in errors (e.g. "create batch for job j shard s00001"); the
     URL in messages is the path only, so neither keys nor query secrets reach logs.
+    ``result_file``: the call downloads a batch's results, which an answer that stays the same
+    ends at once (`download`).
     """
     window = outage_window_s() if _idempotent(method, url) else 0.0
-    call = functools.partial(_send, client, method, url, kwargs)
+    same = _SameAnswers(what, url) if result_file else None
+    call = functools.partial(_send, client, method, url, kwargs, same)
     return _retried(call, max_retries, window, what=what, method=method, url=url, wait_of=wait_of)
 
 
@@ -161,22 +214,27 @@ def first_contact(
     except httpx.TransportError as exc:
         reason = type(exc).__name__
         raise ConfigError(f"{api} at {url} cannot be reached ({reason}): {fix_url}.") from exc
-    if response.status_code in {401, 403}:
+    status = response.status_code
+    said = f"; it said: {error_detail(response)[0]}" if status >= 400 else ""
+    if status in {401, 403}:
         fix_key = f"check {env}_API_KEY" if env else "check the API key"
-        raise ConfigError(
-            f"{api} at {url} refused the API key ({response.status_code}): {fix_key}."
-        )
-    if response.status_code == 429 or response.status_code >= 500:
+        raise ConfigError(f"{api} at {url} refused the API key ({status}): {fix_key}{said}.")
+    if status == 429 or status >= 500:
         return
     kind = response.headers.get("content-type", "no content type").split(";")[0]
     try:
-        body = orjson.loads(response.content) if response.status_code < 400 else None
+        body = orjson.loads(response.content) if status < 400 else None
     except orjson.JSONDecodeError:
         body = None
+    if 400 <= status < 500 and said and setup_refusal(response):
+        raise ConfigError(
+            f"{api} at {url} refused the first call (HTTP {status}){said}: fix what it names "
+            "(a header a gateway requires, the model, a parameter), then rerun."
+        )
     if not isinstance(body, dict) or (expect is not None and expect not in body):
         raise ConfigError(
-            f"{url} does not answer like {api} (HTTP {response.status_code}, {kind}): "
-            f"{fix_url} (it must point at the API, e.g. ending in /v1)."
+            f"{url} does not answer like {api} (HTTP {status}, {kind}): "
+            f"{fix_url} (it must point at the API, e.g. ending in /v1){said}."
         )
 
 
@@ -191,7 +249,12 @@ def download(
 ) -> None:
     """GET ``url`` streamed into the file ``into``, retried as `request` retries a GET (the
     file starts over on each try). A result file never sits in memory whole: a 50k-line
-    OpenAI output file is ~40 MB, and ``Response.content`` briefly held it twice."""
+    OpenAI output file is ~40 MB, and ``Response.content`` briefly held it twice.
+
+    An unreachable provider is waited out for the outage window; an answer that stays the
+    same (status and body, ``SAME_ANSWERS`` times in a row, with no ``retry-after``) is a
+    server or gateway that cannot serve the file, and ends the download at once."""
+    same = _SameAnswers(what, url)
 
     def fetch() -> httpx.Response:
         into.seek(0)
@@ -199,6 +262,7 @@ def download(
         with client.stream("GET", url) as response:
             if response.status_code >= 300:
                 response.read()  # an error envelope: small
+                same.check(response)
                 return _retryable(response)
             for chunk in response.iter_bytes():  # as they arrive: re-chunking copies twice
                 into.write(chunk)
@@ -208,6 +272,34 @@ def download(
         fetch, max_retries, outage_window_s(), what=what, method="GET", url=url, wait_of=wait_of
     )
     into.flush()
+
+
+SAME_ANSWERS = 5  # the same failed answer this many times in a row is no outage
+
+
+class _SameAnswers:
+    """Counts a call's identical failed answers in a row; raises once there are too many."""
+
+    def __init__(self, what: str, url: str) -> None:
+        self.what, self.url = what, url
+        self.last: tuple[int, bytes] | None = None
+        self.count = 0
+
+    def check(self, response: httpx.Response) -> None:
+        answer = (response.status_code, response.content)
+        self.count = self.count + 1 if answer == self.last else 1
+        self.last = answer
+        waits = response.status_code == 429 or retry_after_seconds(response) is not None
+        if self.count < SAME_ANSWERS or waits:
+            return
+        message, _, _ = error_detail(response)
+        raise ProviderError(
+            f"{self.what}: GET {self.url} answered {response.status_code} the same way "
+            f"{self.count} times in a row: {message}. The provider or a gateway before it "
+            "cannot serve the file: fix it, then rerun the same command (the batch is adopted "
+            "and downloaded, nothing is sent again).",
+            response.status_code,
+        )
 
 
 def _retried(
@@ -240,8 +332,17 @@ class Retryable(Exception):
         self.response = response
 
 
-def _send(client: httpx.Client, method: str, url: str, kwargs: dict[str, Any]) -> httpx.Response:
-    return _retryable(client.request(method, url, **kwargs))
+def _send(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    kwargs: dict[str, Any],
+    same: "_SameAnswers | None" = None,
+) -> httpx.Response:
+    response = client.request(method, url, **kwargs)
+    if same is not None and response.status_code >= 300:
+        same.check(response)
+    return _retryable(response)
 
 
 def _retryable(response: httpx.Response) -> httpx.Response:

@@ -11,8 +11,20 @@ A provider may send several rows in one request (an embeddings call of many inpu
 ``requests_of`` groups them, ``parse_group`` splits the answer into their rows); pacing, retries
 and failures then apply to the request, and each of its rows is checkpointed.
 Answers are classified into rows; retryable ones (429, 5xx/529, timeouts) are sent again after
-``retry-after`` or jittered exponential backoff, up to ``max_attempts``. Every finished row goes
-to the checkpoints at once.
+``retry-after`` or jittered exponential backoff, up to ``max_attempts`` sends and never past the
+row's retry budget (`maple_engine.policy.SendBudget`: 1 + its class's retries in all, earlier
+attempts included). The same status and body twice in a row for the same request, with no other
+request served in between, is no transient fault: the row fails with that answer and is not
+resent (a provider serving other requests meanwhile, Gemini's identical 500 bodies among them,
+is having a passing fault). The first retry is said on stderr (the ``maple.provider`` log) at
+once, then at most every 30 s. Every finished row goes to the checkpoints at once.
+
+Job errors are not row outcomes (`maple_engine.send.contact`): a refusal of the job's setup
+(`maple_engine.providers.http.setup_refusal`: the key, a header a gateway requires, the model,
+a parameter) at any time, or two different requests failing the same way at first contact,
+raises `SetupRefused` (a 4xx, or a message naming the setup) or `BreakerOpen` (anything else);
+so does the breaker once sending. The rows failed before the first success are held, not
+checkpointed, until one succeeds: a job stopped for its setup leaves every row to send again.
 """
 
 import asyncio
@@ -21,18 +33,29 @@ import math
 import threading
 import time
 from collections.abc import Coroutine, Iterator, Mapping
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import httpx
 import orjson
 
-from maple_engine.errors import AuthError, MapleError
-from maple_engine.failures import FailureClass
+from maple_engine.errors import AuthError, BreakerOpen, MapleError, SetupRefused
+from maple_engine.failures import NOT_RESENT, FailureClass
 from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
+from maple_engine.policy import SendBudget
 from maple_engine.providers.base import failed_row
-from maple_engine.providers.http import backoff_seconds, error_detail
+from maple_engine.providers.http import (
+    RETRY_LOG_EVERY_S,
+    backoff_seconds,
+    error_detail,
+    log,
+    names_the_setup,
+    safe_url,
+    setup_refusal,
+)
 from maple_engine.providers.realtime import Group, RateLimits, Row
 from maple_engine.send.checkpoints import RowCheckpoints
+from maple_engine.send.contact import WINDOW, Breaker, Failure, FirstContact, failure_of
 from maple_engine.send.pacing import Gate, Pacer, TokenEstimator, needed_concurrency
 from maple_engine.send.rate_shares import Share
 from maple_engine.send.window_budget import FAST
@@ -84,12 +107,24 @@ class Sender(Protocol):
 
 
 class _Retry(Exception):
-    """A send that may be retried: its failure class, message and the server's wait."""
+    """A send that may be retried: its failure class, message and the server's wait;
+    ``answer``: the status and body it was answered with (None: no answer)."""
 
-    def __init__(self, failure_class: str, message: str, wait: float | None) -> None:
+    def __init__(
+        self,
+        failure_class: str,
+        message: str,
+        wait: float | None,
+        answer: tuple[int, bytes] | None = None,
+    ) -> None:
         super().__init__(message)
         self.failure_class = failure_class
         self.wait = wait
+        self.answer = answer
+
+    @property
+    def failure(self) -> Failure:
+        return failure_of(self.failure_class, str(self))
 
 
 class AttemptRun:
@@ -102,8 +137,11 @@ class AttemptRun:
         batch_id: str,
         share: Share | None = None,
         sending: threading.Event | None = None,
+        *,
+        budget: SendBudget | None = None,
     ):
         self.p = provider
+        self.budget = budget
         self.sending = sending  # set once the provider answers the attempt's first request
         self.share = share
         self.checkpoints = checkpoints
@@ -119,6 +157,13 @@ class AttemptRun:
         self._beat_at = -math.inf
         self._adapt_at = -math.inf
         self._transport_error: type[Exception] = OSError  # aiohttp's ClientError once it runs
+        # first contact: one request at a time until one succeeds; failed rows held till then
+        self.contact = FirstContact()
+        self.breaker = Breaker()
+        self.held: list[Row] = []
+        self.retried = 0
+        self._said_at = -math.inf
+        self._since = ""
 
     async def run(self, rows: list[tuple[str, str]]) -> None:
         if not rows:
@@ -143,8 +188,9 @@ class AttemptRun:
                     ticker = group.create_task(self._tick())
                     tasks = [group.create_task(self._worker(client, queue)) for _ in range(workers)]
                     await asyncio.gather(*tasks)
+                    await self._release()  # no success, each failure its own: the rows' own
                     ticker.cancel()
-            except* AuthError as errors:
+            except* (SetupRefused, BreakerOpen) as errors:  # AuthError is a SetupRefused
                 raise errors.exceptions[0] from None
             finally:
                 if self.share is not None:
@@ -187,44 +233,148 @@ class AttemptRun:
 
     async def _worker(self, client: "aiohttp.ClientSession", queue: Iterator[Group]) -> None:
         for custom_ids, body in queue:
-            for row in await self._request(client, custom_ids, body):
-                self.checkpoints.add(row)
+            rows = await self._request(client, custom_ids, body)
+            if self.contact.released:
+                for row in rows:
+                    self.checkpoints.add(row)
+            else:
+                self.held.extend(rows)
 
     async def _request(
         self, client: "aiohttp.ClientSession", custom_ids: tuple[str, ...], body: str
     ) -> list[Row]:
-        raw = estimate_tokens(body)
-        last = _Retry(FailureClass.SERVER_ERROR.value, "not sent", None)
-        for attempt in range(self.p.max_attempts):
-            if self.quota_message is not None:
-                return self._rows(custom_ids, [_quota(self.quota_message)])
-            try:
-                return self._rows(custom_ids, await self._send(client, custom_ids, body, raw))
-            except _Retry as retry:
-                last = retry
-            if attempt + 1 < self.p.max_attempts:
-                wait = last.wait if last.wait is not None else backoff_seconds(attempt, cap=20.0)
-                await asyncio.sleep(wait + backoff_seconds(0, base=0.05))
-        message = f"{last} (after {self.p.max_attempts} sends)"
-        return self._rows(custom_ids, [failed_row(None, last.failure_class, message)])
+        first = await self.contact.turn()
+        rows, failure = await self._sends(client, custom_ids, body)
+        if first:
+            alike = await self.contact.answered(failure)
+            if failure is not None and alike is not None:
+                raise self._job_error(failure, alike)
+            if self.contact.released:
+                self._flush_held()
+        return rows
 
-    def _rows(self, custom_ids: tuple[str, ...], rows: list[Row]) -> list[Row]:
+    async def _sends(
+        self, client: "aiohttp.ClientSession", custom_ids: tuple[str, ...], body: str
+    ) -> tuple[list[Row], Failure | None]:
+        """Send one request until it is answered for good, within the row's budget: its rows
+        and, when it failed, how."""
+        raw = estimate_tokens(body)
+        sends, previous, served = 0, None, self.successes
+        while True:
+            if self.quota_message is not None:
+                return self._rows(custom_ids, [_quota(self.quota_message)], sends), None
+            try:
+                rows, failure = await self._send(client, custom_ids, body, raw)
+            except _Retry as retry:
+                sends += 1
+                self._watch(retry.failure, retry.failure_class)
+                # the same answer twice, and no other request served meanwhile: no passing fault
+                same = retry.answer is not None and retry.answer == previous
+                if same and self.successes == served:
+                    message = f"{NOT_RESENT}the same answer twice in a row: {retry}"
+                    failed = failed_row(None, retry.failure_class, message)
+                    return self._rows(custom_ids, [failed], sends), retry.failure
+                previous, served = retry.answer, self.successes
+                if sends >= self._sends_allowed(retry.failure_class, custom_ids):
+                    failed = failed_row(None, retry.failure_class, f"{retry} (after {sends} sends)")
+                    return self._rows(custom_ids, [failed], sends), retry.failure
+                self._say_retrying(retry)
+                wait = (
+                    retry.wait if retry.wait is not None else backoff_seconds(sends - 1, cap=20.0)
+                )
+                await asyncio.sleep(wait + backoff_seconds(0, base=0.05))
+                continue
+            sends += 1
+            self._watch(failure, None)
+            return self._rows(custom_ids, rows, sends), failure
+
+    def _sends_allowed(self, failure_class: str, custom_ids: tuple[str, ...]) -> int:
+        """How many sends this attempt may spend on a request that failed with ``failure_class``."""
+        if self.budget is None:
+            return self.p.max_attempts
+        return min(
+            self.budget.sends_left(failure_class, custom_id, self.p.max_attempts)
+            for custom_id in custom_ids
+        )
+
+    # -- first contact and the breaker (`maple_engine.send.contact`) ----------------------
+    async def _release(self) -> None:
+        await self.contact.release()
+        self._flush_held()
+
+    def _flush_held(self) -> None:
+        for row in self.held:
+            self.checkpoints.add(row)
+        self.held = []
+
+    def _job_error(self, failure: Failure, count: int) -> BreakerOpen | SetupRefused:
+        failure_class, message = failure
+        where = f"{self.p.name}: POST {safe_url(self.url)}"
+        # a server that fails on a response format it does not take (llama.cpp answers 500)
+        if failure_class == FailureClass.INVALID_REQUEST.value or names_the_setup(message):
+            return SetupRefused(
+                f"{where} refused {count} different requests the same way ({message}) before "
+                "any succeeded: the job's setup is wrong, not the rows. Nothing more is sent "
+                "and no row is failed for it: fix what the message names, then rerun."
+            )
+        unanswered = message.startswith(("transport", "timed out"))
+        fix = (
+            "the base URL, the network and the timeout"
+            if unanswered
+            else "the provider or the gateway before it"
+        )
+        return BreakerOpen(
+            f"{where} failed {count} different requests the same way ({message}) before any "
+            f"succeeded; stopped sending before spending more. Check {fix}, then rerun the "
+            "same command."
+        )
+
+    def _watch(self, failure: Failure | None, retry_class: str | None) -> None:
+        """Count the send in the breaker's window; raise when it opens."""
+        rate_limited = retry_class == FailureClass.RATE_LIMITED.value
+        same = self.breaker.watch(failure, rate_limited, armed=self.contact.released)
+        if failure is not None and same is not None:
+            raise BreakerOpen(
+                f"{self.p.name}: {same} of the last {WINDOW} requests to {safe_url(self.url)} "
+                f"failed the same way ({failure[1]}); stopped sending before spending more. "
+                "Fix the provider or the gateway before it, then rerun the same command."
+            )
+
+    def _say_retrying(self, retry: _Retry) -> None:
+        """One line when requests start retrying, then at most one every 30 s."""
+        self.retried += 1
+        now = time.monotonic()
+        if not self._since:
+            self._since = datetime.now(UTC).strftime("%H:%M:%S")
+        if now - self._said_at < RETRY_LOG_EVERY_S:
+            return
+        self._said_at = now
+        log.warning(
+            "real-time requests retrying: POST %s %s since %s UTC, %d retries so far",
+            safe_url(self.url),
+            retry,
+            self._since,
+            self.retried,
+        )
+
+    def _rows(self, custom_ids: tuple[str, ...], rows: list[Row], sends: int) -> list[Row]:
         """One row per custom id: the answer's own, or one outcome copied to each."""
         if len(rows) != len(custom_ids):
             rows = [dict(rows[0]) for _ in custom_ids]
         for custom_id, row in zip(custom_ids, rows, strict=True):
             row["custom_id"] = custom_id
             row["batch_id"] = self.batch_id
+            row["sends"] = sends
         return rows
 
     async def _send(
         self, client: "aiohttp.ClientSession", custom_ids: tuple[str, ...], body: str, raw: int
-    ) -> list[Row]:
+    ) -> tuple[list[Row], Failure | None]:
         await self.gate.acquire()
         try:
             await self._turn(raw)
             if self.quota_message is not None:  # learned while this row waited for its turn
-                return [_quota(self.quota_message)]
+                return [_quota(self.quota_message)], None
             started = time.monotonic()
             try:
                 async with client.post(self.url, data=body.encode()) as answer:
@@ -234,17 +384,20 @@ class AttemptRun:
                     content = await answer.read()
                     status, headers = answer.status, answer.headers
             except TimeoutError as exc:
-                raise _Retry(FailureClass.SERVER_ERROR.value, f"timed out: {exc!r}", None) from exc
+                raise _Retry(FailureClass.SERVER_ERROR.value, "timed out", None) from exc
             except self._transport_error as exc:
-                raise _Retry(FailureClass.SERVER_ERROR.value, f"transport: {exc!r}", None) from exc
+                message = f"transport: {type(exc).__name__}"
+                raise _Retry(FailureClass.SERVER_ERROR.value, message, None) from exc
             self.latency = 0.8 * self.latency + 0.2 * (time.monotonic() - started)
         finally:
             self.gate.release()
         self.pacer.learn(self.p.read_limits(headers, time.time()), time.monotonic(), started)
         self._adapt(raw)
         if status == 200:
-            return self._succeeded(custom_ids, content, raw)
-        return [self._outcome(self._response(status, headers, content), custom_ids[0])]
+            return self._succeeded(custom_ids, content, raw), None
+        row = self._outcome(self._response(status, headers, content), custom_ids[0])
+        failure = (str(row["failure_class"]), str(row["error"]))
+        return [row], None if row["failure_class"] == FailureClass.INSUFFICIENT_QUOTA else failure
 
     async def _turn(self, raw: int) -> None:
         """Wait for this request's start slot. Slots are booked one at a time and at most one
@@ -286,7 +439,8 @@ class AttemptRun:
             rows = self.p.parse_group(custom_ids, orjson.loads(content))
         except (orjson.JSONDecodeError, AttributeError, TypeError, KeyError) as exc:
             message = f"unparseable 200 body: {exc}"
-            raise _Retry(FailureClass.SERVER_ERROR.value, message, None) from exc
+            answer = (200, content)
+            raise _Retry(FailureClass.SERVER_ERROR.value, message, None, answer) from exc
         billed = sum(
             int(row.get("input_tokens") or 0) + int(row.get("output_tokens") or 0) for row in rows
         )
@@ -297,11 +451,16 @@ class AttemptRun:
 
     def _outcome(self, response: httpx.Response, custom_id: str) -> Row:
         status = response.status_code
+        where = f"{self.p.name}: POST {safe_url(self.url)} answered {status}"
         if status in {401, 403}:
             message, _, _ = error_detail(response)
-            raise AuthError(
-                f"{self.p.name}: POST {self.p.endpoint()} answered {status}: {message}. "
-                "Check the API key.",
+            raise AuthError(f"{where}: {message}. Check the API key.", status)
+        if setup_refusal(response):
+            message, _, _ = error_detail(response)
+            raise SetupRefused(
+                f"{where}: {message}. That is the job's setup (the model, a parameter, a "
+                "header a gateway requires), not the row: nothing more is sent and no row is "
+                "failed for it; fix it, then rerun.",
                 status,
             )
         failure_class, message = self.p.classify(response)
@@ -315,7 +474,8 @@ class AttemptRun:
             self._rate_limited(response, wait)
             raise _Retry(FailureClass.RATE_LIMITED.value, f"429: {message}", wait)
         if status in {408, 409, 500, 502, 503, 504, 529}:
-            raise _Retry(FailureClass.SERVER_ERROR.value, f"{status}: {message}", wait)
+            answer = (status, response.content)
+            raise _Retry(FailureClass.SERVER_ERROR.value, f"{status}: {message}", wait, answer)
         return failed_row(custom_id, failure_class, f"{status}: {message}")
 
     def _rate_limited(self, response: httpx.Response, wait: float | None) -> None:

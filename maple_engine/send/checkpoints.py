@@ -73,7 +73,9 @@ class RowCheckpoints:
         frames = [self.storage.read_parquet(k) for k in self._keys(_CHUNK)]
         logged = [row for k in self._keys(_WAL) for row in self._wal_rows(k)]
         frames.append(_frame(logged))
-        return pl.concat(frames).unique(subset="custom_id", keep="first", maintain_order=True)
+        # a chunk written before a column was added to RESULT_SCHEMA lacks it: null there
+        every = pl.concat(frames, how="diagonal_relaxed").select(RESULT_SCHEMA.keys())
+        return every.unique(subset="custom_id", keep="first", maintain_order=True)
 
     def count(self) -> int:
         return self.load().height

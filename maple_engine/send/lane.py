@@ -10,10 +10,12 @@ the same attempt after a crash sends only the rows without a checkpoint. The ret
 read as "not run" and are retried), and ``results`` reads the checkpoints.
 
 Within an attempt a request is retried on 429 (after the wait the answer asks for), 5xx/529 and
-timeouts with exponential backoff and jitter, up to the provider's ``max_attempts`` sends; then
-the row is reported failed with its class and the pipeline's retry policy takes over. Quota
-errors are not retried, and stop the attempt from sending further rows. 401/403 abort the
-attempt with ``AuthError``.
+timeouts with exponential backoff and jitter, up to the provider's ``max_attempts`` sends and
+within the row's retry budget (the payload's ``SendBudget``); then the row is reported failed
+with its class and the pipeline's retry policy takes over. Quota errors are not retried, and
+stop the attempt from sending further rows. A refusal of the job's setup (401/403 among them)
+aborts the attempt with ``SetupRefused``; most requests failing the same way, with
+``BreakerOpen`` (`maple_engine.send.attempt`).
 """
 
 import threading
@@ -115,7 +117,10 @@ class RealtimeLane:
         rows = list(zip(todo["custom_id"].to_list(), todo["request"].to_list(), strict=True))
         try:
             share = self._share(provider, payload.model)
-            run_sync(AttemptRun(provider, checkpoints, batch_id, share, self._sending).run(rows))
+            run = AttemptRun(
+                provider, checkpoints, batch_id, share, self._sending, budget=payload.budget
+            )
+            run_sync(run.run(rows))
         finally:
             checkpoints.close()
         return payload.submission(provider.name, batch_id, "")

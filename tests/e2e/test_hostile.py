@@ -1,7 +1,6 @@
 """Hostile but realistic use, one class of problem per test, each through real subprocesses:
 exit code, one line on stderr, no traceback. Grows with each class fixed."""
 
-import os
 import signal
 import subprocess
 import sys
@@ -14,21 +13,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-NO_AWS = {
-    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-    "AWS_CONFIG_FILE": "/nonexistent",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
+from tests.e2e.hostile import clean_env, one_line
+
 # A user's shell does not ignore SIGINT, whatever started pytest: restore Python's handler.
 AS_A_SHELL_STARTS_IT = (
     "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
     "sys.argv[0] = 'maple'; runpy.run_module('maple_assets.cli', run_name='__main__')"
 )
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MAPLE_"))}
-    return {**env, **NO_AWS, **extra}
 
 
 def maple(*args: str) -> subprocess.CompletedProcess[str]:
@@ -40,12 +31,6 @@ def maple(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
-
-
-def one_line(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "Traceback" not in stderr, stderr
-    return lines[0]
 
 
 @pytest.mark.parametrize("after_s", [0.2, 1.0, 3.0, 6.0, 9.0])

@@ -199,7 +199,7 @@ def test_exit_3_when_rows_failed(refusing: EmulatorServer, table: Path, tmp_path
     assert "failed         3" in result.stdout and "refused      3" in result.stdout
 
 
-def test_exit_3_when_the_realtime_endpoint_is_dead(table: Path, tmp_path: Path) -> None:
+def test_exit_4_in_one_line_when_the_realtime_endpoint_is_dead(table: Path, tmp_path: Path) -> None:
     result = maple(
         "enrich",
         str(table),
@@ -216,8 +216,13 @@ def test_exit_3_when_the_realtime_endpoint_is_dead(table: Path, tmp_path: Path) 
         "--quiet",
         env={"OPENAI_BASE_URL": f"{DEAD}/v1", "OPENAI_API_KEY": "test"},
     )
-    assert result.returncode == 3, result.stderr
-    assert "server_error 3" in result.stdout
+    # two rows' first contacts fail alike: the job stops, and no row is failed for it
+    assert result.returncode == 4, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"stopped: openai-realtime: POST {DEAD}/v1/chat/completions"), line
+    assert "the same way (transport: ClientConnectorError)" in line
+    assert "Check the base URL, the network and the timeout" in line
+    assert not list((tmp_path / "store").rglob("chunk-*.parquet"))
 
 
 def test_exit_4_when_the_job_stops_early(

@@ -17,6 +17,7 @@ from polars.testing import assert_frame_equal
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.cli.commands import main
+from maple_engine.errors import BreakerOpen
 from maple_engine.providers.base import RequestSpec, ShardPayload
 from maple_engine.providers.realtime import RealtimeProvider
 from maple_engine.send.checkpoints import RowCheckpoints
@@ -99,10 +100,12 @@ def run(provider: RealtimeProvider, rows: int, model: str = "gpt-4o-mini") -> pl
 
 
 @pytest.mark.parametrize("name", ["openai-realtime", "anthropic-realtime"])
-def test_429_storm_is_absorbed_with_retry_after(
+def test_the_limit_learned_at_first_contact_paces_the_rest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    # 1200 RPM is 20 per one-second window; 40 requests start at once and half get a 429.
+    # 1200 RPM is 20 per one-second window. 40 requests in flight at once would have half
+    # get a 429; the first request goes alone (first contact), and its answer's headers pace
+    # the other 59 to the limit.
     with EmulatorServer(EmulatorConfig(rpm=1200)) as running:
         point_at(running, monkeypatch)
         limits = {"initial_concurrency": 40, "max_attempts": 10}
@@ -113,8 +116,7 @@ def test_429_storm_is_absorbed_with_retry_after(
         elapsed = time.monotonic() - started
         stats = running.stats()
     assert rows["status"].unique().to_list() == ["succeeded"]
-    assert stats["realtime_429"] >= 10  # the storm happened...
-    assert stats["realtime_429"] < 60  # ...and pacing to the learned limit ended it
+    assert stats["realtime_429"] < 10  # no storm: paced from the first answer on
     assert stats["bodies_billed_twice"] == 0 and stats["requests_billed"] == 60
     assert elapsed < 10
 
@@ -134,14 +136,29 @@ def test_server_errors_and_rate_limit_faults_are_retried(
     assert stats["bodies_billed_twice"] == 0
 
 
-def test_timeouts_fail_rows_as_server_error_after_bounded_sends(
+def test_timeouts_from_first_contact_stop_the_attempt_with_no_row_failed(
     server: EmulatorServer, tmp_path: Path
 ) -> None:
     provider = env_provider(
         "openai-realtime", checkpoint_root=str(tmp_path), timeout_s=1e-6, max_attempts=2
     )
-    rows = run(provider, 4)
-    assert rows["failure_class"].unique().to_list() == ["server_error"]
+    lane = RealtimeLane(provider)
+    with pytest.raises(BreakerOpen, match=r"failed 2 different requests the same way \(timed out"):
+        lane.submit(shard(provider, 4))
+    # two requests sent twice each, one at a time; none of the 4 rows is final
+    assert server.stats()["realtime_requests"] <= 4
+    checkpoints = lane._checkpoints("job", "s00000", 1)
+    assert checkpoints.count() == 0
+
+
+def test_timeouts_fail_a_row_as_server_error_after_bounded_sends(
+    server: EmulatorServer, tmp_path: Path
+) -> None:
+    provider = env_provider(
+        "openai-realtime", checkpoint_root=str(tmp_path), timeout_s=1e-6, max_attempts=2
+    )
+    rows = run(provider, 1)
+    assert rows["failure_class"].to_list() == ["server_error"]
     assert rows["error"].str.contains("timed out").all()
     assert rows["error"].str.contains("after 2 sends").all()
 

@@ -301,6 +301,7 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
                 str(url),
                 what=f"download results of message batch {batch_id}",
                 max_retries=self.max_retries,
+                result_file=True,
             ).content
         rows = [parse_result_line(orjson.loads(r)) for r in content.splitlines() if r.strip()]
         return rows_frame(rows, batch_id)

@@ -266,6 +266,7 @@ class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
                     f"/download/{API_VERSION}/{responses_file}:download",
                     what=f"download results of {name}",
                     max_retries=self.max_retries,
+                    result_file=True,
                     params={"alt": "media"},
                 ).content
                 crash_point("mid_download")

@@ -122,6 +122,7 @@ def _successes(lines: pl.DataFrame, batch_id: str) -> pl.DataFrame:
         pl.lit(0, pl.Int64).alias("cache_write_tokens"),
         usage.struct.field("completion_tokens").fill_null(0).alias("output_tokens"),
         pl.lit(batch_id).alias("batch_id"),
+        pl.lit(None, pl.Int64).alias("sends"),  # a batch sends each request once
     ).cast(RESULT_SCHEMA)  # type: ignore[arg-type]
 
 
