@@ -14,6 +14,7 @@ import contextlib
 import logging
 import signal
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
 from types import FrameType
@@ -38,6 +39,10 @@ ROWS_FAILED = 3
 STOPPED = 4
 INTERRUPTED = 130
 EXIT_CODES = dict(zip(STATUSES, (OK, ROWS_FAILED, STOPPED), strict=True))
+#: Set once a Ctrl-C reached the command: whatever then ends it is the interrupt, even when a
+#: library caught the KeyboardInterrupt and raised its own error (pydantic building a schema
+#: raises a SchemaError that only names it)
+_CTRL_C = threading.Event()
 
 
 def outcome_code(totals: dict[str, Any], stop: dict[str, str] | None) -> int:
@@ -49,7 +54,7 @@ def fail(exc: BaseException, debug: bool) -> NoReturn:
     """Print ``exc`` as one line (and its traceback with ``--debug``) and exit with its code."""
     if debug:
         traceback.print_exception(exc)
-    if is_interrupt(exc):
+    if is_interrupt(exc) or _CTRL_C.is_set():  # a library may have wrapped the interrupt
         click.echo(f"\n{INTERRUPTED_MESSAGE}", err=True)
         sys.exit(INTERRUPTED)
     found = user_error(exc)
@@ -109,6 +114,7 @@ def quiet_interrupts(debug: bool) -> Iterator[None]:
         return
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        _CTRL_C.set()
         logging.disable(logging.CRITICAL)
         sys.unraisablehook = lambda _: None
         raise KeyboardInterrupt

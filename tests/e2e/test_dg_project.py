@@ -123,6 +123,7 @@ def new_project(root: Path) -> Path:
     return project
 
 
+@pytest.mark.slow  # a new project, the dg CLI five times and a Dagster run: 45-100 s alone
 @pytest.mark.timeout(600)
 def test_a_new_dg_project_declares_checks_lists_and_runs_a_yaml_enrichment(
     tmp_path: Path, emulator_server: EmulatorServer

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from dagster import DagsterExecutionInterruptedError
 
-from maple_assets.api.errors import is_interrupt
+from maple_assets.api.errors import INTERRUPTED_MESSAGE, is_interrupt
 from maple_assets.api.interrupts import interrupts_seen
 
 
@@ -86,3 +86,25 @@ def test_a_library_logging_an_interrupt_it_caught_prints_nothing_on_the_command_
     assert "DagsterExecutionInterruptedError" not in done.stderr
     assert "KeyboardInterrupt" not in done.stderr
     assert lines[-1] == "after: kept"
+
+
+WRAPPED_COMMAND = """
+import os, signal, time
+from maple_assets.cli.errors import quiet_interrupts, reported
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+with quiet_interrupts(debug=False), reported(debug=False):
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+    except KeyboardInterrupt as exc:  # as pydantic does while it builds a schema
+        raise ValueError(f"Error building validator: {exc!r}") from None
+"""
+
+
+def test_a_ctrl_c_that_a_library_wrapped_in_its_own_error_still_ends_as_an_interrupt() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", WRAPPED_COMMAND], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines() == [INTERRUPTED_MESSAGE]
