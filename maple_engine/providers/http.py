@@ -274,7 +274,8 @@ def download(
     into.flush()
 
 
-SAME_ANSWERS = 5  # the same failed answer this many times in a row is no outage
+SAME_ANSWERS = 8  # the same failed answer this many times in a row (about 20 s) is no outage;
+# fewer would end a download of a provider failing a quarter of its calls at random (0.25**5)
 
 
 class _SameAnswers:
