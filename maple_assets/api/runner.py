@@ -204,6 +204,8 @@ class Runner:
         submissions_key = self.enrichment.key("submissions")
         collections = _Deferred()
         while True:
+            if self._interrupted():  # a Ctrl-C raised in a callback of a tick, and dropped
+                raise KeyboardInterrupt
             requests = self.tick()
             by_asset: dict[dg.AssetKey, list[str]] = {}
             for request in requests:

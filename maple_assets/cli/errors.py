@@ -10,6 +10,7 @@
 | 130 | interrupted (Ctrl-C); rerun the same command to resume |
 """
 
+import _thread
 import contextlib
 import logging
 import signal
@@ -83,6 +84,8 @@ def reported(debug: bool) -> Iterator[None]:
         raise
     except BaseException as exc:  # noqa: BLE001 - the CLI's one boundary that reports errors
         fail(exc, debug)
+    if _CTRL_C.is_set():  # a library swallowed the interrupt and the command ran on
+        fail(KeyboardInterrupt(), debug)
 
 
 @contextlib.contextmanager
@@ -100,6 +103,14 @@ def engine_warnings_on_stderr() -> Iterator[None]:
         engine.removeHandler(handler)
 
 
+def _deliver_again() -> None:
+    """SIGINT once more, from another thread a moment from now: the main thread takes it at
+    its next chance, by then out of the finalizer it was lost in (or lost again, and sent again)."""
+    later = threading.Timer(0.01, _thread.interrupt_main)
+    later.daemon = True
+    later.start()
+
+
 @contextlib.contextmanager
 def quiet_interrupts(debug: bool) -> Iterator[None]:
     """Ctrl-C raises KeyboardInterrupt as usual; without ``--debug`` it also silences the
@@ -107,21 +118,28 @@ def quiet_interrupts(debug: bool) -> Iterator[None]:
 
     The interrupt may reach Dagster's own handler (it raises its own error while a step runs)
     rather than this one, so a log record or an unraisable exception that carries an
-    interrupt is dropped whichever handler raised it."""
+    interrupt is dropped whichever handler raised it.
+
+    A Ctrl-C that lands while the main thread runs a finalizer or a weakref callback (the
+    garbage collector's, say) raises where Python cannot propagate it: it would be lost and
+    the command run on. It is delivered again, to be raised where the command can stop."""
     previous = signal.getsignal(signal.SIGINT)
     if debug or previous is not signal.default_int_handler:
         yield  # --debug, or SIGINT ignored / handled by whoever started us
         return
+    previous_hook = sys.unraisablehook
 
     def handler(signum: int, frame: FrameType | None) -> None:
         _CTRL_C.set()
         logging.disable(logging.CRITICAL)
-        sys.unraisablehook = lambda _: None
         raise KeyboardInterrupt
 
     def unraisable(raised: Any) -> None:
-        if raised.exc_value is None or not is_interrupt(raised.exc_value):
-            sys.__unraisablehook__(raised)
+        interrupt = raised.exc_value is not None and is_interrupt(raised.exc_value)
+        if interrupt and _CTRL_C.is_set():
+            _deliver_again()  # raised in a finalizer: lost unless sent again
+        elif not interrupt and not _CTRL_C.is_set():  # after a Ctrl-C: unwinding noise
+            previous_hook(raised)
 
     def not_an_interrupt(record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
@@ -130,7 +148,6 @@ def quiet_interrupts(debug: bool) -> Iterator[None]:
     handlers = [h for h in (logging.lastResort, *logging.getLogger().handlers) if h is not None]
     for each in handlers:
         each.addFilter(not_an_interrupt)
-    previous_hook = sys.unraisablehook
     sys.unraisablehook = unraisable
     signal.signal(signal.SIGINT, handler)
     try:

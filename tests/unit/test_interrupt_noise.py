@@ -1,8 +1,11 @@
 """A Ctrl-C that Dagster's handler raises inside a garbage-collection callback is not printed as
-"Exception ignored in ..." while the driver watches for SIGINT; other such errors still are."""
+"Exception ignored in ..." while the driver watches for SIGINT; other such errors still are. A
+Ctrl-C is never lost: raised where it cannot propagate, or swallowed by a library, it still
+stops the command with exit code 130."""
 
 import subprocess
 import sys
+import time
 import weakref
 from typing import Any
 
@@ -108,3 +111,56 @@ def test_a_ctrl_c_that_a_library_wrapped_in_its_own_error_still_ends_as_an_inter
     )
     assert done.returncode == 130, done.stderr
     assert done.stderr.strip().splitlines() == [INTERRUPTED_MESSAGE]
+
+
+LOST_IN_A_FINALIZER = """
+import os, signal, sys, time, weakref
+from maple_assets.cli.errors import quiet_interrupts, reported
+
+class Thing:
+    pass
+
+def callback(_ref):  # as the garbage collector runs a library's callback
+    os.kill(os.getpid(), signal.SIGINT)  # the handler runs here, where nothing can propagate
+    for _ in range(100_000):
+        pass
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+with quiet_interrupts(debug=False), reported(debug=False):
+    thing = Thing()
+    ref = weakref.ref(thing, callback)
+    del thing
+    started = time.monotonic()
+    while time.monotonic() - started < 20:
+        time.sleep(0.01)
+    print("ran to the end")
+"""
+
+SWALLOWED = """
+import os, signal, time
+from maple_assets.cli.errors import quiet_interrupts, reported
+
+signal.signal(signal.SIGINT, signal.default_int_handler)
+with quiet_interrupts(debug=False), reported(debug=False):
+    try:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+    except KeyboardInterrupt:  # a library that swallows it and carries on
+        pass
+    print("ran to the end")
+"""
+
+
+@pytest.mark.parametrize("command", [LOST_IN_A_FINALIZER, SWALLOWED])
+def test_a_ctrl_c_raised_where_it_cannot_propagate_still_stops_the_command(command: str) -> None:
+    """A Ctrl-C that lands in a weakref callback is delivered again and stops the command at
+    once (not after its 20 s); one a library swallowed still ends the command as an interrupt."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", command], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stderr.strip().splitlines() == [INTERRUPTED_MESSAGE]
+    if command is LOST_IN_A_FINALIZER:
+        assert "ran to the end" not in done.stdout
+        assert time.monotonic() - started < 15
