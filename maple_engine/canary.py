@@ -182,7 +182,9 @@ def check_batch_minimum(sender: Any, rows: int) -> None:
 
 def _send(job: Job, sender: Any, sample: pl.DataFrame, run: int) -> pl.DataFrame:
     requests = sample.select(pl.col(CUSTOM_ID).alias("custom_id"), pl.col(REQUEST).alias("request"))
-    payload = ShardPayload(job.spec.name, SHARD, run, job.spec.model, requests)
+    payload = ShardPayload(
+        job.spec.name, SHARD, run, job.spec.model, requests, stopped=job.state.is_stopped
+    )
     submission = sender.submit(payload)
     wait = 1.0
     while not (state := sender.poll([submission])[submission.batch_id]).ended:

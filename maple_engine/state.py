@@ -209,6 +209,10 @@ class JobState:
     def stop_record(self) -> dict[str, str] | None:
         return self._record(self.paths.stop)
 
+    def is_stopped(self) -> bool:
+        """Is the job stopped (no new submission, no further real-time send)?"""
+        return self.storage.exists(self.paths.stop)
+
     def stop_reason(self) -> str | None:
         record = self.stop_record()
         return str(record["reason"]) if record is not None else None

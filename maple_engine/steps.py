@@ -65,7 +65,8 @@ def payload_for(job: Job, shard: str, attempt: int) -> ShardPayload:
     requests = frame.join(plan.select(CUSTOM_ID), on=CUSTOM_ID, how="semi", maintain_order="left")
     requests = requests.rename({CUSTOM_ID: "custom_id", REQUEST: "request"})
     budget = job.policy.budget(_sent_before(job, shard, attempt))
-    return ShardPayload(job.spec.name, shard, attempt, job.spec.model, requests, budget)
+    stopped = job.state.is_stopped
+    return ShardPayload(job.spec.name, shard, attempt, job.spec.model, requests, budget, stopped)
 
 
 def _sent_before(job: Job, shard: str, attempt: int) -> dict[str, int]:
@@ -179,7 +180,8 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
     pending = decision.retry_ids.height
     if pending:
         retry = combined.filter(pl.col(CUSTOM_ID).is_in(decision.retry_ids[CUSTOM_ID].implode()))
-        _say_retrying(job, shard, attempt + 1, retry)
+        if not job.state.is_stopped():  # a stopped job sends them on its rerun, not now
+            _say_retrying(job, shard, attempt + 1, retry)
         retry = retry.select(ROW_ID, CUSTOM_ID)
         job.state.write_plan(shard, attempt + 1, retry.head(cap) if cap else retry)
     crash_point("before_summary")

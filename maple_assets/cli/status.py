@@ -29,6 +29,7 @@ from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
 from maple_engine.providers.base import Provider
+from maple_engine.send.lane import lane_of
 from maple_engine.settings import Settings
 from maple_engine.state import JobState
 from maple_engine.storage.layout import JobLayout, job_names
@@ -243,8 +244,7 @@ def provider_for(state: JobState) -> Provider:
         raise ConfigError(f"No job {state.job!r} under {state.storage.root}.")
     name = str(spec["spec"]["provider"])
     settings = Settings.load(storage=state.storage.root)
-    provider: Provider = settings_provider(name, settings, settings.emulator_url)
-    return provider
+    return lane_of(settings_provider(name, settings, settings.emulator_url))
 
 
 def release_queue_slots(state: JobState) -> int:

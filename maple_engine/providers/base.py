@@ -211,6 +211,8 @@ class ShardPayload:
     model: str
     requests: pl.DataFrame  # custom_id, request (encoded JSON body)
     budget: SendBudget | None = None  # what a real-time attempt may spend on each row's sends
+    #: Has the job stopped (``maple cancel``)? A real-time attempt then sends nothing more.
+    stopped: Callable[[], bool] | None = None
     _encoded: tuple[bytes, str] | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False
     )

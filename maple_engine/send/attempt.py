@@ -19,6 +19,11 @@ resent (a provider serving other requests meanwhile, Gemini's identical 500 bodi
 is having a passing fault). The first retry is said on stderr (the ``maple.provider`` log) at
 once, then at most every 30 s. Every finished row goes to the checkpoints at once.
 
+A job stopped while its attempt sends (``maple cancel``, or any stop record: ``stopped()``,
+looked at every second) releases no further request and retries none: the requests in flight
+finish and are checkpointed, the rest are left unsent, as a cancelled batch leaves the rows it
+did not run, and a rerun sends them.
+
 Job errors are not row outcomes (`maple_engine.send.contact`): a refusal of the job's setup
 (`maple_engine.providers.http.setup_refusal`: the key, a header a gateway requires, the model,
 a parameter) at any time, or two different requests failing the same way at first contact,
@@ -32,7 +37,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -67,6 +72,7 @@ if TYPE_CHECKING:  # aiohttp loads when a real-time attempt runs, not with the C
 T = TypeVar("T")
 _JSON = {"content-type": "application/json"}
 TICK_S = 0.25  # how often checkpoints and the rate share's beat are looked at
+STOP_CHECK_S = 1.0  # how often the job's stop record is looked at while sending
 
 
 class Sender(Protocol):
@@ -139,9 +145,13 @@ class AttemptRun:
         sending: threading.Event | None = None,
         *,
         budget: SendBudget | None = None,
+        stopped: Callable[[], bool] | None = None,
     ):
         self.p = provider
         self.budget = budget
+        self.stopped = stopped
+        self.halted = False  # the job stopped: nothing more is released or retried
+        self._stop_checked_at = -math.inf
         self.sending = sending  # set once the provider answers the attempt's first request
         self.share = share
         self.checkpoints = checkpoints
@@ -203,6 +213,15 @@ class AttemptRun:
             if self.checkpoints.due():
                 self.checkpoints.flush()
             await self._share()
+            await self._check_stop()
+
+    async def _check_stop(self) -> None:
+        now = time.monotonic()
+        if self.stopped is None or self.halted or now - self._stop_checked_at < STOP_CHECK_S:
+            return
+        self._stop_checked_at = now
+        with contextlib.suppress(MapleError, OSError):  # looked at again a second later
+            self.halted = await asyncio.to_thread(self.stopped)
 
     async def _join(self) -> None:
         """Take a share of the account's limit before the first send. When others already
@@ -233,6 +252,8 @@ class AttemptRun:
 
     async def _worker(self, client: "aiohttp.ClientSession", queue: Iterator[Group]) -> None:
         for custom_ids, body in queue:
+            if self.halted:
+                return
             rows = await self._request(client, custom_ids, body)
             if self.contact.released:
                 for row in rows:
@@ -261,6 +282,8 @@ class AttemptRun:
         raw = estimate_tokens(body)
         sends, previous, served = 0, None, self.successes
         while True:
+            if self.halted:  # the job stopped before this request went (again): left unsent
+                return [], None
             if self.quota_message is not None:
                 return self._rows(custom_ids, [_quota(self.quota_message)], sends), None
             try:
@@ -284,6 +307,8 @@ class AttemptRun:
                 )
                 await asyncio.sleep(wait + backoff_seconds(0, base=0.05))
                 continue
+            if not rows:  # halted in `_send` before it went
+                return [], None
             sends += 1
             self._watch(failure, None)
             return self._rows(custom_ids, rows, sends), failure
@@ -303,7 +328,7 @@ class AttemptRun:
         self._flush_held()
 
     def _flush_held(self) -> None:
-        for row in self.held:
+        for row in self.held if not self.halted else []:  # stopped: sent again on the rerun
             self.checkpoints.add(row)
         self.held = []
 
@@ -373,6 +398,8 @@ class AttemptRun:
         await self.gate.acquire()
         try:
             await self._turn(raw)
+            if self.halted:  # the job stopped while this request waited for its turn: unsent
+                return [], None
             if self.quota_message is not None:  # learned while this row waited for its turn
                 return [_quota(self.quota_message)], None
             started = time.monotonic()
@@ -409,6 +436,8 @@ class AttemptRun:
         would count in the next window, which has its own budget."""
         while True:
             async with self.turn:
+                if self.halted:  # the job stopped: the waiters leave without a slot
+                    return
                 now, tokens = time.monotonic(), self.tokens.estimate(raw)
                 # on the grid only while pacing to a known limit that no one else contests
                 grid = self.pacer.known and self.pacer.calm(now)

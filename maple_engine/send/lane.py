@@ -18,6 +18,7 @@ aborts the attempt with ``SetupRefused``; most requests failing the same way, wi
 ``BreakerOpen`` (`maple_engine.send.attempt`).
 """
 
+import dataclasses
 import threading
 from typing import Any
 
@@ -111,19 +112,29 @@ class RealtimeLane:
     def submit(self, payload: ShardPayload) -> Submission:
         provider = self.provider.bound_to(payload.model)
         checkpoints = self._checkpoints(payload.job, payload.shard, payload.attempt)
-        batch_id = f"{provider.batch_id_prefix}{payload.job}-{payload.shard}-{payload.attempt}"
+        attempt = f"{provider.batch_id_prefix}{payload.job}-{payload.shard}-{payload.attempt}"
         done = checkpoints.open()
-        todo = payload.requests.filter(~pl.col("custom_id").is_in(list(done)))
+        # a run resuming an interrupted attempt names its own rows apart from the ones it
+        # carries, so that its summary counts only what it sent
+        carried = tuple(sorted(set(done["batch_id"].drop_nulls().to_list())))
+        batch_id = f"{attempt}.{checkpoints.number}" if done.height else attempt
+        todo = payload.requests.join(done, on="custom_id", how="anti", maintain_order="left")
         rows = list(zip(todo["custom_id"].to_list(), todo["request"].to_list(), strict=True))
         try:
             share = self._share(provider, payload.model)
             run = AttemptRun(
-                provider, checkpoints, batch_id, share, self._sending, budget=payload.budget
+                provider,
+                checkpoints,
+                batch_id,
+                share,
+                self._sending,
+                budget=payload.budget,
+                stopped=payload.stopped,
             )
             run_sync(run.run(rows))
         finally:
             checkpoints.close()
-        return payload.submission(provider.name, batch_id, "")
+        return dataclasses.replace(payload.submission(provider.name, batch_id, ""), carried=carried)
 
     def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
         states = {}
