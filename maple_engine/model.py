@@ -201,6 +201,9 @@ class Submission:
     submitted_at: str
     file_id: str | None = None
     adopted: bool = False
+    #: a real-time attempt resumed after a crash: the batch ids of the rows an earlier run of
+    #: it answered (kept in its checkpoints), which this submission carries but did not send
+    carried: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -208,7 +211,9 @@ class Submission:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Submission":
         fields = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in fields})
+        known = {k: v for k, v in data.items() if k in fields}
+        known["carried"] = tuple(known.get("carried", ()))
+        return cls(**known)
 
 
 @dataclasses.dataclass(frozen=True)

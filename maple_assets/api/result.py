@@ -3,7 +3,8 @@
 
 Outcomes (rows, succeeded, failed by class) are the whole output's. ``sent``, the tokens and
 ``cost_usd`` are this run's own: rows answered by batches this run submitted, and what they
-cost; a resumed run does not count what an earlier run sent, and a row the job stopped before
+cost; a resumed run does not count what an earlier run sent (nor the rows an interrupted
+real-time attempt had answered before it was resumed), and a row the job stopped before
 sending is ``not_sent``, never ``sent``. ``reused`` rows were answered from the response store.
 """
 
@@ -74,6 +75,17 @@ def recorded_batches(state: JobState) -> set[str]:
     }
 
 
+def carried_batches(state: JobState) -> set[str]:
+    """The batch ids of rows that a resumed real-time attempt carried from an earlier run
+    interrupted before it recorded them (a kill): that run's, not the one resuming it."""
+    return {
+        batch
+        for shard in state.manifest() or []
+        for sub in state.submissions(shard.key)
+        for batch in sub.carried
+    }
+
+
 def job_totals(state: JobState) -> dict[str, Any]:
     """The merge's totals, or (no merge yet) the shard summaries added up."""
     totals: dict[str, Any] = {}
@@ -93,6 +105,7 @@ def job_result(
 ) -> Result:
     """The run's ``Result``; ``earlier``: ``recorded_batches`` before it started."""
     totals = job_totals(state)
+    earlier = earlier | carried_batches(state)
     by_batch = totals.get("by_batch")
     if by_batch is None:  # no merge record: every row the shards sent counts as this run's
         this_run = [{"rows": totals.get("sent", 0)} | {k: totals.get(k, 0) for k in FIGURES}]

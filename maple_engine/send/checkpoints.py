@@ -81,8 +81,9 @@ class RowCheckpoints:
         return self.load().height
 
     # -- writing ----------------------------------------------------------------------------
-    def open(self) -> set[str]:
-        """Compact leftover logs into chunks, start a new log; returns the finished custom ids."""
+    def open(self) -> pl.DataFrame:
+        """Compact leftover logs into chunks, start a new log; returns the finished rows (an
+        earlier run's, which this one carries: ``custom_id`` and ``batch_id``)."""
         for key in self._keys(_WAL):
             number = _number(key)
             chunk = join(self.prefix, f"{_CHUNK}{number:05d}.parquet")
@@ -93,7 +94,12 @@ class RowCheckpoints:
         numbers = [_number(k) for k in self._keys(_CHUNK)]
         self._next = max(numbers, default=0) + 1
         self._open_wal()
-        return set(self.load()["custom_id"].to_list())
+        return self.load().select("custom_id", "batch_id")
+
+    @property
+    def number(self) -> int:
+        """The number of the chunk this run writes next (each run's first is a new one)."""
+        return self._next
 
     def _open_wal(self) -> None:
         path = self._wal_path(self._next)

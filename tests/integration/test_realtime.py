@@ -207,9 +207,15 @@ def test_sigkill_mid_shard_then_resume_matches_an_uninterrupted_run(
     billed_before = server.stats()["requests_billed"]
     assert 0 < checkpointed < 500 and not out.exists()
 
-    resumed = enrich(source, out, store, "openai-realtime")
-    stats = server.stats()
-    assert_frame_equal(resumed, calm)
+    summary = CliRunner().invoke(main, enrich_args(source, out, store, "openai-realtime")[:-1])
+    assert summary.exit_code == 0, summary.output
+    resumed, stats = pl.read_parquet(out), server.stats()
+    assert_frame_equal(resumed.drop("llm_batch_id"), calm.drop("llm_batch_id"))
+    # the summary counts only the rows this run sent, not the ones the killed run answered
+    # (before, "sent 500 (by this run)"): they keep the attempt's id, this run's rows its own
+    assert f"sent           {500 - checkpointed:,}  (by this run)" in summary.output
+    by_batch = resumed.group_by("llm_batch_id").len().sort("llm_batch_id")["len"].to_list()
+    assert by_batch == [checkpointed, 500 - checkpointed]
     lost_in_flight = billed_before - checkpointed  # answered by the server, never received
     assert 0 <= lost_in_flight <= 8  # bounded by what can be in flight at the kill
     assert stats["bodies_billed_twice"] == lost_in_flight
