@@ -65,6 +65,10 @@ class SendBudget:
             return cap
         return max(1, min(cap, 1 + limit - self.sent_before.get(custom_id, 0)))
 
+    def sends_before(self, custom_ids: tuple[str, ...]) -> int:
+        """The most sends any of ``custom_ids`` had in the shard's earlier attempts."""
+        return max((self.sent_before.get(custom_id, 0) for custom_id in custom_ids), default=0)
+
 
 def deterministic(params: Mapping[str, object]) -> bool:
     """Does an identical request get an identical answer? (temperature 0, or top_k 1)"""

@@ -73,6 +73,7 @@ T = TypeVar("T")
 _JSON = {"content-type": "application/json"}
 TICK_S = 0.25  # how often checkpoints and the rate share's beat are looked at
 STOP_CHECK_S = 1.0  # how often the job's stop record is looked at while sending
+CAPACITY_BACKOFF_CAP_S = 60.0  # the longest wait between sends after 429s of capacity
 
 
 class Sender(Protocol):
@@ -114,7 +115,8 @@ class Sender(Protocol):
 
 class _Retry(Exception):
     """A send that may be retried: its failure class, message and the server's wait;
-    ``answer``: the status and body it was answered with (None: no answer)."""
+    ``answer``: the status and body it was answered with (None: no answer); ``capacity``: a
+    429 that no exhausted limit of ours explains (flex without capacity, a busy server)."""
 
     def __init__(
         self,
@@ -122,11 +124,13 @@ class _Retry(Exception):
         message: str,
         wait: float | None,
         answer: tuple[int, bytes] | None = None,
+        capacity: bool = False,
     ) -> None:
         super().__init__(message)
         self.failure_class = failure_class
         self.wait = wait
         self.answer = answer
+        self.capacity = capacity
 
     @property
     def failure(self) -> Failure:
@@ -302,16 +306,28 @@ class AttemptRun:
                     failed = failed_row(None, retry.failure_class, f"{retry} (after {sends} sends)")
                     return self._rows(custom_ids, [failed], sends), retry.failure
                 self._say_retrying(retry)
-                wait = (
-                    retry.wait if retry.wait is not None else backoff_seconds(sends - 1, cap=20.0)
-                )
-                await asyncio.sleep(wait + backoff_seconds(0, base=0.05))
+                await asyncio.sleep(self._retry_wait(retry, sends, custom_ids))
                 continue
             if not rows:  # halted in `_send` before it went
                 return [], None
             sends += 1
             self._watch(failure, None)
             return self._rows(custom_ids, rows, sends), failure
+
+    def _retry_wait(self, retry: _Retry, sends: int, custom_ids: tuple[str, ...]) -> float:
+        """How long a request waits before it is sent again: the server's wait where it names
+        one, else exponential backoff. A 429 of capacity backs off exponentially over the
+        row's sends in all its attempts, the server's wait only a floor, so a provider without
+        capacity (flex) is asked less and less often, at most once a minute per request,
+        instead of as often as its short retry-after allows."""
+        jitter = backoff_seconds(0, base=0.05)
+        if retry.capacity:
+            before = self.budget.sends_before(custom_ids) if self.budget is not None else 0
+            backoff = backoff_seconds(before + sends - 1, cap=CAPACITY_BACKOFF_CAP_S)
+            return max(retry.wait or 0.0, backoff) + jitter
+        if retry.wait is not None:
+            return retry.wait + jitter
+        return backoff_seconds(sends - 1, cap=20.0) + jitter
 
     def _sends_allowed(self, failure_class: str, custom_ids: tuple[str, ...]) -> int:
         """How many sends this attempt may spend on a request that failed with ``failure_class``."""
@@ -500,14 +516,16 @@ class AttemptRun:
             return failed_row(custom_id, FailureClass.INVALID_REQUEST.value, f"429: {message}")
         wait = self.p.retry_wait(response)
         if status == 429:
-            self._rate_limited(response, wait)
-            raise _Retry(FailureClass.RATE_LIMITED.value, f"429: {message}", wait)
+            capacity = not self._rate_limited(response, wait)
+            raise _Retry(FailureClass.RATE_LIMITED.value, f"429: {message}", wait, None, capacity)
         if status in {408, 409, 500, 502, 503, 504, 529}:
             answer = (status, response.content)
             raise _Retry(FailureClass.SERVER_ERROR.value, f"{status}: {message}", wait, answer)
         return failed_row(custom_id, failure_class, f"{status}: {message}")
 
-    def _rate_limited(self, response: httpx.Response, wait: float | None) -> None:
+    def _rate_limited(self, response: httpx.Response, wait: float | None) -> bool:
+        """Pause and slow the pacer for a 429; is it one of our limits, spent (its reset the
+        right wait)?"""
         limits = self.p.read_limits(response.headers, time.time())
         exhausted = 0 in {limits.remaining_requests, limits.remaining_tokens}
         unknown = limits.remaining_requests is None and limits.remaining_tokens is None
@@ -516,6 +534,7 @@ class AttemptRun:
             self.pacer.slow_down(time.monotonic())
             if not self.pacer.known:
                 self.gate.limit = max(1, self.gate.limit // 2)
+        return exhausted
 
     def _adapt(self, raw: int) -> None:
         """Grow the in-flight bound to what the paced rate needs at the observed latency
