@@ -57,7 +57,7 @@ def bind_job(
     return Job(
         spec=spec,
         state=JobState(storage, spec.name),
-        provider=with_deadline(lane_of(provider), storage, spec.name, spec.deadline_s),
+        provider=with_deadline(lane_of(provider), storage, spec.name, spec.deadline_s, spec.kind),
         costs=costs,
         prices=prices,
         policy=policy,

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import polars as pl
 
 from maple_engine.errors import ConfigError, ProviderError
-from maple_engine.model import BatchState, Submission, is_flex, is_realtime
+from maple_engine.model import CHAT, BatchState, Kind, Submission, is_flex, is_realtime
 from maple_engine.providers.base import (
     Provider,
     ProviderCapabilities,
@@ -29,7 +29,7 @@ from maple_engine.providers.base import (
     ShardPayload,
 )
 from maple_engine.providers.realtime import RealtimeProvider
-from maple_engine.providers.registry import build_provider, one_of
+from maple_engine.providers.registry import build_provider, capabilities, one_of
 from maple_engine.send.lane import RealtimeLane
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
@@ -53,10 +53,13 @@ def realtime_twin(batch: Provider, storage_root: str) -> RealtimeLane:
     return _lane(twin, batch, storage_root)
 
 
-def flex_twin(batch: Provider, storage_root: str) -> RealtimeLane | None:
-    """The batch-priced real-time lane of ``batch``'s API (its flex tier), or None."""
+def flex_twin(batch: Provider, storage_root: str, kind: Kind) -> RealtimeLane | None:
+    """The batch-priced real-time lane of ``batch``'s API (its flex tier) when it serves
+    ``kind``'s requests (a flex tier has no embeddings), or None."""
     twin = batch.capabilities.flex_twin
-    return None if twin is None else _lane(twin, batch, storage_root)
+    if twin is None or kind not in capabilities(twin).kinds:
+        return None
+    return _lane(twin, batch, storage_root)
 
 
 def _lane(twin: str, batch: Provider, storage_root: str) -> RealtimeLane:
@@ -72,13 +75,15 @@ class DeadlineProvider:
 
     What the provider is (names, limits, encodings, orphans) is the batch provider's."""
 
-    def __init__(self, batch: Provider, storage: Storage, job: str, duration_s: float) -> None:
+    def __init__(
+        self, batch: Provider, storage: Storage, job: str, duration_s: float, kind: Kind = CHAT
+    ) -> None:
         self.batch = batch
         self.storage = storage
         self.job = job
         self.duration_s = duration_s
         self.realtime = realtime_twin(batch, storage.root)
-        self.flex = flex_twin(batch, storage.root)
+        self.flex = flex_twin(batch, storage.root, kind)
 
     # -- what the provider is: the batch provider's -----------------------------------------
     @property
@@ -177,13 +182,14 @@ class DeadlineProvider:
 
 
 def with_deadline(
-    provider: Provider, storage: Storage, job: str, duration_s: float | None
+    provider: Provider, storage: Storage, job: str, duration_s: float | None, kind: Kind = CHAT
 ) -> Provider:
     """The job's provider: ``provider`` itself, or a batch provider wrapped to meet the
-    deadline (one with no real-time API to fall back on fails here, early)."""
+    deadline (one with no real-time API to fall back on fails here, early) for a job of
+    ``kind``."""
     if duration_s is None or provider.mode != "batch":
         return provider
-    return DeadlineProvider(provider, storage, job, duration_s)
+    return DeadlineProvider(provider, storage, job, duration_s, kind)
 
 
 def deadline_due(provider: Provider) -> bool:

@@ -15,6 +15,7 @@ from maple_assets.cli.commands import main
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import TokenUsage, cost_usd
+from maple_engine.model import EMBEDDING
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
@@ -74,3 +75,22 @@ def test_a_deadline_sends_late_rows_by_flex_while_time_allows(tmp_path: Path) ->
     assert provider.late_provider().provider_name == "openai-realtime"  # 6 minutes left
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 3 * 3600})
     assert not provider.deadline_due()
+
+
+def test_an_embedding_job_is_never_sent_to_flex(tmp_path: Path) -> None:
+    """The flex tier serves chat models only: ``maple embed`` refuses it before anything is
+    sent, and an embedding job's deadline goes straight to standard real time (before, its
+    rows went to flex, were billed, and every rerun failed them with "invalid base64")."""
+    storage = Storage(str(tmp_path))
+    batch = OpenAIBatchProvider(api_key="k", base_url="http://127.0.0.1:1/v1")
+    provider = DeadlineProvider(batch, storage, "job", duration_s=6 * 3600, kind=EMBEDDING)
+    storage.write_json(JobLayout("job").version, {"created_at": time.time() - 5.6 * 3600})
+    assert provider.late_provider().provider_name == "openai-realtime"  # 24 minutes: not flex
+    source = tmp_path / "in.parquet"
+    pl.DataFrame({"title": ["a", "b"]}).write_parquet(source)
+    args = ["embed", str(source), "--text", "{title}", "--model", "text-embedding-3-small"]
+    args += ["--provider", "openai-flex", "--storage", str(tmp_path / "store")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert "Invalid value for '--provider': 'openai-flex' is not one of" in result.output
+    assert not (tmp_path / "store").exists()

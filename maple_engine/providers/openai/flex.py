@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import polars as pl
 from pydantic import Field
 
-from maple_engine.model import BATCH_PRICED_PREFIX
+from maple_engine.model import BATCH_PRICED_PREFIX, CHAT
 from maple_engine.providers.base import ProviderCapabilities, RequestSpec
 from maple_engine.providers.openai import wire
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
@@ -27,7 +27,9 @@ class OpenAIFlexProvider(OpenAIRealtimeProvider):
     """OpenAI-compatible ``POST /chat/completions`` on the flex tier, one request per row."""
 
     capabilities: ClassVar[ProviderCapabilities] = dataclasses.replace(
-        OpenAIRealtimeProvider.capabilities, batch_prices=True
+        OpenAIRealtimeProvider.capabilities,
+        batch_prices=True,
+        kinds=frozenset({CHAT}),  # the flex tier serves chat (and Responses) models only
     )
     batch_id_prefix: ClassVar[str] = BATCH_PRICED_PREFIX
 
