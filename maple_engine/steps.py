@@ -36,7 +36,7 @@ from maple_engine.model import (
     Submission,
     batch_priced,
 )
-from maple_engine.providers.base import ShardPayload
+from maple_engine.providers.base import LOST_SENDS, ShardPayload
 from maple_engine.providers.http import RETRY_LOG_EVERY_S, log
 from maple_engine.state import ShardSummary
 from maple_engine.storage.claims import claim_batch
@@ -172,7 +172,8 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
     decision = plan_retries(combined, job.policy)
     keep_answers(job, (shard, attempt), combined, decision.retry_ids)
     crash_point("after_results")
-    _record_cost(job, shard, submission, results)
+    lost = lines.select("custom_id", LOST_SENDS) if LOST_SENDS in lines.columns else None
+    _record_cost(job, shard, submission, results, lost)
     if decision.quota_exhausted:
         reason = f"the provider reports insufficient quota: {QUOTA_ADVICE}"
         job.state.stop(reason, kind=StopKind.QUOTA)
@@ -293,11 +294,25 @@ def _mode(job: Job, submission: Submission) -> Literal["batch", "realtime"]:
     return "batch"
 
 
-def _record_cost(job: Job, shard: str, submission: Submission, results: pl.DataFrame) -> None:
+def _record_cost(
+    job: Job,
+    shard: str,
+    submission: Submission,
+    results: pl.DataFrame,
+    lost: pl.DataFrame | None = None,
+) -> None:
+    """Book the attempt's billed rows; ``lost``: each row's sends whose answers a killed run
+    never recorded (``LOST_SENDS``), booked again at the usage of the answer that replaced
+    them, as the provider billed them."""
     mode, batch_prices = _mode(job, submission), batch_priced(submission.batch_id)
+    billed = results.filter(pl.col("billed"))
+    if lost is not None and (lost[LOST_SENDS].fill_null(0) > 0).any():
+        again = billed.join(lost.filter(pl.col(LOST_SENDS) > 0), on="custom_id", how="inner")
+        copies = pl.exclude(LOST_SENDS).repeat_by(pl.col(LOST_SENDS))
+        billed = pl.concat([billed, again.select(copies).explode(billed.columns)])
     book_attempt(
         job,
-        results,
+        billed,
         shard=shard,
         attempt=submission.attempt,
         batch_id=submission.batch_id,

@@ -40,6 +40,11 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "sends": pl.Int64(),  # how often the attempt sent the request (null: once; real time retries)
 }
 
+#: A column a real-time lane's results may have beside RESULT_SCHEMA's: the sends of the row
+#: that a killed run made and never recorded the answer of (billed, then sent again); the
+#: attempt's cost entry books them at the usage of the answer that replaced them.
+LOST_SENDS = "lost_sends"
+
 MB = 1_000_000
 
 Mode = Literal["batch", "realtime"]

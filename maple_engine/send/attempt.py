@@ -419,6 +419,7 @@ class AttemptRun:
             if self.quota_message is not None:  # learned while this row waited for its turn
                 return [_quota(self.quota_message)], None
             started = time.monotonic()
+            self.checkpoints.sending(custom_ids)  # a kill from here on: billed, answer lost
             try:
                 async with client.post(self.url, data=body.encode()) as answer:
                     if self.sending is not None:  # the provider has it: its answer has begun
@@ -427,10 +428,14 @@ class AttemptRun:
                     content = await answer.read()
                     status, headers = answer.status, answer.headers
             except TimeoutError as exc:
+                self.checkpoints.unbilled(custom_ids)
                 raise _Retry(FailureClass.SERVER_ERROR.value, "timed out", None) from exc
             except self._transport_error as exc:
+                self.checkpoints.unbilled(custom_ids)
                 message = f"transport: {type(exc).__name__}"
                 raise _Retry(FailureClass.SERVER_ERROR.value, message, None) from exc
+            if status != 200:
+                self.checkpoints.unbilled(custom_ids)
             self.latency = 0.8 * self.latency + 0.2 * (time.monotonic() - started)
         finally:
             self.gate.release()

@@ -5,17 +5,26 @@ Layout under the storage root, per shard attempt (``prefix`` = ``<job>/state/<sh
     chunk-00001.parquet   finished rows (RESULT_SCHEMA), written atomically every
                           ``every_rows`` rows or ``every_s`` seconds
     wal-00002.jsonl       (local roots only) the rows finished since the last chunk, one JSON
-                          line each, written with one ``write`` per row as soon as it finishes
+                          line each, written with one ``write`` per row as soon as it finishes;
+                          and before each request goes, a ``{"sending": [custom ids]}`` line
+                          (``{"unbilled": [...]}`` when it is answered with an error)
+    lost-00002.json       the sends a killed run made whose answers it never recorded:
+                          ``{custom_id: count}``, derived from a leftover log's lines
 
 A SIGKILL therefore loses only requests in flight: a finished row is in the log before the next
-request starts on that worker. On an S3 root there is no append, so rows finished since the last
-chunk (at most ``every_s`` seconds' worth) are sent again after a crash. Opening the store
+request starts on that worker. Those requests were answered and billed, so they are sent again
+and billed twice; the log's ``sending`` lines tell which, and the attempt's cost entry books them
+at the usage of the answer that replaced them (``lost()``), so the ledger keeps the provider's
+bill. On an S3 root there is no append, so rows finished since the last chunk (at most
+``every_s`` seconds' worth) are sent again after a crash, unknown to the ledger. Opening the store
 compacts leftover logs into chunks first; reads dedupe by ``custom_id`` (first wins).
 """
 
 import contextlib
 import os
 import time
+from collections import Counter
+from collections.abc import Iterable
 from typing import IO, Any
 
 import orjson
@@ -25,12 +34,13 @@ from maple_engine.providers.base import RESULT_SCHEMA, result_frame
 from maple_engine.storage.layout import join
 from maple_engine.storage.storage import Storage
 
-_CHUNK, _WAL = "chunk-", "wal-"
+_CHUNK, _WAL, _LOST = "chunk-", "wal-", "lost-"
+_SENDING, _UNBILLED = "sending", "unbilled"
 
 
 def _number(key: str) -> int:
     name = key.rsplit("/", 1)[-1]
-    return int(name.split("-", 1)[1].split(".", 1)[0])
+    return int(name.split("-")[1].split(".", 1)[0])
 
 
 class RowCheckpoints:
@@ -45,6 +55,7 @@ class RowCheckpoints:
         self._next = 1
         self._wal: IO[bytes] | None = None
         self._last_flush = time.monotonic()
+        self._in_flight: Counter[str] = Counter()  # sends told by `sending`, not yet answered
 
     # -- reading ----------------------------------------------------------------------------
     def _keys(self, kind: str) -> list[str]:
@@ -59,14 +70,24 @@ class RowCheckpoints:
             return None
         return os.path.join(self.storage.root, self.prefix, f"{_WAL}{number:05d}.jsonl")
 
-    def _wal_rows(self, key: str) -> list[dict[str, Any]]:
-        rows = []
+    def _wal_lines(self, key: str) -> list[dict[str, Any]]:
+        lines = []
         for line in self.storage.read_bytes(key).splitlines():
             try:
-                rows.append(orjson.loads(line))
+                lines.append(orjson.loads(line))
             except orjson.JSONDecodeError:  # the line a crash cut short
                 continue
-        return rows
+        return lines
+
+    def _wal_rows(self, key: str) -> list[dict[str, Any]]:
+        return [line for line in self._wal_lines(key) if "custom_id" in line]
+
+    def lost(self) -> dict[str, int]:
+        """Sends a killed run made whose answers it never recorded, by custom id."""
+        total: Counter[str] = Counter()
+        for key in self._keys(_LOST):
+            total.update(self.storage.read_json(key))
+        return dict(total)
 
     def load(self) -> pl.DataFrame:
         """Every finished row (chunks and logs), one per ``custom_id``, in RESULT_SCHEMA."""
@@ -82,17 +103,22 @@ class RowCheckpoints:
 
     # -- writing ----------------------------------------------------------------------------
     def open(self) -> pl.DataFrame:
-        """Compact leftover logs into chunks, start a new log; returns the finished rows (an
-        earlier run's, which this one carries: ``custom_id`` and ``batch_id``)."""
+        """Compact leftover logs into chunks (and the sends they name that were never answered
+        into a ``lost`` record), start a new log; returns the finished rows (an earlier run's,
+        which this one carries: ``custom_id`` and ``batch_id``)."""
         for key in self._keys(_WAL):
             number = _number(key)
             chunk = join(self.prefix, f"{_CHUNK}{number:05d}.parquet")
-            rows = self._wal_rows(key)
+            lines = self._wal_lines(key)
+            rows = [line for line in lines if "custom_id" in line]
             if rows and not self.storage.exists(chunk):
                 self.storage.write_parquet(chunk, _frame(rows))
+            lost = _unanswered(lines)
+            if lost:
+                self.storage.write_json(join(self.prefix, f"{_LOST}{number:05d}.json"), lost)
             self.storage.delete(key)
-        numbers = [_number(k) for k in self._keys(_CHUNK)]
-        self._next = max(numbers, default=0) + 1
+        numbers = [_number(k) for k in (*self._keys(_CHUNK), *self._keys(_LOST))]
+        self._next = max(numbers, default=0) + 1  # a log's number is never used twice
         self._open_wal()
         return self.load().select("custom_id", "batch_id")
 
@@ -106,9 +132,33 @@ class RowCheckpoints:
         if path is not None:
             os.makedirs(os.path.dirname(path), exist_ok=True)
             self._wal = open(path, "ab", buffering=0)  # noqa: SIM115  (closed in flush/close)
+            if self._in_flight:  # the requests still in flight, told again in the new log
+                self._wal.write(orjson.dumps({_SENDING: list(self._in_flight.elements())}) + b"\n")
+
+    def sending(self, custom_ids: Iterable[str]) -> None:
+        """A request for ``custom_ids`` is about to go (logged, so a kill leaves it known)."""
+        ids = list(custom_ids)
+        self._in_flight.update(ids)
+        if self._wal is not None:
+            self._wal.write(orjson.dumps({_SENDING: ids}) + b"\n")
+
+    def unbilled(self, custom_ids: Iterable[str]) -> None:
+        """The request told by ``sending`` was answered with an error (nothing billed)."""
+        ids = list(custom_ids)
+        self._answered(ids)
+        if self._wal is not None:
+            self._wal.write(orjson.dumps({_UNBILLED: ids}) + b"\n")
+
+    def _answered(self, ids: Iterable[str]) -> None:
+        for custom_id in ids:
+            if self._in_flight[custom_id] > 1:
+                self._in_flight[custom_id] -= 1
+            else:
+                self._in_flight.pop(custom_id, None)
 
     def add(self, row: dict[str, Any]) -> None:
         self._buffer.append(row)
+        self._answered([row["custom_id"]])
         if self._wal is not None:
             self._wal.write(orjson.dumps(row) + b"\n")
         if len(self._buffer) >= self.every_rows:
@@ -141,8 +191,24 @@ class RowCheckpoints:
                 os.remove(path)
 
     def close(self) -> None:
+        """Flush; sends answered but never recorded (rows held back, then dropped: a job error
+        or a stop) are kept as ``lost``, as a kill's would be."""
         self.flush()
+        if self._in_flight:
+            lost = join(self.prefix, f"{_LOST}{self._next:05d}-dropped.json")
+            self.storage.write_json(lost, dict(self._in_flight))
+            self._in_flight.clear()
         self._close_wal(delete=True)
+
+
+def _unanswered(lines: list[dict[str, Any]]) -> dict[str, int]:
+    """The sends a log's lines name that neither a row nor an ``unbilled`` line answered."""
+    pending: Counter[str] = Counter()
+    for line in lines:
+        answered = [line["custom_id"]] if "custom_id" in line else line.get(_UNBILLED, ())
+        pending.update(line.get(_SENDING, ()))
+        pending.subtract(custom_id for custom_id in answered if pending[custom_id] > 0)
+    return {custom_id: count for custom_id, count in pending.items() if count > 0}
 
 
 def _frame(rows: list[dict[str, Any]]) -> pl.DataFrame:

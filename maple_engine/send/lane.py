@@ -26,6 +26,7 @@ import polars as pl
 
 from maple_engine.model import BatchState, Submission
 from maple_engine.providers.base import (
+    LOST_SENDS,
     Provider,
     ProviderCapabilities,
     ProviderLimits,
@@ -147,8 +148,15 @@ class RealtimeLane:
         return states
 
     def results(self, submission: Submission, state: BatchState) -> pl.DataFrame:
+        """The attempt's rows, with the sends a killed run lost of each (``LOST_SENDS``)."""
         sub = submission
-        return self._checkpoints(sub.job, sub.shard, sub.attempt).load()
+        checkpoints = self._checkpoints(sub.job, sub.shard, sub.attempt)
+        rows, lost = checkpoints.load(), checkpoints.lost()
+        counts = pl.DataFrame(
+            {"custom_id": list(lost), LOST_SENDS: list(lost.values())},
+            schema={"custom_id": pl.String, LOST_SENDS: pl.Int64},
+        )
+        return rows.join(counts, on="custom_id", how="left", maintain_order="left")
 
     def cancel(self, submission: Submission) -> None:
         """Nothing runs after ``submit`` returns; a killed run simply stops sending."""

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import polars as pl
 
 from maple_engine.errors import ConfigError, ProviderError
-from maple_engine.model import CHAT, BatchState, Kind, Submission, is_flex, is_realtime
+from maple_engine.model import BatchState, Kind, Submission, is_flex, is_realtime
 from maple_engine.providers.base import (
     Provider,
     ProviderCapabilities,
@@ -76,7 +76,7 @@ class DeadlineProvider:
     What the provider is (names, limits, encodings, orphans) is the batch provider's."""
 
     def __init__(
-        self, batch: Provider, storage: Storage, job: str, duration_s: float, kind: Kind = CHAT
+        self, batch: Provider, storage: Storage, job: str, duration_s: float, kind: Kind
     ) -> None:
         self.batch = batch
         self.storage = storage
@@ -182,7 +182,7 @@ class DeadlineProvider:
 
 
 def with_deadline(
-    provider: Provider, storage: Storage, job: str, duration_s: float | None, kind: Kind = CHAT
+    provider: Provider, storage: Storage, job: str, duration_s: float | None, kind: Kind
 ) -> Provider:
     """The job's provider: ``provider`` itself, or a batch provider wrapped to meet the
     deadline (one with no real-time API to fall back on fails here, early) for a job of

@@ -15,7 +15,7 @@ from maple_assets.cli.commands import main
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import TokenUsage, cost_usd
-from maple_engine.model import EMBEDDING
+from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
@@ -67,7 +67,7 @@ def test_flex_finishes_at_batch_prices_through_flex_429s(
 def test_a_deadline_sends_late_rows_by_flex_while_time_allows(tmp_path: Path) -> None:
     storage = Storage(str(tmp_path))
     batch = OpenAIBatchProvider(api_key="k", base_url="http://127.0.0.1:1/v1")
-    provider = DeadlineProvider(batch, storage, "job", duration_s=6 * 3600)
+    provider = DeadlineProvider(batch, storage, "job", duration_s=6 * 3600, kind=CHAT)
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 5.6 * 3600})
     assert provider.deadline_due()
     assert provider.late_provider().provider_name == "openai-flex"  # 24 minutes left

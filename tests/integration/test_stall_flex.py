@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 
 from emulator.server import EmulatorServer
-from maple_engine.model import batch_priced
+from maple_engine.model import CHAT, batch_priced
 from maple_engine.providers.base import ShardPayload
 from maple_engine.providers.gemini.batch import GeminiBatchProvider
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
@@ -49,7 +49,7 @@ def test_a_stalled_shard_tries_flex_first(
 ) -> None:
     storage = Storage(str(tmp_path))
     batch, model = batch_provider(family, emulator_server.url)
-    provider = DeadlineProvider(batch, storage, "job", duration_s=2 * 3600)
+    provider = DeadlineProvider(batch, storage, "job", duration_s=2 * 3600, kind=CHAT)
     started = time.time() - (2 - hours_left) * 3600
     storage.write_json(JobLayout("job").version, {"created_at": started})
     storage.write_json(JobLayout("job").stall_cancel("s00000", 1), {"batch_id": "batch_1"})
