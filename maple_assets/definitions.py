@@ -19,6 +19,7 @@ someone materializes it).
 job spec, launched over Dagster's GraphQL API.
 """
 
+import warnings
 from pathlib import Path
 
 import dagster as dg
@@ -117,12 +118,17 @@ def near_duplicates(vectors: pl.LazyFrame) -> pl.DataFrame:
 ENRICHMENTS = [product_attributes, catalog_vectors]
 # Daily batch statistics (turnaround, tasks/s, charts) from the ledger's batch history.
 maple_batch_stats = batch_stats_asset()
-# Daily: the ledger against OpenAI's own usage and cost reports (OPENAI_ADMIN_KEY).
-maple_reconcile = reconcile_asset()
+# Daily: the ledger against OpenAI's own usage and cost reports, automated only when the code
+# location has the admin key (OPENAI_ADMIN_KEY); without it a run skips it, saying so.
+billing = billing_resource("openai")
+maple_reconcile = reconcile_asset(automate=billing.admin_key is not None)
 
+with warnings.catch_warnings():  # Dagster marks the parameter beta: said by every process
+    warnings.simplefilter("ignore", dg.BetaWarning)
+    everything = dg.AssetSelection.all(include_sources=True)  # observes the input files too
 automation = dg.AutomationConditionSensorDefinition(
     "maple_automation",
-    target=dg.AssetSelection.all(include_sources=True),  # observes the input files too
+    target=everything,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Evaluates the automation conditions of this code location's assets.",
 )
@@ -145,12 +151,15 @@ def python_definitions() -> dg.Definitions:
         asset_checks=[*product_attributes.checks, *catalog_vectors.checks],
         sensors=[*product_attributes.sensors, *catalog_vectors.sensors, automation],
         jobs=[maple_job()],  # applications run ad-hoc jobs over Dagster's GraphQL API
-        resources=maple_resources(ENRICHMENTS) | {"maple_billing": billing_resource("openai")},
+        resources=maple_resources(ENRICHMENTS) | {"maple_billing": billing},
     )
 
 
 # The components under maple_assets/defs/ (`dg list defs` shows them), loaded from the package
 # itself, so that an installed copy with no pyproject.toml beside it loads them too; their
 # resources are the same objects as these (maple_assets.wiring), so the two merge.
-components = dg.ComponentTree.from_module(defs_module=maple_defs, project_root=HERE.parent)
-defs = dg.Definitions.merge(python_definitions(), components.build_defs())
+with warnings.catch_warnings():  # Dagster's own code references and loaders are beta/preview
+    warnings.simplefilter("ignore", dg.BetaWarning)
+    warnings.simplefilter("ignore", dg.PreviewWarning)
+    components = dg.ComponentTree.from_module(defs_module=maple_defs, project_root=HERE.parent)
+    defs = dg.Definitions.merge(python_definitions(), components.build_defs())

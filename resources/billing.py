@@ -28,14 +28,18 @@ class BillingReports(dg.ConfigurableResource):  # type: ignore[type-arg]
     tolerance_pct: float = Field(default=Tolerance.pct, ge=0, description="Drift allowed, %.")
     tolerance_usd: float = Field(default=Tolerance.usd, ge=0, description="Drift allowed, USD.")
 
+    def not_configured(self) -> str:
+        """What to set when there is no admin key."""
+        family = capabilities(self.provider).credentials or self.provider
+        return (
+            f"{admin_key_env(family)} is not set: give the code location an admin key of the "
+            "organisation to reconcile with (until then the reconciliation is skipped)."
+        )
+
     def reconcile(self, ledger: CostLedger, day: date) -> pl.DataFrame:
         """Ledger vs provider for one UTC day (`maple_engine.ledger.reconcile.compare`)."""
         if not self.admin_key:
-            family = capabilities(self.provider).credentials or self.provider
-            raise ConfigError(
-                f"{admin_key_env(family)} is not set: give the code location an admin key of "
-                "the organisation to reconcile with."
-            )
+            raise ConfigError(self.not_configured())
         return reconcile(
             ledger,
             self.provider,

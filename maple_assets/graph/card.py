@@ -4,6 +4,7 @@ declared the job, and on ``merged`` its column schema (the input's columns, then
 columns with their meaning) and row count."""
 
 import sys
+import warnings
 from typing import Any
 
 import dagster as dg
@@ -48,10 +49,13 @@ def declared_at(depth: int) -> dict[str, Any]:
     frame = sys._getframe(depth + 1)
     if frame.f_globals.get("__name__") == "maple_assets.components":
         return {}
-    reference = dg.LocalFileCodeReference(
-        file_path=frame.f_code.co_filename, line_number=frame.f_lineno
-    )
-    return {"dagster/code_references": dg.CodeReferencesMetadataValue(code_references=[reference])}
+    with warnings.catch_warnings():  # code references are beta in dagster 1.13
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        reference = dg.LocalFileCodeReference(
+            file_path=frame.f_code.co_filename, line_number=frame.f_lineno
+        )
+        references = dg.CodeReferencesMetadataValue(code_references=[reference])
+    return {"dagster/code_references": references}
 
 
 def table_metadata(schema: pl.Schema, rows: int) -> dict[str, Any]:
