@@ -13,6 +13,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from tests.e2e.hostile import clean_env, maple_at, outcome_line, table_job
@@ -20,6 +22,7 @@ from tests.e2e.hostile import clean_env, maple_at, outcome_line, table_job
 WATCH_S = 20.0
 
 
+@pytest.mark.slow  # ~30 s: it watches the job for 20 s
 def test_flex_without_capacity_backs_off_instead_of_hammering_and_cancel_stops_it(
     tmp_path: Path,
 ) -> None:
