@@ -172,7 +172,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
     decision = plan_retries(combined, job.policy)
     keep_answers(job, (shard, attempt), combined, decision.retry_ids)
     crash_point("after_results")
-    lost = lines.select("custom_id", LOST_SENDS) if LOST_SENDS in lines.columns else None
+    lost = lines.filter(pl.col(LOST_SENDS) > 0) if LOST_SENDS in lines.columns else None
     _record_cost(job, shard, submission, results, lost)
     if decision.quota_exhausted:
         reason = f"the provider reports insufficient quota: {QUOTA_ADVICE}"
@@ -306,8 +306,8 @@ def _record_cost(
     them, as the provider billed them."""
     mode, batch_prices = _mode(job, submission), batch_priced(submission.batch_id)
     billed = results.filter(pl.col("billed"))
-    if lost is not None and (lost[LOST_SENDS].fill_null(0) > 0).any():
-        again = billed.join(lost.filter(pl.col(LOST_SENDS) > 0), on="custom_id", how="inner")
+    if lost is not None and lost.height:
+        again = billed.join(lost.select("custom_id", LOST_SENDS), on="custom_id", how="inner")
         copies = pl.exclude(LOST_SENDS).repeat_by(pl.col(LOST_SENDS))
         billed = pl.concat([billed, again.select(copies).explode(billed.columns)])
     book_attempt(
