@@ -82,7 +82,7 @@ def test_dagster_validates_the_workspace() -> None:
 
 def test_the_code_location_has_one_name_under_dagster_dev_and_dg_dev() -> None:
     """``dagster dev -w workspace.yaml`` and ``dg dev`` name the sample code location alike, so
-    the README's GraphQL example (``repositoryLocationName``) works with either."""
+    the GraphQL example in docs/api.md (``repositoryLocationName``) works with either."""
     import tomllib
 
     import yaml
@@ -93,4 +93,5 @@ def test_the_code_location_has_one_name_under_dagster_dev_and_dg_dev() -> None:
     project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
     dg_name = project["tool"]["dg"]["project"]["code_location_name"]
     assert entry["python_module"]["location_name"] == dg_name == "maple"
-    assert '"repositoryLocationName": "maple"' in (root / "README.md").read_text(encoding="utf-8")
+    example = (root / "docs" / "api.md").read_text(encoding="utf-8")
+    assert '"repositoryLocationName": "maple"' in example
