@@ -52,6 +52,7 @@ class Host:
         )
         self.namespace = self._wait_for_namespace()
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.ended = False  # its namespace is gone: the kernel may give its number to another
 
     def _wait_for_namespace(self) -> str:
         mine = uts_namespace(os.getpid())
@@ -106,11 +107,17 @@ class Host:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def pids(self) -> list[int]:
-        """Every process of this host (its keeper included), whoever its parent now is."""
+        """Every process of this host (its keeper included), whoever its parent now is. Once
+        none is left the host has ended for good: a namespace's number is free when its last
+        process is gone and the kernel hands it to the next namespace made (another test's
+        host, on another pytest worker), whose processes must not be taken for this host's."""
+        if self.ended:
+            return []
         found = []
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit() and uts_namespace(int(entry.name)) == self.namespace:
                 found.append(int(entry.name))
+        self.ended = not found
         return found
 
     def kill(self) -> float:

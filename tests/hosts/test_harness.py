@@ -30,3 +30,21 @@ def test_each_host_has_its_own_name_and_a_killed_host_loses_every_process(
         assert len(b.pids()) >= 5  # the other host runs on
     assert b.pids() == []
     assert lingering(str(tmp_path)) == []
+
+
+def test_a_killed_host_never_touches_the_host_that_inherits_its_namespace_number(
+    tmp_path: Path,
+) -> None:
+    """The kernel gives a freed namespace's number to the next one made: another test's host,
+    on another pytest worker. Stopping the killed host again (a test's teardown does) must
+    leave that host's processes alone."""
+    env = {**os.environ, "T_MARK": str(tmp_path)}
+    with hosts(tmp_path, env, "host-a") as (a,):
+        a.kill()
+        with hosts(tmp_path, env, "host-c") as (c,):
+            proc = c.start(["sleep", "300"], log="sleep")
+            # c.namespace == old as a rule (unless another worker made a namespace in between)
+            a.stop(grace=1.0)
+            time.sleep(0.2)
+            assert proc.poll() is None, "the killed host's stop ended another host's process"
+    assert lingering(str(tmp_path)) == []

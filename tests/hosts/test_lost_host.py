@@ -8,6 +8,7 @@ that means nothing on B). PostgreSQL (Dagster's instance and the ledger), moto's
 storage root) and the emulator are shared on loopback."""
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -70,10 +71,15 @@ def started_run_on(instance: dg.DagsterInstance, host: Host, timeout: float) -> 
     raise AssertionError(f"no run seen running on {host.name}:\n{host.log('enrich')[-3000:]}")
 
 
-def wait_for(what: str, done: object, timeout: float, story: str = "") -> float:
+def wait_for(
+    what: str, done: Callable[[], bool], timeout: float, story: Callable[[], str]
+) -> float:
+    """Wait until ``done()``; past ``timeout`` fail with ``story()`` (the logs read then)."""
     began = time.monotonic()
-    while not done():  # type: ignore[operator]
-        assert time.monotonic() - began < timeout, f"{what} did not happen in {timeout} s\n{story}"
+    while not done():
+        assert time.monotonic() - began < timeout, (
+            f"{what} did not happen in {timeout} s\n{story()}"
+        )
         time.sleep(0.2)
     return time.time()
 
@@ -100,14 +106,19 @@ def test_a_lost_host_s_job_is_finished_by_another_and_its_run_failed(
             b.daemon(tmp_path / "host-b" / "workspace.yaml")
             a.start(enrich(table), log="enrich")
             wait_for("A's first batch", lambda: emulator.stats()["batches_created"] >= 1, 300,
-                     a.log("enrich"))  # fmt: skip
+                     lambda: a.log("enrich") + a.log("daemon")[-3000:])  # fmt: skip
             killed = started_run_on(instance, a, timeout=120)
             lost = a.kill()
             survivor = b.start(enrich(table, "--wait"), log="enrich")
             took = wait_for(
-                "B's takeover", lambda: len(storage.list_keys(driver)) >= 2, 120, b.log("enrich")
+                "B's takeover",
+                lambda: len(storage.list_keys(driver)) >= 2,
+                120,
+                lambda: b.log("enrich"),
             )
-            wait_for("B's finish", lambda: survivor.poll() is not None, 300, b.log("enrich"))
+            wait_for(
+                "B's finish", lambda: survivor.poll() is not None, 300, lambda: b.log("enrich")
+            )
             wait_for(
                 "run monitoring failing A's run",
                 lambda: (
@@ -115,7 +126,7 @@ def test_a_lost_host_s_job_is_finished_by_another_and_its_run_failed(
                     == dg.DagsterRunStatus.FAILURE
                 ),
                 120,
-                b.log("daemon")[-3000:],
+                lambda: b.log("daemon")[-3000:],
             )
             stats = emulator.stats()
         assert survivor.returncode == 0, b.log("enrich")[-3000:]
