@@ -64,6 +64,7 @@ ROUTES = [
     Route("/v1/batches/{batch_id}", openai_routes.get_batch, methods=["GET"]),
     Route("/v1/batches/{batch_id}/cancel", openai_routes.cancel_batch, methods=["POST"]),
     Route("/v1/chat/completions", realtime_routes.openai_realtime, methods=["POST"]),
+    Route("/v1/responses", realtime_routes.openai_realtime, methods=["POST"]),
     Route("/v1/embeddings", realtime_routes.openai_realtime, methods=["POST"]),
     Route("/v1/messages", realtime_routes.anthropic_messages, methods=["POST"]),
     Route("/v1/messages/batches", anthropic_routes.create_batch, methods=["POST"]),

@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from emulator import responses_api
 from emulator.faults import billing_key, bytes_key
 from emulator.prompt_cache import CacheUse, has_openai_prefix, openai_usage
+from emulator.reasoning import fast_path_ok
 from emulator.tokens import content_text, count_tokens, prompt_tokens
 
 if TYPE_CHECKING:
@@ -143,6 +145,7 @@ def fast_chat(body: dict[str, Any]) -> tuple[bytes, int, int] | None:
         or body.get("response_format") is not None
         or body.get("stream")
         or type(body.get("model")) is not str
+        or not fast_path_ok(body)
     ):
         return None
     prompt = 3
@@ -241,7 +244,7 @@ class BatchPass:
             custom_id = line["custom_id"]
             body = line["body"]
             quick = fast_chat(body) if fast and not has_openai_prefix(body) else None
-            result.prompt_tokens += quick[1] if quick is not None else line_tokens(body)
+            result.prompt_tokens += quick[1] if quick is not None else line_tokens(body, endpoint)
             if index >= cutoff:
                 err.add(unrun_line(prefix, index, custom_id, "batch_expired"))
                 result.unrun += 1
@@ -297,11 +300,14 @@ class BatchPass:
                 failed_append((index, outcome.fault))
 
 
-def line_tokens(body: dict[str, Any]) -> int:
-    """Prompt tokens of one request body: chat messages, or embedding inputs."""
+def line_tokens(body: dict[str, Any], endpoint: str = CHAT) -> int:
+    """Prompt tokens of one request body to ``endpoint``: chat messages, a Responses input, or
+    embedding inputs."""
     messages = body.get("messages")
     if isinstance(messages, list):
         return prompt_tokens(messages)
+    if endpoint == responses_api.PATH:
+        return responses_api.request_prompt_tokens(body)
     items = body.get("input")
     items = items if isinstance(items, list) else [items]
     return sum(count_tokens(item) for item in items if isinstance(item, str))

@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 import orjson
 
+from emulator import responses_api
 from emulator.faults import FaultDrawer, body_key
+from emulator.reasoning import reasoning_problem, reasoning_tokens
 from emulator.replies import echo_text, has_image, instance_for_schema, invalid_instance
 from emulator.tokens import count_tokens, prompt_tokens
 
@@ -80,6 +82,45 @@ def _missing(param: str) -> Outcome:
     )
 
 
+def unsupported(message: str, param: str) -> Outcome:
+    """OpenAI's 400 for a parameter the model or endpoint does not take."""
+    return Outcome(
+        400, error_body(message, "invalid_request_error", param, "unsupported_parameter")
+    )
+
+
+def fit_to_limit(text: str, reasoning: int, limit: Any) -> tuple[str, int, bool]:
+    """``(answer, reasoning, cut)`` within a token ``limit`` that covers the reasoning first
+    and the answer with what is left (``cut``: the answer was shortened)."""
+    if not isinstance(limit, int) or limit <= 0:
+        return text, reasoning, False
+    if reasoning >= limit:
+        return "", limit, True
+    room = limit - reasoning
+    if count_tokens(text) > room:
+        return text[: room * 4], reasoning, True
+    return text, reasoning, False
+
+
+def _chat_problem(body: dict[str, Any]) -> Outcome | None:
+    """The 400 of a chat body the API refuses, else None."""
+    messages = body.get("messages")
+    if not isinstance(body.get("model"), str):
+        return _missing("model")
+    if not isinstance(messages, list) or not messages:
+        return _missing("messages")
+    if body.get("stream"):
+        message = "The emulator does not stream; send stream=false."
+        return Outcome(
+            400, error_body(message, "invalid_request_error", "stream", "unsupported_value")
+        )
+    if "reasoning" in body:
+        message = "Unrecognized request argument supplied: reasoning (chat completions take "
+        return unsupported(message + "reasoning_effort)", "reasoning")
+    problem = reasoning_problem(body, "reasoning_effort")
+    return unsupported(*problem) if problem is not None else None
+
+
 def response_schema(body: dict[str, Any]) -> Any:
     """The JSON schema of a ``response_format: json_schema`` request, else None."""
     fmt = body.get("response_format")
@@ -99,27 +140,42 @@ class OpenAIEngine:
         self.dimensions = embedding_dimensions
 
     def run(self, url: str, body: Any, key: int | None = None) -> Outcome:
-        """Run ``body`` as a request to ``url`` (``/v1/chat/completions`` or ``/v1/embeddings``)."""
+        """Run ``body`` as a request to ``url`` (``/v1/chat/completions``, ``/v1/responses`` or
+        ``/v1/embeddings``)."""
         if not isinstance(body, dict):
             return Outcome(
                 400, error_body("The request body must be a JSON object.", "invalid_request_error")
             )
         if url == "/v1/embeddings":
             return self.embeddings(body, key)
+        if url == responses_api.PATH:
+            return self.responses(body, key)
         return self.chat(body, key)
+
+    def responses(self, body: dict[str, Any], key: int | None = None) -> Outcome:
+        """A ``response`` object for a Responses API ``body`` (``emulator.responses_api``)."""
+        found = responses_api.problem(body)
+        if found is not None:
+            message, param, code = found
+            return Outcome(400, error_body(message, "invalid_request_error", param, code))
+        fault = None
+        if self.drawer.active:
+            key = body_key(body) if key is None else key
+            messages = responses_api.input_messages(body)
+            schema = responses_api.text_schema(body) is not None
+            fault = self.drawer.draw(key, image=has_image(messages), schema=schema)
+            failed = fault_outcome(fault, body["model"]) if fault else None
+            if failed is not None:
+                return failed
+        reply, prompt, completion = responses_api.answer(body, fault, new_id)
+        return Outcome(200, reply, prompt, completion, fault)
 
     def chat(self, body: dict[str, Any], key: int | None = None) -> Outcome:
         """A ``chat.completion`` for ``body``."""
-        messages = body.get("messages")
-        if not isinstance(body.get("model"), str):
-            return _missing("model")
-        if not isinstance(messages, list) or not messages:
-            return _missing("messages")
-        if body.get("stream"):
-            message = "The emulator does not stream; send stream=false."
-            return Outcome(
-                400, error_body(message, "invalid_request_error", "stream", "unsupported_value")
-            )
+        refused = _chat_problem(body)
+        if refused is not None:
+            return refused
+        messages = body["messages"]
         schema = response_schema(body)
         fault = None
         if self.drawer.active:
@@ -148,11 +204,14 @@ class OpenAIEngine:
         finish = "stop"
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
         reply = refusal if content is None else content
-        if content is not None and isinstance(limit, int) and 0 < limit < count_tokens(content):
-            content, finish = content[: limit * 4], "length"
+        thought = reasoning_tokens(body, count_tokens(reply or ""))
+        if content is not None:
+            content, thought, cut = fit_to_limit(content, thought, limit)
+            finish = "length" if cut else finish
             reply = content
         prompt = prompt_tokens(messages)
-        completion = count_tokens(reply or "")
+        # an answer the reasoning left no room for is no tokens (else at least one, as ever)
+        completion = (0 if thought and not reply else count_tokens(reply or "")) + thought
         result = {
             "id": new_id("chatcmpl-"),
             "object": "chat.completion",
@@ -171,7 +230,7 @@ class OpenAIEngine:
                     "finish_reason": finish,
                 }
             ],
-            "usage": chat_usage(prompt, completion),
+            "usage": chat_usage(prompt, completion, reasoning=thought),
             "service_tier": "default",
             "system_fingerprint": "fp_emulator",
         }
@@ -212,15 +271,16 @@ class OpenAIEngine:
         return Outcome(200, result, tokens, 0, units=len(items))
 
 
-def chat_usage(prompt: int, completion: int, cached: int = 0) -> dict[str, Any]:
-    """OpenAI ``CompletionUsage`` with the detail objects filled."""
+def chat_usage(prompt: int, completion: int, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:
+    """OpenAI ``CompletionUsage`` with the detail objects filled (``reasoning``: of the
+    completion tokens, those spent reasoning)."""
     return {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
         "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
         "completion_tokens_details": {
-            "reasoning_tokens": 0,
+            "reasoning_tokens": reasoning,
             "audio_tokens": 0,
             "accepted_prediction_tokens": 0,
             "rejected_prediction_tokens": 0,

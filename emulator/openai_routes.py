@@ -25,7 +25,7 @@ from emulator.prompt_cache import organisation
 from emulator.state import State, StoredFile
 
 FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
-BATCH_ENDPOINTS = ("/v1/chat/completions", "/v1/embeddings")
+BATCH_ENDPOINTS = ("/v1/chat/completions", "/v1/responses", "/v1/embeddings")
 MAX_FILE_BYTES = 512 * 1024 * 1024
 
 

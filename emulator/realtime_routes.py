@@ -14,6 +14,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from emulator import responses_api
 from emulator.billing import Family
 from emulator.faults import body_key
 from emulator.flex import FLEX, RETRY_AFTER_S, UNAVAILABLE_MESSAGE, is_flex
@@ -52,12 +53,15 @@ def _with_request_id(outcome: Outcome, family: Family) -> None:
         error["message"] = f"{error.get('message', '')} (request ID {request_id})"
 
 
-def _estimate(payload: Any) -> int:
+def _estimate(payload: Any, path: str) -> int:
     if not isinstance(payload, dict):
         return 1
     messages = payload.get("messages")
     if isinstance(messages, list):
         return prompt_tokens(messages, payload.get("system")) + count_tokens(echo_text(messages))
+    messages = responses_api.input_messages(payload) if path == responses_api.PATH else None
+    if messages is not None:
+        return responses_api.request_prompt_tokens(payload) + count_tokens(echo_text(messages))
     raw = payload.get("input")
     items = raw if isinstance(raw, list) else [raw]
     return sum(count_tokens(item) for item in items if isinstance(item, str)) or 1
@@ -89,7 +93,7 @@ async def _admit(request: Request) -> tuple[Any, Decision | None, Response | Non
     payload, bad = await read_json(request)
     if bad is not None:
         return None, None, bad
-    decision = state.limiter.check(_estimate(payload))
+    decision = state.limiter.check(_estimate(payload, request.url.path))
     if not decision.allowed:
         state.stats.add("realtime_429")
     return payload, decision, None
@@ -121,7 +125,7 @@ def _openai_limited(decision: Decision, model: str) -> Response:
 
 
 async def openai_realtime(request: Request) -> Response:
-    """``POST /v1/chat/completions`` and ``POST /v1/embeddings``."""
+    """``POST /v1/chat/completions``, ``POST /v1/responses`` and ``POST /v1/embeddings``."""
     payload, decision, refused = await _admit(request)
     if refused is not None or decision is None:
         return refused or openai_error(500, "internal error", "server_error")

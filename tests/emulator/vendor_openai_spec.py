@@ -23,6 +23,7 @@ ROOTS = (
     "ListBatchesResponse",
     "ListFilesResponse",
     "OpenAIFile",
+    "Response",
 )
 OUT = Path(__file__).with_name("openai-openapi-2025-04-29.subset.json")
 PREFIX = "#/components/schemas/"
