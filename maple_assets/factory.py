@@ -99,6 +99,7 @@ def enrichment(
     canary: int | None = DEFAULTS.canary,
     canary_min_success: float = DEFAULTS.canary_min_success,
     cache: Literal["auto", "off"] = DEFAULTS.cache,
+    endpoint: Literal["chat", "responses"] = DEFAULTS.endpoint,
 ) -> Enrichment:
     """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI.
 

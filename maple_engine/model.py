@@ -28,6 +28,7 @@ OUTPUT_COLUMNS = (
     "llm_output_tokens",
     "llm_cached_tokens",
     "llm_cache_write_tokens",
+    "llm_reasoning_tokens",
     "llm_cost_usd",
     "llm_model",
     "llm_batch_id",
@@ -35,6 +36,9 @@ OUTPUT_COLUMNS = (
     "llm_embedding",
 )
 EMBEDDING_COLUMN = "llm_embedding"
+
+# The API a chat job's requests go to: chat completions, or OpenAI's Responses API.
+ENDPOINTS = ("chat", "responses")
 
 # The column of a shard's filled rows that says the answer came from the response store.
 REUSED = "reused"
@@ -72,7 +76,15 @@ CHAT = Kind(
     job="a chat job",
     command="enrich",
     template_field="prompt",
-    options=("prompt", "system", "response_schema", "image_column", "check_images", "cache"),
+    options=(
+        "prompt",
+        "system",
+        "response_schema",
+        "image_column",
+        "check_images",
+        "cache",
+        "endpoint",
+    ),
     output_column="llm_response",
     answer="text",
     replies=True,

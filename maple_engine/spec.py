@@ -192,6 +192,11 @@ class JobSpec(BaseModel):
         default=0,
         description="Among waiting jobs of the same team on one provider queue, higher goes first.",
     )
+    endpoint: Literal["chat", "responses"] = Field(
+        default="chat",
+        description="The API each request goes to: chat (chat completions) or responses "
+        "(OpenAI's Responses API, /v1/responses: reasoning.effort, max_output_tokens).",
+    )
     cache: Literal["auto", "off"] = Field(
         default="auto",
         description="Prompt caching: auto marks the shared prefix (system prompt) for the "
@@ -319,6 +324,8 @@ class JobSpec(BaseModel):
             fields["kind"] = self.kind.name
         if self.cache != "auto":  # only then: jobs from before --cache keep their versions
             fields["cache"] = self.cache
+        if self.endpoint != "chat":  # as --cache: chat jobs keep the versions they had
+            fields["endpoint"] = self.endpoint
         payload = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(payload).hexdigest()[:16]
 

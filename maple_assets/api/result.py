@@ -57,6 +57,7 @@ class Result:
     cache_write_tokens: int = 0  # written to the prompt cache
     cache_saved_usd: float = 0.0  # what this run's cache reads and writes saved
     uncached_cost_usd: float = 0.0  # this run's tokens at prices without the cache
+    reasoning_tokens: int = 0  # of output_tokens, those the model spent reasoning
 
     def metadata(self) -> dict[str, Any]:
         """The figures as Dagster metadata values (no secrets: paths, counts and money)."""
@@ -108,7 +109,8 @@ def job_result(
     earlier = earlier | carried_batches(state)
     by_batch = totals.get("by_batch")
     if by_batch is None:  # no merge record: every row the shards sent counts as this run's
-        this_run = [{"rows": totals.get("sent", 0)} | {k: totals.get(k, 0) for k in FIGURES}]
+        figures = (*FIGURES, "cached_input_tokens", "cache_write_tokens", "reasoning_tokens")
+        this_run = [{"rows": totals.get("sent", 0)} | {k: totals.get(k, 0) for k in figures}]
     else:
         this_run = [figures for batch, figures in by_batch.items() if batch not in earlier]
     shards = {s.key for s in state.manifest() or []}
@@ -142,6 +144,7 @@ def job_result(
         cache_write_tokens=sum(int(f.get("cache_write_tokens", 0)) for f in this_run),
         cache_saved_usd=float(uncached - paid),
         uncached_cost_usd=float(uncached),
+        reasoning_tokens=sum(int(f.get("reasoning_tokens", 0)) for f in this_run),
     )
 
 

@@ -20,6 +20,9 @@ from maple_engine.settings import COST_DB_ENV, Settings
 FORMATS = ("table", "csv", "json")
 _NUMBERS = ("requests", "input_tokens", "cached_input_tokens", "output_tokens")
 _MONEY = ("cost_usd", "savings_usd", "cache_savings_usd")
+#: Of the output tokens, those spent reasoning: beside them in the table, last in the CSV (a
+#: column added after the others, so tools reading by position read what they did).
+_REASONING = "reasoning_tokens"
 
 
 def ledger_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -82,7 +85,8 @@ def costs_command(
 def render_csv(by: str, rows: list[dict[str, Any]]) -> str:
     """The report as CSV with a header line."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, fieldnames=[by, *_NUMBERS, *_MONEY], lineterminator="\n")
+    fields = [by, *_NUMBERS, *_MONEY, _REASONING]
+    writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     return out.getvalue()
@@ -93,9 +97,9 @@ def render_table(by: str, rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "No costs recorded."
     total: dict[str, Any] = {by: "TOTAL"}
-    for name in (*_NUMBERS, *_MONEY):
+    header = [by, *_NUMBERS, _REASONING, *_MONEY]
+    for name in header[1:]:
         total[name] = sum(row[name] for row in rows)
-    header = [by, *_NUMBERS, *_MONEY]
     body = [[_cell(name, row[name]) for name in header] for row in rows]
     return render(header, body, footer=[_cell(name, total[name]) for name in header])
 
@@ -103,7 +107,7 @@ def render_table(by: str, rows: list[dict[str, Any]]) -> str:
 def _cell(name: str, value: Any) -> str:
     if name in _MONEY:
         return f"{value:,.6f}"
-    if name in _NUMBERS:
+    if name in _NUMBERS or name == _REASONING:
         return f"{value:,d}"
     return str(value)
 

@@ -56,8 +56,12 @@ def dry_run(
 
     with cost_ledger(storage) as costs:
         paid = costs.job_total(spec.name)
+        entries = costs.job_entries(spec.name)
     if paid:
         rows.append(("spent USD", f"{paid:.6f} so far (this job, from the ledger)"))
+    thinks = _reasoning_note(spec, provider, entries, plan.requests, price)
+    if thinks:
+        rows.insert(next(i for i, r in enumerate(rows) if r[0] == "prompt cache"), thinks)
     if spec.budget_usd is not None:
         priced_as_batch = provider.mode == "batch" or provider.capabilities.batch_prices
         expected = batch if priced_as_batch else realtime
@@ -85,6 +89,38 @@ def _output_note(spec: JobSpec, per_request: int) -> str:
     if any(name in spec.params for name in MAX_TOKEN_PARAMS):
         return f"{per_request:,} per request: the max tokens parameter"
     return f"{per_request:,} per request assumed; --param max_tokens=N sets a limit"
+
+
+REASONING_PARAMS = ("reasoning_effort", "reasoning", "thinking", "thinkingConfig")
+
+
+def _reasoning_note(
+    spec: JobSpec, provider: Any, entries: list[Any], requests: int, price: ModelPrice
+) -> tuple[str, str] | None:
+    """What the estimate says of reasoning tokens, for a model that reasons: it cannot foresee
+    them, unless the job's rows so far (the ledger) show how many each spends."""
+    models = provider.capabilities.reasoning_models
+    reasons = any(p in spec.params for p in REASONING_PARAMS) or (
+        bool(models) and spec.model.startswith(models)
+    )
+    if not reasons:
+        return None
+    done = sum(e.requests for e in entries)
+    spent = sum(e.reasoning_tokens for e in entries)
+    if not done or not spent:
+        bound = (
+            "a max output tokens parameter bounds them"
+            if any(name in spec.params for name in MAX_TOKEN_PARAMS)
+            else "--param max_output_tokens=N (max_completion_tokens on chat) bounds them"
+        )
+        return ("reasoning", f"not in the estimate: reasoning tokens cannot be foreseen ({bound})")
+    each = spent / done
+    extra = each * requests * price.output_per_mtok / 1e6
+    return (
+        "reasoning",
+        f"~{each:,.0f} tokens per request (this job's {done:,} sent so far): about "
+        f"{extra:.6f} USD more at real-time output prices",
+    )
 
 
 def percent(part: float, whole: float) -> str:

@@ -76,6 +76,12 @@ def print_summary(
     if spec is not None and caches:
         click.echo(f"{'prompt cache':<15}{cache_layout(spec).describe()}")
     click.echo(f"{'output tokens':<15}{result.output_tokens:,}")
+    if spec is None or spec.kind.replies:
+        click.echo(
+            f"{'reasoning':<15}{result.reasoning_tokens:,}"
+            f"{percent(result.reasoning_tokens, result.output_tokens)} of output spent "
+            "reasoning (billed as output)"
+        )
     unpriced = f"  ({SELF_HOSTED})" if price_source == SELF_HOSTED else ""
     click.echo(f"{'cost USD':<15}{result.cost_usd:.6f}{unpriced}")
     share = percent(result.saved_usd, result.realtime_cost_usd)

@@ -23,6 +23,8 @@ COLUMN_MEANINGS = {
     "llm_attempts": "How many times the row was sent.",
     "llm_input_tokens": "Input tokens billed for the row.",
     "llm_output_tokens": "Output tokens billed for the row.",
+    "llm_reasoning_tokens": "Of the output tokens, those the model spent reasoning (null where "
+    "the provider does not report them).",
     "llm_cached_tokens": "Of the input tokens, those read from the provider's prompt cache.",
     "llm_cache_write_tokens": "Of the input tokens, those written to the provider's prompt cache.",
     "llm_cost_usd": "What the row cost, USD (for a reused answer, what it cost when paid).",

@@ -88,6 +88,9 @@ def attempt_results(
 
 
 _TOKENS = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
+#: The usage figures summed per shard and job: the tokens, and of the output the reasoning
+#: (null where the provider does not report it, counted as none).
+SUMMED = (*_TOKENS, "reasoning_tokens")
 
 
 def validate_structured(frame: pl.DataFrame, schema: dict[str, Any] | None) -> pl.DataFrame:
@@ -212,7 +215,7 @@ def summarize(combined: pl.DataFrame) -> dict[str, Any]:
     # one pass of expressions: filtering the frame first copied every column, answers included
     ok = pl.col("status") == "succeeded"
     failed = pl.col("status") == "failed"
-    tokens = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
+    tokens = SUMMED
     sums = combined.select(
         ok.sum().alias("succeeded"),
         failed.sum().alias("failed"),
@@ -264,6 +267,7 @@ def unsent_responses(rows: pl.DataFrame, reason: str, cls: str = NOT_SENT) -> pl
         pl.lit(None, pl.String).alias("response"),
         pl.lit(False).alias("billed"),
         *(pl.lit(0, pl.Int64).alias(c) for c in _TOKENS),
+        pl.lit(None, pl.Int64).alias("reasoning_tokens"),
         pl.lit(None, pl.String).alias("batch_id"),
         pl.lit(None, pl.String).alias("parsed"),
         pl.lit(0, pl.Int64).alias("attempt"),
@@ -304,7 +308,7 @@ def add_run_summary(total: dict[str, Any], sent: pl.DataFrame, filled: pl.DataFr
     total["sent"] = total.get("sent", 0) + went.height
     by_batch = total.setdefault("by_batch", {})
     if went.height and "batch_id" in went.columns:
-        figures = ("cost_usd", "input_tokens", "output_tokens", *_TOKENS[1:3])
+        figures = ("cost_usd", "input_tokens", "output_tokens", *_TOKENS[1:3], "reasoning_tokens")
         per_batch = went.group_by("batch_id").agg(
             pl.len().alias("rows"), *(pl.col(c).fill_null(0).sum() for c in figures)
         )

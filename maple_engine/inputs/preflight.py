@@ -14,6 +14,7 @@ and checks every row against the model's context window, before any shard is sub
 import polars as pl
 
 from maple_engine.errors import ConfigError
+from maple_engine.inputs.api_params import check_api_params
 from maple_engine.inputs.checks import check_input_schema
 from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.inputs.sources import input_schema
@@ -31,6 +32,7 @@ ANSWER_TYPES = {"text": "reply's text", "vector": "fixed-size float32 list"}  # 
 def check_declaration(spec: JobSpec, schema_source: str = "response_schema") -> None:
     """The checks on the job's settings alone (no I/O)."""
     check_kind(spec)
+    check_api_params(spec)
     check_response_schema(spec.response_schema, spec.provider, schema_source)
     check_queue_limit(spec)
 

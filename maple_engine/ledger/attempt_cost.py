@@ -35,11 +35,18 @@ class AttemptCost:
     # The same usage with no prompt cache (every input token fresh), in the same mode; None in
     # records made before it was kept (reports then count no cache saving for them).
     uncached_cost_usd: float | None = None
+    # Of ``output_tokens``, those the model spent reasoning (0 where the provider reports none).
+    reasoning_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.mode not in get_args(Mode):
             raise ValueError(f"mode must be 'batch' or 'realtime', not {self.mode!r}")
-        counts = (self.attempt, self.requests, *(getattr(self, t) for t in TOKENS))
+        counts = (
+            self.attempt,
+            self.requests,
+            self.reasoning_tokens,
+            *(getattr(self, t) for t in TOKENS),
+        )
         if min(counts) < 0:
             raise ValueError(f"attempt, requests and tokens must not be negative: {self}")
         if self.recorded_at.tzinfo is None:
@@ -71,6 +78,7 @@ class AttemptCost:
             cost_expr(price, batch=batch).sum().alias("cost"),
             cost_expr(price, batch=False).sum().alias("realtime"),
             cost_expr(price, batch=batch, cached=False).sum().alias("uncached"),
+            _reasoning(rows).sum().cast(pl.Int64).alias("reasoning_tokens"),
         ).row(0, named=True)
         return cls(
             job=job,
@@ -89,4 +97,12 @@ class AttemptCost:
             cost_usd=float(sums["cost"] or 0.0),
             realtime_cost_usd=float(sums["realtime"] or 0.0),
             uncached_cost_usd=float(sums["uncached"] or 0.0),
+            reasoning_tokens=int(sums["reasoning_tokens"] or 0),
         )
+
+
+def _reasoning(rows: pl.DataFrame) -> pl.Expr:
+    """The rows' reasoning tokens (null: not reported, none counted)."""
+    if "reasoning_tokens" in rows.columns:
+        return pl.col("reasoning_tokens").fill_null(0)
+    return pl.lit(0, pl.Int64)

@@ -122,7 +122,10 @@ class CostLedger(BaseModel):
             query = (
                 sa.select(
                     key.label("key"),
-                    *(sa.func.sum(t[c]).label(c) for c in ("requests", *TOKENS)),
+                    *(
+                        sa.func.sum(t[c]).label(c)
+                        for c in ("requests", *TOKENS, "reasoning_tokens")
+                    ),
                     sa.func.sum(t.cost_usd).label("cost_usd"),
                     sa.func.sum(t.realtime_cost_usd).label("realtime_cost_usd"),
                     sa.func.sum(sa.func.coalesce(t.uncached_cost_usd, t.cost_usd)).label(
@@ -268,7 +271,7 @@ def _to_row(e: AttemptCost) -> dict[str, Any]:
 def _from_row(row: Any) -> AttemptCost:
     values = dict(row)
     values["recorded_at"] = values["recorded_at"].replace(tzinfo=UTC)
-    for name in ("requests", *TOKENS):
+    for name in ("requests", *TOKENS, "reasoning_tokens"):
         values[name] = int(values[name])
     return AttemptCost(**values)
 
@@ -282,6 +285,7 @@ def _report_row(by: str, row: Any) -> dict[str, Any]:
         "input_tokens": int(row["input_tokens"]),
         "cached_input_tokens": int(row["cached_input_tokens"]),
         "output_tokens": int(row["output_tokens"]),
+        "reasoning_tokens": int(row["reasoning_tokens"] or 0),
         "cost_usd": round(cost, 10),
         "savings_usd": round(realtime - cost, 10),
         "cache_savings_usd": round(float(row["uncached_cost_usd"]) - cost, 10),

@@ -55,6 +55,7 @@ def _attempt_costs(md: sa.MetaData) -> sa.Table:
         sa.Column("realtime_cost_usd", sa.Double, nullable=False),
         sa.Column("recorded_at", sa.DateTime, nullable=False),  # naive UTC
         sa.Column("uncached_cost_usd", sa.Double, nullable=True),
+        sa.Column("reasoning_tokens", sa.BigInteger, nullable=False, server_default="0"),
         sa.Index("ix_attempt_costs_recorded_at", "recorded_at"),
         sa.Index("ix_attempt_costs_team", "team"),
     )

@@ -65,6 +65,8 @@ def llm_columns(
             pl.when(ok).then(pl.col(tokens)).otherwise(None).cast(pl.Int64).alias(column)
             for tokens, column in CACHE_COLUMNS.items()
         ]
+        reasoning = pl.when(ok).then(pl.col("reasoning_tokens")).otherwise(None).cast(pl.Int64)
+        columns.append(reasoning.alias("llm_reasoning_tokens"))
     columns += [
         pl.col("cost_usd").cast(pl.Float64).alias("llm_cost_usd"),
         pl.lit(model, pl.String).alias("llm_model"),

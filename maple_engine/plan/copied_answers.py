@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow.parquet as pq
 
 from maple_engine.job import Job
 from maple_engine.model import REUSED, ROW_ID
@@ -38,6 +39,7 @@ RECORDS = {
     "attempts": "llm_attempts",
     "input_tokens": "llm_input_tokens",
     "output_tokens": "llm_output_tokens",
+    "reasoning_tokens": "llm_reasoning_tokens",
     "cached_input_tokens": "llm_cached_tokens",
     "cache_write_tokens": "llm_cache_write_tokens",
     "cost_usd": "llm_cost_usd",
@@ -111,7 +113,12 @@ class PreviousAnswers:
         bits = np.frombuffer(mask, dtype=np.uint8)
         self.mask: Mask = np.unpackbits(bits, count=int(record["mask_rows"])).astype(bool)
         fs, target = filesystem_for(record["path"], s3)
-        self._rows = RowStream(fs.open(target, "rb"), columns=list(RECORDS.values()))
+        handle = fs.open(target, "rb")
+        present = set(pq.read_schema(handle).names)
+        handle.seek(0)
+        # an output written before a column existed (llm_reasoning_tokens) gives nulls there
+        self._absent = [c for c in RECORDS.values() if c not in present]
+        self._rows = RowStream(handle, columns=[c for c in RECORDS.values() if c in present])
         self._offset = 0
 
     @classmethod
@@ -132,7 +139,8 @@ class PreviousAnswers:
         if table is None or not self.mask[first : first + table.num_rows].any():
             return pl.DataFrame()
         frame = pl.DataFrame(table).with_columns(
-            pl.int_range(first, first + table.num_rows, dtype=pl.Int64).alias(ROW_ID)
+            pl.int_range(first, first + table.num_rows, dtype=pl.Int64).alias(ROW_ID),
+            *(pl.lit(None, pl.Int64).alias(c) for c in self._absent),
         )
         picked = frame.filter(pl.Series(self.mask[first : first + table.num_rows]))
         return picked.select(

@@ -29,6 +29,7 @@ def request_spec(spec: JobSpec) -> RequestSpec:
         cache_key=spec.cache_key(),
         kind=spec.kind,
         dimensions=spec.dimensions,
+        endpoint=spec.endpoint,
     )
 
 

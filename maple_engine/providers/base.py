@@ -36,6 +36,9 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "cached_input_tokens": pl.Int64(),
     "cache_write_tokens": pl.Int64(),
     "output_tokens": pl.Int64(),
+    # Of the output tokens, those the model spent reasoning (billed as output); null where the
+    # provider does not report them.
+    "reasoning_tokens": pl.Int64(),
     "batch_id": pl.String(),
     "sends": pl.Int64(),  # how often the attempt sent the request (null: once; real time retries)
 }
@@ -180,6 +183,10 @@ class ProviderCapabilities:
     models: tuple[ModelFamily, ...] = ()
     # A server the team runs: no API price (a model the price file does not price costs $0).
     self_hosted: bool = False
+    # The APIs a chat job may send to (``--endpoint``): chat completions, maybe Responses.
+    endpoints: frozenset[str] = frozenset({"chat"})
+    # Name prefixes of the models that take reasoning parameters; empty: not checked.
+    reasoning_models: tuple[str, ...] = ()
 
     def model_family(self, model: str) -> ModelFamily | None:
         name = model.lower()
@@ -204,6 +211,7 @@ class RequestSpec:
     cache_key: str | None = None  # names the cache the job's requests share (one per version)
     kind: Kind = CHAT
     dimensions: int | None = None  # an embedding's length; None: the model's own
+    endpoint: str = "chat"  # a chat job's API: chat completions, or "responses" (OpenAI's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -406,10 +414,13 @@ def json_string_expr(value: pl.Expr) -> pl.Expr:
     return pl.struct(v=value).struct.json_encode().str.slice(5).str.head(-1)
 
 
-def user_content_expr(user: pl.Expr, image: pl.Expr | None, image_part: str) -> pl.Expr:
+def user_content_expr(
+    user: pl.Expr, image: pl.Expr | None, image_part: str, text_part: str = "text"
+) -> pl.Expr:
     """Encoded content of the user message: a string, or text plus an image part.
 
-    ``image_part`` is the provider's image block with ``{url}`` standing for the encoded URL.
+    ``image_part`` is the provider's image block with ``{url}`` standing for the encoded URL,
+    ``text_part`` the type of its text block.
     """
     text = json_string_expr(user)
     if image is None:
@@ -417,7 +428,7 @@ def user_content_expr(user: pl.Expr, image: pl.Expr | None, image_part: str) -> 
     before, after = image_part.split("{url}")
     return pl.concat_str(
         [
-            pl.lit('[{"type":"text","text":'),
+            pl.lit('[{"type":' + json_literal(text_part) + ',"text":'),
             text,
             pl.lit("}," + before),
             json_string_expr(image),

@@ -48,6 +48,8 @@ def realtime_capabilities(
     kinds: frozenset[Kind] = frozenset({CHAT}),
     models: tuple[ModelFamily, ...] = (),
     self_hosted: bool = False,
+    endpoints: frozenset[str] = frozenset({"chat"}),
+    reasoning_models: tuple[str, ...] = (),
 ) -> ProviderCapabilities:
     """What every real-time provider shares: shard attempts run at once, nothing queues, and a
     rerun resumes from the row checkpoints (no orphans)."""
@@ -64,6 +66,8 @@ def realtime_capabilities(
         kinds=kinds,
         models=models,
         self_hosted=self_hosted,
+        endpoints=endpoints,
+        reasoning_models=reasoning_models,
     )
 
 

@@ -42,6 +42,7 @@ RECORD_COLUMNS = (
     "cached_input_tokens",
     "cache_write_tokens",
     "output_tokens",
+    "reasoning_tokens",
     "cost_usd",
     "attempts",
     "batch_id",
@@ -57,6 +58,7 @@ _SCHEMA: dict[str, type[pl.DataType] | pl.DataType] = {
     "cached_input_tokens": pl.Int64,
     "cache_write_tokens": pl.Int64,
     "output_tokens": pl.Int64,
+    "reasoning_tokens": pl.Int64,
     "cost_usd": pl.Float64,
     "attempts": pl.Int64,
     "batch_id": pl.String,
@@ -71,6 +73,15 @@ ROW_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
     "attempt": pl.Int64,
 }
 _STORED = {**_SCHEMA, **ROW_COLUMNS}
+#: Columns a store file written before they existed lacks: null there (not reported).
+_ADDED = {"reasoning_tokens": pl.Int64}
+
+
+def _with_added(frame: pl.LazyFrame) -> pl.LazyFrame:
+    """``frame`` with every ``_ADDED`` column it lacks as nulls (a file from an older Maple)."""
+    names = frame.collect_schema().names()
+    missing = [pl.lit(None, dtype).alias(c) for c, dtype in _ADDED.items() if c not in names]
+    return frame.with_columns(missing) if missing else frame
 
 
 def collection(shard: str, attempt: int) -> str:
@@ -128,7 +139,7 @@ class ResponseStore:
         files = self.files(bucket)
         if not files:
             return pl.LazyFrame(schema=_SCHEMA)
-        scans = [self.storage.scan_parquet(k).select(list(_SCHEMA)) for k in files]
+        scans = [_with_added(self.storage.scan_parquet(k)).select(list(_SCHEMA)) for k in files]
         return pl.concat(scans, how="vertical_relaxed")
 
     def collected(self, names: list[str]) -> pl.DataFrame:
@@ -142,11 +153,11 @@ class ResponseStore:
         parts = [p for p in found if p is not None and ROW_ID in p.columns]
         if not parts:
             return pl.DataFrame(schema=_STORED)
-        return pl.concat(parts, how="vertical_relaxed")
+        return pl.concat(parts, how="diagonal_relaxed")
 
     def _read(self, key: str) -> pl.DataFrame | None:
         try:
-            return self.storage.read_parquet(key)
+            return _with_added(self.storage.read_parquet(key).lazy()).collect()
         except StorageError:  # the collection stored nothing in this bucket
             return None
 

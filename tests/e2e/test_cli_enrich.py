@@ -23,6 +23,7 @@ LLM_COLUMNS = [
     "llm_output_tokens",
     "llm_cached_tokens",
     "llm_cache_write_tokens",
+    "llm_reasoning_tokens",
     "llm_cost_usd",
     "llm_model",
     "llm_batch_id",

@@ -251,6 +251,7 @@ def test_report_by_team(tracker: CostLedger) -> None:
             "input_tokens": 2000,
             "cached_input_tokens": 200,
             "output_tokens": 400,
+            "reasoning_tokens": 0,
             "cost_usd": 1.0,
             "savings_usd": 1.0,
             "cache_savings_usd": 0.0,
@@ -261,6 +262,7 @@ def test_report_by_team(tracker: CostLedger) -> None:
             "input_tokens": 1500,
             "cached_input_tokens": 150,
             "output_tokens": 300,
+            "reasoning_tokens": 0,
             "cost_usd": 2.25,
             "savings_usd": 2.0,
             "cache_savings_usd": 0.0,
@@ -368,6 +370,7 @@ def test_a_ledger_from_before_the_revisions_is_stamped_and_carried_on(tmp_path: 
             conn.exec_driver_sql("DROP TABLE batch_history")
             conn.exec_driver_sql("DROP TABLE rate_holders")
             conn.exec_driver_sql("ALTER TABLE attempt_costs DROP COLUMN uncached_cost_usd")
+            conn.exec_driver_sql("ALTER TABLE attempt_costs DROP COLUMN reasoning_tokens")
             conn.exec_driver_sql("CREATE TABLE schema_version (version INTEGER NOT NULL)")
             conn.exec_driver_sql("INSERT INTO schema_version VALUES (2)")
     finally:
@@ -426,11 +429,12 @@ def test_cli_table_is_aligned_with_a_total(seeded_root: str) -> None:
         "input_tokens",
         "cached_input_tokens",
         "output_tokens",
+        "reasoning_tokens",
         "cost_usd",
         "savings_usd",
         "cache_savings_usd",
     ]
-    total = ["TOTAL", "35", "3,500", "350", "700", "3.250000", "3.000000", "0.000000"]
+    total = ["TOTAL", "35", "3,500", "350", "700", "0", "3.250000", "3.000000", "0.000000"]
     assert lines[-1].split() == total
     assert len({len(line) for line in lines[1:]}) == 1  # every column right-aligned to one width
     assert [line.split()[0] for line in lines[2:5]] == ["job-a", "job-b", "job-c"]

@@ -27,6 +27,7 @@ def records(rows: list[int], keys: list[str], status: str = "succeeded") -> pl.D
             "cached_input_tokens": [0] * n,
             "cache_write_tokens": [0] * n,
             "output_tokens": [2] * n,
+            "reasoning_tokens": [1] * n,
             "batch_id": ["b1"] * n,
             "parsed": [None] * n,
             "attempt": [1] * n,
@@ -57,3 +58,21 @@ def test_a_shards_responses_are_its_stored_rows_and_its_pending_ones(tmp_path: P
     assert responses[ROW_ID].to_list() == [0, 1, 2]
     assert responses["status"].to_list() == ["succeeded", "failed", "succeeded"]
     assert responses["attempts"].to_list() == [1, 2, 1]
+
+
+def test_a_store_file_from_before_reasoning_tokens_reads_them_as_not_reported(
+    tmp_path: Path,
+) -> None:
+    """A store written by a Maple that did not keep reasoning tokens: its records read back,
+    by key and by collection, with ``reasoning_tokens`` null (not reported), not an error."""
+    storage = Storage(str(tmp_path))
+    store = ResponseStore(storage, "job")
+    store.write("s00000-a1", records([0, 1], ["a1", "b2"]), "gpt-4o-mini")
+    for bucket in "ab":
+        for key in store.files(bucket):
+            old = storage.read_parquet(key).drop("reasoning_tokens")
+            storage.write_parquet(key, old)
+    scanned = pl.concat([store.scan(b).collect() for b in "ab"])
+    assert scanned["reasoning_tokens"].to_list() == [None, None]
+    collected = store.collected(["s00000-a1"])
+    assert collected.height == 2 and collected["reasoning_tokens"].null_count() == 2

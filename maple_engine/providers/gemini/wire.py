@@ -172,14 +172,16 @@ def status_row(custom_id: Any, status: dict[str, Any]) -> dict[str, Any]:
     return failed_row(custom_id, classify_status(status), message)
 
 
-def _usage(response: dict[str, Any]) -> dict[str, int]:
+def _usage(response: dict[str, Any]) -> dict[str, int | None]:
     usage = response.get("usageMetadata") or {}
-    output = int(usage.get("candidatesTokenCount") or 0) + int(usage.get("thoughtsTokenCount") or 0)
+    thoughts = usage.get("thoughtsTokenCount")  # billed as output; only thinking models
+    output = int(usage.get("candidatesTokenCount") or 0) + int(thoughts or 0)
     return {
         "input_tokens": int(usage.get("promptTokenCount") or 0),
         "cached_input_tokens": int(usage.get("cachedContentTokenCount") or 0),
         "cache_write_tokens": 0,
         "output_tokens": output,
+        "reasoning_tokens": int(thoughts) if thoughts is not None else None,
     }
 
 

@@ -44,6 +44,8 @@ CAPABILITIES = ProviderCapabilities(
     orphans="batch-metadata",
     realtime_twin="openai-realtime",
     flex_twin="openai-flex",
+    endpoints=frozenset({"chat", "responses"}),
+    reasoning_models=wire.REASONING_MODELS,
     credentials="openai",
     billing_report=billing.billing_report,
     caching=wire.CACHING,
@@ -68,6 +70,9 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
     endpoint: str = Field(default="/v1/chat/completions", description="Batch endpoint (chat).")
     embeddings_endpoint: str = Field(
         default="/v1/embeddings", description="Batch endpoint of embedding jobs."
+    )
+    responses_endpoint: str = Field(
+        default="/v1/responses", description="Batch endpoint of --endpoint responses jobs."
     )
     completion_window: str = Field(default="24h", description="Batch completion window.")
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
@@ -102,8 +107,10 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
         return wire.body_expr(spec, user, image)
 
     def _endpoint(self, requests: pl.DataFrame | None) -> str:
-        embeds = requests is not None and wire.path_of(requests) == wire.EMBEDDINGS_PATH
-        return self.embeddings_endpoint if embeds else self.endpoint
+        path = wire.path_of(requests) if requests is not None else wire.CHAT_PATH
+        if path == wire.EMBEDDINGS_PATH:
+            return self.embeddings_endpoint
+        return self.responses_endpoint if path == wire.RESPONSES_PATH else self.endpoint
 
     def _line_prefix(self, endpoint: str) -> tuple[str, str]:
         return '{"custom_id":', ',"method":"POST","url":' + json_literal(endpoint) + ',"body":'

@@ -1,5 +1,5 @@
-"""OpenAI's flex tier: ``POST /chat/completions`` with ``service_tier: "flex"``, one request per
-row, billed at batch prices.
+"""OpenAI's flex tier: ``POST /chat/completions`` (or ``/responses``) with ``service_tier:
+"flex"``, one request per row, billed at batch prices.
 
 Flex answers synchronously but slowly, and answers 429 "resource unavailable" when it has no
 capacity (not billed): the real-time engine retries those with backoff, more times and with a
@@ -43,7 +43,7 @@ class OpenAIFlexProvider(OpenAIRealtimeProvider):
 
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
         flex = dataclasses.replace(spec, params={**spec.params, **SERVICE_TIER})
-        return wire.chat_body_expr(flex, user, image)
+        return wire.body_expr(flex, user, image)
 
     def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
         """Chat rows on the flex tier, whoever encoded them (a batch's rows under a deadline)."""
@@ -52,4 +52,4 @@ class OpenAIFlexProvider(OpenAIRealtimeProvider):
         return super().requests_of(rows)
 
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
-        return wire.parse_chat_completion(custom_id, body)
+        return wire.parse_reply(custom_id, body)

@@ -2,7 +2,8 @@
 
 The common case (a 2xx chat completion, or an embeddings list of base64 vectors) is decoded
 by pyarrow's JSON reader (C++, about 8x faster than polars' ndjson reader on these nested lines)
-with a fixed schema; only failed lines, usually few, go through the per-line Python classifier.
+with a fixed schema; failed lines, usually few, and Responses API replies (their output a list
+of typed items) go through the per-line Python parser.
 A file pyarrow cannot read with the schema (an unexpected type from some gateway, or vectors as
 float lists) falls back to the per-line parser.
 """
@@ -26,6 +27,7 @@ _USAGE = pa.struct(
         ("prompt_tokens", _I),
         ("completion_tokens", _I),
         ("prompt_tokens_details", pa.struct([("cached_tokens", _I)])),
+        ("completion_tokens_details", pa.struct([("reasoning_tokens", _I)])),
     ]
 )
 _BODY = pa.struct(
@@ -65,14 +67,17 @@ def parse_result_file(source: bytes | str, batch_id: str, parse_line: LineParser
     lines = pl.DataFrame(table)
     del table
     status = pl.col("response").struct.field("status_code")
+    kind = pl.col("response").struct.field("body").struct.field("object")
     ok = pl.col("error").is_null() & status.is_between(200, 299)
-    good = _successes(lines.filter(ok), batch_id)
-    failed_ids = lines.filter(~ok.fill_null(False))["custom_id"]
-    if failed_ids.is_empty():
+    # the schema reads chat completions and embeddings; a Responses reply goes line by line
+    fast = ok & (kind.is_null() | (kind != "response"))
+    good = _successes(lines.filter(fast), batch_id)
+    rest_ids = lines.filter(~fast.fill_null(False))["custom_id"]
+    if rest_ids.is_empty():
         return good
-    wanted = set(failed_ids.to_list())
-    failed = _slow(source, batch_id, parse_line, wanted)
-    return pl.concat([good, failed])
+    wanted = set(rest_ids.to_list())
+    rest = _slow(source, batch_id, parse_line, wanted)
+    return pl.concat([good, rest])
 
 
 def _has_lines(source: bytes | str) -> bool:
@@ -121,6 +126,9 @@ def _successes(lines: pl.DataFrame, batch_id: str) -> pl.DataFrame:
         .alias("cached_input_tokens"),
         pl.lit(0, pl.Int64).alias("cache_write_tokens"),
         usage.struct.field("completion_tokens").fill_null(0).alias("output_tokens"),
+        usage.struct.field("completion_tokens_details")
+        .struct.field("reasoning_tokens")
+        .alias("reasoning_tokens"),
         pl.lit(batch_id).alias("batch_id"),
         pl.lit(None, pl.Int64).alias("sends"),  # a batch sends each request once
     ).cast(RESULT_SCHEMA)  # type: ignore[arg-type]

@@ -48,6 +48,8 @@ class OpenAIRealtimeProvider(RealtimeProvider):
         caching=wire.CACHING,
         kinds=frozenset({CHAT, EMBEDDING}),
         models=wire.MODELS,
+        endpoints=frozenset({"chat", "responses"}),
+        reasoning_models=wire.REASONING_MODELS,
     )
 
     name: str = Field(default="openai-realtime", description="Provider name in costs/output.")
@@ -77,10 +79,12 @@ class OpenAIRealtimeProvider(RealtimeProvider):
         return wire.parse_reply(custom_id, body)
 
     def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
-        """Chat rows one per request; embedding rows several per ``/embeddings`` request."""
-        if not rows or not rows[0][1].startswith(wire.EMBEDDING_HEAD):
-            return super().requests_of(rows)
-        return wire.EMBEDDINGS_PATH, wire.embedding_groups(rows, self.inputs_per_request)
+        """Chat and Responses rows one per request (to the API their bodies are for);
+        embedding rows several per ``/embeddings`` request."""
+        path = wire.path_of_body(rows[0][1]) if rows else wire.CHAT_PATH
+        if path == wire.EMBEDDINGS_PATH:
+            return path, wire.embedding_groups(rows, self.inputs_per_request)
+        return path, [((custom_id,), body) for custom_id, body in rows]
 
     def parse_group(self, custom_ids: tuple[str, ...], body: dict[str, Any]) -> list[Row]:
         if body.get("object") == "list":

@@ -1,6 +1,10 @@
 """The OpenAI wire format shared by the batch and real-time providers: base URL, credentials,
-the chat-completions and embeddings request bodies (as polars expressions) and their parsed
-replies."""
+the chat-completions, Responses and embeddings request bodies (as polars expressions) and their
+parsed replies.
+
+A body's first bytes tell its API (one attempt's requests go to one): ``{"messages":`` chat
+completions, ``{"input":[`` the Responses API, ``{"input":"`` embeddings.
+"""
 
 from typing import Any
 
@@ -8,7 +12,7 @@ import orjson
 import polars as pl
 
 from maple_engine.errors import ConfigError
-from maple_engine.failures import FailureClass
+from maple_engine.failures import NOT_RESENT, FailureClass
 from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.providers.base import (
     ModelFamily,
@@ -36,11 +40,17 @@ MODELS = (
 )
 CACHING = PromptCaching(hint="cache-key", default_minimum=1024, step_tokens=128, ttl_s=300)
 IMAGE_PART = '{"type":"image_url","image_url":{"url":{url}}}'
+IMAGE_INPUT = '{"type":"input_image","image_url":{url}}'  # a Responses input's image
 CHAT_PATH = "/chat/completions"
+RESPONSES_PATH = "/responses"
 EMBEDDINGS_PATH = "/embeddings"
-# An embeddings body starts with its input (a chat body with its messages): the one mark that
-# tells the two apart in an attempt's requests (a batch file holds one endpoint's lines).
-EMBEDDING_HEAD = '{"input":'
+# An embeddings body starts with its input text, a Responses body with its input messages (a
+# chat body with its messages): the marks that tell them apart in an attempt's requests (a
+# batch file holds one endpoint's lines).
+EMBEDDING_HEAD = '{"input":"'
+RESPONSES_HEAD = '{"input":[{'
+#: OpenAI's reasoning models (reasoning effort, reasoning tokens); others refuse the parameter.
+REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
 # One /embeddings request: at most 2,048 inputs and 300,000 tokens summed over its inputs.
 MAX_INPUTS_PER_REQUEST = 2048
 MAX_TOKENS_PER_REQUEST = 300_000
@@ -91,10 +101,40 @@ def chat_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> p
     return splice_params(body, head)
 
 
+def responses_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+    """The encoded ``/responses`` body of every row: the prompt as the input's one user
+    message, the system prompt as ``instructions``, a response schema as ``text.format``."""
+    head: dict[str, Any] = {"model": spec.model, **spec.params}
+    if spec.system is not None:
+        head["instructions"] = spec.system
+    if spec.cache and spec.cache_key and "prompt_cache_key" not in head:
+        head["prompt_cache_key"] = spec.cache_key
+    if spec.response_schema is not None:
+        fmt = {
+            "type": "json_schema",
+            "name": spec.schema_name,
+            "schema": spec.response_schema,
+            "strict": True,
+        }
+        text = head.get("text")
+        head["text"] = {**(text if isinstance(text, dict) else {}), "format": fmt}
+    body = pl.concat_str(
+        [
+            pl.lit('{"input":[{"role":"user","content":'),
+            user_content_expr(user, image, IMAGE_INPUT, text_part="input_text"),
+            pl.lit("}]}"),
+        ]
+    )
+    return splice_params(body, head)
+
+
 def body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-    """The encoded body of every row: a chat completion, or an embedding of the text."""
+    """The encoded body of every row: a chat completion (or a Responses request), or an
+    embedding of the text."""
     if spec.kind == EMBEDDING:
         return embedding_body_expr(spec, user)
+    if spec.endpoint == "responses":
+        return responses_body_expr(spec, user, image)
     return chat_body_expr(spec, user, image)
 
 
@@ -103,22 +143,78 @@ def embedding_body_expr(spec: RequestSpec, text: pl.Expr) -> pl.Expr:
     head: dict[str, Any] = {"model": spec.model, "encoding_format": "base64", **spec.params}
     if spec.dimensions is not None:
         head["dimensions"] = spec.dimensions
-    body = pl.concat_str([pl.lit(EMBEDDING_HEAD), json_string_expr(text), pl.lit("}")])
+    body = pl.concat_str([pl.lit('{"input":'), json_string_expr(text), pl.lit("}")])
     return splice_params(body, head)
 
 
 def path_of(requests: pl.DataFrame) -> str:
-    """The API path an attempt's encoded requests go to (``/embeddings`` or chat's)."""
+    """The API path an attempt's encoded requests go to."""
     first = requests.get_column("request").head(1).to_list()
-    embeds = bool(first) and str(first[0]).startswith(EMBEDDING_HEAD)
-    return EMBEDDINGS_PATH if embeds else CHAT_PATH
+    return path_of_body(str(first[0])) if first else CHAT_PATH
+
+
+def path_of_body(body: str) -> str:
+    """The API path of one encoded body: ``/embeddings``, ``/responses`` or chat's."""
+    if body.startswith(EMBEDDING_HEAD):
+        return EMBEDDINGS_PATH
+    if body.startswith(RESPONSES_HEAD):
+        return RESPONSES_PATH
+    return CHAT_PATH
 
 
 def parse_reply(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:
-    """A 2xx reply body -> a result row: an embedding ``list`` or a chat completion."""
+    """A 2xx reply body -> a result row: an embedding ``list``, a Responses ``response`` or a
+    chat completion."""
     if body.get("object") == "list":
         return parse_embeddings(custom_id, body)
+    if body.get("object") == "response":
+        return parse_response(custom_id, body)
     return parse_chat_completion(custom_id, body)
+
+
+def parse_response(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:
+    """A Responses ``response`` -> a result row, as a chat completion maps: refusals and a
+    content filter are ``refused``; a reply cut short by ``max_output_tokens`` keeps its text
+    (as chat's ``length``), and one that reasoning left no text at all is ``invalid_output``,
+    not resent (the same request would spend the same again)."""
+    usage = body.get("usage") or {}
+    row: dict[str, Any] = {
+        "custom_id": custom_id,
+        "billed": True,
+        "input_tokens": int(usage.get("input_tokens") or 0),
+        "cached_input_tokens": int(
+            (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
+        ),
+        "cache_write_tokens": 0,
+        "output_tokens": int(usage.get("output_tokens") or 0),
+        "reasoning_tokens": reasoning_tokens(usage.get("output_tokens_details")),
+    }
+    texts, refusals = [], []
+    for item in body.get("output") or []:
+        if not isinstance(item, dict) or item.get("type") != "message":
+            continue
+        for part in item.get("content") or []:
+            if part.get("type") == "output_text":
+                texts.append(str(part.get("text") or ""))
+            elif part.get("type") == "refusal":
+                refusals.append(str(part.get("refusal") or "refused"))
+    reason = (body.get("incomplete_details") or {}).get("reason")
+    if refusals or reason == "content_filter":
+        why = "; ".join(refusals) or "content filtered"
+        row.update(status="failed", failure_class=FailureClass.REFUSED.value, error=why)
+        return row
+    text = "".join(texts)
+    if body.get("status") == "incomplete" and not text:
+        why = (
+            f"{NOT_RESENT}the reply is incomplete ({reason or 'no reason given'}) with no text: "
+            f"{row['reasoning_tokens'] or 0} of its {row['output_tokens']} output tokens were "
+            "reasoning; raise max_output_tokens (--param max_output_tokens=N) or lower the "
+            "reasoning effort"
+        )
+        row.update(status="failed", failure_class=FailureClass.INVALID_OUTPUT.value, error=why)
+        return row
+    row.update(status="succeeded", response=text)
+    return row
 
 
 def parse_embeddings(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:
@@ -164,6 +260,13 @@ def parse_embedding_group(
     return group_rows(custom_ids, [vectors[i] for i in range(len(custom_ids))], total)
 
 
+def reasoning_tokens(details: Any) -> int | None:
+    """``reasoning_tokens`` of a usage's output details (part of the output tokens), None
+    where the reply does not report them."""
+    value = details.get("reasoning_tokens") if isinstance(details, dict) else None
+    return int(value) if value is not None else None
+
+
 def parse_chat_completion(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:
     """A chat.completion body -> a result row; refusals and content filters are ``refused``."""
     usage = body.get("usage") or {}
@@ -175,6 +278,7 @@ def parse_chat_completion(custom_id: Any, body: dict[str, Any]) -> dict[str, Any
         "cached_input_tokens": cached,
         "cache_write_tokens": 0,
         "output_tokens": int(usage.get("completion_tokens") or 0),
+        "reasoning_tokens": reasoning_tokens(usage.get("completion_tokens_details")),
     }
     choice = (body.get("choices") or [{}])[0]
     message = choice.get("message") or {}
