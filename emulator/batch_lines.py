@@ -206,7 +206,7 @@ class BatchPass:
         errors, endpoint = result.errors, self.endpoint
         seen: set[str] = set()
         engine = self.state.openai
-        fast = endpoint == CHAT and not engine.drawer.active
+        fast = endpoint == CHAT and not engine.drawer.active and not engine.omit_usage
         prefix = self.prefix
         prefix_bytes = prefix.encode()
         model_bytes = b""

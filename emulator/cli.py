@@ -104,6 +104,13 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail, parse_org
     help="Seconds each real-time answer takes beyond the limiter, drawn uniformly from LOW to "
     "HIGH (one number: always that long).",
 )
+@click.option(
+    "--no-usage",
+    "omit_usage",
+    is_flag=True,
+    help="Answer without token usage (OpenAI's usage, Gemini's usageMetadata), as some servers "
+    "and Gemini embedding replies do.",
+)
 def emulator_command(
     *,
     host: str,
@@ -122,6 +129,7 @@ def emulator_command(
     organizations: tuple[str, ...],
     flex_unavailable: float,
     latency: str,
+    omit_usage: bool,
 ) -> None:
     """Serve a local emulator of the OpenAI, Anthropic, Gemini and Bedrock batch APIs."""
     try:
@@ -143,6 +151,7 @@ def emulator_command(
             organizations=parse_organizations(organizations),
             flex_unavailable=flex_unavailable,
             realtime_latency_s=parse_latency(latency),
+            omit_usage=omit_usage,
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc

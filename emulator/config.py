@@ -78,6 +78,9 @@ class EmulatorConfig:
     #: Seconds a real-time answer (chat completions, embeddings, messages) takes beyond the
     #: limiter, drawn uniformly from (low, high): a real API's latency.
     realtime_latency_s: tuple[float, float] = (0.0, 0.0)
+    #: Answer without token usage (OpenAI's ``usage``, Gemini's ``usageMetadata``), as some
+    #: OpenAI-compatible servers and Gemini embedding replies do; billing still counts them.
+    omit_usage: bool = False
 
     def __post_init__(self) -> None:
         for name, rate in self.fail.items():

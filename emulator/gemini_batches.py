@@ -200,10 +200,9 @@ def _finish(engine: GeminiEngine, batch: GeminiBatch, at: float, done: int, sink
             stats[f"fault_{outcome.fault}"] += 1
         if outcome.status == 200 and batch.kind == EMBED:
             embedded = outcome.body
-            reply = {
-                "embedding": embedded["embeddings"][0],
-                "usageMetadata": embedded["usageMetadata"],
-            }
+            reply = {"embedding": embedded["embeddings"][0]}
+            if "usageMetadata" in embedded:
+                reply["usageMetadata"] = embedded["usageMetadata"]
             results.append({"key": key, "response": reply})
             billed.append(billing_key("gemini", key, body))
         elif outcome.status == 200:

@@ -138,9 +138,12 @@ def _prompt_tokens(request: dict[str, Any]) -> int:
 class GeminiEngine:
     """Runs GenerateContentRequests with the configured faults."""
 
-    def __init__(self, drawer: FaultDrawer, embedding_dimensions: int = 16) -> None:
+    def __init__(
+        self, drawer: FaultDrawer, embedding_dimensions: int = 16, omit_usage: bool = False
+    ) -> None:
         self.drawer = drawer
         self.dimensions = embedding_dimensions
+        self.omit_usage = omit_usage  # embedding replies without ``usageMetadata``
 
     def embed(self, requests: Any, key: int, grpc: bool = False) -> Outcome:
         """``{"embeddings": [{"values"}], "usageMetadata"}`` for a list of EmbedContentRequests
@@ -168,6 +171,8 @@ class GeminiEngine:
             tokens += count_tokens(text)
         usage = {"promptTokenCount": tokens, "totalTokenCount": tokens}
         body = {"embeddings": embeddings, "usageMetadata": usage}
+        if self.omit_usage:
+            del body["usageMetadata"]
         return Outcome(200, body, tokens, 0, units=len(requests))
 
     def run(self, request: Any, model: str, key: int | None = None, grpc: bool = False) -> Outcome:

@@ -135,9 +135,12 @@ def response_schema(body: dict[str, Any]) -> Any:
 class OpenAIEngine:
     """Runs chat completion and embedding bodies with the configured faults."""
 
-    def __init__(self, drawer: FaultDrawer, embedding_dimensions: int) -> None:
+    def __init__(
+        self, drawer: FaultDrawer, embedding_dimensions: int, omit_usage: bool = False
+    ) -> None:
         self.drawer = drawer
         self.dimensions = embedding_dimensions
+        self.omit_usage = omit_usage  # answer without ``usage`` (billing still counts it)
 
     def run(self, url: str, body: Any, key: int | None = None) -> Outcome:
         """Run ``body`` as a request to ``url`` (``/v1/chat/completions``, ``/v1/responses`` or
@@ -147,10 +150,14 @@ class OpenAIEngine:
                 400, error_body("The request body must be a JSON object.", "invalid_request_error")
             )
         if url == "/v1/embeddings":
-            return self.embeddings(body, key)
-        if url == responses_api.PATH:
-            return self.responses(body, key)
-        return self.chat(body, key)
+            outcome = self.embeddings(body, key)
+        elif url == responses_api.PATH:
+            outcome = self.responses(body, key)
+        else:
+            outcome = self.chat(body, key)
+        if self.omit_usage and outcome.status == 200:
+            outcome.body.pop("usage", None)
+        return outcome
 
     def responses(self, body: dict[str, Any], key: int | None = None) -> Outcome:
         """A ``response`` object for a Responses API ``body`` (``emulator.responses_api``)."""

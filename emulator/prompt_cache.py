@@ -146,7 +146,8 @@ def anthropic_usage(message: dict[str, Any], use: CacheUse) -> None:
 
 
 def openai_usage(completion: dict[str, Any], use: CacheUse) -> None:
-    completion["usage"]["prompt_tokens_details"]["cached_tokens"] = use.read
+    if "usage" in completion:  # an answer without usage (``--no-usage``) reports nothing
+        completion["usage"]["prompt_tokens_details"]["cached_tokens"] = use.read
 
 
 def gemini_usage(response: dict[str, Any], use: CacheUse) -> None:

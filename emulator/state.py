@@ -146,12 +146,14 @@ class State:
         self.billing = Billing(config.organizations)
         self.drawer = FaultDrawer(config.seed, config.fail)
         self.control_drawer = FaultDrawer(config.seed, {"server_error": config.control_fail_rate})
-        self.openai = OpenAIEngine(self.drawer, config.embedding_dimensions)
+        self.openai = OpenAIEngine(self.drawer, config.embedding_dimensions, config.omit_usage)
         self.anthropic = AnthropicEngine(self.drawer)
         self.gemini = GeminiStore()
         self.bedrock_jobs: dict[str, Any] = {}
         self.s3 = S3Access(config.s3_endpoint)
-        self.gemini_engine = GeminiEngine(self.drawer, config.embedding_dimensions)
+        self.gemini_engine = GeminiEngine(
+            self.drawer, config.embedding_dimensions, config.omit_usage
+        )
         self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_seconds)
         self.durations = BatchDurations(config, self.stats)
         self.prompt_cache = PromptCache()

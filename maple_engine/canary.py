@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import polars as pl
 
+from maple_engine.collect.estimates import text_estimate
 from maple_engine.collect.responses import attempt_results, combine_attempts
 from maple_engine.errors import CanaryFailed, ConfigError
 from maple_engine.failures import FailureClass
@@ -198,6 +199,7 @@ def _send(job: Job, sender: Any, sample: pl.DataFrame, run: int) -> pl.DataFrame
         price=job.price(),
         batch_pricing=_batch_priced(sender),
         schema=job.spec.response_schema,
+        estimate=text_estimate(job.spec, sample.select),
     )
 
 

@@ -10,6 +10,7 @@ from typing import Literal
 
 import polars as pl
 
+from maple_engine.collect.estimates import text_estimate
 from maple_engine.collect.responses import (
     IMAGE_GONE,
     attempt_results,
@@ -165,6 +166,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         price=job.price(),
         batch_pricing=batch_priced(submission.batch_id),
         schema=job.spec.response_schema,
+        estimate=text_estimate(job.spec, lambda columns: job.state.shard_frame(shard, columns)),
     )
     earlier = [job.state.results(shard, attempt - 1)] if attempt > 1 else []
     results = check_images(job, shard, results, earlier)

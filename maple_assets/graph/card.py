@@ -25,6 +25,8 @@ COLUMN_MEANINGS = {
     "llm_output_tokens": "Output tokens billed for the row.",
     "llm_reasoning_tokens": "Of the output tokens, those the model spent reasoning (null where "
     "the provider does not report them).",
+    "llm_tokens_estimated": "The reply reported no token usage: its token counts (and cost) were "
+    "estimated from the row's text, about 4 characters a token.",
     "llm_cached_tokens": "Of the input tokens, those read from the provider's prompt cache.",
     "llm_cache_write_tokens": "Of the input tokens, those written to the provider's prompt cache.",
     "llm_cost_usd": "What the row cost, USD (for a reused answer, what it cost when paid).",

@@ -8,6 +8,7 @@ import jsonschema_rs
 import orjson
 import polars as pl
 
+from maple_engine.collect.estimates import Estimate, with_estimates
 from maple_engine.failures import NOT_RESENT, FailureClass, batch_too_large
 from maple_engine.ledger.pricing import ModelPrice, cost_expr
 from maple_engine.model import CUSTOM_ID, REUSED, ROW_ID, BatchState
@@ -58,13 +59,16 @@ def attempt_results(
     price: ModelPrice,
     batch_pricing: bool,
     schema: dict[str, Any] | None,
+    estimate: Estimate | None = None,
 ) -> pl.DataFrame:
-    """One row per planned request: the provider's line, or an 'unrun' failure if it has none."""
+    """One row per planned request: the provider's line, or an 'unrun' failure if it has none.
+    A billed reply that reported no usage gets its tokens from ``estimate`` (and is marked)."""
     lines = lines.unique(subset="custom_id", keep="first")
     cls, message = unrun_failure(state, can_split=plan.height > 1)
     joined = plan.join(
         lines, left_on=CUSTOM_ID, right_on="custom_id", how="left", maintain_order="left"
     )
+    joined = with_estimates(joined, estimate)
     missing = pl.col("status").is_null()
     frame = joined.with_columns(
         pl.when(missing)
@@ -268,6 +272,7 @@ def unsent_responses(rows: pl.DataFrame, reason: str, cls: str = NOT_SENT) -> pl
         pl.lit(False).alias("billed"),
         *(pl.lit(0, pl.Int64).alias(c) for c in _TOKENS),
         pl.lit(None, pl.Int64).alias("reasoning_tokens"),
+        pl.lit(None, pl.Boolean).alias("tokens_estimated"),
         pl.lit(None, pl.String).alias("batch_id"),
         pl.lit(None, pl.String).alias("parsed"),
         pl.lit(0, pl.Int64).alias("attempt"),

@@ -27,7 +27,7 @@ def output_tokens_per_request(params: dict[str, Any], kind: Kind = CHAT) -> int:
     return DEFAULT_OUTPUT_ESTIMATE
 
 
-def _count(text: pl.Expr) -> pl.Expr:
+def text_tokens_expr(text: pl.Expr) -> pl.Expr:
     """`estimate_tokens` as a polars expression: ``max(1, (chars + 3) // 4)``."""
     chars = text.str.len_chars().cast(pl.Int64)
     return pl.max_horizontal(pl.lit(1, pl.Int64), (chars + 3) // 4)
@@ -46,6 +46,6 @@ def prompt_tokens_expr(spec: JobSpec, provider: str) -> pl.Expr:
     """Estimated prompt tokens of each row's request, over the input columns (a kind with no
     reply, an embedding, sends its text alone: no messages)."""
     if not spec.kind.replies:
-        return _count(render_expr(parse_template(spec.template)))
-    user = _count(render_expr(parse_template(spec.template))) + MESSAGE_OVERHEAD
+        return text_tokens_expr(render_expr(parse_template(spec.template)))
+    user = text_tokens_expr(render_expr(parse_template(spec.template))) + MESSAGE_OVERHEAD
     return user + (REPLY_PRIMING + system_tokens(spec.system, provider))

@@ -37,6 +37,8 @@ class AttemptCost:
     uncached_cost_usd: float | None = None
     # Of ``output_tokens``, those the model spent reasoning (0 where the provider reports none).
     reasoning_tokens: int = 0
+    # Of the input and output tokens, those of replies that reported no usage (estimated).
+    estimated_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.mode not in get_args(Mode):
@@ -45,6 +47,7 @@ class AttemptCost:
             self.attempt,
             self.requests,
             self.reasoning_tokens,
+            self.estimated_tokens,
             *(getattr(self, t) for t in TOKENS),
         )
         if min(counts) < 0:
@@ -79,6 +82,7 @@ class AttemptCost:
             cost_expr(price, batch=False).sum().alias("realtime"),
             cost_expr(price, batch=batch, cached=False).sum().alias("uncached"),
             _reasoning(rows).sum().cast(pl.Int64).alias("reasoning_tokens"),
+            _estimated(rows).sum().cast(pl.Int64).alias("estimated_tokens"),
         ).row(0, named=True)
         return cls(
             job=job,
@@ -98,7 +102,16 @@ class AttemptCost:
             realtime_cost_usd=float(sums["realtime"] or 0.0),
             uncached_cost_usd=float(sums["uncached"] or 0.0),
             reasoning_tokens=int(sums["reasoning_tokens"] or 0),
+            estimated_tokens=int(sums["estimated_tokens"] or 0),
         )
+
+
+def _estimated(rows: pl.DataFrame) -> pl.Expr:
+    """The tokens of the rows whose reply reported no usage (estimated from their text)."""
+    if "tokens_estimated" not in rows.columns:
+        return pl.lit(0, pl.Int64)
+    tokens = pl.col("input_tokens") + pl.col("output_tokens")
+    return pl.when(pl.col("tokens_estimated").fill_null(False)).then(tokens).otherwise(0)
 
 
 def _reasoning(rows: pl.DataFrame) -> pl.Expr:

@@ -41,6 +41,7 @@ from maple_engine.ledger.batch_history import (
     upsert,
 )
 from maple_engine.ledger.schema import (
+    EXTRA_TOKENS,
     TOKENS,
     attempt_costs,
     batch_history,
@@ -122,10 +123,7 @@ class CostLedger(BaseModel):
             query = (
                 sa.select(
                     key.label("key"),
-                    *(
-                        sa.func.sum(t[c]).label(c)
-                        for c in ("requests", *TOKENS, "reasoning_tokens")
-                    ),
+                    *(sa.func.sum(t[c]).label(c) for c in ("requests", *TOKENS, *EXTRA_TOKENS)),
                     sa.func.sum(t.cost_usd).label("cost_usd"),
                     sa.func.sum(t.realtime_cost_usd).label("realtime_cost_usd"),
                     sa.func.sum(sa.func.coalesce(t.uncached_cost_usd, t.cost_usd)).label(
@@ -271,7 +269,7 @@ def _to_row(e: AttemptCost) -> dict[str, Any]:
 def _from_row(row: Any) -> AttemptCost:
     values = dict(row)
     values["recorded_at"] = values["recorded_at"].replace(tzinfo=UTC)
-    for name in ("requests", *TOKENS, "reasoning_tokens"):
+    for name in ("requests", *TOKENS, *EXTRA_TOKENS):
         values[name] = int(values[name])
     return AttemptCost(**values)
 
@@ -286,6 +284,7 @@ def _report_row(by: str, row: Any) -> dict[str, Any]:
         "cached_input_tokens": int(row["cached_input_tokens"]),
         "output_tokens": int(row["output_tokens"]),
         "reasoning_tokens": int(row["reasoning_tokens"] or 0),
+        "estimated_tokens": int(row["estimated_tokens"] or 0),
         "cost_usd": round(cost, 10),
         "savings_usd": round(realtime - cost, 10),
         "cache_savings_usd": round(float(row["uncached_cost_usd"]) - cost, 10),

@@ -26,6 +26,8 @@ if TYPE_CHECKING:  # alembic (with mako and pygments, ~0.2 s) loads when a ledge
     from alembic.script import ScriptDirectory
 
 TOKENS = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
+#: Counts within those: of the output, reasoning; of all, the estimated (no usage reported).
+EXTRA_TOKENS = ("reasoning_tokens", "estimated_tokens")
 _PG_MIGRATION_LOCK = 0x6D61706C  # "mapl": pg_advisory_xact_lock id for schema migrations
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -55,7 +57,7 @@ def _attempt_costs(md: sa.MetaData) -> sa.Table:
         sa.Column("realtime_cost_usd", sa.Double, nullable=False),
         sa.Column("recorded_at", sa.DateTime, nullable=False),  # naive UTC
         sa.Column("uncached_cost_usd", sa.Double, nullable=True),
-        sa.Column("reasoning_tokens", sa.BigInteger, nullable=False, server_default="0"),
+        *(sa.Column(c, sa.BigInteger, nullable=False, server_default="0") for c in EXTRA_TOKENS),
         sa.Index("ix_attempt_costs_recorded_at", "recorded_at"),
         sa.Index("ix_attempt_costs_team", "team"),
     )

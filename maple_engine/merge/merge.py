@@ -67,6 +67,12 @@ def llm_columns(
         ]
         reasoning = pl.when(ok).then(pl.col("reasoning_tokens")).otherwise(None).cast(pl.Int64)
         columns.append(reasoning.alias("llm_reasoning_tokens"))
+    estimated = (
+        pl.col("tokens_estimated").fill_null(False)
+        if "tokens_estimated" in responses.columns
+        else pl.lit(False)
+    )
+    columns.append(pl.when(ok).then(estimated).otherwise(None).alias("llm_tokens_estimated"))
     columns += [
         pl.col("cost_usd").cast(pl.Float64).alias("llm_cost_usd"),
         pl.lit(model, pl.String).alias("llm_model"),

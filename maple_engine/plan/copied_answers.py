@@ -40,11 +40,16 @@ RECORDS = {
     "input_tokens": "llm_input_tokens",
     "output_tokens": "llm_output_tokens",
     "reasoning_tokens": "llm_reasoning_tokens",
+    "tokens_estimated": "llm_tokens_estimated",
     "cached_input_tokens": "llm_cached_tokens",
     "cache_write_tokens": "llm_cache_write_tokens",
     "cost_usd": "llm_cost_usd",
     "batch_id": "llm_batch_id",
 }
+
+
+#: Output columns an output written before they existed lacks: null there.
+ABSENT_TYPES = {"llm_reasoning_tokens": pl.Int64, "llm_tokens_estimated": pl.Boolean}
 
 
 def output_identity(path: str, s3: S3Settings | None = None) -> dict[str, Any]:
@@ -117,8 +122,9 @@ class PreviousAnswers:
         present = set(pq.read_schema(handle).names)
         handle.seek(0)
         # an output written before a column existed (llm_reasoning_tokens) gives nulls there
-        self._absent = [c for c in RECORDS.values() if c not in present]
-        self._rows = RowStream(handle, columns=[c for c in RECORDS.values() if c in present])
+        self._absent = [c for c in ABSENT_TYPES if c not in present]
+        columns = [c for c in RECORDS.values() if c not in self._absent]
+        self._rows = RowStream(handle, columns=columns)
         self._offset = 0
 
     @classmethod
@@ -140,7 +146,7 @@ class PreviousAnswers:
             return pl.DataFrame()
         frame = pl.DataFrame(table).with_columns(
             pl.int_range(first, first + table.num_rows, dtype=pl.Int64).alias(ROW_ID),
-            *(pl.lit(None, pl.Int64).alias(c) for c in self._absent),
+            *(pl.lit(None, ABSENT_TYPES[c]).alias(c) for c in self._absent),
         )
         picked = frame.filter(pl.Series(self.mask[first : first + table.num_rows]))
         return picked.select(

@@ -39,6 +39,9 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     # Of the output tokens, those the model spent reasoning (billed as output); null where the
     # provider does not report them.
     "reasoning_tokens": pl.Int64(),
+    # The reply reported no usage: its tokens were estimated from the row's text (the
+    # collection fills them in), as pre-flight estimates them.
+    "tokens_estimated": pl.Boolean(),
     "batch_id": pl.String(),
     "sends": pl.Int64(),  # how often the attempt sent the request (null: once; real time retries)
 }

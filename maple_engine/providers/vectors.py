@@ -15,8 +15,9 @@ def vector_base64(vector: Any) -> str:
     return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
 
 
-def embedding_row(custom_id: Any, vector: Any, tokens: int) -> dict[str, Any]:
-    """A succeeded, billed row of one text's vector and its input tokens."""
+def embedding_row(custom_id: Any, vector: Any, tokens: int | None) -> dict[str, Any]:
+    """A succeeded, billed row of one text's vector and its input tokens (None: the reply
+    reported none; the collection estimates them)."""
     return {
         "custom_id": custom_id,
         "status": "succeeded",
@@ -30,7 +31,7 @@ def embedding_row(custom_id: Any, vector: Any, tokens: int) -> dict[str, Any]:
 
 
 def group_rows(
-    custom_ids: Sequence[str], vectors: Sequence[Any], total: int
+    custom_ids: Sequence[str], vectors: Sequence[Any], total: int | None
 ) -> list[dict[str, Any]]:
     """One row per text of a request that embedded several, in order.
 
@@ -39,6 +40,8 @@ def group_rows(
     add up to what was billed."""
     if len(vectors) != len(custom_ids):
         raise KeyError(f"{len(vectors)} vectors for {len(custom_ids)} texts")
+    if total is None:  # no usage in the reply: each row's tokens are estimated from its text
+        return [embedding_row(c, v, None) for c, v in zip(custom_ids, vectors, strict=True)]
     share, extra = divmod(total, len(custom_ids))
     return [
         embedding_row(custom_id, vector, share + (1 if index < extra else 0))

@@ -43,6 +43,7 @@ RECORD_COLUMNS = (
     "cache_write_tokens",
     "output_tokens",
     "reasoning_tokens",
+    "tokens_estimated",
     "cost_usd",
     "attempts",
     "batch_id",
@@ -59,6 +60,7 @@ _SCHEMA: dict[str, type[pl.DataType] | pl.DataType] = {
     "cache_write_tokens": pl.Int64,
     "output_tokens": pl.Int64,
     "reasoning_tokens": pl.Int64,
+    "tokens_estimated": pl.Boolean,
     "cost_usd": pl.Float64,
     "attempts": pl.Int64,
     "batch_id": pl.String,
@@ -74,7 +76,7 @@ ROW_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
 }
 _STORED = {**_SCHEMA, **ROW_COLUMNS}
 #: Columns a store file written before they existed lacks: null there (not reported).
-_ADDED = {"reasoning_tokens": pl.Int64}
+_ADDED = {"reasoning_tokens": pl.Int64, "tokens_estimated": pl.Boolean}
 
 
 def _with_added(frame: pl.LazyFrame) -> pl.LazyFrame:

@@ -28,6 +28,7 @@ def records(rows: list[int], keys: list[str], status: str = "succeeded") -> pl.D
             "cache_write_tokens": [0] * n,
             "output_tokens": [2] * n,
             "reasoning_tokens": [1] * n,
+            "tokens_estimated": [False] * n,
             "batch_id": ["b1"] * n,
             "parsed": [None] * n,
             "attempt": [1] * n,
@@ -70,9 +71,10 @@ def test_a_store_file_from_before_reasoning_tokens_reads_them_as_not_reported(
     store.write("s00000-a1", records([0, 1], ["a1", "b2"]), "gpt-4o-mini")
     for bucket in "ab":
         for key in store.files(bucket):
-            old = storage.read_parquet(key).drop("reasoning_tokens")
+            old = storage.read_parquet(key).drop("reasoning_tokens", "tokens_estimated")
             storage.write_parquet(key, old)
     scanned = pl.concat([store.scan(b).collect() for b in "ab"])
     assert scanned["reasoning_tokens"].to_list() == [None, None]
+    assert scanned["tokens_estimated"].to_list() == [None, None]
     collected = store.collected(["s00000-a1"])
     assert collected.height == 2 and collected["reasoning_tokens"].null_count() == 2

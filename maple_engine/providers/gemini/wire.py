@@ -135,8 +135,10 @@ def embeds(requests: pl.DataFrame) -> bool:
     return bool(first) and str(first[0]).startswith(EMBED_HEAD)
 
 
-def _tokens(response: dict[str, Any]) -> int:
-    return int((response.get("usageMetadata") or {}).get("promptTokenCount") or 0)
+def _tokens(response: dict[str, Any]) -> int | None:
+    """The reply's input tokens; None when it reports no usage (an embedding reply may not)."""
+    count = (response.get("usageMetadata") or {}).get("promptTokenCount")
+    return int(count) if count is not None else None
 
 
 def parse_embed_response(custom_id: Any, response: dict[str, Any]) -> dict[str, Any]:
@@ -174,6 +176,8 @@ def status_row(custom_id: Any, status: dict[str, Any]) -> dict[str, Any]:
 
 def _usage(response: dict[str, Any]) -> dict[str, int | None]:
     usage = response.get("usageMetadata") or {}
+    if not usage:  # no usage reported: the collection estimates the tokens
+        return {"input_tokens": None, "output_tokens": None, "reasoning_tokens": None}
     thoughts = usage.get("thoughtsTokenCount")  # billed as output; only thinking models
     output = int(usage.get("candidatesTokenCount") or 0) + int(thoughts or 0)
     return {

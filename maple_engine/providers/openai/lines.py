@@ -119,16 +119,22 @@ def _successes(lines: pl.DataFrame, batch_id: str) -> pl.DataFrame:
         .alias("error"),
         pl.when(refused).then(None).otherwise(reply).alias("response"),
         pl.lit(True).alias("billed"),
-        usage.struct.field("prompt_tokens").fill_null(0).alias("input_tokens"),
+        # a reply with no usage block has its tokens estimated (null here: not reported)
+        pl.when(usage.is_not_null())
+        .then(usage.struct.field("prompt_tokens").fill_null(0))
+        .alias("input_tokens"),
         usage.struct.field("prompt_tokens_details")
         .struct.field("cached_tokens")
         .fill_null(0)
         .alias("cached_input_tokens"),
         pl.lit(0, pl.Int64).alias("cache_write_tokens"),
-        usage.struct.field("completion_tokens").fill_null(0).alias("output_tokens"),
+        pl.when(usage.is_not_null())
+        .then(usage.struct.field("completion_tokens").fill_null(0))
+        .alias("output_tokens"),
         usage.struct.field("completion_tokens_details")
         .struct.field("reasoning_tokens")
         .alias("reasoning_tokens"),
+        pl.lit(None, pl.Boolean).alias("tokens_estimated"),  # the collection decides
         pl.lit(batch_id).alias("batch_id"),
         pl.lit(None, pl.Int64).alias("sends"),  # a batch sends each request once
     ).cast(RESULT_SCHEMA)  # type: ignore[arg-type]

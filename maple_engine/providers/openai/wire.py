@@ -181,12 +181,12 @@ def parse_response(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {
         "custom_id": custom_id,
         "billed": True,
-        "input_tokens": int(usage.get("input_tokens") or 0),
+        "input_tokens": _reported(usage, "input_tokens"),
         "cached_input_tokens": int(
             (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
         ),
         "cache_write_tokens": 0,
-        "output_tokens": int(usage.get("output_tokens") or 0),
+        "output_tokens": _reported(usage, "output_tokens"),
         "reasoning_tokens": reasoning_tokens(usage.get("output_tokens_details")),
     }
     texts, refusals = [], []
@@ -207,7 +207,7 @@ def parse_response(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:
     if body.get("status") == "incomplete" and not text:
         why = (
             f"{NOT_RESENT}the reply is incomplete ({reason or 'no reason given'}) with no text: "
-            f"{row['reasoning_tokens'] or 0} of its {row['output_tokens']} output tokens were "
+            f"{row['reasoning_tokens'] or 0} of its {row['output_tokens'] or 0} output tokens were "
             "reasoning; raise max_output_tokens (--param max_output_tokens=N) or lower the "
             "reasoning effort"
         )
@@ -220,9 +220,8 @@ def parse_response(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:
 def parse_embeddings(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:
     """An embeddings ``list`` of one input -> a result row whose response is the vector as
     base64 little-endian float32 (what ``llm_embedding`` is decoded from)."""
-    usage = body.get("usage") or {}
     data = body.get("data") or [{}]
-    return embedding_row(custom_id, data[0].get("embedding"), int(usage.get("prompt_tokens") or 0))
+    return embedding_row(custom_id, data[0].get("embedding"), _input_tokens(body))
 
 
 def embedding_groups(
@@ -255,9 +254,22 @@ def parse_embedding_group(
 ) -> list[dict[str, Any]]:
     """An embeddings ``list`` of several inputs -> one result row per input (by ``index``),
     the request's tokens split over them (``group_rows``)."""
-    total = int((body.get("usage") or {}).get("prompt_tokens") or 0)
+    total = _input_tokens(body)
     vectors = {int(item["index"]): item["embedding"] for item in body["data"]}
     return group_rows(custom_ids, [vectors[i] for i in range(len(custom_ids))], total)
+
+
+def _input_tokens(body: dict[str, Any]) -> int | None:
+    """An embeddings reply's input tokens; None when it has no usage (some servers send
+    none: the collection estimates them from the text)."""
+    count = (body.get("usage") or {}).get("prompt_tokens")
+    return int(count) if count is not None else None
+
+
+def _reported(usage: dict[str, Any], name: str) -> int | None:
+    """A usage count of a reply that has a usage block (0 when the block lacks it), None when
+    the reply has none at all."""
+    return int(usage.get(name) or 0) if usage else None
 
 
 def reasoning_tokens(details: Any) -> int | None:
@@ -274,10 +286,10 @@ def parse_chat_completion(custom_id: Any, body: dict[str, Any]) -> dict[str, Any
     row: dict[str, Any] = {
         "custom_id": custom_id,
         "billed": True,
-        "input_tokens": int(usage.get("prompt_tokens") or 0),
+        "input_tokens": _reported(usage, "prompt_tokens"),
         "cached_input_tokens": cached,
         "cache_write_tokens": 0,
-        "output_tokens": int(usage.get("completion_tokens") or 0),
+        "output_tokens": _reported(usage, "completion_tokens"),
         "reasoning_tokens": reasoning_tokens(usage.get("completion_tokens_details")),
     }
     choice = (body.get("choices") or [{}])[0]
