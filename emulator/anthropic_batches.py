@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from emulator.anthropic_engine import check_params
+from emulator.anthropic_engine import DEFAULT_VERSION, check_params
 from emulator.faults import billing_key, bytes_key, canonical
 from emulator.prompt_cache import anthropic_usage
 from emulator.ratelimit import rfc3339
@@ -58,8 +58,11 @@ class AnthropicBatch:
         return int(min(1.0, max(0.0, (moment - self.created) / self.seconds)) * self.total)
 
 
-def check_requests(payload: Any, max_requests: int) -> str | None:  # noqa: PLR0911  (one exit per rule)
-    """Why a create body is invalid (the message of a 400 ``invalid_request_error``), or None."""
+def check_requests(  # noqa: PLR0911  (one exit per rule)
+    payload: Any, max_requests: int, version: str = DEFAULT_VERSION
+) -> str | None:
+    """Why a create body is invalid under API ``version`` (the message of a 400
+    ``invalid_request_error``), or None."""
     if not isinstance(payload, dict) or not isinstance(payload.get("requests"), list):
         return "requests: Field required"
     requests = payload["requests"]
@@ -82,7 +85,7 @@ def check_requests(payload: Any, max_requests: int) -> str | None:  # noqa: PLR0
         if custom_id in seen:
             return f"requests.{index}.custom_id: Duplicate custom_id '{custom_id}' in batch"
         seen.add(custom_id)
-        problem = check_params(item.get("params"))
+        problem = check_params(item.get("params"), version)
         if problem is not None:
             return f"requests.{index}.params.{problem}"
     return None

@@ -59,8 +59,24 @@ def _invalid(message: str) -> Outcome:
     return Outcome(400, error_body(400, message))
 
 
-def check_params(params: Any) -> str | None:  # noqa: PLR0911  (one exit per rule)
-    """Why ``params`` is not a valid Messages request, or None."""
+#: The ``anthropic-version`` values served, and the request fields each newer one removed
+#: (2026-10-21: the sampling parameters, refused even at their defaults).
+API_VERSIONS = ("2023-06-01", "2026-10-21")
+DEFAULT_VERSION = "2023-06-01"
+REMOVED_IN = {"2026-10-21": ("temperature", "top_p", "top_k")}
+
+
+def version_problem(version: str) -> str | None:
+    """Why an ``anthropic-version`` header is refused, or None."""
+    if version in API_VERSIONS:
+        return None
+    return (
+        f"anthropic-version: {version!r} is not a valid version (one of {', '.join(API_VERSIONS)})"
+    )
+
+
+def check_params(params: Any, version: str = DEFAULT_VERSION) -> str | None:  # noqa: PLR0911  (one exit per rule)
+    """Why ``params`` is not a valid Messages request under API ``version``, or None."""
     if not isinstance(params, dict):
         return "params: Input should be an object"
     if not isinstance(params.get("model"), str):
@@ -75,6 +91,9 @@ def check_params(params: Any) -> str | None:  # noqa: PLR0911  (one exit per rul
         return "messages: Field required"
     if params.get("stream"):
         return "stream: streaming is not supported here"
+    removed = [name for name in REMOVED_IN.get(version, ()) if name in params]
+    if removed:
+        return f"{removed[0]}: Extra inputs are not permitted (removed in API version {version})"
     return None
 
 
@@ -84,9 +103,15 @@ class AnthropicEngine:
     def __init__(self, drawer: FaultDrawer) -> None:
         self.drawer = drawer
 
-    def run(self, params: Any, key: int | None = None, service_tier: str = "standard") -> Outcome:
-        """A ``message`` (or an error envelope) for ``params``."""
-        problem = check_params(params)
+    def run(
+        self,
+        params: Any,
+        key: int | None = None,
+        service_tier: str = "standard",
+        version: str = DEFAULT_VERSION,
+    ) -> Outcome:
+        """A ``message`` (or an error envelope) for ``params`` under API ``version``."""
+        problem = check_params(params, version)
         if problem is not None:
             return _invalid(problem)
         messages = params["messages"]

@@ -9,6 +9,7 @@ from starlette.responses import Response
 
 from emulator import anthropic_batches
 from emulator.anthropic_batches import AnthropicBatch
+from emulator.anthropic_engine import DEFAULT_VERSION, version_problem
 from emulator.faults import bytes_key
 from emulator.http_common import (
     DiskFileResponse,
@@ -54,8 +55,9 @@ async def create_batch(request: Request) -> Response:
     payload, bad = await read_json(request)
     if bad is not None:
         return bad
-    problem = await run_in_threadpool(
-        anthropic_batches.check_requests, payload, state.config.anthropic_max_requests
+    version = request.headers.get("anthropic-version", DEFAULT_VERSION)
+    problem = version_problem(version) or await run_in_threadpool(
+        anthropic_batches.check_requests, payload, state.config.anthropic_max_requests, version
     )
     if problem is not None:
         return anthropic_error(400, problem)

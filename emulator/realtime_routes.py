@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from emulator import responses_api
+from emulator.anthropic_engine import DEFAULT_VERSION, version_problem
 from emulator.billing import Family
 from emulator.faults import body_key
 from emulator.flex import FLEX, RETRY_AFTER_S, UNAVAILABLE_MESSAGE, is_flex
@@ -182,7 +183,10 @@ async def anthropic_messages(request: Request) -> Response:
     await _answer_latency(request)
     key = body_key(payload)
     state = state_of(request)
-    outcome = state.anthropic.run(payload, key)
+    version = request.headers.get("anthropic-version", DEFAULT_VERSION)
+    if (wrong := version_problem(version)) is not None:
+        return anthropic_error(400, wrong, headers)
+    outcome = state.anthropic.run(payload, key, version=version)
     use = CacheUse()
     if outcome.status == 200:
         use = state.prompt_cache.anthropic(organisation(request.headers), payload)

@@ -18,6 +18,9 @@ def provider_settings(name: str, settings: Settings, *, with_key: bool = True) -
     found = settings.api(caps.credentials) if caps.credentials else {}
     if not with_key:
         found.pop("api_key", None)
+    version = settings.api_version(caps.credentials) if caps.credentials else None
+    if caps.takes_api_version and version:
+        found["api_version"] = version
     if caps.takes_role_arn and settings.bedrock_role_arn:
         found["role_arn"] = settings.bedrock_role_arn
     if with_key and caps.mode == "realtime" and settings.cost_db:

@@ -17,6 +17,7 @@ access without an ``S3Resource``.
 | ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY`` | provider API keys |
 | ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, ``GEMINI_BASE_URL`` | provider base URLs |
 | ``OPENAI_ADMIN_KEY``, ``ANTHROPIC_ADMIN_KEY`` | admin keys (usage and cost reports) |
+| ``ANTHROPIC_VERSION`` | the ``anthropic-version`` sent (default 2023-06-01; or 2026-10-21) |
 | ``MAPLE_BASE_URL``, ``MAPLE_API_KEY`` | your own server's API and key (``openai-server``) |
 | ``MAPLE_LEASE_TTL_S``, ``MAPLE_OUTAGE_WINDOW_S`` | operational knobs (`knob`) |
 | ``MAPLE_CLOCK_OFFSET_S`` | the same: shifts this host's clock (tests of clock skew) |
@@ -48,6 +49,7 @@ KNOBS = (
 DEFAULT_STORAGE = ".maple"
 DEFAULT_EMULATOR_URL = "http://127.0.0.1:8787"
 API_SUFFIXES = ("_API_KEY", "_BASE_URL")  # a provider API's key and base URL: OPENAI_API_KEY
+VERSION_SUFFIX = "_VERSION"  # the API version a provider sends (ANTHROPIC_VERSION)
 ADMIN_SUFFIX = "_ADMIN_KEY"  # an organisation's admin key (usage and cost reports)
 
 
@@ -94,7 +96,7 @@ class Settings(BaseSettings):
         api = {
             k: SecretStr(v)
             for k, v in os.environ.items()
-            if k.endswith((*API_SUFFIXES, ADMIN_SUFFIX)) and v
+            if k.endswith((*API_SUFFIXES, ADMIN_SUFFIX, VERSION_SUFFIX)) and v
         }
         settings = cls(**{name: value for name, value in flags.items() if value}, provider_api=api)
         if settings.cost_db is not None and "://" not in settings.cost_db:
@@ -117,6 +119,11 @@ class Settings(BaseSettings):
             for field, suffix in zip(("api_key", "base_url"), API_SUFFIXES, strict=True)
         }
         return {field: value.get_secret_value() for field, value in found.items() if value}
+
+    def api_version(self, family: str) -> str | None:
+        """``<FAMILY>_VERSION`` (``ANTHROPIC_VERSION``) if set: the API version to send."""
+        version = self.provider_api.get(f"{family.upper()}{VERSION_SUFFIX}")
+        return version.get_secret_value() if version else None
 
     def admin_key(self, family: str) -> str | None:
         """``<FAMILY>_ADMIN_KEY`` if set."""

@@ -190,6 +190,8 @@ class ProviderCapabilities:
     endpoints: frozenset[str] = frozenset({"chat"})
     # Name prefixes of the models that take reasoning parameters; empty: not checked.
     reasoning_models: tuple[str, ...] = ()
+    # Takes an API version (``api_version``) from ``<CREDENTIALS>_VERSION`` (ANTHROPIC_VERSION).
+    takes_api_version: bool = False
 
     def model_family(self, model: str) -> ModelFamily | None:
         name = model.lower()
@@ -285,7 +287,8 @@ class ProviderModel(BaseModel):
         """The settings a twin on the same API takes (a deadline's real-time fallback, its flex
         tier): this provider's base URL and key, where it has them."""
         fields = type(self).model_fields
-        return {name: getattr(self, name) for name in ("base_url", "api_key") if name in fields}
+        names = ("base_url", "api_key", "api_version")
+        return {name: getattr(self, name) for name in names if name in fields}
 
     def tell_sending(self, event: threading.Event | None) -> None:
         """Set ``event`` when a request of this provider's next attempts leaves (a real-time

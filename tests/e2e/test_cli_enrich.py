@@ -131,6 +131,7 @@ def test_rerun_resumes_without_resubmitting(
     assert emulator_server.stats()["bodies_billed_twice"] == 0
 
 
+@pytest.mark.slow  # ~15-21 s: two runs and a Dagster instance
 def test_a_job_name_with_dashes_and_dots_runs_under_that_name(
     emulator_server: EmulatorServer, tricky_csv: Path, tmp_path: Path
 ) -> None:

@@ -63,6 +63,7 @@ def emulator() -> EmulatorServer:
     return EmulatorServer(EmulatorConfig(batch_seconds=0.5))
 
 
+@pytest.mark.slow  # ~15-22 s: two full drivers
 def test_two_drivers_started_together_both_print_the_result(tmp_path: Path) -> None:
     table = setup(tmp_path)
     with emulator() as server:

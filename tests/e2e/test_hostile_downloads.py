@@ -6,12 +6,14 @@ and the batch stays adoptable: the rerun after the fix downloads it without send
 from pathlib import Path
 
 import polars as pl
+import pytest
 
 from tests.e2e.hostile import before_and_after_fix, outcome_line, retrying_lines, table_job
 
 ROWS = 10
 
 
+@pytest.mark.slow  # ~25-38 s: a download retried until it gives up, then a rerun
 def test_a_download_that_always_fails_ends_in_seconds_and_the_rerun_adopts_the_batch(
     tmp_path: Path,
 ) -> None:

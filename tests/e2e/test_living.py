@@ -108,6 +108,7 @@ def test_edit_append_delete_sends_only_new_and_changed_rows(
     assert sent_by(server, source, storage) == 0  # the same input again: nothing to send
 
 
+@pytest.mark.slow  # ~13-19 s: three runs
 def test_rerun_shards_hold_only_changed_rows_and_match_a_fresh_run(
     server: EmulatorServer, tmp_path: Path
 ) -> None:

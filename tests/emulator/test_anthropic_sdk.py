@@ -164,3 +164,30 @@ def test_auth_errors(emulator: EmulatorServer) -> None:
         missing_max_tokens.status_code == 400
         and "max_tokens" in missing_max_tokens.json()["error"]["message"]
     )
+
+
+def test_api_version_2026_10_21_refuses_the_sampling_parameters(
+    claude: anthropic.Anthropic, emulator: EmulatorServer
+) -> None:
+    """The SDK sends anthropic-version 2026-10-21, which removed temperature, top_p and top_k
+    (its create() takes none of them any more); under 2023-06-01 they are taken. An unknown
+    version is refused."""
+    ask = {
+        "model": "claude-haiku-4-5",
+        "max_tokens": 50,
+        "messages": [{"role": "user", "content": "hi"}],
+    }
+    with pytest.raises(anthropic.BadRequestError, match="temperature"):
+        claude.messages.create(**ask, extra_body={"temperature": 0.5})  # type: ignore[call-overload]
+    assert claude.messages.create(**ask).content[0].text == "echo: hi"  # type: ignore[call-overload, union-attr]
+    old = {"x-api-key": "k", "anthropic-version": "2023-06-01"}
+    body = {**ask, "temperature": 0.5}
+    assert httpx.post(f"{emulator.url}/v1/messages", json=body, headers=old).status_code == 200
+    batch = {"requests": [{"custom_id": "a", "params": body}]}
+    new = {**old, "anthropic-version": "2026-10-21"}
+    refused = httpx.post(f"{emulator.url}/v1/messages/batches", json=batch, headers=new)
+    assert refused.status_code == 400 and "temperature" in refused.text
+    unknown = httpx.post(
+        f"{emulator.url}/v1/messages", json=ask, headers={**old, "anthropic-version": "2024-01-01"}
+    )
+    assert unknown.status_code == 400 and "not a valid version" in unknown.text

@@ -10,6 +10,7 @@ from typing import Any
 
 import dagster as dg
 import polars as pl
+import pytest
 
 from emulator.server import EmulatorServer
 from maple_assets.definitions import defs
@@ -19,6 +20,7 @@ from maple_assets.wiring import maple_resources
 from tests.integration.test_graph import run_graph
 
 
+@pytest.mark.slow  # ~13-19 s: a graph run and charts
 def test_the_days_batches_as_metadata_charts_and_a_report(
     tmp_path: Path, emulator_server: EmulatorServer, tricky_table: pl.DataFrame, monkeypatch: Any
 ) -> None:

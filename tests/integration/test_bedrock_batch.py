@@ -68,6 +68,7 @@ def table(path: Path, rows: int) -> Path:
     return path
 
 
+@pytest.mark.slow  # ~15-20 s: a Bedrock job end to end on moto's S3
 def test_enrich_on_s3(s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rows, sent = 250, 240  # shards of 120, 120 and 10: the last is under Bedrock's minimum
     with bedrock_emulator(s3_url, monkeypatch) as server:

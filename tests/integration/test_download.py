@@ -12,6 +12,7 @@ from maple_engine.errors import ProviderError
 from maple_engine.providers.http import download, make_client
 
 
+@pytest.mark.slow  # ~10-16 s: retries with backoff
 def test_a_download_retried_after_500s_writes_the_file_once_whole() -> None:
     body = b"".join(b'{"custom_id":"r%d","n":%d}\n' % (i, i) for i in range(20_000))
     # a quarter of the calls draw a 500: a download gives up only on 8 of them in a row

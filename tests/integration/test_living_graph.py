@@ -166,6 +166,7 @@ def test_upstream_change_and_prompt_edit_in_the_ui(
     assert emulator_server.stats()["bodies_billed_twice"] == 0
 
 
+@pytest.mark.slow  # ~13-18 s: two graph runs
 def test_a_rerun_of_a_file_has_partitions_for_the_rows_it_sends_only(
     tmp_path: Path, emulator_server: EmulatorServer, monkeypatch: Any
 ) -> None:

@@ -34,9 +34,12 @@ from maple_engine.errors import AuthError, ProviderError, QueueFull, QuotaExhaus
 from maple_engine.model import BatchState, Submission
 from maple_engine.providers.anthropic import billing
 from maple_engine.providers.anthropic.messages import (
+    ANTHROPIC_VERSION,
     ONE_HOUR,
     anthropic_base_url,
     anthropic_headers,
+    check_version_params,
+    checked_version,
     claude_caching,
     message_body_expr,
     parse_result_line,
@@ -88,6 +91,7 @@ CAPABILITIES = ProviderCapabilities(
     credentials="anthropic",
     billing_report=billing.billing_report,
     caching=claude_caching(ONE_HOUR),  # a batch runs for up to 24 h: Anthropic advises 1 h
+    takes_api_version=True,
 )
 
 
@@ -136,15 +140,21 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
         default=900.0, description="Orphan matching: how long after an intent a batch may appear."
     )
 
+    api_version: str = Field(
+        default=ANTHROPIC_VERSION,
+        description="The anthropic-version sent (ANTHROPIC_VERSION): 2023-06-01 or 2026-10-21.",
+    )
+
     def check_credentials(self) -> None:
-        anthropic_headers(self.api_key)
+        anthropic_headers(self.api_key, checked_version(self.api_version))
 
     def _new_client(self) -> httpx.Client:
-        headers = anthropic_headers(self.api_key)
+        headers = anthropic_headers(self.api_key, checked_version(self.api_version))
         return make_client(anthropic_base_url(self.base_url), headers, self.timeout_s)
 
     # -- encoding ---------------------------------------------------------------------------
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+        check_version_params(self.api_version, spec.params)
         return message_body_expr(spec, user, image, cache_ttl_s=ONE_HOUR)
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:

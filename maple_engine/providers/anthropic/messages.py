@@ -25,7 +25,11 @@ from maple_engine.providers.base import (
 __all__ = ["failed_row"]  # re-exported: the real-time engine imports it from here
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
+#: The ``anthropic-version`` Maple sends by default (the one its tests run against), and the
+#: versions it can send (``ANTHROPIC_VERSION``); 2026-10-21 removed the sampling parameters.
 ANTHROPIC_VERSION = "2023-06-01"
+API_VERSIONS = ("2023-06-01", "2026-10-21")
+REMOVED_IN = {"2026-10-21": ("temperature", "top_p", "top_k")}
 #: Anthropic requires ``max_tokens``. 1024 fits the short extractions Maple is used for (a few
 #: fields, a sentence or two) with room to spare; pass ``max_tokens`` in params to change it.
 DEFAULT_MAX_TOKENS = 1024
@@ -78,13 +82,34 @@ def cached_system(system: str, ttl_s: int) -> list[dict[str, Any]]:
     return [{"type": "text", "text": system, "cache_control": control}]
 
 
-def anthropic_headers(api_key: str | None) -> dict[str, str]:
+def anthropic_headers(api_key: str | None, version: str = ANTHROPIC_VERSION) -> dict[str, str]:
     """Auth and version headers for ``api_key``; a clear error without one."""
     if not api_key:
         raise ConfigError(
             "ANTHROPIC_API_KEY is not set: export it (or pass api_key to the provider resource)."
         )
-    return {"x-api-key": api_key, "anthropic-version": ANTHROPIC_VERSION}
+    return {"x-api-key": api_key, "anthropic-version": version}
+
+
+def checked_version(version: str) -> str:
+    """``version`` if Maple can send it (``ANTHROPIC_VERSION``), else a one-line error."""
+    if version not in API_VERSIONS:
+        raise ConfigError(
+            f"ANTHROPIC_VERSION={version!r} is not an API version Maple can send: use one of "
+            f"{', '.join(API_VERSIONS)} (default {ANTHROPIC_VERSION})."
+        )
+    return version
+
+
+def check_version_params(version: str, params: dict[str, Any]) -> None:
+    """A model parameter the API ``version`` removed fails every row at the provider: refuse
+    it before anything is uploaded."""
+    removed = [name for name in REMOVED_IN.get(version, ()) if name in params]
+    if removed:
+        raise ConfigError(
+            f"--param {removed[0]}: Anthropic's API version {version} (ANTHROPIC_VERSION) no "
+            f"longer takes {', '.join(removed)}; drop it, or set ANTHROPIC_VERSION=2023-06-01."
+        )
 
 
 def anthropic_base_url(base_url: str | None) -> str:

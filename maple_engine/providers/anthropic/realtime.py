@@ -5,6 +5,7 @@ The real-time core's settings and hooks are `maple_engine.providers.realtime.Rea
 headers. A spend limit reached is a quota error: the attempt stops sending.
 """
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -15,8 +16,11 @@ from pydantic import Field
 
 from maple_engine.failures import FailureClass
 from maple_engine.providers.anthropic.messages import (
+    ANTHROPIC_VERSION,
     anthropic_base_url,
     anthropic_headers,
+    check_version_params,
+    checked_version,
     classify_error,
     claude_caching,
     message_body_expr,
@@ -47,11 +51,18 @@ CACHING = claude_caching()  # 5 minutes, refreshed by every read: rows follow ea
 class AnthropicRealtimeProvider(RealtimeProvider):
     """Anthropic ``POST /v1/messages``, one request per row."""
 
-    capabilities: ClassVar[ProviderCapabilities] = realtime_capabilities(
-        Dialect.ANTHROPIC, "anthropic", "anthropic", drops_empty_system=True, caching=CACHING
+    capabilities: ClassVar[ProviderCapabilities] = dataclasses.replace(
+        realtime_capabilities(
+            Dialect.ANTHROPIC, "anthropic", "anthropic", drops_empty_system=True, caching=CACHING
+        ),
+        takes_api_version=True,
     )
 
     name: str = Field(default="anthropic-realtime", description="Provider name in costs/output.")
+    api_version: str = Field(
+        default=ANTHROPIC_VERSION,
+        description="The anthropic-version sent (ANTHROPIC_VERSION): 2023-06-01 or 2026-10-21.",
+    )
 
     def endpoint(self) -> str:
         return "/v1/messages"
@@ -60,12 +71,13 @@ class AnthropicRealtimeProvider(RealtimeProvider):
         return anthropic_base_url(self.base_url)
 
     def auth_headers(self) -> dict[str, str]:
-        return anthropic_headers(self.api_key)
+        return anthropic_headers(self.api_key, checked_version(self.api_version))
 
     def read_limits(self, headers: Mapping[str, str], now_epoch: float) -> RateLimits:
         return read_limit_headers(headers, LIMIT_HEADERS, now_epoch)
 
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+        check_version_params(self.api_version, spec.params)
         return message_body_expr(spec, user, image, cache_ttl_s=CACHING.ttl_s)
 
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
