@@ -76,7 +76,7 @@ def print_summary(
     if spec is not None and caches:
         click.echo(f"{'prompt cache':<15}{cache_layout(spec).describe()}")
     click.echo(f"{'output tokens':<15}{result.output_tokens:,}")
-    if spec is None or spec.kind.replies:
+    if result.reasoning_tokens:  # a model that reasons (none: nothing to say)
         click.echo(
             f"{'reasoning':<15}{result.reasoning_tokens:,}"
             f"{percent(result.reasoning_tokens, result.output_tokens)} of output spent "

@@ -15,7 +15,7 @@ from maple_assets.cli.errors import ROWS_FAILED
 from maple_assets.cli.tables import render
 from maple_engine.errors import ConfigError
 from maple_engine.ledger.costs import CostLedger
-from maple_engine.ledger.reconcile import Tolerance, drift_lines, reconcile
+from maple_engine.ledger.reconcile import Tolerance, drift_lines, estimated_line, reconcile
 from maple_engine.providers.registry import capabilities, names
 from maple_engine.settings import Settings, admin_key_env
 
@@ -77,6 +77,9 @@ def reconcile_command(
             tolerance=Tolerance(tolerance_pct, tolerance_usd),
         )
     click.echo(_render(table, first, last))
+    estimated = estimated_line(table)
+    if estimated is not None:
+        click.echo(estimated)
     drifted = drift_lines(table)
     for line in drifted:
         click.echo(line, err=True)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from maple_engine.errors import AuthError, ConfigError
-from maple_engine.ledger.usage import REPORT_SCHEMA, SIDES, summed
+from maple_engine.ledger.usage import ESTIMATED, REPORT_SCHEMA, SIDES, summed
 from maple_engine.providers.registry import capabilities, names, one_of
 from maple_engine.settings import admin_key_env
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from maple_engine.ledger.costs import CostLedger
 
 _DATE_STAMP = r"-(\d{4}-\d{2}-\d{2}|\d{8})$"
+KEYS = ("day", "model")
 
 
 @dataclass(frozen=True)
@@ -42,13 +43,18 @@ def compare(ledger: pl.DataFrame, provider: pl.DataFrame, tolerance: Tolerance) 
 
     def side(frame: pl.DataFrame, prefix: str) -> pl.DataFrame:
         named = frame.with_columns(pl.col("model").str.replace(_DATE_STAMP, ""))
-        return summed(named, (date.min, date.max)).rename({c: f"{prefix}_{c}" for c in SIDES})
+        sums = summed(named, (date.min, date.max))
+        return sums.rename({c: f"{prefix}_{c}" for c in sums.columns if c not in KEYS})
 
     joined = side(ledger, "ledger").join(
         side(provider, "provider"), on=["day", "model"], how="full", coalesce=True
     )
+    estimated = f"ledger_{ESTIMATED}"
+    if estimated not in joined.columns:
+        joined = joined.with_columns(pl.lit(0, pl.Int64).alias(estimated))
     filled = joined.with_columns(
-        pl.col(f"{s}_{c}").fill_null(0) for s in ("ledger", "provider") for c in SIDES
+        *(pl.col(f"{s}_{c}").fill_null(0) for s in ("ledger", "provider") for c in SIDES),
+        pl.col(estimated).fill_null(0),
     )
     drift = (pl.col("provider_cost_usd") - pl.col("ledger_cost_usd")).round(9) + 0.0  # no -0
     pct = pl.when(pl.col("ledger_cost_usd") > 0).then(drift / pl.col("ledger_cost_usd") * 100)
@@ -61,6 +67,22 @@ def compare(ledger: pl.DataFrame, provider: pl.DataFrame, tolerance: Tolerance) 
             ).alias("drifted")
         )
         .sort("day", "model")
+    )
+
+
+def estimated_line(table: pl.DataFrame) -> str | None:
+    """How much of the ledger's side rests on estimates (replies that reported no usage)."""
+    estimated = int(table[f"ledger_{ESTIMATED}"].sum()) if not table.is_empty() else 0
+    if not estimated:
+        return None
+    counted = int(
+        table.select(pl.col("ledger_input_tokens", "ledger_output_tokens").sum())
+        .sum_horizontal()
+        .item()
+    )
+    return (
+        f"estimated: {estimated:,} of the ledger's {counted:,} tokens are estimates (replies "
+        "that reported no usage, counted from their text): a drift there may be the estimate's"
     )
 
 

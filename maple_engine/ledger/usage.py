@@ -17,6 +17,9 @@ REPORT_SCHEMA = {
     "cost_usd": pl.Float64,
 }
 SIDES = ("input_tokens", "output_tokens", "cost_usd")
+#: The ledger's own count beside them: of its tokens, those of replies that reported no usage
+#: (estimated from the text); a provider's bill has no such figure.
+ESTIMATED = "estimated_tokens"
 
 
 def ledger_usage(
@@ -39,6 +42,7 @@ def ledger_usage(
                 costs.c.input_tokens,
                 costs.c.output_tokens,
                 costs.c.cost_usd,
+                costs.c.estimated_tokens,
                 sa.func.coalesce(history.c.ended_at, costs.c.recorded_at).label("at"),
             )
             .select_from(costs.outerjoin(history, same))
@@ -52,6 +56,7 @@ def ledger_usage(
             "input_tokens": pl.Int64,
             "output_tokens": pl.Int64,
             "cost_usd": pl.Float64,
+            ESTIMATED: pl.Int64,
             "at": pl.Datetime,
         },
     )
@@ -59,12 +64,15 @@ def ledger_usage(
 
 
 def summed(frame: pl.DataFrame, days: tuple[date, date]) -> pl.DataFrame:
-    """``frame``'s rows in ``days`` (inclusive) summed per day and model."""
+    """``frame``'s rows in ``days`` (inclusive) summed per day and model (the ledger's
+    ``estimated_tokens`` too, where the frame has them)."""
+    schema = REPORT_SCHEMA | ({ESTIMATED: pl.Int64} if ESTIMATED in frame.columns else {})
+    figures = [c for c in schema if c not in ("day", "model")]
     return (
         frame.filter(pl.col("day").is_between(*days))
         .group_by("day", "model")
-        .agg(pl.col(c).sum() for c in SIDES)
-        .select(list(REPORT_SCHEMA))
-        .cast(REPORT_SCHEMA)  # type: ignore[arg-type]
+        .agg(pl.col(c).sum() for c in figures)
+        .select(list(schema))
+        .cast(schema)  # type: ignore[arg-type]
         .sort("day", "model")
     )

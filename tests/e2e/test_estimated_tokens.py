@@ -36,12 +36,17 @@ def costs(storage: Path) -> dict[str, int]:
 def test_a_chat_batch_without_usage_is_estimated_and_priced(omit: bool, tmp_path: Path) -> None:
     source = table(tmp_path / "in.parquet")
     with EmulatorServer(EmulatorConfig(batch_seconds=0.1, omit_usage=omit)) as server:
+        env = {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "sk-maple"}
         argv = ["enrich", str(source), "--prompt", "Brand of {title}", "--model", "gpt-4o-mini"]
-        argv += ["--provider", "emulator", "--storage", str(tmp_path / "s"), "--quiet"]
+        argv += ["--provider", "openai", "--storage", str(tmp_path / "s"), "--quiet"]
         argv += ["--output", str(tmp_path / "out.parquet"), "--poll-interval", "0.1"]
-        result = CliRunner(env={"MAPLE_EMULATOR_URL": server.url}).invoke(main, argv)
+        result = CliRunner(env=env).invoke(main, argv)
         assert result.exit_code == 0, result.output
         assert server.stats()["requests_billed"] == ROWS
+        env["OPENAI_ADMIN_KEY"] = "sk-admin-estimates"
+        checked = CliRunner(env=env).invoke(
+            main, ["reconcile", "--provider", "openai", "--storage", str(tmp_path / "s")]
+        )
     rows = pl.read_parquet(tmp_path / "out.parquet")
     assert rows["llm_tokens_estimated"].to_list() == [omit] * ROWS
     # the estimate is the emulator's own count: user message + 3, reply priming 3
@@ -51,8 +56,13 @@ def test_a_chat_batch_without_usage_is_estimated_and_priced(omit: bool, tmp_path
     assert rows["llm_output_tokens"].to_list() == replies
     assert (rows["llm_cost_usd"] > 0).all()
     booked = costs(tmp_path / "s")
-    assert booked["estimated_tokens"] == (sum(prompts) + sum(replies) if omit else 0)
+    estimated = sum(prompts) + sum(replies) if omit else 0
+    assert booked["estimated_tokens"] == estimated
     assert abs(booked["cost_usd"] - rows["llm_cost_usd"].sum()) < 1e-9
+    # the emulator's own bill counts exactly what the estimate counted: no drift either way
+    assert checked.exit_code == 0, checked.output
+    said = f"estimated: {estimated:,} of the ledger's {estimated:,} tokens are estimates"
+    assert (said in checked.output) == omit, checked.output
 
 
 @pytest.mark.parametrize("provider", ["gemini", "gemini-realtime"])
