@@ -70,6 +70,27 @@ def error_status(status: int, message: str, grpc: bool = False) -> dict[str, Any
     return body
 
 
+#: Thoughts per answer token when a request turns thinking on (``thinkingConfig`` with a
+#: ``thinkingBudget`` other than 0, or a ``thinkingLevel``); a positive budget caps them.
+THOUGHTS_PER_TOKEN = 4
+
+
+def thoughts_tokens(request: dict[str, Any], answer_tokens: int) -> int:
+    """The thinking tokens a request spends (none unless its ``thinkingConfig`` asks)."""
+    config = _get(request, "generationConfig", "generation_config") or {}
+    thinking = (
+        _get(config, "thinkingConfig", "thinking_config") if isinstance(config, dict) else None
+    )
+    if not isinstance(thinking, dict):
+        return 0
+    budget = _get(thinking, "thinkingBudget", "thinking_budget")
+    level = _get(thinking, "thinkingLevel", "thinking_level")
+    if budget == 0 or (budget is None and level is None):
+        return 0
+    spent = THOUGHTS_PER_TOKEN * answer_tokens
+    return min(spent, budget) if isinstance(budget, int) and budget > 0 else spent
+
+
 def _get(obj: Any, camel: str, snake: str) -> Any:
     if not isinstance(obj, dict):
         return None
@@ -207,13 +228,17 @@ class GeminiEngine:
             completion = count_tokens(text)
             content = {"parts": [{"text": text}], "role": "model"}
             candidate = {"content": content, "finishReason": "STOP", "index": 0}
+        thoughts = thoughts_tokens(request, completion)
+        usage = {
+            "promptTokenCount": prompt,
+            "candidatesTokenCount": completion,
+            "totalTokenCount": prompt + completion + thoughts,
+        }
+        if thoughts:
+            usage["thoughtsTokenCount"] = thoughts  # billed as output
         body = {
             "candidates": [candidate],
-            "usageMetadata": {
-                "promptTokenCount": prompt,
-                "candidatesTokenCount": completion,
-                "totalTokenCount": prompt + completion,
-            },
+            "usageMetadata": usage,
             "modelVersion": model.removeprefix("models/"),
         }
-        return Outcome(200, body, prompt, completion, fault)
+        return Outcome(200, body, prompt, completion + thoughts, fault)
