@@ -11,9 +11,9 @@ the run reads its value (``maple_assets.wiring``).
 an automation condition downstream of an enrichment (``category_report``) refresh when its
 ``merged`` does, under ``dagster dev`` and in a deployment, without a click. Stop it in the UI
 (Automation), or declare it with ``default_status=dg.DefaultSensorStatus.STOPPED``. It also
-observes the sample's CSV file (``grocery_catalog_file``) every minute: an edit re-reads
-``grocery_catalog``, which shows the enrichment's ``input_shards`` stale (nothing is sent until
-someone materializes it).
+re-reads ``grocery_catalog`` when ``catalog_watch`` has recorded an edit of the sample's CSV file
+(``grocery_catalog_file``; the watch looks every minute and launches no run), which shows the
+enrichment's ``input_shards`` stale (nothing is sent until someone materializes it).
 
 ``maple_job`` (``maple_assets.rpc``) takes ad-hoc jobs from applications: its run config is a
 job spec, launched over Dagster's GraphQL API.
@@ -28,7 +28,7 @@ import polars as pl
 from maple_assets import defs as maple_defs
 from maple_assets.factory import embedding, enrichment
 from maple_assets.graph.batch_stats import batch_stats_asset
-from maple_assets.graph.observed import observed_file
+from maple_assets.graph.observed import file_watch, observed_file
 from maple_assets.graph.reconcile import reconcile_asset
 from maple_assets.near_duplicates import near_duplicate_pairs
 from maple_assets.rpc import maple_job
@@ -42,6 +42,7 @@ SAMPLE_CATALOG = HERE / "data" / "grocery_catalog.csv"
 grocery_catalog_file = observed_file(
     dg.AssetKey("grocery_catalog_file"), str(SAMPLE_CATALOG), group="catalog"
 )
+grocery_catalog_watch = file_watch(grocery_catalog_file.key, str(SAMPLE_CATALOG), "catalog_watch")
 
 
 @dg.asset(
@@ -149,7 +150,12 @@ def python_definitions() -> dg.Definitions:
             maple_reconcile,
         ],
         asset_checks=[*product_attributes.checks, *catalog_vectors.checks],
-        sensors=[*product_attributes.sensors, *catalog_vectors.sensors, automation],
+        sensors=[
+            *product_attributes.sensors,
+            *catalog_vectors.sensors,
+            grocery_catalog_watch,
+            automation,
+        ],
         jobs=[maple_job()],  # applications run ad-hoc jobs over Dagster's GraphQL API
         resources=maple_resources(ENRICHMENTS) | {"maple_billing": billing},
     )

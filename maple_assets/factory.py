@@ -28,7 +28,7 @@ from maple_assets.graph.assets import (
 from maple_assets.graph.card import card, declared_at
 from maple_assets.graph.checks import build_checks
 from maple_assets.graph.names import asset_key, dagster_name
-from maple_assets.graph.observed import observed_file
+from maple_assets.graph.observed import file_watch, observed_file
 from maple_assets.graph.sensors import enrichment_sensor
 from maple_engine.model import EMBEDDING
 from maple_engine.policy import RetryPolicy
@@ -46,6 +46,7 @@ class Enrichment:
     checks: list[dg.AssetChecksDefinition]
     partitions_def: dg.DynamicPartitionsDefinition
     policy: RetryPolicy
+    watch: dg.SensorDefinition | None = None  # records the input file's changes (a file)
 
     @property
     def merged(self) -> dg.AssetsDefinition:
@@ -62,7 +63,7 @@ class Enrichment:
 
     @property
     def sensors(self) -> list[dg.SensorDefinition]:
-        return [self.sensor]
+        return [self.sensor, *([self.watch] if self.watch is not None else [])]
 
     @property
     def resource_keys(self) -> set[str]:
@@ -187,7 +188,12 @@ def graph_of(
         ]
     sensor = enrichment_sensor(spec, policy, assets, keys, poll_interval_s)
     checks = build_checks(spec, keys, None if observed else upstream)
-    return Enrichment(spec, [*observed, *assets], sensor, checks, pdef, policy)
+    watch = (
+        file_watch(upstream, source, f"{dagster_name(name)}_watch")
+        if isinstance(source, str)
+        else None
+    )
+    return Enrichment(spec, [*observed, *assets], sensor, checks, pdef, policy, watch)
 
 
 def _carded(

@@ -10,10 +10,13 @@ def test_the_code_location_automation_sensor_runs_by_default() -> None:
     sensor = defs.resolve_sensor_def("maple_automation")
     assert isinstance(sensor, dg.AutomationConditionSensorDefinition)
     assert sensor.default_status == dg.DefaultSensorStatus.RUNNING
-    # its target holds the observed input file, which its daemon observes every minute
+    # its target holds the observed input file (its watch sensor records the file's changes)
     graph = defs.resolve_asset_graph()
     targeted = sensor.asset_selection.resolve(graph)
     assert dg.AssetKey("grocery_catalog_file") in targeted
+    assert defs.resolve_sensor_def("catalog_watch").default_status == (
+        dg.DefaultSensorStatus.RUNNING
+    )
 
 
 def test_a_new_merged_materialization_requests_the_downstream_report() -> None:
