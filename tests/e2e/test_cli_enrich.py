@@ -24,6 +24,7 @@ LLM_COLUMNS = [
     "llm_cached_tokens",
     "llm_cache_write_tokens",
     "llm_reasoning_tokens",
+    "llm_tokens_estimated",
     "llm_cost_usd",
     "llm_model",
     "llm_batch_id",
