@@ -20,6 +20,7 @@ from maple_assets.graph.card import table_metadata
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.per_shard import per_shard
 from maple_assets.graph.shard_options import ShardRunOptions
+from maple_assets.graph.tags import tag_run
 from maple_engine.canary import last_canary, run_canary
 from maple_engine.collect.responses import summarize
 from maple_engine.collect.shard_responses import shard_responses
@@ -68,6 +69,7 @@ def input_shards_asset(
     ) -> dg.Output[pl.DataFrame]:
         run_spec = spec.model_copy(update={"reuse": spec.reuse and not config.no_reuse})
         job = job_for(run_spec, policy, context.resources)
+        tag_run(context, spec, job.state)
         try:
             shards, version, counts = shard_input(
                 job, table, retry_failed=config.retry_failed, before_planning=run_canary
@@ -215,6 +217,7 @@ def submissions_asset(
         context: dg.AssetExecutionContext, config: SubmissionsConfig
     ) -> dg.MaterializeResult:  # type: ignore[type-arg]
         job = job_for(spec, policy, context.resources)
+        tag_run(context, spec, job.state)
         job.prepare_submissions()
         wait = config.wait_for_validation_s
         chain = queue.Chain(wait) if wait and job.mode == "batch" else None
@@ -253,6 +256,7 @@ def raw_responses_asset(
     )  # fmt: skip
     def raw_responses(context: dg.AssetExecutionContext) -> dg.MaterializeResult:  # type: ignore[type-arg]
         job = job_for(spec, policy, context.resources)
+        tag_run(context, spec, job.state)
         waiting = [job.state.progress(k).submission for k in context.partition_keys]
         subs = [s for s in waiting if s is not None]
         states = job.poll(subs)
@@ -301,6 +305,7 @@ def merged_asset(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.Asset
     )
     def merged(context: dg.AssetExecutionContext) -> dg.Output[Any]:
         job = job_for(spec, policy, context.resources)
+        tag_run(context, spec, job.state)
         work = pending_work(job)
         if not work.finished:
             raise dg.Failure(

@@ -1,7 +1,11 @@
 """Run tags that say what a run is: the enrichment, its team, version, provider and model.
 
-Every run the sensor or ``maple enrich`` launches carries them, so the run list filters by
-enrichment (``maple/job``) or team (``maple/team``)."""
+Every run the sensor or ``maple enrich`` launches carries them, and a run launched without them
+(a click on Materialize, a backfill from the UI) gets them from its first Maple step
+(`tag_run`), so the run list filters every run by enrichment (``maple/job``) or team
+(``maple/team``)."""
+
+import dagster as dg
 
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
@@ -20,3 +24,12 @@ def run_tags(spec: JobSpec, state: JobState | None = None) -> dict[str, str]:
     if version is not None:
         tags[VERSION] = str(version.number)
     return tags
+
+
+def tag_run(context: dg.AssetExecutionContext, spec: JobSpec, state: JobState) -> None:
+    """Give the step's run the job's tags it lacks (a run the UI or a backfill launched)."""
+    have = context.run.tags
+    if JOB in have:
+        return
+    missing = {k: v for k, v in run_tags(spec, state).items() if k not in have}
+    context.instance.add_run_tags(context.run.run_id, missing)
