@@ -217,9 +217,16 @@ def failed_rows_result(spec: JobSpec, merged: pl.LazyFrame) -> dg.AssetCheckResu
     passed = failed == 0 if spec.max_failed_share == 0 else share <= spec.max_failed_share
     top = ", ".join(f"{c}: {n}" for c, n in classes.head(5).iter_rows())
     error = not passed and share > spec.error_failed_share
+    said = (
+        f"{failed:,} of {rows:,} rows failed ({share:.1%}; allowed {spec.max_failed_share:.1%}): "
+        f"{top}"
+        if failed
+        else f"no row of {rows:,} failed"
+    )
     return dg.AssetCheckResult(
         passed=passed,
         severity=dg.AssetCheckSeverity.ERROR if error else dg.AssetCheckSeverity.WARN,
+        description=said,
         metadata={
             "rows": rows,
             "failed": failed,

@@ -60,8 +60,11 @@ def test_failed_rows_check(
     if refused:
         assert 0 < metadata["failed"] < 40
         assert str(metadata["top_failure_classes"]).startswith("refused: ")
+        said = f"{metadata['failed']} of 40 rows failed"
+        assert evaluation.description.startswith(said) and "refused: " in evaluation.description
     else:
         assert metadata["failed"] == 0
+        assert evaluation.description == "no row of 40 failed"
 
 
 def test_merged_has_exactly_the_input_tables_rows(
