@@ -8,7 +8,9 @@ its end on whatever run worker the deployment's launcher gives it, through the s
 ``maple enrich`` (driver lease, claims, response store, ledger), so two runs of one ``job`` name
 pay once. The run is tagged ``maple/job`` (and team, provider, model, ``maple/status``), its
 figures are the op output's metadata; a spec that cannot start fails the run at once with the
-CLI's one-line error (also the ``maple/error`` tag), nothing uploaded.
+CLI's one-line error (also the ``maple/error`` tag), nothing uploaded. The job's stage runs
+happen inside this run on a private in-memory instance: the deployment's Runs page and Catalog
+hold this run, not the ad-hoc job's assets and stage runs.
 """
 
 import types
@@ -108,7 +110,10 @@ def run_from_config(context: dg.OpExecutionContext, config: dict[str, Any]) -> d
             with emulator_url(opts, settings) as url:
                 ready = prepare(opts, url)
                 instance.add_run_tags(run_id, run_tags(ready.enrichment.spec))
-                result = drive(ready, instance, driver="dagster")
+                # the job's own stage runs go to a private in-memory instance: in the
+                # deployment's they were unowned assets in the Catalog and untargeted runs
+                # (this run, its tags and figures are what the deployment shows)
+                result = drive(ready, dg.DagsterInstance.ephemeral(), driver="dagster")
     except UsageError as exc:  # the CLI's one line, and no traceback
         line = one_line(exc)
         instance.add_run_tags(run_id, {ERROR: line[:4000]})

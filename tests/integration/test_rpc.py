@@ -113,6 +113,10 @@ def wait_finished(client: DagsterGraphQLClient, run_id: str, log: Path) -> str:
     raise AssertionError(f"run {run_id} did not finish:\n{log.read_text()[-3000:]}")
 
 
+RUNS = "{ runsOrError { ... on Runs { results { runId jobName } } } }"
+ASSETS = "{ assetsOrError { ... on AssetConnection { nodes { key { path } } } } }"
+
+
 def run_info(url: str, run_id: str) -> tuple[dict[str, str], list[str]]:
     data = graphql(url, RUN, {"runId": run_id})["data"]
     tags = {t["key"]: t["value"] for t in data["runOrError"]["tags"]}
@@ -153,6 +157,11 @@ def test_two_applications_submit_concurrently_and_each_row_is_paid_once(
     for job, rows in ROWS.items():
         out = pl.read_csv(tables[job].with_name(f"{job}_enriched.csv"))
         assert out.height == rows and (out["llm_status"] == "succeeded").all()
+    # the deployment shows the three maple_job runs, not the jobs' stage runs or assets
+    listed = graphql(apps["url"], RUNS)["data"]["runsOrError"]["results"]
+    assert sorted(r["jobName"] for r in listed) == ["maple_job"] * 3, listed
+    assets = graphql(apps["url"], ASSETS)["data"]["assetsOrError"]["nodes"]
+    assert assets == [], assets
 
     uploaded = stats["files_uploaded"]
     bad = launch_over_http(apps["url"], spec(tables["solo"], "bad", prompt="About {nope}"))
