@@ -78,6 +78,14 @@ class EmulatorConfig:
     #: Seconds a real-time answer (chat completions, embeddings, messages) takes beyond the
     #: limiter, drawn uniformly from (low, high): a real API's latency.
     realtime_latency_s: tuple[float, float] = (0.0, 0.0)
+    #: An AI gateway in front (``emulator.gateway``): headers every provider call must carry
+    #: (400 naming the first missing), and batch/file objects re-shaped as LiteLLM's proxy
+    #: returns them (``null`` for absent optional fields, extra fields).
+    required_headers: tuple[str, ...] = ()
+    gateway_nulls: bool = False
+    #: The ``completion_window`` values an OpenAI-compatible batch create accepts (OpenAI: 24h;
+    #: an OpenAI-compatible vendor's profile may take others).
+    completion_windows: tuple[str, ...] = ("24h",)
 
     def __post_init__(self) -> None:
         for name, rate in self.fail.items():

@@ -211,9 +211,13 @@ def _check_create(state: State, payload: Any) -> Response | StoredFile:  # noqa:
         endpoint = payload["endpoint"]
         message = f"Invalid value for 'endpoint': '{endpoint}'. Supported values are: {allowed}."
         return openai_error(400, message, param="endpoint", code="invalid_value")
-    if payload["completion_window"] != "24h":
+    windows = state.config.completion_windows
+    if payload["completion_window"] not in windows:
         window = payload["completion_window"]
-        message = f"Invalid value for 'completion_window': '{window}'. Supported values are: '24h'."
+        allowed = ", ".join(f"'{w}'" for w in windows)
+        message = (
+            f"Invalid value for 'completion_window': '{window}'. Supported values are: {allowed}."
+        )
         return openai_error(400, message, param="completion_window", code="invalid_value")
     metadata = payload.get("metadata")
     if metadata is not None and not _valid_metadata(metadata):
@@ -264,7 +268,7 @@ async def create_batch(request: Request) -> Response:
         id=new_id("batch_"),
         endpoint=payload["endpoint"],
         input_file=stored,
-        completion_window="24h",
+        completion_window=payload["completion_window"],
         metadata=payload.get("metadata"),
         created=time.time(),
         seconds=state.durations.draw(),

@@ -49,6 +49,8 @@ def config_type(annotation: Any) -> Any:
         return _SCALARS[type(get_args(annotation)[0])]
     if annotation is Kind:
         return dg.String  # its name; JobSpec says which are valid
+    if get_args(annotation) == (str, str):  # headers: a value may be {"env": "VAR"}, a secret
+        return dg.Map(str, dg.StringSource)  # type: ignore[no-untyped-call]
     if annotation is dict or get_origin(annotation) is dict:
         return dg.Permissive()  # type: ignore[no-untyped-call]
     raise TypeError(f"no Dagster config type for {annotation!r}")

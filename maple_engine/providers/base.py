@@ -13,13 +13,13 @@ import dataclasses
 import enum
 import hashlib
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol, Self
 
 import orjson
 import polars as pl
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from maple_engine.model import CHAT, BatchState, Kind, Submission
 from maple_engine.policy import SendBudget
@@ -264,11 +264,31 @@ class ProviderModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     capabilities: ClassVar[ProviderCapabilities]
+    # A job's extra headers (``JobSpec.headers``): not a setting, so never in a resource's
+    # config, a repr or a dump; `with_headers` gives the provider that sends them.
+    _headers: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @property
     def mode(self) -> str:
         """``batch`` (a provider batch API) or ``realtime`` (one call per row)."""
         return self.capabilities.mode
+
+    @property
+    def extra_headers(self) -> dict[str, str]:
+        """The headers sent on every request besides the provider's own (a gateway's)."""
+        return dict(self._headers)
+
+    def with_headers(self, headers: Mapping[str, str]) -> Self:
+        """This provider sending ``headers`` on every request too (itself if it already does);
+        a copy opens its own connections."""
+        if dict(headers) == self._headers:
+            return self
+        copy = self.model_copy()
+        private = copy.__pydantic_private__ or {}
+        if "_http" in private:  # a batch provider's kept client: the copy makes its own
+            private["_http"] = None
+        copy._headers = dict(headers)
+        return copy
 
     def twin_settings(self) -> dict[str, Any]:
         """The settings a twin on the same API takes (a deadline's real-time fallback, its flex
@@ -332,6 +352,15 @@ class Provider(Protocol):
 
     def twin_settings(self) -> dict[str, Any]:
         """The base URL and key a twin on the same API is built with (a deadline's fallback)."""
+        ...
+
+    @property
+    def extra_headers(self) -> dict[str, str]:
+        """The headers sent on every request besides the provider's own (a gateway's)."""
+        ...
+
+    def with_headers(self, headers: Mapping[str, str]) -> Self:
+        """This provider sending ``headers`` on every request too."""
         ...
 
     def tell_sending(self, event: threading.Event | None) -> None:

@@ -140,7 +140,7 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
         anthropic_headers(self.api_key)
 
     def _new_client(self) -> httpx.Client:
-        headers = anthropic_headers(self.api_key)
+        headers = anthropic_headers(self.api_key) | self.extra_headers
         return make_client(anthropic_base_url(self.base_url), headers, self.timeout_s)
 
     # -- encoding ---------------------------------------------------------------------------

@@ -5,7 +5,7 @@ with botocore's standard retry mode; errors become the platform's exception tree
 operation named and no secrets.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from maple_engine.errors import AuthError, ProviderError
@@ -16,12 +16,22 @@ _AUTH = {"AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenEx
 
 
 class BedrockCalls:
-    def __init__(self, region: str | None, max_retries: int) -> None:
+    def __init__(
+        self, region: str | None, max_retries: int, headers: Mapping[str, str] | None = None
+    ) -> None:
         import boto3  # ~0.3 s to import: only when a Bedrock job runs, not with every command
         from botocore.config import Config
 
         config = Config(retries={"max_attempts": max_retries + 1, "mode": "standard"})
         self.client: Any = boto3.client("bedrock", region_name=region, config=config)
+        if headers:  # a gateway's, on every call (added before the request is signed)
+            extra = dict(headers)
+
+            def add_headers(request: Any, **_: Any) -> None:
+                for name, value in extra.items():
+                    request.headers[name] = value
+
+            self.client.meta.events.register("before-sign.bedrock", add_headers)
 
     def _call(self, what: str, call: Callable[[], T]) -> T:
         from botocore.exceptions import BotoCoreError, ClientError

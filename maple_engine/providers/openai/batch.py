@@ -93,9 +93,8 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
         wire.openai_headers(self.api_key)
 
     def _new_client(self) -> httpx.Client:
-        return make_client(
-            self.resolved_base_url(), wire.openai_headers(self.api_key), self.timeout_s
-        )
+        headers = wire.openai_headers(self.api_key) | self.extra_headers
+        return make_client(self.resolved_base_url(), headers, self.timeout_s)
 
     # -- encoding ---------------------------------------------------------------------------
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:

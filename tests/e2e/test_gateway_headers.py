@@ -1,0 +1,84 @@
+"""``--header 'NAME: VALUE'``: the headers an AI gateway requires reach it on every call of
+every path (batch control calls and downloads, real-time requests, embeddings), and their
+values, which may be secrets, appear nowhere: not on stderr or stdout, not in the output, not
+in a file under the storage root (the job's state, the Dagster instance kept there). The
+emulator plays the gateway (``--require-header``): without the header the job is exit 2 with
+the gateway's own message in one line, nothing uploaded."""
+
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from emulator.config import EmulatorConfig
+from emulator.server import EmulatorServer
+from tests.e2e.hostile import maple_at, one_line, table_job
+
+ROWS = 12
+HEADER = "x-gateway-key"
+SECRET = "gw-secret-7f3a9c1e5b"
+GATEWAY_SAYS = f"The {HEADER} header is required"
+
+
+def files_holding(root: Path, needle: str) -> list[str]:
+    """Every file under ``root`` whose bytes hold ``needle``."""
+    return [
+        str(path)
+        for path in root.rglob("*")
+        if path.is_file() and needle.encode() in path.read_bytes()
+    ]
+
+
+@pytest.mark.parametrize(
+    ("command", "provider"),
+    [("enrich", "openai"), ("embed", "openai"), ("enrich", "openai-realtime")],
+)
+def test_a_gateways_header_reaches_it_on_every_call_and_its_value_is_stored_nowhere(
+    tmp_path: Path, command: str, provider: str
+) -> None:
+    config = EmulatorConfig(batch_seconds=0, control_fail=0, required_headers=(HEADER,))
+    args = table_job(tmp_path, command, provider, ROWS, "--poll-interval", "0.1")
+    with EmulatorServer(config) as server:
+        refused, _ = maple_at(server.url, *args)
+        before = server.stats()
+        done, _ = maple_at(server.url, *args, "--header", f"{HEADER}: {SECRET}")
+        after = server.stats()
+        again, _ = maple_at(server.url, *args, "--header", f"{HEADER}: {SECRET}")
+    # without it: the gateway's own reason, in one line, exit 2, nothing sent
+    assert refused.returncode == 2, refused.stderr
+    line = one_line(refused.stderr)
+    assert line.startswith("error: ") and GATEWAY_SAYS in line, line
+    assert before["files_uploaded"] == 0 and before["requests_billed"] == 0
+    # with it: every row, each billed once
+    assert done.returncode == 0, done.stderr
+    output = next(tmp_path.glob("items_*.parquet"))
+    assert pl.read_parquet(output)["llm_status"].to_list() == ["succeeded"] * ROWS
+    assert after["requests_billed"] == ROWS and after["bodies_billed_twice"] == 0
+    # a rerun with the header again reuses every answer (the state kept no header to lose)
+    assert again.returncode == 0, again.stderr
+    # the value: nowhere
+    for run in (refused, done, again):
+        assert SECRET not in run.stdout + run.stderr
+    assert files_holding(tmp_path, SECRET) == []
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ("x-gateway-key gw-secret-7f3a9c1e5b", "--header #1 has no colon"),
+        (": gw-secret-7f3a9c1e5b", "A header has an empty name"),
+        ("x gateway: gw-secret-7f3a9c1e5b", "Header name 'x gateway' is not a valid HTTP header"),
+    ],
+)
+def test_a_malformed_header_is_one_line_and_exit_2_before_any_call(
+    tmp_path: Path, given: str, says: str
+) -> None:
+    args = table_job(tmp_path, "enrich", "openai", ROWS)
+    with EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server:
+        run, _ = maple_at(server.url, *args, "--header", given)
+        stats = server.stats()
+    assert run.returncode == 2, run.stderr
+    line = one_line(run.stderr)
+    assert line.startswith("error: ") and says in line, line
+    assert SECRET not in run.stderr + run.stdout
+    assert stats["files_uploaded"] == 0 and stats["requests_received"] == 0
