@@ -24,7 +24,8 @@ from emulator.openai_records import OpenAIBatch
 from emulator.prompt_cache import organisation
 from emulator.state import State, StoredFile
 
-FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
+FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals", "batch-api")
+BATCH_PURPOSES = ("batch", "batch-api")  # OpenAI's, and Together's name for it
 BATCH_ENDPOINTS = ("/v1/chat/completions", "/v1/embeddings")
 MAX_FILE_BYTES = 512 * 1024 * 1024
 
@@ -232,7 +233,7 @@ def _check_create(state: State, payload: Any) -> Response | StoredFile:  # noqa:
             f"Cannot find file {payload['input_file_id']}, or project does not have access to it."
         )
         return openai_error(400, message, param="file_id")
-    if stored.purpose != "batch":
+    if stored.purpose not in BATCH_PURPOSES:
         message = f"File {stored.id} has purpose '{stored.purpose}'; a batch needs purpose 'batch'."
         return openai_error(400, message, param="input_file_id")
     return stored

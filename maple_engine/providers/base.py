@@ -21,6 +21,7 @@ import orjson
 import polars as pl
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from maple_engine.errors import ConfigError
 from maple_engine.model import CHAT, BatchState, Kind, Submission
 from maple_engine.policy import SendBudget
 
@@ -180,6 +181,26 @@ class ProviderCapabilities:
     models: tuple[ModelFamily, ...] = ()
     # A server the team runs: no API price (a model the price file does not price costs $0).
     self_hosted: bool = False
+    # The ``completion_window`` values its batches accept (``--completion-window``); empty:
+    # it takes none (a real-time API, or a batch API without windows).
+    completion_windows: tuple[str, ...] = ()
+    # Batch price as a share of the real-time price where the price source has no batch rates
+    # (None: the usual 0.5).
+    batch_discount: float | None = None
+
+    def check_window(self, name: str, window: str | None) -> None:
+        """``window`` (``--completion-window``; None: not given) is one this API accepts."""
+        if window is None or window in self.completion_windows:
+            return
+        if not self.completion_windows:
+            raise ConfigError(
+                f"--completion-window only applies to batch APIs that take one; {name} takes "
+                "none: drop it."
+            )
+        raise ConfigError(
+            f"--completion-window {window!r}: {name} accepts {', '.join(self.completion_windows)}; "
+            f"give one of them (default {self.completion_windows[0]})."
+        )
 
     def model_family(self, model: str) -> ModelFamily | None:
         name = model.lower()
