@@ -113,3 +113,22 @@ def test_a_bad_setting_is_one_line_and_exit_2_before_anything_is_sent(
     line = one_line(run.stderr)
     assert line.startswith("error: ") and says in line, line
     assert stats["files_uploaded"] == 0 and stats["requests_received"] == 0
+
+
+@pytest.mark.parametrize("point", ["after_upload", "after_create", "mid_download"])
+def test_a_kill_9_then_the_same_command_resumes_the_generic_profile_paying_nothing_twice(
+    tmp_path: Path, point: str
+) -> None:
+    config = EmulatorConfig(batch_seconds=0.2, control_fail=0)
+    with EmulatorServer(config) as server:
+        env = {"MAPLE_API_KEY": "sk-generic", "MAPLE_BASE_URL": f"{server.url}/v1"}
+        args = job(tmp_path, "openai-compatible", "gpt-4o-mini", "--max-requests-per-batch", "5")
+        killed = maple(*args, **env, MAPLE_CRASH_AT=point)
+        resumed = maple(*args, **env)
+        stats = server.stats()
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
+    assert out["llm_status"].to_list() == ["succeeded"] * ROWS
+    assert stats["requests_billed"] == ROWS and stats["bodies_billed_twice"] == 0
+    assert stats["batches_created"] == 3  # the batch created before the kill was adopted
