@@ -5,6 +5,9 @@ in a file under the storage root (the job's state, the Dagster instance kept the
 emulator plays the gateway (``--require-header``): without the header the job is exit 2 with
 the gateway's own message in one line, nothing uploaded."""
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import polars as pl
@@ -12,7 +15,7 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from tests.e2e.hostile import maple_at, one_line, table_job
+from tests.e2e.hostile import clean_env, maple_at, one_line, table_job
 
 ROWS = 12
 HEADER = "x-gateway-key"
@@ -82,3 +85,36 @@ def test_a_malformed_header_is_one_line_and_exit_2_before_any_call(
     assert line.startswith("error: ") and says in line, line
     assert SECRET not in run.stderr + run.stdout
     assert stats["files_uploaded"] == 0 and stats["requests_received"] == 0
+
+
+def test_maple_cancel_takes_the_headers_the_gateway_requires(tmp_path: Path) -> None:
+    """The job's state keeps no header: ``maple cancel`` is given them again, as the job was;
+    without them the gateway's refusal is one line, exit 2, and nothing is cancelled."""
+    config = EmulatorConfig(batch_seconds=30, control_fail=0, required_headers=(HEADER,))
+    header = ("--header", f"{HEADER}: {SECRET}")
+    args = table_job(tmp_path, "enrich", "openai", ROWS, "--poll-interval", "0.1", *header)
+    store = tmp_path / "store"
+    with EmulatorServer(config) as server:
+        env = clean_env(OPENAI_BASE_URL=f"{server.url}/v1", OPENAI_API_KEY="sk-hostile-test-key")
+        running = subprocess.Popen(
+            [sys.executable, "-m", "maple_assets.cli", *args], env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not list(store.glob("hostile/state/*/submission-1.json")):
+            assert time.monotonic() < deadline, "the job never submitted its batch"
+            time.sleep(0.2)
+        cancel = [sys.executable, "-m", "maple_assets.cli", "cancel", "hostile", "--storage",
+                  str(store)]  # fmt: skip
+        refused = subprocess.run(cancel, env=env, capture_output=True, text=True, check=False)
+        cancelled = subprocess.run(
+            [*cancel, *header], env=env, capture_output=True, text=True, check=False
+        )
+        _, err = running.communicate(timeout=90)
+    assert refused.returncode == 2 and GATEWAY_SAYS in one_line(refused.stderr), refused.stderr
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "cancelled 1 batch(es)" in cancelled.stdout
+    assert running.returncode == 4, err  # stopped: cancelled
+    for run in (refused, cancelled):
+        assert SECRET not in run.stdout + run.stderr
+    assert SECRET not in err and files_holding(tmp_path, SECRET) == []

@@ -71,6 +71,27 @@ def test_each_profile_runs_a_batch_job_to_the_end_through_the_emulator(
     assert {f["purpose"] for f in files if f["purpose"] != "batch_output"} == {purpose}
 
 
+@pytest.mark.parametrize(
+    ("provider", "prefix", "model"),
+    [("doubleword", "DOUBLEWORD", "Qwen/Qwen3-Embedding-8B"),
+     ("openai-compatible", "MAPLE", "text-embedding-3-small")],
+)  # fmt: skip
+def test_a_profile_that_serves_embeddings_runs_maple_embed_to_the_end(
+    tmp_path: Path, provider: str, prefix: str, model: str
+) -> None:
+    with EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server:
+        env = {f"{prefix}_API_KEY": "k", f"{prefix}_BASE_URL": f"{server.url}/v1"}
+        args = table_job(tmp_path, "embed", provider, ROWS, "--poll-interval", "0.1")
+        args[args.index("--model") + 1] = model
+        done = maple(*args, **env)
+        stats = server.stats()
+    assert done.returncode == 0, done.stderr
+    out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
+    assert out["llm_status"].to_list() == ["succeeded"] * ROWS
+    assert out["llm_embedding"].null_count() == 0
+    assert stats["requests_billed"] == ROWS and stats["bodies_billed_twice"] == 0
+
+
 def test_the_generic_profile_takes_its_base_url_from_the_flag(tmp_path: Path) -> None:
     with EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server:
         args = job(tmp_path, "openai-compatible", "gpt-4o-mini", "--base-url", f"{server.url}/v1")

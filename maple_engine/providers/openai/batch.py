@@ -167,10 +167,11 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
     def _state(self, batch: dict[str, Any]) -> BatchState:
         errors = (batch.get("errors") or {}).get("data") or []
         counts = batch.get("request_counts") or {}
+        status = str(batch["status"]).lower()  # Together documents COMPLETED, IN_PROGRESS...
         return BatchState(
             batch_id=str(batch["id"]),
-            status=str(batch["status"]),
-            ended=batch["status"] in ENDED_STATES,
+            status=status,
+            ended=status in ENDED_STATES,
             errors=tuple(str(e.get("message", "")) for e in errors),
             error_codes=tuple(str(e.get("code", "")) for e in errors),
             completed=int(counts.get("completed", 0)),
@@ -187,7 +188,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
         with self._client() as client:
             for batch in self._batches().listing(client):
                 meta = batch.get("metadata") or {}
-                if meta.get("maple_job") != job or batch.get("status") in {"failed"}:
+                if meta.get("maple_job") != job or str(batch.get("status")).lower() == "failed":
                     continue
                 found.append(
                     Submission(
