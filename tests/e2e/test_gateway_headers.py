@@ -118,3 +118,30 @@ def test_maple_cancel_takes_the_headers_the_gateway_requires(tmp_path: Path) -> 
     for run in (refused, cancelled):
         assert SECRET not in run.stdout + run.stderr
     assert SECRET not in err and files_holding(tmp_path, SECRET) == []
+
+
+@pytest.mark.parametrize(
+    ("provider", "model", "family"),
+    [
+        ("anthropic", "claude-haiku-4-5", "ANTHROPIC"),
+        ("anthropic-realtime", "claude-haiku-4-5", "ANTHROPIC"),
+        ("gemini", "gemini-2.5-flash", "GEMINI"),
+        ("gemini-realtime", "gemini-2.5-flash", "GEMINI"),
+    ],
+)
+def test_every_api_sends_the_header_on_each_call(
+    tmp_path: Path, provider: str, model: str, family: str
+) -> None:
+    """The other APIs' batch and real-time providers, through the gateway that requires it."""
+    config = EmulatorConfig(batch_seconds=0, control_fail=0, required_headers=(HEADER,))
+    args = table_job(tmp_path, "enrich", provider, ROWS, "--poll-interval", "0.1")
+    args[args.index("--model") + 1] = model
+    with EmulatorServer(config) as server:
+        env = {f"{family}_BASE_URL": server.url, f"{family}_API_KEY": "test-key"}
+        done, _ = maple_at(server.url, *args, "--header", f"{HEADER}: {SECRET}", **env)
+        stats = server.stats()
+    assert done.returncode == 0, done.stderr
+    out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
+    assert out["llm_status"].to_list() == ["succeeded"] * ROWS
+    assert stats["bodies_billed_twice"] == 0
+    assert SECRET not in done.stdout + done.stderr and files_holding(tmp_path, SECRET) == []
