@@ -31,7 +31,12 @@ from maple_engine.spec import ALIASES, JobSpec
 # The config names the job and its input by their aliases (``job``, ``input``), every other job
 # option by its field's name; ``JobSpec`` takes either.
 CONFIG_KEYS = {field: ALIASES[field] for field in ("name", "source")}
-RUN_FIELDS: dict[str, type[BaseModel]] = {"retry_failed": InputShardsConfig, "wait": CommandOptions}
+RUN_FIELDS: dict[str, type[BaseModel]] = {
+    "retry_failed": InputShardsConfig,
+    "wait": CommandOptions,
+    "base_url": CommandOptions,
+    "completion_window": CommandOptions,
+}
 RUN_DEFAULTS = {"wait": True}  # a second run of a job waits for the first, then reuses it
 STATUS, ERROR = "maple/status", "maple/error"
 
