@@ -145,3 +145,26 @@ def test_every_api_sends_the_header_on_each_call(
     assert out["llm_status"].to_list() == ["succeeded"] * ROWS
     assert stats["bodies_billed_twice"] == 0
     assert SECRET not in done.stdout + done.stderr and files_holding(tmp_path, SECRET) == []
+
+
+def test_a_kill_9_then_the_same_command_with_the_header_adopts_the_batch(tmp_path: Path) -> None:
+    """The resumed run finds the batch created before the kill (a listing through the gateway,
+    with the header from its own command line) and pays nothing twice."""
+    config = EmulatorConfig(batch_seconds=0.2, control_fail=0, required_headers=(HEADER,))
+    extra = ("--poll-interval", "0.1", "--max-requests-per-batch", "5")
+    args = [
+        *table_job(tmp_path, "enrich", "openai", ROWS, *extra),
+        "--header",
+        f"{HEADER}: {SECRET}",
+    ]
+    with EmulatorServer(config) as server:
+        killed, _ = maple_at(server.url, *args, MAPLE_CRASH_AT="after_create")
+        resumed, _ = maple_at(server.url, *args)
+        stats = server.stats()
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
+    assert out["llm_status"].to_list() == ["succeeded"] * ROWS
+    assert stats["requests_billed"] == ROWS and stats["bodies_billed_twice"] == 0
+    assert stats["batches_created"] == 3
+    assert files_holding(tmp_path, SECRET) == []
