@@ -8,7 +8,8 @@ operation named and no secrets.
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from maple_engine.errors import AuthError, ProviderError
+from maple_engine.errors import AuthError, ProviderError, SetupRefused
+from maple_engine.providers.http import names_the_setup
 
 T = TypeVar("T")
 LIST_PAGE = 100
@@ -44,6 +45,9 @@ class BedrockCalls:
             detail = f"Bedrock {what} failed: {error.get('Code')}: {error.get('Message')}"
             if error.get("Code") in _AUTH or status in {401, 403}:
                 raise AuthError(f"{detail}. Check the AWS credentials.", status) from exc
+            if status in {400, 422} and names_the_setup(str(error.get("Message") or "")):
+                # a gateway's "header ... required": every call would get it, no row is at fault
+                raise SetupRefused(f"{detail}: fix what it names, then rerun.", status) from exc
             raise ProviderError(detail, status) from exc
         except BotoCoreError as exc:
             raise ProviderError(f"Bedrock {what} failed: {exc}") from exc
