@@ -11,6 +11,7 @@ from starlette.routing import Route
 from emulator import admin_routes, anthropic_routes, openai_routes, realtime_routes
 from emulator.bedrock_routes import BEDROCK_ROUTES
 from emulator.config import EmulatorConfig
+from emulator.gateway import GatewayMiddleware
 from emulator.gemini_app import GEMINI_ROUTES
 from emulator.http_common import JSONResponse, provider_error, state_of
 from emulator.state import State
@@ -90,4 +91,8 @@ def build_app(config: EmulatorConfig, state: State | None = None) -> Starlette:
         exception_handlers={HTTPException: _http_error, Exception: _crash},
     )
     app.state.emulator = state or State(config)
+    if config.required_headers or config.gateway_nulls:
+        app.add_middleware(
+            GatewayMiddleware, required=config.required_headers, nulls=config.gateway_nulls
+        )
     return app

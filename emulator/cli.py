@@ -111,6 +111,27 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail, parse_org
     help="Answer without token usage (OpenAI's usage, Gemini's usageMetadata), as some servers "
     "and Gemini embedding replies do.",
 )
+@click.option(
+    "--require-header",
+    "required_headers",
+    multiple=True,
+    metavar="NAME",
+    help="Act as a gateway that needs header NAME on every provider call (repeatable): a call "
+    "without it is answered 400 naming it.",
+)
+@click.option(
+    "--gateway-nulls",
+    is_flag=True,
+    help="Return batch and file objects as LiteLLM's proxy re-shapes them: null for every "
+    "absent optional field (request_counts until known), plus fields the API does not define.",
+)
+@click.option(
+    "--completion-window",
+    "completion_windows",
+    multiple=True,
+    metavar="W",
+    help="A completion_window OpenAI-compatible batch creates accept (repeatable; default 24h).",
+)
 def emulator_command(
     *,
     host: str,
@@ -130,6 +151,9 @@ def emulator_command(
     flex_unavailable: float,
     latency: str,
     omit_usage: bool,
+    required_headers: tuple[str, ...],
+    gateway_nulls: bool,
+    completion_windows: tuple[str, ...],
 ) -> None:
     """Serve a local emulator of the OpenAI, Anthropic, Gemini and Bedrock batch APIs."""
     try:
@@ -152,6 +176,9 @@ def emulator_command(
             flex_unavailable=flex_unavailable,
             realtime_latency_s=parse_latency(latency),
             omit_usage=omit_usage,
+            required_headers=required_headers,
+            gateway_nulls=gateway_nulls,
+            completion_windows=completion_windows or ("24h",),
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc

@@ -81,6 +81,14 @@ class EmulatorConfig:
     #: Answer without token usage (OpenAI's ``usage``, Gemini's ``usageMetadata``), as some
     #: OpenAI-compatible servers and Gemini embedding replies do; billing still counts them.
     omit_usage: bool = False
+    #: An AI gateway in front (``emulator.gateway``): headers every provider call must carry
+    #: (400 naming the first missing), and batch/file objects re-shaped as LiteLLM's proxy
+    #: returns them (``null`` for absent optional fields, extra fields).
+    required_headers: tuple[str, ...] = ()
+    gateway_nulls: bool = False
+    #: The ``completion_window`` values an OpenAI-compatible batch create accepts (OpenAI: 24h;
+    #: an OpenAI-compatible vendor's profile may take others).
+    completion_windows: tuple[str, ...] = ("24h",)
 
     def __post_init__(self) -> None:
         for name, rate in self.fail.items():

@@ -24,7 +24,8 @@ from emulator.openai_records import OpenAIBatch
 from emulator.prompt_cache import organisation
 from emulator.state import State, StoredFile
 
-FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals")
+FILE_PURPOSES = ("assistants", "batch", "fine-tune", "vision", "user_data", "evals", "batch-api")
+BATCH_PURPOSES = ("batch", "batch-api")  # OpenAI's, and Together's name for it
 BATCH_ENDPOINTS = ("/v1/chat/completions", "/v1/responses", "/v1/embeddings")
 MAX_FILE_BYTES = 512 * 1024 * 1024
 
@@ -211,9 +212,13 @@ def _check_create(state: State, payload: Any) -> Response | StoredFile:  # noqa:
         endpoint = payload["endpoint"]
         message = f"Invalid value for 'endpoint': '{endpoint}'. Supported values are: {allowed}."
         return openai_error(400, message, param="endpoint", code="invalid_value")
-    if payload["completion_window"] != "24h":
+    windows = state.config.completion_windows
+    if payload["completion_window"] not in windows:
         window = payload["completion_window"]
-        message = f"Invalid value for 'completion_window': '{window}'. Supported values are: '24h'."
+        allowed = ", ".join(f"'{w}'" for w in windows)
+        message = (
+            f"Invalid value for 'completion_window': '{window}'. Supported values are: {allowed}."
+        )
         return openai_error(400, message, param="completion_window", code="invalid_value")
     metadata = payload.get("metadata")
     if metadata is not None and not _valid_metadata(metadata):
@@ -228,7 +233,7 @@ def _check_create(state: State, payload: Any) -> Response | StoredFile:  # noqa:
             f"Cannot find file {payload['input_file_id']}, or project does not have access to it."
         )
         return openai_error(400, message, param="file_id")
-    if stored.purpose != "batch":
+    if stored.purpose not in BATCH_PURPOSES:
         message = f"File {stored.id} has purpose '{stored.purpose}'; a batch needs purpose 'batch'."
         return openai_error(400, message, param="input_file_id")
     return stored
@@ -264,7 +269,7 @@ async def create_batch(request: Request) -> Response:
         id=new_id("batch_"),
         endpoint=payload["endpoint"],
         input_file=stored,
-        completion_window="24h",
+        completion_window=payload["completion_window"],
         metadata=payload.get("metadata"),
         created=time.time(),
         seconds=state.durations.draw(),

@@ -53,11 +53,12 @@ def bind_job(
     costs: CostLedger | None,
     prices: PriceBook,
 ) -> Job:
-    """The job of ``spec`` on ``storage`` and ``provider``."""
+    """The job of ``spec`` on ``storage`` and ``provider`` (sending the job's headers)."""
+    sending = lane_of(provider.with_headers(spec.headers))
     return Job(
         spec=spec,
         state=JobState(storage, spec.name),
-        provider=with_deadline(lane_of(provider), storage, spec.name, spec.deadline_s, spec.kind),
+        provider=with_deadline(sending, storage, spec.name, spec.deadline_s, spec.kind),
         costs=costs,
         prices=prices,
         policy=policy,

@@ -101,12 +101,14 @@ def enrichment(
     canary_min_success: float = DEFAULTS.canary_min_success,
     cache: Literal["auto", "off"] = DEFAULTS.cache,
     endpoint: Literal["chat", "responses"] = DEFAULTS.endpoint,
+    headers: dict[str, str] | None = None,
 ) -> Enrichment:
     """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI.
 
     The keywords are the job options of ``maple_engine.spec.JobSpec`` by name (defaults, bounds
     and help there; a test holds this signature to it): ``params`` and ``retries`` take None for
-    empty, ``deadline`` ("6h", seconds or a timedelta) is ``deadline_s``'s alias,
+    empty, ``headers`` (a gateway's, on every request; never stored) None for none,
+    ``deadline`` ("6h", seconds or a timedelta) is ``deadline_s``'s alias,
     ``response_schema`` a dict, a pydantic model class or a JSON file's path.
     ``poll_interval_s`` is the sensor's minimum interval."""
     return _declare(**locals())
@@ -138,6 +140,7 @@ def embedding(
     stall_percentile: float = DEFAULTS.stall_percentile,
     canary: int | None = DEFAULTS.canary,
     canary_min_success: float = DEFAULTS.canary_min_success,
+    headers: dict[str, str] | None = None,
 ) -> Enrichment:
     """Declare an embedding: one vector per row of ``source`` (``llm_embedding``, Parquet).
 

@@ -33,7 +33,12 @@ from maple_engine.spec import ALIASES, JobSpec
 # The config names the job and its input by their aliases (``job``, ``input``), every other job
 # option by its field's name; ``JobSpec`` takes either.
 CONFIG_KEYS = {field: ALIASES[field] for field in ("name", "source")}
-RUN_FIELDS: dict[str, type[BaseModel]] = {"retry_failed": InputShardsConfig, "wait": CommandOptions}
+RUN_FIELDS: dict[str, type[BaseModel]] = {
+    "retry_failed": InputShardsConfig,
+    "wait": CommandOptions,
+    "base_url": CommandOptions,
+    "completion_window": CommandOptions,
+}
 RUN_DEFAULTS = {"wait": True}  # a second run of a job waits for the first, then reuses it
 STATUS, ERROR = "maple/status", "maple/error"
 
@@ -51,6 +56,8 @@ def config_type(annotation: Any) -> Any:
         return _SCALARS[type(get_args(annotation)[0])]
     if annotation is Kind:
         return dg.String  # its name; JobSpec says which are valid
+    if get_args(annotation) == (str, str):  # headers: a value may be {"env": "VAR"}, a secret
+        return dg.Map(str, dg.StringSource)  # type: ignore[no-untyped-call]
     if annotation is dict or get_origin(annotation) is dict:
         return dg.Permissive()  # type: ignore[no-untyped-call]
     raise TypeError(f"no Dagster config type for {annotation!r}")

@@ -33,6 +33,7 @@ from maple_engine.errors import ConfigError
 from maple_engine.model import CHAT, INTERNAL_COLUMNS, KINDS, OUTPUT_COLUMNS, Kind, kind_named
 from maple_engine.policy import UNLIMITED, check_retries, parse_retry_options
 from maple_engine.providers.base import BATCH_FILE_LIMITS
+from maple_engine.providers.headers import parse_headers
 from maple_engine.providers.registry import DEFAULT_PROVIDER
 from maple_engine.storage.storage import is_remote
 
@@ -219,6 +220,14 @@ class JobSpec(BaseModel):
         "turnaround (batch history) is stalled; with a deadline its rows go flex or real-time at "
         "once.",
     )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        exclude=True,  # values may be secrets: never in the spec the job's state keeps
+        repr=False,
+        description="HTTP header 'NAME: VALUE' sent on every request to the provider (one an AI "
+        "gateway requires), repeatable; values are never logged or stored: give them again "
+        "on each run.",
+    )
     canary: int | None = Field(
         default=None,
         ge=1,
@@ -255,6 +264,12 @@ class JobSpec(BaseModel):
     def _json_params(cls, params: dict[str, Any]) -> dict[str, Any]:
         check_param_values(params)
         return params
+
+    @field_validator("headers", mode="before")
+    @classmethod
+    def _headers_as_given(cls, headers: Any) -> Any:
+        """None for none, a mapping, or ``NAME: VALUE`` strings (``--header``)."""
+        return parse_headers(headers)
 
     @field_validator("retries", mode="before")
     @classmethod

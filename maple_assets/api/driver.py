@@ -28,7 +28,7 @@ from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.model import KINDS, Kind, StopKind
 from maple_engine.plan.cache_layout import check_cache_price
-from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities
+from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities, takes
 from maple_engine.settings import Settings
 from maple_engine.spec import ALIASES, DEFAULTS, MAX_JOB_NAME, JobSpec, build_spec
 from maple_engine.state import JobState
@@ -53,6 +53,17 @@ def realtime_limits(opts: EnrichOptions) -> dict[str, int]:
             f"{flags} only apply to real-time providers ({', '.join(REALTIME_PROVIDERS)})."
         )
     return given
+
+
+def api_options(opts: EnrichOptions) -> dict[str, str]:
+    """``--base-url`` and ``--completion-window`` as provider settings, each checked against
+    what the provider takes (a window it accepts, a base URL it has)."""
+    caps = capabilities(opts.provider)
+    caps.check_window(opts.provider, opts.completion_window)
+    given = {"base_url": opts.base_url, "completion_window": opts.completion_window}
+    if opts.base_url is not None and not takes(opts.provider, "base_url"):
+        raise ConfigError(f"--base-url does not apply to {opts.provider}: drop it.")
+    return {k: v.rstrip("/") if k == "base_url" else v for k, v in given.items() if v}
 
 
 def job_spec(source: str, **options: Any) -> JobSpec:
@@ -149,16 +160,18 @@ def prepare(opts: EnrichOptions, emulator: str | None) -> Ready:
     provider's credentials and endpoint (one cheap call): every usage error surfaces here."""
     job = declare_job(opts.spec)
     spec = job.spec
+    api = api_options(opts)  # the command's own provider settings, checked first
     preflight(spec, opts.storage_root)
     settings = Settings.load(storage=opts.storage_root)
     price = PriceBook(settings.prices).price(  # an unknown model fails here, before sending
         spec.model, opts.provider, allow_untracked=spec.allow_untracked_cost
     )
     check_cache_price(spec, price)  # a cached prefix on a model nothing prices reads for
-    overrides = {"storage_root": opts.storage_root, **realtime_limits(opts)}
+    overrides = {"storage_root": opts.storage_root, **realtime_limits(opts), **api}
     if capabilities(opts.provider).self_hosted:  # its first contact checks the server's models
         overrides["model"] = spec.model
     provider = settings_provider(opts.provider, settings, emulator, overrides)
+    provider = provider.with_headers(spec.headers)  # the first contact goes the job's way
     if spec.deadline_s is not None and provider.mode == "batch":
         realtime_twin(provider, opts.storage_root)  # no real-time API to fall back on: fail now
     if not opts.dry_run:

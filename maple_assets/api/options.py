@@ -35,6 +35,16 @@ class CommandOptions(BaseModel):
     max_concurrency: int | None = Field(
         default=None, ge=1, description="Real-time providers: most requests in flight at once."
     )
+    base_url: str | None = Field(
+        default=None,
+        description="The provider API's base URL (for an OpenAI-compatible API, the prefix "
+        "before /files and /batches); default: the provider's <NAME>_BASE_URL, else its own.",
+    )
+    completion_window: str | None = Field(
+        default=None,
+        description="Batch APIs: the window a batch must finish in, one the provider accepts "
+        "(e.g. 1h, 24h, 7d); default 24h.",
+    )
     quiet: bool = Field(default=False, description="No progress line.")
     wait: bool = Field(
         default=False,

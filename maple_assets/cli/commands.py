@@ -77,6 +77,7 @@ PARSED_HERE = (
     "params",
     "response_schema",
     "retries",
+    "headers",
     "deadline_s",
 )
 F = TypeVar("F", bound=Callable[..., Any])
@@ -93,6 +94,13 @@ def job_flags(kind: Kind) -> Callable[[F], F]:
         click.option(_flag("name"), "name", default=None, help=option_help("name")),
         click.option("--param", "params", multiple=True, help=option_help("params")),
         click.option("--retry", "retries", multiple=True, help=option_help("retries")),
+        click.option(
+            "--header",
+            "headers",
+            multiple=True,
+            metavar="'NAME: VALUE'",
+            help=option_help("headers"),
+        ),
         click.option(
             _flag("deadline_s"),
             "deadline_s",

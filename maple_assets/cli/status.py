@@ -7,6 +7,7 @@ collects what the cancelled batches ran, and resends the rest.
 """
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 import click
@@ -29,6 +30,7 @@ from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
 from maple_engine.providers.base import Provider
+from maple_engine.providers.headers import parse_headers
 from maple_engine.send.lane import lane_of
 from maple_engine.settings import Settings
 from maple_engine.state import JobState
@@ -237,14 +239,20 @@ def status_command(job: str | None, storage: str | None, fmt: str) -> None:
             click.echo(line)
 
 
-def provider_for(state: JobState) -> Provider:
-    """The job's provider, rebuilt from its stored spec."""
+def provider_for(
+    state: JobState, headers: Mapping[str, str] | None = None, base_url: str | None = None
+) -> Provider:
+    """The job's provider, rebuilt from its stored spec, sending ``headers`` (which the spec
+    does not keep) at ``base_url`` if given (the job's ``--base-url``, which it does not keep
+    either)."""
     spec = state.read_spec()
     if spec is None:
         raise ConfigError(f"No job {state.job!r} under {state.storage.root}.")
     name = str(spec["spec"]["provider"])
     settings = Settings.load(storage=state.storage.root)
-    return lane_of(settings_provider(name, settings, settings.emulator_url))
+    overrides = {"base_url": base_url.rstrip("/")} if base_url else {}
+    provider = settings_provider(name, settings, settings.emulator_url, overrides)
+    return lane_of(provider.with_headers(headers or {}))
 
 
 def release_queue_slots(state: JobState) -> int:
@@ -259,11 +267,22 @@ def release_queue_slots(state: JobState) -> int:
 @click.command("cancel")
 @click.argument("job")
 @click.option("--storage", default=None, help="Storage root; default MAPLE_STORAGE or ./.maple.")
-def cancel_command(job: str, storage: str | None) -> None:
+@click.option(
+    "--header",
+    "headers",
+    multiple=True,
+    metavar="'NAME: VALUE'",
+    help="A header the job's provider calls need (a gateway's), as `maple enrich` took it.",
+)
+@click.option("--base-url", default=None, help="The job's --base-url, if `maple enrich` had one.")
+def cancel_command(
+    job: str, storage: str | None, headers: tuple[str, ...], base_url: str | None
+) -> None:
     """Cancel JOB's provider batches and stop it; rerun `maple enrich --job JOB` to resume."""
     state = JobState(_storage(storage), job)
     try:
-        batches = cancel_job(state, provider_for(state))
+        provider = provider_for(state, parse_headers(headers), base_url)
+        batches = cancel_job(state, provider)
     except MapleError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

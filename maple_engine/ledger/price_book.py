@@ -121,7 +121,9 @@ class PriceBook:
             found = self._override(model, _family(provider), provider)
             return found or ModelPrice(0.0, 0.0, 0.0, 0.0, source=SELF_HOSTED)
         for family in _families(provider):
-            found = self._override(model, family, provider) or _genai_price(model, family)
+            found = self._override(model, family, provider) or _with_discount(
+                _genai_price(model, family), provider
+            )
             if found is not None:
                 return _with_cache_writes(found, provider)
         fallback_model = _fallback_model(provider)
@@ -154,6 +156,18 @@ class PriceBook:
             source=f"price file {self.overrides_path}",
             cache_priced=entry.cached_input_per_mtok is not None,
         )
+
+
+def _with_discount(price: ModelPrice | None, provider: str) -> ModelPrice | None:
+    """A genai-prices ``price`` with ``provider``'s documented batch discount where the source
+    publishes no batch rates (Groq's batches: 25% off)."""
+    known = known_capabilities(provider.lower())
+    share = known.batch_discount if known is not None else None
+    if price is None or share is None or price.batch_rates is not None:
+        return price
+    how = f"batch = {1 - share:.0%} published discount"
+    source = price.source.replace("batch = 50% published discount", how)
+    return dataclasses.replace(price, batch_discount=share, source=source)
 
 
 def _with_cache_writes(price: ModelPrice, provider: str) -> ModelPrice:

@@ -13,14 +13,15 @@ import dataclasses
 import enum
 import hashlib
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol, Self
 
 import orjson
 import polars as pl
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from maple_engine.errors import ConfigError
 from maple_engine.model import CHAT, BatchState, Kind, Submission
 from maple_engine.policy import SendBudget
 
@@ -192,6 +193,26 @@ class ProviderCapabilities:
     reasoning_models: tuple[str, ...] = ()
     # Takes an API version (``api_version``) from ``<CREDENTIALS>_VERSION`` (ANTHROPIC_VERSION).
     takes_api_version: bool = False
+    # The ``completion_window`` values its batches accept (``--completion-window``); empty:
+    # it takes none (a real-time API, or a batch API without windows).
+    completion_windows: tuple[str, ...] = ()
+    # Batch price as a share of the real-time price where the price source has no batch rates
+    # (None: the usual 0.5).
+    batch_discount: float | None = None
+
+    def check_window(self, name: str, window: str | None) -> None:
+        """``window`` (``--completion-window``; None: not given) is one this API accepts."""
+        if window is None or window in self.completion_windows:
+            return
+        if not self.completion_windows:
+            raise ConfigError(
+                f"--completion-window only applies to batch APIs that take one; {name} takes "
+                "none: drop it."
+            )
+        raise ConfigError(
+            f"--completion-window {window!r}: {name} accepts {', '.join(self.completion_windows)}; "
+            f"give one of them (default {self.completion_windows[0]})."
+        )
 
     def model_family(self, model: str) -> ModelFamily | None:
         name = model.lower()
@@ -277,11 +298,31 @@ class ProviderModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     capabilities: ClassVar[ProviderCapabilities]
+    # A job's extra headers (``JobSpec.headers``): not a setting, so never in a resource's
+    # config, a repr or a dump; `with_headers` gives the provider that sends them.
+    _headers: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @property
     def mode(self) -> str:
         """``batch`` (a provider batch API) or ``realtime`` (one call per row)."""
         return self.capabilities.mode
+
+    @property
+    def extra_headers(self) -> dict[str, str]:
+        """The headers sent on every request besides the provider's own (a gateway's)."""
+        return dict(self._headers)
+
+    def with_headers(self, headers: Mapping[str, str]) -> Self:
+        """This provider sending ``headers`` on every request too (itself if it already does);
+        a copy opens its own connections."""
+        if dict(headers) == self._headers:
+            return self
+        copy = self.model_copy()
+        private = copy.__pydantic_private__ or {}
+        if "_http" in private:  # a batch provider's kept client: the copy makes its own
+            private["_http"] = None
+        copy._headers = dict(headers)
+        return copy
 
     def twin_settings(self) -> dict[str, Any]:
         """The settings a twin on the same API takes (a deadline's real-time fallback, its flex
@@ -346,6 +387,15 @@ class Provider(Protocol):
 
     def twin_settings(self) -> dict[str, Any]:
         """The base URL and key a twin on the same API is built with (a deadline's fallback)."""
+        ...
+
+    @property
+    def extra_headers(self) -> dict[str, str]:
+        """The headers sent on every request besides the provider's own (a gateway's)."""
+        ...
+
+    def with_headers(self, headers: Mapping[str, str]) -> Self:
+        """This provider sending ``headers`` on every request too."""
         ...
 
     def tell_sending(self, event: threading.Event | None) -> None:

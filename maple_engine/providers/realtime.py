@@ -166,6 +166,10 @@ class RealtimeProvider(ProviderModel):
     def auth_headers(self) -> dict[str, str]:
         raise NotImplementedError
 
+    def request_headers(self) -> dict[str, str]:
+        """What every request carries: the key's headers, then the job's extra ones."""
+        return self.auth_headers() | self.extra_headers
+
     def resolved_base_url(self) -> str:
         raise NotImplementedError
 

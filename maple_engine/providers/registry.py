@@ -18,6 +18,7 @@ from maple_engine.providers.gemini.batch import GeminiBatchProvider
 from maple_engine.providers.gemini.realtime import GeminiFlexProvider, GeminiRealtimeProvider
 from maple_engine.providers.openai import emulator
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
+from maple_engine.providers.openai.compatible import PROFILES, provider_class
 from maple_engine.providers.openai.flex import OpenAIFlexProvider
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.openai.server import OpenAIServerProvider
@@ -42,13 +43,15 @@ class Registered:
     build: Callable[..., Built]
     capabilities: ProviderCapabilities
     root_field: str | None = None  # the setting that takes the job's storage root
+    settings: frozenset[str] = frozenset()  # the settings it is built with (its fields)
 
 
 def _of(provider_class: type[ProviderModel], root_field: str | None = None) -> Registered:
     """``provider_class`` registered: a batch class (a `Provider`, checked in ``_BATCH``) or a
     real-time one (a `RealtimeProvider`)."""
     build = cast(Callable[..., Built], provider_class)
-    return Registered(build, provider_class.capabilities, root_field)
+    fields = frozenset(provider_class.model_fields)
+    return Registered(build, provider_class.capabilities, root_field, fields)
 
 
 _REGISTRY: dict[str, Registered] = {
@@ -56,7 +59,13 @@ _REGISTRY: dict[str, Registered] = {
     "anthropic": _of(AnthropicBatchProvider, "intent_root"),
     "gemini": _of(GeminiBatchProvider),
     "bedrock": _of(BedrockBatchProvider, "storage_root"),
-    emulator.NAME: Registered(emulator.on_emulator, emulator.CAPABILITIES),
+    emulator.NAME: Registered(
+        emulator.on_emulator,
+        emulator.CAPABILITIES,
+        settings=frozenset(OpenAIBatchProvider.model_fields) - {"base_url", "api_key"},
+    ),
+    # every OpenAI-compatible batch API: one profile each, run by the OpenAI batch provider
+    **{profile.name: _of(provider_class(profile)) for profile in PROFILES},
     "openai-realtime": _of(OpenAIRealtimeProvider, "checkpoint_root"),
     "openai-flex": _of(OpenAIFlexProvider, "checkpoint_root"),
     "openai-server": _of(OpenAIServerProvider, "checkpoint_root"),
@@ -99,6 +108,11 @@ def known_capabilities(name: str) -> ProviderCapabilities | None:
     """``capabilities(name)``, or None for a name no provider is registered under."""
     entry = _REGISTRY.get(name)
     return entry.capabilities if entry is not None else None
+
+
+def takes(name: str, setting: str) -> bool:
+    """Is ``setting`` one the provider ``name`` is built with (ConfigError if unknown)?"""
+    return setting in _entry(name).settings
 
 
 def build_provider(

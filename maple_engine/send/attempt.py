@@ -98,7 +98,7 @@ class Sender(Protocol):
     @property
     def checkpoint_seconds(self) -> float: ...
     def endpoint(self) -> str: ...
-    def auth_headers(self) -> dict[str, str]: ...
+    def request_headers(self) -> dict[str, str]: ...
     def resolved_base_url(self) -> str: ...
     def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
         """The API path of these rows' requests, and the requests (one row each, or several)."""
@@ -191,7 +191,7 @@ class AttemptRun:
         self.url = self.p.resolved_base_url().rstrip("/") + path
         timeout = aiohttp.ClientTimeout(total=self.p.timeout_s, connect=min(10.0, self.p.timeout_s))
         connector = aiohttp.TCPConnector(limit=self.p.max_concurrency)
-        headers = self.p.auth_headers() | _JSON
+        headers = self.p.request_headers() | _JSON
         async with aiohttp.ClientSession(
             headers=headers, timeout=timeout, connector=connector, raise_for_status=False
         ) as client:

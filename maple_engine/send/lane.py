@@ -20,6 +20,7 @@ aborts the attempt with ``SetupRefused``; most requests failing the same way, wi
 
 import dataclasses
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
@@ -68,6 +69,14 @@ class RealtimeLane:
 
     def twin_settings(self) -> dict[str, Any]:
         return self.provider.twin_settings()
+
+    @property
+    def extra_headers(self) -> dict[str, str]:
+        return self.provider.extra_headers
+
+    def with_headers(self, headers: Mapping[str, str]) -> "RealtimeLane":
+        provider = self.provider.with_headers(headers)
+        return self if provider is self.provider else RealtimeLane(provider)
 
     def check_credentials(self) -> None:
         self.provider.check_credentials()

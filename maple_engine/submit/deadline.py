@@ -15,6 +15,7 @@ the flex provider's request timeout (15 minutes by default); later ones use stan
 
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import polars as pl
@@ -66,7 +67,7 @@ def _lane(twin: str, batch: Provider, storage_root: str) -> RealtimeLane:
     provider = build_provider(twin, storage_root=storage_root, **batch.twin_settings())
     if not isinstance(provider, RealtimeProvider):
         raise ConfigError(f"{batch.provider_name}'s twin {twin!r} is not a real-time provider.")
-    return RealtimeLane(provider)
+    return RealtimeLane(provider.with_headers(batch.extra_headers))
 
 
 class DeadlineProvider:
@@ -82,6 +83,7 @@ class DeadlineProvider:
         self.storage = storage
         self.job = job
         self.duration_s = duration_s
+        self.kind = kind
         self.realtime = realtime_twin(batch, storage.root)
         self.flex = flex_twin(batch, storage.root, kind)
 
@@ -121,6 +123,16 @@ class DeadlineProvider:
 
     def twin_settings(self) -> dict[str, Any]:
         return self.batch.twin_settings()
+
+    @property
+    def extra_headers(self) -> dict[str, str]:
+        return self.batch.extra_headers
+
+    def with_headers(self, headers: Mapping[str, str]) -> "DeadlineProvider":
+        if dict(headers) == self.extra_headers:
+            return self
+        batch = self.batch.with_headers(headers)
+        return DeadlineProvider(batch, self.storage, self.job, self.duration_s, self.kind)
 
     def close(self) -> None:
         self.batch.close()

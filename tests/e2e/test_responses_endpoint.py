@@ -171,3 +171,27 @@ def test_a_parameter_the_api_refuses_is_one_line_before_any_upload(
     assert says in result.output
     assert stats["files_uploaded"] == 0
     assert stats["requests_billed"] == 0
+
+
+@pytest.mark.parametrize(("provider", "accepted"), [("xai", True), ("together", False)])
+def test_an_openai_compatible_profile_takes_responses_where_its_vendor_does(
+    provider: str, accepted: bool, tmp_path: Path
+) -> None:
+    source = table(tmp_path / "in.parquet")
+    with EmulatorServer(EmulatorConfig(batch_seconds=0.1)) as server:
+        variable = provider.upper()
+        env = {f"{variable}_BASE_URL": f"{server.url}/v1", f"{variable}_API_KEY": "k"}
+        argv = ["enrich", str(source), "--prompt", "Brand of {title}", "--model", "o4-mini"]
+        argv += ["--provider", provider, "--endpoint", "responses", "--quiet"]
+        argv += ["--storage", str(tmp_path / "s"), "--poll-interval", "0.1"]
+        argv += ["--output", str(tmp_path / "out.parquet"), "--allow-untracked-cost"]
+        result = CliRunner(env=env).invoke(main, argv)
+        stats = server.stats()
+    if accepted:
+        assert result.exit_code == 0, result.output
+        rows = pl.read_parquet(tmp_path / "out.parquet")
+        assert rows["llm_status"].to_list() == ["succeeded"] * ROWS
+        assert (rows["llm_reasoning_tokens"] > 0).all()  # o4-mini through /v1/responses
+    else:
+        assert result.exit_code == 2 and "does not serve the Responses API" in result.output
+        assert stats["files_uploaded"] == 0

@@ -120,7 +120,7 @@ def test_submit_returns_a_handle_that_waits_and_cancels(
 def test_maple_job_config_is_the_job_spec() -> None:
     keys = set(enrich_config_schema())
     spec = {"input" if f == "source" else "job" if f == "name" else f for f in JobSpec.model_fields}
-    assert keys == spec | {"retry_failed", "wait"}
+    assert keys == spec | {"retry_failed", "wait", "base_url", "completion_window"}
 
 
 def test_maple_job_runs_a_spec_from_run_config(table: Path, emulator: EmulatorServer) -> None:

@@ -178,3 +178,32 @@ def test_dagster_sensor_with_faults(
     assert merged["llm_status"].to_list() == ["succeeded"] * 20
     assert merged["llm_attempts"].max() > 1  # type: ignore[operator]
     assert stats["bodies_billed_twice"] == 0 and stats["requests_billed"] == 20
+
+
+def test_a_gateways_header_reaches_every_bedrock_call(
+    s3_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--header`` rides on every call of the Bedrock client (added before the request is
+    signed): the emulator, requiring it as a gateway would, answers each one; without it the
+    gateway's refusal is one line, exit 2, nothing sent."""
+    required = ("x-gateway-key",)
+    args = [
+        "enrich", str(table(tmp_path / "in.parquet", 200)), "--prompt", "Name {title}",
+        "--model", MODEL, "--provider", "bedrock", "--storage", f"s3://{BUCKET}/gw",
+        "--output", str(tmp_path / "out.parquet"), "--max-requests-per-batch", "100",
+        "--poll-interval", "0.1", "--quiet",
+    ]  # fmt: skip
+    header = ["--header", "x-gateway-key: gw-bedrock-secret"]
+    with bedrock_emulator(s3_url, monkeypatch, required_headers=required) as server:
+        refused = CliRunner().invoke(main, args)
+        before = server.stats()
+        result = CliRunner().invoke(main, [*args, *header], catch_exceptions=False)
+        stats = server.stats()
+    assert refused.exit_code == 2, refused.output
+    assert "The x-gateway-key header is required" in refused.output
+    assert before["batches_created"] == 0 and before["requests_billed"] == 0
+    assert result.exit_code == 0, result.output
+    out = pl.read_parquet(tmp_path / "out.parquet")
+    assert out["llm_status"].to_list() == ["succeeded"] * 200
+    assert stats["requests_billed"] == 200 and stats["bodies_billed_twice"] == 0
+    assert "gw-bedrock-secret" not in result.output + refused.output

@@ -29,7 +29,7 @@ FLAGS = [
     "--emulator-batch-seconds", "--emulator-fail", "--rpm", "--tpm", "--max-concurrency",
     "--quiet", "--wait", "--timings-json", "--dry-run", "--budget", "--allow-untracked-cost",
     "--no-reuse", "--retry-failed", "--max-enqueued-tokens", "--priority", "--deadline",
-    "--debug",
+    "--debug", "--header",
 ]  # fmt: skip
 
 # Options whose flag the command writes itself (the spec reads what they give: ``JobSpec``'s
@@ -40,6 +40,7 @@ PARSED = {
     "prompt": "--prompt",  # or --prompt-file: exactly one is required
     "params": "--param",
     "retries": "--retry",
+    "headers": "--header",  # repeatable NAME: VALUE
     "response_schema": "--response-schema",  # a file; the field holds its JSON
     "deadline_s": "--deadline",  # a duration, "6h"
 }
@@ -108,7 +109,11 @@ POSITIONAL = {
     "template": "required: the kind's template (prompt, text), which the spec needs of the kind",
     "model": "required (the spec's too)",
 }
-EMPTY_AS_NONE = {"params", "retries"}  # None for none; the spec reads it as its default, {}
+EMPTY_AS_NONE = {
+    "params",
+    "retries",
+    "headers",
+}  # None for none; the spec reads it as its default, {}
 BY_ALIAS = {"deadline_s"}  # ``deadline=`` ("6h", seconds, a timedelta), the spec's alias
 
 

@@ -149,7 +149,9 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
         anthropic_headers(self.api_key, checked_version(self.api_version))
 
     def _new_client(self) -> httpx.Client:
-        headers = anthropic_headers(self.api_key, checked_version(self.api_version))
+        headers = (
+            anthropic_headers(self.api_key, checked_version(self.api_version)) | self.extra_headers
+        )
         return make_client(anthropic_base_url(self.base_url), headers, self.timeout_s)
 
     # -- encoding ---------------------------------------------------------------------------

@@ -5,10 +5,11 @@ with botocore's standard retry mode; errors become the platform's exception tree
 operation named and no secrets.
 """
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from maple_engine.errors import AuthError, ProviderError
+from maple_engine.errors import AuthError, ProviderError, SetupRefused
+from maple_engine.providers.http import names_the_setup
 
 T = TypeVar("T")
 LIST_PAGE = 100
@@ -16,12 +17,22 @@ _AUTH = {"AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenEx
 
 
 class BedrockCalls:
-    def __init__(self, region: str | None, max_retries: int) -> None:
+    def __init__(
+        self, region: str | None, max_retries: int, headers: Mapping[str, str] | None = None
+    ) -> None:
         import boto3  # ~0.3 s to import: only when a Bedrock job runs, not with every command
         from botocore.config import Config
 
         config = Config(retries={"max_attempts": max_retries + 1, "mode": "standard"})
         self.client: Any = boto3.client("bedrock", region_name=region, config=config)
+        if headers:  # a gateway's, on every call (added before the request is signed)
+            extra = dict(headers)
+
+            def add_headers(request: Any, **_: Any) -> None:
+                for name, value in extra.items():
+                    request.headers[name] = value
+
+            self.client.meta.events.register("before-sign.bedrock", add_headers)
 
     def _call(self, what: str, call: Callable[[], T]) -> T:
         from botocore.exceptions import BotoCoreError, ClientError
@@ -34,6 +45,9 @@ class BedrockCalls:
             detail = f"Bedrock {what} failed: {error.get('Code')}: {error.get('Message')}"
             if error.get("Code") in _AUTH or status in {401, 403}:
                 raise AuthError(f"{detail}. Check the AWS credentials.", status) from exc
+            if status in {400, 422} and names_the_setup(str(error.get("Message") or "")):
+                # a gateway's "header ... required": every call would get it, no row is at fault
+                raise SetupRefused(f"{detail}: fix what it names, then rerun.", status) from exc
             raise ProviderError(detail, status) from exc
         except BotoCoreError as exc:
             raise ProviderError(f"Bedrock {what} failed: {exc}") from exc

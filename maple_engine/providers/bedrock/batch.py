@@ -137,7 +137,7 @@ class BedrockBatchProvider(BatchProviderBasics, ProviderModel):
         self.resolved_role()
 
     def _calls(self) -> BedrockCalls:
-        return BedrockCalls(self.region, self.max_retries)
+        return BedrockCalls(self.region, self.max_retries, self.extra_headers)
 
     # -- encoding ---------------------------------------------------------------------------
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:

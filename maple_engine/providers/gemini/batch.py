@@ -113,7 +113,7 @@ class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
         gemini_api_key(self.api_key)
 
     def _new_client(self) -> httpx.Client:
-        headers = {"x-goog-api-key": gemini_api_key(self.api_key)}
+        headers = {"x-goog-api-key": gemini_api_key(self.api_key)} | self.extra_headers
         return make_client(gemini_base_url(self.base_url), headers, self.timeout_s)
 
     # -- encoding ---------------------------------------------------------------------------

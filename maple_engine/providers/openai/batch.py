@@ -8,6 +8,7 @@ import polars as pl
 from pydantic import Field, PrivateAttr
 
 from maple_engine.crashpoints import crash_point
+from maple_engine.errors import ConfigError
 from maple_engine.failures import FailureClass, classify_http, classify_line_error
 from maple_engine.model import CHAT, EMBEDDING, ENDED_STATES, BatchState, Submission
 from maple_engine.providers.base import (
@@ -32,6 +33,7 @@ from maple_engine.providers.http import download, make_client, request
 from maple_engine.providers.lost import LOST
 from maple_engine.providers.openai import billing, wire
 from maple_engine.providers.openai.lines import parse_result_file
+from maple_engine.settings import api_key_env
 
 LIST_PAGE = 100
 CAPABILITIES = ProviderCapabilities(
@@ -47,6 +49,7 @@ CAPABILITIES = ProviderCapabilities(
     endpoints=frozenset({"chat", "responses"}),
     reasoning_models=wire.REASONING_MODELS,
     credentials="openai",
+    completion_windows=("24h",),
     billing_report=billing.billing_report,
     caching=wire.CACHING,
     models=wire.MODELS,
@@ -57,6 +60,8 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
     """Runs shards through the OpenAI Batch API: upload JSONL, create, poll, download, parse."""
 
     capabilities: ClassVar[ProviderCapabilities] = CAPABILITIES
+    #: the base URL when none is given (None: one must be, an OpenAI-compatible API's)
+    default_base_url: ClassVar[str | None] = wire.DEFAULT_BASE_URL
     _http: httpx.Client | None = PrivateAttr(default=None)
 
     name: str = Field(default="openai", description="Provider name recorded in costs and output.")
@@ -75,6 +80,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
         default="/v1/responses", description="Batch endpoint of --endpoint responses jobs."
     )
     completion_window: str = Field(default="24h", description="Batch completion window.")
+    file_purpose: str = Field(default="batch", description="Purpose of uploaded batch files.")
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
     max_retries: int = Field(default=6, description="Retries of a control call on 429/5xx.")
     max_requests: int = Field(
@@ -92,15 +98,25 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
         return ProviderLimits(self.max_requests, self.max_bytes)
 
     def resolved_base_url(self) -> str:
-        return wire.openai_base_url(self.base_url)
+        base_url = self.base_url or self.default_base_url
+        if base_url is None:
+            env = f"{(self.capabilities.credentials or 'maple').upper()}_BASE_URL"
+            raise ConfigError(
+                f"--provider {self.name} needs the API's base URL: give --base-url or set {env} "
+                "(the prefix before /files and /batches, e.g. http://127.0.0.1:8787/v1)."
+            )
+        return base_url.rstrip("/")
+
+    def _key_env(self) -> str:
+        return api_key_env(self.capabilities.credentials or "openai")
 
     def check_credentials(self) -> None:
-        wire.openai_headers(self.api_key)
+        self.resolved_base_url()
+        wire.openai_headers(self.api_key, self._key_env())
 
     def _new_client(self) -> httpx.Client:
-        return make_client(
-            self.resolved_base_url(), wire.openai_headers(self.api_key), self.timeout_s
-        )
+        headers = wire.openai_headers(self.api_key, self._key_env()) | self.extra_headers
+        return make_client(self.resolved_base_url(), headers, self.timeout_s)
 
     # -- encoding ---------------------------------------------------------------------------
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
@@ -136,7 +152,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
                 files={
                     "file": (f"{payload.shard}-{payload.attempt}.jsonl", data, "application/jsonl")
                 },
-                data={"purpose": "batch"},
+                data={"purpose": self.file_purpose},
             )
             file_id = str(upload.json()["id"])
             crash_point("after_upload")
@@ -158,10 +174,11 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
     def _state(self, batch: dict[str, Any]) -> BatchState:
         errors = (batch.get("errors") or {}).get("data") or []
         counts = batch.get("request_counts") or {}
+        status = str(batch["status"]).lower()  # Together documents COMPLETED, IN_PROGRESS...
         return BatchState(
             batch_id=str(batch["id"]),
-            status=str(batch["status"]),
-            ended=batch["status"] in ENDED_STATES,
+            status=status,
+            ended=status in ENDED_STATES,
             errors=tuple(str(e.get("message", "")) for e in errors),
             error_codes=tuple(str(e.get("code", "")) for e in errors),
             completed=int(counts.get("completed", 0)),
@@ -178,7 +195,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
         with self._client() as client:
             for batch in self._batches().listing(client):
                 meta = batch.get("metadata") or {}
-                if meta.get("maple_job") != job or batch.get("status") in {"failed"}:
+                if meta.get("maple_job") != job or str(batch.get("status")).lower() == "failed":
                     continue
                 found.append(
                     Submission(

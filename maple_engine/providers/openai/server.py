@@ -58,7 +58,7 @@ class OpenAIServerProvider(OpenAIRealtimeProvider):
 
     def check_endpoint(self) -> None:
         """``GET /models`` once: the server answers and serves the job's model."""
-        served = served_models(self.resolved_base_url(), self.auth_headers())
+        served = served_models(self.resolved_base_url(), self.request_headers())
         if self.model is not None and self.model not in served:
             listed = ", ".join(sorted(served)) or "none"
             raise ConfigError(

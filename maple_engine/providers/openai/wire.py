@@ -62,11 +62,11 @@ def openai_base_url(base_url: str | None) -> str:
     return (base_url or DEFAULT_BASE_URL).rstrip("/")
 
 
-def openai_headers(api_key: str | None) -> dict[str, str]:
-    """The bearer header for ``api_key``; a clear error without one."""
+def openai_headers(api_key: str | None, env: str = "OPENAI_API_KEY") -> dict[str, str]:
+    """The bearer header for ``api_key``; a clear error naming ``env`` without one."""
     if not api_key:
         raise ConfigError(
-            "OPENAI_API_KEY is not set: export it (or pass api_key to the provider "
+            f"{env} is not set: export it (or pass api_key to the provider "
             "resource), or use --provider emulator to try the platform without a key."
         )
     return {"Authorization": f"Bearer {api_key}"}

@@ -1,0 +1,111 @@
+"""The emulator as an AI gateway in front of it would answer: one ASGI middleware.
+
+- ``required_headers`` (``--require-header NAME``): a provider call (any path but
+  ``/_emulator/...``) without one of them is answered 400 with the gateway's own envelope
+  (``{"status": "failure", "message": "..."}``, as Portkey's gateway answers), naming the header.
+- ``gateway_nulls`` (``--gateway-nulls``): OpenAI batch and file objects come back the way
+  LiteLLM's proxy re-shapes them: ``null`` for every optional field the object lacks
+  (``usage``, ``request_counts`` until known, ``errors``, ``output_file_id``...), and fields the
+  API does not define (``custom_llm_provider``, ``_hidden_params``).
+"""
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+import orjson
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+# Every optional member of OpenAI's batch object: a gateway sends each, ``null`` when unset.
+BATCH_OPTIONAL = (
+    "errors", "output_file_id", "error_file_id", "in_progress_at", "finalizing_at",
+    "completed_at", "failed_at", "expired_at", "cancelling_at", "cancelled_at",
+    "request_counts", "metadata", "usage", "model",
+)  # fmt: skip
+FILE_OPTIONAL = ("expires_at", "status_details")
+# What LiteLLM's objects carry beside the API's own fields.
+EXTRA = {"custom_llm_provider": "openai", "_hidden_params": {"litellm_call_id": None}}
+
+
+class GatewayMiddleware:
+    """Answers as a gateway would: ``required`` headers, ``nulls`` re-shaped objects."""
+
+    def __init__(self, app: App, required: tuple[str, ...], nulls: bool) -> None:
+        self.app = app
+        self.required = tuple(name.lower() for name in required)
+        self.nulls = nulls
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = str(scope.get("path", ""))
+        if scope["type"] != "http" or path.startswith("/_emulator"):
+            await self.app(scope, receive, send)
+            return
+        sent = {k.decode("latin-1").lower() for k, _ in scope.get("headers", [])}
+        missing = [name for name in self.required if name not in sent]
+        if missing:
+            await _refuse(send, missing[0])
+            return
+        if self.nulls and _reshaped_path(path):
+            await self.app(scope, receive, _Reshaping(send).send)
+            return
+        await self.app(scope, receive, send)
+
+
+def _reshaped_path(path: str) -> bool:
+    """The batches and files routes whose answers are objects (not a file's content)."""
+    return path.startswith(("/v1/batches", "/v1/files")) and not path.endswith("/content")
+
+
+async def _refuse(send: Send, header: str) -> None:
+    body = orjson.dumps({"status": "failure", "message": f"The {header} header is required"})
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class _Reshaping:
+    """Holds a JSON answer back until its last chunk, then sends it re-shaped."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self._start: Message | None = None
+        self._chunks: list[bytes] = []
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self._start = message
+            return
+        self._chunks.append(message.get("body", b""))
+        if message.get("more_body"):
+            return
+        body = b"".join(self._chunks)
+        assert self._start is not None
+        status = int(self._start["status"])
+        if status < 300:
+            body = orjson.dumps(reshape(orjson.loads(body)))
+        headers = [(k, v) for k, v in self._start["headers"] if k.lower() != b"content-length"]
+        headers.append((b"content-length", b"%d" % len(body)))
+        await self._send({**self._start, "headers": headers})
+        await self._send({"type": "http.response.body", "body": body})
+
+
+def reshape(answer: Any) -> Any:
+    """A batch, file or list of them as the gateway returns it."""
+    if not isinstance(answer, dict):
+        return answer
+    if answer.get("object") == "list":
+        return {**answer, "data": [reshape(item) for item in answer.get("data") or []]}
+    optional = {"batch": BATCH_OPTIONAL, "file": FILE_OPTIONAL}.get(str(answer.get("object")))
+    if optional is None:
+        return answer
+    nulled = {**dict.fromkeys(optional), **answer, **EXTRA}
+    counts = nulled.get("request_counts")
+    if isinstance(counts, dict) and not counts.get("total"):
+        nulled["request_counts"] = None  # not known yet (validating)
+    if not nulled.get("errors"):
+        nulled["errors"] = None
+    return nulled
