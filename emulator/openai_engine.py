@@ -12,7 +12,7 @@ import orjson
 
 from emulator import responses_api
 from emulator.faults import FaultDrawer, body_key
-from emulator.reasoning import reasoning_problem, reasoning_tokens
+from emulator.reasoning import fit_to_limit, reasoning_problem, reasoning_tokens
 from emulator.replies import echo_text, has_image, instance_for_schema, invalid_instance
 from emulator.tokens import count_tokens, prompt_tokens
 
@@ -87,19 +87,6 @@ def unsupported(message: str, param: str) -> Outcome:
     return Outcome(
         400, error_body(message, "invalid_request_error", param, "unsupported_parameter")
     )
-
-
-def fit_to_limit(text: str, reasoning: int, limit: Any) -> tuple[str, int, bool]:
-    """``(answer, reasoning, cut)`` within a token ``limit`` that covers the reasoning first
-    and the answer with what is left (``cut``: the answer was shortened)."""
-    if not isinstance(limit, int) or limit <= 0:
-        return text, reasoning, False
-    if reasoning >= limit:
-        return "", limit, True
-    room = limit - reasoning
-    if count_tokens(text) > room:
-        return text[: room * 4], reasoning, True
-    return text, reasoning, False
 
 
 def _chat_problem(body: dict[str, Any]) -> Outcome | None:

@@ -17,6 +17,8 @@ The contract (deterministic, so tests can hold the client's books to it):
 
 from typing import Any
 
+from emulator.tokens import count_tokens
+
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
 REASONING_PER_TOKEN = {"minimal": 0, "low": 2, "medium": 4, "high": 8}
 DEFAULT_EFFORT = "medium"
@@ -63,3 +65,16 @@ def reasoning_tokens(body: dict[str, Any], answer_tokens: int) -> int:
 def fast_path_ok(body: dict[str, Any]) -> bool:
     """Whether a chat body spends no reasoning (the batch pass's template has none)."""
     return not is_reasoning_model(body.get("model")) and "reasoning_effort" not in body
+
+
+def fit_to_limit(text: str, reasoning: int, limit: Any) -> tuple[str, int, bool]:
+    """``(answer, reasoning, cut)`` within a token ``limit`` that covers the reasoning first
+    and the answer with what is left (``cut``: the answer was shortened)."""
+    if not isinstance(limit, int) or limit <= 0:
+        return text, reasoning, False
+    if reasoning >= limit:
+        return "", limit, True
+    room = limit - reasoning
+    if count_tokens(text) > room:
+        return text[: room * 4], reasoning, True
+    return text, reasoning, False

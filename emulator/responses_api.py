@@ -16,7 +16,13 @@ from typing import Any
 
 import orjson
 
-from emulator.reasoning import DEFAULT_EFFORT, effort_of, is_reasoning_model, reasoning_problem
+from emulator.reasoning import (
+    DEFAULT_EFFORT,
+    effort_of,
+    fit_to_limit,
+    is_reasoning_model,
+    reasoning_problem,
+)
 from emulator.reasoning import reasoning_tokens as spent_reasoning
 from emulator.replies import echo_text, instance_for_schema, invalid_instance
 from emulator.tokens import count_tokens, prompt_tokens
@@ -112,11 +118,8 @@ def answer(
     thought = spent_reasoning(body, count_tokens(shown))
     cut = False
     limit = body.get("max_output_tokens")
-    if refusal is None and isinstance(limit, int) and limit > 0:
-        if thought >= limit:
-            text, thought, cut = "", limit, True
-        elif count_tokens(text) > limit - thought:
-            text, cut = text[: (limit - thought) * 4], True
+    if refusal is None:
+        text, thought, cut = fit_to_limit(text, thought, limit)
         shown = text
     visible = 0 if cut and not shown else count_tokens(shown)
     prompt = request_prompt_tokens(body)

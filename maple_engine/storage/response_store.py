@@ -141,7 +141,7 @@ class ResponseStore:
         files = self.files(bucket)
         if not files:
             return pl.LazyFrame(schema=_SCHEMA)
-        scans = [_with_added(self.storage.scan_parquet(k)).select(list(_SCHEMA)) for k in files]
+        scans = [self.storage.scan_parquet(k, schema=_SCHEMA) for k in files]
         return pl.concat(scans, how="vertical_relaxed")
 
     def collected(self, names: list[str]) -> pl.DataFrame:

@@ -10,7 +10,7 @@ import contextlib
 import os
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from email.utils import parsedate_to_datetime
 from typing import IO, Any
 
@@ -281,10 +281,20 @@ class Storage:
         with self.open_read(key) as handle:
             return pl.read_parquet(handle, columns=columns)
 
-    def scan_parquet(self, key: str) -> pl.LazyFrame:
-        """A lazy scan: nothing is read until the frame is collected or sunk."""
+    def scan_parquet(self, key: str, schema: Mapping[str, Any] | None = None) -> pl.LazyFrame:
+        """A lazy scan: nothing is read until the frame is collected or sunk. With ``schema``,
+        just those columns, one a file lacks (written before it existed) as nulls."""
         uri = self.uri(key)
-        return pl.scan_parquet(uri, storage_options=polars_storage_options(uri, self.s3))
+        options = polars_storage_options(uri, self.s3)
+        if schema is None:
+            return pl.scan_parquet(uri, storage_options=options)
+        return pl.scan_parquet(
+            uri,
+            storage_options=options,
+            schema=dict(schema),
+            missing_columns="insert",
+            extra_columns="ignore",
+        )
 
     def write_parquet(self, key: str, frame: pl.DataFrame | pa.Table) -> None:
         table = frame.to_arrow() if isinstance(frame, pl.DataFrame) else frame
