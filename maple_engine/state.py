@@ -179,6 +179,19 @@ class JobState:
         if self.storage.exists(self.paths.queue_wait):  # a sensor's listing answers this
             self.storage.delete(self.paths.queue_wait)
 
+    def chain_held(self, now: float) -> bool:
+        """A chained submissions run holds the job's waiting shards at ``now``: it sends them
+        in order itself, so no other run is asked to (`maple_engine.submit.queue.Chain`)."""
+        record = self._record(self.paths.chain)
+        return record is not None and float(record.get("until", 0)) > now
+
+    def hold_chain(self, until: float) -> None:
+        self.storage.write_json(self.paths.chain, {"until": until})
+
+    def release_chain(self) -> None:
+        if self.storage.exists(self.paths.chain):
+            self.storage.delete(self.paths.chain)
+
     def interrupted(self) -> bool:
         """A Ctrl-C stopped the job's driver, and no run of the job started since."""
         return self.storage.exists(self.paths.interrupted)

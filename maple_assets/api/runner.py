@@ -14,7 +14,6 @@ from maple_assets.api.interrupts import interrupts_seen
 from maple_assets.api.progress import Counts, Progress
 from maple_assets.binding import job_for
 from maple_assets.factory import Enrichment
-from maple_assets.graph.admission import wait_note
 from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job
 from maple_engine.merge.merge import OutputTable
@@ -28,11 +27,6 @@ from resources.dagster_private import (
 from resources.dagster_private import (
     EPHEMERAL_JOB_NAME as STAGE_JOB,  # the job name ``dg.materialize`` gives its runs
 )
-
-CHAIN_WAIT_S = 30.0  # how long a chained shard waits for the batch before it to be validated
-#: Shards one chained run sends: then the driver ticks and collects what ended (an in-process
-#: Dagster run cannot run beside another: both configure the process's logging).
-CHAIN_SHARDS = 16
 
 
 def instance_for(storage_root: str) -> dg.DagsterInstance:
@@ -151,17 +145,17 @@ class Runner:
                 self.materialize(key, ranked[start], ranked[i - 1], config)
                 start = i
 
-    def submit(self, key: dg.AssetKey, shards: list[str]) -> None:
-        """Submit the admitted ``shards``; while the provider queue's limit is being learned,
-        the shards that wait only for their validation go in the same run, as a chain (each
-        sent once the run's batch before it passed validation: `maple_engine.submit.queue.
-        Chain`), instead of one sensor tick and one run each."""
-        note = wait_note(self.job()) or {}
-        chained = [s for s in note.get("validating", []) if s not in shards][:CHAIN_SHARDS]
-        if not chained:
-            self.run_ranges(key, shards)
-            return
-        self.run_ranges(key, shards + chained, {"wait_for_validation_s": CHAIN_WAIT_S})
+    def submit(self, key: dg.AssetKey, requests: list[dg.RunRequest]) -> None:
+        """Submit what the sensor admitted: single shards as few runs as possible, and a
+        chained run (while the provider queue's limit is being learned, the shards that wait
+        only for validation, sent one after another: `maple_engine.submit.queue.Chain`) as
+        the sensor asked for it, its range and its run config."""
+        singles = [str(r.partition_key) for r in requests if RANGE_START not in r.tags]
+        if singles:
+            self.run_ranges(key, singles)
+        for chained in (r for r in requests if RANGE_START in r.tags):
+            config = chained.run_config["ops"]["__".join(key.path)]["config"]
+            self.materialize(key, chained.tags[RANGE_START], chained.tags[RANGE_END], config)
 
     def _spent(self, stage: str, started: float, cpu: float) -> None:
         self.timings[stage] = self.timings.get(stage, 0.0) + time.monotonic() - started
@@ -196,6 +190,7 @@ class Runner:
             self.progress.close()
 
     def _run(self, adopt: list[str]) -> OutputTable:
+        self.job().state.release_chain()  # a chain of an earlier driver, gone: this one's lease
         self.materialize(self.enrichment.key("input_shards"), config=self.shard_config)
         if adopt:
             self.run_ranges(self.enrichment.key("submissions"), adopt)
@@ -207,17 +202,17 @@ class Runner:
             if self._interrupted():  # a Ctrl-C raised in a callback of a tick, and dropped
                 raise KeyboardInterrupt
             requests = self.tick()
-            by_asset: dict[dg.AssetKey, list[str]] = {}
+            by_asset: dict[dg.AssetKey, list[dg.RunRequest]] = {}
             for request in requests:
                 key = request.asset_selection[0] if request.asset_selection else merged_key
-                by_asset.setdefault(key, []).append(str(request.partition_key))
+                by_asset.setdefault(key, []).append(request)
                 self.executed.add(str(request.run_key))
-            collections.add(by_asset.pop(collect_key, []))
-            for key, shards in by_asset.items():
+            collections.add([str(r.partition_key) for r in by_asset.pop(collect_key, [])])
+            for key, asked in by_asset.items():
                 if key == submissions_key:
-                    self.submit(key, shards)
+                    self.submit(key, asked)
                 elif key != merged_key:
-                    self.run_ranges(key, shards)
+                    self.run_ranges(key, [str(r.partition_key) for r in asked])
             if collections.due(submitting=bool(by_asset)):
                 self.run_ranges(collect_key, collections.take())
             if merged_key in by_asset:

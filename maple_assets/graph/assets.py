@@ -236,7 +236,11 @@ def submissions_asset(
         # A chain sends in order, each shard after the one before it passed validation.
         serial = spec.budget_usd is not None or job.mode == "realtime" or chain is not None
         parallel = 1 if serial else SUBMIT_PARALLELISM
-        output = per_shard(context, one, parallel=parallel)
+        try:
+            output = per_shard(context, one, parallel=parallel)
+        finally:
+            if chain is not None:
+                chain.release(job)
         stop = job.state.stop_reason()
         if stop:
             context.log.warning(f"job {spec.name} stopped submitting: {stop}")

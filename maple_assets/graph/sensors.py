@@ -1,11 +1,18 @@
 """The sensor of one enrichment: polls the provider and requests the runs each shard needs."""
 
+import time
 from collections.abc import Sequence
 
 import dagster as dg
 
 from maple_assets.binding import job_for
-from maple_assets.graph.admission import plan_submissions, wait_message, wait_note
+from maple_assets.graph.admission import (
+    CHAIN_WAIT_S,
+    chain_after,
+    plan_submissions,
+    wait_message,
+    wait_note,
+)
 from maple_assets.graph.engine_log import engine_log_to
 from maple_assets.graph.listed import ListedStorage
 from maple_assets.graph.names import dagster_name
@@ -18,6 +25,16 @@ from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.submit.budget import resume_budget_stop
 from maple_engine.work import generation, pending_work
+from resources.dagster_private import (
+    ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
+)
+from resources.dagster_private import (
+    ASSET_PARTITION_RANGE_START_TAG as RANGE_START,
+)
+
+#: How long the sensor holds the shards of a chained run it asked for until that run's first
+#: shard holds them itself (the run's launch: a run worker, a code server's answer).
+CHAIN_LAUNCH_S = 60.0
 
 
 def enrichment_sensor(
@@ -28,6 +45,8 @@ def enrichment_sensor(
     interval: int,
 ) -> dg.SensorDefinition:
     submissions_key, raw_key, merged_key = (a.key for a in assets[1:])
+    pdef = assets[1].partitions_def
+    pdef_name = pdef.name if isinstance(pdef, dg.DynamicPartitionsDefinition) else None
 
     @dg.sensor(
         name=f"{dagster_name(spec.name)}_sensor",
@@ -48,11 +67,15 @@ def enrichment_sensor(
         lifted = resume_budget_stop(job.state, spec.budget_usd)
         if lifted:
             context.log.info(f"budget raised to {spec.budget_usd}: resuming ({lifted})")
-        wanted = run_requests(job, submissions_key, raw_key, merged_key)
-        wanted, revived = revive(_instance(context), wanted)  # runs that died for good
+        instance = _instance(context)
+        order = instance.get_dynamic_partitions(pdef_name) if instance and pdef_name else None
+        wanted = run_requests(job, submissions_key, raw_key, merged_key, order)
+        wanted, revived = revive(instance, wanted)  # runs that died for good
         for line in revived:
             context.log.warning(f"{spec.name}: {line}")
         fresh, cursor = fresh_requests(wanted, context.cursor)
+        if any(RANGE_START in r.tags and r.asset_selection == [submissions_key] for r in fresh):
+            job.state.hold_chain(time.time() + CHAIN_LAUNCH_S)  # until its first shard holds
         waiting = wait_message(wait_note(job))
         if waiting and context.log_key:  # the daemon keeps tick logs; the CLI has its own line
             context.log.info(f"{spec.name}: {waiting}")
@@ -70,13 +93,20 @@ def _instance(context: dg.SensorEvaluationContext) -> dg.DagsterInstance | None:
 
 
 def run_requests(
-    job: Job, submissions_key: dg.AssetKey, raw_key: dg.AssetKey, merged_key: dg.AssetKey
+    job: Job,
+    submissions_key: dg.AssetKey,
+    raw_key: dg.AssetKey,
+    merged_key: dg.AssetKey,
+    order: Sequence[str] | None = None,
 ) -> list[dg.RunRequest]:
-    """The runs a job needs now; run keys are deterministic so a request is never doubled."""
+    """The runs a job needs now; run keys are deterministic so a request is never doubled.
+    ``order``: the shard partitions in order (None: no chained run, each shard its own)."""
     work = pending_work(job)
     name = job.spec.name
     tags = run_tags(job.spec, job.state)
     admitted = plan_submissions(job, work)  # the queue's room and the deadline decide
+    shards = list(admitted.tickets)
+    chained = chain_after(shards, admitted.validating, list(order or []))
     requests = [
         dg.RunRequest(
             run_key=f"{name}:{shard}:submit:{job.state.progress(shard).attempt}{ticket}",
@@ -84,8 +114,26 @@ def run_requests(
             partition_key=shard,
             tags=tags,
         )
-        for shard, ticket in admitted.items()
+        for shard, ticket in admitted.tickets.items()
+        if not (chained and shard == shards[-1])
     ]
+    if chained:  # the last admitted shard's run sends the ones that wait for validation after it
+        first, last = shards[-1], chained[-1]
+        attempt = job.state.progress(first).attempt
+        requests.append(
+            dg.RunRequest(
+                run_key=f"{name}:{first}..{last}:submit:{attempt}{admitted.tickets[first]}",
+                asset_selection=[submissions_key],
+                tags={**tags, RANGE_START: first, RANGE_END: last},
+                run_config={
+                    "ops": {
+                        "__".join(submissions_key.path): {
+                            "config": {"wait_for_validation_s": CHAIN_WAIT_S}
+                        }
+                    }
+                },
+            )
+        )
     requests += [
         dg.RunRequest(
             run_key=f"{name}:{shard}:collect:{sub.batch_id}:{sub.attempt}",

@@ -20,6 +20,8 @@ Layout of one job ``<job>``::
         driver/                         the driver lease (one `maple enrich` per job)
         sharding/                       the sharding lease (one `input_shards` run at a time)
         queue_wait.json                 why the job's next shard waits for queue room
+        chain.json                      a chained submissions run is sending the shards that
+                                        wait for validation, until when (`submit.queue.Chain`)
         shards/<key>.parquet            input columns + row id + encoded request
         <key>/plan-<n>.parquet          custom ids sent in attempt n
         <key>/submission-<n>.json       the provider batch of attempt n (right after create)
@@ -166,6 +168,10 @@ class JobLayout:
     @property
     def queue_wait(self) -> str:
         return self.state("queue_wait.json")
+
+    @property
+    def chain(self) -> str:
+        return self.state("chain.json")
 
     # -- provider-side records (``folder`` is the provider's own) ---------------------------
     def provider_state(self, folder: str, *parts: str) -> str:

@@ -286,7 +286,11 @@ class Chain:
     guarantee: at most one batch beyond what the queue was seen to hold awaits validation, so
     at most one fails while the limit is learned. A shard that waits for anything else (a known
     limit, other jobs' batches, fair shares), or longer than ``wait_s``, is left to the
-    sensor."""
+    sensor. While it waits, the job's state says a chain holds the job's waiting shards (until
+    a little past the wait, so a run that died lets go by itself) and the sensor asks no other
+    run to send them; the run lets go when it ends (`release`)."""
+
+    HOLD_SLACK_S = 30.0  # how long past a shard's wait the hold outlives a run that died
 
     def __init__(self, wait_s: float) -> None:
         self.wait_s = wait_s
@@ -295,6 +299,7 @@ class Chain:
 
     def admit(self, job: "Job", queue: Queue, shard: str, attempt: int) -> bool:
         until = time.monotonic() + self.wait_s
+        job.state.hold_chain(time.time() + self.wait_s + self.HOLD_SLACK_S)
         if self._dead is None:  # jobs gone for good: looked up once per run
             self._dead = gone(job, queue)
         while True:
@@ -303,6 +308,11 @@ class Chain:
                 return True
             if not decision.validating or not self.sent or not self._validated(job, queue, until):
                 return False
+
+    @staticmethod
+    def release(job: "Job") -> None:
+        """The run's chain has ended: the sensor may ask for the shards it left."""
+        job.state.release_chain()
 
     def _validated(self, job: "Job", queue: Queue, until: float) -> bool:
         """Wait until one of this run's batches passes validation (False: not by ``until``)."""
