@@ -85,7 +85,12 @@ def drive(
                 continue
             launched.add(str(request.run_key))
             materialize(
-                defs, instance, *request.asset_selection, partition_key=request.partition_key
+                defs,
+                instance,
+                *request.asset_selection,
+                partition_key=request.partition_key,
+                tags=request.tags,  # a chained submissions run: its partition range
+                run_config=request.run_config,
             )
             if ":merged:" in str(request.run_key):
                 return
