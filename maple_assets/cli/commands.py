@@ -1,4 +1,4 @@
-"""The ``maple`` command line: enrich, embed, status, cancel, costs, emulator."""
+"""The ``maple`` command line: enrich, embed, status, cancel, costs, emulator, dev."""
 
 import importlib
 import sys
@@ -27,6 +27,7 @@ LAZY_COMMANDS = {
     "reconcile": "maple_assets.cli.reconcile:reconcile_command",
     "status": "maple_assets.cli.status:status_command",
     "cancel": "maple_assets.cli.status:cancel_command",
+    "dev": "maple_assets.cli.dev:dev_command",
 }
 
 
