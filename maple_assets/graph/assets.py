@@ -7,7 +7,7 @@ only: a shard's state and answers live under the storage root, and ``merged`` re
 
 import dataclasses
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dagster as dg
@@ -66,7 +66,7 @@ def input_shards_asset(
 ) -> dg.AssetsDefinition:
     def body(
         context: dg.AssetExecutionContext, config: InputShardsConfig, table: Any
-    ) -> dg.Output[pl.DataFrame]:
+    ) -> Iterator[dg.Output[pl.DataFrame]]:
         run_spec = spec.model_copy(update={"reuse": spec.reuse and not config.no_reuse})
         job = job_for(run_spec, policy, context.resources)
         tag_run(context, spec, job.state)
@@ -77,10 +77,9 @@ def input_shards_asset(
         except CanaryFailed as exc:  # the run fails before any submission: the UI shows why
             raise dg.Failure(str(exc), metadata=canary_metadata(job), allow_retries=False) from exc
         current_partitions(context.instance, pdef.name or "", [s.key for s in shards])
-        mark_reused_shards(context, job, shards, spec.name)
         manifest = pl.DataFrame([dataclasses.asdict(s) for s in shards])
         warnings.filterwarnings("ignore", category=dg.BetaWarning)  # data_version is Beta
-        return dg.Output(
+        yield dg.Output(
             manifest,
             data_version=dg.DataVersion(version.input_digest),
             metadata={
@@ -97,6 +96,8 @@ def input_shards_asset(
                 **canary_metadata(job),
             },
         )
+        # after this materialization, so the reused shards' read as up to date with it
+        mark_reused_shards(context, job, shards, spec.name)
 
     key = asset_key(spec.name, "input_shards")
     description = (
@@ -116,8 +117,8 @@ def input_shards_asset(
         )
         def input_shards(
             context: dg.AssetExecutionContext, config: InputShardsConfig
-        ) -> dg.Output[pl.DataFrame]:
-            return body(context, config, spec.source)
+        ) -> Iterator[dg.Output[pl.DataFrame]]:
+            yield from body(context, config, spec.source)
 
         return input_shards
 
@@ -132,12 +133,12 @@ def input_shards_asset(
     )
     def input_shards_from_asset(
         context: dg.AssetExecutionContext, config: InputShardsConfig, table: Any
-    ) -> dg.Output[pl.DataFrame]:
+    ) -> Iterator[dg.Output[pl.DataFrame]]:
         if isinstance(table, pl.LazyFrame):
             table = table.collect()
         if not isinstance(table, (pl.DataFrame, pa.Table)):
             table = pl.DataFrame(table)
-        return body(context, config, table)
+        yield from body(context, config, table)
 
     return input_shards_from_asset
 

@@ -1,12 +1,15 @@
 """The shard partitions are the current version's: after an edit, the earlier version's
 partitions are gone (a file's rerun has partitions for the rows it sends only), and a shard
-whose rows were all reused reads as materialized, not Missing (through the real Dagster
-instance, the CLI's runner and the emulator)."""
+whose rows were all reused reads as materialized, not Missing, and up to date with the
+``input_shards`` run that reused it, not Unsynced (through the real Dagster instance, the
+CLI's runner and the emulator)."""
 
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
+from dagster._core.definitions.data_version import CachingStaleStatusResolver, StaleStatus
+from dagster._core.loader import LoadingContextForTest
 
 from emulator.server import EmulatorServer
 from maple_assets.api.runner import Runner
@@ -45,12 +48,21 @@ def test_an_edit_leaves_only_the_new_versions_partitions(
             dg.AssetRecordsFilter(asset_key=en.key("submissions"), asset_partitions=third),
             limit=10,
         ).records
+        defs = dg.Definitions(assets=en.assets, asset_checks=en.checks, resources=resources)
+        graph = defs.resolve_asset_graph()
+        stale = CachingStaleStatusResolver(instance, graph, LoadingContextForTest(instance))
+        statuses = {
+            (stage, shard): stale.get_status(en.key(stage), shard)
+            for stage in ("submissions", "raw_responses")
+            for shard in third
+        }
         resources["maple_costs"].close()
     assert (len(first), len(second), len(third)) == (3, 1, 2)
     assert not set(first) & set(second) and not set(second) & set(third)
     for stage, materialized in status.items():
         assert set(third) <= materialized, stage  # nothing Missing, the reused shards too
     assert len(reused) == 2
+    assert set(statuses.values()) == {StaleStatus.FRESH}, statuses  # not Unsynced in the UI
     assert {r.asset_materialization.metadata["requests"].value for r in reused} == {0}  # type: ignore[union-attr]
     assert pl.read_parquet(tmp_path / "out.parquet")["llm_status"].to_list() == ["succeeded"] * 6
 
