@@ -30,12 +30,15 @@ def make_client(
     headers: dict[str, str],
     timeout_s: float,
     transport: httpx.BaseTransport | None = None,
+    params: dict[str, str] | None = None,
 ) -> httpx.Client:
-    """An httpx client with explicit timeouts (connect is short; reads may stream files)."""
+    """An httpx client with explicit timeouts (connect is short; reads may stream files);
+    ``params`` go in the query of every call (an API version Azure takes there)."""
     timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
     return httpx.Client(
         base_url=base_url.rstrip("/"),
         headers=headers,
+        params=params,
         timeout=timeout,
         transport=transport,
         verify=_tls_context(),
@@ -200,15 +203,17 @@ def first_contact(
     api: str,
     family: str | None,
     expect: str | None = None,
+    url_env: str | None = None,
 ) -> None:
     """One cheap authenticated GET of ``path`` before anything is uploaded, tried once: an
     endpoint that never answered is a setting to fix, not an outage to wait out. Unreachable,
     a refused key, or an answer that is not ``api``'s JSON is a `ConfigError` naming the URL
     and the fix (``expect``: a member the answer must have); a busy service (429, 5xx) is left to
-    the usual retries."""
+    the usual retries. ``url_env``: the base URL's variable (default ``<FAMILY>_BASE_URL``)."""
     url = f"{str(client.base_url).rstrip('/')}{path}"
     env = (family or "").upper()
-    fix_url = f"check {env}_BASE_URL and the network" if env else "check the base URL"
+    url_env = url_env or f"{env}_BASE_URL"
+    fix_url = f"check {url_env} and the network" if env else "check the base URL"
     try:
         response = client.request("GET", path, params=params)
     except httpx.TransportError as exc:
