@@ -15,7 +15,13 @@ import httpx
 import orjson
 import tenacity
 
-from maple_engine.errors import AuthError, ConfigError, ProviderError, QuotaExhausted
+from maple_engine.errors import (
+    AuthError,
+    ConfigError,
+    ProviderError,
+    QuotaExhausted,
+    SetupRefused,
+)
 from maple_engine.settings import knob
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -102,7 +108,8 @@ SETUP_CODES = frozenset(
     }
 )
 _SETUP_WORDS = re.compile(
-    r"header\b.{0,60}\brequired|\bunknown model\b|\bmodel\b.{0,80}\b(does not exist|not found)"
+    r"(header|field)\b.{0,60}\brequired|\bunknown model\b"
+    r"|\bmodel\b.{0,80}\b(does not exist|not found)"
     r"|\bunsupported parameter\b|\bunrecognized request argument|\bresponse_format\b",
     re.IGNORECASE,
 )
@@ -110,9 +117,9 @@ _SETUP_WORDS = re.compile(
 
 def setup_refusal(response: httpx.Response) -> bool:
     """Does this refusal concern the job's setup rather than the row: a refused key (401, 403),
-    an unknown path or model (404), or a 400/422 naming a header a gateway requires, the
-    model, a parameter or the response format? (A row's own 400, a prompt too long, says
-    otherwise.)"""
+    an unknown path or model (404), or a 400/422 naming a header or body field a gateway
+    requires, the model, a parameter or the response format? (A row's own 400, a prompt too
+    long, says otherwise.)"""
     status = response.status_code
     if status in {401, 403, 404}:
         return True
@@ -123,8 +130,8 @@ def setup_refusal(response: httpx.Response) -> bool:
 
 
 def names_the_setup(message: str) -> bool:
-    """Does an error message name a header a gateway requires, the model, a parameter or the
-    response format?"""
+    """Does an error message name a header or body field a gateway requires, the model, a
+    parameter or the response format?"""
     return _SETUP_WORDS.search(message) is not None
 
 
@@ -432,6 +439,8 @@ def _checked(response: httpx.Response, what: str, method: str, url: str) -> http
     detail = f"{what}: {method} {url} answered {response.status_code}: {message}"
     if response.status_code in {401, 403}:
         raise AuthError(f"{detail}. Check the API key.", response.status_code)
+    if response.status_code in {400, 422} and setup_refusal(response):  # a gateway's, say
+        raise SetupRefused(detail, response.status_code)
     raise ProviderError(detail, response.status_code)
 
 
