@@ -160,3 +160,16 @@ def test_the_emulator_refuses_a_call_without_api_version_or_key_as_azure_does() 
     assert no_version.json()["error"]["message"] == "Resource not found"
     assert no_key.status_code == 401
     assert served.status_code == 200 and served.json()["model"] == "gpt-4o-mini"
+
+
+def test_the_dry_run_says_azure_batches_do_not_expire_and_queue_per_deployment(
+    tmp_path: Path,
+) -> None:
+    with EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server:
+        dry = maple(*job(tmp_path, "enrich", "azure-openai", "--dry-run"), **azure(server.url))
+        stats = server.stats()
+    assert dry.returncode == 0, dry.stderr
+    [line] = [line for line in dry.stdout.splitlines() if line.startswith("batches")]
+    assert "window 24h is a target: a batch that takes longer is not expired" in line
+    assert "enqueued tokens limited per deployment" in line
+    assert stats["files_uploaded"] == 0 and stats["requests_received"] == 0
