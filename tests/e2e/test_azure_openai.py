@@ -83,7 +83,6 @@ def test_a_job_runs_to_its_end_on_azures_routes_and_is_booked(
     assert batch_priced == (provider == "azure-openai")
 
 
-@pytest.mark.slow  # two runs of the CLI each: about 15 s
 @pytest.mark.parametrize("point", ["after_create", "mid_download"])
 def test_a_kill_9_then_the_same_command_adopts_the_azure_batch_paying_nothing_twice(
     tmp_path: Path, point: str
