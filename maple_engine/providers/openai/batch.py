@@ -173,7 +173,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
                 files={
                     "file": (f"{payload.shard}-{payload.attempt}.jsonl", data, "application/jsonl")
                 },
-                data={"purpose": self.file_purpose, **form_fields(self.extra_body)},
+                data={**form_fields(self.extra_body), "purpose": self.file_purpose},
             )
             file_id = str(upload.json()["id"])
             crash_point("after_upload")
@@ -184,11 +184,11 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
                 what=f"create batch for {what}",
                 max_retries=self.max_retries,
                 json={
+                    **self.extra_body,  # Maple's own fields win (check_credentials refuses them)
                     "input_file_id": file_id,
                     "endpoint": self._endpoint(payload.requests),
                     "completion_window": self.completion_window,
                     "metadata": payload.metadata(digest),
-                    **self.extra_body,
                 },
             )
         return payload.submission(self.name, str(created.json()["id"]), digest, file_id=file_id)
