@@ -9,6 +9,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from emulator import admin_routes, anthropic_routes, openai_routes, realtime_routes
+from emulator.azure import AzureRoutes
 from emulator.bedrock_routes import BEDROCK_ROUTES
 from emulator.config import EmulatorConfig
 from emulator.gateway import GatewayMiddleware
@@ -91,8 +92,12 @@ def build_app(config: EmulatorConfig, state: State | None = None) -> Starlette:
         exception_handlers={HTTPException: _http_error, Exception: _crash},
     )
     app.state.emulator = state or State(config)
-    if config.required_headers or config.gateway_nulls:
+    if config.required_headers or config.required_body_fields or config.gateway_nulls:
         app.add_middleware(
-            GatewayMiddleware, required=config.required_headers, nulls=config.gateway_nulls
+            GatewayMiddleware,
+            required=config.required_headers,
+            nulls=config.gateway_nulls,
+            fields=config.required_body_fields,
         )
+    app.add_middleware(AzureRoutes)  # the outermost: the others see the OpenAI paths
     return app

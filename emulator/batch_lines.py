@@ -169,9 +169,12 @@ def fast_chat(body: dict[str, Any]) -> tuple[bytes, int, int] | None:
 class BatchPass:
     """Validates and runs all lines of one batch input file in a single pass."""
 
-    def __init__(self, state: "State", batch_id: str, endpoint: str, org: str = "") -> None:
+    def __init__(
+        self, state: "State", batch_id: str, endpoint: str, org: str = "", line_url: str = ""
+    ) -> None:
         self.state = state
         self.endpoint = endpoint
+        self.line_url = line_url or endpoint  # what each line's url must say (Azure's names)
         self.org = org
         self.prefix = batch_id.removeprefix("batch_")
 
@@ -225,7 +228,7 @@ class BatchPass:
                     "invalid_json_line", "This line is not parseable as valid JSON.", number
                 )
             if problem is None:
-                problem = _line_problem(line, number, endpoint, seen)
+                problem = _line_problem(line, number, self.line_url, seen)
             if problem is None:
                 model = line["body"].get("model")
                 if result.model is None:

@@ -120,6 +120,14 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail, parse_org
     "without it is answered 400 naming it.",
 )
 @click.option(
+    "--require-body-field",
+    "required_body_fields",
+    multiple=True,
+    metavar="NAME",
+    help="Act as a gateway that needs field NAME in the batch create's JSON body and the file "
+    "upload's form (repeatable): a call without it is answered 400 naming it.",
+)
+@click.option(
     "--gateway-nulls",
     is_flag=True,
     help="Return batch and file objects as LiteLLM's proxy re-shapes them: null for every "
@@ -152,10 +160,12 @@ def emulator_command(
     latency: str,
     omit_usage: bool,
     required_headers: tuple[str, ...],
+    required_body_fields: tuple[str, ...],
     gateway_nulls: bool,
     completion_windows: tuple[str, ...],
 ) -> None:
-    """Serve a local emulator of the OpenAI, Anthropic, Gemini and Bedrock batch APIs."""
+    """Serve a local emulator of the OpenAI (and Azure OpenAI), Anthropic, Gemini and Bedrock
+    batch APIs."""
     try:
         rates = parse_fail(list(fail))
         config = EmulatorConfig(
@@ -177,6 +187,7 @@ def emulator_command(
             realtime_latency_s=parse_latency(latency),
             omit_usage=omit_usage,
             required_headers=required_headers,
+            required_body_fields=required_body_fields,
             gateway_nulls=gateway_nulls,
             completion_windows=completion_windows or ("24h",),
         )
@@ -188,11 +199,13 @@ def emulator_command(
     click.echo(f"  Anthropic base URL: {base}")
     click.echo(f"  Gemini base URL:    {base}")
     click.echo(f"  Bedrock endpoint:   {base}")
+    click.echo(f"  Azure OpenAI:       {base}  (/openai/..., ?api-version=, api-key header)")
     click.echo("Export these to point clients at it:")
     click.echo(f"  export OPENAI_BASE_URL={base}/v1")
     click.echo(f"  export ANTHROPIC_BASE_URL={base}")
     click.echo(f"  export GEMINI_BASE_URL={base}")
     click.echo(f"  export AWS_ENDPOINT_URL_BEDROCK={base}")
+    click.echo(f"  export AZURE_OPENAI_ENDPOINT={base}")
     click.echo(f"Stats: {base}/_emulator/stats  (Ctrl-C to stop)")
     click.echo("Admin keys for usage and cost reports: sk-admin-... (OpenAI), sk-ant-admin...")
     from emulator.server import serve  # starlette and uvicorn: only when serving

@@ -86,6 +86,9 @@ class EmulatorConfig:
     #: returns them (``null`` for absent optional fields, extra fields).
     required_headers: tuple[str, ...] = ()
     gateway_nulls: bool = False
+    #: Fields a gateway needs in the batch create's JSON body and the upload's form (400 naming
+    #: the first missing), as LiteLLM's proxy needs ``custom_llm_provider``.
+    required_body_fields: tuple[str, ...] = ()
     #: The ``completion_window`` values an OpenAI-compatible batch create accepts (OpenAI: 24h;
     #: an OpenAI-compatible vendor's profile may take others).
     completion_windows: tuple[str, ...] = ("24h",)

@@ -3,6 +3,9 @@
 - ``required_headers`` (``--require-header NAME``): a provider call (any path but
   ``/_emulator/...``) without one of them is answered 400 with the gateway's own envelope
   (``{"status": "failure", "message": "..."}``, as Portkey's gateway answers), naming the header.
+- ``fields`` (``--require-body-field NAME``): a batch create (``POST /v1/batches``) whose JSON
+  body, or a file upload (``POST /v1/files``) whose form, lacks one of them is answered 400 the
+  same way, naming the field (LiteLLM's proxy routes these calls by ``custom_llm_provider``).
 - ``gateway_nulls`` (``--gateway-nulls``): OpenAI batch and file objects come back the way
   LiteLLM's proxy re-shapes them: ``null`` for every optional field the object lacks
   (``usage``, ``request_counts`` until known, ``errors``, ``output_file_id``...), and fields the
@@ -34,10 +37,13 @@ EXTRA = {"custom_llm_provider": "openai", "_hidden_params": {"litellm_call_id": 
 class GatewayMiddleware:
     """Answers as a gateway would: ``required`` headers, ``nulls`` re-shaped objects."""
 
-    def __init__(self, app: App, required: tuple[str, ...], nulls: bool) -> None:
+    def __init__(
+        self, app: App, required: tuple[str, ...], nulls: bool, fields: tuple[str, ...] = ()
+    ) -> None:
         self.app = app
         self.required = tuple(name.lower() for name in required)
         self.nulls = nulls
+        self.fields = fields
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = str(scope.get("path", ""))
@@ -47,8 +53,15 @@ class GatewayMiddleware:
         sent = {k.decode("latin-1").lower() for k, _ in scope.get("headers", [])}
         missing = [name for name in self.required if name not in sent]
         if missing:
-            await _refuse(send, missing[0])
+            await _refuse(send, f"The {missing[0]} header is required")
             return
+        if self.fields and scope.get("method") == "POST" and path in FIELD_PATHS:
+            body = await whole_body(receive)
+            lacking = [name for name in self.fields if not _carries(path, body, name)]
+            if lacking:
+                await _refuse(send, f"The {lacking[0]} field is required in the request body")
+                return
+            receive = replayed(body, receive)
         if self.nulls and _reshaped_path(path):
             await self.app(scope, receive, _Reshaping(send).send)
             return
@@ -60,8 +73,46 @@ def _reshaped_path(path: str) -> bool:
     return path.startswith(("/v1/batches", "/v1/files")) and not path.endswith("/content")
 
 
-async def _refuse(send: Send, header: str) -> None:
-    body = orjson.dumps({"status": "failure", "message": f"The {header} header is required"})
+# The control calls that carry a gateway's body fields: the batch create, the file upload.
+FIELD_PATHS = ("/v1/batches", "/v1/files")
+
+
+def _carries(path: str, body: bytes, name: str) -> bool:
+    """Does the batch create's JSON ``body`` (or the upload's multipart form) hold ``name``?"""
+    if path == "/v1/files":  # a form field's part header names it
+        return f'name="{name}"'.encode() in body
+    try:
+        payload = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(payload, dict) and name in payload
+
+
+async def whole_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def replayed(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives ``body`` whole, then what ``receive`` gives (a disconnect)."""
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if sent:
+            return await receive()
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+async def _refuse(send: Send, message: str) -> None:
+    body = orjson.dumps({"status": "failure", "message": message})
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": 400, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from emulator.azure import engine_endpoint
 from emulator.batch_lines import BatchPass, PassResult, unrun_line
 from emulator.batch_results import commit, cut_files
 from emulator.openai_records import Final, OpenAIBatch
@@ -51,7 +52,7 @@ def advance(state: State, batch: OpenAIBatch, now: float) -> None:
 
 
 def _run(state: State, batch: OpenAIBatch) -> None:
-    runner = BatchPass(state, batch.id, batch.endpoint, batch.org)
+    runner = BatchPass(state, batch.id, engine_endpoint(batch.endpoint), batch.org, batch.endpoint)
     result = runner.run(batch.input_file.path, expire=batch.expire, created=int(batch.created))
     batch.run = result
     batch.errors, batch.total, batch.model = result.errors, result.total, result.model

@@ -7,7 +7,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 
-from emulator import openai_batches
+from emulator import azure, openai_batches
 from emulator.http_common import (
     DiskFileResponse,
     api_key_of,
@@ -196,7 +196,7 @@ def _batch_or_404(state: State, batch_id: str) -> OpenAIBatch | Response:
     return batch  # type: ignore[no-any-return]
 
 
-def _check_create(state: State, payload: Any) -> Response | StoredFile:  # noqa: PLR0911  (one exit per rule)
+def _check_create(state: State, payload: Any, endpoints: tuple[str, ...]) -> Response | StoredFile:  # noqa: PLR0911  (one exit per rule)
     if not isinstance(payload, dict):
         return openai_error(400, "The request body must be a JSON object.")
     for name in ("input_file_id", "endpoint", "completion_window"):
@@ -207,8 +207,8 @@ def _check_create(state: State, payload: Any) -> Response | StoredFile:  # noqa:
                 param=name,
                 code="missing_required_parameter",
             )
-    if payload["endpoint"] not in BATCH_ENDPOINTS:
-        allowed = ", ".join(BATCH_ENDPOINTS)
+    if payload["endpoint"] not in endpoints:
+        allowed = ", ".join(endpoints)
         endpoint = payload["endpoint"]
         message = f"Invalid value for 'endpoint': '{endpoint}'. Supported values are: {allowed}."
         return openai_error(400, message, param="endpoint", code="invalid_value")
@@ -258,7 +258,8 @@ async def create_batch(request: Request) -> Response:
     if bad is not None:
         return bad
     state = state_of(request)
-    stored = _check_create(state, payload)
+    endpoints = azure.BATCH_ENDPOINTS if request.scope.get(azure.SCOPE_KEY) else BATCH_ENDPOINTS
+    stored = _check_create(state, payload, endpoints)
     if isinstance(stored, Response):
         return stored
     drawer = state.drawer

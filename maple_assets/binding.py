@@ -53,8 +53,9 @@ def bind_job(
     costs: CostLedger | None,
     prices: PriceBook,
 ) -> Job:
-    """The job of ``spec`` on ``storage`` and ``provider`` (sending the job's headers)."""
-    sending = lane_of(provider.with_headers(spec.headers))
+    """The job of ``spec`` on ``storage`` and ``provider`` (sending the job's headers, and its
+    extra fields on the control calls)."""
+    sending = lane_of(provider.with_headers(spec.headers).with_extra_body(spec.extra_body))
     return Job(
         spec=spec,
         state=JobState(storage, spec.name),

@@ -102,12 +102,14 @@ def enrichment(
     cache: Literal["auto", "off"] = DEFAULTS.cache,
     endpoint: Literal["chat", "responses"] = DEFAULTS.endpoint,
     headers: dict[str, str] | None = None,
+    extra_body: dict[str, Any] | None = None,
 ) -> Enrichment:
     """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI.
 
     The keywords are the job options of ``maple_engine.spec.JobSpec`` by name (defaults, bounds
     and help there; a test holds this signature to it): ``params`` and ``retries`` take None for
-    empty, ``headers`` (a gateway's, on every request; never stored) None for none,
+    empty, ``headers`` (a gateway's, on every request; never stored) and ``extra_body`` (a
+    gateway's fields of the batch control calls; never stored) None for none,
     ``deadline`` ("6h", seconds or a timedelta) is ``deadline_s``'s alias,
     ``response_schema`` a dict, a pydantic model class or a JSON file's path.
     ``poll_interval_s`` is the sensor's minimum interval."""
@@ -141,6 +143,7 @@ def embedding(
     canary: int | None = DEFAULTS.canary,
     canary_min_success: float = DEFAULTS.canary_min_success,
     headers: dict[str, str] | None = None,
+    extra_body: dict[str, Any] | None = None,
 ) -> Enrichment:
     """Declare an embedding: one vector per row of ``source`` (``llm_embedding``, Parquet).
 

@@ -15,10 +15,11 @@ def provider_settings(name: str, settings: Settings, *, with_key: bool = True) -
     for a real-time provider the database its senders share limits through; ``with_key=False``
     leaves out the secrets (the key and that database's URL)."""
     caps = capabilities(name)
-    found = settings.api(caps.credentials) if caps.credentials else {}
+    family = caps.credentials
+    found = settings.api(family, caps.base_url_env) if family else {}
     if not with_key:
         found.pop("api_key", None)
-    version = settings.api_version(caps.credentials) if caps.credentials else None
+    version = settings.api_version(family, caps.version_env) if family else None
     if caps.takes_api_version and version:
         found["api_version"] = version
     if caps.takes_role_arn and settings.bedrock_role_arn:

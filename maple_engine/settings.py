@@ -18,6 +18,7 @@ access without an ``S3Resource``.
 | ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, ``GEMINI_BASE_URL`` | provider base URLs |
 | ``OPENAI_ADMIN_KEY``, ``ANTHROPIC_ADMIN_KEY`` | admin keys (usage and cost reports) |
 | ``ANTHROPIC_VERSION`` | the ``anthropic-version`` sent (default 2023-06-01; or 2026-10-21) |
+| ``<FAMILY>_ENDPOINT`` | a base URL where a provider's docs name it so (its capabilities) |
 | ``MAPLE_BASE_URL``, ``MAPLE_API_KEY`` | your own server's API and key (``openai-server``) |
 | ``MAPLE_LEASE_TTL_S``, ``MAPLE_OUTAGE_WINDOW_S`` | operational knobs (`knob`) |
 | ``MAPLE_CLOCK_OFFSET_S`` | the same: shifts this host's clock (tests of clock skew) |
@@ -50,6 +51,8 @@ DEFAULT_STORAGE = ".maple"
 DEFAULT_EMULATOR_URL = "http://127.0.0.1:8787"
 API_SUFFIXES = ("_API_KEY", "_BASE_URL")  # a provider API's key and base URL: OPENAI_API_KEY
 VERSION_SUFFIX = "_VERSION"  # the API version a provider sends (ANTHROPIC_VERSION)
+# What some providers' documentation calls their base URL's variable (``<FAMILY>_ENDPOINT``).
+ENDPOINT_SUFFIX = "_ENDPOINT"
 ADMIN_SUFFIX = "_ADMIN_KEY"  # an organisation's admin key (usage and cost reports)
 
 
@@ -96,7 +99,7 @@ class Settings(BaseSettings):
         api = {
             k: SecretStr(v)
             for k, v in os.environ.items()
-            if k.endswith((*API_SUFFIXES, ADMIN_SUFFIX, VERSION_SUFFIX)) and v
+            if k.endswith((*API_SUFFIXES, ADMIN_SUFFIX, VERSION_SUFFIX, ENDPOINT_SUFFIX)) and v
         }
         settings = cls(**{name: value for name, value in flags.items() if value}, provider_api=api)
         if settings.cost_db is not None and "://" not in settings.cost_db:
@@ -111,18 +114,20 @@ class Settings(BaseSettings):
         """Where ``maple emulator`` listens by default, for definitions that load without I/O."""
         return self.emulator_url or DEFAULT_EMULATOR_URL
 
-    def api(self, family: str) -> dict[str, str]:
-        """``api_key`` and ``base_url`` of the API ``family`` (``<FAMILY>_API_KEY``,
-        ``<FAMILY>_BASE_URL``) that are set, as plain values for a provider class."""
+    def api(self, family: str, base_url_env: str | None = None) -> dict[str, str]:
+        """``api_key`` and ``base_url`` of the API ``family`` (``<FAMILY>_API_KEY``, and
+        ``base_url_env`` or ``<FAMILY>_BASE_URL``) that are set, as plain values for a provider
+        class."""
         found = {
-            field: self.provider_api.get(f"{family.upper()}{suffix}")
-            for field, suffix in zip(("api_key", "base_url"), API_SUFFIXES, strict=True)
+            "api_key": self.provider_api.get(api_key_env(family)),
+            "base_url": self.provider_api.get(base_url_env or f"{family.upper()}_BASE_URL"),
         }
         return {field: value.get_secret_value() for field, value in found.items() if value}
 
-    def api_version(self, family: str) -> str | None:
-        """``<FAMILY>_VERSION`` (``ANTHROPIC_VERSION``) if set: the API version to send."""
-        version = self.provider_api.get(f"{family.upper()}{VERSION_SUFFIX}")
+    def api_version(self, family: str, env: str | None = None) -> str | None:
+        """``env`` or ``<FAMILY>_VERSION`` (``ANTHROPIC_VERSION``) if set: the API version to
+        send."""
+        version = self.provider_api.get(env or f"{family.upper()}{VERSION_SUFFIX}")
         return version.get_secret_value() if version else None
 
     def admin_key(self, family: str) -> str | None:

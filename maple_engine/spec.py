@@ -33,6 +33,7 @@ from maple_engine.errors import ConfigError
 from maple_engine.model import CHAT, INTERNAL_COLUMNS, KINDS, OUTPUT_COLUMNS, Kind, kind_named
 from maple_engine.policy import UNLIMITED, check_retries, parse_retry_options
 from maple_engine.providers.base import BATCH_FILE_LIMITS
+from maple_engine.providers.extra_body import parse_extra_body
 from maple_engine.providers.headers import parse_headers
 from maple_engine.providers.registry import DEFAULT_PROVIDER
 from maple_engine.storage.storage import is_remote
@@ -228,6 +229,15 @@ class JobSpec(BaseModel):
         "gateway requires), repeatable; values are never logged or stored: give them again "
         "on each run.",
     )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        exclude=True,  # values may be secrets: never in the spec the job's state keeps
+        repr=False,
+        description="Field KEY=JSON added to the JSON body of the batch provider's control calls "
+        "(the batch create) and to the file upload's form (one an OpenAI-compatible gateway "
+        "wants, e.g. custom_llm_provider='\"azure\"'), repeatable; values are never logged or "
+        "stored: give them again on each run.",
+    )
     canary: int | None = Field(
         default=None,
         ge=1,
@@ -270,6 +280,12 @@ class JobSpec(BaseModel):
     def _headers_as_given(cls, headers: Any) -> Any:
         """None for none, a mapping, or ``NAME: VALUE`` strings (``--header``)."""
         return parse_headers(headers)
+
+    @field_validator("extra_body", mode="before")
+    @classmethod
+    def _extra_body_as_given(cls, fields: Any) -> Any:
+        """None for none, a mapping, or ``KEY=JSON`` strings (``--extra-body``)."""
+        return parse_extra_body(fields)
 
     @field_validator("retries", mode="before")
     @classmethod

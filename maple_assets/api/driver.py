@@ -172,6 +172,7 @@ def prepare(opts: EnrichOptions, emulator: str | None) -> Ready:
         overrides["model"] = spec.model
     provider = settings_provider(opts.provider, settings, emulator, overrides)
     provider = provider.with_headers(spec.headers)  # the first contact goes the job's way
+    provider = provider.with_extra_body(spec.extra_body)  # one that takes none: refused here
     if spec.deadline_s is not None and provider.mode == "batch":
         realtime_twin(provider, opts.storage_root)  # no real-time API to fall back on: fail now
     if not opts.dry_run:

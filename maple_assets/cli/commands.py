@@ -79,6 +79,7 @@ PARSED_HERE = (
     "response_schema",
     "retries",
     "headers",
+    "extra_body",
     "deadline_s",
 )
 F = TypeVar("F", bound=Callable[..., Any])
@@ -101,6 +102,13 @@ def job_flags(kind: Kind) -> Callable[[F], F]:
             multiple=True,
             metavar="'NAME: VALUE'",
             help=option_help("headers"),
+        ),
+        click.option(
+            "--extra-body",
+            "extra_body",
+            multiple=True,
+            metavar="KEY=JSON",
+            help=option_help("extra_body"),
         ),
         click.option(
             _flag("deadline_s"),

@@ -52,6 +52,9 @@ def dry_run(
         ("batch saves", f"~{realtime - batch:.6f} USD{percent(realtime - batch, realtime)}"),
         ("price", price.source),
     ]
+    turnaround = _batch_note(provider)
+    if turnaround:
+        rows.insert(next(i for i, r in enumerate(rows) if r[0] == "bytes") + 1, turnaround)
     from maple_assets.wiring import cost_ledger  # Dagster loads with the wiring
 
     with cost_ledger(storage) as costs:
@@ -71,6 +74,21 @@ def dry_run(
     for label, value in rows:
         click.echo(f"{label:<15}{value}")
     return 0
+
+
+def _batch_note(provider: Any) -> tuple[str, str] | None:
+    """How long a batch may run and what caps its queue, as the provider documents them."""
+    caps = provider.capabilities
+    if caps.mode != "batch" or not caps.completion_windows:
+        return None
+    window = getattr(provider, "completion_window", caps.completion_windows[0])
+    if caps.windows_expire:
+        ends = f"window {window}: a batch still running then expires, its unrun rows sent again"
+    else:
+        ends = f"window {window} is a target: a batch that takes longer is not expired"
+    if caps.queue == "enqueued-tokens":
+        ends += f"; enqueued tokens limited per {caps.queue_scope}"
+    return ("batches", ends)
 
 
 def _not_sent(sends: SendPlan) -> str:

@@ -199,6 +199,28 @@ class ProviderCapabilities:
     # Batch price as a share of the real-time price where the price source has no batch rates
     # (None: the usual 0.5).
     batch_discount: float | None = None
+    # The variables its base URL and API version are read from, where its documentation names
+    # others than ``<CREDENTIALS>_BASE_URL`` and ``<CREDENTIALS>_VERSION``.
+    base_url_env: str | None = None
+    version_env: str | None = None
+    # What its enqueued-token quota (``queue="enqueued-tokens"``) counts per: a model of the
+    # organisation (OpenAI), or one deployment (Azure, where ``--model`` names the deployment).
+    # The ledger keys a queue by provider and ``--model``: both are that key.
+    queue_scope: Literal["model", "deployment"] = "model"
+    # A batch still running at the end of its completion window ends ``expired`` (its unrun
+    # rows come back and are sent again); False: the provider keeps running it past the window
+    # (the window is a target), so it ends only completed, failed or cancelled.
+    windows_expire: bool = True
+    # Takes ``--extra-body`` fields on its control calls (the batch create's JSON body and the
+    # upload's form), as an OpenAI-compatible gateway may want them.
+    takes_extra_body: bool = False
+
+    def variable(self, setting: Literal["api_key", "base_url", "version"]) -> str:
+        """The variable ``setting`` is read from (``OPENAI_API_KEY``, ``AZURE_OPENAI_ENDPOINT``)."""
+        family = (self.credentials or "maple").upper()
+        named = {"base_url": self.base_url_env, "version": self.version_env}.get(setting)
+        suffix = {"api_key": "_API_KEY", "base_url": "_BASE_URL", "version": "_VERSION"}
+        return named or f"{family}{suffix[setting]}"
 
     def check_window(self, name: str, window: str | None) -> None:
         """``window`` (``--completion-window``; None: not given) is one this API accepts."""
@@ -301,6 +323,8 @@ class ProviderModel(BaseModel):
     # A job's extra headers (``JobSpec.headers``): not a setting, so never in a resource's
     # config, a repr or a dump; `with_headers` gives the provider that sends them.
     _headers: dict[str, str] = PrivateAttr(default_factory=dict)
+    # A job's extra control-call fields (``JobSpec.extra_body``), kept as its headers are.
+    _extra_body: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @property
     def mode(self) -> str:
@@ -317,11 +341,37 @@ class ProviderModel(BaseModel):
         a copy opens its own connections."""
         if dict(headers) == self._headers:
             return self
+        copy = self._fresh_copy()
+        copy._headers = dict(headers)
+        return copy
+
+    @property
+    def extra_body(self) -> dict[str, Any]:
+        """The fields added to the JSON body of every control call and to the upload's form
+        (a gateway's, ``--extra-body``)."""
+        return dict(self._extra_body)
+
+    def with_extra_body(self, fields: Mapping[str, Any]) -> Self:
+        """This provider adding ``fields`` to its control calls (itself if it already does); a
+        `ConfigError` if it makes none that take them."""
+        if dict(fields) == self._extra_body:
+            return self
+        if fields and not self.capabilities.takes_extra_body:
+            name = getattr(self, "name", type(self).__name__)
+            raise ConfigError(
+                f"--extra-body: {name} sends no control calls that take extra "
+                "fields (only OpenAI-style batch APIs: files and batches); drop it."
+            )
+        copy = self._fresh_copy()
+        copy._extra_body = dict(fields)
+        return copy
+
+    def _fresh_copy(self) -> Self:
+        """A copy that opens its own connections."""
         copy = self.model_copy()
         private = copy.__pydantic_private__ or {}
         if "_http" in private:  # a batch provider's kept client: the copy makes its own
             private["_http"] = None
-        copy._headers = dict(headers)
         return copy
 
     def twin_settings(self) -> dict[str, Any]:
@@ -396,6 +446,15 @@ class Provider(Protocol):
 
     def with_headers(self, headers: Mapping[str, str]) -> Self:
         """This provider sending ``headers`` on every request too."""
+        ...
+
+    @property
+    def extra_body(self) -> dict[str, Any]:
+        """The fields added to every control call's JSON body and the upload's form."""
+        ...
+
+    def with_extra_body(self, fields: Mapping[str, Any]) -> Self:
+        """This provider adding ``fields`` to its control calls too."""
         ...
 
     def tell_sending(self, event: threading.Event | None) -> None:

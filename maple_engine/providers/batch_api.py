@@ -117,6 +117,7 @@ class RestBatchCalls:
                 api=f"the {batches.noun} API",
                 family=self.capabilities.credentials,
                 expect="data",
+                url_env=self.capabilities.variable("base_url"),
             )
 
 

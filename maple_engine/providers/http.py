@@ -15,7 +15,13 @@ import httpx
 import orjson
 import tenacity
 
-from maple_engine.errors import AuthError, ConfigError, ProviderError, QuotaExhausted
+from maple_engine.errors import (
+    AuthError,
+    ConfigError,
+    ProviderError,
+    QuotaExhausted,
+    SetupRefused,
+)
 from maple_engine.settings import knob
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -30,12 +36,15 @@ def make_client(
     headers: dict[str, str],
     timeout_s: float,
     transport: httpx.BaseTransport | None = None,
+    params: dict[str, str] | None = None,
 ) -> httpx.Client:
-    """An httpx client with explicit timeouts (connect is short; reads may stream files)."""
+    """An httpx client with explicit timeouts (connect is short; reads may stream files);
+    ``params`` go in the query of every call (an API version Azure takes there)."""
     timeout = httpx.Timeout(timeout_s, connect=min(10.0, timeout_s))
     return httpx.Client(
         base_url=base_url.rstrip("/"),
         headers=headers,
+        params=params,
         timeout=timeout,
         transport=transport,
         verify=_tls_context(),
@@ -99,7 +108,8 @@ SETUP_CODES = frozenset(
     }
 )
 _SETUP_WORDS = re.compile(
-    r"header\b.{0,60}\brequired|\bunknown model\b|\bmodel\b.{0,80}\b(does not exist|not found)"
+    r"(header|field)\b.{0,60}\brequired|\bunknown model\b"
+    r"|\bmodel\b.{0,80}\b(does not exist|not found)"
     r"|\bunsupported parameter\b|\bunrecognized request argument|\bresponse_format\b",
     re.IGNORECASE,
 )
@@ -107,9 +117,9 @@ _SETUP_WORDS = re.compile(
 
 def setup_refusal(response: httpx.Response) -> bool:
     """Does this refusal concern the job's setup rather than the row: a refused key (401, 403),
-    an unknown path or model (404), or a 400/422 naming a header a gateway requires, the
-    model, a parameter or the response format? (A row's own 400, a prompt too long, says
-    otherwise.)"""
+    an unknown path or model (404), or a 400/422 naming a header or body field a gateway
+    requires, the model, a parameter or the response format? (A row's own 400, a prompt too
+    long, says otherwise.)"""
     status = response.status_code
     if status in {401, 403, 404}:
         return True
@@ -120,8 +130,8 @@ def setup_refusal(response: httpx.Response) -> bool:
 
 
 def names_the_setup(message: str) -> bool:
-    """Does an error message name a header a gateway requires, the model, a parameter or the
-    response format?"""
+    """Does an error message name a header or body field a gateway requires, the model, a
+    parameter or the response format?"""
     return _SETUP_WORDS.search(message) is not None
 
 
@@ -200,15 +210,17 @@ def first_contact(
     api: str,
     family: str | None,
     expect: str | None = None,
+    url_env: str | None = None,
 ) -> None:
     """One cheap authenticated GET of ``path`` before anything is uploaded, tried once: an
     endpoint that never answered is a setting to fix, not an outage to wait out. Unreachable,
     a refused key, or an answer that is not ``api``'s JSON is a `ConfigError` naming the URL
     and the fix (``expect``: a member the answer must have); a busy service (429, 5xx) is left to
-    the usual retries."""
+    the usual retries. ``url_env``: the base URL's variable (default ``<FAMILY>_BASE_URL``)."""
     url = f"{str(client.base_url).rstrip('/')}{path}"
     env = (family or "").upper()
-    fix_url = f"check {env}_BASE_URL and the network" if env else "check the base URL"
+    url_env = url_env or f"{env}_BASE_URL"
+    fix_url = f"check {url_env} and the network" if env else "check the base URL"
     try:
         response = client.request("GET", path, params=params)
     except httpx.TransportError as exc:
@@ -427,6 +439,8 @@ def _checked(response: httpx.Response, what: str, method: str, url: str) -> http
     detail = f"{what}: {method} {url} answered {response.status_code}: {message}"
     if response.status_code in {401, 403}:
         raise AuthError(f"{detail}. Check the API key.", response.status_code)
+    if response.status_code in {400, 422} and setup_refusal(response):  # a gateway's, say
+        raise SetupRefused(detail, response.status_code)
     raise ProviderError(detail, response.status_code)
 
 

@@ -50,6 +50,9 @@ def realtime_capabilities(
     self_hosted: bool = False,
     endpoints: frozenset[str] = frozenset({"chat"}),
     reasoning_models: tuple[str, ...] = (),
+    base_url_env: str | None = None,
+    version_env: str | None = None,
+    takes_api_version: bool = False,
 ) -> ProviderCapabilities:
     """What every real-time provider shares: shard attempts run at once, nothing queues, and a
     rerun resumes from the row checkpoints (no orphans)."""
@@ -68,6 +71,9 @@ def realtime_capabilities(
         self_hosted=self_hosted,
         endpoints=endpoints,
         reasoning_models=reasoning_models,
+        base_url_env=base_url_env,
+        version_env=version_env,
+        takes_api_version=takes_api_version,
     )
 
 
@@ -172,6 +178,10 @@ class RealtimeProvider(ProviderModel):
 
     def resolved_base_url(self) -> str:
         raise NotImplementedError
+
+    def url_of(self, path: str) -> str:
+        """The URL of a request to the API path ``path`` (one with a query appends it)."""
+        return self.resolved_base_url().rstrip("/") + path
 
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
         raise NotImplementedError

@@ -12,6 +12,8 @@ from typing import Any, cast
 from maple_engine.errors import ConfigError
 from maple_engine.providers.anthropic.batch import AnthropicBatchProvider
 from maple_engine.providers.anthropic.realtime import AnthropicRealtimeProvider
+from maple_engine.providers.azure.batch import AzureOpenAIBatchProvider
+from maple_engine.providers.azure.realtime import AzureOpenAIRealtimeProvider
 from maple_engine.providers.base import Provider, ProviderCapabilities, ProviderModel
 from maple_engine.providers.bedrock.batch import BedrockBatchProvider
 from maple_engine.providers.gemini.batch import GeminiBatchProvider
@@ -66,12 +68,14 @@ _REGISTRY: dict[str, Registered] = {
     ),
     # every OpenAI-compatible batch API: one profile each, run by the OpenAI batch provider
     **{profile.name: _of(provider_class(profile)) for profile in PROFILES},
+    "azure-openai": _of(AzureOpenAIBatchProvider),
     "openai-realtime": _of(OpenAIRealtimeProvider, "checkpoint_root"),
     "openai-flex": _of(OpenAIFlexProvider, "checkpoint_root"),
     "openai-server": _of(OpenAIServerProvider, "checkpoint_root"),
     "anthropic-realtime": _of(AnthropicRealtimeProvider, "checkpoint_root"),
     "gemini-realtime": _of(GeminiRealtimeProvider, "checkpoint_root"),
     "gemini-flex": _of(GeminiFlexProvider, "checkpoint_root"),
+    "azure-openai-realtime": _of(AzureOpenAIRealtimeProvider, "checkpoint_root"),
 }
 DEFAULT_PROVIDER = "openai"
 

@@ -100,6 +100,7 @@ class Sender(Protocol):
     def endpoint(self) -> str: ...
     def request_headers(self) -> dict[str, str]: ...
     def resolved_base_url(self) -> str: ...
+    def url_of(self, path: str) -> str: ...
     def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
         """The API path of these rows' requests, and the requests (one row each, or several)."""
         ...
@@ -188,7 +189,7 @@ class AttemptRun:
         path, groups = self.p.requests_of(rows)
         queue = iter(groups)
         self.pacer.left = len(groups)
-        self.url = self.p.resolved_base_url().rstrip("/") + path
+        self.url = self.p.url_of(path)
         timeout = aiohttp.ClientTimeout(total=self.p.timeout_s, connect=min(10.0, self.p.timeout_s))
         connector = aiohttp.TCPConnector(limit=self.p.max_concurrency)
         headers = self.p.request_headers() | _JSON

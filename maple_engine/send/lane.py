@@ -78,6 +78,14 @@ class RealtimeLane:
         provider = self.provider.with_headers(headers)
         return self if provider is self.provider else RealtimeLane(provider)
 
+    @property
+    def extra_body(self) -> dict[str, Any]:
+        return self.provider.extra_body
+
+    def with_extra_body(self, fields: Mapping[str, Any]) -> "RealtimeLane":
+        provider = self.provider.with_extra_body(fields)
+        return self if provider is self.provider else RealtimeLane(provider)
+
     def check_credentials(self) -> None:
         self.provider.check_credentials()
 

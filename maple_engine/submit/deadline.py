@@ -134,6 +134,16 @@ class DeadlineProvider:
         batch = self.batch.with_headers(headers)
         return DeadlineProvider(batch, self.storage, self.job, self.duration_s, self.kind)
 
+    @property
+    def extra_body(self) -> dict[str, Any]:
+        return self.batch.extra_body
+
+    def with_extra_body(self, fields: Mapping[str, Any]) -> "DeadlineProvider":
+        if dict(fields) == self.extra_body:
+            return self
+        batch = self.batch.with_extra_body(fields)
+        return DeadlineProvider(batch, self.storage, self.job, self.duration_s, self.kind)
+
     def close(self) -> None:
         self.batch.close()
 

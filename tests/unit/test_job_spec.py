@@ -29,7 +29,7 @@ FLAGS = [
     "--emulator-batch-seconds", "--emulator-fail", "--rpm", "--tpm", "--max-concurrency",
     "--quiet", "--wait", "--timings-json", "--dry-run", "--budget", "--allow-untracked-cost",
     "--no-reuse", "--retry-failed", "--max-enqueued-tokens", "--priority", "--deadline",
-    "--debug", "--header",
+    "--debug", "--header", "--extra-body",
 ]  # fmt: skip
 
 # Options whose flag the command writes itself (the spec reads what they give: ``JobSpec``'s
@@ -41,6 +41,7 @@ PARSED = {
     "params": "--param",
     "retries": "--retry",
     "headers": "--header",  # repeatable NAME: VALUE
+    "extra_body": "--extra-body",  # repeatable KEY=JSON
     "response_schema": "--response-schema",  # a file; the field holds its JSON
     "deadline_s": "--deadline",  # a duration, "6h"
 }
@@ -113,6 +114,7 @@ EMPTY_AS_NONE = {
     "params",
     "retries",
     "headers",
+    "extra_body",
 }  # None for none; the spec reads it as its default, {}
 BY_ALIAS = {"deadline_s"}  # ``deadline=`` ("6h", seconds, a timedelta), the spec's alias
 

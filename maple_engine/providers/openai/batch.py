@@ -29,6 +29,7 @@ from maple_engine.providers.batch_api import (
     jsonl,
     wrapped_bytes_expr,
 )
+from maple_engine.providers.extra_body import form_fields
 from maple_engine.providers.http import download, make_client, request
 from maple_engine.providers.lost import LOST
 from maple_engine.providers.openai import billing, wire
@@ -36,6 +37,10 @@ from maple_engine.providers.openai.lines import parse_result_file
 from maple_engine.settings import api_key_env
 
 LIST_PAGE = 100
+# The fields of the batch create and the upload form Maple sets (``--extra-body`` adds others).
+CONTROL_FIELDS = frozenset(
+    {"input_file_id", "endpoint", "completion_window", "metadata", "purpose", "file"}
+)
 CAPABILITIES = ProviderCapabilities(
     mode="batch",
     limits=BATCH_FILE_LIMITS,
@@ -50,6 +55,7 @@ CAPABILITIES = ProviderCapabilities(
     reasoning_models=wire.REASONING_MODELS,
     credentials="openai",
     completion_windows=("24h",),
+    takes_extra_body=True,
     billing_report=billing.billing_report,
     caching=wire.CACHING,
     models=wire.MODELS,
@@ -100,7 +106,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
     def resolved_base_url(self) -> str:
         base_url = self.base_url or self.default_base_url
         if base_url is None:
-            env = f"{(self.capabilities.credentials or 'maple').upper()}_BASE_URL"
+            env = self.capabilities.variable("base_url")
             raise ConfigError(
                 f"--provider {self.name} needs the API's base URL: give --base-url or set {env} "
                 "(the prefix before /files and /batches, e.g. http://127.0.0.1:8787/v1)."
@@ -110,13 +116,28 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
     def _key_env(self) -> str:
         return api_key_env(self.capabilities.credentials or "openai")
 
+    def auth_headers(self) -> dict[str, str]:
+        """The key's header on every call (a bearer token; an API may take another)."""
+        return wire.openai_headers(self.api_key, self._key_env())
+
+    def query_params(self) -> dict[str, str]:
+        """What every call carries in its query (none; an API version where one is)."""
+        return {}
+
     def check_credentials(self) -> None:
         self.resolved_base_url()
-        wire.openai_headers(self.api_key, self._key_env())
+        self.auth_headers()
+        taken = sorted(set(self.extra_body) & CONTROL_FIELDS)
+        if taken:
+            raise ConfigError(
+                f"--extra-body {taken[0]}: Maple sets that field of the batch create or upload "
+                "itself; drop it."
+            )
 
     def _new_client(self) -> httpx.Client:
-        headers = wire.openai_headers(self.api_key, self._key_env()) | self.extra_headers
-        return make_client(self.resolved_base_url(), headers, self.timeout_s)
+        headers = self.auth_headers() | self.extra_headers
+        params = self.query_params()
+        return make_client(self.resolved_base_url(), headers, self.timeout_s, params=params)
 
     # -- encoding ---------------------------------------------------------------------------
     def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
@@ -152,7 +173,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
                 files={
                     "file": (f"{payload.shard}-{payload.attempt}.jsonl", data, "application/jsonl")
                 },
-                data={"purpose": self.file_purpose},
+                data={**form_fields(self.extra_body), "purpose": self.file_purpose},
             )
             file_id = str(upload.json()["id"])
             crash_point("after_upload")
@@ -163,6 +184,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
                 what=f"create batch for {what}",
                 max_retries=self.max_retries,
                 json={
+                    **self.extra_body,  # Maple's own fields win (check_credentials refuses them)
                     "input_file_id": file_id,
                     "endpoint": self._endpoint(payload.requests),
                     "completion_window": self.completion_window,

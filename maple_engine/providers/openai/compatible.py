@@ -57,6 +57,7 @@ class Profile:
             completion_windows=self.windows,
             batch_discount=self.batch_discount,
             endpoints=self.endpoints,
+            takes_extra_body=True,
         )
 
 

@@ -1,0 +1,81 @@
+"""``--provider azure-openai``: Azure OpenAI Global Batch, run by the OpenAI batch provider.
+
+The files, batches, JSONL lines and answers are OpenAI's; Azure's URLs, ``api-key`` header and
+``api-version`` query are `maple_engine.providers.azure.wire`. What Azure documents differently
+is data in `CAPABILITIES`: 100,000 requests and 200 MB per file; the 24-hour window is a target,
+and a batch that takes longer is not expired (``windows_expire=False``); the enqueued-token quota
+is per deployment (``queue_scope="deployment"``); prices are OpenAI's models' (a deployment named
+after its model prices; another needs ``MAPLE_PRICES`` or ``--allow-untracked-cost``).
+"""
+
+import dataclasses
+from typing import ClassVar
+
+from pydantic import Field
+
+from maple_engine.model import CHAT
+from maple_engine.providers.azure import wire
+from maple_engine.providers.base import BATCH_FILE_LIMITS, ProviderCapabilities
+from maple_engine.providers.openai.batch import CAPABILITIES as OPENAI
+from maple_engine.providers.openai.batch import OpenAIBatchProvider
+
+NAME = "azure-openai"
+CAPABILITIES = dataclasses.replace(
+    OPENAI,
+    limits=dataclasses.replace(BATCH_FILE_LIMITS, max_requests=wire.MAX_REQUESTS_PER_FILE),
+    price_families=("openai",),
+    kinds=frozenset({CHAT}),
+    realtime_twin="azure-openai-realtime",
+    flex_twin=None,
+    endpoints=frozenset({"chat"}),
+    credentials=wire.CREDENTIALS,
+    base_url_env=wire.ENDPOINT_ENV,
+    version_env=wire.VERSION_ENV,
+    takes_api_version=True,
+    completion_windows=("24h",),
+    windows_expire=False,
+    queue_scope="deployment",
+    billing_report=None,
+    caching=wire.CACHING,
+)
+
+
+class AzureOpenAIBatchProvider(OpenAIBatchProvider):
+    """Azure OpenAI Global Batch: ``{endpoint}/openai/files`` and ``/openai/batches``, lines to
+    ``/chat/completions`` naming the deployment in ``body.model``."""
+
+    capabilities: ClassVar[ProviderCapabilities] = CAPABILITIES
+    default_base_url: ClassVar[str | None] = None
+
+    name: str = Field(default=NAME, description="Provider name recorded in costs and output.")
+    api_key: str | None = Field(
+        default=None, repr=False, description=f"API key (the code location: {wire.KEY_ENV})."
+    )
+    base_url: str | None = Field(
+        default=None,
+        description=f"The resource's endpoint, the part before /openai ({wire.ENDPOINT_ENV}).",
+    )
+    api_version: str = Field(
+        default=wire.DEFAULT_API_VERSION,
+        description=f"The api-version query of every call ({wire.VERSION_ENV}).",
+    )
+    endpoint: str = Field(default="/chat/completions", description="Batch endpoint (chat).")
+    max_requests: int = Field(
+        default=CAPABILITIES.limits.max_requests, description="Provider limit: requests per file."
+    )
+    max_bytes: int = Field(
+        default=CAPABILITIES.limits.max_bytes, description="Provider limit: bytes per file."
+    )
+
+    def resolved_base_url(self) -> str:
+        return wire.control_url(self.base_url)
+
+    def auth_headers(self) -> dict[str, str]:
+        return wire.key_headers(self.api_key)
+
+    def query_params(self) -> dict[str, str]:
+        return wire.version_query(self.api_version)
+
+    def check_credentials(self) -> None:
+        self.query_params()
+        super().check_credentials()
