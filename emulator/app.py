@@ -15,6 +15,7 @@ from emulator.config import EmulatorConfig
 from emulator.gateway import GatewayMiddleware
 from emulator.gemini_app import GEMINI_ROUTES
 from emulator.http_common import JSONResponse, provider_error, state_of
+from emulator.mistral import MISTRAL_ROUTES
 from emulator.state import State
 
 logger = logging.getLogger(__name__)
@@ -55,6 +56,7 @@ ROUTES = [
     *admin_routes.ADMIN_ROUTES,
     *GEMINI_ROUTES,
     *BEDROCK_ROUTES,
+    *MISTRAL_ROUTES,
     Route("/v1/models", openai_routes.list_models, methods=["GET"]),
     Route("/v1/files", openai_routes.create_file, methods=["POST"]),
     Route("/v1/files", openai_routes.list_files, methods=["GET"]),

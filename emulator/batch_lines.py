@@ -170,12 +170,21 @@ class BatchPass:
     """Validates and runs all lines of one batch input file in a single pass."""
 
     def __init__(
-        self, state: "State", batch_id: str, endpoint: str, org: str = "", line_url: str = ""
+        self,
+        state: "State",
+        batch_id: str,
+        endpoint: str,
+        org: str = "",
+        line_url: str = "",
+        *,
+        job_model: str | None = None,
     ) -> None:
         self.state = state
         self.endpoint = endpoint
         self.line_url = line_url or endpoint  # what each line's url must say (Azure's names)
         self.org = org
+        # a Mistral job's model: lines without method and url, bodies without a model take it
+        self.job_model = job_model
         self.prefix = batch_id.removeprefix("batch_")
 
     def run(self, path: Path, *, expire: bool, created: int) -> PassResult:
@@ -212,10 +221,12 @@ class BatchPass:
         fast = endpoint == CHAT and not engine.drawer.active and not engine.omit_usage
         prefix = self.prefix
         prefix_bytes = prefix.encode()
-        model_bytes = b""
         loads, dumps, sort = orjson.loads, orjson.dumps, orjson.OPT_SORT_KEYS
         ok_append, failed_append = result.ok.append, result.failed.append
         index = -1
+        line_url = None if self.job_model is not None else self.line_url
+        result.model = self.job_model
+        model_bytes = dumps(self.job_model) if self.job_model is not None else b""
         for number, raw in enumerate(raw_lines, 1):
             if not raw or raw.isspace():
                 continue
@@ -228,9 +239,9 @@ class BatchPass:
                     "invalid_json_line", "This line is not parseable as valid JSON.", number
                 )
             if problem is None:
-                problem = _line_problem(line, number, self.line_url, seen)
+                problem = _line_problem(line, number, line_url, seen)
             if problem is None:
-                model = line["body"].get("model")
+                model = line["body"].setdefault("model", self.job_model)
                 if result.model is None:
                     result.model = model
                     model_bytes = dumps(model)
@@ -299,6 +310,9 @@ class BatchPass:
                 if outcome.units > 1:
                     result.extra_units.append((index, outcome.units - 1))
             else:
+                if self.job_model is not None:  # Mistral: the error object as a JSON string
+                    error = outcome.body.get("error") or {}
+                    record["response"]["body"] = dumps({"object": "error", **error}).decode()
                 err.add(dumps(record))
                 failed_append((index, outcome.fault))
 
@@ -316,7 +330,11 @@ def line_tokens(body: dict[str, Any], endpoint: str = CHAT) -> int:
     return sum(count_tokens(item) for item in items if isinstance(item, str))
 
 
-def _line_problem(line: Any, number: int, endpoint: str, seen: set[str]) -> dict[str, Any] | None:  # noqa: PLR0911  (one exit per rule)
+def _line_problem(  # noqa: PLR0911  (one exit per rule)
+    line: Any, number: int, endpoint: str | None, seen: set[str]
+) -> dict[str, Any] | None:
+    """The problem of one input line, or None; ``endpoint`` None: a Mistral line, which names
+    no method or url (its job does)."""
     if type(line) is not dict:
         return _error("invalid_json_line", "Each line must be a JSON object.", number)
     custom_id = line.get("custom_id")
@@ -327,9 +345,9 @@ def _line_problem(line: Any, number: int, endpoint: str, seen: set[str]) -> dict
         message = f"The custom_id '{custom_id}' is used more than once in this file."
         return _error("duplicate_custom_id", message, number, "custom_id")
     seen.add(custom_id)
-    if line.get("method") != "POST":
+    if endpoint is not None and line.get("method") != "POST":
         return _error("invalid_method", "Only the POST method is supported.", number, "method")
-    if line.get("url") != endpoint:
+    if endpoint is not None and line.get("url") != endpoint:
         message = f"The url '{line.get('url')}' does not match the batch endpoint '{endpoint}'."
         return _error("url_mismatch", message, number, "url")
     if type(line.get("body")) is not dict:

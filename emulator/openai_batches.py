@@ -52,7 +52,10 @@ def advance(state: State, batch: OpenAIBatch, now: float) -> None:
 
 
 def _run(state: State, batch: OpenAIBatch) -> None:
-    runner = BatchPass(state, batch.id, engine_endpoint(batch.endpoint), batch.org, batch.endpoint)
+    endpoint = engine_endpoint(batch.endpoint)
+    runner = BatchPass(
+        state, batch.id, endpoint, batch.org, batch.endpoint, job_model=batch.job_model
+    )
     result = runner.run(batch.input_file.path, expire=batch.expire, created=int(batch.created))
     batch.run = result
     batch.errors, batch.total, batch.model = result.errors, result.total, result.model

@@ -44,6 +44,9 @@ class OpenAIBatch:
     api_key: str = ""  # the key that created it (billed to its organisation)
     enqueued_tokens: int = 0  # prompt tokens counted against the enqueued-token limit
     org: str = ""  # the API key that created it: whose prompt cache its lines use
+    # A Mistral batch job's model: its lines carry no method or url, and a body without a model
+    # takes this one (None: an OpenAI batch, each line naming its own).
+    job_model: str | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property

@@ -191,7 +191,7 @@ async def file_content(request: Request) -> Response:
 
 def _batch_or_404(state: State, batch_id: str) -> OpenAIBatch | Response:
     batch = state.openai_batches.get(batch_id)
-    if batch is None:
+    if batch is None or batch.job_model is not None:  # a Mistral job is not an OpenAI batch
         return openai_error(404, f"No batch found with id '{batch_id}'.", param="batch_id")
     return batch  # type: ignore[no-any-return]
 
@@ -262,28 +262,51 @@ async def create_batch(request: Request) -> Response:
     stored = _check_create(state, payload, endpoints)
     if isinstance(stored, Response):
         return stored
+    batch = start_batch(
+        request,
+        stored,
+        endpoint=payload["endpoint"],
+        window=payload["completion_window"],
+        metadata=payload.get("metadata"),
+    )
+    return openai_json(openai_batches.batch_json(batch, batch.created))
+
+
+def start_batch(
+    request: Request,
+    stored: StoredFile,
+    *,
+    endpoint: str,
+    window: str,
+    metadata: dict[str, str] | None,
+    job_model: str | None = None,
+) -> OpenAIBatch:
+    """A new batch of the input file ``stored``, kept, counted and scheduled to advance (an
+    OpenAI batch, or a Mistral job naming ``job_model``)."""
+    state = state_of(request)
     drawer = state.drawer
     expire = "expired" in drawer.rates and drawer.hit(
         "expired", stored.digest, drawer.next_attempt(stored.digest ^ 0x5EED)
     )
     batch = OpenAIBatch(
         id=new_id("batch_"),
-        endpoint=payload["endpoint"],
+        endpoint=endpoint,
         input_file=stored,
-        completion_window=payload["completion_window"],
-        metadata=payload.get("metadata"),
+        completion_window=window,
+        metadata=metadata,
         created=time.time(),
         seconds=state.durations.draw(),
         expire=expire,
         api_key=api_key_of(request),
         org=organisation(request.headers),
+        job_model=job_model,
     )
     with state.lock:
         state.openai_batches[batch.id] = batch
     state.stats.add("batches_created")
     for due in (batch.in_progress_at, batch.end):
         state.finisher.schedule(due, lambda: openai_batches.advance(state, batch, time.time()))
-    return openai_json(openai_batches.batch_json(batch, batch.created))
+    return batch
 
 
 async def get_batch(request: Request) -> Response:
@@ -305,7 +328,7 @@ async def list_batches(request: Request) -> Response:
     if isinstance(limit, Response):
         return limit
     state = state_of(request)
-    batches = list(reversed(state.openai_batches.values()))
+    batches = [b for b in reversed(state.openai_batches.values()) if b.job_model is None]
     after = request.query_params.get("after")
     ids = [batch.id for batch in batches]
     start = ids.index(after) + 1 if after in ids else (len(ids) if after else 0)
@@ -335,9 +358,14 @@ async def cancel_batch(request: Request) -> Response:
         return openai_error(
             400, f"Cannot cancel a batch with status '{view['status']}'.", param="batch_id"
         )
+    request_cancel(state, batch)
+    return openai_json(openai_batches.batch_json(batch, time.time()))
+
+
+def request_cancel(state: State, batch: OpenAIBatch) -> None:
+    """Cancel ``batch`` (``cancelling``, then ``cancelled``) unless it is being cancelled."""
     with batch.lock:
         if batch.cancel_at is None:
             batch.cancel_at = time.time()
     settle = batch.cancel_at + 0.1 * batch.seconds
     state.finisher.schedule(settle, lambda: openai_batches.advance(state, batch, time.time()))
-    return openai_json(openai_batches.batch_json(batch, time.time()))

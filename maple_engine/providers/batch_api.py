@@ -1,6 +1,7 @@
 """What the batch providers share: the resource basics, JSON-lines encoding of already-encoded
 request bodies, and the list/get/poll/cancel calls of a REST batches collection (OpenAI's
-``/batches`` and Anthropic's ``/v1/messages/batches`` have the same shape)."""
+``/batches``, Anthropic's ``/v1/messages/batches`` and Mistral's ``/batch/jobs`` have the same
+shape; the last pages by number instead of by cursor)."""
 
 import contextlib
 import dataclasses
@@ -113,7 +114,7 @@ class RestBatchCalls:
             first_contact(
                 client,
                 batches.path,
-                params={"limit": 1},
+                params=batches.probe_params,
                 api=f"the {batches.noun} API",
                 family=self.capabilities.credentials,
                 expect="data",
@@ -155,32 +156,57 @@ def wrapped_bytes_expr(custom_id: pl.Expr, request: pl.Expr, head: str, mid: str
 # -- a REST batches collection ----------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class BatchCollection:
-    """``path`` lists batches (paged by ``after_param``), ``path/<id>`` gets one, and
-    ``path/<id>/cancel`` cancels it; ``noun`` names a batch in error messages."""
+    """``path`` lists batches (newest first), ``path/<id>`` gets one, and ``path/<id>/cancel``
+    cancels it; ``noun`` names a batch in error messages. A listing pages by the cursor
+    ``after_param`` (``limit`` items a page), or, with ``numbered``, by page number (``page``
+    from 0, ``page_size`` items a page, ``total`` items in all)."""
 
     path: str
     noun: str
     after_param: str
     max_retries: int
+    numbered: bool = False
 
-    def listing(self, client: httpx.Client) -> Iterator[dict[str, Any]]:
+    @property
+    def probe_params(self) -> dict[str, Any]:
+        """The query of a one-item listing (the first contact's)."""
+        return {"page_size": 1} if self.numbered else {"limit": 1}
+
+    def listing(
+        self, client: httpx.Client, filters: dict[str, Any] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """Every batch, newest first; ``filters`` narrow the listing where the API takes them."""
         after: str | None = None
+        number = 0
         while True:
-            params: dict[str, Any] = {"limit": LIST_PAGE}
-            if after:
-                params[self.after_param] = after
+            params: dict[str, Any] = dict(filters or {})
+            if self.numbered:
+                params |= {"page": number, "page_size": LIST_PAGE}
+            else:
+                params["limit"] = LIST_PAGE
+                if after:
+                    params[self.after_param] = after
             page = request(
                 client,
                 "GET",
                 self.path,
-                what=f"list {self.noun}es",
+                what=f"list {self.noun}{'es' if self.noun.endswith('ch') else 's'}",
                 params=params,
                 max_retries=self.max_retries,
             ).json()
-            yield from page["data"]
-            if not page.get("has_more") or not page["data"]:
+            data = page.get("data") or []
+            yield from data
+            number += 1
+            if not data or not self._more(page, number):
                 return
-            after = page.get("last_id") or page["data"][-1]["id"]
+            after = page.get("last_id") or data[-1]["id"]
+
+    def _more(self, page: dict[str, Any], pages_read: int) -> bool:
+        if self.numbered:
+            total = page.get("total")
+            full = len(page["data"]) >= LIST_PAGE
+            return full and (total is None or pages_read * LIST_PAGE < int(total))
+        return bool(page.get("has_more"))
 
     def get(self, client: httpx.Client, batch_id: str) -> dict[str, Any]:
         got = request(

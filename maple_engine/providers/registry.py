@@ -18,6 +18,8 @@ from maple_engine.providers.base import Provider, ProviderCapabilities, Provider
 from maple_engine.providers.bedrock.batch import BedrockBatchProvider
 from maple_engine.providers.gemini.batch import GeminiBatchProvider
 from maple_engine.providers.gemini.realtime import GeminiFlexProvider, GeminiRealtimeProvider
+from maple_engine.providers.mistral.batch import MistralBatchProvider
+from maple_engine.providers.mistral.realtime import MistralRealtimeProvider
 from maple_engine.providers.openai import emulator
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
 from maple_engine.providers.openai.compatible import PROFILES, provider_class
@@ -35,6 +37,7 @@ _BATCH: tuple[type[Provider], ...] = (
     AnthropicBatchProvider,
     GeminiBatchProvider,
     BedrockBatchProvider,
+    MistralBatchProvider,
 )
 
 
@@ -69,6 +72,7 @@ _REGISTRY: dict[str, Registered] = {
     # every OpenAI-compatible batch API: one profile each, run by the OpenAI batch provider
     **{profile.name: _of(provider_class(profile)) for profile in PROFILES},
     "azure-openai": _of(AzureOpenAIBatchProvider),
+    "mistral": _of(MistralBatchProvider),
     "openai-realtime": _of(OpenAIRealtimeProvider, "checkpoint_root"),
     "openai-flex": _of(OpenAIFlexProvider, "checkpoint_root"),
     "openai-server": _of(OpenAIServerProvider, "checkpoint_root"),
@@ -76,6 +80,7 @@ _REGISTRY: dict[str, Registered] = {
     "gemini-realtime": _of(GeminiRealtimeProvider, "checkpoint_root"),
     "gemini-flex": _of(GeminiFlexProvider, "checkpoint_root"),
     "azure-openai-realtime": _of(AzureOpenAIRealtimeProvider, "checkpoint_root"),
+    "mistral-realtime": _of(MistralRealtimeProvider, "checkpoint_root"),
 }
 DEFAULT_PROVIDER = "openai"
 

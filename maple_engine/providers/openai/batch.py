@@ -180,18 +180,22 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
             created = request(
                 client,
                 "POST",
-                "/batches",
+                self._batches().path,
                 what=f"create batch for {what}",
                 max_retries=self.max_retries,
-                json={
-                    **self.extra_body,  # Maple's own fields win (check_credentials refuses them)
-                    "input_file_id": file_id,
-                    "endpoint": self._endpoint(payload.requests),
-                    "completion_window": self.completion_window,
-                    "metadata": payload.metadata(digest),
-                },
+                json=self._create_json(payload, file_id, digest),
             )
         return payload.submission(self.name, str(created.json()["id"]), digest, file_id=file_id)
+
+    def _create_json(self, payload: ShardPayload, file_id: str, digest: str) -> dict[str, Any]:
+        """The batch create's body for ``payload``'s uploaded file ``file_id``."""
+        return {
+            **self.extra_body,  # Maple's own fields win (check_credentials refuses them)
+            "input_file_id": file_id,
+            "endpoint": self._endpoint(payload.requests),
+            "completion_window": self.completion_window,
+            "metadata": payload.metadata(digest),
+        }
 
     def _state(self, batch: dict[str, Any]) -> BatchState:
         errors = (batch.get("errors") or {}).get("data") or []
@@ -213,58 +217,64 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
         return BatchCollection("/batches", "batch", "after", self.max_retries)
 
     def find_orphans(self, job: str) -> list[Submission]:
-        found: list[Submission] = []
         with self._client() as client:
-            for batch in self._batches().listing(client):
-                meta = batch.get("metadata") or {}
-                if meta.get("maple_job") != job or str(batch.get("status")).lower() == "failed":
-                    continue
-                found.append(
-                    Submission(
-                        provider=self.name,
-                        job=job,
-                        shard=meta.get("maple_shard", ""),
-                        attempt=int(meta.get("maple_attempt", "0")),
-                        batch_id=batch["id"],
-                        request_count=int((batch.get("request_counts") or {}).get("total", 0)),
-                        content_hash=meta.get("maple_hash", ""),
-                        submitted_at=str(batch.get("created_at", "")),
-                        file_id=batch.get("input_file_id"),
-                        adopted=True,
-                    )
-                )
-        return found
+            listed = self._batches().listing(client, self._job_filter(job))
+            found = [self._orphan(job, batch) for batch in listed]
+        return [submission for submission in found if submission is not None]
+
+    def _job_filter(self, job: str) -> dict[str, Any]:
+        """The listing's filter for ``job``'s batches (none: OpenAI's list takes none)."""
+        return {}
+
+    def _orphan(self, job: str, batch: dict[str, Any]) -> Submission | None:
+        """A listed batch of ``job`` (by its metadata) that did not fail, as its submission."""
+        meta = batch.get("metadata") or {}
+        if meta.get("maple_job") != job or str(batch.get("status")).lower() == "failed":
+            return None
+        return Submission(
+            provider=self.name,
+            job=job,
+            shard=meta.get("maple_shard", ""),
+            attempt=int(meta.get("maple_attempt", "0")),
+            batch_id=batch["id"],
+            request_count=int((batch.get("request_counts") or {}).get("total", 0)),
+            content_hash=meta.get("maple_hash", ""),
+            submitted_at=str(batch.get("created_at", "")),
+            file_id=batch.get("input_file_id"),
+            adopted=True,
+        )
 
     # -- results ----------------------------------------------------------------------------
     def results(self, submission: Submission, state: BatchState) -> pl.DataFrame:
         if state.status == LOST:  # no result lines: every row is unrun and sent again
             return result_frame({})
         with self._client() as client:
-            got = request(
-                client,
-                "GET",
-                f"/batches/{submission.batch_id}",
-                what=f"fetch batch {submission.batch_id}",
-                max_retries=self.max_retries,
-            )
-            batch = got.json()
+            batch = self._batches().get(client, submission.batch_id)
             frames = [result_frame({})]
-            for key in ("output_file_id", "error_file_id"):
-                file_id = batch.get(key)
-                if file_id:
-                    with tempfile.NamedTemporaryFile(prefix="maple-", suffix=".jsonl") as spool:
-                        download(
-                            client,
-                            f"/files/{file_id}/content",
-                            spool,
-                            what=f"download {key} of batch {submission.batch_id}",
-                            max_retries=self.max_retries,
-                        )
-                        frames.append(
-                            parse_result_file(spool.name, submission.batch_id, _parse_line)
-                        )
-                    crash_point("mid_download")
+            for key, file_id in self._result_files(batch):
+                with tempfile.NamedTemporaryFile(prefix="maple-", suffix=".jsonl") as spool:
+                    download(
+                        client,
+                        f"/files/{file_id}/content",
+                        spool,
+                        what=f"download {key} of batch {submission.batch_id}",
+                        max_retries=self.max_retries,
+                    )
+                    frames.append(
+                        parse_result_file(spool.name, submission.batch_id, self._parse_line)
+                    )
+                crash_point("mid_download")
         return pl.concat(frames)
+
+    def _result_files(self, batch: dict[str, Any]) -> list[tuple[str, str]]:
+        """(field, file id) of the batch's result files: its output, then its errors."""
+        keys = ("output_file_id", "error_file_id")
+        return [(key, str(batch[key])) for key in keys if batch.get(key)]
+
+    @staticmethod
+    def _parse_line(line: dict[str, Any]) -> dict[str, Any]:
+        """One result line the fast reader left (a failure, a Responses reply) as a row."""
+        return _parse_line(line)
 
 
 def _parse_line(line: dict[str, Any]) -> dict[str, Any]:
