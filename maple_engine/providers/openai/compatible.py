@@ -7,7 +7,7 @@ from ``MAPLE_API_KEY``; a vendor's profile takes its own (``TOGETHER_API_KEY``, 
 ``TOGETHER_BASE_URL`` to point it elsewhere: the prefix before ``/files`` and ``/batches``, so
 ``http://127.0.0.1:8787/v1`` is the emulator). What differs between them is data: the base URL,
 the key's variable, the limits per file, the completion windows accepted, the file purpose, the
-price source and batch discount. docs/providers.md cites each vendor's documentation.
+price source and batch discount. docs/operations.md says what each vendor documents.
 """
 
 import dataclasses
