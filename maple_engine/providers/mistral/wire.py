@@ -18,7 +18,7 @@ from typing import Any
 import orjson
 
 from maple_engine.errors import ConfigError
-from maple_engine.failures import FailureClass, classify_http, classify_line_error
+from maple_engine.failures import classify_http, classify_line_error
 from maple_engine.model import ENDED_STATES, BatchState
 from maple_engine.providers.base import MB, ProviderLimits
 from maple_engine.providers.lost import LOST
@@ -107,7 +107,9 @@ def parse_line(line: dict[str, Any]) -> dict[str, Any]:
             error if isinstance(error, dict) else {"message": str(error or "no response")}
         )
         code = detail.get("code")
-        return _failed(custom_id, classify_line_error(code), detail.get("message") or code)
+        return openai_wire.failed_row(
+            custom_id, classify_line_error(code), detail.get("message") or code
+        )
     body = _decoded(response.get("body"))
     status = int(response.get("status_code") or 0)
     if error is not None or not 200 <= status < 300:
@@ -115,7 +117,7 @@ def parse_line(line: dict[str, Any]) -> dict[str, Any]:
         detail = nested if isinstance(nested, dict) else body
         code = detail.get("code")
         cls = classify_http(status, str(code) if code is not None else None, detail.get("type"))
-        return _failed(custom_id, cls, detail.get("message") or f"HTTP {status}")
+        return openai_wire.failed_row(custom_id, cls, detail.get("message") or f"HTTP {status}")
     return openai_wire.parse_reply(custom_id, body)
 
 
@@ -127,13 +129,3 @@ def _decoded(body: Any) -> dict[str, Any]:
         except orjson.JSONDecodeError:
             return {"message": body}
     return body if isinstance(body, dict) else {}
-
-
-def _failed(custom_id: Any, cls: FailureClass, message: Any) -> dict[str, Any]:
-    return {
-        "custom_id": custom_id,
-        "status": "failed",
-        "failure_class": cls.value,
-        "error": str(message),
-        "billed": False,
-    }

@@ -9,7 +9,7 @@ from pydantic import Field, PrivateAttr
 
 from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError
-from maple_engine.failures import FailureClass, classify_http, classify_line_error
+from maple_engine.failures import classify_http, classify_line_error
 from maple_engine.model import CHAT, EMBEDDING, ENDED_STATES, BatchState, Submission
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
@@ -284,24 +284,16 @@ def _parse_line(line: dict[str, Any]) -> dict[str, Any]:
     error = line.get("error")
     if response is None:
         code = (error or {}).get("code")
-        return _failed(custom_id, classify_line_error(code), (error or {}).get("message") or code)
+        return wire.failed_row(
+            custom_id, classify_line_error(code), (error or {}).get("message") or code
+        )
     body = response.get("body") or {}
     status = int(response.get("status_code", 0))
     if error is not None or not 200 <= status < 300:
         detail = body.get("error") or error or {}
         cls = classify_http(status, detail.get("code"), detail.get("type"))
-        return _failed(custom_id, cls, detail.get("message") or f"HTTP {status}")
+        return wire.failed_row(custom_id, cls, detail.get("message") or f"HTTP {status}")
     return wire.parse_reply(custom_id, body)
-
-
-def _failed(custom_id: Any, cls: FailureClass, message: Any) -> dict[str, Any]:
-    return {
-        "custom_id": custom_id,
-        "status": "failed",
-        "failure_class": cls.value,
-        "error": str(message),
-        "billed": False,
-    }
 
 
 _PHASE_STAMPS = (

@@ -300,3 +300,14 @@ def parse_chat_completion(custom_id: Any, body: dict[str, Any]) -> dict[str, Any
         return row
     row.update(status="succeeded", response=message.get("content") or "")
     return row
+
+
+def failed_row(custom_id: Any, cls: FailureClass, message: Any) -> dict[str, Any]:
+    """The result row of a request the provider failed (not billed)."""
+    return {
+        "custom_id": custom_id,
+        "status": "failed",
+        "failure_class": cls.value,
+        "error": str(message),
+        "billed": False,
+    }
