@@ -202,7 +202,7 @@ def _iso(epoch: float) -> str:
 
 
 def _tier(c: Charge) -> str:
-    return "batch" if c.batch_id is not None else "standard"
+    return c.service_tier or ("batch" if c.batch_id is not None else "standard")
 
 
 async def anthropic_usage(request: Request) -> Response:

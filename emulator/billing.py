@@ -9,6 +9,8 @@ from genai-prices (a model genai-prices does not know is priced as gpt-4o-mini, 
 the emulator's models): batch requests at the model's published batch rates, else half the
 standard rate; prompt-cache reads at the cache-read rate (a batch's own, where published);
 cache writes at the cache-write rate, and 1-hour writes (Anthropic) at twice the input rate.
+OpenAI's priority tier (``service_tier: "priority"``) is billed at `PRIORITY_MULTIPLE` times the
+standard price.
 """
 
 import threading
@@ -24,6 +26,7 @@ from emulator.prompt_cache import ONE_HOUR, CacheUse
 DEFAULT_ORG = "org-emulator"
 FALLBACK_MODEL = "gpt-4o-mini"
 BATCH_DISCOUNT = Decimal("0.5")
+PRIORITY_MULTIPLE = Decimal(2)  # OpenAI's priority tier: twice the standard price
 BATCH = {"processing": "batch"}  # genai-prices' batch price variant
 NO_CACHE = CacheUse()
 Family = Literal["openai", "anthropic"]
@@ -43,6 +46,7 @@ class Charge:
     output_tokens: int
     cost_usd: Decimal
     cache: CacheUse = NO_CACHE  # of input_tokens: read from / written to the prompt cache
+    service_tier: str | None = None  # "priority" for OpenAI's priority tier, else by batch_id
 
     @property
     def uncached_input_tokens(self) -> int:
@@ -108,12 +112,17 @@ class Billing:
         at: float,
         batch_id: str | None = None,
         cache: CacheUse = NO_CACHE,
+        priority: bool = False,
     ) -> None:
         """Bill ``tokens`` (input, output) of one successful request (or of a batch's
-        requests), ``cache`` of the input read from or written to the prompt cache."""
+        requests), ``cache`` of the input read from or written to the prompt cache;
+        ``priority``: on the priority tier."""
         cost = price(family, model, tokens, batch_id is not None, cache)
+        if priority:
+            cost *= PRIORITY_MULTIPLE
         org = self.org_of(api_key)
-        entry = Charge(family, org, api_key, model, at, batch_id, *tokens, cost, cache)
+        tier = "priority" if priority else None
+        entry = Charge(family, org, api_key, model, at, batch_id, *tokens, cost, cache, tier)
         with self._lock:
             self._charges.append(entry)
 

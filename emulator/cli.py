@@ -97,6 +97,16 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail, parse_org
     "resource_unavailable.",
 )
 @click.option(
+    "--priority-speedup",
+    "priority_speedup",
+    type=click.FloatRange(1.0),
+    default=4.0,
+    show_default=True,
+    metavar="FACTOR",
+    help='OpenAI priority tier: service_tier "priority" answers take the --latency divided by '
+    "FACTOR (billed at twice the standard price).",
+)
+@click.option(
     "--latency",
     default="0",
     show_default=True,
@@ -157,6 +167,7 @@ def emulator_command(
     anthropic_queue_limit: int | None,
     organizations: tuple[str, ...],
     flex_unavailable: float,
+    priority_speedup: float,
     latency: str,
     omit_usage: bool,
     required_headers: tuple[str, ...],
@@ -184,6 +195,7 @@ def emulator_command(
             anthropic_queue_limit=anthropic_queue_limit,
             organizations=parse_organizations(organizations),
             flex_unavailable=flex_unavailable,
+            priority_speedup=priority_speedup,
             realtime_latency_s=parse_latency(latency),
             omit_usage=omit_usage,
             required_headers=required_headers,

@@ -75,6 +75,9 @@ class EmulatorConfig:
     #: ``resource_unavailable``, and how much longer a flex answer takes.
     flex_unavailable: float = 0.0
     flex_delay_s: float = 0.05
+    #: OpenAI's priority tier (``emulator.flex``): its answers take the real-time latency
+    #: (``realtime_latency_s``) divided by this.
+    priority_speedup: float = 4.0
     #: Seconds a real-time answer (chat completions, embeddings, messages) takes beyond the
     #: limiter, drawn uniformly from (low, high): a real API's latency.
     realtime_latency_s: tuple[float, float] = (0.0, 0.0)
@@ -118,6 +121,8 @@ class EmulatorConfig:
             raise ValueError(
                 f"latency must be LOW-HIGH seconds, 0 <= LOW <= HIGH, got {low}-{high}"
             )
+        if self.priority_speedup < 1:
+            raise ValueError(f"priority_speedup must be >= 1, got {self.priority_speedup}")
         if not 0 < self.burst_seconds <= 60:
             raise ValueError(f"burst_seconds must be in (0, 60], got {self.burst_seconds}")
 

@@ -1,4 +1,5 @@
-"""The flex service tier: OpenAI's chat completions and Gemini's ``generateContent``.
+"""The flex and priority service tiers: OpenAI's chat completions (and Responses) and Gemini's
+``generateContent``.
 
 An OpenAI request with ``"service_tier": "flex"`` (Gemini: ``"serviceTier": "flex"``) is answered
 more slowly (``flex_delay_s``); OpenAI's answer echoes ``service_tier: "flex"``. Flex is billed
@@ -6,6 +7,11 @@ at batch prices (half the standard rate), which the client prices from the tier.
 ``--flex-unavailable RATE`` answers that share of flex requests 429 (OpenAI:
 ``resource_unavailable``; Gemini: ``RESOURCE_EXHAUSTED``), not billed, drawn from the seed.
 Stats: ``flex_requests`` (every flex request), ``flex_429`` (those answered 429).
+
+An OpenAI request with ``"service_tier": "priority"`` is answered faster (the real-time latency
+divided by ``priority_speedup``), its answer echoes ``service_tier: "priority"``, and it is billed
+at twice the standard price (`emulator.billing.PRIORITY_MULTIPLE`), which the usage and cost
+reports show under that service tier. Stats: ``priority_requests``.
 """
 
 import random
@@ -13,6 +19,7 @@ import threading
 from typing import Any
 
 FLEX = "flex"
+PRIORITY = "priority"
 RETRY_AFTER_S = 0.1  # the wait a flex 429 asks for (retry-after-ms; Gemini's RetryInfo)
 UNAVAILABLE_MESSAGE = (
     "Resource unavailable: flex processing capacity is temporarily exhausted. Retry with "
@@ -37,3 +44,7 @@ class FlexTier:
 
 def is_flex(payload: Any) -> bool:
     return isinstance(payload, dict) and payload.get("service_tier") == FLEX
+
+
+def is_priority(payload: Any) -> bool:
+    return isinstance(payload, dict) and payload.get("service_tier") == PRIORITY

@@ -18,7 +18,7 @@ from emulator import responses_api
 from emulator.anthropic_engine import DEFAULT_VERSION, version_problem
 from emulator.billing import Family
 from emulator.faults import body_key
-from emulator.flex import FLEX, RETRY_AFTER_S, UNAVAILABLE_MESSAGE, is_flex
+from emulator.flex import FLEX, PRIORITY, RETRY_AFTER_S, UNAVAILABLE_MESSAGE, is_flex, is_priority
 from emulator.http_common import (
     anthropic_error,
     anthropic_json,
@@ -69,7 +69,14 @@ def _estimate(payload: Any, path: str) -> int:
 
 
 def _account(
-    request: Request, payload: Any, key: int, outcome: Outcome, *, family: Family, use: CacheUse
+    request: Request,
+    payload: Any,
+    key: int,
+    outcome: Outcome,
+    *,
+    family: Family,
+    use: CacheUse,
+    priority: bool = False,
 ) -> None:
     state = state_of(request)
     stats = state.stats
@@ -82,7 +89,9 @@ def _account(
         stats.bill([hash((_RT_PREFIX, key, unit)) for unit in range(outcome.units)])
         model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
         tokens = (outcome.prompt_tokens, outcome.completion_tokens)
-        state.billing.charge(family, api_key_of(request), model, tokens, at=time.time(), cache=use)
+        state.billing.charge(
+            family, api_key_of(request), model, tokens, at=time.time(), cache=use, priority=priority
+        )
 
 
 async def _admit(request: Request) -> tuple[Any, Decision | None, Response | None]:
@@ -100,12 +109,13 @@ async def _admit(request: Request) -> tuple[Any, Decision | None, Response | Non
     return payload, decision, None
 
 
-async def _answer_latency(request: Request) -> None:
-    """Wait as long as the configured latency says (``realtime_latency_s``)."""
+async def _answer_latency(request: Request, speedup: float = 1.0) -> None:
+    """Wait as long as the configured latency says (``realtime_latency_s``), divided by
+    ``speedup`` (the priority tier's)."""
     state = state_of(request)
     low, high = state.config.realtime_latency_s
     if high > 0:
-        await asyncio.sleep(state.latency.uniform(low, high))
+        await asyncio.sleep(state.latency.uniform(low, high) / speedup)
 
 
 def _openai_limited(decision: Decision, model: str) -> Response:
@@ -133,8 +143,11 @@ async def openai_realtime(request: Request) -> Response:
     model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
     if not decision.allowed:
         return _openai_limited(decision, model)
-    await _answer_latency(request)
     state = state_of(request)
+    priority = is_priority(payload)
+    await _answer_latency(request, state.config.priority_speedup if priority else 1.0)
+    if priority:
+        state.stats.add("priority_requests")
     if is_flex(payload):
         state.stats.add("flex_requests")
         if state.flex.draw_unavailable():
@@ -150,13 +163,13 @@ async def openai_realtime(request: Request) -> Response:
     key = body_key(payload)
     outcome = state.openai.run(request.url.path, payload, key)
     use = CacheUse()
-    if outcome.status == 200 and is_flex(payload):
-        outcome.body["service_tier"] = FLEX
+    if outcome.status == 200 and (is_flex(payload) or priority):
+        outcome.body["service_tier"] = PRIORITY if priority else FLEX
     if outcome.status == 200 and request.url.path.endswith("/chat/completions"):
         use = state.prompt_cache.openai(organisation(request.headers), payload)
         openai_usage(outcome.body, use)
         state.stats.cached(use)
-    _account(request, payload, key, outcome, family="openai", use=use)
+    _account(request, payload, key, outcome, family="openai", use=use, priority=priority)
     _with_request_id(outcome, "openai")
     headers = openai_headers(decision) | {"openai-processing-ms": "1", "openai-model": model}
     if outcome.status == 429:

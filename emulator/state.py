@@ -44,6 +44,7 @@ _STAT_NAMES = (
     "cache_write_tokens",
     "flex_requests",
     "flex_429",
+    "priority_requests",
 )
 
 
