@@ -172,13 +172,14 @@ class Version:
 
 
 # -- submissions and batches ------------------------------------------------------------------
-# Batch ids of real-time attempts (``rt-<job>-<shard>-<attempt>``), and of those billed at batch
-# prices (a flex tier: ``rt-flex-...``).
+# Batch ids of real-time attempts (``rt-<job>-<shard>-<attempt>``), of those billed at batch
+# prices (a flex tier: ``rt-flex-...``), and of those on a priority tier (``rt-prio-...``).
 #: The canary's label in place of a shard key: its checkpoints, cost ledger entries, budget
 #: admissions and response store files (`maple_engine.canary`)
 CANARY_SHARD = "canary"
 REALTIME_PREFIX = "rt-"
 BATCH_PRICED_PREFIX = "rt-flex-"
+PRIORITY_PREFIX = "rt-prio-"
 
 
 def batch_priced(batch_id: str) -> bool:
@@ -189,6 +190,16 @@ def batch_priced(batch_id: str) -> bool:
 def is_realtime(submission: "Submission") -> bool:
     """Whether ``submission`` went through a real-time API (its id is not a provider batch's)."""
     return submission.batch_id.startswith(REALTIME_PREFIX)
+
+
+def priority_priced(batch_id: str) -> bool:
+    """Whether the attempt ``batch_id`` went through a priority tier (billed at its price)."""
+    return batch_id.startswith(PRIORITY_PREFIX)
+
+
+def is_priority(submission: "Submission") -> bool:
+    """Whether ``submission`` went through a priority tier (faster real time, dearer)."""
+    return priority_priced(submission.batch_id)
 
 
 def is_flex(submission: "Submission") -> bool:

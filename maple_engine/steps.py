@@ -26,6 +26,7 @@ from maple_engine.failures import FailureClass, batch_too_large
 from maple_engine.inputs.images import missing_images
 from maple_engine.job import Job
 from maple_engine.ledger.attempt_cost import AttemptCost
+from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.model import (
     CUSTOM_ID,
     KEY,
@@ -36,6 +37,7 @@ from maple_engine.model import (
     StopKind,
     Submission,
     batch_priced,
+    priority_priced,
 )
 from maple_engine.providers.base import LOST_SENDS, ShardPayload
 from maple_engine.providers.http import RETRY_LOG_EVERY_S, log
@@ -163,7 +165,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         lines,
         state,
         attempt=attempt,
-        price=job.price(),
+        price=attempt_price(job, submission.batch_id),
         batch_pricing=batch_priced(submission.batch_id),
         schema=job.spec.response_schema,
         estimate=text_estimate(job.spec, lambda columns: job.state.shard_frame(shard, columns)),
@@ -296,6 +298,12 @@ def _mode(job: Job, submission: Submission) -> Literal["batch", "realtime"]:
     return "batch"
 
 
+def attempt_price(job: Job, batch_id: str) -> ModelPrice:
+    """The price of the attempt ``batch_id``: the job's, or its priority tier's."""
+    price = job.price()
+    return price.at_priority() if priority_priced(batch_id) else price
+
+
 def _record_cost(
     job: Job,
     shard: str,
@@ -339,6 +347,7 @@ def book_attempt(
     entry = AttemptCost.from_rows(
         results.filter(pl.col("billed")),
         job.price(),
+        priority=priority_priced(batch_id),
         job=job.spec.name,
         team=job.spec.team,
         model=job.spec.model,

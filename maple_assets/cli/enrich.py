@@ -104,6 +104,12 @@ def print_summary(
             f"{'deadline USD':<15}{split['deadline_cost_usd']:.6f}  (real-time rows cost "
             f"{split['realtime_cost_usd']:.6f}; this much more than at batch prices)"
         )
+        if split.get("priority_rows"):
+            click.echo(
+                f"{'priority rows':<15}{split['priority_rows']:,}  (of the real-time rows, on "
+                f"the priority tier: {split['priority_cost_usd']:.6f} USD, "
+                f"{split['priority_premium_usd']:.6f} more than at standard real-time prices)"
+            )
     click.echo(f"{'output':<15}{result.output}")
     if result.stopped:
         click.echo(f"stopped: {result.stopped}", err=True)

@@ -64,6 +64,15 @@ def plan_submissions(job: "Job", work: "Work") -> Admitted:
     if not queue.deadline_due(job) and job.state.chain_held(time.time()):
         return Admitted({}, [])  # a chained run is sending the waiting shards in order
     admitted, waits = queue.gate(job, work)
+    late = [s for s, ticket in admitted.items() if ticket == queue.LATE]
+    if late and not queue.deadline_due(job):
+        _note(
+            job,
+            {
+                "deadline": f"{len(late)} shard(s) could not end as batches before the "
+                "deadline: sent through real-time now"
+            },
+        )
     if waits:
         shard, decision = next(iter(waits.items()))
         waiting = len(work.submit) - len(admitted)
@@ -76,7 +85,7 @@ def plan_submissions(job: "Job", work: "Work") -> Admitted:
             note["validating"] = [s for s in work.submit if s not in admitted][:MAX_LISTED]
         _note(job, note)
         return Admitted(admitted, note.get("validating", []))
-    if not queue.deadline_due(job) and not stalls:
+    if not queue.deadline_due(job) and not stalls and not late:
         job.state.clear_queue_wait()
     return Admitted(admitted, [])
 

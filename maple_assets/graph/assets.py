@@ -35,6 +35,7 @@ from maple_engine.steps import collect_shard, submit_shard
 from maple_engine.submit import queue
 from maple_engine.submit.budget import ledger_totals
 from maple_engine.submit.deadline import deadline_split
+from maple_engine.submit.escalation import all_late
 from maple_engine.work import pending_work
 
 SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
@@ -221,7 +222,7 @@ def submissions_asset(
         tag_run(context, spec, job.state)
         job.prepare_submissions()
         wait = config.wait_for_validation_s
-        chain = queue.Chain(wait) if wait and job.mode == "batch" else None
+        chain = queue.Chain(wait, context.partition_keys) if wait and job.mode == "batch" else None
 
         def one(shard: str) -> dict[str, Any]:
             submit_shard(job, shard, chain)
@@ -235,8 +236,11 @@ def submissions_asset(
         # With a budget, shards go one by one so each check sees the batch before it.
         # Real-time providers pace one shard at a time against the provider's rate limit.
         # A chain sends in order, each shard after the one before it passed validation.
+        # So do the shards a deadline sends through real time: senders side by side in one
+        # process would first wait to count each other (`maple_engine.send.rate_shares`).
+        late = job.mode == "batch" and all_late(job, context.partition_keys)
         serial = spec.budget_usd is not None or job.mode == "realtime" or chain is not None
-        parallel = 1 if serial else SUBMIT_PARALLELISM
+        parallel = 1 if serial or late else SUBMIT_PARALLELISM
         try:
             output = per_shard(context, one, parallel=parallel)
         finally:

@@ -23,6 +23,7 @@ from maple_engine.job import Job
 from maple_engine.policy import RetryPolicy
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
+from maple_engine.submit import queue
 from maple_engine.submit.budget import resume_budget_stop
 from maple_engine.work import generation, pending_work
 from resources.dagster_private import (
@@ -105,7 +106,8 @@ def run_requests(
     name = job.spec.name
     tags = run_tags(job.spec, job.state)
     admitted = plan_submissions(job, work)  # the queue's room and the deadline decide
-    shards = list(admitted.tickets)
+    # a chain follows the last shard admitted into the queue (late ones take no queue room)
+    shards = [s for s, ticket in admitted.tickets.items() if ticket != queue.LATE]
     chained = chain_after(shards, admitted.validating, list(order or []))
     requests = [
         dg.RunRequest(

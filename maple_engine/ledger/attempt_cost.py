@@ -70,17 +70,21 @@ class AttemptCost:
         attempt: int,
         batch_id: str | None,
         batch_prices: bool | None = None,
+        priority: bool = False,
     ) -> "AttemptCost":
         """Sum one attempt's billed rows (columns `input_tokens`, `cached_input_tokens`,
         `cache_write_tokens`, `output_tokens`; one row per billed request), priced at batch
         prices when ``batch_prices`` (default: when ``mode`` is batch; a flex attempt is
-        real-time at batch prices)."""
+        real-time at batch prices), at the priority tier's when ``priority``
+        (``realtime_cost_usd`` stays the standard real-time price: the difference is the
+        tier's premium)."""
         batch = mode == "batch" if batch_prices is None else batch_prices
+        paid = price.at_priority() if priority else price
         sums = rows.select(
             *(pl.col(t).sum().cast(pl.Int64) for t in TOKENS),
-            cost_expr(price, batch=batch).sum().alias("cost"),
+            cost_expr(paid, batch=batch and not priority).sum().alias("cost"),
             cost_expr(price, batch=False).sum().alias("realtime"),
-            cost_expr(price, batch=batch, cached=False).sum().alias("uncached"),
+            cost_expr(paid, batch=batch and not priority, cached=False).sum().alias("uncached"),
             _reasoning(rows).sum().cast(pl.Int64).alias("reasoning_tokens"),
             _estimated(rows).sum().cast(pl.Int64).alias("estimated_tokens"),
         ).row(0, named=True)

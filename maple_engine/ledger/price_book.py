@@ -9,7 +9,8 @@ the wheel so it works offline), overridable by a small JSON price file:
 
 given by path (the entry points pass `MAPLE_PRICES`; a run prices with its cost ledger's file).
 Only the two `*_per_mtok` input and output prices are required; cached reads and cache writes
-default to the input price (no discount assumed) and `batch_discount` to 0.5. An entry without
+default to the input price (no discount assumed), `batch_discount` to 0.5 and
+`priority_multiple` (a priority tier's price over the standard one) to 2. An entry without
 `provider` applies to every provider.
 
 Batch prices: genai-prices publishes batch rates for many OpenAI and Anthropic models as a
@@ -26,6 +27,11 @@ its models, tried in order, and maybe a model that prices what none of them know
 serves any model name: it is priced as OpenAI, then Anthropic, and a model neither knows is priced
 as gpt-4o-mini (the `source` says so), so emulator runs show realistic costs. A name no provider
 is registered under is taken as a genai-prices provider id.
+
+Priority tier (OpenAI's ``service_tier: "priority"``, a deadline's last lane): every standard
+rate times ``priority_multiple``, 2 by default as OpenAI's priority processing is priced; the
+emulator bills it so. genai-prices' own ``service_tier: priority`` variant (e.g. gpt-4o-mini at
+$0.25 / $1.00 per MTok) is not read: set ``priority_multiple`` in the price file to match it.
 
 Cache prices: reads and writes at genai-prices' ``cache_read_mtok`` / ``cache_write_mtok`` (the
 batch variant's in batches). A provider whose caching writes with a longer TTL states the write
@@ -46,7 +52,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from maple_engine.errors import ConfigError
-from maple_engine.ledger.pricing import DEFAULT_BATCH_DISCOUNT, ModelPrice, Rates
+from maple_engine.ledger.pricing import (
+    DEFAULT_BATCH_DISCOUNT,
+    DEFAULT_PRIORITY_MULTIPLE,
+    ModelPrice,
+    Rates,
+)
 from maple_engine.providers.registry import known_capabilities
 from maple_engine.settings import PRICES_ENV
 
@@ -67,6 +78,7 @@ class _PriceEntry(BaseModel):
     cached_input_per_mtok: float | None = Field(default=None, ge=0)
     cache_write_per_mtok: float | None = Field(default=None, ge=0)
     batch_discount: float = Field(default=DEFAULT_BATCH_DISCOUNT, gt=0, le=1)
+    priority_multiple: float = Field(default=DEFAULT_PRIORITY_MULTIPLE, ge=1)
 
 
 class _PriceFile(BaseModel):
@@ -153,6 +165,7 @@ class PriceBook:
             cached_input_per_mtok=_default(entry.cached_input_per_mtok, entry.input_per_mtok),
             cache_write_per_mtok=_default(entry.cache_write_per_mtok, entry.input_per_mtok),
             batch_discount=entry.batch_discount,
+            priority_multiple=entry.priority_multiple,
             source=f"price file {self.overrides_path}",
             cache_priced=entry.cached_input_per_mtok is not None,
         )
@@ -202,6 +215,7 @@ def _with_source(price: ModelPrice, source: str) -> ModelPrice:
         source,
         price.batch_rates,
         price.cache_priced,
+        price.priority_multiple,
     )
 
 

@@ -4,6 +4,7 @@ Where prices come from (genai-prices, a price file, the emulator's fallback) and
 ``maple_engine.ledger.price_book``.
 """
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import polars as pl
 
 DEFAULT_BATCH_DISCOUNT = 0.5
+DEFAULT_PRIORITY_MULTIPLE = 2.0  # a priority tier's price (OpenAI's): twice the standard
 DEFAULT_OUTPUT_ESTIMATE = 256
 """Output tokens assumed per request when the request sets no `max_output_tokens`."""
 
@@ -103,6 +105,21 @@ class ModelPrice:
     source: str = "override"
     batch_rates: Rates | None = None
     cache_priced: bool = True  # the source prices cache reads (else they cost the input price)
+    priority_multiple: float = DEFAULT_PRIORITY_MULTIPLE  # a priority tier's price / standard
+
+    def at_priority(self) -> "ModelPrice":
+        """The price on a priority tier: every standard rate times ``priority_multiple`` (a
+        priority request is never batch-priced)."""
+        m = self.priority_multiple
+        return dataclasses.replace(
+            self,
+            input_per_mtok=self.input_per_mtok * m,
+            output_per_mtok=self.output_per_mtok * m,
+            cached_input_per_mtok=self.cached_input_per_mtok * m,
+            cache_write_per_mtok=self.cache_write_per_mtok * m,
+            batch_rates=None,
+            source=f"{self.source}; priority tier = {m:g}x standard",
+        )
 
     def rates(self, batch: bool) -> tuple[Rates, float]:
         """The per-MTok rates and the multiplier applied to their sum."""

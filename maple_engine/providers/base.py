@@ -179,6 +179,9 @@ class ProviderCapabilities:
     batch_prices: bool = False
     # The batch-priced real-time provider a deadline tries before ``realtime_twin`` (flex).
     flex_twin: str | None = None
+    # The faster, dearer real-time provider a deadline turns to after ``realtime_twin`` when
+    # standard real time may no longer be in time (a priority service tier).
+    priority_twin: str | None = None
     # Input limits in tokens the provider documents where genai-prices knows none:
     # (part of the model name, tokens), the first match wins (an embedding model's input).
     input_limits: tuple[tuple[str, int], ...] = ()

@@ -24,6 +24,7 @@ from maple_engine.providers.openai import emulator
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
 from maple_engine.providers.openai.compatible import PROFILES, provider_class
 from maple_engine.providers.openai.flex import OpenAIFlexProvider
+from maple_engine.providers.openai.priority import OpenAIPriorityProvider
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.openai.server import OpenAIServerProvider
 from maple_engine.providers.realtime import RealtimeProvider
@@ -75,6 +76,7 @@ _REGISTRY: dict[str, Registered] = {
     "mistral": _of(MistralBatchProvider),
     "openai-realtime": _of(OpenAIRealtimeProvider, "checkpoint_root"),
     "openai-flex": _of(OpenAIFlexProvider, "checkpoint_root"),
+    "openai-priority": _of(OpenAIPriorityProvider, "checkpoint_root"),
     "openai-server": _of(OpenAIServerProvider, "checkpoint_root"),
     "anthropic-realtime": _of(AnthropicRealtimeProvider, "checkpoint_root"),
     "gemini-realtime": _of(GeminiRealtimeProvider, "checkpoint_root"),

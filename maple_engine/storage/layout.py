@@ -28,6 +28,8 @@ Layout of one job ``<job>``::
         <key>/estimate-<n>.json         attempt n's estimated requests and tokens (budget, queue)
         <key>/deadline-cancel-<n>.json  attempt n's batch was cancelled for the deadline
         <key>/stall-cancel-<n>.json     attempt n's batch was stalled: cancelled, rest real-time
+        <key>/deadline-late-<n>.json    attempt n could not reach the provider's batch queue in
+                                        time for the deadline: it goes real-time at once
         <key>/claim-<n>/                the claim on attempt n (`maple_engine.storage.leases`)
         <key>/rt-<n>/                   real-time checkpoints of attempt n
         <key>/results-<n>.parquet       the rows not final after attempt n (to retry, or held by
@@ -159,6 +161,9 @@ class JobLayout:
 
     def stall_cancel(self, shard: str, attempt: int) -> str:
         return self.state(shard, f"stall-cancel-{attempt}.json")
+
+    def deadline_late(self, shard: str, attempt: int) -> str:
+        return self.state(shard, f"deadline-late-{attempt}.json")
 
     @property
     def sharding(self) -> str:

@@ -8,9 +8,14 @@ unrun rows come back ``batch_cancelled``), and every shard attempt sent from the
 rows and shards never sent alike, goes to the provider's real-time API, paced to its rate limits
 like the real-time providers. Their cost is recorded at real-time prices.
 
-Where the provider has a flex twin (real-time answers at batch prices, slower: OpenAI's
-``openai-flex``), attempts go there first while the time left before the deadline is at least
-the flex provider's request timeout (15 minutes by default); later ones use standard real-time.
+The late lanes, in order, each only while it can still meet the deadline: where the provider
+has a flex twin (real-time answers at batch prices, slower: OpenAI's ``openai-flex``), attempts
+go there while the time left before the deadline is at least the flex provider's request
+timeout (15 minutes by default); then standard real time while at least half the margin is
+left; then, where the provider has a priority twin (OpenAI's ``openai-priority``: ``service_tier:
+"priority"``, faster, twice the standard price), the priority tier for the last half of the
+margin and past the deadline. Priority attempts are booked at the tier's price, and the run's
+summary shows their rows and what they cost over standard real time (`deadline_split`).
 """
 
 import threading
@@ -21,7 +26,15 @@ from typing import Any, Literal
 import polars as pl
 
 from maple_engine.errors import ConfigError, ProviderError
-from maple_engine.model import BatchState, Kind, Submission, is_flex, is_realtime
+from maple_engine.model import (
+    BatchState,
+    Kind,
+    Submission,
+    is_flex,
+    is_priority,
+    is_realtime,
+    priority_priced,
+)
 from maple_engine.providers.base import (
     Provider,
     ProviderCapabilities,
@@ -63,6 +76,14 @@ def flex_twin(batch: Provider, storage_root: str, kind: Kind) -> RealtimeLane | 
     return _lane(twin, batch, storage_root)
 
 
+def priority_twin(batch: Provider, storage_root: str, kind: Kind) -> RealtimeLane | None:
+    """The priority tier's lane of ``batch``'s API when it has one for ``kind``, or None."""
+    twin = batch.capabilities.priority_twin
+    if twin is None or kind not in capabilities(twin).kinds:
+        return None
+    return _lane(twin, batch, storage_root)
+
+
 def _lane(twin: str, batch: Provider, storage_root: str) -> RealtimeLane:
     provider = build_provider(twin, storage_root=storage_root, **batch.twin_settings())
     if not isinstance(provider, RealtimeProvider):
@@ -72,7 +93,7 @@ def _lane(twin: str, batch: Provider, storage_root: str) -> RealtimeLane:
 
 class DeadlineProvider:
     """A batch provider whose attempts go through its real-time lanes once the deadline is due
-    (flex first while a flex request still fits, then standard real time).
+    (flex first while a flex request still fits, then standard real time, then priority).
 
     What the provider is (names, limits, encodings, orphans) is the batch provider's."""
 
@@ -86,6 +107,7 @@ class DeadlineProvider:
         self.kind = kind
         self.realtime = realtime_twin(batch, storage.root)
         self.flex = flex_twin(batch, storage.root, kind)
+        self.priority = priority_twin(batch, storage.root, kind)
 
     # -- what the provider is: the batch provider's -----------------------------------------
     @property
@@ -148,21 +170,27 @@ class DeadlineProvider:
         self.batch.close()
 
     def tell_sending(self, event: threading.Event | None) -> None:
-        for lane in (self.batch, self.realtime, self.flex):
+        for lane in (self.batch, self.realtime, self.flex, self.priority):
             if lane is not None:
                 lane.tell_sending(event)
 
     # -- which lane sends -------------------------------------------------------------------
     def late_provider(self) -> RealtimeLane:
-        """Flex while the time left allows one of its (slow) requests, else real-time."""
-        flex, at = self.flex, self.deadline_at()
-        if flex is not None and at is not None and at - time.time() >= flex.timeout_s:
-            return flex
+        """Flex while the time left allows one of its (slow) requests, standard real time
+        while at least half the margin is left, then the priority tier (where there is one)."""
+        at = self.deadline_at()
+        left = float("inf") if at is None else at - time.time()
+        if self.flex is not None and left >= self.flex.timeout_s:
+            return self.flex
+        if self.priority is not None and left < margin(self.duration_s) / 2:
+            return self.priority
         return self.realtime
 
     def _sender(self, submission: Submission) -> Provider:
         if is_flex(submission) and self.flex is not None:
             return self.flex
+        if is_priority(submission) and self.priority is not None:
+            return self.priority
         return self.realtime if is_realtime(submission) else self.batch
 
     def deadline_at(self) -> float | None:
@@ -180,8 +208,17 @@ class DeadlineProvider:
         layout = JobLayout(self.job)
         return any(self.storage.exists(layout.stall_cancel(shard, n)) for n in range(1, attempt))
 
+    def sent_late(self, shard: str, attempt: int) -> bool:
+        """``shard`` could not reach the batch queue in time, at this attempt or an earlier
+        one (`maple_engine.submit.escalation`): its attempts go through the late lane."""
+        layout = JobLayout(self.job)
+        return any(
+            self.storage.exists(layout.deadline_late(shard, n)) for n in range(1, attempt + 1)
+        )
+
     def submit(self, payload: ShardPayload) -> Submission:
-        if self.deadline_due() or self.escalated(payload.shard, payload.attempt):
+        shard, attempt = payload.shard, payload.attempt
+        if self.deadline_due() or self.escalated(shard, attempt) or self.sent_late(shard, attempt):
             return self.late_provider().submit(payload)
         return self.batch.submit(payload)
 
@@ -252,7 +289,9 @@ def cancel_once(
 
 def deadline_split(costs: Any, job: str, shards: set[str], price: Any) -> dict[str, Any]:
     """How the run's billed rows went (batch / real-time) and what the real-time ones cost,
-    with the premium over the same usage at batch prices (what the deadline cost)."""
+    with the premium over the same usage at batch prices (what the deadline cost); of the
+    real-time rows, those on the priority tier, what they cost and how much more than at
+    standard real-time prices."""
     from maple_engine.ledger.pricing import TokenUsage, cost_usd
 
     entries = [
@@ -266,9 +305,16 @@ def deadline_split(costs: Any, job: str, shards: set[str], price: Any) -> dict[s
         output_tokens=sum(e.output_tokens for e in late),
     )
     at_batch = cost_usd(price, usage, True) if late and price is not None else paid
+    priority = [e for e in late if e.batch_id is not None and priority_priced(e.batch_id)]
+    priority_paid = sum(e.cost_usd for e in priority)
     return {
         "batch_rows": sum(e.requests for e in entries if e.mode == "batch"),
         "realtime_rows": sum(e.requests for e in late),
         "realtime_cost_usd": round(paid, 6),
         "deadline_cost_usd": round(paid - at_batch, 6),
+        "priority_rows": sum(e.requests for e in priority),
+        "priority_cost_usd": round(priority_paid, 6),
+        "priority_premium_usd": round(
+            priority_paid - sum(e.realtime_cost_usd for e in priority), 6
+        ),
     }

@@ -22,6 +22,7 @@ per shard.
 import dataclasses
 import re
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,7 @@ from maple_engine.ledger.queues import (
     release_slot,
     validated_units,
 )
-from maple_engine.model import BatchState, StopKind, Submission
+from maple_engine.model import BatchState, StopKind, Submission, is_realtime
 from maple_engine.plan.estimate import kept_estimate
 from maple_engine.providers.base import ShardPayload
 from maple_engine.settings import knob
@@ -47,6 +48,7 @@ from maple_engine.storage.claims import driver_gone
 from maple_engine.storage.layout import queue_file
 from maple_engine.storage.storage import Storage
 from maple_engine.submit.deadline import deadline_due as provider_deadline_due
+from maple_engine.submit.escalation import escalate_waiting, in_flight, is_late
 
 if TYPE_CHECKING:
     from maple_engine.job import Job
@@ -58,6 +60,7 @@ COOLDOWN_S = 15.0  # after the provider refused a batch although the limit seeme
 _LIMIT = re.compile(r"Limit:\s*([\d,]+)\s*enqueued tokens", re.IGNORECASE)
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 _VALIDATING = ("validating", "created")  # batch statuses before the provider's validation
+LATE = "rt"  # the ticket of a shard sent through the deadline's late lane
 
 
 @dataclasses.dataclass(frozen=True)
@@ -231,25 +234,39 @@ def _table() -> Any:
 
 def gate(job: "Job", work: "Work") -> tuple[dict[str, str], dict[str, Decision]]:
     """Of the shards to submit, those admitted into the queue now (shard -> ticket for the run
-    key), and why the first one that is not admitted waits."""
+    key; ``LATE``: sent through the deadline's late lane, no queue room needed), and why the
+    first one that is not admitted waits."""
     queue = queue_of(job)
     observe(job, work)
-    if queue is None:
-        return {shard: "" for shard in work.submit}, {}
-    if deadline_due(job):  # the rest goes real-time: nothing waits for the queue
+    if queue is not None and deadline_due(job):  # the rest goes real-time: nothing waits
         forget(job)
-        return {shard: "rt" for shard in work.submit}, {}
-    admitted: dict[str, str] = {}
-    dead = gone(job, queue) if work.submit else frozenset()
-    for shard in work.submit:
+        return {shard: LATE for shard in work.submit}, {}
+    probe = queue is not None and queue.probe and limit_of(job, queue) is None
+    late = escalate_waiting(job, work.submit, in_flight(work.states), probe=probe)
+    admitted = {shard: LATE for shard in late}
+    if queue is None:
+        return admitted | {shard: "" for shard in work.submit if shard not in admitted}, {}
+    _release(job, [(shard, job.state.progress(shard).attempt) for shard in late])
+    waiting = [shard for shard in work.submit if shard not in admitted]
+    dead = gone(job, queue) if waiting else frozenset()
+    for shard in waiting:
         attempt = job.state.progress(shard).attempt
         decision = _admit(job, queue, shard, attempt, dead=dead)
         if not decision.admitted:
             return admitted, {shard: decision}
         admitted[shard] = _ticket(decision.enqueued_at)
-    if not work.submit:
+    if not waiting:
         forget(job)
     return admitted, {}
+
+
+def _release(job: "Job", attempts: list[tuple[str, int]]) -> None:
+    """The queue room these shard attempts held or waited for: they go the late lane."""
+    if not attempts or job.costs is None:
+        return
+    with job.costs.transaction() as conn:
+        for shard, attempt in attempts:
+            release_slot(conn, _table(), (job.spec.name, shard, attempt))
 
 
 def forget(job: "Job") -> None:
@@ -270,10 +287,12 @@ def admitted(job: "Job", shard: str, attempt: int, chain: "Chain | None" = None)
     the UI): then a known limit and the fair shares still hold, but nothing waits for
     validations (only the sensor sees them), unless the run submits its shards as a ``chain``."""
     queue = queue_of(job)
-    if queue is None or deadline_due(job):
+    if queue is None:
         return True
-    if chain is not None:
+    if chain is not None:  # a late shard leaves the chain: the sensor sends it with the others
         return chain.admit(job, queue, shard, attempt)
+    if is_late(job.provider, shard, attempt):
+        return True
     return _admit(job, queue, shard, attempt, probe=False).admitted
 
 
@@ -292,36 +311,55 @@ class Chain:
 
     HOLD_SLACK_S = 30.0  # how long past a shard's wait the hold outlives a run that died
 
-    def __init__(self, wait_s: float) -> None:
+    def __init__(self, wait_s: float, shards: Sequence[str] = ()) -> None:
         self.wait_s = wait_s
+        self.shards = list(shards)  # the run's shards, in the order it sends them
         self.sent: list[Submission] = []  # by this run, not yet seen past validation
+        self.given_up = False  # a deadline needs the run's shards sooner than the chain sends
         self._dead: frozenset[str] | None = None
 
     def admit(self, job: "Job", queue: Queue, shard: str, attempt: int) -> bool:
+        """Whether ``shard`` goes now as a batch. With a deadline, the chain gives up (this
+        shard and the run's next ones are left to the sensor, which sends them all at once
+        through the late lane) when the deadline is due or one of them could not end as a
+        batch in time (`maple_engine.submit.escalation`)."""
         until = time.monotonic() + self.wait_s
         job.state.hold_chain(time.time() + self.wait_s + self.HOLD_SLACK_S)
         if self._dead is None:  # jobs gone for good: looked up once per run
             self._dead = gone(job, queue)
-        while True:
+        while not self._late(job, shard):
             decision = _admit(job, queue, shard, attempt, dead=self._dead)
             if decision.admitted:
                 return True
-            if not decision.validating or not self.sent or not self._validated(job, queue, until):
+            if not decision.validating or not self.sent:
                 return False
+            if not self._validated(job, queue, until, shard):
+                return False
+        return False
+
+    def _late(self, job: "Job", shard: str) -> bool:
+        """The deadline needs ``shard`` or a later shard of the run sooner than the chain would
+        send it: the chain gives up."""
+        if not self.given_up:
+            rest = self.shards[self.shards.index(shard) :] if shard in self.shards else [shard]
+            late = deadline_due(job) or escalate_waiting(job, rest, self.sent, probe=True)
+            self.given_up = bool(late)
+        return self.given_up
 
     @staticmethod
     def release(job: "Job") -> None:
         """The run's chain has ended: the sensor may ask for the shards it left."""
         job.state.release_chain()
 
-    def _validated(self, job: "Job", queue: Queue, until: float) -> bool:
-        """Wait until one of this run's batches passes validation (False: not by ``until``)."""
+    def _validated(self, job: "Job", queue: Queue, until: float, shard: str) -> bool:
+        """Wait until one of this run's batches passes validation (False: not by ``until``, or
+        the deadline needs ``shard`` sooner)."""
         pause = 0.2  # a validation takes at least a round trip or two: no poll right away
         while True:
             time.sleep(pause)
             if self._watch(job, queue):
                 return True
-            if time.monotonic() > until:
+            if time.monotonic() > until or self._late(job, shard):
                 return False
             pause = min(pause * 2, 2.0)
 
@@ -356,7 +394,9 @@ def submit(job: "Job", payload: ShardPayload, chain: Chain | None = None) -> Sub
             with job.costs.transaction() as conn:
                 release_slot(conn, _table(), key)
         raise
-    if queue is not None and job.costs is not None and not deadline_due(job):
+    if is_realtime(submission):
+        return submission  # the deadline's late lane: it took no queue room
+    if queue is not None and job.costs is not None:
         with job.costs.transaction() as conn:
             mark_sent(conn, _table(), key)
     if chain is not None:

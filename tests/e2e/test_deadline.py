@@ -1,6 +1,7 @@
 """``--deadline`` through ``maple enrich`` against the emulator over HTTP: a deadline shorter
 than the emulator's batch time finishes every row through the real-time path."""
 
+import json
 import re
 import time
 from pathlib import Path
@@ -71,3 +72,49 @@ def test_bad_deadline_is_refused_before_anything_is_sent(tmp_path: Path) -> None
     assert result.returncode == 2
     assert "--deadline" in result.stderr and "6h" in result.stderr
     assert stats["files_uploaded"] == 0 and stats["batches_created"] == 0
+
+
+def _submitted(store: Path, job: str) -> list[tuple[float, str]]:
+    """When each shard attempt of ``job`` was recorded (file time, seconds after the version
+    began), with its batch id."""
+    state = store / job / "state"
+    start = float(json.loads((state / "version.json").read_text())["created_at"])
+    records = state.glob("*/submission-*.json")
+    return sorted(
+        (f.stat().st_mtime - start, json.loads(f.read_text())["batch_id"]) for f in records
+    )
+
+
+@pytest.mark.slow  # about 30 s: 3,000 rows, most of them real-time
+def test_shards_waiting_for_a_probed_queue_go_real_time_before_the_deadline_is_due(
+    tmp_path: Path,
+) -> None:
+    """60 s batches, no queue limit given (OpenAI's is probed one validated batch at a time),
+    3,000 rows in 30 shards, --deadline 15s: the shards that could not end as batches in time
+    leave the queue for real time at once, not when the deadline is due (before, they waited
+    for validations one after another and the job ended 50-56 s in)."""
+    source = tmp_path / "items.csv"
+    pl.DataFrame({"title": [f"item {i}" for i in range(3000)]}).write_csv(source)
+    store = tmp_path / "store"
+    with EmulatorServer(EmulatorConfig(batch_seconds=60.0)) as server:
+        result = maple(
+            server.url,
+            "enrich", str(source), "--prompt", "Brand of: {title}", "--model", "gpt-4o-mini",
+            "--provider", "emulator", "--storage", str(store), "--job", "probed",
+            "--output", str(tmp_path / "out.parquet"), "--poll-interval", "0.2", "--quiet",
+            "--max-requests-per-batch", "100", "--deadline", "15s",
+        )  # fmt: skip
+        stats = server.stats()
+    assert result.returncode == 0, result.stderr + result.stdout
+    out = pl.read_parquet(tmp_path / "out.parquet")
+    assert out.height == 3000 and out["llm_status"].to_list() == ["succeeded"] * 3000
+    assert stats["bodies_billed_twice"] == 0
+    late = [at for at, batch_id in _submitted(store, "probed") if batch_id.startswith("rt-")]
+    due = 15.0 - 1.5  # the deadline less its margin
+    assert len(late) >= 20 and min(late) < 6.0 < due  # escalated while the shards waited
+    assert stats["batches_created"] <= 5  # not one batch after another behind validations
+    assert summary_number(result.stdout, "real-time rows") >= 2500
+    version = json.loads((store / "probed" / "state" / "version.json").read_text())
+    finished = (tmp_path / "out.parquet").stat().st_mtime - float(version["created_at"])
+    # 15 s on an idle machine; real time runs ~200-300 rows/s on 2 shared cores (before: 50-56 s)
+    assert finished < 30.0, finished

@@ -51,6 +51,7 @@ CAPABILITIES = ProviderCapabilities(
     orphans="batch-metadata",
     realtime_twin="openai-realtime",
     flex_twin="openai-flex",
+    priority_twin="openai-priority",
     endpoints=frozenset({"chat", "responses"}),
     reasoning_models=wire.REASONING_MODELS,
     credentials="openai",
