@@ -97,6 +97,15 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail, parse_org
     "resource_unavailable.",
 )
 @click.option(
+    "--gemini-batch-slots",
+    "gemini_batch_slots",
+    type=click.IntRange(1),
+    default=None,
+    metavar="N",
+    help="Gemini batches running at once; the others wait, highest batch.priority first "
+    "(default: no limit).",
+)
+@click.option(
     "--priority-speedup",
     "priority_speedup",
     type=click.FloatRange(1.0),
@@ -167,6 +176,7 @@ def emulator_command(
     anthropic_queue_limit: int | None,
     organizations: tuple[str, ...],
     flex_unavailable: float,
+    gemini_batch_slots: int | None,
     priority_speedup: float,
     latency: str,
     omit_usage: bool,
@@ -196,6 +206,7 @@ def emulator_command(
             organizations=parse_organizations(organizations),
             flex_unavailable=flex_unavailable,
             priority_speedup=priority_speedup,
+            gemini_batch_slots=gemini_batch_slots,
             realtime_latency_s=parse_latency(latency),
             omit_usage=omit_usage,
             required_headers=required_headers,

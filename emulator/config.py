@@ -56,6 +56,9 @@ class EmulatorConfig:
     anthropic_max_requests: int = 100_000
     anthropic_max_bytes: int = 256 * 1024 * 1024
     gemini_max_inline_bytes: int = 20 * 1024 * 1024
+    #: Gemini batches that run at once; the others wait, highest ``batch.priority`` first
+    #: (then oldest), and their time starts when they start. None: every batch runs at once.
+    gemini_batch_slots: int | None = None
     gemini_max_file_bytes: int = 2 * 1024 * 1024 * 1024
     #: Bedrock batch inference: where the emulator reads inputs and writes outputs, and the
     #: default quotas (records per job 100-50,000, 1 GB per input file, 20 jobs in flight).

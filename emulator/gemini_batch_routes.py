@@ -2,6 +2,7 @@
 ``generateContent`` and ``batchEmbedContents``."""
 
 import asyncio
+import functools
 import time
 from typing import Any
 
@@ -62,10 +63,9 @@ async def _create(request: Request, kind: str) -> Response:
     state = state_of(request)
     raw = await request.body()
     limit = state.config.gemini_max_inline_bytes
-    try:
-        batch_spec = (await request.json()).get("batch") or {}
-    except ValueError:
-        return gemini_error(400, "Invalid JSON payload received.")
+    batch_spec = await _batch_spec(request)
+    if isinstance(batch_spec, Response):
+        return batch_spec
     config = batch_spec.get("inputConfig") or batch_spec.get("input_config") or {}
     error = None
     if config.get("fileName") or config.get("file_name"):
@@ -98,6 +98,29 @@ async def _create(request: Request, kind: str) -> Response:
     )
 
 
+async def _batch_spec(request: Request) -> dict[str, Any] | Response:
+    """The create's ``batch`` object, or the 400 for a body that is no JSON or whose
+    ``priority`` is no int64."""
+    try:
+        spec = (await request.json()).get("batch") or {}
+    except ValueError:
+        return gemini_error(400, "Invalid JSON payload received.")
+    if not _int64(spec.get("priority", 0)):
+        return gemini_error(
+            400, f"Invalid value at 'batch.priority' (TYPE_INT64), {spec.get('priority')!r}"
+        )
+    return dict(spec)
+
+
+def _int64(value: Any) -> bool:
+    """Whether ``value`` is an int64 as JSON carries one (a number or a decimal string)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and value.lstrip("-").isdigit()
+
+
 def _register(
     request: Request,
     state: State,
@@ -114,6 +137,7 @@ def _register(
         key = body_key([r for _, r in requests])
         expire = drawer.hit("expired", key, drawer.next_attempt(key))
     batch = gb.GeminiBatch(
+        priority=int(spec.get("priority") or 0),
         name=f"batches/{new_id('')[:16].lower()}",
         model=_model(request),
         display_name=str(spec.get("displayName") or spec.get("display_name") or ""),
@@ -130,12 +154,29 @@ def _register(
     with state.gemini.lock:
         state.gemini.batches[batch.name] = batch
     state.stats.add("batches_created")
-    state.finisher.schedule(batch.created + batch.seconds, lambda: _advance(state, batch))
+    _start_waiting(state)
     return batch
+
+
+def _start_waiting(state: State) -> None:
+    """Start the waiting batches that have a slot now (``gemini_batch_slots``; every one
+    without a limit), highest ``batch.priority`` first."""
+    with state.gemini.lock:
+        starting = gb.next_to_start(
+            list(state.gemini.batches.values()), state.config.gemini_batch_slots
+        )
+        now = time.time()
+        for batch in starting:
+            batch.started = batch.created if state.config.gemini_batch_slots is None else now
+    for batch in starting:
+        end = (batch.started or now) + batch.seconds
+        state.finisher.schedule(end, functools.partial(_advance, state, batch))
 
 
 def _advance(state: State, batch: gb.GeminiBatch) -> None:
     _observe(state, batch)
+    if batch.ended_at is not None:
+        _start_waiting(state)
 
 
 def _batch_or_404(request: Request) -> gb.GeminiBatch | Response:

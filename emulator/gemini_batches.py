@@ -103,11 +103,19 @@ class GeminiBatch:
     kind: str = "generate"  # or EMBED
     counts: dict[str, int] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    priority: int = 0  # ``batch.priority``: higher goes first among the batches waiting
+    started: float | None = None  # when it began running; None: waits for a slot
 
     def done_by(self, moment: float) -> int:
+        if self.started is None:
+            return 0
         if self.seconds <= 0:
             return self.total
-        return int(min(1.0, max(0.0, (moment - self.created) / self.seconds)) * self.total)
+        return int(min(1.0, max(0.0, (moment - self.started) / self.seconds)) * self.total)
+
+    @property
+    def waiting(self) -> bool:
+        return self.started is None and self.ended_at is None and self.cancel_at is None
 
 
 class GeminiStore:
@@ -154,7 +162,9 @@ def advance(engine: GeminiEngine, batch: GeminiBatch, now: float, sink: "Sink") 
                 _finish(engine, batch, settle, batch.done_by(batch.cancel_at), sink)
                 batch.state = "BATCH_STATE_CANCELLED"
             return
-        end = batch.created + batch.seconds
+        if batch.started is None:  # waits for a slot (``gemini_batch_slots``)
+            return
+        end = batch.started + batch.seconds
         if now >= end:
             if batch.error is not None:
                 batch.state, batch.ended_at, batch.requests = "BATCH_STATE_FAILED", end, None
@@ -164,8 +174,16 @@ def advance(engine: GeminiEngine, batch: GeminiBatch, now: float, sink: "Sink") 
             else:
                 _finish(engine, batch, end, batch.total, sink)
                 batch.state = "BATCH_STATE_SUCCEEDED"
-        elif now >= batch.created + 0.1 * batch.seconds:
+        elif now >= batch.started + 0.1 * batch.seconds:
             batch.state = "BATCH_STATE_RUNNING"
+
+
+def next_to_start(batches: list[GeminiBatch], slots: int | None) -> list[GeminiBatch]:
+    """The waiting batches that start now: as many as there are free slots (all of them with
+    no limit), highest ``priority`` first, then oldest."""
+    running = sum(1 for b in batches if b.started is not None and b.ended_at is None)
+    waiting = sorted((b for b in batches if b.waiting), key=lambda b: (-b.priority, b.created))
+    return waiting if slots is None else waiting[: max(slots - running, 0)]
 
 
 class Sink:
@@ -257,6 +275,8 @@ def batch_json(batch: GeminiBatch) -> dict[str, Any]:
         "batchStats": stats,
         "state": batch.state,
     }
+    if batch.priority:
+        metadata["priority"] = str(batch.priority)  # int64: a string in JSON
     body: dict[str, Any] = {"name": batch.name, "metadata": metadata}
     if batch.ended_at is not None:
         metadata["endTime"] = timestamp(batch.ended_at)

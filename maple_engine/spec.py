@@ -192,7 +192,8 @@ class JobSpec(BaseModel):
     )
     priority: int = Field(
         default=0,
-        description="Among waiting jobs of the same team on one provider queue, higher goes first.",
+        description="Among waiting jobs of the same team on one provider queue, higher goes "
+        "first; Gemini batches carry it as their batch.priority (higher is processed first).",
     )
     endpoint: Literal["chat", "responses"] = Field(
         default="chat",

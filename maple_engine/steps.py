@@ -69,7 +69,16 @@ def payload_for(job: Job, shard: str, attempt: int) -> ShardPayload:
     requests = requests.rename({CUSTOM_ID: "custom_id", REQUEST: "request"})
     budget = job.policy.budget(_sent_before(job, shard, attempt))
     stopped = job.state.is_stopped
-    return ShardPayload(job.spec.name, shard, attempt, job.spec.model, requests, budget, stopped)
+    return ShardPayload(
+        job.spec.name,
+        shard,
+        attempt,
+        job.spec.model,
+        requests,
+        budget,
+        stopped,
+        priority=job.spec.priority,
+    )
 
 
 def _sent_before(job: Job, shard: str, attempt: int) -> dict[str, int]:

@@ -277,6 +277,9 @@ class ShardPayload:
     budget: SendBudget | None = None  # what a real-time attempt may spend on each row's sends
     #: Has the job stopped (``maple cancel``)? A real-time attempt then sends nothing more.
     stopped: Callable[[], bool] | None = None
+    #: The job's ``--priority``: a batch API that orders its own queue by one (Gemini's
+    #: ``batch.priority``) gets it with the batch.
+    priority: int = 0
     _encoded: tuple[bytes, str] | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False
     )

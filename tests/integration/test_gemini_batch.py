@@ -2,11 +2,13 @@
 gemini`` (inline and file input), faults mapped to failure classes, orphans, and the Dagster
 sensor path."""
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+import httpx
 import orjson
 import polars as pl
 import pytest
@@ -215,3 +217,46 @@ def test_gemini_realtime_enrich_with_faults(
     first = frame.row(0, named=True)
     usage = TokenUsage(first["llm_input_tokens"], output_tokens=first["llm_output_tokens"])
     assert first["llm_cost_usd"] == pytest.approx(cost_usd(price, usage, batch=False))
+
+
+def test_the_jobs_priority_reaches_the_batch_and_orders_the_waiting_ones() -> None:
+    """With one Gemini batch running at a time, the batches that wait start highest
+    ``batch.priority`` first: the job's ``--priority`` travels in the batch create."""
+    config = EmulatorConfig(batch_seconds=0.4, gemini_batch_slots=1)
+    with EmulatorServer(config) as slots:
+        provider = GeminiBatchProvider(base_url=slots.url, api_key="k")
+        subs = []
+        for shard, priority in (("s0", 0), ("s1", -2), ("s2", 7), ("s3", 3)):
+            sent = dataclasses.replace(payload(provider, 3, shard), priority=priority)
+            subs.append(provider.submit(sent))
+        states = wait(provider, subs)
+        assert all(states[s.batch_id].status == "completed" for s in subs)
+        batches = httpx.get(f"{slots.url}/v1beta/batches", headers={"x-goog-api-key": "k"})
+    meta = {op["name"]: op["metadata"] for op in batches.json()["operations"]}
+    ended = [meta[s.batch_id]["endTime"] for s in subs]
+    assert [meta[s.batch_id].get("priority") for s in subs] == [None, "-2", "7", "3"]
+    # s0 ran first (it found the slot free); then 7, 3, -2 (not the order they were sent in)
+    assert ended[0] < ended[2] < ended[3] < ended[1]
+
+
+def test_a_batch_priority_that_is_no_int64_is_refused() -> None:
+    with EmulatorServer(EmulatorConfig(batch_seconds=0)) as running:
+        body = {"batch": {"displayName": "x", "priority": "high", "inputConfig": {}}}
+        answer = httpx.post(
+            f"{running.url}/v1beta/models/{MODEL}:batchGenerateContent",
+            json=body,
+            headers={"x-goog-api-key": "k"},
+        )
+    assert answer.status_code == 400 and "batch.priority" in answer.text
+
+
+def test_enrich_sends_the_jobs_priority_with_every_batch(
+    server: EmulatorServer, catalog: Path, tmp_path: Path
+) -> None:
+    enrich(
+        catalog, tmp_path / "g.parquet", tmp_path / "sg", "gemini", MODEL, "--quiet",
+        "--priority", "5", "--max-requests-per-batch", "20",
+    )  # fmt: skip
+    listed = httpx.get(f"{server.url}/v1beta/batches", headers={"x-goog-api-key": "test-key"})
+    priorities = [op["metadata"].get("priority") for op in listed.json()["operations"]]
+    assert priorities == ["5", "5"]

@@ -12,6 +12,10 @@ inline or file input, of ``EmbedContentRequest`` bodies); their inline results a
 
 Gemini batches carry no metadata map, so the batch's ``displayName`` carries the labels:
 ``maple/<job>/<shard>/<attempt>/<hash>``; ``find_orphans`` reads them back from the list.
+
+The job's ``--priority`` (when not 0, the API's default) goes with every batch as
+``batch.priority`` (an int64, a string in JSON): Gemini processes batches with a higher value
+before those with a lower one, negative values allowed.
 """
 
 from typing import Any, ClassVar
@@ -157,6 +161,8 @@ class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
             else:
                 config = inline
             body = b'{"batch":{"displayName":' + orjson.dumps(label)
+            if payload.priority:
+                body += b',"priority":' + orjson.dumps(str(payload.priority))
             body += b',"inputConfig":' + config + b"}}"
             method = (
                 "asyncBatchEmbedContent" if embeds(payload.requests) else "batchGenerateContent"
