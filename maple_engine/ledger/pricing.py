@@ -118,6 +118,7 @@ class ModelPrice:
             cached_input_per_mtok=self.cached_input_per_mtok * m,
             cache_write_per_mtok=self.cache_write_per_mtok * m,
             batch_rates=None,
+            batch_discount=1.0,
             source=f"{self.source}; priority tier = {m:g}x standard",
         )
 

@@ -11,11 +11,15 @@ like the real-time providers. Their cost is recorded at real-time prices.
 The late lanes, in order, each only while it can still meet the deadline: where the provider
 has a flex twin (real-time answers at batch prices, slower: OpenAI's ``openai-flex``), attempts
 go there while the time left before the deadline is at least the flex provider's request
-timeout (15 minutes by default); then standard real time while at least half the margin is
-left; then, where the provider has a priority twin (OpenAI's ``openai-priority``: ``service_tier:
-"priority"``, faster, twice the standard price), the priority tier for the last half of the
-margin and past the deadline. Priority attempts are booked at the tier's price, and the run's
-summary shows their rows and what they cost over standard real time (`deadline_split`).
+timeout (15 minutes by default); then standard real time while at least a tenth of the margin
+is left (a hundredth of the deadline, at most 3 minutes); then, where the provider has a
+priority twin (OpenAI's ``openai-priority``: ``service_tier: "priority"``, faster, twice the
+standard price), the priority tier for that last part and past the deadline. Priority attempts
+are booked at the tier's price, and the run's summary shows their rows and what they cost over
+standard real time (`deadline_split`).
+
+Shards waiting for the provider's queue do not wait for the deadline to be due: one that could
+not end as a batch in time goes through the late lanes at once (`maple_engine.submit.escalation`).
 """
 
 import threading
@@ -47,6 +51,8 @@ from maple_engine.providers.registry import build_provider, capabilities, one_of
 from maple_engine.send.lane import RealtimeLane
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
+
+PRIORITY_SHARE = 0.1  # of the margin: the last part of it (and past the deadline) goes priority
 
 
 def margin(duration_s: float) -> float:
@@ -177,12 +183,13 @@ class DeadlineProvider:
     # -- which lane sends -------------------------------------------------------------------
     def late_provider(self) -> RealtimeLane:
         """Flex while the time left allows one of its (slow) requests, standard real time
-        while at least half the margin is left, then the priority tier (where there is one)."""
+        while at least a tenth of the margin is left, then the priority tier (where there is
+        one)."""
         at = self.deadline_at()
         left = float("inf") if at is None else at - time.time()
         if self.flex is not None and left >= self.flex.timeout_s:
             return self.flex
-        if self.priority is not None and left < margin(self.duration_s) / 2:
+        if self.priority is not None and left < PRIORITY_SHARE * margin(self.duration_s):
             return self.priority
         return self.realtime
 

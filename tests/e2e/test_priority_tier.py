@@ -1,7 +1,7 @@
 """A deadline's last lane, OpenAI's priority tier, through ``maple enrich`` against the
-emulator over HTTP: the rows sent in the deadline's last moments go with ``service_tier:
-"priority"``, are booked at the tier's price (twice the standard), the summary shows what
-they cost over standard real time, and ``maple reconcile`` matches the emulator's bill."""
+emulator over HTTP: the rows sent past the deadline go with ``service_tier: "priority"``, are
+booked at the tier's price (twice the standard), the summary shows what they cost over standard
+real time, and ``maple reconcile`` matches the emulator's bill."""
 
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,15 +24,15 @@ def test_rows_past_the_deadline_go_priority_booked_at_the_tiers_price(tmp_path: 
     source = tmp_path / "items.csv"
     pl.DataFrame({"title": [f"item {i} " + "word " * 40 for i in range(ROWS)]}).write_csv(source)
     store = tmp_path / "store"
-    # A batch takes 25 s; the deadline is 2 s: its margin is 1 s, so rows sent in the last
-    # half second before it (and after it) go through the priority tier.
+    # A batch takes 25 s; the deadline, 0.2 s, has passed when the first shard goes out: every
+    # row goes through the priority tier.
     with EmulatorServer(EmulatorConfig(batch_seconds=25.0)) as server:
         env = {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "sk-maple"}
         result = maple(
             "enrich", str(source), "--prompt", "Brand of: {title}", "--model", "gpt-4o-mini",
             "--provider", "openai", "--storage", str(store), "--job", "urgent",
             "--output", str(tmp_path / "out.parquet"), "--poll-interval", "0.2", "--quiet",
-            "--max-requests-per-batch", "20", "--deadline", "2s", env=env,
+            "--max-requests-per-batch", "20", "--deadline", "0.2s", env=env,
         )  # fmt: skip
         stats = server.stats()
         today = datetime.now(UTC).date().isoformat()
@@ -44,7 +44,8 @@ def test_rows_past_the_deadline_go_priority_booked_at_the_tiers_price(tmp_path: 
     out = pl.read_parquet(tmp_path / "out.parquet")
     assert out["llm_status"].to_list() == ["succeeded"] * ROWS
     priority_rows = summary_number(result.stdout, "priority rows")
-    assert priority_rows > 0 and stats["priority_requests"] == priority_rows
+    assert priority_rows == ROWS and stats["priority_requests"] == ROWS
+    assert stats["batches_created"] == 0
     assert stats["bodies_billed_twice"] == 0
     with CostTracker(storage_root=str(store)) as costs:
         entries = costs.job_entries("urgent")

@@ -81,6 +81,23 @@ def test_a_deadline_sends_late_rows_by_flex_while_time_allows(tmp_path: Path) ->
     assert not provider.deadline_due()
 
 
+def test_the_last_lane_is_the_priority_tier(tmp_path: Path) -> None:
+    """batch -> flex -> standard real time -> priority: the priority tier takes over for the
+    last tenth of the deadline's margin (30 minutes here) and past the deadline; it has no
+    embeddings."""
+    storage = Storage(str(tmp_path))
+    batch = OpenAIBatchProvider(api_key="k", base_url="http://127.0.0.1:1/v1")
+    provider = DeadlineProvider(batch, storage, "job", duration_s=6 * 3600, kind=CHAT)
+    storage.write_json(JobLayout("job").version, {"created_at": time.time() - 5.9 * 3600})
+    assert provider.late_provider().provider_name == "openai-realtime"  # 6 minutes left
+    storage.write_json(JobLayout("job").version, {"created_at": time.time() - 5.97 * 3600})
+    assert provider.late_provider().provider_name == "openai-priority"  # 1.8 minutes left
+    storage.write_json(JobLayout("job").version, {"created_at": time.time() - 7 * 3600})
+    assert provider.late_provider().provider_name == "openai-priority"  # past the deadline
+    embeds = DeadlineProvider(batch, storage, "job", duration_s=6 * 3600, kind=EMBEDDING)
+    assert embeds.late_provider().provider_name == "openai-realtime"
+
+
 def test_an_embedding_job_is_never_sent_to_flex(tmp_path: Path) -> None:
     """The flex tier serves chat models only: ``maple embed`` refuses it before anything is
     sent, and an embedding job's deadline goes straight to standard real time (before, its

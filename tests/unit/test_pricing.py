@@ -368,3 +368,21 @@ def test_a_self_hosted_model_is_priced_from_the_price_file_only(tmp_path: Path) 
     assert (free.input_per_mtok, free.output_per_mtok) == (0.0, 0.0)
     assert free.source == "self-hosted: no API price"
     assert book.price("gpt-4o-mini", "openai").input_per_mtok > 0
+
+
+def test_the_priority_tier_costs_twice_the_standard_price_unless_the_price_file_says(
+    tmp_path: Path,
+) -> None:
+    book = PriceBook(
+        write_prices(tmp_path, {"my-model": {"input_per_mtok": 1.0, "output_per_mtok": 4.0}})
+    )
+    usage = TokenUsage(input_tokens=1_000_000, output_tokens=1_000_000)
+    price = book.price("my-model", "openai")
+    assert cost_usd(price.at_priority(), usage, batch=False) == pytest.approx(10.0)
+    assert cost_usd(price.at_priority(), usage, batch=True) == pytest.approx(10.0)  # never batch
+    assert "priority tier = 2x standard" in price.at_priority().source
+    entry = {"input_per_mtok": 1.0, "output_per_mtok": 4.0, "priority_multiple": 1.5}
+    cheaper = PriceBook(write_prices(tmp_path, {"my-model": entry})).price("my-model", "openai")
+    assert cost_usd(cheaper.at_priority(), usage, batch=False) == pytest.approx(7.5)
+    with pytest.raises(ConfigError, match="priority_multiple"):
+        PriceBook(write_prices(tmp_path, {"m": {**entry, "priority_multiple": 0.5}}))
