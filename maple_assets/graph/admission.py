@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from maple_engine.submit import queue
 from maple_engine.submit.deadline import cancel_for_deadline
+from maple_engine.submit.escalation import cancel_unreachable, in_flight
 from maple_engine.submit.stalls import escalate_stalled
 
 if TYPE_CHECKING:
@@ -42,7 +43,8 @@ class Admitted:
 
 def plan_submissions(job: "Job", work: "Work") -> Admitted:
     """The shards to submit now, and those a chain may send after them."""
-    stalls = []
+    stalls: list[Any] = []
+    overdue: list[Any] = []
     if queue.deadline_due(job):
         cancelled = cancel_for_deadline(job, work.states)
         if cancelled:
@@ -59,6 +61,14 @@ def plan_submissions(job: "Job", work: "Work") -> Admitted:
             {
                 "deadline": f"stalled: cancelled {len(stalls)} batch(es) ({stalls[0].describe()}); "
                 "their unrun rows go through real-time"
+            },
+        )
+    elif overdue := cancel_unreachable(job, in_flight(work.states)):
+        _note(
+            job,
+            {
+                "deadline": f"cancelled {len(overdue)} batch(es) expected to end past the "
+                "deadline; their unrun rows go through real-time"
             },
         )
     if not queue.deadline_due(job) and job.state.chain_held(time.time()):
@@ -85,7 +95,7 @@ def plan_submissions(job: "Job", work: "Work") -> Admitted:
             note["validating"] = [s for s in work.submit if s not in admitted][:MAX_LISTED]
         _note(job, note)
         return Admitted(admitted, note.get("validating", []))
-    if not queue.deadline_due(job) and not stalls and not late:
+    if not queue.deadline_due(job) and not stalls and not overdue and not late:
         job.state.clear_queue_wait()
     return Admitted(admitted, [])
 

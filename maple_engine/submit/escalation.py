@@ -1,20 +1,23 @@
-"""Shards that wait for the provider's batch queue but could not end there before the deadline
-go to the deadline's fallback lanes at once, instead of waiting until the deadline is due.
+"""Work that could not end as batches before the deadline goes to the deadline's fallback lanes
+at once, instead of waiting until the deadline is due.
 
 A job with ``--deadline`` sends its shards as batches while a batch can still end in time.
-A shard that waits for the queue (its limit being probed one validated batch at a time, or
-its room taken) reaches the provider only after the batches before it. Its expected end is
+A batch's expected turnaround is the provider and model's median in the batch history
+(`maple_engine.submit.stalls.turnaround_limit`; none until enough batches completed), or at
+least twice the age of the job's oldest batch in flight (it has not ended in that time; with
+nothing else known it is expected to run as long again).
 
-    now + (turns - 1) x wait + turnaround
-
-where ``wait`` is how long the job's newest batch in flight has been out (a batch sent next
-waits at least as long for it to pass validation, as its own took), ``turns`` the shard's place
-among the waiting shards while a limit is probed (one turn each), else 1, and ``turnaround``
-the larger of ``wait`` and the provider's median turnaround for the model in the batch history
-(`maple_engine.submit.stalls.turnaround_limit`; none until enough batches completed). A shard
-whose expected end falls past ``deadline - margin`` is marked (``<key>/deadline-late-<n>.json``)
-and every attempt of it from then on goes through the deadline's late lane (flex, real time,
-priority: `maple_engine.submit.deadline`), sent at once and beside the others.
+- A shard that waits for the queue (its limit probed one validated batch at a time, or its
+  room taken) reaches the provider after the batches before it. Its expected end is
+  ``now + (place - 1) x wait + max(turnaround, wait)``, where ``wait`` is how long the job's
+  newest batch in flight has been out (a batch sent next waits at least as long to pass
+  validation) and ``place`` its place among the waiting shards while a limit is probed (else
+  1). A shard whose expected end falls past ``deadline - margin`` is marked
+  (``<key>/deadline-late-<n>.json``); every attempt of it from then on goes through the late
+  lanes (flex, real time, priority: `maple_engine.submit.deadline`), sent at once.
+- A batch in flight whose expected end (sent + turnaround) falls past ``deadline - margin`` is
+  cancelled then, not at the margin (a cancel takes a while to settle), and its unrun rows go
+  through the late lanes, as a stalled batch's do (`maple_engine.submit.stalls`).
 """
 
 import time
@@ -24,7 +27,7 @@ from typing import TYPE_CHECKING
 from maple_engine.model import BatchState, Submission, is_realtime
 from maple_engine.providers.base import Provider
 from maple_engine.storage.layout import JobLayout
-from maple_engine.submit.deadline import DeadlineProvider, margin
+from maple_engine.submit.deadline import DeadlineProvider, cancel_once, margin
 from maple_engine.submit.stalls import submitted_at, turnaround_limit
 
 if TYPE_CHECKING:
@@ -33,15 +36,13 @@ if TYPE_CHECKING:
 MEDIAN = 50.0
 
 
-def newest_sent(subs: Sequence[Submission]) -> float | None:
-    """When the newest of the job's batches in flight (no real-time attempt) was sent."""
-    times = [submitted_at(s) for s in subs if not is_realtime(s)]
-    known = [t for t in times if t is not None]
-    return max(known) if known else None
-
-
 def in_flight(states: Sequence[tuple[Submission, BatchState]]) -> list[Submission]:
     return [sub for sub, state in states if not state.ended and not is_realtime(sub)]
+
+
+def _sent(subs: Sequence[Submission]) -> list[float]:
+    times = [submitted_at(s) for s in subs if not is_realtime(s)]
+    return [t for t in times if t is not None]
 
 
 def unreachable(
@@ -95,16 +96,15 @@ def escalate_waiting(
     attempts = {shard: state.progress(shard).attempt for shard in waiting}
     marked = [s for s in waiting if provider.sent_late(s, attempts[s])]
     rest = [s for s in waiting if s not in marked]
-    now = time.time()
-    newest = newest_sent(running)
-    wait_s = 0.0 if newest is None else max(now - newest, 0.0)
-    turnaround = _median_turnaround(job, provider)
+    now, sent = time.time(), _sent(running)
+    wait_s = max(now - max(sent), 0.0) if sent else 0.0
+    turnaround = expected_turnaround(job, provider, sent, now)
     late = unreachable(
         rest,
         now=now,
         cutoff=at - margin(provider.duration_s),
         wait_s=wait_s,
-        turnaround_s=turnaround or 0.0,
+        turnaround_s=turnaround,
         probe=probe,
     )
     for shard in late:
@@ -115,7 +115,38 @@ def escalate_waiting(
     return marked + late
 
 
-def _median_turnaround(job: "Job", provider: DeadlineProvider) -> float | None:
-    if job.costs is None:
-        return None
+def cancel_unreachable(job: "Job", running: Sequence[Submission]) -> list[Submission]:
+    """Cancel (once each) the job's batches in flight expected to end past the deadline's
+    margin; their shards' next attempts go through the late lanes. Returns those cancelled
+    now."""
+    provider = job.provider
+    if not isinstance(provider, DeadlineProvider) or not running or provider.deadline_due():
+        return []
+    at = provider.deadline_at()
+    if at is None:
+        return []
+    now, cutoff = time.time(), at - margin(provider.duration_s)
+    turnaround = expected_turnaround(job, provider, _sent(running), now)
+    cancelled = []
+    for sub in running:
+        sent = submitted_at(sub)
+        if sent is None or is_realtime(sub) or sent + turnaround <= cutoff:
+            continue
+        record = {"batch_id": sub.batch_id, "age_s": now - sent, "expected_s": turnaround}
+        if cancel_once(job, sub, "stall", record):
+            cancelled.append(sub)
+    return cancelled
+
+
+def expected_turnaround(
+    job: "Job", provider: DeadlineProvider, sent: Sequence[float], now: float
+) -> float:
+    """A batch's expected turnaround: the history's median, or twice the age of the oldest
+    batch in flight (``sent``: when they were sent), whichever is longer."""
+    oldest = 2 * (now - min(sent)) if sent else 0.0
+    median = None if job.costs is None else _median(job, provider)
+    return max(oldest, median or 0.0)
+
+
+def _median(job: "Job", provider: DeadlineProvider) -> float | None:
     return turnaround_limit(job.costs, provider.provider_name, job.spec.model, MEDIAN)

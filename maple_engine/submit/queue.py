@@ -315,6 +315,7 @@ class Chain:
         self.wait_s = wait_s
         self.shards = list(shards)  # the run's shards, in the order it sends them
         self.sent: list[Submission] = []  # by this run, not yet seen past validation
+        self.out: list[Submission] = []  # every batch this run sent
         self.given_up = False  # a deadline needs the run's shards sooner than the chain sends
         self._dead: frozenset[str] | None = None
 
@@ -342,7 +343,7 @@ class Chain:
         send it: the chain gives up."""
         if not self.given_up:
             rest = self.shards[self.shards.index(shard) :] if shard in self.shards else [shard]
-            late = deadline_due(job) or escalate_waiting(job, rest, self.sent, probe=True)
+            late = deadline_due(job) or escalate_waiting(job, rest, self.out, probe=True)
             self.given_up = bool(late)
         return self.given_up
 
@@ -401,6 +402,7 @@ def submit(job: "Job", payload: ShardPayload, chain: Chain | None = None) -> Sub
             mark_sent(conn, _table(), key)
     if chain is not None:
         chain.sent.append(submission)
+        chain.out.append(submission)
     return submission
 
 
