@@ -1,7 +1,8 @@
 """The providers' admin reports, served from the emulator's billing records (`emulator.billing`).
 
 OpenAI (``Authorization: Bearer sk-admin-...``): ``GET /v1/organization/usage/completions``
-(``group_by=model``, ``group_by=batch``, ``api_key_id``) and ``GET /v1/organization/costs``
+(``group_by=model``, ``batch``, ``api_key_id``, ``service_tier``: ``default`` or ``priority``) and
+``GET /v1/organization/costs``
 (``group_by=line_item``: ``"<model>, input"``, ``"<model>, cached input"``, ``"<model>, output"``),
 daily buckets in
 ``{"object": "page", "data": [{"object": "bucket", ...}], "has_more", "next_page"}``.
@@ -116,6 +117,7 @@ async def openai_usage(request: Request) -> Response:
                 c.model if "model" in groups else None,
                 (c.batch_id is not None) if "batch" in groups else None,
                 c.api_key[-8:] if "api_key_id" in groups else None,
+                (c.service_tier or "default") if "service_tier" in groups else None,
             )
 
         return [
@@ -132,6 +134,7 @@ async def openai_usage(request: Request) -> Response:
                 "api_key_id": f"key_{k[2]}" if k[2] else None,
                 "model": k[0],
                 "batch": k[1],
+                "service_tier": k[3],
             }
             for k, found in sorted(_grouped(charges, key).items(), key=str)
         ]
