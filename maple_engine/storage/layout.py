@@ -27,7 +27,8 @@ Layout of one job ``<job>``::
         <key>/submission-<n>.json       the provider batch of attempt n (right after create)
         <key>/estimate-<n>.json         attempt n's estimated requests and tokens (budget, queue)
         <key>/deadline-cancel-<n>.json  attempt n's batch was cancelled for the deadline
-        <key>/stall-cancel-<n>.json     attempt n's batch was stalled: cancelled, rest real-time
+        <key>/stall-cancel-<n>.json     attempt n's batch was stalled (or expected to end past
+                                        the deadline): cancelled, rest real-time
         <key>/deadline-late-<n>.json    attempt n could not reach the provider's batch queue in
                                         time for the deadline: it goes real-time at once
         <key>/claim-<n>/                the claim on attempt n (`maple_engine.storage.leases`)
