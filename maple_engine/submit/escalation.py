@@ -73,7 +73,10 @@ def is_late(provider: Provider, shard: str, attempt: int) -> bool:
 
 def all_late(job: "Job", shards: Sequence[str]) -> bool:
     """Whether every one of ``shards`` goes through the deadline's late lane now."""
-    return all(is_late(job.provider, s, job.state.progress(s).attempt) for s in shards)
+    provider = job.provider
+    if not isinstance(provider, DeadlineProvider):
+        return False
+    return all(is_late(provider, s, job.state.progress(s).attempt) for s in shards)
 
 
 def escalate_waiting(
