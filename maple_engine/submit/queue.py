@@ -16,7 +16,9 @@ in the queue has passed validation, so at most one batch fails while the limit i
 what the queue was seen to hold is remembered (``proven``), and up to it batches go out at once.
 A run may send its shards as a ``Chain``: each waits inside the run for the run's batch before it
 to pass validation, as it would wait for the sensor's next tick, without one tick and one run
-per shard.
+per shard. With a deadline, a chain gives up as soon as the deadline is due or one of its shards
+could not end as a batch in time (`maple_engine.submit.escalation`): the sensor then sends
+those through the late lanes at once, instead of the chain holding them.
 """
 
 import dataclasses
