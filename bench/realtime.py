@@ -51,14 +51,20 @@ def free_port() -> int:
 
 
 def start_emulator(
-    rpm: int | None, tpm: int | None, burst: float, batch_seconds: float = 2.0, latency: str = "0"
+    rpm: int | None,
+    tpm: int | None,
+    burst: float,
+    batch_seconds: float = 2.0,
+    latency: str = "0",
+    *,
+    extra: tuple[str, ...] = (),
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [sys.executable, "-m", "maple_assets.cli", "emulator", "--port", str(port)]
     cmd += ["--rpm", str(rpm)] if rpm else []
     cmd += ["--tpm", str(tpm)] if tpm else []
     cmd += ["--burst-seconds", str(burst), "--batch-seconds", str(batch_seconds)]
-    cmd += ["--latency", latency]
+    cmd += ["--latency", latency, *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):

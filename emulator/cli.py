@@ -105,6 +105,15 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail, parse_org
     "HIGH (one number: always that long).",
 )
 @click.option(
+    "--server-slots",
+    default=0,
+    show_default=True,
+    type=int,
+    metavar="N",
+    help="A model server's capacity: at most N real-time answers worked on at once (each "
+    "--latency long), the rest queue, and no rate-limit headers; 0: unbounded.",
+)
+@click.option(
     "--no-usage",
     "omit_usage",
     is_flag=True,
@@ -158,6 +167,7 @@ def emulator_command(
     organizations: tuple[str, ...],
     flex_unavailable: float,
     latency: str,
+    server_slots: int,
     omit_usage: bool,
     required_headers: tuple[str, ...],
     required_body_fields: tuple[str, ...],
@@ -185,6 +195,7 @@ def emulator_command(
             organizations=parse_organizations(organizations),
             flex_unavailable=flex_unavailable,
             realtime_latency_s=parse_latency(latency),
+            server_slots=server_slots,
             omit_usage=omit_usage,
             required_headers=required_headers,
             required_body_fields=required_body_fields,

@@ -78,6 +78,11 @@ class EmulatorConfig:
     #: Seconds a real-time answer (chat completions, embeddings, messages) takes beyond the
     #: limiter, drawn uniformly from (low, high): a real API's latency.
     realtime_latency_s: tuple[float, float] = (0.0, 0.0)
+    #: A model server's capacity: at most this many real-time answers are worked on at once,
+    #: the rest wait their turn (queueing delay, no 429), so throughput stops rising at
+    #: ``server_slots / latency``: the knee a self-hosted server has; like such a server it
+    #: then sends no rate-limit headers. 0: no such bound.
+    server_slots: int = 0
     #: Answer without token usage (OpenAI's ``usage``, Gemini's ``usageMetadata``), as some
     #: OpenAI-compatible servers and Gemini embedding replies do; billing still counts them.
     omit_usage: bool = False
@@ -118,6 +123,8 @@ class EmulatorConfig:
             raise ValueError(
                 f"latency must be LOW-HIGH seconds, 0 <= LOW <= HIGH, got {low}-{high}"
             )
+        if self.server_slots < 0:
+            raise ValueError(f"server_slots must be >= 0, got {self.server_slots}")
         if not 0 < self.burst_seconds <= 60:
             raise ValueError(f"burst_seconds must be in (0, 60], got {self.burst_seconds}")
 

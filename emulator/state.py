@@ -1,5 +1,6 @@
 """Everything the emulator remembers: files on disk, batches, counters and fault attempts."""
 
+import asyncio
 import random
 import shutil
 import tempfile
@@ -44,6 +45,7 @@ _STAT_NAMES = (
     "cache_write_tokens",
     "flex_requests",
     "flex_429",
+    "realtime_max_in_flight",
 )
 
 
@@ -159,6 +161,8 @@ class State:
         self.prompt_cache = PromptCache()
         self.flex = FlexTier(config.seed, config.flex_unavailable)
         self.latency = random.Random(config.seed)
+        self.in_flight = 0  # real-time answers being worked on or waiting for a server slot
+        self.slots: asyncio.Semaphore | None = None  # made on the serving loop (server_slots)
 
     def reset(self) -> None:
         """Forget every file, batch, counter and attempt."""
