@@ -120,6 +120,7 @@ def _finish(state: State, batch: OpenAIBatch, status: str, *, at: float, done: i
             at=at,
             batch_id=batch.id,
             cache=CacheUse(read=cached),
+            project=batch.project,
         )
     batch.final = Final(status, at, result.total, succeeded, failed, output, errors, usage)
     batch.run = PassResult(total=result.total)

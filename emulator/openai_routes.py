@@ -15,6 +15,7 @@ from emulator.http_common import (
     control_fault,
     openai_error,
     openai_json,
+    project_of,
     read_json,
     state_of,
 )
@@ -108,6 +109,7 @@ async def create_file(request: Request) -> Response:
         upload.filename or "upload.jsonl", upload.fields["purpose"], target, upload.digest
     )
     state.stats.add("files_uploaded")
+    project_of(request, "openai_project_files")
     return openai_json(stored.as_json())
 
 
@@ -300,6 +302,7 @@ def start_batch(
         api_key=api_key_of(request),
         org=organisation(request.headers),
         job_model=job_model,
+        project=project_of(request, "openai_project_batches"),
     )
     with state.lock:
         state.openai_batches[batch.id] = batch

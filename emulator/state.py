@@ -143,7 +143,7 @@ class State:
         self.openai_batches: dict[str, Any] = {}
         self.anthropic_batches: dict[str, Any] = {}
         self.stats = Stats()
-        self.billing = Billing(config.organizations)
+        self.billing = Billing(config.organizations, config.workspaces)
         self.drawer = FaultDrawer(config.seed, config.fail)
         self.control_drawer = FaultDrawer(config.seed, {"server_error": config.control_fail_rate})
         self.openai = OpenAIEngine(self.drawer, config.embedding_dimensions, config.omit_usage)

@@ -19,7 +19,13 @@ from maple_assets.provider_settings import settings_provider
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.providers.base import Provider
 from maple_engine.providers.registry import capabilities
-from maple_engine.settings import COST_DB_ENV, Settings, admin_key_env, api_key_env
+from maple_engine.settings import (
+    COST_DB_ENV,
+    Settings,
+    admin_key_env,
+    api_key_env,
+    workspace_keys_env,
+)
 from resources.billing import BillingReports
 from resources.costs import CostTracker
 from resources.io_manager import ParquetIOManager
@@ -87,6 +93,9 @@ def env_var_keys(name: str) -> dict[str, dg.EnvVar]:
         keys = {}  # a server of one's own may want no key
     if caps.mode == "realtime" and settings.cost_db:
         keys["rate_share_db"] = dg.EnvVar(COST_DB_ENV)
+    family = caps.credentials
+    if family and caps.attribution == "anthropic-workspace" and settings.workspace_keys(family):
+        keys["workspace_keys"] = dg.EnvVar(workspace_keys_env(family))
     return keys
 
 
