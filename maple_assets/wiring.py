@@ -94,7 +94,7 @@ def env_var_keys(name: str) -> dict[str, dg.EnvVar]:
     if caps.mode == "realtime" and settings.cost_db:
         keys["rate_share_db"] = dg.EnvVar(COST_DB_ENV)
     family = caps.credentials
-    if family and caps.attribution == "anthropic-workspace" and settings.workspace_keys(family):
+    if family and caps.attribution == "workspace-key" and settings.workspace_keys(family):
         keys["workspace_keys"] = dg.EnvVar(workspace_keys_env(family))
     return keys
 

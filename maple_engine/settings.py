@@ -14,7 +14,7 @@ access without an ``S3Resource``.
 | ``MAPLE_COST_DB`` | the cost ledger's SQLAlchemy URL |
 | ``MAPLE_PRICES`` | a price-overrides file |
 | ``MAPLE_BEDROCK_ROLE_ARN`` | the IAM service role Bedrock batch inference assumes |
-| ``MAPLE_TEAM_ATTRIBUTION`` | the team attribution map's JSON file (`maple_engine.attribution`) |
+| ``MAPLE_TEAM_ATTRIBUTION`` | the team attribution map's JSON file (its path) |
 | ``ANTHROPIC_WORKSPACE_KEYS`` | API keys by Anthropic workspace id, a JSON object |
 | ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY`` | provider API keys |
 | ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, ``GEMINI_BASE_URL`` | provider base URLs |
@@ -33,7 +33,6 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from maple_engine.attribution import EMPTY, AttributionMap, load_attribution
 from maple_engine.errors import ConfigError
 
 STORAGE_ENV = "MAPLE_STORAGE"
@@ -159,10 +158,6 @@ class Settings(BaseSettings):
         """``<FAMILY>_WORKSPACE_KEYS`` if set: API keys by workspace id, JSON text."""
         keys = self.provider_api.get(workspace_keys_env(family))
         return keys.get_secret_value() if keys else None
-
-    def attribution(self) -> AttributionMap:
-        """The team attribution map of ``MAPLE_TEAM_ATTRIBUTION`` (`EMPTY` when unset)."""
-        return load_attribution(self.team_attribution) if self.team_attribution else EMPTY
 
     def has_api_key(self, family: str) -> bool:
         return "api_key" in self.api(family)

@@ -15,8 +15,6 @@ import polars as pl
 from maple_assets.cli.costs import ledger_options
 from maple_assets.cli.errors import ROWS_FAILED
 from maple_assets.cli.tables import render
-from maple_engine.attribution import ENV as ATTRIBUTION_ENV
-from maple_engine.attribution import EXAMPLE as ATTRIBUTION_EXAMPLE
 from maple_engine.errors import ConfigError
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.reconcile import (
@@ -26,6 +24,9 @@ from maple_engine.ledger.reconcile import (
     estimated_line,
     reconcile,
 )
+from maple_engine.providers.attribution import ENV as ATTRIBUTION_ENV
+from maple_engine.providers.attribution import EXAMPLE as ATTRIBUTION_EXAMPLE
+from maple_engine.providers.attribution import load_attribution
 from maple_engine.providers.registry import capabilities, names
 from maple_engine.settings import Settings, admin_key_env
 
@@ -85,7 +86,7 @@ def reconcile_command(
                 f"--by team needs the team attribution map: set {ATTRIBUTION_ENV} to a JSON "
                 f"file like {ATTRIBUTION_EXAMPLE}."
             )
-        teams = settings.attribution()
+        teams = load_attribution(settings.team_attribution)
     family = capabilities(provider).credentials or provider
     admin_key = settings.admin_key(family)
     if admin_key is None:

@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from maple_engine.attribution import ENV, AttributionMap
 from maple_engine.errors import AuthError, ConfigError
 from maple_engine.ledger.usage import ACCOUNT, ESTIMATED, KEYS, REPORT_SCHEMA, SIDES, summed
+from maple_engine.providers.attribution import ENV, AttributionMap
 from maple_engine.providers.registry import capabilities, names, one_of
 from maple_engine.settings import admin_key_env
 
@@ -169,7 +169,7 @@ def reconcile(
     if caps.billing_report is None or caps.credentials is None:
         with_reports = one_of(lambda c: c.billing_report is not None)
         raise ConfigError(f"{provider} has no billing reports to reconcile; use {with_reports}.")
-    if teams is not None and caps.attribution not in ("openai-project", "anthropic-workspace"):
+    if teams is not None and caps.attribution not in ("project-header", "workspace-key"):
         raise ConfigError(f"{provider}'s reports group no spend by team: drop --by team.")
     family = caps.credentials
     grouped = teams is not None
@@ -192,4 +192,4 @@ def reconcile(
 
 def account_word(provider: str) -> str:
     """What ``provider``'s reports group spend by: ``project`` or ``workspace``."""
-    return "workspace" if capabilities(provider).attribution == "anthropic-workspace" else "project"
+    return "workspace" if capabilities(provider).attribution == "workspace-key" else "project"

@@ -21,7 +21,10 @@ import orjson
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from maple_engine.attribution import (
+from maple_engine.errors import ConfigError
+from maple_engine.model import CHAT, BatchState, Kind, Submission
+from maple_engine.policy import SendBudget
+from maple_engine.providers.attribution import (
     EMPTY,
     NOBODY,
     PROJECT_HEADER,
@@ -31,9 +34,6 @@ from maple_engine.attribution import (
     load_attribution,
     parse_attribution,
 )
-from maple_engine.errors import ConfigError
-from maple_engine.model import CHAT, BatchState, Kind, Submission
-from maple_engine.policy import SendBudget
 
 # One row per request of one attempt, whatever the provider.
 RESULT_SCHEMA: dict[str, pl.DataType] = {
@@ -240,7 +240,7 @@ class ProviderCapabilities:
     takes_extra_body: bool = False
     # How a team's spend is attributed in its bill (the team attribution map's key it reads):
     # an OpenAI project header, the API key of an Anthropic workspace, Bedrock job tags;
-    # None: the API takes none of them (`maple_engine.attribution`).
+    # None: the API takes none of them (`maple_engine.providers.attribution`).
     attribution: Attribution | None = None
 
     def variable(self, setting: Literal["api_key", "base_url", "version"]) -> str:
@@ -373,7 +373,7 @@ class ProviderModel(BaseModel):
         """The headers sent on every request besides the provider's own (a gateway's, and
         the team's ``OpenAI-Project`` where the API takes one)."""
         project = self._team.openai_project
-        if project is None or self.capabilities.attribution != "openai-project":
+        if project is None or self.capabilities.attribution != "project-header":
             return dict(self._headers)
         given = {name.lower() for name in self._headers}
         team = {} if PROJECT_HEADER.lower() in given else {PROJECT_HEADER: project}

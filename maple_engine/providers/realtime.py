@@ -18,9 +18,9 @@ import orjson
 import polars as pl
 from pydantic import Field
 
-from maple_engine.attribution import Attribution
 from maple_engine.durations import seconds_until
 from maple_engine.model import CHAT, REALTIME_PREFIX, Kind
+from maple_engine.providers.attribution import Attribution
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
     Dialect,

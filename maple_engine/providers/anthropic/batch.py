@@ -92,7 +92,7 @@ CAPABILITIES = ProviderCapabilities(
     billing_report=billing.billing_report,
     caching=claude_caching(ONE_HOUR),  # a batch runs for up to 24 h: Anthropic advises 1 h
     takes_api_version=True,
-    attribution="anthropic-workspace",
+    attribution="workspace-key",
 )
 
 

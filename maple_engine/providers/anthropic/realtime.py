@@ -57,7 +57,7 @@ class AnthropicRealtimeProvider(WorkspaceKeys, RealtimeProvider):
             Dialect.ANTHROPIC, "anthropic", "anthropic", drops_empty_system=True, caching=CACHING
         ),
         takes_api_version=True,
-        attribution="anthropic-workspace",
+        attribution="workspace-key",
     )
 
     name: str = Field(default="anthropic-realtime", description="Provider name in costs/output.")

@@ -23,15 +23,11 @@ import orjson
 
 from maple_engine.errors import ConfigError
 
-#: What a provider's API takes to attribute spend to a team (``ProviderCapabilities``).
-Attribution = Literal["openai-project", "anthropic-workspace", "bedrock-tags", "gemini-labels"]
-#: The map key each kind of attribution reads.
-MAP_KEY: dict[Attribution, str] = {
-    "openai-project": "openai_project",
-    "anthropic-workspace": "anthropic_workspace",
-    "bedrock-tags": "bedrock_tags",
-    "gemini-labels": "gemini_labels",
-}
+#: How a provider's API attributes spend to a team (``ProviderCapabilities.attribution``): a
+#: project header on every call (``openai_project``), the API key of a workspace
+#: (``anthropic_workspace``), tags on each batch job (``bedrock_tags``), labels on each request
+#: (``gemini_labels``).
+Attribution = Literal["project-header", "workspace-key", "job-tags", "request-labels"]
 PROJECT_HEADER = "OpenAI-Project"
 ENV = "MAPLE_TEAM_ATTRIBUTION"
 EXAMPLE = (
@@ -55,9 +51,9 @@ class TeamAttribution:
 
     def account(self, kind: Attribution | None) -> str | None:
         """The project or workspace that ``kind``'s reports group this team's spend under."""
-        if kind == "openai-project":
+        if kind == "project-header":
             return self.openai_project
-        if kind == "anthropic-workspace":
+        if kind == "workspace-key":
             return self.anthropic_workspace
         return None
 

@@ -1,0 +1,106 @@
+"""Teams in the provider's bill through Dagster and over real HTTP: an enrichment whose provider
+resource carries the team attribution map as config sends its team's ``OpenAI-Project`` on the
+upload and the batch create; the emulator's admin reports group by project and workspace, and
+the engine reads them back per account."""
+
+from datetime import UTC, datetime
+from typing import Any
+
+import dagster as dg
+import httpx
+import orjson
+import polars as pl
+
+from emulator.config import EmulatorConfig
+from emulator.server import EmulatorServer
+from maple_assets.binding import provider_key
+from maple_assets.factory import enrichment
+from maple_assets.wiring import maple_resources
+from maple_engine.providers.anthropic.billing import billing_report as anthropic_report
+from maple_engine.providers.openai.billing import billing_report as openai_report
+from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
+from resources.providers import provider_resource
+from tests.conftest import env_provider
+from tests.integration.test_graph import run_graph
+
+MAP = {"teams": {"bakery": {"openai_project": "proj_bakery"}}}
+
+
+def test_a_resource_configured_map_puts_the_job_on_its_project(
+    tmp_path: Any, emulator_server: EmulatorServer, tricky_table: pl.DataFrame, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", f"{emulator_server.url}/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-maple")
+    monkeypatch.delenv("MAPLE_TEAM_ATTRIBUTION", raising=False)
+
+    @dg.asset
+    def items() -> pl.DataFrame:
+        return tricky_table
+
+    en = enrichment(
+        name="team_items", source=items, prompt="{title}", model="gpt-4o-mini",
+        provider="openai", team="bakery", max_requests_per_batch=5,
+    )  # fmt: skip
+    resources = maple_resources([en], storage_root=str(tmp_path / "store"))
+    config = {"team_attribution": orjson.dumps(MAP).decode()}  # the map as resource config
+    resources[provider_key("openai")] = provider_resource(env_provider("openai"), **config)
+    with dg.instance_for_test() as instance:
+        run_graph(en, [items], resources, instance)
+    stats = emulator_server.stats()
+    batches = -(-tricky_table.height // 5)
+    assert stats["openai_project_files:proj_bakery"] == batches
+    assert stats["openai_project_batches:proj_bakery"] == batches
+    assert stats["batches_created"] == batches  # every batch on the project
+
+
+def _chat(
+    server: EmulatorServer, headers: dict[str, str], path: str = "/v1/chat/completions"
+) -> None:
+    body = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi there"}]}
+    if path == "/v1/messages":
+        body = {"model": "claude-haiku-4-5", "max_tokens": 16, **body}
+        headers = {**headers, "anthropic-version": "2023-06-01"}
+    answer = httpx.post(f"{server.url}{path}", json=body, headers=headers)
+    assert answer.status_code == 200, answer.text
+
+
+def test_the_reports_group_by_project_and_workspace() -> None:
+    config = EmulatorConfig(batch_seconds=0, workspaces={"sk-ant-a": "wrkspc_a"})
+    with EmulatorServer(config) as server:
+        provider = OpenAIRealtimeProvider(
+            base_url=f"{server.url}/v1",
+            api_key="sk-maple",
+            team_attribution=orjson.dumps(MAP).decode(),
+        ).for_team("bakery")
+        _chat(server, {"Authorization": "Bearer sk-maple", **provider.extra_headers})
+        _chat(server, {"Authorization": "Bearer sk-maple", "OpenAI-Project": "proj_other"})
+        _chat(server, {"Authorization": "Bearer sk-maple"})
+        _chat(server, {"x-api-key": "sk-ant-a"}, "/v1/messages")
+        _chat(server, {"x-api-key": "sk-ant-b"}, "/v1/messages")
+        today = datetime.now(UTC).date()
+
+        grouped = openai_report(f"{server.url}/v1", "sk-admin-x", today, today, by_account=True)
+        assert sorted((b.account or "-", b.model) for b in grouped) == [
+            ("-", "gpt-4o-mini"),
+            ("proj_bakery", "gpt-4o-mini"),
+            ("proj_other", "gpt-4o-mini"),
+        ]
+        assert all(b.input_tokens > 0 and b.cost_usd > 0 for b in grouped)
+        [whole] = openai_report(f"{server.url}/v1", "sk-admin-x", today, today)
+        assert whole.account is None
+        assert whole.cost_usd == sum(b.cost_usd for b in grouped)
+
+        workspaces = anthropic_report(server.url, "sk-ant-admin01-x", today, today, by_account=True)
+        assert sorted(b.account or "-" for b in workspaces) == ["-", "wrkspc_a"]
+
+        only = httpx.get(
+            f"{server.url}/v1/organization/usage/completions",
+            params={
+                "start_time": int(datetime.now(UTC).timestamp()) - 60,
+                "group_by": "project_id",
+                "project_ids": "proj_other",
+            },
+            headers={"Authorization": "Bearer sk-admin-x"},
+        ).json()
+        found = [r for b in only["data"] for r in b["results"]]
+        assert [r["project_id"] for r in found] == ["proj_other"]
