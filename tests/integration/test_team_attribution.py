@@ -104,3 +104,42 @@ def test_the_reports_group_by_project_and_workspace() -> None:
         ).json()
         found = [r for b in only["data"] for r in b["results"]]
         assert [r["project_id"] for r in found] == ["proj_other"]
+
+
+def test_files_and_batches_are_seen_from_their_project_only(
+    emulator_server: EmulatorServer,
+) -> None:
+    """As OpenAI scopes them: a call without the project's header (or with another's) does not
+    find its file or batch, so a job that dropped the header on any call would fail here."""
+    url = f"{emulator_server.url}/v1"
+
+    def headers(project: str | None) -> dict[str, str]:
+        named = {"OpenAI-Project": project} if project else {}
+        return {"Authorization": "Bearer sk-maple", **named}
+
+    line = {
+        "custom_id": "r0",
+        "method": "POST",
+        "url": "/v1/chat/completions",
+        "body": {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]},
+    }
+    files = {"file": ("in.jsonl", orjson.dumps(line) + b"\n")}
+    upload = httpx.post(
+        f"{url}/files", headers=headers("proj_a"), data={"purpose": "batch"}, files=files
+    ).json()
+    assert httpx.get(f"{url}/files/{upload['id']}", headers=headers("proj_a")).status_code == 200
+    for other in (None, "proj_b"):
+        assert httpx.get(f"{url}/files/{upload['id']}", headers=headers(other)).status_code == 404
+    create = {
+        "input_file_id": upload["id"],
+        "endpoint": "/v1/chat/completions",
+        "completion_window": "24h",
+    }
+    elsewhere = httpx.post(f"{url}/batches", headers=headers("proj_b"), json=create)
+    assert elsewhere.status_code == 400
+    assert "project does not have access" in elsewhere.json()["error"]["message"]
+    batch = httpx.post(f"{url}/batches", headers=headers("proj_a"), json=create).json()
+    assert httpx.get(f"{url}/batches/{batch['id']}", headers=headers(None)).status_code == 404
+    listed = httpx.get(f"{url}/batches", headers=headers("proj_a")).json()["data"]
+    assert [b["id"] for b in listed] == [batch["id"]]
+    assert httpx.get(f"{url}/batches", headers=headers(None)).json()["data"] == []
