@@ -16,6 +16,9 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
+from maple_assets.cli.status import provider_for
+from maple_engine.state import JobState
+from maple_engine.storage.storage import Storage
 from tests.e2e.test_cli_enrich import maple
 
 pytestmark = pytest.mark.slow  # five `maple` runs against a live emulator: ~30 s
@@ -181,3 +184,19 @@ def test_a_bad_map_is_exit_2_before_any_upload(
     assert done.returncode == 2, done.stdout + done.stderr
     assert named in done.stderr and "MAPLE_TEAM_ATTRIBUTION" in done.stderr
     assert server.stats().get("files_uploaded", 0) == before
+
+
+def test_cancel_and_status_act_on_the_jobs_project(
+    setup: tuple[EmulatorServer, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``maple cancel`` and ``maple status`` rebuild a job's provider from its stored spec: on
+    its team's project, where its batches are."""
+    server, tmp = setup
+    for name, value in _env(server, tmp).items():
+        monkeypatch.setenv(name, value)
+    state = JobState(Storage(str(tmp / "store")), "catalog-batch")
+    assert provider_for(state).extra_headers == {"OpenAI-Project": "proj_catalog"}
+    status = maple(
+        "status", "catalog-batch", "--storage", str(tmp / "store"), env=_env(server, tmp)
+    )
+    assert status.returncode == 0, status.stderr
