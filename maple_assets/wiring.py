@@ -134,12 +134,17 @@ def _one_of(key: str, resource: Any) -> Any:
     return _HANDED_OUT.setdefault((key, type(resource), config), resource)
 
 
-def billing_resource(provider: str, settings: Settings | None = None) -> BillingReports:
+def billing_resource(
+    provider: str, settings: Settings | None = None, *, by_team: bool = False
+) -> BillingReports:
     """``provider``'s admin reports for ``maple_reconcile``: its base URL from the settings, the
     admin key as a ``dg.EnvVar`` (left out when the variable is unset, so the asset says which
-    one to set)."""
+    one to set); ``by_team``: per team, through ``MAPLE_TEAM_ATTRIBUTION``'s map."""
     settings = settings or Settings.load()
     family = capabilities(provider).credentials or provider
     key = dg.EnvVar(admin_key_env(family)) if settings.admin_key(family) else None
     base_url = settings.api(family).get("base_url")
-    return BillingReports(provider=provider, admin_key=key, base_url=base_url)
+    teams = settings.team_attribution if by_team else None
+    return BillingReports(
+        provider=provider, admin_key=key, base_url=base_url, team_attribution=teams
+    )

@@ -93,6 +93,15 @@ class AttributionMap:
 EMPTY = AttributionMap()
 
 
+def given_attribution(given: str | None) -> AttributionMap:
+    """The map a setting gives: its JSON text, or the path of its file (`EMPTY` for none)."""
+    if not given:
+        return EMPTY
+    if given.lstrip().startswith("{"):
+        return parse_attribution(given, "team_attribution")
+    return load_attribution(given)
+
+
 def load_attribution(path: str) -> AttributionMap:
     """The map in the JSON file ``path`` (`ConfigError` naming the file and the fix)."""
     try:

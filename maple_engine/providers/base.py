@@ -25,14 +25,12 @@ from maple_engine.errors import ConfigError
 from maple_engine.model import CHAT, BatchState, Kind, Submission
 from maple_engine.policy import SendBudget
 from maple_engine.providers.attribution import (
-    EMPTY,
     NOBODY,
     PROJECT_HEADER,
     Attribution,
     AttributionMap,
     TeamAttribution,
-    load_attribution,
-    parse_attribution,
+    given_attribution,
 )
 
 # One row per request of one attempt, whatever the provider.
@@ -381,12 +379,7 @@ class ProviderModel(BaseModel):
 
     def attribution_map(self) -> AttributionMap:
         """The configured team attribution map (`EMPTY` when none is)."""
-        given = self.team_attribution
-        if not given:
-            return EMPTY
-        if given.lstrip().startswith("{"):
-            return parse_attribution(given, "team_attribution")
-        return load_attribution(given)
+        return given_attribution(self.team_attribution)
 
     @property
     def team(self) -> TeamAttribution:

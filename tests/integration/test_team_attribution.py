@@ -1,7 +1,8 @@
 """Teams in the provider's bill through Dagster and over real HTTP: an enrichment whose provider
 resource carries the team attribution map as config sends its team's ``OpenAI-Project`` on the
-upload and the batch create; the emulator's admin reports group by project and workspace, and
-the engine reads them back per account."""
+upload and the batch create, and ``maple_reconcile`` with the same map compares per team (an
+unknown project fails its check); the emulator's admin reports group by project and workspace,
+and the engine reads them back per account."""
 
 from datetime import UTC, datetime
 from typing import Any
@@ -15,10 +16,12 @@ from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.binding import provider_key
 from maple_assets.factory import enrichment
-from maple_assets.wiring import maple_resources
+from maple_assets.graph.reconcile import reconcile_asset
+from maple_assets.wiring import billing_resource, maple_resources
 from maple_engine.providers.anthropic.billing import billing_report as anthropic_report
 from maple_engine.providers.openai.billing import billing_report as openai_report
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
+from maple_engine.settings import Settings
 from resources.providers import provider_resource
 from tests.conftest import env_provider
 from tests.integration.test_graph import run_graph
@@ -44,13 +47,32 @@ def test_a_resource_configured_map_puts_the_job_on_its_project(
     resources = maple_resources([en], storage_root=str(tmp_path / "store"))
     config = {"team_attribution": orjson.dumps(MAP).decode()}  # the map as resource config
     resources[provider_key("openai")] = provider_resource(env_provider("openai"), **config)
+    monkeypatch.setenv("OPENAI_ADMIN_KEY", "sk-admin-dagster")
+    (tmp_path / "teams.json").write_bytes(orjson.dumps(MAP))
+    monkeypatch.setenv("MAPLE_TEAM_ATTRIBUTION", str(tmp_path / "teams.json"))
+    resources["maple_billing"] = billing_resource("openai", Settings.load(), by_team=True)
+    today = str(datetime.now(UTC).date())
     with dg.instance_for_test() as instance:
         run_graph(en, [items], resources, instance)
-    stats = emulator_server.stats()
-    batches = -(-tricky_table.height // 5)
-    assert stats["openai_project_files:proj_bakery"] == batches
-    assert stats["openai_project_batches:proj_bakery"] == batches
-    assert stats["batches_created"] == batches  # every batch on the project
+        stats = emulator_server.stats()
+        batches = -(-tricky_table.height // 5)
+        assert stats["openai_project_files:proj_bakery"] == batches
+        assert stats["openai_project_batches:proj_bakery"] == batches
+        assert stats["batches_created"] == batches  # every batch on the project
+
+        asset = reconcile_asset()
+        calm = dg.materialize([asset], partition_key=today, instance=instance, resources=resources)
+        [evaluation] = calm.get_asset_check_evaluations()
+        assert calm.success and evaluation.passed
+        [mat] = calm.asset_materializations_for_node("maple_reconcile")
+        assert "| bakery | proj_bakery | gpt-4o-mini |" in str(mat.metadata["table"].value)
+        _chat(emulator_server, {"Authorization": "Bearer sk-maple", "OpenAI-Project": "proj_x"})
+        flagged = dg.materialize(
+            [asset], partition_key=today, instance=instance, resources=resources
+        )
+        [evaluation] = flagged.get_asset_check_evaluations()
+        assert not evaluation.passed
+        assert str(evaluation.metadata["lines"].value).startswith("unknown project: ")
 
 
 def _chat(
