@@ -95,6 +95,7 @@ def test_apis_without_projects_send_no_project_header() -> None:
     together = build_provider("together", api_key="k", team_attribution=TEXT)
     assert together.for_team("catalog").extra_headers == {}  # type: ignore[union-attr]
     assert capabilities("azure-openai").attribution is None
+    assert capabilities("together-realtime").attribution is None
 
 
 def test_the_emulator_provider_takes_projects_as_openai_does() -> None:
