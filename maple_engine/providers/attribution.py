@@ -9,9 +9,11 @@ resource's ``team_attribution`` config)::
 
 Every key of a team is optional. A job's team (``--team``, ``team=``) selects its entry; a
 provider applies the part its API takes (its capabilities' ``attribution``): OpenAI's
-``OpenAI-Project`` header, the API key of an Anthropic workspace, Bedrock job tags, Gemini
-labels. ``maple reconcile --by team`` maps the provider's per-project (per-workspace) reports
-back to teams through the same map. docs/operations.md#teams-in-the-providers-bill has the rules.
+``OpenAI-Project`` header, the API key of an Anthropic workspace, Bedrock job tags. Gemini
+labels are checked and kept for an API that takes them (Vertex AI); the Gemini Developer API
+Maple calls takes none. ``maple reconcile --by team`` maps the provider's per-project
+(per-workspace) reports back to teams through the same map.
+docs/operations.md#teams-in-the-providers-bill has the rules.
 """
 
 import dataclasses
@@ -76,18 +78,6 @@ class AttributionMap:
         if account is None:
             return []
         return sorted(t for t, a in self.teams.items() if a.account(kind) == account)
-
-    def to_json(self) -> str:
-        """The map as JSON text (what a resource's ``team_attribution`` config holds)."""
-        teams = {
-            name: {
-                key: value
-                for key, value in dataclasses.asdict(team).items()
-                if value not in (None, {})
-            }
-            for name, team in sorted(self.teams.items())
-        }
-        return orjson.dumps({"teams": teams}).decode()
 
 
 EMPTY = AttributionMap()

@@ -42,7 +42,6 @@ def test_a_valid_map_parses_and_round_trips() -> None:
     assert teams.of("nobody").openai_project is None
     assert teams.teams_of("project-header", "proj_search") == ["search"]
     assert teams.teams_of("workspace-key", "wrkspc_cat") == ["catalog"]
-    assert parse_attribution(teams.to_json()) == teams
     assert parse_attribution('{"teams": {}}') == EMPTY
 
 
