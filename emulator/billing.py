@@ -103,6 +103,10 @@ class Billing:
         """The organisation an API or admin key belongs to."""
         return self._organizations.get(api_key, DEFAULT_ORG)
 
+    def workspace_of(self, api_key: str) -> str | None:
+        """The Anthropic workspace an API key belongs to (None: the default one)."""
+        return self._workspaces.get(api_key)
+
     def charge(
         self,
         family: Family,
@@ -120,7 +124,7 @@ class Billing:
         ``project`` (OpenAI's header) and the key's workspace (Anthropic's)."""
         cost = price(family, model, tokens, batch_id is not None, cache)
         org = self.org_of(api_key)
-        workspace = self._workspaces.get(api_key) if family == "anthropic" else None
+        workspace = self.workspace_of(api_key) if family == "anthropic" else None
         entry = Charge(
             family, org, api_key, model, at, batch_id, *tokens, cost, cache, project, workspace
         )

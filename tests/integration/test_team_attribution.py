@@ -165,3 +165,28 @@ def test_files_and_batches_are_seen_from_their_project_only(
     listed = httpx.get(f"{url}/batches", headers=headers("proj_a")).json()["data"]
     assert [b["id"] for b in listed] == [batch["id"]]
     assert httpx.get(f"{url}/batches", headers=headers(None)).json()["data"] == []
+
+
+def test_anthropic_batches_are_seen_from_their_workspace_only() -> None:
+    """As Anthropic scopes them: a key of another workspace does not find a batch."""
+    config = EmulatorConfig(batch_seconds=0, workspaces={"sk-ant-a": "wrkspc_a"})
+    request = {
+        "custom_id": "r0",
+        "params": {
+            "model": "claude-haiku-4-5",
+            "max_tokens": 16,
+            "messages": [{"role": "user", "content": "hi"}],
+        },
+    }
+    with EmulatorServer(config) as server:
+
+        def key(value: str) -> dict[str, str]:
+            return {"x-api-key": value, "anthropic-version": "2023-06-01"}
+
+        url = f"{server.url}/v1/messages/batches"
+        batch = httpx.post(url, headers=key("sk-ant-a"), json={"requests": [request]}).json()
+        assert httpx.get(f"{url}/{batch['id']}", headers=key("sk-ant-a")).status_code == 200
+        assert httpx.get(f"{url}/{batch['id']}", headers=key("sk-ant-b")).status_code == 404
+        assert httpx.get(url, headers=key("sk-ant-b")).json()["data"] == []
+        listed = httpx.get(url, headers=key("sk-ant-a")).json()["data"]
+        assert [b["id"] for b in listed] == [batch["id"]]
