@@ -190,3 +190,20 @@ def test_anthropic_batches_are_seen_from_their_workspace_only() -> None:
         assert httpx.get(url, headers=key("sk-ant-b")).json()["data"] == []
         listed = httpx.get(url, headers=key("sk-ant-a")).json()["data"]
         assert [b["id"] for b in listed] == [batch["id"]]
+
+
+def test_reconcile_by_team_without_a_map_is_a_usage_error(tmp_path: Any, monkeypatch: Any) -> None:
+    from click.testing import CliRunner
+
+    from maple_assets.cli.commands import main
+
+    monkeypatch.delenv("MAPLE_TEAM_ATTRIBUTION", raising=False)
+    monkeypatch.setenv("OPENAI_ADMIN_KEY", "sk-admin-x")
+    args = ["reconcile", "--provider", "openai", "--by", "team", "--storage", str(tmp_path)]
+    missing = CliRunner().invoke(main, args)
+    assert missing.exit_code == 2, missing.output
+    assert "--by team needs the team attribution map: set MAPLE_TEAM_ATTRIBUTION" in missing.output
+    (tmp_path / "teams.json").write_text('{"teams": {"a": {"openai_project": ""}}}')
+    monkeypatch.setenv("MAPLE_TEAM_ATTRIBUTION", str(tmp_path / "teams.json"))
+    bad = CliRunner().invoke(main, args)
+    assert bad.exit_code == 2 and "openai_project must be a non-empty string" in bad.output
