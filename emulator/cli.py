@@ -2,7 +2,13 @@
 
 import click
 
-from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail, parse_organizations
+from emulator.config import (
+    FAULT_CLASSES,
+    EmulatorConfig,
+    parse_fail,
+    parse_organizations,
+    parse_workspaces,
+)
 
 
 @click.command("emulator")
@@ -87,6 +93,14 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail, parse_org
     "admin usage and cost reports show an organisation's spend from all its keys.",
 )
 @click.option(
+    "--workspace",
+    "workspaces",
+    multiple=True,
+    metavar="KEY=WORKSPACE",
+    help="Put an Anthropic API key in workspace WORKSPACE (repeatable; other keys are in the "
+    "default workspace): the admin reports group its spend by workspace_id.",
+)
+@click.option(
     "--flex-unavailable",
     "flex_unavailable",
     type=click.FloatRange(0, 1),
@@ -165,6 +179,7 @@ def emulator_command(
     enqueued_token_limit: int | None,
     anthropic_queue_limit: int | None,
     organizations: tuple[str, ...],
+    workspaces: tuple[str, ...],
     flex_unavailable: float,
     latency: str,
     server_slots: int,
@@ -193,6 +208,7 @@ def emulator_command(
             enqueued_token_limit=enqueued_token_limit,
             anthropic_queue_limit=anthropic_queue_limit,
             organizations=parse_organizations(organizations),
+            workspaces=parse_workspaces(workspaces),
             flex_unavailable=flex_unavailable,
             realtime_latency_s=parse_latency(latency),
             server_slots=server_slots,

@@ -71,6 +71,9 @@ class EmulatorConfig:
     #: API and admin keys -> organisation id (a key not listed belongs to ``org-emulator``):
     #: the admin reports show one organisation's spend, from every key of it.
     organizations: dict[str, str] = field(default_factory=dict)
+    #: API keys -> Anthropic workspace id (a key not listed is in the default workspace, whose
+    #: reports show ``workspace_id`` null): Anthropic bills a request to its key's workspace.
+    workspaces: dict[str, str] = field(default_factory=dict)
     #: OpenAI's flex tier (``emulator.flex``): the share of flex requests answered 429
     #: ``resource_unavailable``, and how much longer a flex answer takes.
     flex_unavailable: float = 0.0
@@ -168,10 +171,20 @@ def parse_fail(specs: list[str]) -> dict[str, float]:
 
 def parse_organizations(specs: Iterable[str]) -> dict[str, str]:
     """Turn ``["sk-b=org-b"]`` into ``{"sk-b": "org-b"}`` (``ValueError`` when malformed)."""
+    return _key_pairs(specs, "organization", "KEY=ORG, e.g. sk-b=org-b")
+
+
+def parse_workspaces(specs: Iterable[str]) -> dict[str, str]:
+    """Turn ``["sk-ant-b=wrkspc_b"]`` into ``{"sk-ant-b": "wrkspc_b"}`` (``ValueError`` when
+    malformed)."""
+    return _key_pairs(specs, "workspace", "KEY=WORKSPACE, e.g. sk-ant-b=wrkspc_b")
+
+
+def _key_pairs(specs: Iterable[str], what: str, form: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for spec in specs:
-        key, sep, org = spec.partition("=")
-        if not sep or not key.strip() or not org.strip():
-            raise ValueError(f"organization {spec!r} must look like KEY=ORG, e.g. sk-b=org-b")
-        found[key.strip()] = org.strip()
+        key, sep, value = spec.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"{what} {spec!r} must look like {form}")
+        found[key.strip()] = value.strip()
     return found

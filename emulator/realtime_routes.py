@@ -26,6 +26,7 @@ from emulator.http_common import (
     check_auth,
     openai_error,
     openai_json,
+    project_of,
     read_json,
     state_of,
 )
@@ -82,7 +83,11 @@ def _account(
         stats.bill([hash((_RT_PREFIX, key, unit)) for unit in range(outcome.units)])
         model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
         tokens = (outcome.prompt_tokens, outcome.completion_tokens)
-        state.billing.charge(family, api_key_of(request), model, tokens, at=time.time(), cache=use)
+        project = project_of(request, "openai_project_requests") if family == "openai" else None
+        sender = api_key_of(request)
+        state.billing.charge(
+            family, sender, model, tokens, at=time.time(), cache=use, project=project
+        )
 
 
 async def _admit(request: Request) -> tuple[Any, Decision | None, Response | None]:

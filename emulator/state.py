@@ -60,6 +60,7 @@ class StoredFile:
     created_at: int
     path: Path
     digest: int = 0
+    project: str | None = None  # OpenAI: the project it belongs to (seen only from there)
 
     def as_json(self) -> dict[str, Any]:
         """The OpenAI ``file`` object."""
@@ -145,7 +146,7 @@ class State:
         self.openai_batches: dict[str, Any] = {}
         self.anthropic_batches: dict[str, Any] = {}
         self.stats = Stats()
-        self.billing = Billing(config.organizations)
+        self.billing = Billing(config.organizations, config.workspaces)
         self.drawer = FaultDrawer(config.seed, config.fail)
         self.control_drawer = FaultDrawer(config.seed, {"server_error": config.control_fail_rate})
         self.openai = OpenAIEngine(self.drawer, config.embedding_dimensions, config.omit_usage)
@@ -181,8 +182,10 @@ class State:
         """A fresh path under the emulator's directory."""
         return self.root / f"{new_id('f')}{suffix}"
 
-    def add_file(self, filename: str, purpose: str, path: Path, digest: int = 0) -> StoredFile:
-        """Register bytes already written at ``path`` as a file."""
+    def add_file(
+        self, filename: str, purpose: str, path: Path, digest: int = 0, project: str | None = None
+    ) -> StoredFile:
+        """Register bytes already written at ``path`` as a file of ``project``."""
         stored = StoredFile(
             id=new_id("file-"),
             filename=filename,
@@ -191,6 +194,7 @@ class State:
             created_at=int(time.time()),
             path=path,
             digest=digest,
+            project=project,
         )
         with self.lock:
             self.files[stored.id] = stored
