@@ -1,7 +1,8 @@
 """How long each emulated batch takes: ``batch_seconds`` plus ``batch_seconds_per_1k`` per 1,000
-requests in it, or with ``batch_seconds_spread`` (sigma) a log-normal draw whose median is that; with ``stall`` (a rate) some
-batches stay in progress ``stall_factor`` times longer, as a provider's stuck batches do.
-Draws come from one seeded generator, so a run with the same seed and order repeats."""
+requests in it, or with ``batch_seconds_spread`` (sigma) a log-normal draw whose median is that;
+with ``stall`` (a rate) some batches stay in progress ``stall_factor`` times longer, as a
+provider's stuck batches do. Draws come from one seeded generator, so a run with the same seed
+and order repeats."""
 
 import math
 import random
