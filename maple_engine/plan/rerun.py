@@ -19,6 +19,8 @@ from maple_engine.plan.changed_rows import SPARSE, cut_sent_rows, only_changed_r
 from maple_engine.plan.copied_answers import plan_copies
 from maple_engine.plan.row_digests import DigestWriter, row_digests
 from maple_engine.plan.sharding import with_text, write_shards
+from maple_engine.plan.sizing import input_rows, plan_size, sized
+from maple_engine.plan.turnaround import Sizing
 from maple_engine.plan.versions import KeySpill, Mask, VersionPlan, attempt_one, input_digest
 from maple_engine.plan.versions import plan_version as plan_rows
 from maple_engine.state import ShardSummary
@@ -124,10 +126,16 @@ def _cut(
         spilled = spill_keys(job, source, version)
         stored = np.zeros(spilled.rows, dtype=bool)
         counts, send = plan_rows(storage, name, version, spilled.rows, stored)
-        shards = cut_sent_rows(job, source, version, send)
+        sizing = plan_size(job, int(send.sum()), version.created_at) if sized(job) else None
+        shards = cut_sent_rows(job, source, version, send, sizing.size if sizing else None)
         if shards:  # else nothing to send: every row in the shards, as below
             plan_copies(job, version.number, spilled.earlier, spilled.carried, stored)
-            return _planned(job, version, shards, counts, send, layout=SPARSE, source=source)
+            return _planned(
+                job, version, shards, counts, send, sizing=sizing, layout=SPARSE, source=source
+            )
+    sizing = None
+    if sized(job):
+        sizing = plan_size(job, input_rows(source, storage), version.created_at)
     with (
         DigestWriter(storage, job.spec, version.number) as digests,
         KeySpill(storage, name, version.number) as spill,
@@ -145,12 +153,13 @@ def _cut(
             job.provider,
             key_for=version.shard_key,
             on_block=on_block,
+            size=sizing.size if sizing else None,
         )
     rows = shards[-1].last_row + 1
     if before_planning is not None:
         before_planning(job, shards)
     counts, send = plan_rows(storage, name, version, rows)
-    return _planned(job, version, shards, counts, send)
+    return _planned(job, version, shards, counts, send, sizing=sizing)
 
 
 def _planned(
@@ -159,9 +168,12 @@ def _planned(
     shards: list[ShardInfo],
     counts: VersionPlan,
     send: Mask,
+    *,
+    sizing: Sizing | None = None,
     **layout: str,
 ) -> tuple[list[ShardInfo], Version, VersionPlan]:
-    """Write each shard's attempt-1 plan (the rows it sends) and the version's manifest."""
+    """Write each shard's attempt-1 plan (the rows it sends) and the version's manifest (with
+    the chosen shard size and why, `maple_engine.plan.sizing`)."""
     for shard in shards:
         plan = attempt_one(send, shard.first_row, shard.last_row)
         job.state.write_plan(shard.key, 1, plan)
@@ -174,6 +186,7 @@ def _planned(
         sent=counts.sent,
         reused=counts.reused,
         duplicates=counts.duplicates,
+        **({"sizing": sizing.to_json()} if sizing is not None else {}),
         **layout,
     )
     return shards, version, counts
