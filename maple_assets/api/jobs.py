@@ -14,6 +14,7 @@ JSON file's path), ``retry_failed``, ``storage``, ``wait``... A call that cannot
 """
 
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
@@ -25,6 +26,8 @@ from maple_assets.api.options import CommandOptions, EnrichOptions
 from maple_assets.api.progress import Counts
 from maple_assets.api.result import Result
 from maple_assets.api.runner import job_counts
+from maple_assets.wiring import job_eta_now
+from maple_engine.report.eta import Eta
 from maple_engine.settings import Settings
 from maple_engine.spec import ALIASES, DEFAULTS, JobSpec, validation_message
 from maple_engine.state import JobState
@@ -101,6 +104,30 @@ def submit(input: str, **options: Any) -> "JobHandle":
     return handle
 
 
+class JobStatus(str):
+    """A job's status word, with its expected finish (`maple_engine.report.eta.Eta`): ``eta``,
+    and ``eta_p50`` / ``eta_p90`` as UTC datetimes (None: unknown or finished)."""
+
+    eta: Eta
+
+    def __new__(cls, word: str, eta: Eta) -> "JobStatus":
+        status = super().__new__(cls, word)
+        status.eta = eta
+        return status
+
+    @property
+    def eta_p50(self) -> datetime | None:
+        return _when(self.eta.p50_at)
+
+    @property
+    def eta_p90(self) -> datetime | None:
+        return _when(self.eta.p90_at)
+
+
+def _when(at: float | None) -> datetime | None:
+    return None if at is None else datetime.fromtimestamp(at, UTC)
+
+
 class JobHandle:
     """A job running in this process: ``status()``, ``wait()``, ``cancel()``."""
 
@@ -133,13 +160,14 @@ class JobHandle:
         finally:
             self._checked.set()
 
-    def status(self) -> str:
-        """``running``, or how it ended: ``succeeded``, ``rows_failed``, ``stopped``, ``error``."""
+    def status(self) -> "JobStatus":
+        """``running``, or how it ended: ``succeeded``, ``rows_failed``, ``stopped``, ``error``;
+        a string that also carries the expected finish (``.eta``, ``.eta_p50``, ``.eta_p90``)."""
         if self._thread.is_alive():
-            return "running"
+            return JobStatus("running", job_eta_now(self.state))
         if self._result is not None:
-            return self._result.status
-        return "error"
+            return JobStatus(self._result.status, job_eta_now(self.state))
+        return JobStatus("error", job_eta_now(self.state))
 
     def progress(self) -> Counts:
         """Shards submitted and final, rows done, spend so far (from the job's state)."""

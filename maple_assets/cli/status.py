@@ -15,14 +15,13 @@ import orjson
 
 from maple_assets.cli.queues import (
     job_queue_note,
-    ledger_exists,
     queue_lines,
     queue_status,
     rate_holder_lines,
 )
 from maple_assets.cli.tables import render
 from maple_assets.provider_settings import settings_provider
-from maple_assets.wiring import cost_ledger
+from maple_assets.wiring import cost_ledger, job_eta_now, ledger_exists
 from maple_engine.canary import last_canary
 from maple_engine.collect.responses import summarize
 from maple_engine.collect.shard_responses import shard_responses
@@ -119,6 +118,8 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
         "output": merged["path"] if merged is not None else None,
         "queue": job_queue_note(storage, job) or None,
         "stalled": [_stall_json(st) for st in _stalls(state, spec["spec"])],
+        "eta": job_eta_now(state).to_json(),
+        "sizing": (state.manifest_record() or {}).get("sizing"),
         "shards": shards,
     }
 
@@ -192,6 +193,10 @@ def _table(status: dict[str, Any]) -> str:
     if status.get("queue") and status["phase"] not in ("merged", "final"):
         lines.append(f"queue: {status['queue']}")
     lines += [f"stalled: {st['message']}" for st in status["stalled"]]
+    if status["phase"] not in ("merged", "final", "stopped"):
+        lines.append(f"expected finish: {_eta_text(status['eta'])}")
+    if status.get("sizing"):
+        lines.append(f"shard size: {status['sizing']['size']:,} ({status['sizing']['reason']})")
     header = ["shard", "state", "attempts", "rows", "ok", "failed", "cost USD"]
     rows = []
     for s in status["shards"]:
@@ -205,6 +210,12 @@ def _table(status: dict[str, Any]) -> str:
         )  # fmt: skip
     lines.append(render([*header, "failed by class / batches"], rows, align="llrrrrrl"))
     return "\n".join(lines)
+
+
+def _eta_text(eta: dict[str, Any]) -> str:
+    if eta["p50"] is None:
+        return str(eta["basis"])
+    return f"p50 {eta['p50']}, p90 {eta['p90']} ({eta['basis']})"
 
 
 @click.command("status")

@@ -30,6 +30,7 @@ from maple_engine.job import Job
 from maple_engine.merge.output import merge_job
 from maple_engine.plan.rerun import shard_input
 from maple_engine.policy import RetryPolicy
+from maple_engine.report.eta import fit_for, job_eta, planned_eta
 from maple_engine.spec import JobSpec
 from maple_engine.steps import collect_shard, submit_shard
 from maple_engine.submit import queue
@@ -93,6 +94,7 @@ def input_shards_asset(
                 "shards": len(shards),
                 "bytes": int(manifest["bytes"].sum()),
                 "max_shard_rows": int(manifest.select(pl.col("rows").max()).item()),
+                **sizing_metadata(job),
                 **canary_metadata(job),
             },
         )
@@ -141,6 +143,14 @@ def input_shards_asset(
         yield from body(context, config, table)
 
     return input_shards_from_asset
+
+
+def sizing_metadata(job: Job) -> dict[str, Any]:
+    """The shard size a deadline or target chose and why (`maple_engine.plan.sizing`)."""
+    sizing = (job.state.manifest_record() or {}).get("sizing")
+    if not sizing:
+        return {}
+    return {"shard_size": sizing["size"], "shard_size_reason": sizing["reason"]}
 
 
 def canary_metadata(job: Job) -> dict[str, Any]:
@@ -242,6 +252,8 @@ def submissions_asset(
         finally:
             if chain is not None:
                 chain.release(job)
+        eta = job_eta(job.state, fit_for(job.state, job.costs)).metadata()
+        output = dg.MaterializeResult(metadata={**(output.metadata or {}), **eta})
         stop = job.state.stop_reason()
         if stop:
             context.log.warning(f"job {spec.name} stopped submitting: {stop}")
@@ -320,7 +332,7 @@ def merged_asset(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.Asset
         table = merge_job(job)
         totals = _totals(job)
         schema = input_schema(table.path, context.resources.maple_storage.s3_settings())
-        metadata = {"path": table.path, "rows": table.rows, **totals}
+        metadata = {"path": table.path, "rows": table.rows, **totals, **planned_eta(job.state)}
         return dg.Output(table, metadata={**metadata, **table_metadata(schema, table.rows)})
 
     return merged

@@ -157,3 +157,20 @@ def fit_for(state: JobState, costs: Any) -> TurnaroundFit | None:
     if costs is None or not spec.get("provider") or not spec.get("model"):
         return None
     return history_fit(costs, str(spec["provider"]), str(spec["model"]))
+
+
+def planned_eta(state: JobState, now: float | None = None) -> dict[str, Any]:
+    """For a job that ended: the expected finish its shard sizing planned (``eta_p50``,
+    ``eta_p90``; "-" when it made none), when it finished (``finished_at``, now) and whether
+    the p90 covered that (``eta_p90_met``)."""
+    now = time.time() if now is None else now
+    sizing = (state.manifest_record() or {}).get("sizing") or {}
+    version = state.version()
+    if version is None or sizing.get("p90_s") is None:
+        why = sizing.get("reason") or "no deadline or target: no planned finish"
+        eta = Eta(None, None, why)
+    else:
+        start = version.created_at
+        eta = Eta(start + sizing["p50_s"], start + sizing["p90_s"], f"planned: {sizing['reason']}")
+    met = {} if eta.p90_at is None else {"eta_p90_met": now <= eta.p90_at}
+    return {**eta.metadata(), "finished_at": _iso(now), **met}
