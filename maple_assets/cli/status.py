@@ -28,6 +28,7 @@ from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
+from maple_engine.plan.turnaround import history_fit
 from maple_engine.providers.base import Provider
 from maple_engine.providers.headers import parse_headers
 from maple_engine.send.lane import lane_of
@@ -149,8 +150,10 @@ def _stalls(state: JobState, spec: dict[str, Any]) -> list[Stall]:
         return []
     percentile = float(spec.get("stall_percentile") or 95)
     with cost_ledger(state.storage.root) as costs:
-        limit = turnaround_limit(costs, subs[0].provider, str(spec.get("model")), percentile)
-    return stalled(subs, limit, percentile)
+        model = str(spec.get("model"))
+        limit = turnaround_limit(costs, subs[0].provider, model, percentile)
+        fit = history_fit(costs, subs[0].provider, model) if limit is not None else None
+    return stalled(subs, limit, percentile, fit=fit)
 
 
 def _failed_canary(state: JobState) -> str | None:

@@ -45,7 +45,8 @@ def sized(job: Job) -> bool:
 
 
 def plan_size(job: Job, rows: int, started_at: float) -> Sizing:
-    """The shard size for ``rows`` requests of ``job`` (see `sized`)."""
+    """The shard size for ``rows`` requests of ``job`` (see `sized`; a job without a deadline
+    or target gets full batches and their expected finish)."""
     fit = history_fit(job.costs, job.provider.provider_name, job.spec.model)
     max_requests, _ = shard_limits(job.spec, job.provider)
     return choose_size(

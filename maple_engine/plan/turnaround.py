@@ -44,11 +44,18 @@ class TurnaroundFit:
     #: the median prompt tokens per request of these batches (None where none were billed yet):
     #: how many requests fit in a queue limited by enqueued tokens
     tokens_per_request: float | None = None
+    #: the median requests per batch of these batches
+    typical_requests: float = 0.0
 
     def seconds(self, requests: int, quantile: float = 0.5) -> float:
         """The expected turnaround of a batch of ``requests`` (``quantile`` 0.5 or 0.9)."""
         base = self.a90 if quantile >= 0.9 else self.a
         return max(0.0, base + self.b * requests)
+
+    def longer_than_typical(self, requests: int) -> float:
+        """How much longer than a batch of the typical size one of ``requests`` takes (0 for
+        one no larger): what a size-blind percentile of the turnaround must be stretched by."""
+        return self.b * max(0.0, requests - self.typical_requests)
 
     def describe(self) -> str:
         return (
@@ -74,7 +81,8 @@ def fit_turnaround(history: pl.DataFrame, provider: str, model: str) -> Turnarou
     a = float(np.median(y - b * x))
     a90 = a + float(np.quantile(y - (a + b * x), 0.9))
     per = done.select((pl.col("prompt_tokens") / pl.col("requests")).median()).item()
-    return TurnaroundFit(provider, model, a, b, max(a, a90), done.height, per)
+    typical = float(np.median(x))
+    return TurnaroundFit(provider, model, a, b, max(a, a90), done.height, per, typical)
 
 
 def _slope(x: np.ndarray, y: np.ndarray) -> float:
