@@ -4,7 +4,9 @@ The model is one line per provider and model: ``turnaround = a + b * requests``,
 the `RECENT` most recent completed batches of the last `HISTORY_DAYS` days with the
 Theil-Sen estimator (``b`` the median of the pairwise slopes, never below 0; ``a`` the median
 of what is left), which a few stalled batches do not bend. The p90 line is the same slope with
-the 90th percentile of the residuals added to ``a``. Below `MIN_BATCHES` completed batches
+the 90th percentile of the residuals added to ``a``, or the median line times the 90th
+percentile of the batches' ratios to it, whichever is longer (a spread that grows with the
+batch's size, as a log-normal one does, shows in the ratios). Below `MIN_BATCHES` completed batches
 there is no fit: the job keeps the documented default size (the provider's file limits).
 
 `choose_size` takes the largest shard size whose p90 finish meets the target: full batches
@@ -46,11 +48,15 @@ class TurnaroundFit:
     tokens_per_request: float | None = None
     #: the median requests per batch of these batches
     typical_requests: float = 0.0
+    #: the 90th percentile of each batch's turnaround over the median line's
+    ratio90: float = 1.0
 
     def seconds(self, requests: int, quantile: float = 0.5) -> float:
         """The expected turnaround of a batch of ``requests`` (``quantile`` 0.5 or 0.9)."""
-        base = self.a90 if quantile >= 0.9 else self.a
-        return max(0.0, base + self.b * requests)
+        median = max(0.0, self.a + self.b * requests)
+        if quantile < 0.9:
+            return median
+        return max(median, self.a90 + self.b * requests, median * self.ratio90)
 
     def longer_than_typical(self, requests: int) -> float:
         """How much longer than a batch of the typical size one of ``requests`` takes (0 for
@@ -60,7 +66,8 @@ class TurnaroundFit:
     def describe(self) -> str:
         return (
             f"turnaround {self.a:.1f}s + {self.b * 1000:.2f}s per 1,000 requests (p90 "
-            f"+{self.a90 - self.a:.1f}s), from {self.batches} {self.provider} {self.model} batches"
+            f"+{self.a90 - self.a:.1f}s or x{self.ratio90:.2f}), from {self.batches} "
+            f"{self.provider} {self.model} batches"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -82,7 +89,9 @@ def fit_turnaround(history: pl.DataFrame, provider: str, model: str) -> Turnarou
     a90 = a + float(np.quantile(y - (a + b * x), 0.9))
     per = done.select((pl.col("prompt_tokens") / pl.col("requests")).median()).item()
     typical = float(np.median(x))
-    return TurnaroundFit(provider, model, a, b, max(a, a90), done.height, per, typical)
+    line = np.maximum(a + b * x, 1e-9)
+    ratio90 = max(1.0, float(np.quantile(y / line, 0.9)))
+    return TurnaroundFit(provider, model, a, b, max(a, a90), done.height, per, typical, ratio90)
 
 
 def _slope(x: np.ndarray, y: np.ndarray) -> float:
