@@ -13,6 +13,7 @@ JSON file's path), ``retry_failed``, ``storage``, ``wait``... A call that cannot
 ``status`` is ``stopped``.
 """
 
+import dataclasses
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -170,8 +171,10 @@ class JobHandle:
         return JobStatus("error", job_eta_now(self.state))
 
     def progress(self) -> Counts:
-        """Shards submitted and final, rows done, spend so far (from the job's state)."""
-        return job_counts(self.state)
+        """Shards submitted and final, rows done, spend so far, the expected finish (from the
+        job's state and the batch history)."""
+        eta = job_eta_now(self.state)
+        return dataclasses.replace(job_counts(self.state), eta_p50=eta.p50_at, eta_p90=eta.p90_at)
 
     def wait(self, timeout: float | None = None) -> Result:
         """The result once the job ends; its error if it failed; ``TimeoutError`` if it is
