@@ -6,7 +6,7 @@ ends when its batch does: a batch in flight at its submission time plus the turn
 size (`maple_engine.plan.turnaround.TurnaroundFit`, p50 or p90); a batch already older than
 that ends from now on, within the spread between the two; a shard still to send starts now
 (or when a queue slot frees, given ``in_flight`` requests at once). The job's finish is the
-last shard's end plus `COLLECT_S` for collecting and merging. With no fit (too little
+last shard's end plus `COLLECT_S` for collecting and merging (`COLLECT_P90_S` at p90). With no fit (too little
 history), no ETA, and the basis says why. It is recomputed from the job's files at every call,
 so it follows the batches as they end.
 """
@@ -23,8 +23,9 @@ from maple_engine.report.batch_stats import duration_text
 from maple_engine.state import JobState
 from maple_engine.submit.stalls import submitted_at
 
-#: seconds after the last batch ends for its collection and the merge
-COLLECT_S = 5.0
+#: seconds after the last batch ends for its collection and the merge (typical; p90)
+COLLECT_S = 2.0
+COLLECT_P90_S = 5.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +103,7 @@ def finish_at(
             end = start + fit.seconds(requests, quantile)
             ends.append(end)
             heapq.heappush(starts, end)
-    return max(ends, default=now) + COLLECT_S
+    return max(ends, default=now) + (COLLECT_P90_S if quantile >= 0.9 else COLLECT_S)
 
 
 def _flying_end(work: Outstanding, fit: TurnaroundFit, quantile: float, now: float) -> float:

@@ -68,6 +68,10 @@ def test_a_deadline_full_batches_would_miss_is_met_by_smaller_ones(tmp_path: Pat
         enrich(url, tmp_path, "tight", ROWS, "--deadline", "20s")
         tight = status(url, tmp_path, "tight")
         after = server.stats()
+        # the same command again resumes the version: its recorded shards, nothing sent
+        enrich(url, tmp_path, "tight", ROWS, "--deadline", "20s")
+        again = status(url, tmp_path, "tight")
+        assert server.stats()["requests_received"] == after["requests_received"]
         # a full batch of 600 meets a minute's deadline: it stays one batch
         enrich(url, tmp_path, "loose", ROWS, "--deadline", "60s")
         loose = status(url, tmp_path, "loose")
@@ -75,6 +79,8 @@ def test_a_deadline_full_batches_would_miss_is_met_by_smaller_ones(tmp_path: Pat
     assert isinstance(sizing, dict) and 1 < len(tight["shards"]) <= 6  # type: ignore[arg-type]
     assert sizing["size"] < ROWS and "past the target" in sizing["reason"]
     assert tight["succeeded"] == ROWS
+    assert [s["shard"] for s in again["shards"]] == [s["shard"] for s in tight["shards"]]  # type: ignore[union-attr]
+    assert again["sizing"] == sizing
     assert after["realtime_requests"] == before["realtime_requests"]  # met by batches alone
     assert after.get("batches_cancelled", 0) == before.get("batches_cancelled", 0)
     assert loose["succeeded"] == ROWS and len(loose["shards"]) == 1  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ from maple_engine.plan.turnaround import (
     fit_turnaround,
     history_fit,
 )
-from maple_engine.report.eta import COLLECT_S, Outstanding, finish_at
+from maple_engine.report.eta import COLLECT_P90_S, COLLECT_S, Outstanding, finish_at
 
 NOW = datetime.now(UTC)
 LINE = TurnaroundFit("p", "m", a=2.0, b=0.004, a90=3.0, batches=10)  # 2 s + 4 s per 1,000
@@ -123,9 +123,9 @@ def test_the_eta_counts_batches_in_flight_and_queued_ones() -> None:
     now = NOW.timestamp()
     flying = [Outstanding(1000, now - 4), Outstanding(1000, now - 1)]
     assert finish_at(flying, LINE, 0.5, now) == pytest.approx(now + 5 + COLLECT_S)
-    assert finish_at(flying, LINE, 0.9, now) == pytest.approx(now + 6 + COLLECT_S)
+    assert finish_at(flying, LINE, 0.9, now) == pytest.approx(now + 6 + COLLECT_P90_S)
     late = [Outstanding(1000, now - 100)]  # older than its p90: ends within the spread
-    assert finish_at(late, LINE, 0.9, now) == pytest.approx(now + 1 + COLLECT_S)
+    assert finish_at(late, LINE, 0.9, now) == pytest.approx(now + 1 + COLLECT_P90_S)
     queued = [Outstanding(500, None)] * 4
     assert finish_at(queued, LINE, 0.5, now) == pytest.approx(now + 4 + COLLECT_S)
     # two at a time under a 1,000-request queue: two waves
