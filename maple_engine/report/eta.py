@@ -6,9 +6,9 @@ ends when its batch does: a batch in flight at its submission time plus the turn
 size (`maple_engine.plan.turnaround.TurnaroundFit`, p50 or p90); a batch already older than
 that ends from now on, within the spread between the two; a shard still to send starts now
 (or when a queue slot frees, given ``in_flight`` requests at once). The job's finish is the
-last shard's end plus `COLLECT_S` for collecting and merging (`COLLECT_P90_S` at p90). With no fit (too little
-history), no ETA, and the basis says why. It is recomputed from the job's files at every call,
-so it follows the batches as they end.
+last shard's end plus `COLLECT_S` for collecting and merging (`COLLECT_P90_S` at p90). With no
+fit (too little history), no ETA, and the basis says why. It is recomputed from the job's files
+at every call, so it follows the batches as they end.
 """
 
 import dataclasses
