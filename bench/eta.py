@@ -5,9 +5,10 @@ every change, against the moment the job really ended.
 
     python bench/eta.py --jobs 20
 
-A few warm-up jobs first build the batch history the ETA rests on (not counted). Prints one
-line per job (rows, shards, the first p50/p90 in seconds from when it was read, the real
-finish) and the share of jobs whose first p90 covered the real finish, and of all readings.
+The emulator runs in its own process (``maple emulator``). A few warm-up jobs first build the
+batch history the ETA rests on (not counted). Prints one line per job (rows, shards, the first
+p50/p90 in seconds from when it was read, the real finish) and the share of jobs whose first
+p90 covered the real finish, and of all readings.
 """
 
 import argparse
@@ -20,9 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
-
-from emulator.config import EmulatorConfig
-from emulator.server import EmulatorServer
+from scale import start_emulator
 
 
 def run_job(root: Path, name: str, rows: int, per_batch: int) -> dict[str, Any]:
@@ -110,24 +109,28 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    config = EmulatorConfig(
-        batch_seconds=args.batch_seconds,
-        batch_seconds_per_1k=args.per_1k,
-        batch_seconds_spread=args.spread,
-        seed=args.seed,
-    )
-    with tempfile.TemporaryDirectory(prefix="maple-eta-") as folder, EmulatorServer(config) as em:
-        os.environ["MAPLE_EMULATOR_URL"] = em.url
+    flags = ("--batch-seconds-per-1k", str(args.per_1k), "--batch-seconds-spread", str(args.spread))
+    emulator, url = start_emulator(args.batch_seconds, *flags, "--seed", str(args.seed))
+    try:
+        jobs = run_jobs(url, args.jobs, args.warmup, rng)
+    finally:
+        emulator.terminate()
+        emulator.wait()
+    report(jobs)
+
+
+def run_jobs(url: str, count: int, warmup: int, rng: random.Random) -> list[dict[str, Any]]:
+    os.environ["MAPLE_EMULATOR_URL"] = url
+    with tempfile.TemporaryDirectory(prefix="maple-eta-") as folder:
         root = Path(folder)
-        for i in range(args.warmup):  # batches of 100 to 1,000 requests
+        for i in range(warmup):  # batches of 100 to 1,000 requests
             size = (100, 1000, 300, 600)[i % 4]
             run_job(root, f"warm{i}", 2 * size, size)
         print(fit_line(root))
-        jobs = []
-        for i in range(args.jobs):
-            rows = rng.randint(100, 1200)
-            jobs.append(run_job(root, f"job{i}", rows, rng.choice([100, 250, 500, 1000])))
-    report(jobs)
+        return [
+            run_job(root, f"job{i}", rng.randint(100, 1200), rng.choice([100, 250, 500, 1000]))
+            for i in range(count)
+        ]
 
 
 if __name__ == "__main__":
