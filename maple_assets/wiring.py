@@ -19,9 +19,9 @@ from maple_assets.provider_settings import settings_provider
 from maple_engine.ledger.costs import CostLedger, default_sqlite_path
 from maple_engine.providers.base import Provider
 from maple_engine.providers.registry import capabilities
-from maple_engine.report.eta import Eta, fit_for, job_eta
 from maple_engine.settings import COST_DB_ENV, Settings, admin_key_env, api_key_env
 from maple_engine.state import JobState
+from maple_engine.submit.eta import Eta, fit_for, job_eta
 from resources.billing import BillingReports
 from resources.costs import CostTracker
 from resources.io_manager import ParquetIOManager
@@ -45,7 +45,7 @@ def ledger_exists(root: str) -> bool:
 
 
 def job_eta_now(state: JobState) -> Eta:
-    """The job's expected finish (`maple_engine.report.eta`) from the ledger's batch history."""
+    """The job's expected finish (`maple_engine.submit.eta`) from the ledger's batch history."""
     if not ledger_exists(state.storage.root):
         return job_eta(state, None)
     with cost_ledger(state.storage.root) as costs:

@@ -28,12 +28,12 @@ from maple_assets.api.progress import Counts
 from maple_assets.api.result import Result
 from maple_assets.api.runner import job_counts
 from maple_assets.wiring import job_eta_now
-from maple_engine.report.eta import Eta
 from maple_engine.settings import Settings
 from maple_engine.spec import ALIASES, DEFAULTS, JobSpec, validation_message
 from maple_engine.state import JobState
 from maple_engine.storage.storage import Storage
 from maple_engine.submit.cancel import cancel_job
+from maple_engine.submit.eta import Eta
 
 NOT_HERE = {"dry_run"}  # the CLI's: it prints a plan; ``maple enrich --dry-run``
 COMMAND_FIELDS = {f for f in CommandOptions.model_fields if f not in NOT_HERE} | {"retry_failed"}
@@ -106,7 +106,7 @@ def submit(input: str, **options: Any) -> "JobHandle":
 
 
 class JobStatus(str):
-    """A job's status word, with its expected finish (`maple_engine.report.eta.Eta`): ``eta``,
+    """A job's status word, with its expected finish (`maple_engine.submit.eta.Eta`): ``eta``,
     and ``eta_p50`` / ``eta_p90`` as UTC datetimes (None: unknown or finished)."""
 
     eta: Eta

@@ -22,7 +22,7 @@ class Counts:
     total_rows: int = 0
     rows_done: int = 0
     spent_usd: float = 0.0
-    #: the expected finish, p50 and p90 (epoch seconds; None: unknown), `maple_engine.report.eta`
+    #: the expected finish, p50 and p90 (epoch seconds; None: unknown), `maple_engine.submit.eta`
     eta_p50: float | None = None
     eta_p90: float | None = None
 

@@ -19,8 +19,8 @@ from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job
 from maple_engine.merge.merge import OutputTable
 from maple_engine.plan.turnaround import TurnaroundFit
-from maple_engine.report.eta import fit_for, job_eta
 from maple_engine.state import JobState
+from maple_engine.submit.eta import fit_for, job_eta
 from resources.dagster_private import (
     ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
 )

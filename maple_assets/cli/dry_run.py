@@ -13,12 +13,12 @@ from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.plan.dry_plan import SendPlan
 from maple_engine.plan.estimate import estimate_job, estimate_sends
 from maple_engine.plan.sharding import shard_limits
-from maple_engine.plan.sizing import plan_size
 from maple_engine.plan.turnaround import Sizing, choose_size
 from maple_engine.report.batch_stats import duration_text
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.storage.storage import Storage
+from maple_engine.submit.sizing import plan_size
 
 
 def dry_run(
@@ -91,7 +91,7 @@ def dry_run(
 
 def _sizing(spec: JobSpec, provider: Any, storage: str, requests: int) -> Sizing | None:
     """The shard size a run would choose now for a batch provider, and its expected finish
-    (`maple_engine.plan.sizing`), from the ledger's batch history."""
+    (`maple_engine.submit.sizing`), from the ledger's batch history."""
     from maple_assets.wiring import cost_ledger, ledger_exists
 
     if provider.mode != "batch" or requests <= 0:

@@ -30,12 +30,13 @@ from maple_engine.job import Job
 from maple_engine.merge.output import merge_job
 from maple_engine.plan.rerun import shard_input
 from maple_engine.policy import RetryPolicy
-from maple_engine.report.eta import fit_for, job_eta, planned_eta
 from maple_engine.spec import JobSpec
 from maple_engine.steps import collect_shard, submit_shard
 from maple_engine.submit import queue
 from maple_engine.submit.budget import ledger_totals
 from maple_engine.submit.deadline import deadline_split
+from maple_engine.submit.eta import fit_for, job_eta, planned_eta
+from maple_engine.submit.sizing import size_shards
 from maple_engine.work import pending_work
 
 SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
@@ -73,7 +74,11 @@ def input_shards_asset(
         tag_run(context, spec, job.state)
         try:
             shards, version, counts = shard_input(
-                job, table, retry_failed=config.retry_failed, before_planning=run_canary
+                job,
+                table,
+                retry_failed=config.retry_failed,
+                before_planning=run_canary,
+                sizer=size_shards,
             )
         except CanaryFailed as exc:  # the run fails before any submission: the UI shows why
             raise dg.Failure(str(exc), metadata=canary_metadata(job), allow_retries=False) from exc
@@ -146,7 +151,7 @@ def input_shards_asset(
 
 
 def sizing_metadata(job: Job) -> dict[str, Any]:
-    """The shard size a deadline or target chose and why (`maple_engine.plan.sizing`)."""
+    """The shard size a deadline or target chose and why (`maple_engine.submit.sizing`)."""
     sizing = (job.state.manifest_record() or {}).get("sizing")
     if not sizing:
         return {}

@@ -108,7 +108,7 @@ def write_shards(
     """Stream blocks into shard files; memory holds at most one shard plus one block.
 
     ``key_for`` names the shard at an index; ``on_block`` sees every prepared block; ``size``
-    caps the requests per shard below the limits (`maple_engine.plan.sizing`)."""
+    caps the requests per shard below the limits (`maple_engine.submit.sizing`)."""
     _, max_bytes = shard_limits(spec, provider)
     prepared = (block for _, block in checked_blocks(blocks, spec, provider, max_bytes))
     seen = prepared if on_block is None else _seen(prepared, on_block)

@@ -21,7 +21,7 @@ from maple_engine.plan.turnaround import (
     fit_turnaround,
     history_fit,
 )
-from maple_engine.report.eta import COLLECT_P90_S, COLLECT_S, Outstanding, finish_at
+from maple_engine.submit.eta import COLLECT_P90_S, COLLECT_S, Outstanding, finish_at
 
 NOW = datetime.now(UTC)
 LINE = TurnaroundFit("p", "m", a=2.0, b=0.004, a90=3.0, batches=10)  # 2 s + 4 s per 1,000

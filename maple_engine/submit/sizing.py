@@ -9,16 +9,12 @@ resumed job keeps the shard layout it recorded.
 """
 
 import time
-from typing import Any
+from collections.abc import Callable
 
-import polars as pl
-
-from maple_engine.inputs.sources import scan
 from maple_engine.job import Job
 from maple_engine.plan.sharding import shard_limits
 from maple_engine.plan.turnaround import Sizing, TurnaroundFit, choose_size, history_fit
 from maple_engine.spec import JobSpec
-from maple_engine.storage.storage import Storage
 from maple_engine.submit.deadline import margin
 from maple_engine.submit.queue import limit_of, queue_of
 
@@ -35,6 +31,13 @@ def target_s(spec: JobSpec, started_at: float, now: float | None = None) -> floa
         return None
     elapsed = (time.time() if now is None else now) - started_at
     return max(0.0, min(targets) - elapsed)
+
+
+def size_shards(job: Job, rows: Callable[[], int], started_at: float) -> Sizing | None:
+    """The shard size of a version of ``job`` started at ``started_at`` whose sent rows
+    ``rows`` counts (called only when it is sized: a batch job with a deadline or target), or
+    None to keep the limits: what `maple_engine.plan.rerun.shard_input` takes as its sizer."""
+    return plan_size(job, rows(), started_at) if sized(job) else None
 
 
 def sized(job: Job) -> bool:
@@ -70,10 +73,3 @@ def in_flight_requests(job: Job, fit: TurnaroundFit | None) -> int | None:
         return limit
     per = fit.tokens_per_request if fit is not None else None
     return int(limit / per) if per else None
-
-
-def input_rows(source: Any, storage: Storage) -> int:
-    """The input's row count (a file is scanned, not loaded)."""
-    if isinstance(source, str):
-        return int(scan(source, storage.s3).select(pl.len()).collect().item())
-    return len(source)
