@@ -247,6 +247,7 @@ def status_command(job: str | None, storage: str | None, fmt: str) -> None:
                 f"{s['job']:<32}{s['phase']:<14}{s['rows']:>10,} rows  "
                 f"{s['succeeded']:>10,} ok  {s['failed']:>8,} failed  ${s['cost_usd']:.6f}"
                 + (f"  {len(s['stalled'])} stalled" if s["stalled"] else "")
+                + (f"  finish p90 {s['eta']['p90']}" if s["eta"]["p90"] else "")
             )
     if not job and fmt == "table":
         for line in queue_lines(queue_status(store)) + rate_holder_lines(store.root):

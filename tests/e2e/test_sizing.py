@@ -4,8 +4,11 @@ miss is met through smaller batches (no row goes real-time), one that a full bat
 it; ``--dry-run`` and ``maple status`` say what was chosen, why, and when the job should end."""
 
 import json
+import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pytest
@@ -41,6 +44,18 @@ def status(url: str, tmp: Path, job: str) -> dict[str, object]:
     return dict(json.loads(result.stdout))
 
 
+def wait_for_eta(url: str, tmp: Path, job: str) -> dict[str, Any]:
+    """The job's first ETA with a p90 in ``maple status --format json`` while it runs."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if (tmp / "store" / job / "state" / "spec.json").exists():
+            eta = status(url, tmp, job)["eta"]
+            if isinstance(eta, dict) and eta["p90"] is not None:
+                return eta
+        time.sleep(0.5)
+    raise AssertionError(f"no ETA for {job} within 60 s")
+
+
 @pytest.mark.slow  # about 80 s: a history, then two jobs that wait for their batches
 def test_a_deadline_full_batches_would_miss_is_met_by_smaller_ones(tmp_path: Path) -> None:
     config = EmulatorConfig(batch_seconds=1.0, batch_seconds_per_1k=30.0)
@@ -72,9 +87,17 @@ def test_a_deadline_full_batches_would_miss_is_met_by_smaller_ones(tmp_path: Pat
         enrich(url, tmp_path, "tight", ROWS, "--deadline", "20s")
         again = status(url, tmp_path, "tight")
         assert server.stats()["requests_received"] == after["requests_received"]
-        # a full batch of 600 meets a minute's deadline: it stays one batch
-        enrich(url, tmp_path, "loose", ROWS, "--deadline", "60s")
+        # a full batch of 600 meets a minute's deadline: it stays one batch; while it runs,
+        # `maple status` shows when it should end
+        running = threading.Thread(
+            target=enrich, args=(url, tmp_path, "loose", ROWS, "--deadline", "60s")
+        )
+        running.start()
+        eta = wait_for_eta(url, tmp_path, "loose")
+        running.join()
         loose = status(url, tmp_path, "loose")
+    assert eta["p50"] is not None and eta["p90"] is not None and "batches" in eta["basis"]
+    assert datetime.now(UTC) <= datetime.fromisoformat(eta["p90"])  # the p90 covered the end
     sizing = tight["sizing"]
     assert isinstance(sizing, dict) and 1 < len(tight["shards"]) <= 6  # type: ignore[arg-type]
     assert sizing["size"] < ROWS and "past the target" in sizing["reason"]
