@@ -105,16 +105,16 @@ def _sizing(spec: JobSpec, provider: Any, storage: str, requests: int) -> Sizing
 
 def _sizing_rows(sizing: Sizing) -> list[tuple[str, str]]:
     if sizing.p50_s is None or sizing.p90_s is None:
-        finish = "unknown: no batch history for this provider and model yet"
+        finish = "expected finish unknown: no batch history for this provider and model yet"
     else:
         finish = (
-            f"p50 {duration_text(sizing.p50_s)}, p90 {duration_text(sizing.p90_s)} after the "
-            "first submission (batch history)"
+            f"expected finish p50 {duration_text(sizing.p50_s)}, p90 "
+            f"{duration_text(sizing.p90_s)} after the first submission (batch history)"
         )
     return [
-        ("shard size", f"{sizing.size:,} requests ({sizing.shards:,} shards)"),
+        ("shard size", f"{sizing.size:,} requests ({sizing.shards:,} shard(s))"),
         ("why", sizing.reason),
-        ("expected finish", finish),
+        ("ETA", finish),
     ]
 
 
