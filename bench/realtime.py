@@ -39,6 +39,7 @@ from maple_engine.providers.anthropic.realtime import AnthropicRealtimeProvider
 from maple_engine.providers.base import RequestSpec, ShardPayload
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.realtime import RealtimeProvider
+from maple_engine.send.lane import RealtimeLane
 
 WARM_S = 5.0
 
@@ -50,14 +51,20 @@ def free_port() -> int:
 
 
 def start_emulator(
-    rpm: int | None, tpm: int | None, burst: float, batch_seconds: float = 2.0, latency: str = "0"
+    rpm: int | None,
+    tpm: int | None,
+    burst: float,
+    batch_seconds: float = 2.0,
+    latency: str = "0",
+    *,
+    extra: tuple[str, ...] = (),
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [sys.executable, "-m", "maple_assets.cli", "emulator", "--port", str(port)]
     cmd += ["--rpm", str(rpm)] if rpm else []
     cmd += ["--tpm", str(tpm)] if tpm else []
     cmd += ["--burst-seconds", str(burst), "--batch-seconds", str(batch_seconds)]
-    cmd += ["--latency", latency]
+    cmd += ["--latency", latency, *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -131,11 +138,12 @@ def case(args: argparse.Namespace, name: str, rpm: int | None, tpm: int | None) 
         import aiohttp  # noqa: F401  (its import, ~0.4 s of CPU, is start-up: measured apart)
 
         cpu0, started = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
-        sub = provider.submit(work)
+        lane = RealtimeLane(provider)  # the job's sender: pacing, checkpoints, retries
+        sub = lane.submit(work)
         cpu1, minutes = resource.getrusage(resource.RUSAGE_SELF), (time.monotonic() - started) / 60
         sampler.stop.set()
         sampler.join()
-        results = provider.results(sub, provider.poll([sub])[sub.batch_id])
+        results = lane.results(sub, lane.poll([sub])[sub.batch_id])
         stats = httpx.get(f"{url}/_emulator/stats", timeout=10).json()
     finally:
         proc.terminate()

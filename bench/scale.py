@@ -162,13 +162,20 @@ def run_platform(
 
 def run_floor(source: Path) -> dict[str, object]:
     out = OUT / "floor.parquet"
+    figures = OUT / "floor.json"
     script = str(Path(__file__).with_name("floor.py"))
     wall, rss, code, cpu = run_measured(
-        [sys.executable, script, str(source), str(out), PROMPT], dict(os.environ)
+        [sys.executable, script, str(source), str(out), PROMPT, "--json", str(figures)],
+        dict(os.environ),
     )
     if code != 0:
         raise RuntimeError("floor script failed")
-    return {"wall": wall, "rss_mib": rss, "cpu": cpu}
+    return {
+        "wall": wall,
+        "rss_mib": rss,
+        "cpu": cpu,
+        "stages_cpu": orjson.loads(figures.read_bytes()),
+    }
 
 
 def main() -> None:
@@ -212,9 +219,14 @@ def main() -> None:
     print(f"  high-water mark after each stage, MiB: {platform['peak_rss_mib']}")
     print(f"dagster runs         {platform['runs']}   sensor ticks {platform['ticks']}")
     stages_cpu: dict[str, float] = platform.get("stages_cpu", {})  # type: ignore[assignment]
-    print("  stage                  wall       CPU")
-    for stage, seconds in sorted(platform["stages"].items(), key=lambda kv: -kv[1]):  # type: ignore[union-attr]
-        print(f"  {stage:<18} {seconds:8.1f} s {stages_cpu.get(stage, 0.0):7.1f} s")
+    floor_cpu: dict[str, float] = floor["stages_cpu"] if floor else {}  # type: ignore[assignment]
+    stages: dict[str, float] = platform["stages"]  # type: ignore[assignment]
+    print("  stage                  wall       CPU   floor CPU   ratio")
+    for stage, seconds in sorted(stages.items(), key=lambda kv: -kv[1]):
+        cpu = stages_cpu.get(stage, 0.0)
+        least = floor_cpu.get(stage)
+        against = f"{least:7.1f} s {cpu / least:6.1f}x" if least else ""
+        print(f"  {stage:<18} {seconds:8.1f} s {cpu:7.1f} s   {against}")
     if "cpu_total" in platform:
         rest = float(platform["cpu_total"]) - sum(stages_cpu.values())  # type: ignore[arg-type]
         print(f"  {'start-up and rest':<18} {'':8}   {rest:7.1f} s")
@@ -224,12 +236,12 @@ def main() -> None:
         f"CPU {emulator_cpu:.1f} s (its own process, sharing the cores)"
     )
     if floor is not None:
-        ratio = wall / float(floor["wall"])  # type: ignore[arg-type]
+        least = sum(floor_cpu.values())
         print(
-            f"floor wall           {floor['wall']:8.1f} s   CPU {floor['cpu']:.1f} s   "
-            f"peak RSS {floor['rss_mib']} MiB"
+            f"floor                CPU of its stages {least:.1f} s (process {floor['cpu']:.1f} s, "
+            f"with the replies it builds untimed)   peak RSS {floor['rss_mib']} MiB"
         )
-        print(f"ratio to floor       {ratio:8.2f}x")
+        print(f"CPU ratio to floor   {float(platform['cpu']) / least:8.2f}x")  # type: ignore[arg-type]
 
 
 if __name__ == "__main__":

@@ -1,13 +1,18 @@
 """The providers' admin reports, served from the emulator's billing records (`emulator.billing`).
 
 OpenAI (``Authorization: Bearer sk-admin-...``): ``GET /v1/organization/usage/completions``
-(``group_by=model``, ``group_by=batch``, ``api_key_id``) and ``GET /v1/organization/costs``
-(``group_by=line_item``: ``"<model>, input"``, ``"<model>, cached input"``, ``"<model>, output"``),
+(``group_by=model``, ``group_by=batch``, ``api_key_id``, ``project_id``) and ``GET
+/v1/organization/costs`` (``group_by=line_item``: ``"<model>, input"``, ``"<model>, cached
+input"``, ``"<model>, output"``; ``project_id``), both filtered by ``project_ids`` if given,
 daily buckets in
 ``{"object": "page", "data": [{"object": "bucket", ...}], "has_more", "next_page"}``.
 Anthropic (``x-api-key: sk-ant-admin...``): ``GET /v1/organizations/usage_report/messages``
-(``group_by[]=model``, ``service_tier``, ``api_key_id``) and ``GET /v1/organizations/cost_report``
-(``group_by[]=description``; ``amount`` in cents as a decimal string). A key that is not an
+(``group_by[]=model``, ``service_tier``, ``api_key_id``, ``workspace_id``) and ``GET
+/v1/organizations/cost_report`` (``group_by[]=description``, ``workspace_id``; ``amount`` in cents
+as a decimal string), both filtered by ``workspace_ids[]`` if given.
+A charge's project is the ``OpenAI-Project`` header it was sent (or its batch created) with, its
+workspace its key's (``--workspace``); spend with neither shows ``null``, as the default
+project's and workspace's do. A key that is not an
 admin key gets the provider's 403 (OpenAI) or 401 (Anthropic); each report shows the spend of
 the admin key's organisation only, from every key of it.
 """
@@ -69,9 +74,23 @@ def _report(
         return [], following
     billing = state_of(request).billing
     first, last = shown[0][0], shown[-1][1]
-    found = billing.charges(family, billing.org_of(api_key_of(request)), first, last)
+    charges = billing.charges(family, billing.org_of(api_key_of(request)), first, last)
+    found = _in_accounts(request, charges)
     by_day = _grouped(found, lambda c: (int(c.at - first) // DAY,))
     return [(s, e, results(by_day.get((i,), []))) for i, (s, e) in enumerate(shown)], following
+
+
+def _in_accounts(request: Request, charges: Iterable[Charge]) -> list[Charge]:
+    """``charges`` of the projects (``project_ids``) or workspaces (``workspace_ids[]``) the
+    report asks for, all when it names none."""
+    params = request.query_params
+    projects = set(params.getlist("project_ids"))
+    workspaces = set(params.getlist("workspace_ids[]"))
+    return [
+        c
+        for c in charges
+        if (not projects or c.project in projects) and (not workspaces or c.workspace in workspaces)
+    ]
 
 
 def _openai_admin(request: Request) -> Response | tuple[float, float]:
@@ -116,6 +135,7 @@ async def openai_usage(request: Request) -> Response:
                 c.model if "model" in groups else None,
                 (c.batch_id is not None) if "batch" in groups else None,
                 c.api_key[-8:] if "api_key_id" in groups else None,
+                c.project if "project_id" in groups else None,
             )
 
         return [
@@ -127,7 +147,7 @@ async def openai_usage(request: Request) -> Response:
                 "input_audio_tokens": 0,
                 "output_audio_tokens": 0,
                 "num_model_requests": len(found),
-                "project_id": None,
+                "project_id": k[3],
                 "user_id": None,
                 "api_key_id": f"key_{k[2]}" if k[2] else None,
                 "model": k[0],
@@ -144,10 +164,11 @@ async def openai_costs(request: Request) -> Response:
     window = _openai_admin(request)
     if isinstance(window, Response):
         return window
-    by_item = "line_item" in request.query_params.getlist("group_by")
+    groups = set(request.query_params.getlist("group_by"))
+    by_item, by_project = "line_item" in groups, "project_id" in groups
 
     def results(charges: list[Charge]) -> list[dict[str, Any]]:
-        amounts: dict[str | None, Decimal] = defaultdict(Decimal)
+        amounts: dict[tuple[str | None, str | None], Decimal] = defaultdict(Decimal)
         for c in charges:  # a charge's cost split over its line items by their tokens
             kinds = {
                 "input": c.input_tokens - c.cache.read,
@@ -158,15 +179,16 @@ async def openai_costs(request: Request) -> Response:
             for kind, count in kinds.items():
                 if count or (kind == "input" and not tokens):
                     part = Decimal(count) / tokens if tokens else Decimal(1)
-                    amounts[f"{c.model}, {kind}" if by_item else None] += c.cost_usd * part
+                    item = f"{c.model}, {kind}" if by_item else None
+                    amounts[(item, c.project if by_project else None)] += c.cost_usd * part
         return [
             {
                 "object": "organization.costs.result",
                 "amount": {"value": float(value), "currency": "usd"},
                 "line_item": item,
-                "project_id": None,
+                "project_id": project,
             }
-            for item, value in sorted(amounts.items(), key=str)
+            for (item, project), value in sorted(amounts.items(), key=str)
         ]
 
     return _openai_page(_report(request, "openai", *window, results))
@@ -218,6 +240,7 @@ async def anthropic_usage(request: Request) -> Response:
                 c.model if "model" in groups else None,
                 _tier(c) if "service_tier" in groups else None,
                 f"apikey_{c.api_key[-8:]}" if "api_key_id" in groups else None,
+                c.workspace if "workspace_id" in groups else None,
             )
 
         return [
@@ -233,7 +256,7 @@ async def anthropic_usage(request: Request) -> Response:
                 "output_tokens": sum(c.output_tokens for c in found),
                 "server_tool_use": {"web_search_requests": 0},
                 "api_key_id": k[2],
-                "workspace_id": None,
+                "workspace_id": k[3],
                 "model": k[0],
                 "service_tier": k[1],
                 "context_window": None,
@@ -249,20 +272,22 @@ async def anthropic_costs(request: Request) -> Response:
     window = _anthropic_admin(request)
     if isinstance(window, Response):
         return window
-    described = "description" in request.query_params.getlist("group_by[]")
+    groups = set(request.query_params.getlist("group_by[]"))
+    described, by_workspace = "description" in groups, "workspace_id" in groups
 
     def results(charges: list[Charge]) -> list[dict[str, Any]]:
         def key(c: Charge) -> tuple[Any, ...]:
-            return (c.model, _tier(c)) if described else (None, None)
+            tier = (c.model, _tier(c)) if described else (None, None)
+            return (*tier, c.workspace if by_workspace else None)
 
         rows = []
-        for (model, tier), found in sorted(_grouped(charges, key).items(), key=str):
+        for (model, tier, workspace), found in sorted(_grouped(charges, key).items(), key=str):
             cents = sum((c.cost_usd for c in found), Decimal(0)) * 100
             rows.append(
                 {
                     "currency": "USD",
                     "amount": f"{cents:.6f}",
-                    "workspace_id": None,
+                    "workspace_id": workspace,
                     "description": f"{model} Usage - Input and Output Tokens" if model else None,
                     "cost_type": "tokens" if described else None,
                     "context_window": "0-200k" if described else None,

@@ -24,7 +24,6 @@ from emulator.http_common import (
 from emulator.openai_engine import new_id
 from emulator.prompt_cache import organisation
 from emulator.queue_limits import anthropic_refusal
-from emulator.state import State
 
 
 async def _guard(request: Request) -> Response | None:
@@ -35,11 +34,18 @@ def _base_url(request: Request) -> str:
     return str(request.base_url)
 
 
-def _batch_or_404(state: State, batch_id: str) -> AnthropicBatch | Response:
-    batch = state.anthropic_batches.get(batch_id)
-    if batch is None:
+def _batch_or_404(request: Request, batch_id: str) -> AnthropicBatch | Response:
+    """The batch ``batch_id`` if it is in the workspace of the request's key (Anthropic scopes
+    batches to workspaces)."""
+    batch = state_of(request).anthropic_batches.get(batch_id)
+    if batch is None or not _same_workspace(request, batch):
         return anthropic_error(404, f"Message batch {batch_id} not found")
     return batch  # type: ignore[no-any-return]
+
+
+def _same_workspace(request: Request, batch: AnthropicBatch) -> bool:
+    workspace = state_of(request).billing.workspace_of
+    return workspace(api_key_of(request)) == workspace(batch.api_key)
 
 
 async def create_batch(request: Request) -> Response:
@@ -94,7 +100,7 @@ async def get_batch(request: Request) -> Response:
     if (refused := await _guard(request)) is not None:
         return refused
     state = state_of(request)
-    batch = _batch_or_404(state, request.path_params["batch_id"])
+    batch = _batch_or_404(request, request.path_params["batch_id"])
     if isinstance(batch, Response):
         return batch
     return anthropic_json(
@@ -117,7 +123,7 @@ async def list_batches(request: Request) -> Response:
     if isinstance(limit, Response):
         return limit
     state = state_of(request)
-    batches = list(reversed(state.anthropic_batches.values()))
+    batches = [b for b in reversed(state.anthropic_batches.values()) if _same_workspace(request, b)]
     ids = [batch.id for batch in batches]
     after, before = request.query_params.get("after_id"), request.query_params.get("before_id")
     if before:
@@ -144,7 +150,7 @@ async def cancel_batch(request: Request) -> Response:
     if (refused := await _guard(request)) is not None:
         return refused
     state = state_of(request)
-    batch = _batch_or_404(state, request.path_params["batch_id"])
+    batch = _batch_or_404(request, request.path_params["batch_id"])
     if isinstance(batch, Response):
         return batch
     base = _base_url(request)
@@ -166,7 +172,7 @@ async def batch_results(request: Request) -> Response:
     if (refused := await _guard(request)) is not None:
         return refused
     state = state_of(request)
-    batch = _batch_or_404(state, request.path_params["batch_id"])
+    batch = _batch_or_404(request, request.path_params["batch_id"])
     if isinstance(batch, Response):
         return batch
     await run_in_threadpool(anthropic_batches.observe, state, batch, _base_url(request))
@@ -186,7 +192,7 @@ async def delete_batch(request: Request) -> Response:
     if (refused := await _guard(request)) is not None:
         return refused
     state = state_of(request)
-    batch = _batch_or_404(state, request.path_params["batch_id"])
+    batch = _batch_or_404(request, request.path_params["batch_id"])
     if isinstance(batch, Response):
         return batch
     await run_in_threadpool(anthropic_batches.observe, state, batch, _base_url(request))

@@ -50,6 +50,7 @@ class BedrockJob:
     seconds: float
     expire: bool
     timeout_hours: int = 24
+    tags: list[dict[str, str]] = field(default_factory=list)  # the create's ``tags``
     status: str = "Submitted"
     message: str | None = None
     stop_at: float | None = None

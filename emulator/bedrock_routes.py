@@ -25,6 +25,7 @@ from emulator.state import State
 
 ROLE = re.compile(r"arn:aws(-[^:]+)?:iam::([0-9]{12})?:role/.+")
 NAME = re.compile(r"[a-zA-Z0-9]{1,63}(-*[a-zA-Z0-9\+\-\.]){0,63}")
+MAX_TAGS = 200
 ACCOUNT, REGION = "123456789012", "us-east-1"
 
 
@@ -159,6 +160,26 @@ def _check_create(state: State, body: Any) -> Response | None:
     target = (body["outputDataConfig"].get("s3OutputDataConfig") or {}).get("s3Uri", "")
     if not str(source).startswith("s3://") or not str(target).startswith("s3://"):
         return aws_error(400, "ValidationException", "Input and output must be s3:// URIs.")
+    return _tags_problem(body.get("tags"))
+
+
+def _tags_problem(tags: Any) -> Response | None:
+    """AWS's check of a create's ``tags``: at most 200 of ``{"key", "value"}`` strings."""
+    if tags is None:
+        return None
+    if (
+        not isinstance(tags, list)
+        or len(tags) > MAX_TAGS
+        or not all(
+            isinstance(t, dict)
+            and isinstance(t.get("key"), str)
+            and isinstance(t.get("value"), str)
+            and 1 <= len(t["key"]) <= 128
+            and len(t["value"]) <= 256
+            for t in tags
+        )
+    ):
+        return aws_error(400, "ValidationException", "tags: at most 200 of {key, value}.")
     return None
 
 
@@ -179,6 +200,7 @@ def _new_job(state: State, body: dict[str, Any]) -> bj.BedrockJob:
         seconds=state.durations.draw(_record_count(state, body)),
         expire=expire,
         timeout_hours=int(body.get("timeoutDurationInHours") or 24),
+        tags=[{"key": t["key"], "value": t["value"]} for t in body.get("tags") or []],
     )
 
 
@@ -201,6 +223,18 @@ def _job_or_404(request: Request) -> bj.BedrockJob | Response:
         if ident in {job.arn, job.job_id}:
             return job
     return aws_error(404, "ResourceNotFoundException", f"Job {ident} not found.")
+
+
+async def list_tags(request: Request) -> Response:
+    """``ListTagsForResource``: the tags a job was created with (AWS cost allocation reads
+    them)."""
+    if (refused := _guard(request)) is not None:
+        return refused
+    arn = str((await request.json()).get("resourceARN") or "")
+    for job in state_of(request).bedrock_jobs.values():
+        if arn == job.arn:
+            return JSONResponse({"tags": job.tags})
+    return aws_error(404, "ResourceNotFoundException", f"Resource {arn} not found.")
 
 
 async def get_job(request: Request) -> Response:
@@ -258,6 +292,7 @@ async def stop_job(request: Request) -> Response:
 
 BEDROCK_ROUTES = [
     Route("/model-invocation-job", create_job, methods=["POST"]),
+    Route("/listTagsForResource", list_tags, methods=["POST"]),
     Route("/model-invocation-jobs", list_jobs, methods=["GET"]),
     Route("/model-invocation-job/{job:path}/stop", stop_job, methods=["POST"]),
     Route("/model-invocation-job/{job:path}", get_job, methods=["GET"]),

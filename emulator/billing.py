@@ -1,14 +1,16 @@
 """What the emulator bills: one charge per billed request, per organisation and API key.
 
 Every successful request (a batch line or a real-time call) is recorded with the key that sent
-it, its organisation, model, tokens and price, so the providers' admin reports
-(``emulator.admin_routes``) can be served from the emulator's own records, including spend that
-did not come through Maple (another key of the same organisation). Keys belong to the
-organisation ``EmulatorConfig.organizations`` maps them to, else to ``DEFAULT_ORG``. Prices come
-from genai-prices (a model genai-prices does not know is priced as gpt-4o-mini, as Maple prices
-the emulator's models): batch requests at the model's published batch rates, else half the
-standard rate; prompt-cache reads at the cache-read rate (a batch's own, where published);
-cache writes at the cache-write rate, and 1-hour writes (Anthropic) at twice the input rate.
+it, its organisation, model, tokens and price, its OpenAI project (the ``OpenAI-Project`` header
+of the call, or of the batch's create) or Anthropic workspace (its key's, ``--workspace``), so
+the providers' admin reports (``emulator.admin_routes``) can be served from the emulator's own
+records, including spend that did not come through Maple (another key of the same
+organisation). Keys belong to the organisation ``EmulatorConfig.organizations`` maps them to,
+else to ``DEFAULT_ORG``. Prices come from genai-prices (a model genai-prices does not know is
+priced as gpt-4o-mini, as Maple prices the emulator's models): batch requests at the model's
+published batch rates, else half the standard rate; prompt-cache reads at the cache-read rate
+(a batch's own, where published); cache writes at the cache-write rate, and 1-hour writes
+(Anthropic) at twice the input rate.
 """
 
 import threading
@@ -43,6 +45,8 @@ class Charge:
     output_tokens: int
     cost_usd: Decimal
     cache: CacheUse = NO_CACHE  # of input_tokens: read from / written to the prompt cache
+    project: str | None = None  # OpenAI: the ``OpenAI-Project`` it was sent with (None: default)
+    workspace: str | None = None  # Anthropic: its key's workspace (None: the default one)
 
     @property
     def uncached_input_tokens(self) -> int:
@@ -89,14 +93,19 @@ def _published(family: Family, model: str, usage: Usage, batch: bool) -> Decimal
 class Billing:
     """Thread-safe list of charges."""
 
-    def __init__(self, organizations: dict[str, str]) -> None:
+    def __init__(self, organizations: dict[str, str], workspaces: dict[str, str]) -> None:
         self._organizations = organizations
+        self._workspaces = workspaces
         self._lock = threading.Lock()
         self._charges: list[Charge] = []
 
     def org_of(self, api_key: str) -> str:
         """The organisation an API or admin key belongs to."""
         return self._organizations.get(api_key, DEFAULT_ORG)
+
+    def workspace_of(self, api_key: str) -> str | None:
+        """The Anthropic workspace an API key belongs to (None: the default one)."""
+        return self._workspaces.get(api_key)
 
     def charge(
         self,
@@ -108,12 +117,17 @@ class Billing:
         at: float,
         batch_id: str | None = None,
         cache: CacheUse = NO_CACHE,
+        project: str | None = None,
     ) -> None:
         """Bill ``tokens`` (input, output) of one successful request (or of a batch's
-        requests), ``cache`` of the input read from or written to the prompt cache."""
+        requests), ``cache`` of the input read from or written to the prompt cache, to
+        ``project`` (OpenAI's header) and the key's workspace (Anthropic's)."""
         cost = price(family, model, tokens, batch_id is not None, cache)
         org = self.org_of(api_key)
-        entry = Charge(family, org, api_key, model, at, batch_id, *tokens, cost, cache)
+        workspace = self.workspace_of(api_key) if family == "anthropic" else None
+        entry = Charge(
+            family, org, api_key, model, at, batch_id, *tokens, cost, cache, project, workspace
+        )
         with self._lock:
             self._charges.append(entry)
 

@@ -2,7 +2,13 @@
 
 import click
 
-from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail, parse_organizations
+from emulator.config import (
+    FAULT_CLASSES,
+    EmulatorConfig,
+    parse_fail,
+    parse_organizations,
+    parse_workspaces,
+)
 
 
 @click.command("emulator")
@@ -96,6 +102,14 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail, parse_org
     "admin usage and cost reports show an organisation's spend from all its keys.",
 )
 @click.option(
+    "--workspace",
+    "workspaces",
+    multiple=True,
+    metavar="KEY=WORKSPACE",
+    help="Put an Anthropic API key in workspace WORKSPACE (repeatable; other keys are in the "
+    "default workspace): the admin reports group its spend by workspace_id.",
+)
+@click.option(
     "--flex-unavailable",
     "flex_unavailable",
     type=click.FloatRange(0, 1),
@@ -112,6 +126,15 @@ from emulator.config import FAULT_CLASSES, EmulatorConfig, parse_fail, parse_org
     metavar="LOW-HIGH",
     help="Seconds each real-time answer takes beyond the limiter, drawn uniformly from LOW to "
     "HIGH (one number: always that long).",
+)
+@click.option(
+    "--server-slots",
+    default=0,
+    show_default=True,
+    type=int,
+    metavar="N",
+    help="A model server's capacity: at most N real-time answers worked on at once (each "
+    "--latency long), the rest queue, and no rate-limit headers; 0: unbounded.",
 )
 @click.option(
     "--no-usage",
@@ -166,8 +189,10 @@ def emulator_command(
     enqueued_token_limit: int | None,
     anthropic_queue_limit: int | None,
     organizations: tuple[str, ...],
+    workspaces: tuple[str, ...],
     flex_unavailable: float,
     latency: str,
+    server_slots: int,
     omit_usage: bool,
     required_headers: tuple[str, ...],
     required_body_fields: tuple[str, ...],
@@ -194,8 +219,10 @@ def emulator_command(
             enqueued_token_limit=enqueued_token_limit,
             anthropic_queue_limit=anthropic_queue_limit,
             organizations=parse_organizations(organizations),
+            workspaces=parse_workspaces(workspaces),
             flex_unavailable=flex_unavailable,
             realtime_latency_s=parse_latency(latency),
+            server_slots=server_slots,
             omit_usage=omit_usage,
             required_headers=required_headers,
             required_body_fields=required_body_fields,

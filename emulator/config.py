@@ -74,6 +74,9 @@ class EmulatorConfig:
     #: API and admin keys -> organisation id (a key not listed belongs to ``org-emulator``):
     #: the admin reports show one organisation's spend, from every key of it.
     organizations: dict[str, str] = field(default_factory=dict)
+    #: API keys -> Anthropic workspace id (a key not listed is in the default workspace, whose
+    #: reports show ``workspace_id`` null): Anthropic bills a request to its key's workspace.
+    workspaces: dict[str, str] = field(default_factory=dict)
     #: OpenAI's flex tier (``emulator.flex``): the share of flex requests answered 429
     #: ``resource_unavailable``, and how much longer a flex answer takes.
     flex_unavailable: float = 0.0
@@ -81,6 +84,11 @@ class EmulatorConfig:
     #: Seconds a real-time answer (chat completions, embeddings, messages) takes beyond the
     #: limiter, drawn uniformly from (low, high): a real API's latency.
     realtime_latency_s: tuple[float, float] = (0.0, 0.0)
+    #: A model server's capacity: at most this many real-time answers are worked on at once,
+    #: the rest wait their turn (queueing delay, no 429), so throughput stops rising at
+    #: ``server_slots / latency``: the knee a self-hosted server has; like such a server it
+    #: then sends no rate-limit headers. 0: no such bound.
+    server_slots: int = 0
     #: Answer without token usage (OpenAI's ``usage``, Gemini's ``usageMetadata``), as some
     #: OpenAI-compatible servers and Gemini embedding replies do; billing still counts them.
     omit_usage: bool = False
@@ -123,6 +131,8 @@ class EmulatorConfig:
             raise ValueError(
                 f"latency must be LOW-HIGH seconds, 0 <= LOW <= HIGH, got {low}-{high}"
             )
+        if self.server_slots < 0:
+            raise ValueError(f"server_slots must be >= 0, got {self.server_slots}")
         if not 0 < self.burst_seconds <= 60:
             raise ValueError(f"burst_seconds must be in (0, 60], got {self.burst_seconds}")
 
@@ -166,10 +176,20 @@ def parse_fail(specs: list[str]) -> dict[str, float]:
 
 def parse_organizations(specs: Iterable[str]) -> dict[str, str]:
     """Turn ``["sk-b=org-b"]`` into ``{"sk-b": "org-b"}`` (``ValueError`` when malformed)."""
+    return _key_pairs(specs, "organization", "KEY=ORG, e.g. sk-b=org-b")
+
+
+def parse_workspaces(specs: Iterable[str]) -> dict[str, str]:
+    """Turn ``["sk-ant-b=wrkspc_b"]`` into ``{"sk-ant-b": "wrkspc_b"}`` (``ValueError`` when
+    malformed)."""
+    return _key_pairs(specs, "workspace", "KEY=WORKSPACE, e.g. sk-ant-b=wrkspc_b")
+
+
+def _key_pairs(specs: Iterable[str], what: str, form: str) -> dict[str, str]:
     found: dict[str, str] = {}
     for spec in specs:
-        key, sep, org = spec.partition("=")
-        if not sep or not key.strip() or not org.strip():
-            raise ValueError(f"organization {spec!r} must look like KEY=ORG, e.g. sk-b=org-b")
-        found[key.strip()] = org.strip()
+        key, sep, value = spec.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"{what} {spec!r} must look like {form}")
+        found[key.strip()] = value.strip()
     return found

@@ -95,6 +95,20 @@ def api_key_of(request: Request) -> str:
     return request.headers.get("x-api-key") or bearer
 
 
+#: The header that names the OpenAI project a request is billed to (an API key's default
+#: project when absent).
+PROJECT_HEADER = "openai-project"
+
+
+def project_of(request: Request, counter: str | None = None) -> str | None:
+    """The ``OpenAI-Project`` a request names (None: none), counted as ``COUNTER:PROJECT`` in
+    ``/_emulator/stats`` when ``counter`` is given."""
+    project = request.headers.get(PROJECT_HEADER) or None
+    if project is not None and counter is not None:
+        state_of(request).stats.add(f"{counter}:{project}")
+    return project
+
+
 def check_auth(request: Request) -> JSONResponse | None:
     """The 401/400 the provider would send for missing credentials, or None."""
     headers = request.headers

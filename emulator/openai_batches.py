@@ -120,6 +120,7 @@ def _finish(state: State, batch: OpenAIBatch, status: str, *, at: float, done: i
             at=at,
             batch_id=batch.id,
             cache=CacheUse(read=cached),
+            project=batch.project,
         )
     batch.final = Final(status, at, result.total, succeeded, failed, output, errors, usage)
     batch.run = PassResult(total=result.total)
@@ -139,7 +140,8 @@ def _usage(tokens_in: int, tokens_out: int, cached: int) -> dict[str, Any]:
 def _store(state: State, batch: OpenAIBatch, kind: str, path: Path | None) -> str | None:
     if path is None:
         return None
-    stored = state.add_file(f"batch_{batch.id}_{kind}.jsonl", "batch_output", path)
+    name = f"batch_{batch.id}_{kind}.jsonl"
+    stored = state.add_file(name, "batch_output", path, project=batch.project)
     return stored.id
 
 

@@ -47,6 +47,7 @@ class OpenAIBatch:
     # A Mistral batch job's model: its lines carry no method or url, and a body without a model
     # takes this one (None: an OpenAI batch, each line naming its own).
     job_model: str | None = None
+    project: str | None = None  # the ``OpenAI-Project`` it was created with: billed to it
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property

@@ -15,6 +15,7 @@ from emulator.http_common import (
     control_fault,
     openai_error,
     openai_json,
+    project_of,
     read_json,
     state_of,
 )
@@ -72,9 +73,11 @@ def _limit(request: Request, default: int, maximum: int) -> int | Response:
     return value
 
 
-def _file_or_404(state: State, file_id: str) -> StoredFile | Response:
-    stored = state.files.get(file_id)
-    if stored is None:
+def _file_or_404(request: Request, file_id: str) -> StoredFile | Response:
+    """The file ``file_id`` if the request's project (``OpenAI-Project``) holds it, as OpenAI
+    scopes files to projects."""
+    stored = state_of(request).files.get(file_id)
+    if stored is None or stored.project != project_of(request):
         return openai_error(404, f"No such File object: {file_id}", param="id")
     return stored
 
@@ -104,9 +107,9 @@ async def create_file(request: Request) -> Response:
     if problem is not None:
         target.unlink(missing_ok=True)
         return problem
-    stored = state.add_file(
-        upload.filename or "upload.jsonl", upload.fields["purpose"], target, upload.digest
-    )
+    project = project_of(request, "openai_project_files")
+    name = upload.filename or "upload.jsonl"
+    stored = state.add_file(name, upload.fields["purpose"], target, upload.digest, project)
     state.stats.add("files_uploaded")
     return openai_json(stored.as_json())
 
@@ -153,8 +156,12 @@ async def list_files(request: Request) -> Response:
     limit = _limit(request, 10_000, 10_000)
     if isinstance(limit, Response):
         return limit
-    purpose = request.query_params.get("purpose")
-    files = [f.as_json() for f in state_of(request).files.values() if purpose in (None, f.purpose)]
+    purpose, project = request.query_params.get("purpose"), project_of(request)
+    files = [
+        f.as_json()
+        for f in state_of(request).files.values()
+        if purpose in (None, f.purpose) and f.project == project
+    ]
     if request.query_params.get("order", "desc") == "desc":
         files.reverse()
     return openai_json(_paginate(files, request.query_params.get("after"), limit))
@@ -164,7 +171,7 @@ async def get_file(request: Request) -> Response:
     """``GET /v1/files/{file_id}``."""
     if (refused := await _guard(request)) is not None:
         return refused
-    stored = _file_or_404(state_of(request), request.path_params["file_id"])
+    stored = _file_or_404(request, request.path_params["file_id"])
     return stored if isinstance(stored, Response) else openai_json(stored.as_json())
 
 
@@ -182,21 +189,25 @@ async def file_content(request: Request) -> Response:
     """``GET /v1/files/{file_id}/content``: the raw bytes, streamed from disk."""
     if (refused := await _guard(request)) is not None:
         return refused
-    stored = _file_or_404(state_of(request), request.path_params["file_id"])
+    stored = _file_or_404(request, request.path_params["file_id"])
     if isinstance(stored, Response):
         return stored
     headers = {"x-request-id": new_id("req_")}
     return DiskFileResponse(stored.path, media_type="application/octet-stream", headers=headers)
 
 
-def _batch_or_404(state: State, batch_id: str) -> OpenAIBatch | Response:
-    batch = state.openai_batches.get(batch_id)
-    if batch is None or batch.job_model is not None:  # a Mistral job is not an OpenAI batch
+def _batch_or_404(request: Request, batch_id: str) -> OpenAIBatch | Response:
+    """The batch ``batch_id`` if the request's project holds it."""
+    batch = state_of(request).openai_batches.get(batch_id)
+    if batch is None or batch.job_model is not None or batch.project != project_of(request):
+        # a Mistral job is not an OpenAI batch; another project's batch is not seen
         return openai_error(404, f"No batch found with id '{batch_id}'.", param="batch_id")
     return batch  # type: ignore[no-any-return]
 
 
-def _check_create(state: State, payload: Any, endpoints: tuple[str, ...]) -> Response | StoredFile:  # noqa: PLR0911  (one exit per rule)
+def _check_create(  # noqa: PLR0911  (one exit per rule)
+    state: State, payload: Any, endpoints: tuple[str, ...], project: str | None
+) -> Response | StoredFile:
     if not isinstance(payload, dict):
         return openai_error(400, "The request body must be a JSON object.")
     for name in ("input_file_id", "endpoint", "completion_window"):
@@ -228,7 +239,7 @@ def _check_create(state: State, payload: Any, endpoints: tuple[str, ...]) -> Res
         )
         return openai_error(400, message, param="metadata", code="invalid_value")
     stored = state.files.get(payload["input_file_id"])
-    if stored is None:
+    if stored is None or stored.project != project:
         message = (
             f"Cannot find file {payload['input_file_id']}, or project does not have access to it."
         )
@@ -259,7 +270,7 @@ async def create_batch(request: Request) -> Response:
         return bad
     state = state_of(request)
     endpoints = azure.BATCH_ENDPOINTS if request.scope.get(azure.SCOPE_KEY) else BATCH_ENDPOINTS
-    stored = _check_create(state, payload, endpoints)
+    stored = _check_create(state, payload, endpoints, project_of(request))
     if isinstance(stored, Response):
         return stored
     batch = start_batch(
@@ -300,6 +311,7 @@ def start_batch(
         api_key=api_key_of(request),
         org=organisation(request.headers),
         job_model=job_model,
+        project=project_of(request, "openai_project_batches"),
     )
     with state.lock:
         state.openai_batches[batch.id] = batch
@@ -314,7 +326,7 @@ async def get_batch(request: Request) -> Response:
     if (refused := await _guard(request)) is not None:
         return refused
     state = state_of(request)
-    batch = _batch_or_404(state, request.path_params["batch_id"])
+    batch = _batch_or_404(request, request.path_params["batch_id"])
     if isinstance(batch, Response):
         return batch
     return openai_json(await run_in_threadpool(openai_batches.observe, state, batch))
@@ -328,7 +340,12 @@ async def list_batches(request: Request) -> Response:
     if isinstance(limit, Response):
         return limit
     state = state_of(request)
-    batches = [b for b in reversed(state.openai_batches.values()) if b.job_model is None]
+    project = project_of(request)
+    batches = [
+        b
+        for b in reversed(state.openai_batches.values())
+        if b.job_model is None and b.project == project
+    ]
     after = request.query_params.get("after")
     ids = [batch.id for batch in batches]
     start = ids.index(after) + 1 if after in ids else (len(ids) if after else 0)
@@ -350,7 +367,7 @@ async def cancel_batch(request: Request) -> Response:
     if (refused := await _guard(request)) is not None:
         return refused
     state = state_of(request)
-    batch = _batch_or_404(state, request.path_params["batch_id"])
+    batch = _batch_or_404(request, request.path_params["batch_id"])
     if isinstance(batch, Response):
         return batch
     view = await run_in_threadpool(openai_batches.observe, state, batch)

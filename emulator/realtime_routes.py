@@ -26,6 +26,7 @@ from emulator.http_common import (
     check_auth,
     openai_error,
     openai_json,
+    project_of,
     read_json,
     state_of,
 )
@@ -82,7 +83,11 @@ def _account(
         stats.bill([hash((_RT_PREFIX, key, unit)) for unit in range(outcome.units)])
         model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
         tokens = (outcome.prompt_tokens, outcome.completion_tokens)
-        state.billing.charge(family, api_key_of(request), model, tokens, at=time.time(), cache=use)
+        project = project_of(request, "openai_project_requests") if family == "openai" else None
+        sender = api_key_of(request)
+        state.billing.charge(
+            family, sender, model, tokens, at=time.time(), cache=use, project=project
+        )
 
 
 async def _admit(request: Request) -> tuple[Any, Decision | None, Response | None]:
@@ -101,11 +106,22 @@ async def _admit(request: Request) -> tuple[Any, Decision | None, Response | Non
 
 
 async def _answer_latency(request: Request) -> None:
-    """Wait as long as the configured latency says (``realtime_latency_s``)."""
+    """Wait as long as the configured latency says (``realtime_latency_s``), in one of the
+    ``server_slots`` when the server's capacity is bounded (waiting for a slot first)."""
     state = state_of(request)
     low, high = state.config.realtime_latency_s
-    if high > 0:
-        await asyncio.sleep(state.latency.uniform(low, high))
+    state.in_flight += 1  # one event loop serves every route: no lock needed
+    state.stats.maximum("realtime_max_in_flight", state.in_flight)
+    try:
+        if state.config.server_slots:
+            if state.slots is None:
+                state.slots = asyncio.Semaphore(state.config.server_slots)
+            async with state.slots:
+                await asyncio.sleep(state.latency.uniform(low, high))
+        elif high > 0:
+            await asyncio.sleep(state.latency.uniform(low, high))
+    finally:
+        state.in_flight -= 1
 
 
 def _openai_limited(decision: Decision, model: str) -> Response:
@@ -158,7 +174,9 @@ async def openai_realtime(request: Request) -> Response:
         state.stats.cached(use)
     _account(request, payload, key, outcome, family="openai", use=use)
     _with_request_id(outcome, "openai")
-    headers = openai_headers(decision) | {"openai-processing-ms": "1", "openai-model": model}
+    # a model server (``server_slots``) sends no rate-limit headers: it has a capacity, no rate
+    limits = {} if state.config.server_slots else openai_headers(decision)
+    headers = limits | {"openai-processing-ms": "1", "openai-model": model}
     if outcome.status == 429:
         headers |= {"retry-after": "1", "retry-after-ms": "1000"}
     return openai_json(outcome.body, outcome.status, headers)

@@ -1,5 +1,6 @@
 """Everything the emulator remembers: files on disk, batches, counters and fault attempts."""
 
+import asyncio
 import random
 import shutil
 import tempfile
@@ -44,6 +45,7 @@ _STAT_NAMES = (
     "cache_write_tokens",
     "flex_requests",
     "flex_429",
+    "realtime_max_in_flight",
 )
 
 
@@ -58,6 +60,7 @@ class StoredFile:
     created_at: int
     path: Path
     digest: int = 0
+    project: str | None = None  # OpenAI: the project it belongs to (seen only from there)
 
     def as_json(self) -> dict[str, Any]:
         """The OpenAI ``file`` object."""
@@ -143,7 +146,7 @@ class State:
         self.openai_batches: dict[str, Any] = {}
         self.anthropic_batches: dict[str, Any] = {}
         self.stats = Stats()
-        self.billing = Billing(config.organizations)
+        self.billing = Billing(config.organizations, config.workspaces)
         self.drawer = FaultDrawer(config.seed, config.fail)
         self.control_drawer = FaultDrawer(config.seed, {"server_error": config.control_fail_rate})
         self.openai = OpenAIEngine(self.drawer, config.embedding_dimensions, config.omit_usage)
@@ -159,6 +162,8 @@ class State:
         self.prompt_cache = PromptCache()
         self.flex = FlexTier(config.seed, config.flex_unavailable)
         self.latency = random.Random(config.seed)
+        self.in_flight = 0  # real-time answers being worked on or waiting for a server slot
+        self.slots: asyncio.Semaphore | None = None  # made on the serving loop (server_slots)
 
     def reset(self) -> None:
         """Forget every file, batch, counter and attempt."""
@@ -177,8 +182,10 @@ class State:
         """A fresh path under the emulator's directory."""
         return self.root / f"{new_id('f')}{suffix}"
 
-    def add_file(self, filename: str, purpose: str, path: Path, digest: int = 0) -> StoredFile:
-        """Register bytes already written at ``path`` as a file."""
+    def add_file(
+        self, filename: str, purpose: str, path: Path, digest: int = 0, project: str | None = None
+    ) -> StoredFile:
+        """Register bytes already written at ``path`` as a file of ``project``."""
         stored = StoredFile(
             id=new_id("file-"),
             filename=filename,
@@ -187,6 +194,7 @@ class State:
             created_at=int(time.time()),
             path=path,
             digest=digest,
+            project=project,
         )
         with self.lock:
             self.files[stored.id] = stored

@@ -8,6 +8,7 @@ from maple_engine.job import Job
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.policy import RetryPolicy
+from maple_engine.providers.base import for_team
 from maple_engine.providers.registry import Built
 from maple_engine.send.lane import lane_of
 from maple_engine.spec import JobSpec
@@ -54,8 +55,9 @@ def bind_job(
     prices: PriceBook,
 ) -> Job:
     """The job of ``spec`` on ``storage`` and ``provider`` (sending the job's headers, and its
-    extra fields on the control calls)."""
-    sending = lane_of(provider.with_headers(spec.headers).with_extra_body(spec.extra_body))
+    extra fields on the control calls, attributed to its team's accounts)."""
+    configured = provider.with_headers(spec.headers).with_extra_body(spec.extra_body)
+    sending = lane_of(for_team(configured, spec.team))
     return Job(
         spec=spec,
         state=JobState(storage, spec.name),

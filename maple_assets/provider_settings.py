@@ -24,6 +24,11 @@ def provider_settings(name: str, settings: Settings, *, with_key: bool = True) -
         found["api_version"] = version
     if caps.takes_role_arn and settings.bedrock_role_arn:
         found["role_arn"] = settings.bedrock_role_arn
+    if settings.team_attribution:  # the file's path: read when a job takes its team's accounts
+        found["team_attribution"] = settings.team_attribution
+    keys = settings.workspace_keys(family) if family else None
+    if with_key and caps.attribution == "workspace-key" and keys:
+        found["workspace_keys"] = keys
     if with_key and caps.mode == "realtime" and settings.cost_db:
         # the database real-time senders share a limit through (its URL may hold a password:
         # a resource gets it as ``dg.EnvVar``, see ``wiring.env_var_keys``)

@@ -19,7 +19,13 @@ from maple_assets.provider_settings import settings_provider
 from maple_engine.ledger.costs import CostLedger, default_sqlite_path
 from maple_engine.providers.base import Provider
 from maple_engine.providers.registry import capabilities
-from maple_engine.settings import COST_DB_ENV, Settings, admin_key_env, api_key_env
+from maple_engine.settings import (
+    COST_DB_ENV,
+    Settings,
+    admin_key_env,
+    api_key_env,
+    workspace_keys_env,
+)
 from maple_engine.state import JobState
 from maple_engine.submit.eta import Eta, fit_for, job_eta
 from resources.billing import BillingReports
@@ -104,6 +110,9 @@ def env_var_keys(name: str) -> dict[str, dg.EnvVar]:
         keys = {}  # a server of one's own may want no key
     if caps.mode == "realtime" and settings.cost_db:
         keys["rate_share_db"] = dg.EnvVar(COST_DB_ENV)
+    family = caps.credentials
+    if family and caps.attribution == "workspace-key" and settings.workspace_keys(family):
+        keys["workspace_keys"] = dg.EnvVar(workspace_keys_env(family))
     return keys
 
 
@@ -142,12 +151,17 @@ def _one_of(key: str, resource: Any) -> Any:
     return _HANDED_OUT.setdefault((key, type(resource), config), resource)
 
 
-def billing_resource(provider: str, settings: Settings | None = None) -> BillingReports:
+def billing_resource(
+    provider: str, settings: Settings | None = None, *, by_team: bool = False
+) -> BillingReports:
     """``provider``'s admin reports for ``maple_reconcile``: its base URL from the settings, the
     admin key as a ``dg.EnvVar`` (left out when the variable is unset, so the asset says which
-    one to set)."""
+    one to set); ``by_team``: per team, through ``MAPLE_TEAM_ATTRIBUTION``'s map."""
     settings = settings or Settings.load()
     family = capabilities(provider).credentials or provider
     key = dg.EnvVar(admin_key_env(family)) if settings.admin_key(family) else None
     base_url = settings.api(family).get("base_url")
-    return BillingReports(provider=provider, admin_key=key, base_url=base_url)
+    teams = settings.team_attribution if by_team else None
+    return BillingReports(
+        provider=provider, admin_key=key, base_url=base_url, team_attribution=teams
+    )

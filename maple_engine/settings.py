@@ -14,6 +14,8 @@ access without an ``S3Resource``.
 | ``MAPLE_COST_DB`` | the cost ledger's SQLAlchemy URL |
 | ``MAPLE_PRICES`` | a price-overrides file |
 | ``MAPLE_BEDROCK_ROLE_ARN`` | the IAM service role Bedrock batch inference assumes |
+| ``MAPLE_TEAM_ATTRIBUTION`` | the team attribution map's JSON file (its path) |
+| ``ANTHROPIC_WORKSPACE_KEYS`` | API keys by Anthropic workspace id, a JSON object |
 | ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY`` | provider API keys |
 | ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, ``GEMINI_BASE_URL`` | provider base URLs |
 | ``OPENAI_ADMIN_KEY``, ``ANTHROPIC_ADMIN_KEY`` | admin keys (usage and cost reports) |
@@ -38,6 +40,7 @@ EMULATOR_URL_ENV = "MAPLE_EMULATOR_URL"
 COST_DB_ENV = "MAPLE_COST_DB"
 PRICES_ENV = "MAPLE_PRICES"
 BEDROCK_ROLE_ENV = "MAPLE_BEDROCK_ROLE_ARN"
+TEAM_ATTRIBUTION_ENV = "MAPLE_TEAM_ATTRIBUTION"
 KNOBS = (
     "MAPLE_LEASE_TTL_S",
     "MAPLE_CLOCK_OFFSET_S",  # shifts this host's clock, for tests (maple_engine.storage.clock)
@@ -54,11 +57,17 @@ VERSION_SUFFIX = "_VERSION"  # the API version a provider sends (ANTHROPIC_VERSI
 # What some providers' documentation calls their base URL's variable (``<FAMILY>_ENDPOINT``).
 ENDPOINT_SUFFIX = "_ENDPOINT"
 ADMIN_SUFFIX = "_ADMIN_KEY"  # an organisation's admin key (usage and cost reports)
+WORKSPACE_KEYS_SUFFIX = "_WORKSPACE_KEYS"  # API keys by workspace id (ANTHROPIC_WORKSPACE_KEYS)
 
 
 def api_key_env(family: str) -> str:
     """The variable holding ``family``'s API key (``OPENAI_API_KEY``, ...)."""
     return f"{family.upper()}_API_KEY"
+
+
+def workspace_keys_env(family: str) -> str:
+    """The variable holding ``family``'s API keys by workspace (``ANTHROPIC_WORKSPACE_KEYS``)."""
+    return f"{family.upper()}{WORKSPACE_KEYS_SUFFIX}"
 
 
 def admin_key_env(family: str) -> str:
@@ -88,6 +97,7 @@ class Settings(BaseSettings):
     cost_db: str | None = Field(default=None, validation_alias=COST_DB_ENV)
     prices: str | None = Field(default=None, validation_alias=PRICES_ENV)
     bedrock_role_arn: str | None = Field(default=None, validation_alias=BEDROCK_ROLE_ENV)
+    team_attribution: str | None = Field(default=None, validation_alias=TEAM_ATTRIBUTION_ENV)
     # Every ``<FAMILY>_API_KEY`` and ``<FAMILY>_BASE_URL`` set, by variable name: a provider's
     # capabilities say which family's it takes (``credentials``).
     provider_api: dict[str, SecretStr] = Field(default_factory=dict)
@@ -99,7 +109,16 @@ class Settings(BaseSettings):
         api = {
             k: SecretStr(v)
             for k, v in os.environ.items()
-            if k.endswith((*API_SUFFIXES, ADMIN_SUFFIX, VERSION_SUFFIX, ENDPOINT_SUFFIX)) and v
+            if k.endswith(
+                (
+                    *API_SUFFIXES,
+                    ADMIN_SUFFIX,
+                    VERSION_SUFFIX,
+                    ENDPOINT_SUFFIX,
+                    WORKSPACE_KEYS_SUFFIX,
+                )
+            )
+            and v
         }
         settings = cls(**{name: value for name, value in flags.items() if value}, provider_api=api)
         if settings.cost_db is not None and "://" not in settings.cost_db:
@@ -134,6 +153,11 @@ class Settings(BaseSettings):
         """``<FAMILY>_ADMIN_KEY`` if set."""
         key = self.provider_api.get(admin_key_env(family))
         return key.get_secret_value() if key else None
+
+    def workspace_keys(self, family: str) -> str | None:
+        """``<FAMILY>_WORKSPACE_KEYS`` if set: API keys by workspace id, JSON text."""
+        keys = self.provider_api.get(workspace_keys_env(family))
+        return keys.get_secret_value() if keys else None
 
     def has_api_key(self, family: str) -> bool:
         return "api_key" in self.api(family)

@@ -8,7 +8,8 @@ from pydantic import Field
 
 from maple_engine.errors import ConfigError
 from maple_engine.ledger.costs import CostLedger
-from maple_engine.ledger.reconcile import Tolerance, reconcile
+from maple_engine.ledger.reconcile import Tolerance, account_word, drift_lines, reconcile
+from maple_engine.providers.attribution import given_attribution
 from maple_engine.providers.registry import capabilities
 from maple_engine.settings import admin_key_env
 
@@ -27,6 +28,12 @@ class BillingReports(dg.ConfigurableResource):  # type: ignore[type-arg]
     )
     tolerance_pct: float = Field(default=Tolerance.pct, ge=0, description="Drift allowed, %.")
     tolerance_usd: float = Field(default=Tolerance.usd, ge=0, description="Drift allowed, USD.")
+    team_attribution: str | None = Field(
+        default=None,
+        description="Compare per team: the team attribution map (a JSON file's path, "
+        "MAPLE_TEAM_ATTRIBUTION, or its JSON text); spend on a project or workspace it lacks "
+        "drifts. None: per model.",
+    )
 
     def not_configured(self) -> str:
         """What to set when there is no admin key."""
@@ -40,6 +47,7 @@ class BillingReports(dg.ConfigurableResource):  # type: ignore[type-arg]
         """Ledger vs provider for one UTC day (`maple_engine.ledger.reconcile.compare`)."""
         if not self.admin_key:
             raise ConfigError(self.not_configured())
+        teams = given_attribution(self.team_attribution) if self.team_attribution else None
         return reconcile(
             ledger,
             self.provider,
@@ -47,4 +55,9 @@ class BillingReports(dg.ConfigurableResource):  # type: ignore[type-arg]
             base_url=self.base_url,
             days=(day, day),
             tolerance=Tolerance(self.tolerance_pct, self.tolerance_usd),
+            teams=teams,
         )
+
+    def drift_lines(self, table: pl.DataFrame) -> list[str]:
+        """One line per drifted row of `reconcile`'s table (unknown projects named)."""
+        return drift_lines(table, account_word(self.provider))

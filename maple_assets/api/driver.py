@@ -28,6 +28,7 @@ from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.model import KINDS, Kind, StopKind
 from maple_engine.plan.cache_layout import check_cache_price
+from maple_engine.providers.base import for_team
 from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities, takes
 from maple_engine.settings import Settings
 from maple_engine.spec import ALIASES, DEFAULTS, MAX_JOB_NAME, JobSpec, build_spec
@@ -173,6 +174,7 @@ def prepare(opts: EnrichOptions, emulator: str | None) -> Ready:
     provider = settings_provider(opts.provider, settings, emulator, overrides)
     provider = provider.with_headers(spec.headers)  # the first contact goes the job's way
     provider = provider.with_extra_body(spec.extra_body)  # one that takes none: refused here
+    provider = for_team(provider, spec.team)  # and on the team's account (a bad map: refused)
     if spec.deadline_s is not None and provider.mode == "batch":
         realtime_twin(provider, opts.storage_root)  # no real-time API to fall back on: fail now
     if not opts.dry_run:

@@ -29,10 +29,11 @@ from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
 from maple_engine.plan.turnaround import history_fit
-from maple_engine.providers.base import Provider
+from maple_engine.providers.base import Provider, for_team
 from maple_engine.providers.headers import parse_headers
 from maple_engine.send.lane import lane_of
 from maple_engine.settings import Settings
+from maple_engine.spec import DEFAULTS
 from maple_engine.state import JobState
 from maple_engine.storage.layout import JobLayout, job_names
 from maple_engine.storage.storage import Storage
@@ -259,7 +260,7 @@ def provider_for(
 ) -> Provider:
     """The job's provider, rebuilt from its stored spec, sending ``headers`` (which the spec
     does not keep) at ``base_url`` if given (the job's ``--base-url``, which it does not keep
-    either)."""
+    either), on its team's accounts."""
     spec = state.read_spec()
     if spec is None:
         raise ConfigError(f"No job {state.job!r} under {state.storage.root}.")
@@ -267,7 +268,8 @@ def provider_for(
     settings = Settings.load(storage=state.storage.root)
     overrides = {"base_url": base_url.rstrip("/")} if base_url else {}
     provider = settings_provider(name, settings, settings.emulator_url, overrides)
-    return lane_of(provider.with_headers(headers or {}))
+    team = str(spec["spec"].get("team") or DEFAULTS.team)  # its batches are in its project
+    return lane_of(for_team(provider.with_headers(headers or {}), team))
 
 
 def release_queue_slots(state: JobState) -> int:

@@ -2,8 +2,10 @@
 
 Each partition runs what ``maple reconcile --since DAY --until DAY`` runs (the
 ``maple_billing`` resource holds the provider, its admin key and the tolerance): the table of
-ledger vs provider per model in Markdown metadata, the totals, and the ``within_tolerance``
-asset check, which fails (severity ERROR) naming every model that drifted.
+ledger vs provider per model (per team, project or workspace and model when the resource has
+a ``team_attribution`` map) in Markdown metadata, the totals, and the ``within_tolerance``
+asset check, which fails (severity ERROR) naming every model that drifted and every project the
+map does not know.
 
 Without an admin key (the emulator's sample, a deployment that has none) there is nothing to
 compare: a run skips the asset with one line naming the variable to set (the step succeeds,
@@ -19,7 +21,6 @@ import dagster as dg
 import polars as pl
 
 from maple_assets.graph.batch_stats import daily_refresh
-from maple_engine.ledger.reconcile import drift_lines
 
 RECONCILE = dg.AssetKey("maple_reconcile")
 CHECK = "within_tolerance"
@@ -66,7 +67,7 @@ def reconcile_asset(
             return
         day = date.fromisoformat(context.partition_key)
         table = billing.reconcile(context.resources.maple_costs, day)
-        drifted = drift_lines(table)
+        drifted = billing.drift_lines(table)
         totals = {
             f"{side}_usd": float(table[f"{side}_cost_usd"].sum()) for side in ("ledger", "provider")
         }
@@ -94,7 +95,8 @@ def reconcile_asset(
 def _markdown(table: pl.DataFrame) -> str:
     if table.is_empty():
         return "No spend in the ledger or the provider's reports that day."
-    shown = table.select(_SHOWN)
+    teams = [c for c in ("team", "account") if c in table.columns]
+    shown = table.select(*teams, *_SHOWN)
     lines = ["| " + " | ".join(shown.columns) + " |", "|" + "---|" * shown.width]
     lines += ["| " + " | ".join(map(str, row)) + " |" for row in shown.iter_rows()]
     return "\n".join(lines)

@@ -180,10 +180,15 @@ class CostLedger(BaseModel):
         with self._read() as conn:
             return read_history(conn, batch_history, attempt_costs, where or HistoryFilter())
 
-    def billed_usage(self, providers: Sequence[str], days: tuple[date, date]) -> pl.DataFrame:
-        """Tokens and dollars per day and model (`maple_engine.ledger.usage.ledger_usage`)."""
+    def billed_usage(
+        self, providers: Sequence[str], days: tuple[date, date], *, by_team: bool = False
+    ) -> pl.DataFrame:
+        """Tokens and dollars per day and model, and team when ``by_team``
+        (`maple_engine.ledger.usage.ledger_usage`)."""
         with self._read() as conn:
-            return ledger_usage(conn, attempt_costs, batch_history, providers, days)
+            return ledger_usage(
+                conn, attempt_costs, batch_history, providers, days, by_team=by_team
+            )
 
     @contextmanager
     def transaction(self) -> Iterator[sa.Connection]:

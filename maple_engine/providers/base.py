@@ -15,15 +15,23 @@ import hashlib
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime
-from typing import Any, ClassVar, Literal, Protocol, Self
+from typing import Any, ClassVar, Literal, Protocol, Self, TypeVar
 
 import orjson
 import polars as pl
-from pydantic import BaseModel, ConfigDict, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from maple_engine.errors import ConfigError
 from maple_engine.model import CHAT, BatchState, Kind, Submission
 from maple_engine.policy import SendBudget
+from maple_engine.providers.attribution import (
+    NOBODY,
+    PROJECT_HEADER,
+    Attribution,
+    AttributionMap,
+    TeamAttribution,
+    given_attribution,
+)
 
 # One row per request of one attempt, whatever the provider.
 RESULT_SCHEMA: dict[str, pl.DataType] = {
@@ -53,6 +61,7 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
 LOST_SENDS = "lost_sends"
 
 MB = 1_000_000
+_P = TypeVar("_P")
 
 Mode = Literal["batch", "realtime"]
 # What caps a provider's batch queue: prompt tokens enqueued per model, requests waiting, nothing.
@@ -127,18 +136,31 @@ class PromptCaching:
 
 @dataclasses.dataclass(frozen=True)
 class BilledUsage:
-    """What a provider's admin reports bill for one UTC day and model."""
+    """What a provider's admin reports bill for one UTC day and model (and, grouped by
+    account, one project or workspace: None for the default one)."""
 
     day: date
     model: str
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    account: str | None = None
 
 
-# Reads a provider's own usage and cost reports with an admin key:
-# (base_url or None for the provider's, admin key, first day, last day inclusive) -> rows.
-BillingReport = Callable[[str | None, str, date, date], list[BilledUsage]]
+class BillingReport(Protocol):
+    """Reads a provider's own usage and cost reports with an admin key: base URL (None: the
+    provider's), admin key, first and last day (inclusive); ``by_account``: one row per project
+    or workspace too (the capabilities' ``attribution``)."""
+
+    def __call__(
+        self,
+        base_url: str | None,
+        admin_key: str,
+        first: date,
+        last: date,
+        *,
+        by_account: bool = False,
+    ) -> list[BilledUsage]: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,6 +236,10 @@ class ProviderCapabilities:
     # Takes ``--extra-body`` fields on its control calls (the batch create's JSON body and the
     # upload's form), as an OpenAI-compatible gateway may want them.
     takes_extra_body: bool = False
+    # How a team's spend is attributed in its bill (the team attribution map's key it reads):
+    # an OpenAI project header, the API key of an Anthropic workspace, Bedrock job tags;
+    # None: the API takes none of them (`maple_engine.providers.attribution`).
+    attribution: Attribution | None = None
 
     def variable(self, setting: Literal["api_key", "base_url", "version"]) -> str:
         """The variable ``setting`` is read from (``OPENAI_API_KEY``, ``AZURE_OPENAI_ENDPOINT``)."""
@@ -325,6 +351,15 @@ class ProviderModel(BaseModel):
     _headers: dict[str, str] = PrivateAttr(default_factory=dict)
     # A job's extra control-call fields (``JobSpec.extra_body``), kept as its headers are.
     _extra_body: dict[str, Any] = PrivateAttr(default_factory=dict)
+    # The job's team's accounts (`for_team`): what its requests are attributed with.
+    _team: TeamAttribution = PrivateAttr(default=NOBODY)
+
+    team_attribution: str | None = Field(
+        default=None,
+        description="The team attribution map: a JSON file's path (MAPLE_TEAM_ATTRIBUTION) or "
+        "its JSON text: which OpenAI project, Anthropic workspace, Bedrock tags and Gemini "
+        "labels each team's jobs go to.",
+    )
 
     @property
     def mode(self) -> str:
@@ -333,8 +368,33 @@ class ProviderModel(BaseModel):
 
     @property
     def extra_headers(self) -> dict[str, str]:
-        """The headers sent on every request besides the provider's own (a gateway's)."""
-        return dict(self._headers)
+        """The headers sent on every request besides the provider's own (a gateway's, and
+        the team's ``OpenAI-Project`` where the API takes one)."""
+        project = self._team.openai_project
+        if project is None or self.capabilities.attribution != "project-header":
+            return dict(self._headers)
+        given = {name.lower() for name in self._headers}
+        team = {} if PROJECT_HEADER.lower() in given else {PROJECT_HEADER: project}
+        return dict(self._headers) | team
+
+    def attribution_map(self) -> AttributionMap:
+        """The configured team attribution map (`EMPTY` when none is)."""
+        return given_attribution(self.team_attribution)
+
+    @property
+    def team(self) -> TeamAttribution:
+        """The accounts of the team this provider sends for (`for_team`)."""
+        return self._team
+
+    def for_team(self, team: str) -> Self:
+        """This provider attributing what it sends to ``team``'s accounts in the map (itself
+        when the map lists none for it)."""
+        accounts = self.attribution_map().of(team)
+        if accounts == self._team:
+            return self
+        copy = self._fresh_copy()
+        copy._team = accounts
+        return copy
 
     def with_headers(self, headers: Mapping[str, str]) -> Self:
         """This provider sending ``headers`` on every request too (itself if it already does);
@@ -378,7 +438,7 @@ class ProviderModel(BaseModel):
         """The settings a twin on the same API takes (a deadline's real-time fallback, its flex
         tier): this provider's base URL and key, where it has them."""
         fields = type(self).model_fields
-        names = ("base_url", "api_key", "api_version")
+        names = ("base_url", "api_key", "api_version", "team_attribution")
         return {name: getattr(self, name) for name in names if name in fields}
 
     def tell_sending(self, event: threading.Event | None) -> None:
@@ -460,6 +520,12 @@ class Provider(Protocol):
     def tell_sending(self, event: threading.Event | None) -> None:
         """Set ``event`` when a request of the next attempts leaves (None: stop telling)."""
         ...
+
+
+def for_team(provider: _P, team: str) -> _P:
+    """``provider`` attributing what it sends to ``team``'s accounts (`ProviderModel.for_team`;
+    a provider that is no `ProviderModel` as it is)."""
+    return provider.for_team(team) if isinstance(provider, ProviderModel) else provider
 
 
 def poll_batches(

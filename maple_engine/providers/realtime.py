@@ -20,6 +20,7 @@ from pydantic import Field
 
 from maple_engine.durations import seconds_until
 from maple_engine.model import CHAT, REALTIME_PREFIX, Kind
+from maple_engine.providers.attribution import Attribution
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
     Dialect,
@@ -53,6 +54,7 @@ def realtime_capabilities(
     base_url_env: str | None = None,
     version_env: str | None = None,
     takes_api_version: bool = False,
+    attribution: Attribution | None = None,
 ) -> ProviderCapabilities:
     """What every real-time provider shares: shard attempts run at once, nothing queues, and a
     rerun resumes from the row checkpoints (no orphans)."""
@@ -74,6 +76,7 @@ def realtime_capabilities(
         base_url_env=base_url_env,
         version_env=version_env,
         takes_api_version=takes_api_version,
+        attribution=attribution,
     )
 
 

@@ -22,7 +22,7 @@ from maple_engine.providers.mistral.batch import MistralBatchProvider
 from maple_engine.providers.mistral.realtime import MistralRealtimeProvider
 from maple_engine.providers.openai import emulator
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
-from maple_engine.providers.openai.compatible import PROFILES, provider_class
+from maple_engine.providers.openai.compatible import PROFILES, provider_class, realtime_class
 from maple_engine.providers.openai.flex import OpenAIFlexProvider
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.openai.server import OpenAIServerProvider
@@ -81,6 +81,8 @@ _REGISTRY: dict[str, Registered] = {
     "gemini-flex": _of(GeminiFlexProvider, "checkpoint_root"),
     "azure-openai-realtime": _of(AzureOpenAIRealtimeProvider, "checkpoint_root"),
     "mistral-realtime": _of(MistralRealtimeProvider, "checkpoint_root"),
+    # and their real-time twins: the same API's chat completions, one request per row
+    **{p.realtime_name: _of(realtime_class(p), "checkpoint_root") for p in PROFILES},
 }
 DEFAULT_PROVIDER = "openai"
 

@@ -61,7 +61,13 @@ from maple_engine.providers.http import (
 from maple_engine.providers.realtime import Group, RateLimits, Row
 from maple_engine.send.checkpoints import RowCheckpoints
 from maple_engine.send.contact import WINDOW, Breaker, Failure, FirstContact, failure_of
-from maple_engine.send.pacing import Gate, Pacer, TokenEstimator, needed_concurrency
+from maple_engine.send.pacing import (
+    CapacityProbe,
+    Gate,
+    Pacer,
+    TokenEstimator,
+    needed_concurrency,
+)
 from maple_engine.send.rate_shares import Share
 from maple_engine.send.window_budget import FAST
 
@@ -164,6 +170,7 @@ class AttemptRun:
         self.pacer = Pacer(provider.rpm, provider.tpm)
         self.tokens = TokenEstimator(DEFAULT_OUTPUT_ESTIMATE)
         self.gate = Gate(provider.initial_concurrency, provider.max_concurrency)
+        self.capacity = CapacityProbe()  # the bound while no limits are known
         self.turn = asyncio.Lock()  # one pacing reservation at a time
         self.latency = 0.5
         self.url = ""
@@ -430,6 +437,7 @@ class AttemptRun:
                     status, headers = answer.status, answer.headers
             except TimeoutError as exc:
                 self.checkpoints.unbilled(custom_ids)
+                self._overloaded()
                 raise _Retry(FailureClass.SERVER_ERROR.value, "timed out", None) from exc
             except self._transport_error as exc:
                 self.checkpoints.unbilled(custom_ids)
@@ -441,7 +449,7 @@ class AttemptRun:
         finally:
             self.gate.release()
         self.pacer.learn(self.p.read_limits(headers, time.time()), time.monotonic(), started)
-        self._adapt(raw)
+        self._adapt(raw, status == 200)
         if status == 200:
             return self._succeeded(custom_ids, content, raw), None
         row = self._outcome(self._response(status, headers, content), custom_ids[0])
@@ -525,6 +533,8 @@ class AttemptRun:
             capacity = not self._rate_limited(response, wait)
             raise _Retry(FailureClass.RATE_LIMITED.value, f"429: {message}", wait, None, capacity)
         if status in {408, 409, 500, 502, 503, 504, 529}:
+            if status in {503, 529}:
+                self._overloaded()
             answer = (status, response.content)
             raise _Retry(FailureClass.SERVER_ERROR.value, f"{status}: {message}", wait, answer)
         return failed_row(custom_id, failure_class, f"{status}: {message}")
@@ -538,13 +548,18 @@ class AttemptRun:
         if exhausted or unknown:
             self.pacer.pause(wait if wait is not None else 1.0, time.monotonic())
             self.pacer.slow_down(time.monotonic())
-            if not self.pacer.known:
-                self.gate.limit = max(1, self.gate.limit // 2)
+            self._overloaded()
         return exhausted
 
-    def _adapt(self, raw: int) -> None:
+    def _overloaded(self) -> None:
+        """Halve the in-flight bound where no rate limits are known (a server's capacity)."""
+        if not self.pacer.known:
+            self.gate.resize(self.capacity.overloaded(self.gate.limit))
+
+    def _adapt(self, raw: int, answered: bool) -> None:
         """Grow the in-flight bound to what the paced rate needs at the observed latency
-        (once the limits are known, looked at every ``TICK_S``, not at every answer)."""
+        (once the limits are known, looked at every ``TICK_S``, not at every answer); without
+        limits, climb to the server's throughput knee (`CapacityProbe`, answers only)."""
         if self.pacer.known:
             now = time.monotonic()
             if now < self._adapt_at:
@@ -556,8 +571,11 @@ class AttemptRun:
             step = self.pacer.step(self.tokens.estimate(raw))  # the grid of requests like this
             held = self.latency + 2 * step  # a request books a step ahead
             target = needed_concurrency(rate, held, self.p.initial_concurrency)
-        elif self.successes and self.successes % (4 * self.gate.limit) == 0:
-            target = self.gate.limit + 1  # no limits known: additive increase
+        elif answered:
+            found = self.capacity.answered(self.gate.limit, time.monotonic())
+            if found is None:
+                return
+            target = found
         else:
             return
         self.gate.resize(target)

@@ -15,6 +15,8 @@
 - ``TokenEstimator`` calibrates the offline token estimate against the usage the provider bills.
 - ``Gate`` bounds the requests in flight; its limit adapts (start small, grow to what the learned
   rate needs at the observed latency, halve on a rate-limit 429 when no limits are known).
+- ``CapacityProbe`` sets that bound where no limits are known (a server a team runs has a
+  throughput knee, not a rate limit): a hill climb on answers per second.
 """
 
 import asyncio
@@ -333,6 +335,79 @@ class Gate:
             if not waiter.done():
                 self.held += 1
                 waiter.set_result(None)
+
+
+class CapacityProbe:
+    """The in-flight bound for a server that sends no rate limits: a hill climb on throughput.
+
+    A round lasts until ``max(ROUND_MIN, ROUND_PER_SLOT x bound)`` answers came back (the
+    first starts at the first answer), and gives their rate (answers per second). While a round
+    beats the best rate so far by ``GAIN``, and by at least ``SHARE`` of the step's own rise (a
+    step from 32 to 64 must bring 25% more: far less means the extra requests mostly wait,
+    latency up for little), the bound rises: doubling until the first round that does not (slow
+    start), by a quarter (at least one) after. A round that does not has passed the knee (more
+    in flight only waits in the server's queue): the bound goes back to the best round's and
+    holds. Held ``HOLD_ROUNDS`` rounds, it tries one step up again, in case the server has room
+    now; a held round far slower than the best (the server slowed) becomes the new measure.
+    Overload (a 503, a timeout, a 429 without limits) halves the bound (`overloaded`) and the
+    climb starts again from there.
+    """
+
+    ROUND_MIN = 16
+    ROUND_PER_SLOT = 3
+    GAIN = 0.05
+    SHARE = 0.25
+    HOLD_ROUNDS = 8
+    SLOWER = 0.7
+
+    def __init__(self) -> None:
+        self.best_rate = 0.0
+        self.best_bound = 0
+        self.held = 0
+        self.doubling = True  # slow start: until a step up buys nothing
+        self.started: float | None = None  # the first round starts at the first answer
+        self.answers = 0
+
+    def _restart(self, now: float | None) -> None:
+        self.started = now
+        self.answers = 0
+
+    def answered(self, bound: int, now: float) -> int | None:
+        """Count one answer at in-flight bound ``bound``; the new bound when a round ends with
+        a change, else None."""
+        if self.started is None:  # not from before the first answer: first contact, start-up
+            self._restart(now)
+            return None
+        self.answers += 1
+        if self.answers < max(self.ROUND_MIN, self.ROUND_PER_SLOT * bound):
+            return None
+        rate = self.answers / max(now - self.started, 1e-6)
+        self._restart(now)
+        rise = bound / self.best_bound - 1 if self.best_bound else 0.0
+        if rate > self.best_rate * (1 + max(self.GAIN, self.SHARE * rise)):  # still climbing
+            self.best_rate, self.best_bound, self.held = rate, bound, 0
+            return 2 * bound if self.doubling else _step_up(bound)
+        if bound > self.best_bound:  # the step bought nothing: back to the knee
+            self.held, self.doubling = 0, False
+            return self.best_bound
+        if rate < self.best_rate * self.SLOWER:
+            self.best_rate = rate
+        self.held += 1
+        if self.held >= self.HOLD_ROUNDS:
+            self.held = 0
+            return _step_up(bound)
+        return None
+
+    def overloaded(self, bound: int) -> int:
+        """The bound after the server said it is overloaded: half, and the climb starts over
+        (a quarter at a time)."""
+        self.best_rate, self.best_bound, self.held, self.doubling = 0.0, 0, 0, False
+        self._restart(None)
+        return max(1, bound // 2)
+
+
+def _step_up(bound: int) -> int:
+    return bound + max(1, bound // 4)
 
 
 def needed_concurrency(rate_per_s: float, latency_s: float, floor: int) -> int:

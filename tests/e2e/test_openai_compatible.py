@@ -153,3 +153,65 @@ def test_a_kill_9_then_the_same_command_resumes_the_generic_profile_paying_nothi
     assert out["llm_status"].to_list() == ["succeeded"] * ROWS
     assert stats["requests_billed"] == ROWS and stats["bodies_billed_twice"] == 0
     assert stats["batches_created"] == 3  # the batch created before the kill was adopted
+
+
+# each profile's real-time twin: the same key and base URL variables, the profile's price source
+TWINS = [(f"{p[0]}-realtime", p[1], p[2]) for p in PROFILES]
+
+
+@pytest.mark.parametrize(("provider", "prefix", "model"), TWINS, ids=[t[0] for t in TWINS])
+def test_each_profile_has_a_real_time_twin_that_runs_a_job_to_the_end(
+    tmp_path: Path, provider: str, prefix: str, model: str
+) -> None:
+    with EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server:
+        env = {f"{prefix}_API_KEY": "sk-twin-test", f"{prefix}_BASE_URL": f"{server.url}/v1"}
+        done = maple(*job(tmp_path, provider, model), **env)
+        stats = server.stats()
+    assert done.returncode == 0, done.stderr
+    out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
+    assert out["llm_status"].to_list() == ["succeeded"] * ROWS
+    assert (out["llm_cost_usd"] > 0).all()  # real-time prices of the profile's price source
+    assert stats["realtime_requests"] == ROWS and stats["batches_created"] == 0
+    assert "sk-twin-test" not in done.stdout + done.stderr
+
+
+def test_a_profile_twin_that_serves_embeddings_runs_maple_embed(tmp_path: Path) -> None:
+    with EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server:
+        env = {"DOUBLEWORD_API_KEY": "k", "DOUBLEWORD_BASE_URL": f"{server.url}/v1"}
+        args = table_job(tmp_path, "embed", "doubleword-realtime", ROWS)
+        args[args.index("--model") + 1] = "Qwen/Qwen3-Embedding-8B"
+        done = maple(*args, **env)
+        stats = server.stats()
+    assert done.returncode == 0, done.stderr
+    out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
+    assert out["llm_embedding"].null_count() == 0
+    assert stats["batches_created"] == 0 and stats["requests_billed"] == ROWS
+
+
+def test_a_twin_without_its_base_url_or_key_is_one_line_before_anything_is_sent(
+    tmp_path: Path,
+) -> None:
+    no_url = maple(*job(tmp_path, "openai-compatible-realtime", "gpt-4o-mini"), MAPLE_API_KEY="k")
+    no_key = maple(*job(tmp_path, "groq-realtime", "llama-3.1-8b-instant"))
+    assert no_url.returncode == 2 and no_key.returncode == 2
+    assert "needs the API's base URL: give --base-url or set MAPLE_BASE_URL" in one_line(
+        no_url.stderr
+    )
+    assert "GROQ_API_KEY is not set" in one_line(no_key.stderr)
+
+
+@pytest.mark.slow  # the deadline has to pass
+def test_a_deadline_on_a_profile_falls_back_on_its_real_time_twin(tmp_path: Path) -> None:
+    config = EmulatorConfig(batch_seconds=25.0, control_fail=0)
+    with EmulatorServer(config) as server:
+        env = {"TOGETHER_API_KEY": "k", "TOGETHER_BASE_URL": f"{server.url}/v1"}
+        args = job(
+            tmp_path, "together", "meta-llama/Llama-3.3-70B-Instruct-Turbo",
+            "--max-requests-per-batch", "6", "--deadline", "8s",
+        )  # fmt: skip
+        done = maple(*args, **env)
+        stats = server.stats()
+    assert done.returncode == 0, done.stderr
+    out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
+    assert out["llm_status"].to_list() == ["succeeded"] * ROWS
+    assert stats["realtime_requests"] > 0 and stats["bodies_billed_twice"] == 0

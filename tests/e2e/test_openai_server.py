@@ -67,6 +67,21 @@ def test_a_chat_job_on_your_own_server_runs_at_no_api_price_and_resumes(
     assert server.stats()["bodies_billed_twice"] == 0
 
 
+def test_a_server_with_a_knee_gets_its_capacity_not_a_runaway_queue(tmp_path: Path) -> None:
+    # 4 answers at a time, 50 ms each: past 4 in flight requests only queue at the server
+    config = EmulatorConfig(batch_seconds=0, server_slots=4, realtime_latency_s=(0.05, 0.05))
+    with EmulatorServer(config) as slow:
+        done = run(slow.url, "enrich", tmp_path, "--model", "gpt-4o-mini", base=f"{slow.url}/v1")
+        stats = slow.stats()
+    assert done.returncode == 0, done.stderr
+    out = pl.read_parquet(tmp_path / "out.parquet")
+    assert (out["llm_status"] == "succeeded").all()
+    assert stats["bodies_billed_twice"] == 0 and stats["realtime_429"] == 0
+    # from 8 in flight it tries 16 once, finds no more answers a second, and comes back: the
+    # 64 the lane allows would have queued 60 requests at the server
+    assert 4 <= stats["realtime_max_in_flight"] <= 16, stats["realtime_max_in_flight"]
+
+
 def test_first_contact_names_a_model_the_server_does_not_serve_and_a_dead_url(
     server: EmulatorServer, tmp_path: Path
 ) -> None:

@@ -120,3 +120,14 @@ def test_organization_flag() -> None:
     assert parse_organizations(["sk-b=org-b", " k = o "]) == {"sk-b": "org-b", "k": "o"}
     bad = CliRunner().invoke(emulator_command, ["--organization", "sk-b"])
     assert bad.exit_code == 2 and "must look like KEY=ORG" in bad.output
+
+
+def test_workspace_flag() -> None:
+    from click.testing import CliRunner
+
+    from emulator.cli import emulator_command
+    from emulator.config import parse_workspaces
+
+    assert parse_workspaces(["sk-ant-b=wrkspc_b"]) == {"sk-ant-b": "wrkspc_b"}
+    bad = CliRunner().invoke(emulator_command, ["--workspace", "sk-ant-b"])
+    assert bad.exit_code == 2 and "must look like KEY=WORKSPACE" in bad.output

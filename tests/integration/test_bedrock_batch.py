@@ -207,3 +207,20 @@ def test_a_gateways_header_reaches_every_bedrock_call(
     assert out["llm_status"].to_list() == ["succeeded"] * 200
     assert stats["requests_billed"] == 200 and stats["bodies_billed_twice"] == 0
     assert "gw-bedrock-secret" not in result.output + refused.output
+
+
+def test_a_teams_bedrock_jobs_carry_its_tags(s3_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The team attribution map's ``bedrock_tags`` go on CreateModelInvocationJob (AWS cost
+    allocation groups spend by them); a job of a team the map lacks has none."""
+    teams = '{"teams": {"catalog": {"bedrock_tags": {"team": "catalog", "cost-center": "42"}}}}'
+    with bedrock_emulator(s3_url, monkeypatch, bedrock_min_records=2) as server:
+        provider = env_provider("bedrock", storage_root=f"s3://{BUCKET}/t", min_records=2)
+        provider = provider.model_copy(update={"team_attribution": teams})
+        tagged = provider.for_team("catalog").submit(payload(provider, 2, "s00000"))
+        plain = provider.for_team("other").submit(payload(provider, 2, "s00001"))
+        client = boto3.client("bedrock", endpoint_url=server.url)
+        assert client.list_tags_for_resource(resourceARN=tagged.batch_id)["tags"] == [
+            {"key": "team", "value": "catalog"},
+            {"key": "cost-center", "value": "42"},
+        ]
+        assert client.list_tags_for_resource(resourceARN=plain.batch_id)["tags"] == []

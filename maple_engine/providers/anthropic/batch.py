@@ -44,11 +44,11 @@ from maple_engine.providers.anthropic.messages import (
     message_body_expr,
     parse_result_line,
 )
+from maple_engine.providers.anthropic.workspaces import WorkspaceKeys
 from maple_engine.providers.base import (
     Dialect,
     ProviderCapabilities,
     ProviderLimits,
-    ProviderModel,
     RequestSpec,
     ShardPayload,
     result_frame,
@@ -92,6 +92,7 @@ CAPABILITIES = ProviderCapabilities(
     billing_report=billing.billing_report,
     caching=claude_caching(ONE_HOUR),  # a batch runs for up to 24 h: Anthropic advises 1 h
     takes_api_version=True,
+    attribution="workspace-key",
 )
 
 
@@ -103,7 +104,7 @@ def _epoch(value: Any) -> float:
         return 0.0
 
 
-class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
+class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, WorkspaceKeys):
     """Runs shards through Anthropic's Message Batches API: create, poll, download results."""
 
     capabilities: ClassVar[ProviderCapabilities] = CAPABILITIES
@@ -146,11 +147,12 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel)
     )
 
     def check_credentials(self) -> None:
-        anthropic_headers(self.api_key, checked_version(self.api_version))
+        anthropic_headers(self.sending_key(self.api_key), checked_version(self.api_version))
 
     def _new_client(self) -> httpx.Client:
         headers = (
-            anthropic_headers(self.api_key, checked_version(self.api_version)) | self.extra_headers
+            anthropic_headers(self.sending_key(self.api_key), checked_version(self.api_version))
+            | self.extra_headers
         )
         return make_client(anthropic_base_url(self.base_url), headers, self.timeout_s)
 

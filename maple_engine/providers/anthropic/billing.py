@@ -34,29 +34,36 @@ def _input(result: dict[str, Any]) -> int:
 
 
 def billing_report(
-    base_url: str | None, admin_key: str, first: date, last: date
+    base_url: str | None, admin_key: str, first: date, last: date, *, by_account: bool = False
 ) -> list[BilledUsage]:
-    """Tokens and dollars per day and model from ``first`` to ``last`` inclusive."""
+    """Tokens and dollars per day and model from ``first`` to ``last`` inclusive (and per
+    workspace: ``group_by[]=workspace_id``, when ``by_account``)."""
     window = {
         "starting_at": f"{datetime.combine(first, time.min).isoformat()}Z",
         "ending_at": f"{datetime.combine(last + timedelta(days=1), time.min).isoformat()}Z",
         "bucket_width": "1d",
         "limit": 31,
     }
-    rows: dict[tuple[date, str], dict[str, Any]] = defaultdict(dict)
+    rows: dict[tuple[date, str, str | None], dict[str, Any]] = defaultdict(dict)
     headers = {"x-api-key": admin_key, "anthropic-version": ANTHROPIC_VERSION}
+    workspace = ["workspace_id"] if by_account else []
+
+    def row(bucket: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+        account = result.get("workspace_id") if by_account else None
+        return rows[(_day(bucket), str(result.get("model") or ""), account)]
+
     with make_client(anthropic_base_url(base_url), headers, TIMEOUT_S) as client:
-        for bucket in paged_data(client, USAGE, window | {"group_by[]": ["model"]}):
+        for bucket in paged_data(client, USAGE, window | {"group_by[]": ["model", *workspace]}):
             for result in bucket.get("results") or []:
-                row = rows[(_day(bucket), str(result.get("model") or ""))]
-                row["input_tokens"] = row.get("input_tokens", 0) + _input(result)
+                tokens = row(bucket, result)
+                tokens["input_tokens"] = tokens.get("input_tokens", 0) + _input(result)
                 output = int(result.get("output_tokens") or 0)
-                row["output_tokens"] = row.get("output_tokens", 0) + output
-        costs = window | {"group_by[]": ["description"]}
+                tokens["output_tokens"] = tokens.get("output_tokens", 0) + output
+        costs = window | {"group_by[]": ["description", *workspace]}
         costs.pop("bucket_width")
         for bucket in paged_data(client, COSTS, costs):
             for result in bucket.get("results") or []:
-                row = rows[(_day(bucket), str(result.get("model") or ""))]
-                dollars = float(Decimal(str(result.get("amount") or "0")) / 100)
-                row["cost_usd"] = row.get("cost_usd", 0.0) + dollars
-    return [BilledUsage(day, model, **values) for (day, model), values in sorted(rows.items())]
+                dollars = row(bucket, result)
+                amount = float(Decimal(str(result.get("amount") or "0")) / 100)
+                dollars["cost_usd"] = dollars.get("cost_usd", 0.0) + amount
+    return [BilledUsage(d, m, **v, account=a) for (d, m, a), v in sorted(rows.items(), key=str)]

@@ -26,6 +26,7 @@ from maple_engine.providers.anthropic.messages import (
     message_body_expr,
     parse_message,
 )
+from maple_engine.providers.anthropic.workspaces import WorkspaceKeys
 from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
 from maple_engine.providers.http import error_detail
 from maple_engine.providers.realtime import (
@@ -48,7 +49,7 @@ LIMIT_HEADERS: LimitHeaders = (
 CACHING = claude_caching()  # 5 minutes, refreshed by every read: rows follow each other closely
 
 
-class AnthropicRealtimeProvider(RealtimeProvider):
+class AnthropicRealtimeProvider(WorkspaceKeys, RealtimeProvider):
     """Anthropic ``POST /v1/messages``, one request per row."""
 
     capabilities: ClassVar[ProviderCapabilities] = dataclasses.replace(
@@ -56,6 +57,7 @@ class AnthropicRealtimeProvider(RealtimeProvider):
             Dialect.ANTHROPIC, "anthropic", "anthropic", drops_empty_system=True, caching=CACHING
         ),
         takes_api_version=True,
+        attribution="workspace-key",
     )
 
     name: str = Field(default="anthropic-realtime", description="Provider name in costs/output.")
@@ -71,7 +73,7 @@ class AnthropicRealtimeProvider(RealtimeProvider):
         return anthropic_base_url(self.base_url)
 
     def auth_headers(self) -> dict[str, str]:
-        return anthropic_headers(self.api_key, checked_version(self.api_version))
+        return anthropic_headers(self.sending_key(self.api_key), checked_version(self.api_version))
 
     def read_limits(self, headers: Mapping[str, str], now_epoch: float) -> RateLimits:
         return read_limit_headers(headers, LIMIT_HEADERS, now_epoch)

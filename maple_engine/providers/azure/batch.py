@@ -33,6 +33,7 @@ CAPABILITIES = dataclasses.replace(
     version_env=wire.VERSION_ENV,
     takes_api_version=True,
     completion_windows=("24h",),
+    attribution=None,  # Azure OpenAI has no projects: its resource is the account
     windows_expire=False,
     queue_scope="deployment",
     billing_report=None,

@@ -76,6 +76,7 @@ CAPABILITIES = ProviderCapabilities(
     needs_s3_root=True,
     drops_empty_system=True,
     takes_role_arn=True,
+    attribution="job-tags",
     kinds=frozenset({CHAT, EMBEDDING}),  # Claude; Titan Text Embeddings
     models=(
         ModelFamily("titan-embed", EMBEDDING, max_dimensions=wire.TITAN_DIMENSIONS[-1]),
@@ -187,8 +188,14 @@ class BedrockBatchProvider(BatchProviderBasics, ProviderModel):
                 }
             },
             timeoutDurationInHours=self.timeout_hours,
+            **self._tags(),
         )
         return payload.submission(self.name, arn, digest, file_id=storage.uri(key))
+
+    def _tags(self) -> dict[str, Any]:
+        """The job's ``tags`` (the team's ``bedrock_tags``): AWS cost allocation groups by them."""
+        tags = self.team.bedrock_tags
+        return {"tags": [{"key": k, "value": v} for k, v in tags.items()]} if tags else {}
 
     def _below_minimum(self, payload: ShardPayload, digest: str) -> Submission:
         """An attempt smaller than Bedrock's minimum job: not sent; its rows come back failed.

@@ -59,6 +59,7 @@ CAPABILITIES = ProviderCapabilities(
     billing_report=billing.billing_report,
     caching=wire.CACHING,
     models=wire.MODELS,
+    attribution="project-header",
 )
 
 

@@ -23,25 +23,31 @@ def _day(bucket: dict[str, Any]) -> date:
 
 
 def billing_report(
-    base_url: str | None, admin_key: str, first: date, last: date
+    base_url: str | None, admin_key: str, first: date, last: date, *, by_account: bool = False
 ) -> list[BilledUsage]:
-    """Tokens and dollars per day and model from ``first`` to ``last`` inclusive."""
+    """Tokens and dollars per day and model from ``first`` to ``last`` inclusive (and per
+    project: ``group_by=project_id``, when ``by_account``)."""
     start = int(datetime.combine(first, time.min, UTC).timestamp())
     end = int(datetime.combine(last + timedelta(days=1), time.min, UTC).timestamp())
     window = {"start_time": start, "end_time": end, "bucket_width": "1d", "limit": 31}
-    rows: dict[tuple[date, str], dict[str, Any]] = defaultdict(dict)
+    rows: dict[tuple[date, str, str | None], dict[str, Any]] = defaultdict(dict)
     headers = {"Authorization": f"Bearer {admin_key}"}
+    project = ["project_id"] if by_account else []
+
+    def row(bucket: dict[str, Any], model: str, result: dict[str, Any]) -> dict[str, Any]:
+        return rows[(_day(bucket), model, result.get("project_id") if by_account else None)]
+
     with make_client(wire.openai_base_url(base_url), headers, TIMEOUT_S) as client:
-        usage = window | {"group_by": ["model", "batch"]}
+        usage = window | {"group_by": ["model", "batch", *project]}
         for bucket in paged_data(client, USAGE, usage):
             for result in bucket.get("results") or []:
-                row = rows[(_day(bucket), str(result.get("model") or ""))]
+                tokens = row(bucket, str(result.get("model") or ""), result)
                 for name in ("input_tokens", "output_tokens"):
-                    row[name] = row.get(name, 0) + int(result.get(name) or 0)
-        for bucket in paged_data(client, COSTS, window | {"group_by": ["line_item"]}):
+                    tokens[name] = tokens.get(name, 0) + int(result.get(name) or 0)
+        for bucket in paged_data(client, COSTS, window | {"group_by": ["line_item", *project]}):
             for result in bucket.get("results") or []:
                 model = str(result.get("line_item") or "").rsplit(", ", 1)[0]
-                row = rows[(_day(bucket), model)]
+                dollars = row(bucket, model, result)
                 value = float((result.get("amount") or {}).get("value") or 0.0)
-                row["cost_usd"] = row.get("cost_usd", 0.0) + value
-    return [BilledUsage(day, model, **values) for (day, model), values in sorted(rows.items())]
+                dollars["cost_usd"] = dollars.get("cost_usd", 0.0) + value
+    return [BilledUsage(d, m, **v, account=a) for (d, m, a), v in sorted(rows.items(), key=str)]

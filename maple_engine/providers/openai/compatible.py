@@ -12,9 +12,11 @@ price source and batch discount. docs/operations.md says what each vendor docume
 
 import dataclasses
 import functools
+from typing import ClassVar
 
 from pydantic import Field, create_model
 
+from maple_engine.errors import ConfigError
 from maple_engine.model import CHAT, EMBEDDING, Kind
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
@@ -23,7 +25,11 @@ from maple_engine.providers.base import (
     ProviderCapabilities,
     ProviderLimits,
 )
+from maple_engine.providers.openai import wire
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
+from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
+from maple_engine.providers.realtime import realtime_capabilities
+from maple_engine.settings import api_key_env
 
 GENERIC = "openai-compatible"
 
@@ -45,6 +51,12 @@ class Profile:
     endpoints: frozenset[str] = frozenset({"chat"})
 
     @property
+    def realtime_name(self) -> str:
+        """Its real-time twin's ``--provider`` name: the same API's chat completions (and
+        embeddings where it serves them), one request per row; a deadline's fallback."""
+        return f"{self.name}-realtime"
+
+    @property
     def capabilities(self) -> ProviderCapabilities:
         return ProviderCapabilities(
             mode="batch",
@@ -58,6 +70,17 @@ class Profile:
             batch_discount=self.batch_discount,
             endpoints=self.endpoints,
             takes_extra_body=True,
+            realtime_twin=self.realtime_name,
+        )
+
+    @property
+    def twin_capabilities(self) -> ProviderCapabilities:
+        return realtime_capabilities(
+            Dialect.OPENAI,
+            self.price_families[0],
+            self.credentials,
+            kinds=self.kinds,
+            endpoints=self.endpoints,
         )
 
 
@@ -148,4 +171,56 @@ def provider_class(profile: Profile) -> type[OpenAIBatchProvider]:
     )
     cls.capabilities = profile.capabilities
     cls.default_base_url = profile.base_url
+    return cls
+
+
+class ProfileRealtimeProvider(OpenAIRealtimeProvider):
+    """A profile's real-time twin: OpenAI's chat completions and embeddings at the profile's
+    base URL with its key (`realtime_class` makes one class per profile)."""
+
+    profile: ClassVar[Profile]
+
+    def resolved_base_url(self) -> str:
+        base_url = self.base_url or self.profile.base_url
+        if base_url is None:
+            env = self.capabilities.variable("base_url")
+            raise ConfigError(
+                f"--provider {self.name} needs the API's base URL: give --base-url or set {env} "
+                "(the prefix before /chat/completions, e.g. http://127.0.0.1:8787/v1)."
+            )
+        return base_url.rstrip("/")
+
+    def auth_headers(self) -> dict[str, str]:
+        return wire.openai_headers(self.api_key, api_key_env(self.profile.credentials))
+
+
+@functools.cache
+def realtime_class(profile: Profile) -> type[ProfileRealtimeProvider]:
+    """The real-time twin of ``profile`` as its own class (its defaults show in the UI)."""
+    key = f"{profile.credentials.upper()}_API_KEY"
+    where = f"{profile.credentials.upper()}_BASE_URL"
+    cls = create_model(
+        f"{''.join(part.title() for part in profile.name.split('-'))}RealtimeProvider",
+        __base__=ProfileRealtimeProvider,
+        __module__=__name__,
+        __doc__=f"{profile.realtime_name}: {profile.name}'s chat completions, one row a request.",
+        name=(
+            str,
+            Field(default=profile.realtime_name, description="Provider name in costs/output."),
+        ),
+        api_key=(
+            str | None,
+            Field(default=None, repr=False, description=f"API key (the code location: {key})."),
+        ),
+        base_url=(
+            str | None,
+            Field(
+                default=None,
+                description=f"API base URL, the prefix before /chat/completions ({where}); "
+                f"default: {profile.base_url or 'none, it must be given'}.",
+            ),
+        ),
+    )
+    cls.profile = profile
+    cls.capabilities = profile.twin_capabilities
     return cls

@@ -50,6 +50,7 @@ class OpenAIRealtimeProvider(RealtimeProvider):
         models=wire.MODELS,
         endpoints=frozenset({"chat", "responses"}),
         reasoning_models=wire.REASONING_MODELS,
+        attribution="project-header",
     )
 
     name: str = Field(default="openai-realtime", description="Provider name in costs/output.")

@@ -3,8 +3,9 @@ llama.cpp, TGI, an embeddings server), through the real-time engine.
 
 Where it differs from OpenAI's API: the base URL is the team's (``MAPLE_BASE_URL``, required), a
 key only if the server wants one (``MAPLE_API_KEY``); first contact is ``GET /models``, which
-must list the job's model; no rate-limit headers are expected (the in-flight bound grows while
-answers succeed and halves on a 429, up to ``max_concurrency``); and a model the price
+must list the job's model; no rate-limit headers are expected (the in-flight bound climbs to
+the server's throughput knee, `maple_engine.send.pacing.CapacityProbe`, up to
+``max_concurrency``); and a model the price
 file does not price is booked at $0, its source "self-hosted: no API price".
 """
 
