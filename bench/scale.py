@@ -53,7 +53,8 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_emulator(batch_seconds: float) -> tuple[subprocess.Popen[bytes], str]:
+def start_emulator(batch_seconds: float, *flags: str) -> tuple[subprocess.Popen[bytes], str]:
+    """``maple emulator`` in its own process (``flags``: more of its options), and its URL."""
     port = free_port()
     proc = subprocess.Popen(
         [
@@ -65,6 +66,7 @@ def start_emulator(batch_seconds: float) -> tuple[subprocess.Popen[bytes], str]:
             str(port),
             "--batch-seconds",
             str(batch_seconds),
+            *flags,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

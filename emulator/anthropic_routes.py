@@ -76,7 +76,7 @@ async def create_batch(request: Request) -> Response:
     batch = AnthropicBatch(
         id=new_id("msgbatch_"),
         created=time.time(),
-        seconds=state.durations.draw(),
+        seconds=state.durations.draw(len(requests)),
         expire=expire,
         requests=requests,
         total=len(requests),

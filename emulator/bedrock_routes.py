@@ -197,11 +197,23 @@ def _new_job(state: State, body: dict[str, Any]) -> bj.BedrockJob:
         input_uri=body["inputDataConfig"]["s3InputDataConfig"]["s3Uri"],
         output_uri=body["outputDataConfig"]["s3OutputDataConfig"]["s3Uri"],
         created=time.time(),
-        seconds=state.durations.draw(),
+        seconds=state.durations.draw(_record_count(state, body)),
         expire=expire,
         timeout_hours=int(body.get("timeoutDurationInHours") or 24),
         tags=[{"key": t["key"], "value": t["value"]} for t in body.get("tags") or []],
     )
+
+
+def _record_count(state: State, body: dict[str, Any]) -> int:
+    """The input's non-empty lines, when a batch's duration depends on its size (0 if the input
+    cannot be read: the job then fails at validation)."""
+    if state.config.batch_seconds_per_1k <= 0:
+        return 0
+    try:
+        data = state.s3.read(body["inputDataConfig"]["s3InputDataConfig"]["s3Uri"])
+    except (BotoCoreError, ClientError):
+        return 0
+    return sum(1 for line in data.splitlines() if line.strip())
 
 
 def _job_or_404(request: Request) -> bj.BedrockJob | Response:

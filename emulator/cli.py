@@ -34,6 +34,15 @@ from emulator.config import (
     help="Draw each batch's duration from a log-normal with this sigma around --batch-seconds.",
 )
 @click.option(
+    "--batch-seconds-per-1k",
+    "batch_seconds_per_1k",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    metavar="S",
+    help="Each batch takes S seconds more per 1,000 requests in it (on top of --batch-seconds).",
+)
+@click.option(
     "--stall",
     default=0.0,
     show_default=True,
@@ -189,6 +198,7 @@ def emulator_command(
     seed: int,
     batch_seconds: float,
     batch_seconds_spread: float,
+    batch_seconds_per_1k: float,
     stall: float,
     fail: tuple[str, ...],
     rpm: int | None,
@@ -220,6 +230,7 @@ def emulator_command(
             seed=seed,
             batch_seconds=batch_seconds,
             batch_seconds_spread=batch_seconds_spread,
+            batch_seconds_per_1k=batch_seconds_per_1k,
             stall=stall,
             fail=rates,
             rpm=rpm,

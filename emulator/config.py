@@ -41,6 +41,9 @@ class EmulatorConfig:
     #: sigma of the log-normal each batch's duration is drawn from (0: every batch takes
     #: ``batch_seconds``), and the share of batches that stall ``stall_factor`` times longer
     batch_seconds_spread: float = 0.0
+    #: seconds each batch takes on top of ``batch_seconds`` per 1,000 requests in it (0: every
+    #: batch takes the same time whatever its size)
+    batch_seconds_per_1k: float = 0.0
     stall: float = 0.0
     stall_factor: float = 50.0
     fail: dict[str, float] = field(default_factory=dict)
@@ -120,6 +123,8 @@ class EmulatorConfig:
             )
         if self.batch_seconds < 0:
             raise ValueError(f"batch_seconds must be >= 0, got {self.batch_seconds}")
+        if self.batch_seconds_per_1k < 0:
+            raise ValueError(f"batch_seconds_per_1k must be >= 0, got {self.batch_seconds_per_1k}")
         if self.batch_seconds_spread < 0:
             raise ValueError(f"batch_seconds_spread must be >= 0, got {self.batch_seconds_spread}")
         if not 0.0 <= self.stall <= 1.0 or self.stall_factor < 1:

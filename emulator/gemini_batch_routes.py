@@ -142,7 +142,7 @@ def _register(
         model=_model(request),
         display_name=str(spec.get("displayName") or spec.get("display_name") or ""),
         created=time.time(),
-        seconds=state.durations.draw(),
+        seconds=state.durations.draw(len(requests)),
         expire=expire,
         inline=inline,
         requests=requests or None,

@@ -306,7 +306,7 @@ def start_batch(
         completion_window=window,
         metadata=metadata,
         created=time.time(),
-        seconds=state.durations.draw(),
+        seconds=state.durations.draw_for_file(stored.path),
         expire=expire,
         api_key=api_key_of(request),
         org=organisation(request.headers),

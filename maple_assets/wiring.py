@@ -16,7 +16,7 @@ import dagster as dg
 from maple_assets.binding import IO_MANAGER_KEY, provider_key
 from maple_assets.factory import Enrichment
 from maple_assets.provider_settings import settings_provider
-from maple_engine.ledger.costs import CostLedger
+from maple_engine.ledger.costs import CostLedger, default_sqlite_path
 from maple_engine.providers.base import Provider
 from maple_engine.providers.registry import capabilities
 from maple_engine.settings import (
@@ -26,6 +26,8 @@ from maple_engine.settings import (
     api_key_env,
     workspace_keys_env,
 )
+from maple_engine.state import JobState
+from maple_engine.submit.eta import Eta, fit_for, job_eta
 from resources.billing import BillingReports
 from resources.costs import CostTracker
 from resources.io_manager import ParquetIOManager
@@ -39,6 +41,21 @@ if TYPE_CHECKING:
 def cost_ledger(storage_root: str) -> CostLedger:
     """The ledger of ``storage_root``: ``MAPLE_COST_DB``, else the root's SQLite file."""
     return CostLedger(database_url=Settings.load().cost_db, storage_root=storage_root)
+
+
+def ledger_exists(root: str) -> bool:
+    """Whether ``root``'s ledger is there to read (a database URL, or the root's SQLite file)."""
+    if Settings.load().cost_db:
+        return True
+    return default_sqlite_path(root).exists()
+
+
+def job_eta_now(state: JobState) -> Eta:
+    """The job's expected finish (`maple_engine.submit.eta`) from the ledger's batch history."""
+    if not ledger_exists(state.storage.root):
+        return job_eta(state, None)
+    with cost_ledger(state.storage.root) as costs:
+        return job_eta(state, fit_for(state, costs))
 
 
 def wire_resources(

@@ -214,6 +214,13 @@ class JobSpec(BaseModel):
         "there and sent through the flex tier while time allows (batch prices), else the "
         "real-time API (real-time prices).",
     )
+    target_hours: float | None = Field(
+        default=None,
+        gt=0,
+        description="Aim to finish within H hours: the shard size is chosen from the provider "
+        "and model's batch turnaround by size (batch history), as with --deadline, but nothing "
+        "is sent real-time to meet it.",
+    )
     stall_percentile: float = Field(
         default=95,
         ge=50,

@@ -29,6 +29,7 @@ from maple_engine.plan.rerun import shard_input
 from maple_engine.providers.registry import capabilities
 from maple_engine.spec import JobSpec
 from maple_engine.steps import submit_shard
+from maple_engine.submit.sizing import size_shards
 
 
 def starts_early(spec: JobSpec) -> bool:
@@ -86,7 +87,11 @@ class EarlyStart:
     def _send(self) -> None:
         job = self.job
         shards, _, _ = shard_input(
-            job, job.spec.source, retry_failed=self.retry_failed, before_planning=run_canary
+            job,
+            job.spec.source,
+            retry_failed=self.retry_failed,
+            before_planning=run_canary,
+            sizer=size_shards,
         )
         for shard in shards:
             if self._handover.is_set():

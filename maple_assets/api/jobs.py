@@ -13,7 +13,9 @@ JSON file's path), ``retry_failed``, ``storage``, ``wait``... A call that cannot
 ``status`` is ``stopped``.
 """
 
+import dataclasses
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
@@ -25,11 +27,13 @@ from maple_assets.api.options import CommandOptions, EnrichOptions
 from maple_assets.api.progress import Counts
 from maple_assets.api.result import Result
 from maple_assets.api.runner import job_counts
+from maple_assets.wiring import job_eta_now
 from maple_engine.settings import Settings
 from maple_engine.spec import ALIASES, DEFAULTS, JobSpec, validation_message
 from maple_engine.state import JobState
 from maple_engine.storage.storage import Storage
 from maple_engine.submit.cancel import cancel_job
+from maple_engine.submit.eta import Eta
 
 NOT_HERE = {"dry_run"}  # the CLI's: it prints a plan; ``maple enrich --dry-run``
 COMMAND_FIELDS = {f for f in CommandOptions.model_fields if f not in NOT_HERE} | {"retry_failed"}
@@ -101,6 +105,30 @@ def submit(input: str, **options: Any) -> "JobHandle":
     return handle
 
 
+class JobStatus(str):
+    """A job's status word, with its expected finish (`maple_engine.submit.eta.Eta`): ``eta``,
+    and ``eta_p50`` / ``eta_p90`` as UTC datetimes (None: unknown or finished)."""
+
+    eta: Eta
+
+    def __new__(cls, word: str, eta: Eta) -> "JobStatus":
+        status = super().__new__(cls, word)
+        status.eta = eta
+        return status
+
+    @property
+    def eta_p50(self) -> datetime | None:
+        return _when(self.eta.p50_at)
+
+    @property
+    def eta_p90(self) -> datetime | None:
+        return _when(self.eta.p90_at)
+
+
+def _when(at: float | None) -> datetime | None:
+    return None if at is None else datetime.fromtimestamp(at, UTC)
+
+
 class JobHandle:
     """A job running in this process: ``status()``, ``wait()``, ``cancel()``."""
 
@@ -133,17 +161,20 @@ class JobHandle:
         finally:
             self._checked.set()
 
-    def status(self) -> str:
-        """``running``, or how it ended: ``succeeded``, ``rows_failed``, ``stopped``, ``error``."""
+    def status(self) -> "JobStatus":
+        """``running``, or how it ended: ``succeeded``, ``rows_failed``, ``stopped``, ``error``;
+        a string that also carries the expected finish (``.eta``, ``.eta_p50``, ``.eta_p90``)."""
         if self._thread.is_alive():
-            return "running"
+            return JobStatus("running", job_eta_now(self.state))
         if self._result is not None:
-            return self._result.status
-        return "error"
+            return JobStatus(self._result.status, job_eta_now(self.state))
+        return JobStatus("error", job_eta_now(self.state))
 
     def progress(self) -> Counts:
-        """Shards submitted and final, rows done, spend so far (from the job's state)."""
-        return job_counts(self.state)
+        """Shards submitted and final, rows done, spend so far, the expected finish (from the
+        job's state and the batch history)."""
+        eta = job_eta_now(self.state)
+        return dataclasses.replace(job_counts(self.state), eta_p50=eta.p50_at, eta_p90=eta.p90_at)
 
     def wait(self, timeout: float | None = None) -> Result:
         """The result once the job ends; its error if it failed; ``TimeoutError`` if it is

@@ -22,6 +22,9 @@ class Counts:
     total_rows: int = 0
     rows_done: int = 0
     spent_usd: float = 0.0
+    #: the expected finish, p50 and p90 (epoch seconds; None: unknown), `maple_engine.submit.eta`
+    eta_p50: float | None = None
+    eta_p90: float | None = None
 
 
 class Progress:
@@ -45,7 +48,10 @@ class Progress:
         now = time.monotonic()
         if self._printed is not None:
             counts, at = self._printed
-            if counts == self.counts and now - at < PLAIN_EVERY_S:
+            same = dataclasses.replace(counts, eta_p50=None, eta_p90=None) == dataclasses.replace(
+                self.counts, eta_p50=None, eta_p90=None
+            )
+            if same and now - at < PLAIN_EVERY_S:
                 return  # nothing new: a log gets a line per change, or one a minute
         self._printed = (dataclasses.replace(self.counts), now)
         print(self.line(), file=sys.stderr, flush=True)
@@ -65,8 +71,18 @@ class Progress:
         return (
             f"shards submitted {c.submitted}/{c.total_shards}  finished "
             f"{c.finished}/{c.total_shards}  rows done {c.rows_done:,}/{c.total_rows:,}  "
-            f"{rate:,.0f} rows/s{eta}  spent {c.spent_usd:.6f} USD  {elapsed:6.1f}s"
+            f"{rate:,.0f} rows/s{eta}{self._expected()}  spent {c.spent_usd:.6f} USD  "
+            f"{elapsed:6.1f}s"
         )
+
+    def _expected(self) -> str:
+        """``  finish p50 ~1m05s p90 ~2m10s``: the ETA from the batch history, if known."""
+        c = self.counts
+        if c.eta_p50 is None or c.eta_p90 is None:
+            return ""
+        now = time.time()
+        p50, p90 = max(0.0, c.eta_p50 - now), max(0.0, c.eta_p90 - now)
+        return f"  finish p50 ~{_duration(p50)} p90 ~{_duration(p90)}"
 
     def _draw(self) -> None:
         from rich.progress import (
@@ -89,12 +105,13 @@ class Progress:
                 TextColumn("{task.fields[rate]}"),
                 TimeRemainingColumn(),
                 TextColumn("shards {task.fields[shards]}"),
+                TextColumn("{task.fields[finish]}"),
                 TextColumn("spent {task.fields[spent]}"),
                 TimeElapsedColumn(),
                 transient=False,
             )
             self._task = self._bar.add_task(
-                "rows", total=c.total_rows or None, rate="", shards="", spent=""
+                "rows", total=c.total_rows or None, rate="", shards="", spent="", finish=""
             )
         _, rate = self._rate()
         self._bar.update(
@@ -104,6 +121,7 @@ class Progress:
             rate=f"{rate:,.0f} rows/s",
             shards=f"{c.finished}/{c.total_shards} done, {c.submitted} sent",
             spent=f"{c.spent_usd:.6f} USD",
+            finish=self._expected().strip(),
         )
         if not self._bar.live.is_started:
             self._bar.start()

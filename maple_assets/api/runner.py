@@ -2,6 +2,7 @@
 asset graph, in-process, against a persistent Dagster instance, ticking the enrichment's own
 sensor until every shard is final (no daemon)."""
 
+import dataclasses
 import resource
 import time
 from collections.abc import Callable
@@ -17,7 +18,9 @@ from maple_assets.factory import Enrichment
 from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job
 from maple_engine.merge.merge import OutputTable
+from maple_engine.plan.turnaround import TurnaroundFit
 from maple_engine.state import JobState
+from maple_engine.submit.eta import fit_for, job_eta
 from resources.dagster_private import (
     ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
 )
@@ -55,6 +58,8 @@ class Runner:
         self.instance = instance
         self.poll_interval_s = poll_interval_s
         self.progress = Progress(quiet=quiet)
+        self._fit: TurnaroundFit | None = None
+        self._fitted_at: int | None = None  # the finished shards when the fit was read
         self._interrupted: Callable[[], bool] = lambda: False
         self.executed: set[str] = set()
         self.timings: dict[str, float] = {}
@@ -226,7 +231,13 @@ class Runner:
                 self._spent("waiting", started, cpu)
 
     def _update(self) -> None:
-        self.progress.counts = job_counts(self.job().state)
+        job = self.job()
+        counts = job_counts(job.state)
+        if self._fitted_at != counts.finished:  # the history grows as batches end: refit
+            self._fit = fit_for(job.state, job.costs)
+            self._fitted_at = counts.finished
+        eta = job_eta(job.state, self._fit)
+        self.progress.counts = dataclasses.replace(counts, eta_p50=eta.p50_at, eta_p90=eta.p90_at)
         self.progress.show()
 
     def _output(self) -> OutputTable:

@@ -1,17 +1,24 @@
 """``maple enrich --dry-run``: the plan and the estimate of what a run would send now."""
 
+import dataclasses
+import time
 from typing import Any
 
 import click
 
 from maple_engine.inputs.tokens import MAX_TOKEN_PARAMS, output_tokens_per_request
+from maple_engine.job import Job
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.plan.dry_plan import SendPlan
 from maple_engine.plan.estimate import estimate_job, estimate_sends
+from maple_engine.plan.sharding import shard_limits
+from maple_engine.plan.turnaround import Sizing, choose_size
+from maple_engine.report.batch_stats import duration_text
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.storage.storage import Storage
+from maple_engine.submit.sizing import plan_size
 
 
 def dry_run(
@@ -25,6 +32,11 @@ def dry_run(
     else:
         plan = estimate_job(JobState(Storage(storage), spec.name), spec, provider)
         requests = f"{plan.requests:,}"
+    from maple_assets.wiring import cost_ledger  # Dagster loads with the wiring
+
+    sizing = _sizing(spec, provider, storage, plan.requests)
+    if sizing is not None:
+        plan = dataclasses.replace(plan, shards=max(plan.shards, sizing.shards))
     layout = cache_layout(spec)
     cache = layout.expected_usage(plan.requests, plan.shards)
     batch, realtime = plan.cost(price, True, cache), plan.cost(price, False, cache)
@@ -55,8 +67,9 @@ def dry_run(
     turnaround = _batch_note(provider)
     if turnaround:
         rows.insert(next(i for i, r in enumerate(rows) if r[0] == "bytes") + 1, turnaround)
-    from maple_assets.wiring import cost_ledger  # Dagster loads with the wiring
-
+    if sizing is not None:
+        at = next(i for i, r in enumerate(rows) if r[0] == "shards") + 1
+        rows[at:at] = _sizing_rows(sizing)
     with cost_ledger(storage) as costs:
         paid = costs.job_total(spec.name)
         entries = costs.job_entries(spec.name)
@@ -74,6 +87,35 @@ def dry_run(
     for label, value in rows:
         click.echo(f"{label:<15}{value}")
     return 0
+
+
+def _sizing(spec: JobSpec, provider: Any, storage: str, requests: int) -> Sizing | None:
+    """The shard size a run would choose now for a batch provider, and its expected finish
+    (`maple_engine.submit.sizing`), from the ledger's batch history."""
+    from maple_assets.wiring import cost_ledger, ledger_exists
+
+    if provider.mode != "batch" or requests <= 0:
+        return None
+    if not ledger_exists(storage):
+        return choose_size(requests, None, None, shard_limits(spec, provider)[0])
+    with cost_ledger(storage) as costs:
+        job = Job(spec, JobState(Storage(storage), spec.name), provider, costs)
+        return plan_size(job, requests, time.time())
+
+
+def _sizing_rows(sizing: Sizing) -> list[tuple[str, str]]:
+    if sizing.p50_s is None or sizing.p90_s is None:
+        finish = "expected finish unknown: no batch history for this provider and model yet"
+    else:
+        finish = (
+            f"expected finish p50 {duration_text(sizing.p50_s)}, p90 "
+            f"{duration_text(sizing.p90_s)} after the first submission (batch history)"
+        )
+    return [
+        ("shard size", f"{sizing.size:,} requests ({sizing.shards:,} shard(s))"),
+        ("why", sizing.reason),
+        ("ETA", finish),
+    ]
 
 
 def _batch_note(provider: Any) -> tuple[str, str] | None:

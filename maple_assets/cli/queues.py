@@ -6,20 +6,13 @@ from typing import Any
 
 from maple_assets.cli.tables import render
 from maple_assets.graph.admission import wait_message
-from maple_assets.wiring import cost_ledger
-from maple_engine.ledger.costs import default_sqlite_path
+from maple_assets.wiring import cost_ledger, ledger_exists
 from maple_engine.ledger.queues import usage_by_queue
 from maple_engine.ledger.rate_holders import holders
 from maple_engine.ledger.schema import queue_slots
 from maple_engine.settings import Settings
 from maple_engine.storage.layout import QUEUES, JobLayout
 from maple_engine.storage.storage import Storage
-
-
-def ledger_exists(root: str) -> bool:
-    if Settings.load().cost_db:
-        return True
-    return default_sqlite_path(root).exists()
 
 
 def queue_status(storage: Storage) -> list[dict[str, Any]]:

@@ -15,20 +15,20 @@ import orjson
 
 from maple_assets.cli.queues import (
     job_queue_note,
-    ledger_exists,
     queue_lines,
     queue_status,
     rate_holder_lines,
 )
 from maple_assets.cli.tables import render
 from maple_assets.provider_settings import settings_provider
-from maple_assets.wiring import cost_ledger
+from maple_assets.wiring import cost_ledger, job_eta_now, ledger_exists
 from maple_engine.canary import last_canary
 from maple_engine.collect.responses import summarize
 from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
+from maple_engine.plan.turnaround import history_fit
 from maple_engine.providers.base import Provider, for_team
 from maple_engine.providers.headers import parse_headers
 from maple_engine.send.lane import lane_of
@@ -120,6 +120,8 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
         "output": merged["path"] if merged is not None else None,
         "queue": job_queue_note(storage, job) or None,
         "stalled": [_stall_json(st) for st in _stalls(state, spec["spec"])],
+        "eta": job_eta_now(state).to_json(),
+        "sizing": (state.manifest_record() or {}).get("sizing"),
         "shards": shards,
     }
 
@@ -149,8 +151,10 @@ def _stalls(state: JobState, spec: dict[str, Any]) -> list[Stall]:
         return []
     percentile = float(spec.get("stall_percentile") or 95)
     with cost_ledger(state.storage.root) as costs:
-        limit = turnaround_limit(costs, subs[0].provider, str(spec.get("model")), percentile)
-    return stalled(subs, limit, percentile)
+        model = str(spec.get("model"))
+        limit = turnaround_limit(costs, subs[0].provider, model, percentile)
+        fit = history_fit(costs, subs[0].provider, model) if limit is not None else None
+    return stalled(subs, limit, percentile, fit=fit)
 
 
 def _failed_canary(state: JobState) -> str | None:
@@ -193,6 +197,10 @@ def _table(status: dict[str, Any]) -> str:
     if status.get("queue") and status["phase"] not in ("merged", "final"):
         lines.append(f"queue: {status['queue']}")
     lines += [f"stalled: {st['message']}" for st in status["stalled"]]
+    if status["phase"] not in ("merged", "final", "stopped"):
+        lines.append(f"expected finish: {_eta_text(status['eta'])}")
+    if status.get("sizing"):
+        lines.append(f"shard size: {status['sizing']['size']:,} ({status['sizing']['reason']})")
     header = ["shard", "state", "attempts", "rows", "ok", "failed", "cost USD"]
     rows = []
     for s in status["shards"]:
@@ -206,6 +214,12 @@ def _table(status: dict[str, Any]) -> str:
         )  # fmt: skip
     lines.append(render([*header, "failed by class / batches"], rows, align="llrrrrrl"))
     return "\n".join(lines)
+
+
+def _eta_text(eta: dict[str, Any]) -> str:
+    if eta["p50"] is None:
+        return str(eta["basis"])
+    return f"p50 {eta['p50']}, p90 {eta['p90']} ({eta['basis']})"
 
 
 @click.command("status")
@@ -234,6 +248,7 @@ def status_command(job: str | None, storage: str | None, fmt: str) -> None:
                 f"{s['job']:<32}{s['phase']:<14}{s['rows']:>10,} rows  "
                 f"{s['succeeded']:>10,} ok  {s['failed']:>8,} failed  ${s['cost_usd']:.6f}"
                 + (f"  {len(s['stalled'])} stalled" if s["stalled"] else "")
+                + (f"  finish p90 {s['eta']['p90']}" if s["eta"]["p90"] else "")
             )
     if not job and fmt == "table":
         for line in queue_lines(queue_status(store)) + rate_holder_lines(store.root):

@@ -36,6 +36,8 @@ from maple_engine.submit import queue
 from maple_engine.submit.budget import ledger_totals
 from maple_engine.submit.deadline import deadline_split
 from maple_engine.submit.escalation import all_late
+from maple_engine.submit.eta import fit_for, job_eta, planned_eta
+from maple_engine.submit.sizing import size_shards
 from maple_engine.work import pending_work
 
 SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
@@ -73,7 +75,11 @@ def input_shards_asset(
         tag_run(context, spec, job.state)
         try:
             shards, version, counts = shard_input(
-                job, table, retry_failed=config.retry_failed, before_planning=run_canary
+                job,
+                table,
+                retry_failed=config.retry_failed,
+                before_planning=run_canary,
+                sizer=size_shards,
             )
         except CanaryFailed as exc:  # the run fails before any submission: the UI shows why
             raise dg.Failure(str(exc), metadata=canary_metadata(job), allow_retries=False) from exc
@@ -94,6 +100,7 @@ def input_shards_asset(
                 "shards": len(shards),
                 "bytes": int(manifest["bytes"].sum()),
                 "max_shard_rows": int(manifest.select(pl.col("rows").max()).item()),
+                **sizing_metadata(job),
                 **canary_metadata(job),
             },
         )
@@ -142,6 +149,14 @@ def input_shards_asset(
         yield from body(context, config, table)
 
     return input_shards_from_asset
+
+
+def sizing_metadata(job: Job) -> dict[str, Any]:
+    """The shard size a deadline or target chose and why (`maple_engine.submit.sizing`)."""
+    sizing = (job.state.manifest_record() or {}).get("sizing")
+    if not sizing:
+        return {}
+    return {"shard_size": sizing["size"], "shard_size_reason": sizing["reason"]}
 
 
 def canary_metadata(job: Job) -> dict[str, Any]:
@@ -246,6 +261,8 @@ def submissions_asset(
         finally:
             if chain is not None:
                 chain.release(job)
+        eta = job_eta(job.state, fit_for(job.state, job.costs)).metadata()
+        output = dg.MaterializeResult(metadata={**(output.metadata or {}), **eta})
         stop = job.state.stop_reason()
         if stop:
             context.log.warning(f"job {spec.name} stopped submitting: {stop}")
@@ -324,7 +341,7 @@ def merged_asset(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.Asset
         table = merge_job(job)
         totals = _totals(job)
         schema = input_schema(table.path, context.resources.maple_storage.s3_settings())
-        metadata = {"path": table.path, "rows": table.rows, **totals}
+        metadata = {"path": table.path, "rows": table.rows, **totals, **planned_eta(job.state)}
         return dg.Output(table, metadata={**metadata, **table_metadata(schema, table.rows)})
 
     return merged

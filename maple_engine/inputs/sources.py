@@ -25,6 +25,13 @@ def scan(uri: str, s3: S3Settings | None = None) -> pl.LazyFrame:
     return pl.scan_parquet(uri, storage_options=options)
 
 
+def row_count(source: str | pl.DataFrame | pa.Table, s3: S3Settings | None = None) -> int:
+    """The input's rows (a file is scanned, not loaded)."""
+    if isinstance(source, str):
+        return int(scan(source, s3).select(pl.len()).collect().item())
+    return len(source)
+
+
 def input_columns(uri: str, s3: S3Settings | None = None) -> list[str]:
     return input_schema(uri, s3).names()
 

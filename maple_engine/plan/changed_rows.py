@@ -126,10 +126,14 @@ def _spill_changed(
     return offset, np.concatenate(carried) if carried else np.zeros(0, dtype=bool)
 
 
-def cut_sent_rows(job: Job, source: str, version: Version, send: Mask) -> list[ShardInfo]:
-    """Pass 2: the rows ``send`` marks, rendered again and cut into the version's shards."""
+def cut_sent_rows(
+    job: Job, source: str, version: Version, send: Mask, size: int | None = None
+) -> list[ShardInfo]:
+    """Pass 2: the rows ``send`` marks, rendered again and cut into the version's shards (of at
+    most ``size`` requests when given)."""
     blocks = _sent_blocks(job, source, send)
-    return cut_shards(job.state.storage, job.spec, blocks, job.provider, key_for=version.shard_key)
+    storage = job.state.storage
+    return cut_shards(storage, job.spec, blocks, job.provider, key_for=version.shard_key, size=size)
 
 
 def _sent_blocks(job: Job, source: str, send: Mask) -> Iterator[pl.DataFrame]:

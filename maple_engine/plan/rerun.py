@@ -11,7 +11,7 @@ import numpy as np
 import polars as pl
 
 from maple_engine.errors import ConfigError
-from maple_engine.inputs.sources import iter_blocks
+from maple_engine.inputs.sources import iter_blocks, row_count
 from maple_engine.job import Job
 from maple_engine.model import ShardInfo, StopKind, Version
 from maple_engine.plan.cache_layout import check_cache_price
@@ -19,6 +19,7 @@ from maple_engine.plan.changed_rows import SPARSE, cut_sent_rows, only_changed_r
 from maple_engine.plan.copied_answers import plan_copies
 from maple_engine.plan.row_digests import DigestWriter, row_digests
 from maple_engine.plan.sharding import with_text, write_shards
+from maple_engine.plan.turnaround import Sizing
 from maple_engine.plan.versions import KeySpill, Mask, VersionPlan, attempt_one, input_digest
 from maple_engine.plan.versions import plan_version as plan_rows
 from maple_engine.state import ShardSummary
@@ -27,6 +28,10 @@ from maple_engine.storage.claims import sharding_lease
 #: what runs on a new version's shards before its rows are planned (the canary,
 #: `maple_engine.canary.run_canary`: its answers then fill their rows from the store)
 BeforePlanning = Callable[[Job, list[ShardInfo]], object]
+#: what chooses a new version's shard size from its rows to send (counted on demand) and its
+#: start (`maple_engine.submit.sizing.size_shards`); None from it, or no sizer: the limits
+Sizer = Callable[[Job, Callable[[], int], float], Sizing | None]
+Hooks = tuple[BeforePlanning | None, Sizer | None]
 
 
 def shard_input(
@@ -35,19 +40,21 @@ def shard_input(
     *,
     retry_failed: bool = False,
     before_planning: BeforePlanning | None = None,
+    sizer: Sizer | None = None,
 ) -> tuple[list[ShardInfo], Version, VersionPlan]:
     """The current version's shards: resumed if the input and settings are unchanged, else a
-    new version cut from the input, with attempt-1 plans holding only the rows to send.
+    new version cut from the input (in shards of the size ``sizer`` chooses, if it does), with
+    attempt-1 plans holding only the rows to send.
     One run cuts a job's shards at a time (`maple_engine.storage.claims.sharding_lease`)."""
     # an unknown model, or a cached prefix on a model nothing prices reads for, is an error
     # before anything is sent
     check_cache_price(job.spec, job.price())
     with sharding_lease(job.state.storage, job.state.paths.sharding):
-        return _shard_input(job, source, retry_failed, before_planning)
+        return _shard_input(job, source, retry_failed, (before_planning, sizer))
 
 
 def _shard_input(
-    job: Job, source: Any, retry_failed: bool, before_planning: BeforePlanning | None
+    job: Job, source: Any, retry_failed: bool, hooks: "Hooks"
 ) -> tuple[list[ShardInfo], Version, VersionPlan]:
     current = job.state.version()
     wanted = Version(
@@ -65,7 +72,7 @@ def _shard_input(
         version = current  # the version's sharding was interrupted: cut it again
     else:
         version = _start(job, current, wanted)
-    return _cut(job, version, source, before_planning)
+    return _cut(job, version, source, hooks)
 
 
 def _redo(job: Job, current: Version) -> bool:
@@ -117,17 +124,24 @@ def _check_settled(job: Job) -> None:
 
 
 def _cut(
-    job: Job, version: Version, source: Any, before_planning: BeforePlanning | None
+    job: Job, version: Version, source: Any, hooks: "Hooks"
 ) -> tuple[list[ShardInfo], Version, VersionPlan]:
+    before_planning, sizer = hooks
     storage, name = job.state.storage, job.spec.name
     if only_changed_rows(job, source):
         spilled = spill_keys(job, source, version)
         stored = np.zeros(spilled.rows, dtype=bool)
         counts, send = plan_rows(storage, name, version, spilled.rows, stored)
-        shards = cut_sent_rows(job, source, version, send)
+        sizing = sizer(job, lambda: int(send.sum()), version.created_at) if sizer else None
+        shards = cut_sent_rows(job, source, version, send, sizing.size if sizing else None)
         if shards:  # else nothing to send: every row in the shards, as below
             plan_copies(job, version.number, spilled.earlier, spilled.carried, stored)
-            return _planned(job, version, shards, counts, send, layout=SPARSE, source=source)
+            return _planned(
+                job, version, shards, counts, send, sizing=sizing, layout=SPARSE, source=source
+            )
+    sizing = None
+    if sizer is not None:
+        sizing = sizer(job, lambda: row_count(source, storage.s3), version.created_at)
     with (
         DigestWriter(storage, job.spec, version.number) as digests,
         KeySpill(storage, name, version.number) as spill,
@@ -145,12 +159,13 @@ def _cut(
             job.provider,
             key_for=version.shard_key,
             on_block=on_block,
+            size=sizing.size if sizing else None,
         )
     rows = shards[-1].last_row + 1
     if before_planning is not None:
         before_planning(job, shards)
     counts, send = plan_rows(storage, name, version, rows)
-    return _planned(job, version, shards, counts, send)
+    return _planned(job, version, shards, counts, send, sizing=sizing)
 
 
 def _planned(
@@ -159,9 +174,12 @@ def _planned(
     shards: list[ShardInfo],
     counts: VersionPlan,
     send: Mask,
+    *,
+    sizing: Sizing | None = None,
     **layout: str,
 ) -> tuple[list[ShardInfo], Version, VersionPlan]:
-    """Write each shard's attempt-1 plan (the rows it sends) and the version's manifest."""
+    """Write each shard's attempt-1 plan (the rows it sends) and the version's manifest (with
+    the chosen shard size and why, `maple_engine.submit.sizing`)."""
     for shard in shards:
         plan = attempt_one(send, shard.first_row, shard.last_row)
         job.state.write_plan(shard.key, 1, plan)
@@ -174,6 +192,7 @@ def _planned(
         sent=counts.sent,
         reused=counts.reused,
         duplicates=counts.duplicates,
+        **({"sizing": sizing.to_json()} if sizing is not None else {}),
         **layout,
     )
     return shards, version, counts

@@ -103,24 +103,27 @@ def write_shards(
     *,
     key_for: Callable[[int], str] = shard_key,
     on_block: Callable[[pl.DataFrame], None] | None = None,
+    size: int | None = None,
 ) -> list[ShardInfo]:
     """Stream blocks into shard files; memory holds at most one shard plus one block.
 
-    ``key_for`` names the shard at an index; ``on_block`` sees every prepared block."""
+    ``key_for`` names the shard at an index; ``on_block`` sees every prepared block; ``size``
+    caps the requests per shard below the limits (`maple_engine.submit.sizing`)."""
     _, max_bytes = shard_limits(spec, provider)
     prepared = (block for _, block in checked_blocks(blocks, spec, provider, max_bytes))
     seen = prepared if on_block is None else _seen(prepared, on_block)
-    shards = cut_shards(storage, spec, seen, provider, key_for=key_for)
+    shards = cut_shards(storage, spec, seen, provider, key_for=key_for, size=size)
     if not shards:
         raise ConfigError("The input table has no rows: there is nothing to enrich.")
     return shards
 
 
-def shard_limits(spec: JobSpec, provider: Provider) -> tuple[int, int]:
-    """The requests and bytes one shard may hold: the job's limits within the provider's."""
+def shard_limits(spec: JobSpec, provider: Provider, size: int | None = None) -> tuple[int, int]:
+    """The requests and bytes one shard may hold: the job's limits within the provider's (and
+    within ``size``, a chosen shard size)."""
     limits = provider.limits()
     return (
-        min(spec.max_requests_per_batch, limits.max_requests),
+        min(spec.max_requests_per_batch, limits.max_requests, size or limits.max_requests),
         min(spec.max_batch_bytes, limits.max_bytes),
     )
 
@@ -140,10 +143,11 @@ def cut_shards(
     provider: Provider,
     *,
     key_for: Callable[[int], str] = shard_key,
+    size: int | None = None,
 ) -> list[ShardInfo]:
     """Cut prepared (`prepare_rows`) and checked blocks into shard files, in order (none for
-    no rows)."""
-    cutter = ShardCutter(*shard_limits(spec, provider))
+    no rows), of at most ``size`` requests each when given."""
+    cutter = ShardCutter(*shard_limits(spec, provider, size))
     shards: list[ShardInfo] = []
     pending: list[pl.DataFrame] = []
     pending_shard = 0

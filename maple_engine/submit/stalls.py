@@ -17,6 +17,7 @@ from typing import Any
 
 from maple_engine.ledger.batch_history import HistoryFilter
 from maple_engine.model import BatchState, Submission, is_realtime
+from maple_engine.plan.turnaround import TurnaroundFit, history_fit
 from maple_engine.report.batch_stats import duration_text, turnaround_quantile
 from maple_engine.submit.deadline import cancel_once
 
@@ -61,17 +62,24 @@ def submitted_at(sub: Submission) -> float | None:
 
 
 def stalled(
-    subs: list[Submission], limit_s: float | None, percentile: float, now: float | None = None
+    subs: list[Submission],
+    limit_s: float | None,
+    percentile: float,
+    now: float | None = None,
+    fit: TurnaroundFit | None = None,
 ) -> list[Stall]:
-    """The batches among ``subs`` (all in flight) older than ``limit_s``."""
+    """The batches among ``subs`` (all in flight) older than ``limit_s``; with a turnaround
+    ``fit`` by size, a batch larger than the history's typical one gets the longer limit its
+    size needs (a full batch is not stalled for taking longer than small ones)."""
     if limit_s is None:
         return []
     now = time.time() if now is None else now
     found = []
     for sub in subs:
         start = submitted_at(sub)
-        if start is not None and not is_realtime(sub) and now - start > limit_s:
-            found.append(Stall(sub, now - start, limit_s, percentile))
+        limit = limit_s + (fit.longer_than_typical(sub.request_count) if fit else 0.0)
+        if start is not None and not is_realtime(sub) and now - start > limit:
+            found.append(Stall(sub, now - start, limit, percentile))
     return found
 
 
@@ -84,9 +92,11 @@ def escalate_stalled(job: Any, states: list[tuple[Submission, BatchState]]) -> l
     if not running:
         return []
     percentile = job.spec.stall_percentile
-    limit = turnaround_limit(job.costs, running[0].provider, job.spec.model, percentile)
+    provider = running[0].provider
+    limit = turnaround_limit(job.costs, provider, job.spec.model, percentile)
+    fit = history_fit(job.costs, provider, job.spec.model) if limit is not None else None
     escalated = []
-    for stall in stalled(running, limit, percentile):
+    for stall in stalled(running, limit, percentile, fit=fit):
         sub = stall.submission
         record = {"batch_id": sub.batch_id, "age_s": stall.age_s, "limit_s": stall.limit_s}
         if cancel_once(job, sub, "stall", record):

@@ -3,6 +3,7 @@
 and ``maple_job`` run from run config on a Dagster instance."""
 
 import threading
+import time
 from pathlib import Path
 
 import dagster as dg
@@ -149,3 +150,28 @@ def test_maple_job_runs_a_spec_from_run_config(table: Path, emulator: EmulatorSe
     line = instance.get_run_by_id(bad.run_id).tags[ERROR]  # type: ignore[union-attr]
     assert "['nope']" in line and "\n" not in line
     assert emulator.stats()["requests_billed"] == 12
+
+
+@pytest.mark.slow  # about 15 s: a history of four batches, then a job that waits for its two
+@pytest.mark.parametrize("emulator", [2.0], indirect=True)
+def test_a_handle_shows_the_expected_finish_while_it_runs(
+    table: Path, emulator: EmulatorServer
+) -> None:
+    assert run(table, job="history", max_requests_per_batch=3).succeeded == 12  # 4 batches
+    handle = maple_assets.submit(
+        str(table), prompt="Other {title}", model="gpt-4o-mini", provider="emulator",
+        job="timed", poll_interval=0.1, max_requests_per_batch=6,
+    )  # fmt: skip
+    seen = None
+    while (status := handle.status()) == "running":
+        if status.eta_p90 is not None:
+            seen = status
+            break
+        threading.Event().wait(0.05)
+    assert seen is not None and seen.eta_p50 is not None and seen.eta_p90 is not None
+    assert seen.eta_p50 <= seen.eta_p90 and "emulator gpt-4o-mini" in seen.eta.basis
+    assert handle.progress().eta_p90 is not None
+    handle.wait(timeout=60)
+    done = handle.status()
+    assert done == "succeeded" and done.eta_p90 is None and done.eta.basis == "every shard is final"
+    assert time.time() <= seen.eta.p90_at + 10  # type: ignore[operator]

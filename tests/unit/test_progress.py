@@ -57,3 +57,19 @@ def test_terminal_bar_draws_rows_shards_and_spend(monkeypatch: pytest.MonkeyPatc
     p.close()
     drawn = out.getvalue()
     assert "5/10" in drawn and "shards 1/2 done, 2 sent" in drawn and "spent 0.500000 USD" in drawn
+
+
+def test_plain_line_shows_the_expected_finish(capsys: pytest.CaptureFixture[str]) -> None:
+    p = Progress(terminal=False)
+    now = time.time()
+    p.counts = Counts(
+        total_shards=2, submitted=2, total_rows=10, eta_p50=now + 65, eta_p90=now + 130
+    )
+    p.show()
+    line = capsys.readouterr().err
+    assert "finish p50 ~1m0" in line and "p90 ~2m" in line
+    p.counts = Counts(
+        total_shards=2, submitted=2, total_rows=10, eta_p50=now + 60, eta_p90=now + 99
+    )
+    p.show()  # only the estimate moved: no new line
+    assert capsys.readouterr().err == ""

@@ -4,9 +4,12 @@ history holds enough completed batches."""
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from maple_engine.ledger.batch_history import BatchLabels
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.model import BatchState, Submission
+from maple_engine.plan.turnaround import TurnaroundFit
 from maple_engine.submit.stalls import MIN_COMPLETED, stalled, turnaround_limit
 
 NOW = datetime.now(UTC)
@@ -46,3 +49,17 @@ def test_only_batches_older_than_the_limit_stall() -> None:
     assert [s.submission.batch_id for s in found] == ["old"]
     assert found[0].age_s == 3600 and "in flight 60m, p95 turnaround 30m" in found[0].describe()
     assert stalled(subs, None, 95) == []
+
+
+def test_a_batch_larger_than_the_history_gets_the_time_its_size_needs() -> None:
+    fit = TurnaroundFit("p", "m", a=60, b=0.18, a90=90, batches=10, typical_requests=100)
+    big = Submission(
+        "p", "job", "big", 1, "big", 10_100, "h", (NOW - timedelta(minutes=30)).isoformat()
+    )
+    assert [s.submission.batch_id for s in stalled([big], 10 * 60, 95, now=NOW.timestamp())] == [
+        "big"
+    ]  # size-blind: 30 minutes is past a 10-minute p95
+    assert stalled([big], 10 * 60, 95, now=NOW.timestamp(), fit=fit) == []  # 10 + 30 min
+    later = NOW.timestamp() + 3600
+    (stall,) = stalled([big], 10 * 60, 95, now=later, fit=fit)
+    assert stall.limit_s == pytest.approx(10 * 60 + 1800)
