@@ -13,10 +13,11 @@ import dagster as dg
 from maple_assets.api import dagster_home
 from maple_assets.api.interrupts import interrupts_seen
 from maple_assets.api.progress import Counts, Progress
-from maple_assets.binding import job_for
+from maple_assets.binding import COSTS_KEY, job_for
 from maple_assets.factory import Enrichment
 from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job
+from maple_engine.ledger.costs import CostLedger
 from maple_engine.merge.merge import OutputTable
 from maple_engine.plan.turnaround import TurnaroundFit
 from maple_engine.state import JobState
@@ -55,6 +56,7 @@ class Runner:
         self.log_level = log_level
         self.enrichment = enrichment
         self.resources = resources
+        self._costs: CostLedger | None = None
         self.instance = instance
         self.poll_interval_s = poll_interval_s
         self.progress = Progress(quiet=quiet)
@@ -193,6 +195,8 @@ class Runner:
                 return self._run(adopt or [])
         finally:
             self.progress.close()
+            if self._costs is not None:
+                self._costs.close()
 
     def _run(self, adopt: list[str]) -> OutputTable:
         self.job().state.release_chain()  # a chain of an earlier driver, gone: this one's lease
@@ -234,11 +238,23 @@ class Runner:
         job = self.job()
         counts = job_counts(job.state)
         if self._fitted_at != counts.finished:  # the history grows as batches end: refit
-            self._fit = fit_for(job.state, job.costs)
+            self._fit = fit_for(job.state, self._ledger())
             self._fitted_at = counts.finished
         eta = job_eta(job.state, self._fit)
         self.progress.counts = dataclasses.replace(counts, eta_p50=eta.p50_at, eta_p90=eta.p90_at)
         self.progress.show()
+
+    def _ledger(self) -> CostLedger | None:
+        """The cost ledger the runs use, opened here (outside a run its resource's config is
+        not resolved: ``MAPLE_COST_DB`` stays a ``dg.EnvVar``); kept for the job's life."""
+        if self._costs is None:
+            tracker = self.resources.get(COSTS_KEY)
+            if tracker is None:
+                return None
+            url = tracker.database_url
+            url = url.get_value() if isinstance(url, dg.EnvVar) else url
+            self._costs = CostLedger(database_url=url, storage_root=tracker.storage_root)
+        return self._costs
 
     def _output(self) -> OutputTable:
         data = self.job().state.merged_record()
