@@ -2,7 +2,9 @@
 at once, instead of waiting until the deadline is due.
 
 A job with ``--deadline`` sends its shards as batches while a batch can still end in time.
-A batch's expected turnaround is the provider and model's median in the batch history
+A batch's expected turnaround is its p90 for its size from the provider and model's
+turnaround fit (`maple_engine.plan.turnaround`, the fit the shard sizing chose the size by).
+Without a fit (too little history), it is the history's median
 (`maple_engine.submit.stalls.turnaround_limit`; none until enough batches completed), or at
 least twice the age of the job's oldest batch in flight (it has not ended in that time; with
 nothing else known it is expected to run as long again).
@@ -21,10 +23,11 @@ nothing else known it is expected to run as long again).
 """
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from maple_engine.model import BatchState, Submission, is_realtime
+from maple_engine.plan.turnaround import TurnaroundFit, history_fit
 from maple_engine.providers.base import Provider
 from maple_engine.storage.layout import JobLayout
 from maple_engine.submit.deadline import DeadlineProvider, cancel_once, margin
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from maple_engine.job import Job
 
 MEDIAN = 50.0
+P90 = 0.9
 
 
 def in_flight(states: Sequence[tuple[Submission, BatchState]]) -> list[Submission]:
@@ -51,15 +55,17 @@ def unreachable(
     now: float,
     cutoff: float,
     wait_s: float,
-    turnaround_s: float,
+    turnaround_s: float | Mapping[str, float],
     probe: bool,
 ) -> list[str]:
     """Of ``waiting`` (in the order they would go), the shards whose batch could not end by
-    ``cutoff``: the ``k``-th waits ``k - 1`` turns of ``wait_s`` while a limit is probed."""
+    ``cutoff``: the ``k``-th waits ``k - 1`` turns of ``wait_s`` while a limit is probed.
+    ``turnaround_s``: one for every batch, or each shard's (by its size)."""
     late = []
     for k, shard in enumerate(waiting, 1):
         turns = k - 1 if probe else 0
-        if now + turns * wait_s + max(turnaround_s, wait_s) > cutoff:
+        runs = turnaround_s if isinstance(turnaround_s, float | int) else turnaround_s[shard]
+        if now + turns * wait_s + max(runs, wait_s) > cutoff:
             late.append(shard)
     return late
 
@@ -101,17 +107,29 @@ def escalate_waiting(
     rest = [s for s in waiting if s not in marked]
     now, sent = time.time(), _sent(running)
     wait_s = max(now - max(sent), 0.0) if sent else 0.0
-    turnaround = expected_turnaround(job, provider, sent, now)
+    fit = _fit(job, provider)
+    if fit is None:
+        turnaround = expected_turnaround(job, provider, sent, now)
+        turnarounds = dict.fromkeys(rest, turnaround)
+    else:  # each shard's p90 for its size
+        rows = {info.key: info.rows for info in state.manifest() or []}
+        size = job.spec.max_requests_per_batch
+        turnarounds = {s: fit.seconds(rows.get(s, size), P90) for s in rest}
     late = unreachable(
         rest,
         now=now,
         cutoff=at - margin(provider.duration_s),
         wait_s=wait_s,
-        turnaround_s=turnaround,
+        turnaround_s=turnarounds,
         probe=probe,
     )
     for shard in late:
-        record = {"at": now, "wait_s": wait_s, "turnaround_s": turnaround, "deadline_at": at}
+        record = {
+            "at": now,
+            "wait_s": wait_s,
+            "turnaround_s": turnarounds[shard],
+            "deadline_at": at,
+        }
         state.storage.write_json(
             JobLayout(job.spec.name).deadline_late(shard, attempts[shard]), record
         )
@@ -129,10 +147,13 @@ def cancel_unreachable(job: "Job", running: Sequence[Submission]) -> list[Submis
     if at is None:
         return []
     now, cutoff = time.time(), at - margin(provider.duration_s)
+    fit = _fit(job, provider)
     turnaround = expected_turnaround(job, provider, _sent(running), now)
     cancelled = []
     for sub in running:
         sent = submitted_at(sub)
+        if fit is not None:  # its p90 for its size, not a guess from its age
+            turnaround = fit.seconds(sub.request_count, P90)
         if sent is None or is_realtime(sub) or sent + turnaround <= cutoff:
             continue
         record = {"batch_id": sub.batch_id, "age_s": now - sent, "expected_s": turnaround}
@@ -149,6 +170,13 @@ def expected_turnaround(
     oldest = 2 * (now - min(sent)) if sent else 0.0
     median = None if job.costs is None else _median(job, provider)
     return max(oldest, median or 0.0)
+
+
+def _fit(job: "Job", provider: DeadlineProvider) -> TurnaroundFit | None:
+    """The provider and model's turnaround by batch size, where the history has one."""
+    if job.costs is None:
+        return None
+    return history_fit(job.costs, provider.provider_name, job.spec.model)
 
 
 def _median(job: "Job", provider: DeadlineProvider) -> float | None:
