@@ -2,6 +2,7 @@
 row final, the failed share, no shard over the limits."""
 
 import dataclasses
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +17,16 @@ from maple_engine.state import JobState
 
 DIGEST_ROWS = 500_000  # rows digested at a time, per side
 _NONE = np.empty(0, np.uint64)
+FAILED_ROWS = "failed_rows"
+
+
+def not_yet_evaluated(until: str) -> str:
+    """The sentence every check's description ends with: a check that has not run is not
+    yet evaluated, not passed."""
+    return f"Not yet evaluated {until}."
+
+
+UNTIL_MERGED = not_yet_evaluated("until merged is materialized; then after each materialization")
 
 
 def _state(spec: JobSpec, context: dg.AssetCheckExecutionContext) -> JobState:
@@ -35,7 +46,7 @@ def build_checks(
         asset=merged_key,
         name="every_row_once",
         required_resource_keys=keys,
-        description="Every input row appears exactly once in merged.",
+        description=f"Every input row appears exactly once in merged. {UNTIL_MERGED}",
     )
     def every_row_once(
         context: dg.AssetCheckExecutionContext, merged: pl.LazyFrame
@@ -51,7 +62,7 @@ def build_checks(
         asset=merged_key,
         name="every_row_final",
         required_resource_keys=keys,
-        description="Every row is succeeded, or failed with a failure class.",
+        description=f"Every row is succeeded, or failed with a failure class. {UNTIL_MERGED}",
     )
     def every_row_final(
         context: dg.AssetCheckExecutionContext, merged: pl.LazyFrame
@@ -71,7 +82,8 @@ def build_checks(
         asset=merged_key,
         name="failed_rows",
         description="The share of failed rows stays within max_failed_share (WARN) and "
-        "error_failed_share (ERROR); metadata names the top failure classes.",
+        "error_failed_share (ERROR); the result names the failure classes and their counts. "
+        + UNTIL_MERGED,
     )
     def failed_rows(merged: pl.LazyFrame) -> dg.AssetCheckResult:
         return failed_rows_result(spec, merged)
@@ -80,7 +92,8 @@ def build_checks(
         asset=shards_key,
         name="shards_within_limits",
         required_resource_keys=keys,
-        description="No shard exceeds the request-count or byte limit.",
+        description="No shard exceeds the request-count or byte limit. "
+        + not_yet_evaluated("until input_shards is materialized"),
     )
     def shards_within_limits(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         manifest = _state(spec, context).manifest() or []
@@ -103,7 +116,7 @@ def same_rows_check(
     columns equal to the input's row at the same place (compared by a digest per row)."""
     description = (
         "merged has exactly the input table's rows: the same count and, row by row in order, "
-        "the same values in the input's columns (not only the job's own manifest)."
+        "the same values in the input's columns (not only the job's own manifest). " + UNTIL_MERGED
     )
     if table_key is None:
 
@@ -212,10 +225,19 @@ def failed_rows_result(spec: JobSpec, merged: pl.LazyFrame) -> dg.AssetCheckResu
         .collect()
     )
     rows = int(merged.select(pl.len()).collect().item())
-    failed = int(classes["rows"].sum())
+    verdict = failed_verdict(spec, rows, dict(classes.iter_rows()))
+    return dg.AssetCheckResult(**verdict)
+
+
+def failed_verdict(spec: JobSpec, rows: int, by_class: dict[str, int]) -> dict[str, Any]:
+    """The ``failed_rows`` verdict over ``rows`` rows of which ``by_class`` failed (rows per
+    failure class): passed, Dagster's severity, a description naming the top classes and
+    their counts, and the figures as metadata."""
+    failed = sum(by_class.values())
     share = failed / rows if rows else 0.0
     passed = failed == 0 if spec.max_failed_share == 0 else share <= spec.max_failed_share
-    top = ", ".join(f"{c}: {n}" for c, n in classes.head(5).iter_rows())
+    ranked = sorted(by_class.items(), key=lambda item: (-item[1], item[0]))
+    top = ", ".join(f"{c}: {n}" for c, n in ranked[:5])
     error = not passed and share > spec.error_failed_share
     said = (
         f"{failed:,} of {rows:,} rows failed ({share:.1%}; allowed {spec.max_failed_share:.1%}): "
@@ -223,15 +245,56 @@ def failed_rows_result(spec: JobSpec, merged: pl.LazyFrame) -> dg.AssetCheckResu
         if failed
         else f"no row of {rows:,} failed"
     )
-    return dg.AssetCheckResult(
-        passed=passed,
-        severity=dg.AssetCheckSeverity.ERROR if error else dg.AssetCheckSeverity.WARN,
-        description=said,
-        metadata={
+    return {
+        "passed": passed,
+        "severity": dg.AssetCheckSeverity.ERROR if error else dg.AssetCheckSeverity.WARN,
+        "description": said,
+        "metadata": {
             "rows": rows,
             "failed": failed,
             "failed_share": round(share, 6),
             "max_failed_share": spec.max_failed_share,
             "top_failure_classes": top or "none",
         },
+    }
+
+
+def shard_failed_rows_spec(
+    spec: JobSpec, key: dg.AssetKey, pdef: dg.PartitionsDefinition
+) -> dg.AssetCheckSpec:
+    """The per-shard ``failed_rows`` check of ``raw_responses``: evaluated for each partition
+    as it is collected, so a shard with failed rows is visibly not plain success."""
+    with warnings.catch_warnings():  # a partitioned check is a preview in dagster 1.13
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        return dg.AssetCheckSpec(
+            FAILED_ROWS,
+            asset=key,
+            partitions_def=pdef,
+            description="This shard's share of failed rows within max_failed_share "
+            f"({spec.max_failed_share:.1%}; WARN) and error_failed_share "
+            f"({spec.error_failed_share:.1%}; ERROR); the result names the failure classes "
+            f"and their counts. {not_yet_evaluated('until the shard is collected')}",
+        )
+
+
+def shard_failed_rows(
+    spec: JobSpec, key: dg.AssetKey, shard: str, rows: int, by_class: dict[str, int]
+) -> dg.AssetCheckEvaluation:
+    """The per-shard ``failed_rows`` evaluation of partition ``shard`` of ``key``."""
+    verdict = failed_verdict(spec, rows, by_class)
+    return dg.AssetCheckEvaluation(
+        asset_key=key, check_name=FAILED_ROWS, partition=shard, **verdict
     )
+
+
+def shard_checks(
+    context: dg.AssetExecutionContext, evaluations: list[dg.AssetCheckEvaluation]
+) -> Iterator[Any]:
+    """The per-shard evaluations of a run (one, or a range of shards), each on its own
+    partition, then the check's output once, when the run selected the check."""
+    selected = context.selected_asset_check_keys
+    chosen = [e for e in evaluations if e.asset_check_key in selected]
+    yield from chosen
+    for name, spec in context.assets_def.check_specs_by_output_name.items():
+        if chosen and spec.key == chosen[0].asset_check_key:
+            yield dg.Output(None, output_name=name)
