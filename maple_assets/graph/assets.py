@@ -288,8 +288,7 @@ def raw_responses_asset(
             else:
                 combined = shard_responses(job.state, shard)
             metadata = _responses_metadata(job, shard, combined)
-            by_class = metadata["failed_by_class"].value
-            checked[shard] = shard_failed_rows(spec, key, shard, metadata["rows"], by_class)
+            checked[shard] = shard_failed_rows(spec, key, shard, metadata)
             return metadata
 
         yield per_shard(context, one, parallel=spec.kind.collect_parallelism)

@@ -278,10 +278,14 @@ def shard_failed_rows_spec(
 
 
 def shard_failed_rows(
-    spec: JobSpec, key: dg.AssetKey, shard: str, rows: int, by_class: dict[str, int]
+    spec: JobSpec, key: dg.AssetKey, shard: str, figures: dict[str, Any]
 ) -> dg.AssetCheckEvaluation:
-    """The per-shard ``failed_rows`` evaluation of partition ``shard`` of ``key``."""
-    verdict = failed_verdict(spec, rows, by_class)
+    """The per-shard ``failed_rows`` evaluation of partition ``shard`` of ``key`` from the
+    shard's ``raw_responses`` figures (rows, failed rows per class, rows to be retried)."""
+    by_class = figures["failed_by_class"].value
+    verdict = failed_verdict(spec, figures["rows"], by_class)
+    if figures["pending_retry"]:
+        verdict["description"] += f" ({figures['pending_retry']:,} to be retried)"
     return dg.AssetCheckEvaluation(
         asset_key=key, check_name=FAILED_ROWS, partition=shard, **verdict
     )
