@@ -147,7 +147,7 @@ class Camera:
         self.page.get_by_text("failed_rows", exact=True).first.click()
         self.page.wait_for_timeout(2000)
         if tab:
-            self.page.get_by_role("tab", name=tab).first.click()
+            self.page.get_by_role("tab", name=tab).last.click()  # the check's, not the asset's
             self.page.wait_for_timeout(2500)
         self.save(name)
 
@@ -214,12 +214,15 @@ def after(camera: Camera) -> None:
     for name, path in (
         ("03_runs", "/runs"),
         ("04_merged", "/assets/product_attributes/merged"),
-        ("05_raw_responses_partitions", f"{shards}?view=partitions"),
         ("06_submissions", "/assets/product_attributes/submissions?view=partitions"),
         ("07_category_report", "/assets/category_report"),
         ("08_automation", "/automation"),
+        ("05_raw_responses_partitions", f"{shards}?view=partitions"),
     ):
         camera.shoot(name, path)
+    camera.page.get_by_text("s00000", exact=True).first.click()  # its materialization, checks
+    camera.page.wait_for_timeout(2500)
+    camera.save("05_raw_responses_s00000")
     camera.open_check("09_merged_failed_rows", "/assets/product_attributes/merged")
     camera.open_check("10_shard_failed_rows", shards)
     camera.open_check("11_shard_failed_rows_partitions", shards, "Partitions")

@@ -17,7 +17,12 @@ from pydantic import Field
 
 from maple_assets.binding import IO_MANAGER_KEY, job_for
 from maple_assets.graph.card import table_metadata
-from maple_assets.graph.checks import shard_checks, shard_failed_rows, shard_failed_rows_spec
+from maple_assets.graph.checks import (
+    reused_shard_failed_rows,
+    shard_checks,
+    shard_failed_rows,
+    shard_failed_rows_spec,
+)
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.per_shard import per_shard
 from maple_assets.graph.shard_options import ShardRunOptions
@@ -183,6 +188,7 @@ def mark_reused_shards(
                     metadata={"requests": 0, "reused": shard.rows},
                 )
             )
+        context.log_event(reused_shard_failed_rows(job.spec, job.state, shard.key))
 
 
 def _shard_asset(
@@ -288,7 +294,8 @@ def raw_responses_asset(
             else:
                 combined = shard_responses(job.state, shard)
             metadata = _responses_metadata(job, shard, combined)
-            checked[shard] = shard_failed_rows(spec, key, shard, metadata)
+            by_class, pending = metadata["failed_by_class"].value, metadata["pending_retry"]
+            checked[shard] = shard_failed_rows(spec, shard, metadata["rows"], by_class, pending)
             return metadata
 
         yield per_shard(context, one, parallel=spec.kind.collect_parallelism)

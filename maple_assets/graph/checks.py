@@ -11,6 +11,8 @@ import numpy as np
 import polars as pl
 
 from maple_assets.graph.names import asset_key
+from maple_engine.collect.responses import summarize
+from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.inputs.sources import scan
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
@@ -278,17 +280,27 @@ def shard_failed_rows_spec(
 
 
 def shard_failed_rows(
-    spec: JobSpec, key: dg.AssetKey, shard: str, figures: dict[str, Any]
+    spec: JobSpec, shard: str, rows: int, by_class: dict[str, int], pending: int = 0
 ) -> dg.AssetCheckEvaluation:
-    """The per-shard ``failed_rows`` evaluation of partition ``shard`` of ``key`` from the
-    shard's ``raw_responses`` figures (rows, failed rows per class, rows to be retried)."""
-    by_class = figures["failed_by_class"].value
-    verdict = failed_verdict(spec, figures["rows"], by_class)
-    if figures["pending_retry"]:
-        verdict["description"] += f" ({figures['pending_retry']:,} to be retried)"
+    """The per-shard ``failed_rows`` evaluation of partition ``shard`` of ``raw_responses``:
+    ``rows`` rows, the failed ones per class, ``pending`` of them to be retried."""
+    verdict = failed_verdict(spec, rows, by_class)
+    if pending:
+        verdict["description"] += f" ({pending:,} to be retried)"
+    key = asset_key(spec.name, "raw_responses")
     return dg.AssetCheckEvaluation(
         asset_key=key, check_name=FAILED_ROWS, partition=shard, **verdict
     )
+
+
+def reused_shard_failed_rows(spec: JobSpec, state: JobState, shard: str) -> dg.AssetCheckEvaluation:
+    """The evaluation of a shard answered wholly from the response store (nothing collected):
+    its stored answers' failed rows, read only when it has any."""
+    summary = state.summary(shard)
+    failed = summary.failed if summary is not None else 0
+    rows = failed + (summary.succeeded if summary is not None else 0)
+    by_class = summarize(shard_responses(state, shard))["failed_by_class"] if failed else {}
+    return shard_failed_rows(spec, shard, rows, by_class)
 
 
 def shard_checks(

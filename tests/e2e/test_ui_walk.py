@@ -62,7 +62,7 @@ def seen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def test_every_page_loaded(seen: dict[str, Any]) -> None:
-    assert len(seen["shots"]) == 13 and set(seen["pages"]) == set(seen["shots"])
+    assert len(seen["shots"]) == 14 and set(seen["pages"]) == set(seen["shots"])
     for name, page in seen["pages"].items():
         assert "Something went wrong" not in page["text"], name
     assert "raw_responses" in seen["pages"]["05_raw_responses_partitions"]["text"]
