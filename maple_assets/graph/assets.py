@@ -18,6 +18,7 @@ from pydantic import Field
 from maple_assets.binding import IO_MANAGER_KEY, job_for
 from maple_assets.graph.card import table_metadata
 from maple_assets.graph.checks import (
+    on_latest,
     reused_shard_failed_rows,
     shard_checks,
     shard_failed_rows,
@@ -103,7 +104,7 @@ def input_shards_asset(
             },
         )
         # after this materialization, so the reused shards' read as up to date with it
-        mark_reused_shards(context, job, shards, spec.name)
+        yield from mark_reused_shards(context, job, shards, spec.name)
 
     key = asset_key(spec.name, "input_shards")
     description = (
@@ -171,7 +172,7 @@ def current_partitions(instance: dg.DagsterInstance, name: str, keys: list[str])
 
 def mark_reused_shards(
     context: dg.AssetExecutionContext, job: Job, shards: list[Any], name: str
-) -> None:
+) -> Iterator[Any]:
     """A shard whose rows were all answered from the response store sends nothing: its
     submissions and raw_responses partitions are recorded as materialized (0 requests), not
     left Missing to invite a pointless "Materialize missing"."""
@@ -180,15 +181,13 @@ def mark_reused_shards(
         if summary is None or summary.attempt != 0 or not summary.final:
             continue
         for stage in ("submissions", "raw_responses"):
-            context.log_event(
-                dg.AssetMaterialization(
-                    asset_key=asset_key(name, stage),
-                    partition=shard.key,
-                    description="Every row of this shard was answered from the response store.",
-                    metadata={"requests": 0, "reused": shard.rows},
-                )
+            yield dg.AssetMaterialization(
+                asset_key=asset_key(name, stage),
+                partition=shard.key,
+                description="Every row of this shard was answered from the response store.",
+                metadata={"requests": 0, "reused": shard.rows},
             )
-        context.log_event(reused_shard_failed_rows(job.spec, job.state, shard.key))
+        yield on_latest(context.instance, reused_shard_failed_rows(job.spec, job.state, shard.key))
 
 
 def _shard_asset(

@@ -16,6 +16,7 @@ from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.inputs.sources import scan
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
+from resources.dagster_private import AssetCheckEvaluationTargetMaterializationData
 
 DIGEST_ROWS = 500_000  # rows digested at a time, per side
 _NONE = np.empty(0, np.uint64)
@@ -310,7 +311,36 @@ def shard_checks(
     partition, then the check's output once, when the run selected the check."""
     selected = context.selected_asset_check_keys
     chosen = [e for e in evaluations if e.asset_check_key in selected]
-    yield from chosen
+    yield from (on_latest(context.instance, e) for e in chosen)
     for name, spec in context.assets_def.check_specs_by_output_name.items():
         if chosen and spec.key == chosen[0].asset_check_key:
             yield dg.Output(None, output_name=name)
+
+
+def on_latest(
+    instance: dg.DagsterInstance, evaluation: dg.AssetCheckEvaluation
+) -> dg.AssetCheckEvaluation:
+    """``evaluation`` pointed at its partition's latest materialization (logged before it):
+    Dagster shows a partition's check state only while it judged the latest materialization,
+    and reads one that points nowhere as Missing."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(
+            asset_key=evaluation.asset_key, asset_partitions=[evaluation.partition or ""]
+        ),
+        limit=1,
+    ).records
+    if not records:
+        return evaluation
+    target = AssetCheckEvaluationTargetMaterializationData(
+        storage_id=records[0].storage_id, run_id=records[0].run_id, timestamp=records[0].timestamp
+    )
+    return dg.AssetCheckEvaluation(
+        asset_key=evaluation.asset_key,
+        check_name=evaluation.check_name,
+        passed=evaluation.passed,
+        metadata=evaluation.metadata,
+        target_materialization_data=target,
+        severity=evaluation.severity,
+        description=evaluation.description,
+        partition=evaluation.partition,
+    )

@@ -70,6 +70,16 @@ def test_every_page_loaded(seen: dict[str, Any]) -> None:
     assert "Failed" in seen["pages"]["10_shard_failed_rows"]["text"]
 
 
+def test_the_checks_partitions_page_shows_every_shard_failed(seen: dict[str, Any]) -> None:
+    """The per-shard check's Partitions tab counts each shard Failed (not Missing)."""
+    text = seen["pages"]["11_shard_failed_rows_partitions"]["text"]
+    failed = re.search(r"(?<!Execution )Failed \((\d+)\)", text)
+    missing = re.search(r"Missing \((\d+)\)", text)
+    shards = {e["partition"] for e in seen["shard_checks"]}
+    assert failed is not None and int(failed[1]) == len(shards), text[:800]
+    assert missing is not None and missing[1] == "0", text[:800]
+
+
 def test_checks_that_have_not_run_say_so(seen: dict[str, Any]) -> None:
     names = {c["name"] for c in seen["checks_before"]}
     assert names == {"every_row_once", "same_rows_as_input", "every_row_final", "failed_rows"}

@@ -56,6 +56,11 @@ def test_an_edit_leaves_only_the_new_versions_partitions(
             for stage in ("submissions", "raw_responses")
             for shard in third
         }
+        raws = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=en.key("raw_responses"), asset_partitions=third),
+            limit=10,
+        ).records
+        latest_raw = {r.partition_key: r.storage_id for r in reversed(raws)}
         check = dg.AssetCheckKey(en.key("raw_responses"), "failed_rows")
         history = instance.event_log_storage.get_asset_check_execution_history(check, limit=20)
         resources["maple_costs"].close()
@@ -67,6 +72,10 @@ def test_an_edit_leaves_only_the_new_versions_partitions(
     reused_checks = {e.partition: e for e in evaluated if e.partition in third}
     assert sorted(reused_checks) == sorted(third)  # evaluated, not left "Not evaluated"
     assert all(e.passed and e.description.startswith("no row of") for e in reused_checks.values())
+    targets = {
+        e.partition: e.target_materialization_data.storage_id for e in reused_checks.values()
+    }
+    assert targets == latest_raw  # on the reused shard's own materialization: not Missing
     assert (len(first), len(second), len(third)) == (3, 1, 2)
     assert not set(first) & set(second) and not set(second) & set(third)
     for stage, materialized in status.items():

@@ -135,6 +135,7 @@ def test_each_shard_partition_carries_its_failed_share_and_severity(tmp_path: Pa
             e.partition: e for e in evaluations(instance, dg.AssetCheckKey(key, "failed_rows"))
         }
         records = instance.fetch_materializations(key, limit=20).records
+    latest = {r.partition_key: r.storage_id for r in reversed(records)}  # newest wins
     figures = {
         r.partition_key: {k: v.value for k, v in r.asset_materialization.metadata.items()}
         for r in records
@@ -148,3 +149,5 @@ def test_each_shard_partition_carries_its_failed_share_and_severity(tmp_path: Pa
         assert evaluation.severity == dg.AssetCheckSeverity.ERROR  # past error_failed_share
         assert evaluation.description.startswith(f"{failed} of 10 rows failed")
         assert f"refused: {failed}" in evaluation.description
+        # it judged the partition's latest materialization: the UI shows it on that partition
+        assert evaluation.target_materialization_data.storage_id == latest[shard]
