@@ -23,13 +23,13 @@ _NONE = np.empty(0, np.uint64)
 FAILED_ROWS = "failed_rows"
 
 
-def not_yet_evaluated(until: str) -> str:
-    """The sentence every check's description ends with: a check that has not run is not
-    yet evaluated, not passed."""
-    return f"Not yet evaluated {until}."
+def not_yet_evaluated(runs: str) -> str:
+    """The sentence every check's description ends with: when it ``runs``, and that before
+    then it is not yet evaluated (not passed)."""
+    return f"Runs {runs}; until then, not yet evaluated."
 
 
-UNTIL_MERGED = not_yet_evaluated("until merged is materialized; then after each materialization")
+UNTIL_MERGED = not_yet_evaluated("after each materialization of merged")
 
 
 def _state(spec: JobSpec, context: dg.AssetCheckExecutionContext) -> JobState:
@@ -96,7 +96,7 @@ def build_checks(
         name="shards_within_limits",
         required_resource_keys=keys,
         description="No shard exceeds the request-count or byte limit. "
-        + not_yet_evaluated("until input_shards is materialized"),
+        + not_yet_evaluated("after each materialization of input_shards"),
     )
     def shards_within_limits(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         manifest = _state(spec, context).manifest() or []
@@ -276,7 +276,7 @@ def shard_failed_rows_spec(
             description="This shard's share of failed rows within max_failed_share "
             f"({spec.max_failed_share:.1%}; WARN) and error_failed_share "
             f"({spec.error_failed_share:.1%}; ERROR); the result names the failure classes "
-            f"and their counts. {not_yet_evaluated('until the shard is collected')}",
+            f"and their counts. {not_yet_evaluated('as the shard is collected')}",
         )
 
 

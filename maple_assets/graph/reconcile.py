@@ -53,7 +53,7 @@ def reconcile_asset(
         asset=RECONCILE,
         description="Every model's ledger cost within the tolerance of the provider's own bill "
         "for the day; a failure names each model that drifted and by how much. "
-        + not_yet_evaluated("until a day is reconciled with the admin key (OPENAI_ADMIN_KEY)"),
+        + not_yet_evaluated("as a day is reconciled with the admin key (OPENAI_ADMIN_KEY)"),
     )
 
     @dg.multi_asset(

@@ -85,7 +85,7 @@ def test_checks_that_have_not_run_say_so(seen: dict[str, Any]) -> None:
     assert names == {"every_row_once", "same_rows_as_input", "every_row_final", "failed_rows"}
     for check in seen["checks_before"]:
         assert check["executionForLatestMaterialization"] is None, check
-        assert "Not yet evaluated" in check["description"], check
+        assert "; until then, not yet evaluated." in check["description"], check
 
 
 def test_each_shard_partition_shows_its_failed_rows(seen: dict[str, Any]) -> None:
