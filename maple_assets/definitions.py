@@ -54,7 +54,9 @@ grocery_catalog_watch = file_watch(grocery_catalog_file.key, str(SAMPLE_CATALOG)
 def grocery_catalog() -> dg.Output[pl.DataFrame]:
     # The file's digest as data version: re-reading an unchanged file changes nothing downstream.
     version = dg.DataVersion(input_digest(str(SAMPLE_CATALOG)))
-    return dg.Output(pl.read_csv(SAMPLE_CATALOG, infer_schema=False), data_version=version)
+    with warnings.catch_warnings():  # data_version is Beta: said by every run otherwise
+        warnings.simplefilter("ignore", dg.BetaWarning)
+        return dg.Output(pl.read_csv(SAMPLE_CATALOG, infer_schema=False), data_version=version)
 
 
 PROVIDER = "openai" if Settings.load().has_api_key("openai") else "emulator"

@@ -3,6 +3,14 @@ no public API serves: the one place they are imported, so that a Dagster upgrade
 renames one fails ``tests/unit/test_dagster_private.py`` (which imports each), not a run. The
 rest of the code imports them from here; a test holds every other module to that."""
 
+# Where a check evaluation points at the materialization it judged: maple_assets.graph.checks
+# logs each shard's failed_rows evaluation itself (one run may cover many partitions, which
+# dg.AssetCheckResult cannot), and Dagster shows a partition's check state only while the
+# evaluation's target is that partition's latest materialization; no public constructor.
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,
+)
+
 # The job name ``dg.materialize`` gives the runs it launches (maple_assets.api.runner finds the
 # runs of a stage by it); public only as that function's behaviour.
 from dagster._core.definitions.materialize import EPHEMERAL_JOB_NAME
@@ -53,6 +61,7 @@ __all__ = [
     "RUN_KEY_TAG",
     "SQLITE_BUSY_TIMEOUT_SECONDS",
     "WILL_RETRY_TAG",
+    "AssetCheckEvaluationTargetMaterializationData",
     "CheckRunHealthResult",
     "InstanceRef",
     "SqlEventLogStorageMetadata",

@@ -1,32 +1,64 @@
-"""Drive the Dagster UI as a person would: launch the example enrichment from the UI, let the
-sensor carry it to ``merged``, edit the sample CSV and watch it go stale, materialize again, and
-screenshot each page on the way.
+"""Drive the Dagster UI as a person would: look at the checks before anything ran, launch the
+example enrichment from the UI, let the sensor carry it to ``merged``, look at each shard's
+``failed_rows`` check, edit the sample CSV and watch ``input_shards`` go stale, and screenshot
+each page on the way.
 
     pip install playwright   # the browser is Debian's chromium: apt-get install chromium
-    python scripts/ui_walk.py /tmp/shots
+    python scripts/ui_walk.py /tmp/shots [--bin DIR]
 
-Starts the emulator and ``dagster dev`` on free ports with a throwaway DAGSTER_HOME and storage
-root, clicks Materialize on ``grocery_catalog`` and then on ``product_attributes/input_shards``,
-waits for the merged output and the automation sensor, and saves the runs, merged (and its
-checks: the emulator refuses a fifth of the requests, so ``failed_rows`` fails), submissions,
-automation and category_report pages. Then it appends a row to the sample CSV (restored at the
-end), waits for the automation sensor's observation to show ``input_shards`` stale, materializes
-it again and saves the pages after the second merge.
+Only Playwright runs in this script's own Python; the emulator and ``dagster dev`` are the
+``maple`` and ``dagster`` commands of ``--bin`` (default: beside this Python). They run on free
+ports with a throwaway DAGSTER_HOME and storage root over a COPY of the repository's packages
+in a temporary project folder, so the edit of the sample CSV never touches the repository (nor
+another test's view of it). The emulator closes a batch each second and answers a fifth of the
+requests ``invalid_request`` (a class not retried), so shards have failed rows and the
+``failed_rows`` checks fail.
+
+It clicks Materialize on ``grocery_catalog`` and then on ``product_attributes/input_shards``,
+waits for the merged output and the automation sensor's ``category_report``, and saves the
+lineage, runs, merged (and its checks), raw_responses (its partitions and per-shard checks),
+submissions, automation and category_report pages. Then it appends a row to the copied CSV,
+waits for the watch and the automation to show ``input_shards`` stale, and saves those pages.
+
+What it saw (the checks' states and descriptions read over Dagster's GraphQL API, the merged
+output's figures, each page's loaded text) goes to ``walk.json`` in the output folder.
 """
 
+import argparse
+import dataclasses
+import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
-CATALOG = REPO / "maple_assets" / "data" / "grocery_catalog.csv"
+PACKAGES = ("maple_engine", "maple_assets", "resources", "partitions", "emulator")
+JOB = ["product_attributes"]
+FAULT = "invalid_request"  # final at once (not retried): one round of batches
+NEW_ITEM = "SKU-19999,Maple Farm Rye loaf 500 g,A dense rye loaf.,Bakery,3.10\n"
+CHECKS = """query($path: [String!]!) { assetNodeOrError(assetKey: {path: $path}) {
+  ... on AssetNode { assetChecksOrError { ... on AssetChecks { checks { name description
+    executionForLatestMaterialization { status evaluation { severity description } } } } } } } }"""
+EXECUTIONS = """query($path: [String!]!, $name: String!) {
+  assetCheckExecutions(assetKey: {path: $path}, checkName: $name, limit: 50) {
+    status partition evaluation { severity description } } }"""
+LATEST = """query($path: [String!]!) { assetNodeOrError(assetKey: {path: $path}) {
+  ... on AssetNode { assetMaterializations(limit: 1) { runId partition
+    metadataEntries { label ... on IntMetadataEntry { intValue }
+      ... on FloatMetadataEntry { floatValue } ... on TextMetadataEntry { text } } } } } }"""
+STALE = """query($path: [String!]!) { assetNodeOrError(assetKey: {path: $path}) {
+  ... on AssetNode { staleStatus staleCauses { reason } } } }"""
+RUNS = """{ runsOrError(limit: 100) { ... on Runs { results { runId status tags { key value }
+  assetSelection { path } } } } }"""
 
 
 def free_port() -> int:
@@ -35,11 +67,55 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def graphql(base: str, query: str, **variables: Any) -> Any:
+    body = json.dumps({"query": query, "variables": variables}).encode()
+    request = urllib.request.Request(
+        base + "/graphql", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())["data"]
+
+
+def wait_for(what: str, done: Callable[[], Any], seconds: float) -> Any:
+    """Poll ``done`` every 2 s until it returns something truthy; None after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        found = done()
+        if found:
+            return found
+        time.sleep(2)
+    print(f"ui_walk: {what}: not within {seconds:.0f} s", file=sys.stderr)
+    return None
+
+
+def checks(base: str, path: list[str]) -> list[dict[str, Any]]:
+    node = graphql(base, CHECKS, path=path)["assetNodeOrError"]
+    return node["assetChecksOrError"]["checks"]  # type: ignore[no-any-return]
+
+
+def executions(base: str, path: list[str], name: str) -> list[dict[str, Any]]:
+    return graphql(base, EXECUTIONS, path=path, name=name)["assetCheckExecutions"]  # type: ignore[no-any-return]
+
+
+def latest(base: str, path: list[str]) -> dict[str, Any] | None:
+    """The asset's newest materialization: its run, partition and metadata as a dict."""
+    found = graphql(base, LATEST, path=path)["assetNodeOrError"]["assetMaterializations"]
+    if not found:
+        return None
+    entries = found[0]["metadataEntries"]
+    values = {e["label"]: e.get("intValue", e.get("floatValue", e.get("text"))) for e in entries}
+    return {"run_id": found[0]["runId"], "partition": found[0]["partition"], **values}
+
+
+def stale(base: str, path: list[str]) -> dict[str, Any]:
+    return graphql(base, STALE, path=path)["assetNodeOrError"]  # type: ignore[no-any-return]
+
+
 def click_materialize(page: Any, path: str, base: str) -> None:
     page.goto(base + path)
-    page.wait_for_timeout(4000)
+    page.get_by_role("button", name="Materialize").first.wait_for(timeout=30000)
     page.get_by_role("button", name="Materialize").first.click()
-    page.wait_for_timeout(3000)
+    page.wait_for_timeout(2000)
     for label in ("Confirm", "Launch run", "Materialize"):  # a dialog may ask to confirm
         button = page.get_by_role("dialog").get_by_role("button", name=label)
         if button.count():
@@ -47,10 +123,43 @@ def click_materialize(page: Any, path: str, base: str) -> None:
             return
 
 
-def walk(out: Path, work: Path, base: str) -> None:
-    from playwright.sync_api import sync_playwright  # optional: pip install playwright
+@dataclasses.dataclass
+class Camera:
+    """The browser page on the UI at ``base``: screenshots into ``out``, what each page showed
+    into ``seen``."""
 
-    merged = work / "store" / "product_attributes" / "state" / "merged.json"
+    page: Any
+    base: str
+    out: Path
+    seen: dict[str, Any]
+
+    def shoot(self, name: str, path: str) -> None:
+        """Open ``path``, wait for the page to settle, save ``name``.png and its text."""
+        self.page.goto(self.base + path)
+        self.page.wait_for_load_state("networkidle")
+        self.page.wait_for_timeout(2500)
+        self.save(name)
+
+    def open_check(self, name: str, asset: str, tab: str = "") -> None:
+        """The ``failed_rows`` check of ``asset`` opened from its checks tab (and its ``tab``)."""
+        self.page.goto(f"{self.base}{asset}?view=checks")
+        self.page.wait_for_load_state("networkidle")
+        self.page.get_by_text("failed_rows", exact=True).first.click()
+        self.page.wait_for_timeout(2000)
+        if tab:
+            self.page.get_by_role("tab", name=tab).last.click()  # the check's, not the asset's
+            self.page.wait_for_timeout(2500)
+        self.save(name)
+
+    def save(self, name: str) -> None:
+        self.page.screenshot(path=str(self.out / f"{name}.png"))
+        text = self.page.inner_text("body")[:4000]
+        self.seen["pages"][name] = {"url": self.page.url, "text": text}
+
+
+def walk(out: Path, catalog: Path, base: str, seen: dict[str, Any]) -> None:
+    from playwright.sync_api import sync_playwright  # type: ignore[import-not-found]  # test-only
+
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path="/usr/bin/chromium",
@@ -58,57 +167,88 @@ def walk(out: Path, work: Path, base: str) -> None:
         )
         page = browser.new_page(viewport={"width": 1500, "height": 950})
         page.goto(base + "/asset-groups")
-        page.wait_for_timeout(4000)
+        page.wait_for_timeout(3000)
         skip = page.get_by_role("button", name="Skip")  # Dagster's first-visit newsletter modal
         if skip.count():
             skip.first.click()
-        page.screenshot(path=str(out / "01_lineage.png"))
+        camera = Camera(page, base, out, seen)
+        before(camera)
         click_materialize(page, "/assets/grocery_catalog", base)
-        page.wait_for_timeout(15000)
+        wait_for("grocery_catalog", lambda: latest(base, ["grocery_catalog"]), 60)
         click_materialize(page, "/assets/product_attributes/input_shards", base)
-        page.screenshot(path=str(out / "02_input_shards.png"))
-        deadline = time.time() + 300
-        while time.time() < deadline and not merged.exists():
-            time.sleep(3)
-        print("merged:", merged.read_text() if merged.exists() else "NOT within 300 s")
-        page.wait_for_timeout(60000)  # the automation sensor's tick refreshes category_report
-        pages = (
-            ("07_category_report", "/assets/category_report"),
-            ("08_merged_checks", "/assets/product_attributes/merged?view=checks"),
-            ("03_runs", "/runs"),
-            ("04_merged", "/assets/product_attributes/merged"),
-            ("05_submissions", "/assets/product_attributes/submissions"),
-            ("06_automation", "/overview/automation"),
+        started = time.monotonic()
+        seen["merged"] = wait_for("merged", lambda: latest(base, [*JOB, "merged"]), 180)
+        seen["merged_after_s"] = round(time.monotonic() - started, 1)
+        seen["category_report"] = wait_for(
+            "category_report", lambda: latest(base, ["category_report"]), 60
         )
-        shoot(page, base, out, pages)
-        first = merged.read_text()
-        with CATALOG.open("a") as handle:  # an edit: one more item
-            handle.write("SKU-19999,Maple Farm Rye loaf 500 g,A dense rye loaf.,Bakery,3.10\n")
-        page.wait_for_timeout(150000)  # observed within a minute or two; catalog re-read (eager)
-        shoot(page, base, out, (("10_lineage_after_edit", "/asset-groups"),))
-        shoot(
-            page, base, out, (("11_input_shards_stale", "/assets/product_attributes/input_shards"),)
+        after(camera)
+        with catalog.open("a") as handle:  # an edit: one more item
+            handle.write(NEW_ITEM)
+        shard_path = [*JOB, "input_shards"]
+        seen["stale_after_edit"] = wait_for(
+            "input_shards stale", lambda: stale(base, shard_path)["staleStatus"] == "STALE", 150
         )
-        click_materialize(page, "/assets/product_attributes/input_shards", base)
-        deadline = time.time() + 300
-        while time.time() < deadline and merged.read_text() == first:
-            time.sleep(3)
-        page.wait_for_timeout(60000)
-        shoot(page, base, out, tuple((f"1{n[1:]}_again", p) for n, p in pages))
+        camera.shoot("12_lineage_after_edit", "/asset-groups")
+        camera.shoot("13_input_shards_stale", "/assets/product_attributes/input_shards")
+        seen["runs"] = graphql(base, RUNS)["runsOrError"]["results"]
         browser.close()
 
 
-def shoot(page: Any, base: str, out: Path, pages: tuple[tuple[str, str], ...]) -> None:
-    for name, path in pages:
-        page.goto(base + path)
-        page.wait_for_timeout(5000)
-        page.screenshot(path=str(out / f"{name}.png"))
+def before(camera: Camera) -> None:
+    """The lineage and the checks before anything ran."""
+    camera.shoot("01_lineage", "/asset-groups")
+    camera.shoot("02_checks_before", "/assets/product_attributes/merged?view=checks")
+    merged, raw = [*JOB, "merged"], [*JOB, "raw_responses"]
+    camera.seen["checks_before"] = checks(camera.base, merged) + checks(camera.base, raw)
+
+
+def after(camera: Camera) -> None:
+    """The checks' states (over GraphQL) and the pages once merged and its report are in."""
+    base, seen = camera.base, camera.seen
+    merged, raw = [*JOB, "merged"], [*JOB, "raw_responses"]
+    seen["checks_after"] = {"merged": checks(base, merged), "raw_responses": checks(base, raw)}
+    seen["shard_checks"] = executions(base, raw, "failed_rows")
+    seen["shard_latest"] = latest(base, raw)
+    shards = "/assets/product_attributes/raw_responses"
+    for name, path in (
+        ("03_runs", "/runs"),
+        ("04_merged", "/assets/product_attributes/merged"),
+        ("06_submissions", "/assets/product_attributes/submissions?view=partitions"),
+        ("07_category_report", "/assets/category_report"),
+        ("08_automation", "/automation"),
+        ("05_raw_responses_partitions", f"{shards}?view=partitions"),
+    ):
+        camera.shoot(name, path)
+    camera.page.get_by_text("s00000", exact=True).first.click()  # its materialization, checks
+    camera.page.wait_for_timeout(2500)
+    camera.save("05_raw_responses_s00000")
+    camera.open_check("09_merged_failed_rows", "/assets/product_attributes/merged")
+    camera.open_check("10_shard_failed_rows", shards)
+    camera.open_check("11_shard_failed_rows_partitions", shards, "Partitions")
+
+
+def project_copy(work: Path) -> Path:
+    """The repository's packages and workspace in ``work/project``: what ``dagster dev`` loads."""
+    project = work / "project"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for package in PACKAGES:
+        shutil.copytree(REPO / package, project / package, ignore=ignore)
+    for name in ("workspace.yaml", "pyproject.toml"):
+        shutil.copy(REPO / name, project / name)
+    return project
 
 
 def main() -> None:
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "ui-shots")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", nargs="?", default="ui-shots", type=Path)
+    parser.add_argument("--bin", type=Path, default=Path(sys.executable).parent,
+                        help="folder of the maple and dagster commands")  # fmt: skip
+    args = parser.parse_args()
+    out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp())
+    work = Path(tempfile.mkdtemp(prefix="ui-walk-"))
+    project = project_copy(work)
     (work / "home").mkdir()
     (work / "home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     emulator_port, ui_port = free_port(), free_port()
@@ -117,33 +257,22 @@ def main() -> None:
         "DAGSTER_HOME": str(work / "home"),
         "MAPLE_STORAGE": str(work / "store"),
         "MAPLE_EMULATOR_URL": f"http://127.0.0.1:{emulator_port}",
+        "PYTHONPATH": str(project),  # the copy, not the installed repository
     }
     env.pop("OPENAI_API_KEY", None)
-    original = CATALOG.read_bytes()
+    env.pop("OPENAI_ADMIN_KEY", None)
+    seen: dict[str, Any] = {"pages": {}, "work": str(work)}
+    emulator_args = ["--batch-seconds", "1", "--fail", f"{FAULT}=0.2"]
     with open(work / "emulator.log", "w") as elog, open(work / "dev.log", "w") as dlog:
         emulator = subprocess.Popen(
-            [
-                BIN / "maple",
-                "emulator",
-                "--port",
-                str(emulator_port),
-                "--batch-seconds",
-                "3",
-                "--fail",
-                "refused=0.2",
-            ],
-            env=env,
-            stdout=elog,
-            stderr=subprocess.STDOUT,
-        )
+            [args.bin / "maple", "emulator", "--port", str(emulator_port), *emulator_args],
+            cwd=project, env=env, stdout=elog, stderr=subprocess.STDOUT,
+        )  # fmt: skip
         dev = subprocess.Popen(
-            [BIN / "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", f"{ui_port}"],
-            cwd=REPO,
-            env=env,
-            stdout=dlog,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+            [args.bin / "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
+             "-p", str(ui_port)],
+            cwd=project, env=env, stdout=dlog, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
         base = f"http://127.0.0.1:{ui_port}"
         try:
             for _ in range(240):
@@ -152,13 +281,17 @@ def main() -> None:
                     break
                 except OSError:
                     time.sleep(0.5)
-            walk(out, work, base)
+            walk(out, project / "maple_assets" / "data" / "grocery_catalog.csv", base, seen)
         finally:
-            CATALOG.write_bytes(original)
-            os.killpg(dev.pid, 15)
+            (out / "walk.json").write_text(json.dumps(seen, indent=1))
+            os.killpg(dev.pid, signal.SIGTERM)
             emulator.terminate()
-            dev.wait(30)
-            print("screenshots in", out, "- logs in", work)
+            try:
+                dev.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(dev.pid, signal.SIGKILL)
+            emulator.wait(30)
+            print("screenshots and walk.json in", out, "- logs in", work)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,13 @@ from pydantic import Field
 
 from maple_assets.binding import IO_MANAGER_KEY, job_for
 from maple_assets.graph.card import table_metadata
+from maple_assets.graph.checks import (
+    on_latest,
+    reused_shard_failed_rows,
+    shard_checks,
+    shard_failed_rows,
+    shard_failed_rows_spec,
+)
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.per_shard import per_shard
 from maple_assets.graph.shard_options import ShardRunOptions
@@ -105,7 +112,7 @@ def input_shards_asset(
             },
         )
         # after this materialization, so the reused shards' read as up to date with it
-        mark_reused_shards(context, job, shards, spec.name)
+        yield from mark_reused_shards(context, job, shards, spec.name)
 
     key = asset_key(spec.name, "input_shards")
     description = (
@@ -181,7 +188,7 @@ def current_partitions(instance: dg.DagsterInstance, name: str, keys: list[str])
 
 def mark_reused_shards(
     context: dg.AssetExecutionContext, job: Job, shards: list[Any], name: str
-) -> None:
+) -> Iterator[Any]:
     """A shard whose rows were all answered from the response store sends nothing: its
     submissions and raw_responses partitions are recorded as materialized (0 requests), not
     left Missing to invite a pointless "Materialize missing"."""
@@ -190,14 +197,13 @@ def mark_reused_shards(
         if summary is None or summary.attempt != 0 or not summary.final:
             continue
         for stage in ("submissions", "raw_responses"):
-            context.log_event(
-                dg.AssetMaterialization(
-                    asset_key=asset_key(name, stage),
-                    partition=shard.key,
-                    description="Every row of this shard was answered from the response store.",
-                    metadata={"requests": 0, "reused": shard.rows},
-                )
+            yield dg.AssetMaterialization(
+                asset_key=asset_key(name, stage),
+                partition=shard.key,
+                description="Every row of this shard was answered from the response store.",
+                metadata={"requests": 0, "reused": shard.rows},
             )
+        yield on_latest(context.instance, reused_shard_failed_rows(job.spec, job.state, shard.key))
 
 
 def _shard_asset(
@@ -206,6 +212,8 @@ def _shard_asset(
     upstream: str,
     parts: tuple[dg.DynamicPartitionsDefinition, set[str]],
     description: str,
+    *,
+    check_specs: list[dg.AssetCheckSpec] | None = None,
 ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
     """The decorator of a per-shard asset of the job: its key and upstream, the shard partitions
     and resources (``parts``), the job's IO manager, one run per backfill, the spec's version."""
@@ -220,6 +228,7 @@ def _shard_asset(
         backfill_policy=dg.BackfillPolicy.single_run(),
         code_version=spec.fingerprint(),
         description=description,
+        check_specs=check_specs,
     )
 
 
@@ -275,17 +284,21 @@ def submissions_asset(
 def raw_responses_asset(
     spec: JobSpec, policy: RetryPolicy, pdef: dg.DynamicPartitionsDefinition, keys: set[str]
 ) -> dg.AssetsDefinition:
+    key = asset_key(spec.name, "raw_responses")
+
     @_shard_asset(
         spec, "raw_responses", "submissions", (pdef, keys),
         "The shard's batch collected: final answers into the response store, retries planned; "
         "metadata: outcomes, tokens, cost (the answers are not copied by the IO manager).",
+        check_specs=[shard_failed_rows_spec(spec, key, pdef)],
     )  # fmt: skip
-    def raw_responses(context: dg.AssetExecutionContext) -> dg.MaterializeResult:  # type: ignore[type-arg]
+    def raw_responses(context: dg.AssetExecutionContext) -> Iterator[Any]:
         job = job_for(spec, policy, context.resources)
         tag_run(context, spec, job.state)
         waiting = [job.state.progress(k).submission for k in context.partition_keys]
         subs = [s for s in waiting if s is not None]
         states = job.poll(subs)
+        checked: dict[str, dg.AssetCheckEvaluation] = {}
 
         def one(shard: str) -> dict[str, Any]:
             progress = job.state.progress(shard)
@@ -300,9 +313,13 @@ def raw_responses_asset(
                 combined = collect_shard(job, shard, state)
             else:
                 combined = shard_responses(job.state, shard)
-            return _responses_metadata(job, shard, combined)
+            metadata = _responses_metadata(job, shard, combined)
+            by_class, pending = metadata["failed_by_class"].value, metadata["pending_retry"]
+            checked[shard] = shard_failed_rows(spec, shard, metadata["rows"], by_class, pending)
+            return metadata
 
-        return per_shard(context, one, parallel=spec.kind.collect_parallelism)
+        yield per_shard(context, one, parallel=spec.kind.collect_parallelism)
+        yield from shard_checks(context, [checked[shard] for shard in context.partition_keys])
 
     return raw_responses
 
@@ -314,6 +331,7 @@ def _responses_metadata(job: Job, shard: str, combined: pl.DataFrame) -> dict[st
         **{k: v for k, v in info.items() if k != "failed_by_class"},
         "cost_usd": round(info["cost_usd"], 6),  # micro-dollars
         "failed_by_class": dg.MetadataValue.json(info["failed_by_class"]),
+        "failed_share": round(info["failed"] / info["rows"], 6) if info["rows"] else 0.0,
         "pending_retry": summary.pending_retry if summary else 0,
         "batch_ids": ", ".join(s.batch_id for s in job.state.submissions(shard)),
     }

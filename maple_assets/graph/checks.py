@@ -2,6 +2,7 @@
 row final, the failed share, no shard over the limits."""
 
 import dataclasses
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,12 +11,25 @@ import numpy as np
 import polars as pl
 
 from maple_assets.graph.names import asset_key
+from maple_engine.collect.responses import summarize
+from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.inputs.sources import scan
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
+from resources.dagster_private import AssetCheckEvaluationTargetMaterializationData
 
 DIGEST_ROWS = 500_000  # rows digested at a time, per side
 _NONE = np.empty(0, np.uint64)
+FAILED_ROWS = "failed_rows"
+
+
+def not_yet_evaluated(runs: str) -> str:
+    """The sentence every check's description ends with: when it ``runs``, and that before
+    then it is not yet evaluated (not passed)."""
+    return f"Runs {runs}; until then, not yet evaluated."
+
+
+UNTIL_MERGED = not_yet_evaluated("after each materialization of merged")
 
 
 def _state(spec: JobSpec, context: dg.AssetCheckExecutionContext) -> JobState:
@@ -35,7 +49,7 @@ def build_checks(
         asset=merged_key,
         name="every_row_once",
         required_resource_keys=keys,
-        description="Every input row appears exactly once in merged.",
+        description=f"Every input row appears exactly once in merged. {UNTIL_MERGED}",
     )
     def every_row_once(
         context: dg.AssetCheckExecutionContext, merged: pl.LazyFrame
@@ -51,7 +65,7 @@ def build_checks(
         asset=merged_key,
         name="every_row_final",
         required_resource_keys=keys,
-        description="Every row is succeeded, or failed with a failure class.",
+        description=f"Every row is succeeded, or failed with a failure class. {UNTIL_MERGED}",
     )
     def every_row_final(
         context: dg.AssetCheckExecutionContext, merged: pl.LazyFrame
@@ -71,7 +85,8 @@ def build_checks(
         asset=merged_key,
         name="failed_rows",
         description="The share of failed rows stays within max_failed_share (WARN) and "
-        "error_failed_share (ERROR); metadata names the top failure classes.",
+        "error_failed_share (ERROR); the result names the failure classes and their counts. "
+        + UNTIL_MERGED,
     )
     def failed_rows(merged: pl.LazyFrame) -> dg.AssetCheckResult:
         return failed_rows_result(spec, merged)
@@ -80,7 +95,8 @@ def build_checks(
         asset=shards_key,
         name="shards_within_limits",
         required_resource_keys=keys,
-        description="No shard exceeds the request-count or byte limit.",
+        description="No shard exceeds the request-count or byte limit. "
+        + not_yet_evaluated("after each materialization of input_shards"),
     )
     def shards_within_limits(context: dg.AssetCheckExecutionContext) -> dg.AssetCheckResult:
         manifest = _state(spec, context).manifest() or []
@@ -103,7 +119,7 @@ def same_rows_check(
     columns equal to the input's row at the same place (compared by a digest per row)."""
     description = (
         "merged has exactly the input table's rows: the same count and, row by row in order, "
-        "the same values in the input's columns (not only the job's own manifest)."
+        "the same values in the input's columns (not only the job's own manifest). " + UNTIL_MERGED
     )
     if table_key is None:
 
@@ -212,10 +228,19 @@ def failed_rows_result(spec: JobSpec, merged: pl.LazyFrame) -> dg.AssetCheckResu
         .collect()
     )
     rows = int(merged.select(pl.len()).collect().item())
-    failed = int(classes["rows"].sum())
+    verdict = failed_verdict(spec, rows, dict(classes.iter_rows()))
+    return dg.AssetCheckResult(**verdict)
+
+
+def failed_verdict(spec: JobSpec, rows: int, by_class: dict[str, int]) -> dict[str, Any]:
+    """The ``failed_rows`` verdict over ``rows`` rows of which ``by_class`` failed (rows per
+    failure class): passed, Dagster's severity, a description naming the top classes and
+    their counts, and the figures as metadata."""
+    failed = sum(by_class.values())
     share = failed / rows if rows else 0.0
     passed = failed == 0 if spec.max_failed_share == 0 else share <= spec.max_failed_share
-    top = ", ".join(f"{c}: {n}" for c, n in classes.head(5).iter_rows())
+    ranked = sorted(by_class.items(), key=lambda item: (-item[1], item[0]))
+    top = ", ".join(f"{c}: {n}" for c, n in ranked[:5])
     error = not passed and share > spec.error_failed_share
     said = (
         f"{failed:,} of {rows:,} rows failed ({share:.1%}; allowed {spec.max_failed_share:.1%}): "
@@ -223,15 +248,99 @@ def failed_rows_result(spec: JobSpec, merged: pl.LazyFrame) -> dg.AssetCheckResu
         if failed
         else f"no row of {rows:,} failed"
     )
-    return dg.AssetCheckResult(
-        passed=passed,
-        severity=dg.AssetCheckSeverity.ERROR if error else dg.AssetCheckSeverity.WARN,
-        description=said,
-        metadata={
+    return {
+        "passed": passed,
+        "severity": dg.AssetCheckSeverity.ERROR if error else dg.AssetCheckSeverity.WARN,
+        "description": said,
+        "metadata": {
             "rows": rows,
             "failed": failed,
             "failed_share": round(share, 6),
             "max_failed_share": spec.max_failed_share,
             "top_failure_classes": top or "none",
         },
+    }
+
+
+def shard_failed_rows_spec(
+    spec: JobSpec, key: dg.AssetKey, pdef: dg.PartitionsDefinition
+) -> dg.AssetCheckSpec:
+    """The per-shard ``failed_rows`` check of ``raw_responses``: evaluated for each partition
+    as it is collected, so a shard with failed rows is visibly not plain success."""
+    with warnings.catch_warnings():  # a partitioned check is a preview in dagster 1.13
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        return dg.AssetCheckSpec(
+            FAILED_ROWS,
+            asset=key,
+            partitions_def=pdef,
+            description="This shard's share of failed rows within max_failed_share "
+            f"({spec.max_failed_share:.1%}; WARN) and error_failed_share "
+            f"({spec.error_failed_share:.1%}; ERROR); the result names the failure classes "
+            f"and their counts. {not_yet_evaluated('as the shard is collected')}",
+        )
+
+
+def shard_failed_rows(
+    spec: JobSpec, shard: str, rows: int, by_class: dict[str, int], pending: int = 0
+) -> dg.AssetCheckEvaluation:
+    """The per-shard ``failed_rows`` evaluation of partition ``shard`` of ``raw_responses``:
+    ``rows`` rows, the failed ones per class, ``pending`` of them to be retried."""
+    verdict = failed_verdict(spec, rows, by_class)
+    if pending:
+        verdict["description"] += f" ({pending:,} to be retried)"
+    key = asset_key(spec.name, "raw_responses")
+    return dg.AssetCheckEvaluation(
+        asset_key=key, check_name=FAILED_ROWS, partition=shard, **verdict
+    )
+
+
+def reused_shard_failed_rows(spec: JobSpec, state: JobState, shard: str) -> dg.AssetCheckEvaluation:
+    """The evaluation of a shard answered wholly from the response store (nothing collected):
+    its stored answers' failed rows, read only when it has any."""
+    summary = state.summary(shard)
+    failed = summary.failed if summary is not None else 0
+    rows = failed + (summary.succeeded if summary is not None else 0)
+    by_class = summarize(shard_responses(state, shard))["failed_by_class"] if failed else {}
+    return shard_failed_rows(spec, shard, rows, by_class)
+
+
+def shard_checks(
+    context: dg.AssetExecutionContext, evaluations: list[dg.AssetCheckEvaluation]
+) -> Iterator[Any]:
+    """The per-shard evaluations of a run (one, or a range of shards), each on its own
+    partition, then the check's output once, when the run selected the check."""
+    selected = context.selected_asset_check_keys
+    chosen = [e for e in evaluations if e.asset_check_key in selected]
+    yield from (on_latest(context.instance, e) for e in chosen)
+    for name, spec in context.assets_def.check_specs_by_output_name.items():
+        if chosen and spec.key == chosen[0].asset_check_key:
+            yield dg.Output(None, output_name=name)
+
+
+def on_latest(
+    instance: dg.DagsterInstance, evaluation: dg.AssetCheckEvaluation
+) -> dg.AssetCheckEvaluation:
+    """``evaluation`` pointed at its partition's latest materialization (logged before it):
+    Dagster shows a partition's check state only while it judged the latest materialization,
+    and reads one that points nowhere as Missing."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(
+            asset_key=evaluation.asset_key, asset_partitions=[evaluation.partition or ""]
+        ),
+        limit=1,
+    ).records
+    if not records:
+        return evaluation
+    target = AssetCheckEvaluationTargetMaterializationData(
+        storage_id=records[0].storage_id, run_id=records[0].run_id, timestamp=records[0].timestamp
+    )
+    return dg.AssetCheckEvaluation(
+        asset_key=evaluation.asset_key,
+        check_name=evaluation.check_name,
+        passed=evaluation.passed,
+        metadata=evaluation.metadata,
+        target_materialization_data=target,
+        severity=evaluation.severity,
+        description=evaluation.description,
+        partition=evaluation.partition,
     )

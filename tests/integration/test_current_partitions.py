@@ -1,8 +1,8 @@
 """The shard partitions are the current version's: after an edit, the earlier version's
 partitions are gone (a file's rerun has partitions for the rows it sends only), and a shard
-whose rows were all reused reads as materialized, not Missing, and up to date with the
-``input_shards`` run that reused it, not Unsynced (through the real Dagster instance, the
-CLI's runner and the emulator)."""
+whose rows were all reused reads as materialized, not Missing, up to date with the
+``input_shards`` run that reused it, not Unsynced, and its ``failed_rows`` check evaluated
+(through the real Dagster instance, the CLI's runner and the emulator)."""
 
 from pathlib import Path
 
@@ -56,7 +56,26 @@ def test_an_edit_leaves_only_the_new_versions_partitions(
             for stage in ("submissions", "raw_responses")
             for shard in third
         }
+        raws = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=en.key("raw_responses"), asset_partitions=third),
+            limit=10,
+        ).records
+        latest_raw = {r.partition_key: r.storage_id for r in reversed(raws)}
+        check = dg.AssetCheckKey(en.key("raw_responses"), "failed_rows")
+        history = instance.event_log_storage.get_asset_check_execution_history(check, limit=20)
         resources["maple_costs"].close()
+    evaluated = [
+        r.event.dagster_event.asset_check_evaluation_data
+        for r in history
+        if r.event is not None and r.event.dagster_event is not None
+    ]
+    reused_checks = {e.partition: e for e in evaluated if e.partition in third}
+    assert sorted(reused_checks) == sorted(third)  # evaluated, not left "Not evaluated"
+    assert all(e.passed and e.description.startswith("no row of") for e in reused_checks.values())
+    targets = {
+        e.partition: e.target_materialization_data.storage_id for e in reused_checks.values()
+    }
+    assert targets == latest_raw  # on the reused shard's own materialization: not Missing
     assert (len(first), len(second), len(third)) == (3, 1, 2)
     assert not set(first) & set(second) and not set(second) & set(third)
     for stage, materialized in status.items():

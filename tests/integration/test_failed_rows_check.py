@@ -2,7 +2,10 @@
 fails (WARN under the default threshold, ERROR past ``error_failed_share``) and names the
 failure class; with none refused it passes."""
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import polars as pl
@@ -11,12 +14,16 @@ import pytest
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.api.runner import Runner
-from maple_assets.factory import enrichment
+from maple_assets.factory import Enrichment, enrichment
 from maple_assets.wiring import wire_resources
 from maple_engine.providers.registry import build_provider
 
 
-def run_job(tmp_path: Path, refused: float, **options: float) -> dg.AssetCheckEvaluation:
+@contextlib.contextmanager
+def ran_job(
+    tmp_path: Path, refused: float, **options: float
+) -> Iterator[tuple[dg.DagsterInstance, Enrichment]]:
+    """The 40-row job run to its end on the emulator with ``refused`` of the rows refused."""
     table = tmp_path / "items.csv"
     pl.DataFrame({"title": [f"item {i}" for i in range(40)]}).write_csv(table)
     en = enrichment(
@@ -30,10 +37,23 @@ def run_job(tmp_path: Path, refused: float, **options: float) -> dg.AssetCheckEv
         resources = wire_resources(str(tmp_path / "store"), {"emulator": provider})
         Runner(en, resources, instance, poll_interval_s=0.05, quiet=True).run()
         resources["maple_costs"].close()
-        key = dg.AssetCheckKey(en.merged_key, "failed_rows")
-        record = instance.event_log_storage.get_latest_asset_check_execution_by_key([key])[key]
-        assert record.event is not None and record.event.dagster_event is not None
-        return record.event.dagster_event.asset_check_evaluation_data  # type: ignore[no-any-return]
+        yield instance, en
+
+
+def evaluations(instance: dg.DagsterInstance, key: dg.AssetCheckKey) -> list[Any]:
+    """Every stored evaluation of the check ``key``, newest first."""
+    records = instance.event_log_storage.get_asset_check_execution_history(key, limit=100)
+    return [
+        r.event.dagster_event.asset_check_evaluation_data
+        for r in records
+        if r.event is not None and r.event.dagster_event is not None
+    ]
+
+
+def run_job(tmp_path: Path, refused: float, **options: float) -> dg.AssetCheckEvaluation:
+    with ran_job(tmp_path, refused, **options) as (instance, en):
+        (latest, *_) = evaluations(instance, dg.AssetCheckKey(en.merged_key, "failed_rows"))
+        return latest  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize(
@@ -103,3 +123,31 @@ def test_merged_has_exactly_the_input_tables_rows(
         )
         assert check() == {"passed": False, "input_rows": 10, "rows": 9, "first_different_row": 9}
         resources["maple_costs"].close()
+
+
+def test_each_shard_partition_carries_its_failed_share_and_severity(tmp_path: Path) -> None:
+    """A shard with refused rows is not plain success: its raw_responses partition's
+    ``failed_rows`` evaluation fails with Dagster's severity and names the class and count,
+    and its materialization carries its failed share; a shard with none passes."""
+    with ran_job(tmp_path, 0.5, max_requests_per_batch=10) as (instance, en):
+        key = en.key("raw_responses")
+        checked = {
+            e.partition: e for e in evaluations(instance, dg.AssetCheckKey(key, "failed_rows"))
+        }
+        records = instance.fetch_materializations(key, limit=20).records
+    latest = {r.partition_key: r.storage_id for r in reversed(records)}  # newest wins
+    figures = {
+        r.partition_key: {k: v.value for k, v in r.asset_materialization.metadata.items()}
+        for r in records
+        if r.asset_materialization is not None
+    }
+    assert sorted(checked) == ["s00000", "s00001", "s00002", "s00003"]
+    for shard, evaluation in checked.items():
+        failed, share = figures[shard]["failed"], figures[shard]["failed_share"]
+        assert share == round(failed / 10, 6) and 0 < failed < 10, (shard, figures[shard])
+        assert evaluation.passed is False
+        assert evaluation.severity == dg.AssetCheckSeverity.ERROR  # past error_failed_share
+        assert evaluation.description.startswith(f"{failed} of 10 rows failed")
+        assert f"refused: {failed}" in evaluation.description
+        # it judged the partition's latest materialization: the UI shows it on that partition
+        assert evaluation.target_materialization_data.storage_id == latest[shard]

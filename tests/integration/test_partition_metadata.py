@@ -30,6 +30,10 @@ def test_a_range_run_gives_each_shard_its_own_figures(
         runner.materialize(en.key("input_shards"))
         runner.materialize(en.key("submissions"), "s00000", "s00002")  # one run, three shards
         runner.run()
+        again = Runner(en, resources, instance, poll_interval_s=0.05, quiet=True)  # after run()
+        again.materialize(en.key("raw_responses"), "s00000", "s00002")  # one run, three shards
+        check = dg.AssetCheckKey(en.key("raw_responses"), "failed_rows")
+        history = instance.event_log_storage.get_asset_check_execution_history(check, limit=20)
         resources["maple_costs"].close()
         records = instance.fetch_materializations(en.key("submissions"), limit=20).records
     figures = {
@@ -38,3 +42,12 @@ def test_a_range_run_gives_each_shard_its_own_figures(
     }
     assert {k: m["requests"] for k, m in figures.items()} == {"s00000": 3, "s00001": 3, "s00002": 1}
     assert all(m["shards_in_run"] == 3 for m in figures.values())
+    newest = history[:3]  # the range run's: each shard's own evaluation, on its partition
+    assert len({r.run_id for r in newest}) == 1
+    in_range = [
+        r.event.dagster_event.asset_check_evaluation_data
+        for r in newest
+        if r.event is not None and r.event.dagster_event is not None
+    ]
+    assert sorted(e.partition for e in in_range) == ["s00000", "s00001", "s00002"]
+    assert {e.description for e in in_range} == {"no row of 3 failed", "no row of 1 failed"}

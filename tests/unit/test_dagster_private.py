@@ -23,6 +23,9 @@ PRIVATE = {
     "RUN_KEY_TAG": TAGS,
     "WILL_RETRY_TAG": TAGS,
     "EPHEMERAL_JOB_NAME": "dagster._core.definitions.materialize",
+    "AssetCheckEvaluationTargetMaterializationData": (
+        "dagster._core.definitions.asset_checks.asset_check_evaluation"
+    ),
     "InstanceRef": "dagster._core.instance.ref",
     "CheckRunHealthResult": "dagster._core.launcher",
     "WorkerStatus": "dagster._core.launcher",

@@ -56,6 +56,19 @@ def test_definitions_load_with_the_example_graph() -> None:
     assert {k.to_user_string() for k in near.parent_keys} == {"catalog_vectors/merged"}
 
 
+def test_every_check_says_when_it_runs_and_that_it_is_not_yet_evaluated_before() -> None:
+    """A check that has not run reads "Not evaluated" in the UI, and its description says so
+    (before anything ran, nothing looks passed); each raw_responses has its per-shard check."""
+    from maple_assets.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    checks = {k.to_user_string(): graph.get_check_spec(k) for k in graph.asset_check_keys}
+    assert "product_attributes/raw_responses:failed_rows" in checks
+    assert checks["product_attributes/raw_responses:failed_rows"].partitions_def is not None
+    for name, spec in checks.items():
+        assert (spec.description or "").endswith("; until then, not yet evaluated."), name
+
+
 def test_the_code_location_module_holds_one_definitions_object() -> None:
     """``dagster dev -m maple_assets.definitions`` (no attribute) loads the one there is."""
     from maple_assets import definitions

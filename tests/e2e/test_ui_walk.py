@@ -1,0 +1,126 @@
+"""The UI walk (``scripts/ui_walk.py``): ``dagster dev`` and the emulator driven through headless
+Chromium as a person would, over a copy of the project. Asserts on what it saw: every page
+loaded, the checks read "Not evaluated" (and say so) before anything ran, each shard's
+``failed_rows`` check failed naming the failure class and count, the merged output's figures,
+``input_shards`` stale after the sample's edit, no failed run, and the repository's sample
+unchanged.
+
+Playwright is a test-only program in its own virtualenv (``.ci/run`` installs it, pinned):
+``MAPLE_TEST_PLAYWRIGHT_PYTHON`` names that Python; the browser is Debian's ``/usr/bin/chromium``.
+"""
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # the walk: ~4 min, once
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "ui_walk.py"
+SAMPLE = REPO / "maple_assets" / "data" / "grocery_catalog.csv"
+PYTHON = os.environ.get("MAPLE_TEST_PLAYWRIGHT_PYTHON", "")
+CHROMIUM = Path("/usr/bin/chromium")
+FAILED = re.compile(
+    r"^(\d+) of (\d+) rows failed \([\d.]+%; allowed [\d.]+%\): invalid_request: (\d+)"
+)
+
+
+def _missing() -> str:
+    if not PYTHON or not Path(PYTHON).exists():
+        return (
+            "Playwright's Python is not installed "
+            "(.ci/run installs it; MAPLE_TEST_PLAYWRIGHT_PYTHON names it)"
+        )
+    if not CHROMIUM.exists():
+        return "no /usr/bin/chromium (apt-get install chromium)"
+    return ""
+
+
+@pytest.fixture(scope="module")
+def seen(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    if _missing():
+        pytest.skip(_missing())
+    out = tmp_path_factory.mktemp("ui-walk")
+    sample = hashlib.sha256(SAMPLE.read_bytes()).hexdigest()
+    bin_dir = str(Path(sys.executable).parent)
+    walk = subprocess.run(
+        [PYTHON, str(SCRIPT), str(out), "--bin", bin_dir],
+        capture_output=True, text=True, timeout=420, check=False,
+    )  # fmt: skip
+    assert walk.returncode == 0, walk.stderr[-3000:]
+    assert hashlib.sha256(SAMPLE.read_bytes()).hexdigest() == sample  # the walk edits a copy
+    found: dict[str, Any] = json.loads((out / "walk.json").read_text())
+    found["shots"] = sorted(p.stem for p in out.glob("*.png"))
+    return found
+
+
+def test_every_page_loaded(seen: dict[str, Any]) -> None:
+    assert len(seen["shots"]) == 14 and set(seen["pages"]) == set(seen["shots"])
+    for name, page in seen["pages"].items():
+        assert "Something went wrong" not in page["text"], name
+    assert "raw_responses" in seen["pages"]["05_raw_responses_partitions"]["text"]
+    assert "Not Evaluated" in seen["pages"]["02_checks_before"]["text"]
+    assert "Failed" in seen["pages"]["10_shard_failed_rows"]["text"]
+
+
+def test_the_checks_partitions_page_shows_every_shard_failed(seen: dict[str, Any]) -> None:
+    """The per-shard check's Partitions tab counts each shard Failed (not Missing)."""
+    text = seen["pages"]["11_shard_failed_rows_partitions"]["text"]
+    failed = re.search(r"(?<!Execution )Failed \((\d+)\)", text)
+    missing = re.search(r"Missing \((\d+)\)", text)
+    shards = {e["partition"] for e in seen["shard_checks"]}
+    assert failed is not None and int(failed[1]) == len(shards), text[:800]
+    assert missing is not None and missing[1] == "0", text[:800]
+
+
+def test_checks_that_have_not_run_say_so(seen: dict[str, Any]) -> None:
+    names = {c["name"] for c in seen["checks_before"]}
+    assert names == {"every_row_once", "same_rows_as_input", "every_row_final", "failed_rows"}
+    for check in seen["checks_before"]:
+        assert check["executionForLatestMaterialization"] is None, check
+        assert "; until then, not yet evaluated." in check["description"], check
+
+
+def test_each_shard_partition_shows_its_failed_rows(seen: dict[str, Any]) -> None:
+    """Every shard's failed_rows check failed, on its own partition, with Dagster's severity
+    and a description naming the class and count; the latest shard's materialization carries
+    the same share."""
+    latest: dict[str, dict[str, Any]] = {}
+    for execution in seen["shard_checks"]:  # newest first
+        latest.setdefault(execution["partition"], execution)
+    assert sorted(latest) == [f"s{n:05d}" for n in range(len(latest))] and len(latest) >= 3
+    for shard, execution in latest.items():
+        assert execution["status"] == "FAILED", (shard, execution)
+        assert execution["evaluation"]["severity"] == "ERROR"  # past error_failed_share (10%)
+        said = FAILED.match(execution["evaluation"]["description"])
+        assert said is not None and said[1] == said[3], execution
+    shard = seen["shard_latest"]
+    described = latest[shard["partition"]]["evaluation"]["description"]
+    assert described.startswith(f"{shard['failed']} of {shard['rows']} rows failed")
+    assert shard["failed_share"] == round(shard["failed"] / shard["rows"], 6) > 0
+
+
+def test_merged_output_and_its_checks(seen: dict[str, Any]) -> None:
+    merged = seen["merged"]
+    assert merged is not None and merged["rows"] == 300
+    assert merged["succeeded"] + merged["failed"] == 300 and 0 < merged["failed"] < 300
+    checks = seen["checks_after"]["merged"]
+    after = {c["name"]: c["executionForLatestMaterialization"] for c in checks}
+    for name in ("every_row_once", "same_rows_as_input", "every_row_final"):
+        assert after[name]["status"] == "SUCCEEDED", (name, after[name])
+    failed_rows = after["failed_rows"]["evaluation"]["description"]
+    assert failed_rows.startswith(f"{merged['failed']} of 300 rows failed"), failed_rows
+    assert seen["category_report"] is not None
+
+
+def test_the_edit_shows_stale_and_no_run_failed(seen: dict[str, Any]) -> None:
+    assert seen["stale_after_edit"] is True
+    statuses = {run["status"] for run in seen["runs"]}
+    assert statuses == {"SUCCESS"}, [r for r in seen["runs"] if r["status"] != "SUCCESS"]
