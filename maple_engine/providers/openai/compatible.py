@@ -12,7 +12,7 @@ price source and batch discount. docs/operations.md says what each vendor docume
 
 import dataclasses
 import functools
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import Field, create_model
 
@@ -138,30 +138,45 @@ PROFILES: tuple[Profile, ...] = (
 )
 
 
+def _class_name(profile: Profile, kind: str) -> str:
+    return "".join(part.title() for part in profile.name.split("-")) + kind
+
+
+def _credentials(profile: Profile, before: str) -> dict[str, Any]:
+    """The key and base URL fields of a profile's provider class (its variables, its default
+    URL: the prefix before ``before``)."""
+    family = profile.credentials.upper()
+    return {
+        "api_key": (
+            str | None,
+            Field(
+                default=None,
+                repr=False,
+                description=f"API key (the code location: {family}_API_KEY).",
+            ),
+        ),
+        "base_url": (
+            str | None,
+            Field(
+                default=None,
+                description=f"API base URL, the prefix before {before} ({family}_BASE_URL); "
+                f"default: {profile.base_url or 'none, it must be given'}.",
+            ),
+        ),
+    }
+
+
 @functools.cache
 def provider_class(profile: Profile) -> type[OpenAIBatchProvider]:
     """The OpenAI batch provider with ``profile``'s capabilities and defaults (one class per
     profile, so the registry, Dagster's resource config and the UI show its own defaults)."""
-    key = f"{profile.credentials.upper()}_API_KEY"
-    where = f"{profile.credentials.upper()}_BASE_URL"
     cls = create_model(
-        f"{''.join(part.title() for part in profile.name.split('-'))}BatchProvider",
+        _class_name(profile, "BatchProvider"),
         __base__=OpenAIBatchProvider,
         __module__=__name__,
         __doc__=f"{profile.name}: an OpenAI-compatible batch API (files + batches).",
         name=(str, Field(default=profile.name, description="Provider name in costs/output.")),
-        api_key=(
-            str | None,
-            Field(default=None, repr=False, description=f"API key (the code location: {key})."),
-        ),
-        base_url=(
-            str | None,
-            Field(
-                default=None,
-                description=f"API base URL, the prefix before /files and /batches ({where}); "
-                f"default: {profile.base_url or 'none, it must be given'}.",
-            ),
-        ),
+        **_credentials(profile, "/files and /batches"),
         file_purpose=(str, Field(default=profile.file_purpose, description="Upload purpose.")),
         max_requests=(
             int,
@@ -197,10 +212,8 @@ class ProfileRealtimeProvider(OpenAIRealtimeProvider):
 @functools.cache
 def realtime_class(profile: Profile) -> type[ProfileRealtimeProvider]:
     """The real-time twin of ``profile`` as its own class (its defaults show in the UI)."""
-    key = f"{profile.credentials.upper()}_API_KEY"
-    where = f"{profile.credentials.upper()}_BASE_URL"
     cls = create_model(
-        f"{''.join(part.title() for part in profile.name.split('-'))}RealtimeProvider",
+        _class_name(profile, "RealtimeProvider"),
         __base__=ProfileRealtimeProvider,
         __module__=__name__,
         __doc__=f"{profile.realtime_name}: {profile.name}'s chat completions, one row a request.",
@@ -208,18 +221,7 @@ def realtime_class(profile: Profile) -> type[ProfileRealtimeProvider]:
             str,
             Field(default=profile.realtime_name, description="Provider name in costs/output."),
         ),
-        api_key=(
-            str | None,
-            Field(default=None, repr=False, description=f"API key (the code location: {key})."),
-        ),
-        base_url=(
-            str | None,
-            Field(
-                default=None,
-                description=f"API base URL, the prefix before /chat/completions ({where}); "
-                f"default: {profile.base_url or 'none, it must be given'}.",
-            ),
-        ),
+        **_credentials(profile, "/chat/completions"),
     )
     cls.profile = profile
     cls.capabilities = profile.twin_capabilities
