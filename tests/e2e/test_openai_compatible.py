@@ -159,6 +159,7 @@ def test_a_kill_9_then_the_same_command_resumes_the_generic_profile_paying_nothi
 TWINS = [(f"{p[0]}-realtime", p[1], p[2]) for p in PROFILES]
 
 
+@pytest.mark.slow  # five jobs; the default suite runs the embedding twin and the refusals
 @pytest.mark.parametrize(("provider", "prefix", "model"), TWINS, ids=[t[0] for t in TWINS])
 def test_each_profile_has_a_real_time_twin_that_runs_a_job_to_the_end(
     tmp_path: Path, provider: str, prefix: str, model: str

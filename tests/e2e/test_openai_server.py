@@ -67,6 +67,7 @@ def test_a_chat_job_on_your_own_server_runs_at_no_api_price_and_resumes(
     assert server.stats()["bodies_billed_twice"] == 0
 
 
+@pytest.mark.slow  # a 300-row job at a server's pace; tests/unit/test_capacity_probe.py is quick
 def test_a_server_with_a_knee_gets_its_capacity_not_a_runaway_queue(tmp_path: Path) -> None:
     # 4 answers at a time, 50 ms each: past 4 in flight requests only queue at the server
     config = EmulatorConfig(batch_seconds=0, server_slots=4, realtime_latency_s=(0.05, 0.05))

@@ -104,6 +104,7 @@ class QuotaRefusingOpenAI(BaseHTTPRequestHandler):
         pass
 
 
+@pytest.mark.slow  # about 30 s: the real-time lane's quota stop waits out its retries
 def test_insufficient_quota_exits_4_in_batch_and_real_time(
     server: EmulatorServer, tmp_path: Path
 ) -> None:
