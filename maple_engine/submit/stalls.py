@@ -17,12 +17,11 @@ from typing import Any
 
 from maple_engine.ledger.batch_history import HistoryFilter
 from maple_engine.model import BatchState, Submission, is_realtime
-from maple_engine.plan.turnaround import TurnaroundFit, history_fit
+from maple_engine.plan.turnaround import HISTORY_DAYS, TurnaroundFit, history_fit
 from maple_engine.report.batch_stats import duration_text, turnaround_quantile
 from maple_engine.submit.deadline import cancel_once
 
 MIN_COMPLETED = 5
-HISTORY_DAYS = 30
 
 
 @dataclasses.dataclass(frozen=True)
