@@ -109,8 +109,11 @@ def _chat_problem(body: dict[str, Any]) -> Outcome | None:
 
 
 def response_schema(body: dict[str, Any]) -> Any:
-    """The JSON schema of a ``response_format: json_schema`` request, else None."""
+    """The JSON schema of a ``response_format: json_schema`` request (or ``json_object`` with a
+    ``schema``, llama.cpp's Python server's form), else None."""
     fmt = body.get("response_format")
+    if isinstance(fmt, dict) and fmt.get("type") == "json_object" and "schema" in fmt:
+        return fmt["schema"]
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         spec = fmt.get("json_schema")
         if isinstance(spec, dict):

@@ -180,6 +180,9 @@ def prepare(opts: EnrichOptions, emulator: str | None) -> Ready:
     if not opts.dry_run:
         provider.check_credentials()
         provider.check_endpoint()  # one cheap call: a wrong URL or key ends here, within seconds
+        if capabilities(opts.provider).self_hosted and spec.response_schema is not None:
+            # a server you run may take one form of response_format only: one probe says which
+            provider = provider.settle_schema_format(spec.response_schema)
     return Ready(opts, job, provider, price)
 
 

@@ -18,6 +18,7 @@ import pytest
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from tests.e2e.cli import maple
+from tests.e2e.gateway import gateway
 
 CATALOG = Path(__file__).parents[2] / "maple_assets" / "data" / "grocery_catalog.csv"
 ROWS = 300
@@ -65,6 +66,28 @@ def test_a_chat_job_on_your_own_server_runs_at_no_api_price_and_resumes(
     assert again.returncode == 0, again.stderr
     assert server.stats()["requests_billed"] == billed  # the rerun sends nothing
     assert server.stats()["bodies_billed_twice"] == 0
+
+
+def test_a_response_schema_goes_in_the_form_the_server_takes(
+    server: EmulatorServer, tmp_path: Path
+) -> None:
+    schema = tmp_path / "schema.json"
+    schema.write_text(
+        '{"type": "object", "properties": {"brand": {"type": "string"}}, "required": ["brand"], '
+        '"additionalProperties": false}'
+    )
+    # a server that answers the strict json_schema form 500 and takes json_object, as
+    # llama.cpp's Python server does
+    with gateway(server.url, "schema-500") as (_, url):
+        done = run(server.url, "enrich", tmp_path, "--model", "gpt-4o-mini",
+                   "--response-schema", str(schema), base=f"{url}/v1")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = pl.read_parquet(tmp_path / "out.parquet")
+    assert out.height == ROWS and (out["llm_status"] == "succeeded").all()
+    assert all(parsed["brand"] for parsed in out["llm_parsed"].to_list())
+    stats = server.stats()  # every row once, and the one probe the json_object form passed
+    assert stats["requests_billed"] == ROWS - out["llm_reused"].sum() + 1
+    assert stats["bodies_billed_twice"] == 0
 
 
 @pytest.mark.slow  # a 300-row job at a server's pace; tests/unit/test_capacity_probe.py is quick

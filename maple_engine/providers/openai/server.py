@@ -5,20 +5,25 @@ Where it differs from OpenAI's API: the base URL is the team's (``MAPLE_BASE_URL
 key only if the server wants one (``MAPLE_API_KEY``); first contact is ``GET /models``, which
 must list the job's model; no rate-limit headers are expected (the in-flight bound climbs to
 the server's throughput knee, `maple_engine.send.pacing.CapacityProbe`, up to
-``max_concurrency``); and a model the price
-file does not price is booked at $0, its source "self-hosted: no API price".
+``max_concurrency``); a model the price file does not price is booked at $0, its source
+"self-hosted: no API price"; and a response schema goes in the ``response_format`` form the
+server takes (``schema_format``: OpenAI's strict ``json_schema``, or ``json_object`` with the
+schema, as llama.cpp's Python server takes it), found by one probe request at first contact
+when the job does not say.
 """
 
-from typing import ClassVar
+from typing import Any, ClassVar, Literal
 
 import httpx
 import orjson
+import polars as pl
 from pydantic import Field
 
 from maple_engine.errors import ConfigError
 from maple_engine.model import CHAT, EMBEDDING
-from maple_engine.providers.base import Dialect, ProviderCapabilities
-from maple_engine.providers.http import make_client
+from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
+from maple_engine.providers.http import error_detail, make_client
+from maple_engine.providers.openai import wire
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.realtime import realtime_capabilities
 
@@ -27,6 +32,9 @@ CAPABILITIES = realtime_capabilities(
     Dialect.OPENAI, NAME, "maple", kinds=frozenset({CHAT, EMBEDDING}), self_hosted=True
 )
 FIRST_CONTACT_TIMEOUT_S = 10.0
+PROBE_TIMEOUT_S = 120.0  # a model server's first answer may wait for its model to load
+AUTO = "auto"
+PROBE_SCHEMA_NAME = "response"
 
 
 class OpenAIServerProvider(OpenAIRealtimeProvider):
@@ -42,6 +50,12 @@ class OpenAIServerProvider(OpenAIRealtimeProvider):
     initial_concurrency: int = Field(
         default=8, description="Requests in flight at first (a server sends no rate limits)."
     )
+    schema_format: Literal["auto", "json_schema", "json_object"] = Field(
+        default=AUTO,
+        description="How a response schema is asked for: 'json_schema' (OpenAI's strict form), "
+        "'json_object' with the schema (llama.cpp's Python server), or 'auto': the first the "
+        "server takes, probed once before any row is sent (`maple enrich`).",
+    )
 
     def resolved_base_url(self) -> str:
         if not self.base_url:
@@ -56,6 +70,43 @@ class OpenAIServerProvider(OpenAIRealtimeProvider):
 
     def bound_to(self, model: str) -> "OpenAIServerProvider":
         return self if self.model == model else self.model_copy(update={"model": model})
+
+    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+        form = wire.JSON_SCHEMA if self.schema_format == AUTO else self.schema_format
+        return wire.body_expr(spec, user, image, form)
+
+    def settle_schema_format(self, schema: Any) -> "OpenAIServerProvider":
+        """This provider with the ``response_format`` form the server takes for ``schema``: the
+        configured one, else the first of OpenAI's strict form and llama.cpp's ``json_object``
+        that a one-token request is answered without an error; a `ConfigError` when neither."""
+        if self.schema_format != AUTO:
+            return self
+        refusals = []
+        base = self.resolved_base_url()
+        with make_client(base, self.request_headers(), PROBE_TIMEOUT_S) as client:
+            for form in (wire.JSON_SCHEMA, wire.JSON_OBJECT):
+                body = {
+                    "model": self.model,
+                    "messages": [{"role": "user", "content": "Answer in JSON."}],
+                    "max_tokens": 1,
+                    "response_format": wire.response_format(schema, PROBE_SCHEMA_NAME, form),
+                    **self.extra_body,
+                }
+                try:
+                    response = client.post("/chat/completions", content=orjson.dumps(body))
+                except httpx.TransportError as exc:
+                    raise ConfigError(
+                        f"The server at {base} did not answer a request with a response schema "
+                        f"({type(exc).__name__}): is it still running?"
+                    ) from exc
+                if response.status_code < 400:
+                    return self.model_copy(update={"schema_format": form})
+                refusals.append(f"{form}: HTTP {response.status_code} {error_detail(response)[0]}")
+        raise ConfigError(
+            f"The server at {base} takes a response schema in neither form ("
+            + "; ".join(refusals)
+            + "): drop --response-schema, or ask for JSON in the prompt."
+        )
 
     def check_endpoint(self) -> None:
         """``GET /models`` once: the server answers and serves the job's model."""

@@ -51,6 +51,8 @@ EMBEDDING_HEAD = '{"input":"'
 RESPONSES_HEAD = '{"input":[{'
 #: OpenAI's reasoning models (reasoning effort, reasoning tokens); others refuse the parameter.
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
+#: the two ``response_format`` forms that carry a JSON schema (`response_format`)
+JSON_SCHEMA, JSON_OBJECT = "json_schema", "json_object"
 # One /embeddings request: at most 2,048 inputs and 300,000 tokens summed over its inputs.
 MAX_INPUTS_PER_REQUEST = 2048
 MAX_TOKENS_PER_REQUEST = 300_000
@@ -72,20 +74,27 @@ def openai_headers(api_key: str | None, env: str = "OPENAI_API_KEY") -> dict[str
     return {"Authorization": f"Bearer {api_key}"}
 
 
-def chat_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-    """The encoded ``/chat/completions`` body of every row."""
+def response_format(schema: Any, name: str, schema_format: str = JSON_SCHEMA) -> dict[str, Any]:
+    """The ``response_format`` asking for JSON that follows ``schema``: OpenAI's strict
+    ``json_schema``, or ``json_object`` with the schema beside it (llama.cpp's Python server,
+    which answers the strict form with a 500)."""
+    if schema_format == JSON_OBJECT:
+        return {"type": JSON_OBJECT, "schema": schema}
+    return {"type": JSON_SCHEMA, "json_schema": {"name": name, "schema": schema, "strict": True}}
+
+
+def chat_body_expr(
+    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, schema_format: str = JSON_SCHEMA
+) -> pl.Expr:
+    """The encoded ``/chat/completions`` body of every row (a response schema in
+    ``schema_format``: `response_format`)."""
     head: dict[str, Any] = {"model": spec.model, **spec.params}
     if spec.cache and spec.cache_key and "prompt_cache_key" not in head:
         head["prompt_cache_key"] = spec.cache_key
     if spec.response_schema is not None:
-        head["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {
-                "name": spec.schema_name,
-                "schema": spec.response_schema,
-                "strict": True,
-            },
-        }
+        head["response_format"] = response_format(
+            spec.response_schema, spec.schema_name, schema_format
+        )
     system = (
         '{"role":"system","content":' + json_literal(spec.system) + "},"
         if spec.system is not None
@@ -128,14 +137,16 @@ def responses_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None)
     return splice_params(body, head)
 
 
-def body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+def body_expr(
+    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, schema_format: str = JSON_SCHEMA
+) -> pl.Expr:
     """The encoded body of every row: a chat completion (or a Responses request), or an
     embedding of the text."""
     if spec.kind == EMBEDDING:
         return embedding_body_expr(spec, user)
     if spec.endpoint == "responses":
         return responses_body_expr(spec, user, image)
-    return chat_body_expr(spec, user, image)
+    return chat_body_expr(spec, user, image, schema_format)
 
 
 def embedding_body_expr(spec: RequestSpec, text: pl.Expr) -> pl.Expr:
