@@ -51,7 +51,7 @@ class OpenAIServerProvider(OpenAIRealtimeProvider):
         default=8, description="Requests in flight at first (a server sends no rate limits)."
     )
     schema_format: Literal["auto", "json_schema", "json_object"] = Field(
-        default=AUTO,
+        default="auto",
         description="How a response schema is asked for: 'json_schema' (OpenAI's strict form), "
         "'json_object' with the schema (llama.cpp's Python server), or 'auto': the first the "
         "server takes, probed once before any row is sent (`maple enrich`).",
