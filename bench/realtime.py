@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import polars as pl
@@ -77,8 +78,8 @@ def start_emulator(
     raise RuntimeError("the emulator did not start")
 
 
-def payload(provider: RealtimeProvider, rows: int, model: str) -> ShardPayload:
-    spec = RequestSpec(model, system="Extract the brand.")
+def payload(provider: RealtimeProvider, rows: int, model: str, **params: Any) -> ShardPayload:
+    spec = RequestSpec(model, system="Extract the brand.", params=params)
     frame = pl.DataFrame(
         {"t": [f"Maple Farm product {i}, pack of {i % 12 + 1}" for i in range(rows)]}
     )

@@ -13,12 +13,14 @@ real gateway programs were seen to:
 - ``failing-download``: forwards everything but ``GET .../files/{id}/content``, which it
   answers 500 with the same body every time.
 
-``forwarded`` counts the calls it passed on; the emulator's own counters say what was billed.
+``forwarded`` counts the calls it passed on and ``posted`` each POST body it passed on (a counting
+proxy in front of a server that keeps no count); the emulator's own counters say what was billed.
 """
 
 import threading
 import urllib.error
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -60,6 +62,7 @@ class Gateway:
         self.mode = mode
         self.healthy_posts = healthy_posts  # POSTs answered as the emulator does before misbehaving
         self.forwarded = 0
+        self.posted: Counter[bytes] = Counter()
         self.posts = 0
         self.lock = threading.Lock()
 
@@ -106,12 +109,14 @@ class _Handler(BaseHTTPRequestHandler):
         gateway = self.gateway
         with gateway.lock:
             gateway.forwarded += 1
+            if method == "POST":
+                gateway.posted[body] += 1
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
         call = urllib.request.Request(
             gateway.upstream + self.path, data=body or None, headers=headers, method=method
         )
         try:
-            with urllib.request.urlopen(call, timeout=60) as answer:
+            with urllib.request.urlopen(call, timeout=300) as answer:
                 return answer.status, list(answer.headers.items()), answer.read()
         except urllib.error.HTTPError as error:
             return error.code, list(error.headers.items()), error.read()

@@ -48,7 +48,7 @@ def _wait_ready(
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(
-                f"the gateway exited ({process.returncode}) before {url} answered; its log:\n"
+                f"the program exited ({process.returncode}) before {url} answered; its log:\n"
                 + _log_tail(log)
             )
         try:
@@ -63,7 +63,7 @@ def _wait_ready(
 
 
 @contextmanager
-def _running(
+def running(
     command: list[str], ready: str, headers: dict[str, str], log: Path, **env: str
 ) -> Iterator[None]:
     with log.open("wb") as out:
@@ -114,7 +114,7 @@ def litellm_proxy(emulator_url: str, where: Path) -> Iterator[str]:
     # package's own (no fetch from GitHub at start)
     env = {"OPENAI_API_KEY": UPSTREAM_KEY, "OPENAI_API_BASE": upstream,
            "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # fmt: skip
-    with _running(command, f"{base}/models", auth, where / "litellm.log", **env):
+    with running(command, f"{base}/models", auth, where / "litellm.log", **env):
         yield base
 
 
@@ -135,5 +135,5 @@ def portkey_gateway(where: Path) -> Iterator[str]:
     port = free_port()
     command = [node, PORTKEY, f"--port={port}", "--headless"]
     # its /v1/models answers 500 on Node 20 (see test_portkey_gateway): its root says it serves
-    with _running(command, f"http://127.0.0.1:{port}/", {}, where / "portkey.log"):
+    with running(command, f"http://127.0.0.1:{port}/", {}, where / "portkey.log"):
         yield f"http://127.0.0.1:{port}/v1"
