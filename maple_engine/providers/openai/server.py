@@ -31,10 +31,11 @@ NAME = "openai-server"
 CAPABILITIES = realtime_capabilities(
     Dialect.OPENAI, NAME, "maple", kinds=frozenset({CHAT, EMBEDDING}), self_hosted=True
 )
-FIRST_CONTACT_TIMEOUT_S = 10.0
+FIRST_CONTACT_TIMEOUT_S = 60.0  # a busy server (a killed run's requests still queued) answers late
 PROBE_TIMEOUT_S = 120.0  # a model server's first answer may wait for its model to load
 AUTO = "auto"
 PROBE_SCHEMA_NAME = "response"
+JSON_BODY = {"Content-Type": "application/json"}
 
 
 class OpenAIServerProvider(OpenAIRealtimeProvider):
@@ -93,7 +94,9 @@ class OpenAIServerProvider(OpenAIRealtimeProvider):
                     **self.extra_body,
                 }
                 try:
-                    response = client.post("/chat/completions", content=orjson.dumps(body))
+                    response = client.post(
+                        "/chat/completions", content=orjson.dumps(body), headers=JSON_BODY
+                    )
                 except httpx.TransportError as exc:
                     raise ConfigError(
                         f"The server at {base} did not answer a request with a response schema "
