@@ -257,6 +257,7 @@ class OpenAIEngine:
         ]
         tokens = sum(count_tokens(text) for text in items)
         result = {
+            "id": new_id("embd-"),  # Mistral's list has one (its SDK requires it), OpenAI's not
             "object": "list",
             "data": data,
             "model": body["model"],
