@@ -247,7 +247,7 @@ class OpenAIEngine:
             failed = fault_outcome(fault, body["model"]) if fault and fault != "refused" else None
             if failed is not None:
                 return failed
-        dims = body.get("dimensions")
+        dims = body.get("dimensions", body.get("output_dimension"))  # OpenAI's, Mistral's
         dims = dims if isinstance(dims, int) and 0 < dims <= 4096 else self.dimensions
         as_base64 = body.get("encoding_format") == "base64"
         data = [
@@ -260,6 +260,7 @@ class OpenAIEngine:
         ]
         tokens = sum(count_tokens(text) for text in items)
         result = {
+            "id": new_id("embd-"),  # Mistral's list has one (its SDK requires it), OpenAI's not
             "object": "list",
             "data": data,
             "model": body["model"],

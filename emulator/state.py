@@ -64,7 +64,9 @@ class StoredFile:
     project: str | None = None  # OpenAI: the project it belongs to (seen only from there)
 
     def as_json(self) -> dict[str, Any]:
-        """The OpenAI ``file`` object."""
+        """The OpenAI ``file`` object, with the members Mistral's has besides (``sample_type``,
+        ``source``, ``num_lines``, ``mimetype``, and ``deleted`` when one is retrieved: its SDK
+        requires ``sample_type``, ``source`` and ``deleted``)."""
         expires = (
             self.created_at + FILE_RETENTION_SECONDS if self.purpose.startswith("batch") else None
         )
@@ -78,7 +80,18 @@ class StoredFile:
             "purpose": self.purpose,
             "status": "processed",
             "status_details": None,
+            "sample_type": self._sample_type(),
+            "source": "upload" if self.purpose != "batch_output" else "mistral",
+            "num_lines": None,
+            "mimetype": "application/jsonl" if self.filename.endswith(".jsonl") else None,
+            "deleted": False,
         }
+
+    def _sample_type(self) -> str:
+        """Mistral's ``sample_type``: a batch's input, its results or errors, else training."""
+        if self.purpose == "batch_output":
+            return "batch_error" if self.filename.endswith("_error.jsonl") else "batch_result"
+        return "batch_request" if self.purpose == "batch" else "instruct"
 
 
 class Stats:

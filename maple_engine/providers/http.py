@@ -22,6 +22,7 @@ from maple_engine.errors import (
     QuotaExhausted,
     SetupRefused,
 )
+from maple_engine.providers.gateways import gateway_exception
 from maple_engine.settings import knob
 
 RETRYABLE_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
@@ -179,7 +180,9 @@ def request(
     Idempotent calls (poll, list, download, cancel) keep retrying connection errors, timeouts
     and 5xx for the outage window (``MAPLE_OUTAGE_WINDOW_S``, default 30 minutes) instead of
     ``max_retries`` times; creates stop after ``max_retries`` (a repeated create could pay
-    twice). ``what`` names the call in errors (e.g. "create batch for job j shard s00001"); the
+    twice), and one that a gateway marks as its own 5xx exception is not repeated at all (it
+    may have thrown after the provider did the work: `maple_engine.providers.gateways`).
+    ``what`` names the call in errors (e.g. "create batch for job j shard s00001"); the
     URL in messages is the path only, so neither keys nor query secrets reach logs.
     ``result_file``: the call downloads a batch's results, which an answer that stays the same
     ends at once (`download`).
@@ -306,11 +309,12 @@ class _SameAnswers:
         if self.count < SAME_ANSWERS or waits:
             return
         message, _, _ = error_detail(response)
+        gateway = gateway_exception(response)
+        fix = gateway or "The provider or a gateway before it cannot serve the file: fix it"
         raise ProviderError(
             f"{self.what}: GET {self.url} answered {response.status_code} the same way "
-            f"{self.count} times in a row: {message}. The provider or a gateway before it "
-            "cannot serve the file: fix it, then rerun the same command (the batch is adopted "
-            "and downloaded, nothing is sent again).",
+            f"{self.count} times in a row: {message}. {fix}, then rerun the same command (the "
+            "batch is adopted and downloaded, nothing is sent again).",
             response.status_code,
         )
 
@@ -355,6 +359,8 @@ def _send(
     response = client.request(method, url, **kwargs)
     if same is not None and response.status_code >= 300:
         same.check(response)
+    if not _idempotent(method, url) and gateway_exception(response) is not None:
+        return response  # done upstream, maybe (a batch created): not sent again
     return _retryable(response)
 
 
@@ -437,6 +443,9 @@ def _checked(response: httpx.Response, what: str, method: str, url: str) -> http
     if response.status_code == 429 and is_quota_error(response):
         raise QuotaExhausted(f"{what}: the provider reports insufficient quota: {message}")
     detail = f"{what}: {method} {url} answered {response.status_code}: {message}"
+    gateway = gateway_exception(response)
+    if gateway is not None:
+        detail = f"{detail}. {gateway}"
     if response.status_code in {401, 403}:
         raise AuthError(f"{detail}. Check the API key.", response.status_code)
     if response.status_code in {400, 422} and setup_refusal(response):  # a gateway's, say

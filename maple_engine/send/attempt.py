@@ -16,7 +16,9 @@ row's retry budget (`maple_engine.policy.SendBudget`: 1 + its class's retries in
 attempts included). The same status and body twice in a row for the same request, with no other
 request served in between, is no transient fault: the row fails with that answer and is not
 resent (a provider serving other requests meanwhile, Gemini's identical 500 bodies among them,
-is having a passing fault). The first retry is said on stderr (the ``maple.provider`` log) at
+is having a passing fault). A 5xx that a gateway marks as its own exception
+(`maple_engine.providers.gateways`) is never resent: the gateway may have thrown after the
+provider answered and billed. The first retry is said on stderr (the ``maple.provider`` log) at
 once, then at most every 30 s. Every finished row goes to the checkpoints at once.
 
 A job stopped while its attempt sends (``maple cancel``, or any stop record: ``stopped()``,
@@ -49,6 +51,7 @@ from maple_engine.failures import NOT_RESENT, FailureClass
 from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
 from maple_engine.policy import SendBudget
 from maple_engine.providers.base import failed_row
+from maple_engine.providers.gateways import gateway_exception
 from maple_engine.providers.http import (
     RETRY_LOG_EVERY_S,
     backoff_seconds,
@@ -532,6 +535,10 @@ class AttemptRun:
         if status == 429:
             capacity = not self._rate_limited(response, wait)
             raise _Retry(FailureClass.RATE_LIMITED.value, f"429: {message}", wait, None, capacity)
+        gateway = gateway_exception(response)
+        if gateway is not None:  # the provider may have answered and billed: never resent
+            error = f"{NOT_RESENT}{status}: {message}. {gateway}."
+            return failed_row(custom_id, FailureClass.SERVER_ERROR.value, error)
         if status in {408, 409, 500, 502, 503, 504, 529}:
             if status in {503, 529}:
                 self._overloaded()

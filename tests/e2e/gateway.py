@@ -5,6 +5,9 @@ real gateway programs were seen to:
 - ``forward``: forwards every call unchanged (the gateway after the fix);
 - ``500-after-billing``: forwards POSTs (the emulator answers and bills), then answers 500 with
   the same body every time;
+- ``gateway-exception``: the same, but the 500 is marked as the gateway's own exception as
+  Portkey's gateway marks it (``x-portkey-gateway-exception: true``, its "Something went
+  wrong" body);
 - ``missing-header``, ``unknown-model``, ``unsupported-parameter``: answers every call as
   `REFUSALS` says (a gateway's "header required" 400, a 404 for a model the upstream does not
   have, a 400 for a parameter the model does not take), forwarding nothing;
@@ -50,6 +53,8 @@ SCHEMA_REFUSED = (
     b'{"error": {"message": "response_format type json_schema is not supported, use '
     b'json_object", "type": "server_error"}}'
 )
+GATEWAY_EXCEPTION = b'{"status":"failure","message":"Something went wrong"}'
+EXCEPTION_MARK = [("x-portkey-gateway-exception", "true")]
 NO_CONTENT = b'{"error": {"message": "No connected db.", "type": "server_error"}}'
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "host"}
 
@@ -69,7 +74,8 @@ class Gateway:
     def misbehaves_on_post(self) -> bool:
         with self.lock:
             self.posts += 1
-            return self.mode == "500-after-billing" and self.posts > self.healthy_posts
+            misbehaving = self.mode in {"500-after-billing", "gateway-exception"}
+            return misbehaving and self.posts > self.healthy_posts
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -101,7 +107,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         status, headers, content = self._forward(method, body)
         if method == "POST" and gateway.misbehaves_on_post():
-            self._answer(500, UPSTREAM_FAILED)
+            if gateway.mode == "gateway-exception":
+                self._answer(500, GATEWAY_EXCEPTION, EXCEPTION_MARK)
+            else:
+                self._answer(500, UPSTREAM_FAILED)
             return
         self._answer(status, content, headers)
 

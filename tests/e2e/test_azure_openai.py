@@ -172,3 +172,19 @@ def test_the_dry_run_says_azure_batches_do_not_expire_and_queue_per_deployment(
     assert "window 24h is a target: a batch that takes longer is not expired" in line
     assert "enqueued tokens limited per deployment" in line
     assert stats["files_uploaded"] == 0 and stats["requests_received"] == 0
+
+
+def test_batch_embeddings_on_azure_are_refused_naming_the_real_time_provider(
+    tmp_path: Path,
+) -> None:
+    """Azure's batch documentation names chat lines only: ``maple embed --provider
+    azure-openai`` is refused by the command's choices, which name the providers that embed
+    (Azure's real-time one, Mistral's batch), nothing sent."""
+    with EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server:
+        run = maple(*job(tmp_path, "embed", "azure-openai"), **azure(server.url))
+        stats = server.stats()
+    assert run.returncode == 2, run.stderr
+    said = run.stderr.replace("\n", " ")
+    assert "Invalid value for '--provider': 'azure-openai' is not one of" in said, said
+    assert "'azure-openai-realtime'" in said and "'mistral'" in said
+    assert stats["files_uploaded"] == 0 and stats["requests_received"] == 0

@@ -2,7 +2,9 @@
 upstream answered and billed, and a provider whose every answer is a 500: a row is sent at most
 1 + its failure class's retries times in all, the same answer twice in a row for the same request
 is not retried again, and when requests keep failing the same way the job stops (exit 4) in one
-line naming the error, the URL and the count, with a "retrying" line on stderr meanwhile.
+line naming the error, the URL and the count, with a "retrying" line on stderr meanwhile. A
+500 the gateway marks as its own exception (Portkey's ``x-portkey-gateway-exception``) is not
+sent again at all, neither a real-time request nor a batch create.
 
 Before these bounds, each request of the gateway case was sent 36 times (6 sends an attempt,
 6 attempts)."""
@@ -43,6 +45,48 @@ def test_a_gateway_500_after_billing_stops_after_two_requests_sent_twice(
     assert stats["requests_billed"] == 4 * texts
     assert stats["bodies_billed_twice"] == 2 * texts
     assert took < 30
+
+
+@pytest.mark.parametrize(
+    ("command", "rows", "texts"),
+    [("enrich", 30, 1), pytest.param("embed", 250, 100, marks=pytest.mark.slow)],  # ~5.5 s
+)
+def test_a_gateway_exception_after_billing_is_never_resent_and_names_the_gateway(
+    tmp_path: Path, command: str, rows: int, texts: int
+) -> None:
+    with (
+        EmulatorServer(EmulatorConfig(batch_seconds=0)) as server,
+        gateway(server.url, "gateway-exception") as (_, url),
+    ):
+        result, took = maple_at(url, *job(tmp_path, command, rows))
+        stats = server.stats()
+    assert result.returncode == 4, result.stderr
+    line = outcome_line(result.stderr)
+    assert (
+        "failed 2 different requests the same way (not resent: 500: Something went wrong." in line
+    )
+    assert "Portkey's gateway marked this 500 as its own exception" in line
+    assert "(x-portkey-gateway-exception: true)" in line and "call the provider directly" in line
+    assert not retrying_lines(result.stderr)  # nothing was retried
+    assert stats["requests_billed"] == 2 * texts  # two requests, each sent once
+    assert stats["bodies_billed_twice"] == 0
+    assert took < 30
+
+
+def test_a_batch_create_the_gateway_marks_as_its_exception_is_not_repeated(
+    tmp_path: Path,
+) -> None:
+    with (
+        EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server,
+        gateway(server.url, "gateway-exception", healthy_posts=1) as (_, url),  # the upload
+    ):
+        result, _ = maple_at(url, *table_job(tmp_path, "enrich", "openai", 10))
+        stats = server.stats()
+    assert result.returncode == 1, result.stderr
+    line = outcome_line(result.stderr)
+    assert "POST /batches answered 500: Something went wrong." in line, line
+    assert "Portkey's gateway marked this 500 as its own exception" in line
+    assert stats["files_uploaded"] == 1 and stats["batches_created"] == 1  # created once
 
 
 def test_the_breaker_stops_a_job_once_most_of_the_last_requests_fail_alike(

@@ -5,11 +5,13 @@ billed once and booked. Version 1.15.2 on Node 20 answers two routes 500 "Someth
 after the emulator answered (its log: ``TypeError: immutable``, appending a header to the
 upstream's answer; a bare upstream gets the same), and these tests hold what the user gets:
 
-- embeddings (``POST /v1/embeddings``): the rows end failed with the gateway's answer, each text
-  sent at most twice (a 500 is retried once; the same answer twice is not resent);
+- embeddings (``POST /v1/embeddings``): the gateway marks its 500 as its own exception
+  (``x-portkey-gateway-exception: true``), so the rows end failed, not resent, with one line
+  naming the gateway, its mark and the fix: each text billed once, none twice;
 - a batch's results (``GET /v1/files/{id}/content``): the upload, create and polls pass, the
-  download ends the job in one line naming the answer, nothing billed twice, and the same
-  command without the gateway (the emulator's own URL) adopts the batch, sending nothing again.
+  download (a GET, free: retried) ends the job in one line naming the answer and the gateway's
+  mark, nothing billed twice, and the same command without the gateway (the emulator's own
+  URL) adopts the batch, sending nothing again.
 """
 
 import json
@@ -77,7 +79,7 @@ def test_a_real_time_chat_job_through_portkey_runs_to_its_end_billed_once_and_bo
     assert row["job"] == "hostile" and row["requests"] == ROWS
 
 
-def test_embeddings_through_portkey_end_failed_with_its_answer_each_text_sent_at_most_twice(
+def test_embeddings_through_portkey_end_failed_naming_its_exception_no_text_billed_twice(
     through: tuple[EmulatorServer, str], tmp_path: Path
 ) -> None:
     server, base = through
@@ -89,9 +91,14 @@ def test_embeddings_through_portkey_end_failed_with_its_answer_each_text_sent_at
     assert "Traceback" not in done.stderr
     out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
     assert out["llm_status"].to_list() == ["failed"] * ROWS
-    assert all("500: Something went wrong" in e for e in out["llm_error"].to_list())
-    assert 0 < stats["requests_billed"] <= 2 * ROWS  # the emulator answered: billed
-    assert stats["bodies_billed_twice"] <= ROWS  # a text sent twice at most
+    [error] = set(out["llm_error"].to_list())
+    assert error.startswith("not resent: 500: Something went wrong. Portkey's gateway marked"), (
+        error
+    )
+    assert "(x-portkey-gateway-exception: true)" in error
+    assert "call the provider directly" in error
+    assert stats["requests_billed"] == ROWS  # the emulator answered: billed, once
+    assert stats["bodies_billed_twice"] == 0
 
 
 def test_a_batch_job_through_portkey_ends_in_one_line_at_its_download_and_is_adopted_after(
@@ -110,6 +117,7 @@ def test_a_batch_job_through_portkey_ends_in_one_line_at_its_download_and_is_ado
     line = outcome_line(broken.stderr)
     assert line.startswith("error: download output_file_id of batch "), line
     assert "/content answered 500 the same way 8 times in a row: Something went wrong." in line
+    assert "Portkey's gateway marked this 500 as its own exception" in line
     assert "rerun the same command" in line
     # uploaded, created and polled through the gateway: billed once, not sent again
     assert (before["batches_created"], before["requests_billed"]) == (1, ROWS)

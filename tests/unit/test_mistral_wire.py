@@ -2,8 +2,10 @@
 endpoint), a job's statuses map onto the engine's batch states, and result lines parse (a
 failed line's body is a JSON string); the settings' variables and the host before ``/v1``."""
 
+import base64
 from typing import Any
 
+import numpy as np
 import orjson
 import polars as pl
 import pytest
@@ -11,7 +13,8 @@ import pytest
 from maple_assets.provider_settings import provider_settings
 from maple_engine.errors import ConfigError
 from maple_engine.failures import FailureClass
-from maple_engine.providers.base import ShardPayload
+from maple_engine.model import EMBEDDING
+from maple_engine.providers.base import RequestSpec, ShardPayload
 from maple_engine.providers.lost import LOST
 from maple_engine.providers.mistral import wire
 from maple_engine.providers.mistral.batch import MistralBatchProvider
@@ -158,3 +161,45 @@ def test_capabilities_say_what_mistral_documents() -> None:
     assert caps.completion_windows == ("24h", "48h", "72h", "168h")
     with pytest.raises(ConfigError, match="Mistral takes 24h"):
         provider(completion_window="1h").check_credentials()
+
+
+def test_an_embedding_body_is_mistrals_and_its_job_goes_to_v1_embeddings() -> None:
+    spec = RequestSpec(model="codestral-embed", kind=EMBEDDING, dimensions=256)
+    frame = pl.DataFrame({"t": ['a "quoted" text', "é"]})
+    encoded = frame.select(provider().body_expr(spec, pl.col("t"), None)).to_series().to_list()
+    assert [orjson.loads(body) for body in encoded] == [
+        {"input": text, "model": "codestral-embed", "encoding_format": "float",
+         "output_dimension": 256}
+        for text in frame["t"]
+    ]  # fmt: skip
+    plain = RequestSpec(model="mistral-embed", kind=EMBEDDING)
+    body = frame.head(1).select(wire.body_expr(plain, pl.col("t"), None)).item()
+    assert orjson.loads(body) == {
+        "input": 'a "quoted" text', "model": "mistral-embed", "encoding_format": "float"
+    }  # fmt: skip
+    requests = pl.DataFrame({"custom_id": ["a"], "request": [encoded[0]]})
+    payload = ShardPayload("j", "s00001", 1, "codestral-embed", requests)
+    assert provider()._create_json(payload, "file-1", "h")["endpoint"] == "/v1/embeddings"
+
+
+def test_an_embedding_line_parses_its_float_vector_and_tokens() -> None:
+    body = {
+        "object": "list",
+        "data": [{"object": "embedding", "index": 0, "embedding": [0.5, -1.0, 2.0]}],
+        "model": "codestral-embed",
+        "usage": {"prompt_tokens": 4, "total_tokens": 4},
+    }
+    line = {"custom_id": "a", "response": {"status_code": 200, "body": body}, "error": None}
+    row = wire.parse_line(line)
+    assert (row["status"], row["billed"], row["input_tokens"]) == ("succeeded", True, 4)
+    vector = np.frombuffer(base64.b64decode(row["response"]), dtype="<f4")
+    assert vector.tolist() == [0.5, -1.0, 2.0]
+
+
+def test_mistral_embed_takes_no_dimensions_and_codestral_embed_at_most_3072() -> None:
+    for name in ("mistral", "mistral-realtime"):
+        caps = capabilities(name)
+        assert EMBEDDING in caps.kinds
+        fixed, shortens = caps.model_family("mistral-embed"), caps.model_family("codestral-embed")
+        assert fixed is not None and not fixed.shortens
+        assert shortens is not None and shortens.max_dimensions == 3072

@@ -5,7 +5,9 @@ The files, batches, JSONL lines and answers are OpenAI's; Azure's URLs, ``api-ke
 is data in `CAPABILITIES`: 100,000 requests and 200 MB per file; the 24-hour window is a target,
 and a batch that takes longer is not expired (``windows_expire=False``); the enqueued-token quota
 is per deployment (``queue_scope="deployment"``); prices are OpenAI's models' (a deployment named
-after its model prices; another needs ``MAPLE_PRICES`` or ``--allow-untracked-cost``).
+after its model prices; another needs ``MAPLE_PRICES`` or ``--allow-untracked-cost``). Chat
+only: Azure's batch documentation names chat deployments and ``/chat/completions`` lines, not
+embeddings, so ``maple embed`` runs on ``azure-openai-realtime``.
 """
 
 import dataclasses

@@ -5,8 +5,8 @@ The input file goes up by ``POST /v1/files`` (``purpose=batch``), as OpenAI's; t
 ``POST /v1/batch/jobs {input_files, model, endpoint, metadata, timeout_hours}``, polled at
 ``/v1/batch/jobs/{id}`` and listed newest first by page number; its ``output_file`` and
 ``error_file`` hold the result lines. A job created just before a crash is found again by its
-metadata (``find_orphans``), as OpenAI's batches are. Chat only: Mistral's batch embeddings take
-other parameters (``output_dimension``, float vectors) than the OpenAI bodies Maple encodes.
+metadata (``find_orphans``), as OpenAI's batches are. An embedding job's lines go to
+``/v1/embeddings`` in Mistral's own body (`wire.body_expr`: ``output_dimension``, float vectors).
 """
 
 from typing import Any, ClassVar
@@ -14,10 +14,11 @@ from typing import Any, ClassVar
 import polars as pl
 from pydantic import Field
 
-from maple_engine.model import CHAT, BatchState, Submission
+from maple_engine.model import CHAT, EMBEDDING, BatchState, Submission
 from maple_engine.providers.base import (
     Dialect,
     ProviderCapabilities,
+    RequestSpec,
     ShardPayload,
     json_literal,
 )
@@ -32,7 +33,8 @@ CAPABILITIES = ProviderCapabilities(
     dialect=Dialect.OPENAI,
     price_families=("mistral",),
     orphans="batch-metadata",
-    kinds=frozenset({CHAT}),
+    kinds=frozenset({CHAT, EMBEDDING}),
+    models=wire.MODELS,
     realtime_twin="mistral-realtime",
     credentials=wire.CREDENTIALS,
     completion_windows=wire.WINDOWS,
@@ -55,6 +57,9 @@ class MistralBatchProvider(OpenAIBatchProvider):
         f"{wire.DEFAULT_BASE_URL}.",
     )
     endpoint: str = Field(default=wire.CHAT_ENDPOINT, description="The jobs' endpoint (chat).")
+    embeddings_endpoint: str = Field(
+        default=wire.EMBEDDINGS_ENDPOINT, description="The endpoint of embedding jobs."
+    )
     completion_window: str = Field(
         default=wire.WINDOWS[0], description="How long a job may run (its timeout_hours)."
     )
@@ -76,6 +81,9 @@ class MistralBatchProvider(OpenAIBatchProvider):
         super().check_credentials()
 
     # -- encoding ---------------------------------------------------------------------------
+    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+        return wire.body_expr(spec, user, image)
+
     def _line_prefix(self, endpoint: str) -> tuple[str, str]:
         return wire.LINE_HEAD, wire.LINE_MID
 
@@ -90,7 +98,7 @@ class MistralBatchProvider(OpenAIBatchProvider):
         return {
             "input_files": [file_id],
             "model": payload.model,
-            "endpoint": self.endpoint,
+            "endpoint": self._endpoint(payload.requests),
             "metadata": payload.metadata(digest),
             "timeout_hours": wire.timeout_hours(self.completion_window),
         }

@@ -1,7 +1,8 @@
 """``--provider mistral-realtime``: Mistral's ``POST /v1/chat/completions``, one request per
-row, through the real-time engine.
+row, or ``POST /v1/embeddings``, several rows' texts per request, through the real-time engine.
 
-The bodies and answers are OpenAI's (`OpenAIRealtimeProvider`); the host is Mistral's
+The chat bodies and every answer are OpenAI's (`OpenAIRealtimeProvider`), the embeddings
+body Mistral's (`wire.body_expr`); the host is Mistral's
 (``MISTRAL_BASE_URL``, the part before ``/v1``) and the key ``MISTRAL_API_KEY``. Mistral
 documents no per-request and per-token limit headers in OpenAI's names: where an answer sends
 none, the pacing learns the limits from 429s and their ``retry-after``.
@@ -9,17 +10,22 @@ none, the pacing learns the limits from 429s and their ``retry-after``.
 
 from typing import ClassVar
 
+import polars as pl
 from pydantic import Field
 
-from maple_engine.model import CHAT
-from maple_engine.providers.base import Dialect, ProviderCapabilities
+from maple_engine.model import CHAT, EMBEDDING
+from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
 from maple_engine.providers.mistral import wire
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.realtime import realtime_capabilities
 
 NAME = "mistral-realtime"
 CAPABILITIES = realtime_capabilities(
-    Dialect.OPENAI, "mistral", wire.CREDENTIALS, kinds=frozenset({CHAT})
+    Dialect.OPENAI,
+    "mistral",
+    wire.CREDENTIALS,
+    kinds=frozenset({CHAT, EMBEDDING}),
+    models=wire.MODELS,
 )
 
 
@@ -43,3 +49,6 @@ class MistralRealtimeProvider(OpenAIRealtimeProvider):
 
     def auth_headers(self) -> dict[str, str]:
         return wire.bearer(self.api_key)
+
+    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+        return wire.body_expr(spec, user, image)

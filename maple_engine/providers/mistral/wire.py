@@ -7,6 +7,11 @@ lines read. The chat bodies and replies are OpenAI's (`maple_engine.providers.op
   the endpoint and the model are the job's (``POST /v1/batch/jobs``). The body keeps its
   ``model`` (Mistral takes it there too), so a deadline's real-time fallback sends the same
   encoded bodies.
+- An embedding job's lines go to ``/v1/embeddings`` (the job's ``endpoint``); their body is
+  Mistral's embeddings body: ``model``, ``input``, ``encoding_format: "float"`` (the one format
+  every version of its API documents) and ``output_dimension`` for ``--dimensions`` (taken by
+  ``codestral-embed``, up to 3,072; ``mistral-embed`` makes 1,024 values and takes none). The
+  reply is OpenAI's ``list`` of ``data[].embedding`` with ``usage.prompt_tokens``.
 - A job's status is one of `STATUSES`; each maps onto the engine's batch states.
 - A result line is OpenAI's shape (``custom_id``, ``response`` with ``status_code`` and
   ``body``, or ``error``), but a failed line's ``body`` is a JSON string holding Mistral's error
@@ -16,11 +21,12 @@ lines read. The chat bodies and replies are OpenAI's (`maple_engine.providers.op
 from typing import Any
 
 import orjson
+import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.failures import classify_http, classify_line_error
-from maple_engine.model import ENDED_STATES, BatchState
-from maple_engine.providers.base import MB, ProviderLimits
+from maple_engine.model import EMBEDDING, ENDED_STATES, BatchState
+from maple_engine.providers.base import MB, ModelFamily, ProviderLimits, RequestSpec
 from maple_engine.providers.lost import LOST
 from maple_engine.providers.openai import wire as openai_wire
 
@@ -28,6 +34,13 @@ CREDENTIALS = "mistral"  # MISTRAL_API_KEY, MISTRAL_BASE_URL
 KEY_ENV = "MISTRAL_API_KEY"
 DEFAULT_BASE_URL = "https://api.mistral.ai"
 CHAT_ENDPOINT = "/v1/chat/completions"
+EMBEDDINGS_ENDPOINT = "/v1/embeddings"
+#: Mistral's embedding models: codestral-embed shortens its vectors (``output_dimension``, up to
+#: 3,072), mistral-embed makes 1,024 values and takes no dimension.
+MODELS = (
+    ModelFamily("codestral-embed", EMBEDDING, max_dimensions=3072),
+    ModelFamily("mistral-embed", EMBEDDING, shortens=False),
+)
 # The documentation gives a batch up to 1M requests on one page and 100,000 requests and
 # 512 MB on its limitations page: the smaller figures hold under both.
 LIMITS = ProviderLimits(max_requests=100_000, max_bytes=512 * MB)
@@ -62,6 +75,16 @@ def bearer(api_key: str | None) -> dict[str, str]:
             "provider resource)."
         )
     return {"Authorization": f"Bearer {api_key}"}
+
+
+def body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+    """The encoded body of every row: OpenAI's chat completion, or Mistral's embeddings body
+    (``output_dimension``, vectors as JSON floats)."""
+    if spec.kind == EMBEDDING:
+        return openai_wire.embedding_body_expr(
+            spec, user, dimensions="output_dimension", encoding="float"
+        )
+    return openai_wire.body_expr(spec, user, image)
 
 
 def timeout_hours(window: str) -> int:

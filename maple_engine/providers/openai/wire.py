@@ -149,11 +149,15 @@ def body_expr(
     return chat_body_expr(spec, user, image, schema_format)
 
 
-def embedding_body_expr(spec: RequestSpec, text: pl.Expr) -> pl.Expr:
-    """The encoded ``/embeddings`` body of every row: one input, vectors as base64 float32."""
-    head: dict[str, Any] = {"model": spec.model, "encoding_format": "base64", **spec.params}
+def embedding_body_expr(
+    spec: RequestSpec, text: pl.Expr, *, dimensions: str = "dimensions", encoding: str = "base64"
+) -> pl.Expr:
+    """The encoded ``/embeddings`` body of every row: one input, vectors as base64 float32
+    (an API with OpenAI's body under other names: its ``dimensions`` field and its
+    ``encoding_format``)."""
+    head: dict[str, Any] = {"model": spec.model, "encoding_format": encoding, **spec.params}
     if spec.dimensions is not None:
-        head["dimensions"] = spec.dimensions
+        head[dimensions] = spec.dimensions
     body = pl.concat_str([pl.lit('{"input":'), json_string_expr(text), pl.lit("}")])
     return splice_params(body, head)
 
