@@ -347,7 +347,11 @@ class CapacityProbe:
     latency up for little), the bound rises: doubling until the first round that does not (slow
     start), by a quarter (at least one) after. A round that does not has passed the knee (more
     in flight only waits in the server's queue): the bound goes back to the best round's and
-    holds. Held ``HOLD_ROUNDS`` rounds, it tries one step up again, in case the server has room
+    holds. When the very first step up buys nothing, the first bound may itself be past the
+    knee (a server that works on one answer at a time, and loses throughput to the ones it
+    queues, as llama.cpp's Python server does): the bound then halves while each round beats
+    the best by ``GAIN``, down to 1, and goes back to the best bound at the first that does
+    not. Held ``HOLD_ROUNDS`` rounds, it tries one step up again, in case the server has room
     now; a held round far slower than the best (the server slowed) becomes the new measure.
     Overload (a 503, a timeout, a 429 without limits) halves the bound (`overloaded`) and the
     climb starts again from there.
@@ -365,6 +369,8 @@ class CapacityProbe:
         self.best_bound = 0
         self.held = 0
         self.doubling = True  # slow start: until a step up buys nothing
+        self.climbed = False  # a step up has beaten the best: the knee is above the first bound
+        self.descending = False  # halving: the first bound was past the knee
         self.started: float | None = None  # the first round starts at the first answer
         self.answers = 0
 
@@ -385,10 +391,18 @@ class CapacityProbe:
         self._restart(now)
         rise = bound / self.best_bound - 1 if self.best_bound else 0.0
         if rate > self.best_rate * (1 + max(self.GAIN, self.SHARE * rise)):  # still climbing
+            self.climbed = self.climbed or (self.best_bound > 0 and bound > self.best_bound)
             self.best_rate, self.best_bound, self.held = rate, bound, 0
+            if self.descending:
+                self.descending = bound > 1
+                return bound // 2 if bound > 1 else None
             return 2 * bound if self.doubling else _step_up(bound)
-        if bound > self.best_bound:  # the step bought nothing: back to the knee
-            self.held, self.doubling = 0, False
+        if bound > self.best_bound and self.doubling and not self.climbed and self.best_bound > 1:
+            # the first step up bought nothing: the first bound may be past the knee, try fewer
+            self.doubling, self.descending = False, True
+            return self.best_bound // 2
+        if bound != self.best_bound:  # the step bought nothing: back to the knee
+            self.held, self.doubling, self.descending = 0, False, False
             return self.best_bound
         if rate < self.best_rate * self.SLOWER:
             self.best_rate = rate
@@ -402,6 +416,7 @@ class CapacityProbe:
         """The bound after the server said it is overloaded: half, and the climb starts over
         (a quarter at a time)."""
         self.best_rate, self.best_bound, self.held, self.doubling = 0.0, 0, 0, False
+        self.descending = False
         self._restart(None)
         return max(1, bound // 2)
 

@@ -1,6 +1,8 @@
 """The in-flight bound for a server that sends no rate limits (`CapacityProbe`), against a
 simulated server with a throughput knee: answers come back at ``min(bound, slots) / latency``
-per second, so more in flight than ``slots`` only waits."""
+per second, so more in flight than ``slots`` only waits; and against one that answers one
+request at a time and loses throughput to every request it queues (llama.cpp's Python server,
+measured: 1.76 answers/s at 1 in flight, 1.05 at 4, 0.80 at 8)."""
 
 import pytest
 
@@ -49,3 +51,17 @@ def test_overload_halves_the_bound_and_the_climb_starts_again() -> None:
     seen = serve(probe, gate, 32, 5_000, now=1_000.0)
     # a quarter at a time (16, 20, 25, 31, 38), back to within a step of the knee
     assert max(seen) <= 40 and seen[-1] >= 0.9 * 32, seen
+
+
+def test_a_server_that_slows_with_its_queue_gets_one_request_at_a_time() -> None:
+    gate = Gate(8, 64)
+    probe, now, seen = CapacityProbe(), 0.0, []
+    for _ in range(3_000):  # 0.5 s an answer alone, 8% more for each request queued
+        now += 0.5 * (1 + 0.08 * (gate.limit - 1))
+        found = probe.answered(gate.limit, now)
+        if found is not None:
+            gate.resize(found)
+            seen.append(gate.limit)
+    assert seen[:4] == [16, 4, 2, 1], seen  # up once for nothing, then halving while faster
+    settled = seen[len(seen) // 2 :]
+    assert max(settled) <= 2 and settled.count(1) >= len(settled) // 2, seen  # 1, probing 2
