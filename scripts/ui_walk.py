@@ -25,6 +25,7 @@ output's figures, each page's loaded text) goes to ``walk.json`` in the output f
 """
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -36,7 +37,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -239,15 +240,11 @@ def project_copy(work: Path) -> Path:
     return project
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out", nargs="?", default="ui-shots", type=Path)
-    parser.add_argument("--bin", type=Path, default=Path(sys.executable).parent,
-                        help="folder of the maple and dagster commands")  # fmt: skip
-    args = parser.parse_args()
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="ui-walk-"))
+@contextlib.contextmanager
+def dev_stack(work: Path, bin_dir: Path, emulator_args: list[str]) -> Iterator[tuple[Path, str]]:
+    """The emulator and ``maple dev`` (the README's ``dagster dev`` for scripts) over a copy
+    of the project in ``work``, with no provider key: yields the copy and the UI's base URL
+    once it answers; stops both on the way out (their logs stay in ``work``)."""
     project = project_copy(work)
     (work / "home").mkdir()
     (work / "home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
@@ -259,18 +256,15 @@ def main() -> None:
         "MAPLE_EMULATOR_URL": f"http://127.0.0.1:{emulator_port}",
         "PYTHONPATH": str(project),  # the copy, not the installed repository
     }
-    env.pop("OPENAI_API_KEY", None)
-    env.pop("OPENAI_ADMIN_KEY", None)
-    seen: dict[str, Any] = {"pages": {}, "work": str(work)}
-    emulator_args = ["--batch-seconds", "1", "--fail", f"{FAULT}=0.2"]
+    for key in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY"):
+        env.pop(key, None)
     with open(work / "emulator.log", "w") as elog, open(work / "dev.log", "w") as dlog:
         emulator = subprocess.Popen(
-            [args.bin / "maple", "emulator", "--port", str(emulator_port), *emulator_args],
+            [bin_dir / "maple", "emulator", "--port", str(emulator_port), *emulator_args],
             cwd=project, env=env, stdout=elog, stderr=subprocess.STDOUT,
         )  # fmt: skip
         dev = subprocess.Popen(
-            [args.bin / "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
-             "-p", str(ui_port)],
+            [bin_dir / "maple", "dev", "-h", "127.0.0.1", "-p", str(ui_port)],
             cwd=project, env=env, stdout=dlog, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         base = f"http://127.0.0.1:{ui_port}"
@@ -281,9 +275,8 @@ def main() -> None:
                     break
                 except OSError:
                     time.sleep(0.5)
-            walk(out, project / "maple_assets" / "data" / "grocery_catalog.csv", base, seen)
+            yield project, base
         finally:
-            (out / "walk.json").write_text(json.dumps(seen, indent=1))
             os.killpg(dev.pid, signal.SIGTERM)
             emulator.terminate()
             try:
@@ -291,7 +284,25 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 os.killpg(dev.pid, signal.SIGKILL)
             emulator.wait(30)
-            print("screenshots and walk.json in", out, "- logs in", work)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", nargs="?", default="ui-shots", type=Path)
+    parser.add_argument("--bin", type=Path, default=Path(sys.executable).parent,
+                        help="folder of the maple and dagster commands")  # fmt: skip
+    args = parser.parse_args()
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="ui-walk-"))
+    seen: dict[str, Any] = {"pages": {}, "work": str(work)}
+    emulator_args = ["--batch-seconds", "1", "--fail", f"{FAULT}=0.2"]
+    try:
+        with dev_stack(work, args.bin, emulator_args) as (project, base):
+            walk(out, project / "maple_assets" / "data" / "grocery_catalog.csv", base, seen)
+    finally:
+        (out / "walk.json").write_text(json.dumps(seen, indent=1))
+        print("screenshots and walk.json in", out, "- logs in", work)
 
 
 if __name__ == "__main__":
