@@ -53,13 +53,17 @@ EXECUTIONS = """query($path: [String!]!, $name: String!) {
   assetCheckExecutions(assetKey: {path: $path}, checkName: $name, limit: 50) {
     status partition evaluation { severity description } } }"""
 LATEST = """query($path: [String!]!) { assetNodeOrError(assetKey: {path: $path}) {
-  ... on AssetNode { assetMaterializations(limit: 1) { runId partition
+  ... on AssetNode { assetMaterializations(limit: 1) { runId partition timestamp
     metadataEntries { label ... on IntMetadataEntry { intValue }
       ... on FloatMetadataEntry { floatValue } ... on TextMetadataEntry { text } } } } } }"""
 STALE = """query($path: [String!]!) { assetNodeOrError(assetKey: {path: $path}) {
   ... on AssetNode { staleStatus staleCauses { reason } } } }"""
 RUNS = """{ runsOrError(limit: 100) { ... on Runs { results { runId status tags { key value }
-  assetSelection { path } } } } }"""
+  assetSelection { path } creationTime startTime endTime } } } }"""
+TICKS = """query($name: String!) { sensorOrError(sensorSelector: {repositoryLocationName: "maple",
+  repositoryName: "__repository__", sensorName: $name}) { ... on Sensor { sensorState {
+    ticks(limit: 200) { status timestamp endTimestamp runIds } } } } }"""
+SENSORS = ("product_attributes_sensor", "maple_automation")
 
 
 def free_port() -> int:
@@ -105,23 +109,65 @@ def latest(base: str, path: list[str]) -> dict[str, Any] | None:
         return None
     entries = found[0]["metadataEntries"]
     values = {e["label"]: e.get("intValue", e.get("floatValue", e.get("text"))) for e in entries}
-    return {"run_id": found[0]["runId"], "partition": found[0]["partition"], **values}
+    stored = float(found[0]["timestamp"]) / 1000  # epoch milliseconds
+    return {"run_id": found[0]["runId"], "partition": found[0]["partition"], "at": stored, **values}
 
 
 def stale(base: str, path: list[str]) -> dict[str, Any]:
     return graphql(base, STALE, path=path)["assetNodeOrError"]  # type: ignore[no-any-return]
 
 
-def click_materialize(page: Any, path: str, base: str) -> None:
+def timeline(base: str, since: float) -> dict[str, Any]:
+    """From the click on ``input_shards`` (``since``, epoch seconds): each run's creation,
+    start and end and each enrichment and automation sensor tick [start, end, status, runs], in
+    seconds after the click."""
+
+    def at(stamp: float | None) -> float | None:
+        return None if stamp is None else round(stamp - since, 1)
+
+    runs = [
+        {
+            "assets": ",".join("/".join(a["path"][-1:]) for a in run["assetSelection"] or []),
+            "partition": run_tags_of(run).get("dagster/partition", ""),
+            "created": at(run["creationTime"]),
+            "started": at(run["startTime"]),
+            "ended": at(run["endTime"]),
+        }
+        for run in graphql(base, RUNS)["runsOrError"]["results"]
+        if run["creationTime"] >= since - 5
+    ]
+    ticks = {
+        name: [
+            [at(t["timestamp"]), at(t["endTimestamp"]), t["status"], len(t["runIds"])]
+            for t in graphql(base, TICKS, name=name)["sensorOrError"]["sensorState"]["ticks"]
+            if t["timestamp"] >= since - 5
+        ]
+        for name in SENSORS
+    }
+    return {
+        "runs": sorted(runs, key=lambda r: r["created"]),
+        "ticks": {k: sorted(v) for k, v in ticks.items()},
+    }
+
+
+def run_tags_of(run: dict[str, Any]) -> dict[str, str]:
+    return {t["key"]: t["value"] for t in run["tags"]}
+
+
+def click_materialize(page: Any, path: str, base: str) -> float:
+    """Click Materialize on ``path`` (and confirm, if a dialog asks): the time of the click
+    that launched the run (epoch seconds)."""
     page.goto(base + path)
     page.get_by_role("button", name="Materialize").first.wait_for(timeout=30000)
     page.get_by_role("button", name="Materialize").first.click()
+    clicked = time.time()
     page.wait_for_timeout(2000)
     for label in ("Confirm", "Launch run", "Materialize"):  # a dialog may ask to confirm
         button = page.get_by_role("dialog").get_by_role("button", name=label)
         if button.count():
             button.first.click()
-            return
+            return time.time()
+    return clicked
 
 
 @dataclasses.dataclass
@@ -176,10 +222,11 @@ def walk(out: Path, catalog: Path, base: str, seen: dict[str, Any]) -> None:
         before(camera)
         click_materialize(page, "/assets/grocery_catalog", base)
         wait_for("grocery_catalog", lambda: latest(base, ["grocery_catalog"]), 60)
-        click_materialize(page, "/assets/product_attributes/input_shards", base)
-        started = time.monotonic()
+        clicked = click_materialize(page, "/assets/product_attributes/input_shards", base)
         seen["merged"] = wait_for("merged", lambda: latest(base, [*JOB, "merged"]), 180)
-        seen["merged_after_s"] = round(time.monotonic() - started, 1)
+        seen["timeline"] = timeline(base, clicked)
+        seen["merged_after_s"] = seen["merged"] and round(seen["merged"]["at"] - clicked, 1)
+        print(f"ui_walk: click to merged in {seen['merged_after_s']} s")
         seen["category_report"] = wait_for(
             "category_report", lambda: latest(base, ["category_report"]), 60
         )
@@ -247,7 +294,9 @@ def dev_stack(work: Path, bin_dir: Path, emulator_args: list[str]) -> Iterator[t
     once it answers; stops both on the way out (their logs stay in ``work``)."""
     project = project_copy(work)
     (work / "home").mkdir()
-    (work / "home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    # the instance `dagster dev` makes from the project folder's dagster.yaml, kept after it stops
+    instance = (REPO / "dagster.yaml").read_text() + "\ntelemetry:\n  enabled: false\n"
+    (work / "home" / "dagster.yaml").write_text(instance)
     emulator_port, ui_port = free_port(), free_port()
     env = {
         **os.environ,
