@@ -127,7 +127,7 @@ def timeline(base: str, since: float) -> dict[str, Any]:
 
     runs = [
         {
-            "assets": ",".join("/".join(a["path"][-1:]) for a in run["assetSelection"] or []),
+            "assets": ",".join(sorted(a["path"][-1] for a in run["assetSelection"] or [])),
             "partition": run_tags_of(run).get("dagster/partition", ""),
             "created": at(run["creationTime"]),
             "started": at(run["startTime"]),
