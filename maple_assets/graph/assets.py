@@ -46,6 +46,7 @@ from maple_engine.submit.escalation import all_late
 from maple_engine.submit.eta import fit_for, job_eta, planned_eta
 from maple_engine.submit.sizing import size_shards
 from maple_engine.work import pending_work
+from resources.dagster_private import ASSET_PARTITION_RANGE_START_TAG as RANGE_START
 
 SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
 
@@ -354,9 +355,9 @@ def merged_asset(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.Asset
         work = pending_work(job)
         if not work.finished:
             left = f"{work.total - work.done} of {work.total} shards of {spec.name} are not final"
-            if asset_key(spec.name, "raw_responses") in (context.run.asset_selection or ()):
+            if RANGE_START in context.run.tags:  # the shards' last collect run, merging after
                 context.log.info(f"{left}: retries to come; merged waits for them")
-                return  # a collect run's: the sensor asks for merged when they are final
+                return  # the sensor asks for merged when they are final
             raise dg.Failure(f"{left} yet; the sensor materializes merged once every shard is.")
         table = merge_job(job)
         totals = _totals(job)
