@@ -70,7 +70,7 @@ product_attributes = enrichment(
     provider=PROVIDER,
     team="catalog",
     max_requests_per_batch=100,
-    poll_interval_s=10,
+    poll_interval_s=4,
 )
 
 catalog_vectors = embedding(
@@ -82,7 +82,7 @@ catalog_vectors = embedding(
     provider=PROVIDER,
     team="catalog",
     max_requests_per_batch=100,
-    poll_interval_s=10,
+    poll_interval_s=4,
 )
 
 
@@ -160,6 +160,9 @@ def python_definitions() -> dg.Definitions:
         ],
         jobs=[maple_job()],  # applications run ad-hoc jobs over Dagster's GraphQL API
         resources=maple_resources(ENRICHMENTS) | {"maple_billing": billing},
+        # Each step in the run's own process: a step process per asset (and per check) loads
+        # the code location again, seconds per run on a small job; the work itself is I/O.
+        executor=dg.in_process_executor,
     )
 
 

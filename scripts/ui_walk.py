@@ -25,6 +25,7 @@ output's figures, each page's loaded text) goes to ``walk.json`` in the output f
 """
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
@@ -36,7 +37,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +53,17 @@ EXECUTIONS = """query($path: [String!]!, $name: String!) {
   assetCheckExecutions(assetKey: {path: $path}, checkName: $name, limit: 50) {
     status partition evaluation { severity description } } }"""
 LATEST = """query($path: [String!]!) { assetNodeOrError(assetKey: {path: $path}) {
-  ... on AssetNode { assetMaterializations(limit: 1) { runId partition
+  ... on AssetNode { assetMaterializations(limit: 1) { runId partition timestamp
     metadataEntries { label ... on IntMetadataEntry { intValue }
       ... on FloatMetadataEntry { floatValue } ... on TextMetadataEntry { text } } } } } }"""
 STALE = """query($path: [String!]!) { assetNodeOrError(assetKey: {path: $path}) {
   ... on AssetNode { staleStatus staleCauses { reason } } } }"""
 RUNS = """{ runsOrError(limit: 100) { ... on Runs { results { runId status tags { key value }
-  assetSelection { path } } } } }"""
+  assetSelection { path } creationTime startTime endTime } } } }"""
+TICKS = """query($name: String!) { sensorOrError(sensorSelector: {repositoryLocationName: "maple",
+  repositoryName: "__repository__", sensorName: $name}) { ... on Sensor { sensorState {
+    ticks(limit: 200) { status timestamp endTimestamp runIds } } } } }"""
+SENSORS = ("product_attributes_sensor", "maple_automation")
 
 
 def free_port() -> int:
@@ -104,23 +109,65 @@ def latest(base: str, path: list[str]) -> dict[str, Any] | None:
         return None
     entries = found[0]["metadataEntries"]
     values = {e["label"]: e.get("intValue", e.get("floatValue", e.get("text"))) for e in entries}
-    return {"run_id": found[0]["runId"], "partition": found[0]["partition"], **values}
+    stored = float(found[0]["timestamp"]) / 1000  # epoch milliseconds
+    return {"run_id": found[0]["runId"], "partition": found[0]["partition"], "at": stored, **values}
 
 
 def stale(base: str, path: list[str]) -> dict[str, Any]:
     return graphql(base, STALE, path=path)["assetNodeOrError"]  # type: ignore[no-any-return]
 
 
-def click_materialize(page: Any, path: str, base: str) -> None:
+def timeline(base: str, since: float) -> dict[str, Any]:
+    """From the click on ``input_shards`` (``since``, epoch seconds): each run's creation,
+    start and end and each enrichment and automation sensor tick [start, end, status, runs], in
+    seconds after the click."""
+
+    def at(stamp: float | None) -> float | None:
+        return None if stamp is None else round(stamp - since, 1)
+
+    runs = [
+        {
+            "assets": ",".join(sorted(a["path"][-1] for a in run["assetSelection"] or [])),
+            "partition": run_tags_of(run).get("dagster/partition", ""),
+            "created": at(run["creationTime"]),
+            "started": at(run["startTime"]),
+            "ended": at(run["endTime"]),
+        }
+        for run in graphql(base, RUNS)["runsOrError"]["results"]
+        if run["creationTime"] >= since - 5
+    ]
+    ticks = {
+        name: [
+            [at(t["timestamp"]), at(t["endTimestamp"]), t["status"], len(t["runIds"])]
+            for t in graphql(base, TICKS, name=name)["sensorOrError"]["sensorState"]["ticks"]
+            if t["timestamp"] >= since - 5
+        ]
+        for name in SENSORS
+    }
+    return {
+        "runs": sorted(runs, key=lambda r: r["created"]),
+        "ticks": {k: sorted(v) for k, v in ticks.items()},
+    }
+
+
+def run_tags_of(run: dict[str, Any]) -> dict[str, str]:
+    return {t["key"]: t["value"] for t in run["tags"]}
+
+
+def click_materialize(page: Any, path: str, base: str) -> float:
+    """Click Materialize on ``path`` (and confirm, if a dialog asks): the time of the click
+    that launched the run (epoch seconds)."""
     page.goto(base + path)
     page.get_by_role("button", name="Materialize").first.wait_for(timeout=30000)
     page.get_by_role("button", name="Materialize").first.click()
+    clicked = time.time()
     page.wait_for_timeout(2000)
     for label in ("Confirm", "Launch run", "Materialize"):  # a dialog may ask to confirm
         button = page.get_by_role("dialog").get_by_role("button", name=label)
         if button.count():
             button.first.click()
-            return
+            return time.time()
+    return clicked
 
 
 @dataclasses.dataclass
@@ -175,10 +222,11 @@ def walk(out: Path, catalog: Path, base: str, seen: dict[str, Any]) -> None:
         before(camera)
         click_materialize(page, "/assets/grocery_catalog", base)
         wait_for("grocery_catalog", lambda: latest(base, ["grocery_catalog"]), 60)
-        click_materialize(page, "/assets/product_attributes/input_shards", base)
-        started = time.monotonic()
+        clicked = click_materialize(page, "/assets/product_attributes/input_shards", base)
         seen["merged"] = wait_for("merged", lambda: latest(base, [*JOB, "merged"]), 180)
-        seen["merged_after_s"] = round(time.monotonic() - started, 1)
+        seen["timeline"] = timeline(base, clicked)
+        seen["merged_after_s"] = seen["merged"] and round(seen["merged"]["at"] - clicked, 1)
+        print(f"ui_walk: click to merged in {seen['merged_after_s']} s")
         seen["category_report"] = wait_for(
             "category_report", lambda: latest(base, ["category_report"]), 60
         )
@@ -239,18 +287,16 @@ def project_copy(work: Path) -> Path:
     return project
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out", nargs="?", default="ui-shots", type=Path)
-    parser.add_argument("--bin", type=Path, default=Path(sys.executable).parent,
-                        help="folder of the maple and dagster commands")  # fmt: skip
-    args = parser.parse_args()
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="ui-walk-"))
+@contextlib.contextmanager
+def dev_stack(work: Path, bin_dir: Path, emulator_args: list[str]) -> Iterator[tuple[Path, str]]:
+    """The emulator and ``maple dev`` (the README's ``dagster dev`` for scripts) over a copy
+    of the project in ``work``, with no provider key: yields the copy and the UI's base URL
+    once it answers; stops both on the way out (their logs stay in ``work``)."""
     project = project_copy(work)
     (work / "home").mkdir()
-    (work / "home" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    # the instance `dagster dev` makes from the project folder's dagster.yaml, kept after it stops
+    instance = (REPO / "dagster.yaml").read_text() + "\ntelemetry:\n  enabled: false\n"
+    (work / "home" / "dagster.yaml").write_text(instance)
     emulator_port, ui_port = free_port(), free_port()
     env = {
         **os.environ,
@@ -259,18 +305,15 @@ def main() -> None:
         "MAPLE_EMULATOR_URL": f"http://127.0.0.1:{emulator_port}",
         "PYTHONPATH": str(project),  # the copy, not the installed repository
     }
-    env.pop("OPENAI_API_KEY", None)
-    env.pop("OPENAI_ADMIN_KEY", None)
-    seen: dict[str, Any] = {"pages": {}, "work": str(work)}
-    emulator_args = ["--batch-seconds", "1", "--fail", f"{FAULT}=0.2"]
+    for key in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY"):
+        env.pop(key, None)
     with open(work / "emulator.log", "w") as elog, open(work / "dev.log", "w") as dlog:
         emulator = subprocess.Popen(
-            [args.bin / "maple", "emulator", "--port", str(emulator_port), *emulator_args],
+            [bin_dir / "maple", "emulator", "--port", str(emulator_port), *emulator_args],
             cwd=project, env=env, stdout=elog, stderr=subprocess.STDOUT,
         )  # fmt: skip
         dev = subprocess.Popen(
-            [args.bin / "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1",
-             "-p", str(ui_port)],
+            [bin_dir / "maple", "dev", "-h", "127.0.0.1", "-p", str(ui_port)],
             cwd=project, env=env, stdout=dlog, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         base = f"http://127.0.0.1:{ui_port}"
@@ -281,9 +324,8 @@ def main() -> None:
                     break
                 except OSError:
                     time.sleep(0.5)
-            walk(out, project / "maple_assets" / "data" / "grocery_catalog.csv", base, seen)
+            yield project, base
         finally:
-            (out / "walk.json").write_text(json.dumps(seen, indent=1))
             os.killpg(dev.pid, signal.SIGTERM)
             emulator.terminate()
             try:
@@ -291,7 +333,25 @@ def main() -> None:
             except subprocess.TimeoutExpired:
                 os.killpg(dev.pid, signal.SIGKILL)
             emulator.wait(30)
-            print("screenshots and walk.json in", out, "- logs in", work)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", nargs="?", default="ui-shots", type=Path)
+    parser.add_argument("--bin", type=Path, default=Path(sys.executable).parent,
+                        help="folder of the maple and dagster commands")  # fmt: skip
+    args = parser.parse_args()
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="ui-walk-"))
+    seen: dict[str, Any] = {"pages": {}, "work": str(work)}
+    emulator_args = ["--batch-seconds", "1", "--fail", f"{FAULT}=0.2"]
+    try:
+        with dev_stack(work, args.bin, emulator_args) as (project, base):
+            walk(out, project / "maple_assets" / "data" / "grocery_catalog.csv", base, seen)
+    finally:
+        (out / "walk.json").write_text(json.dumps(seen, indent=1))
+        print("screenshots and walk.json in", out, "- logs in", work)
 
 
 if __name__ == "__main__":

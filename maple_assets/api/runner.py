@@ -152,6 +152,14 @@ class Runner:
                 self.materialize(key, ranked[start], ranked[i - 1], config)
                 start = i
 
+    def shards(self, request: dg.RunRequest) -> list[str]:
+        """The shard a request names, or each of its partition range's."""
+        if RANGE_START not in request.tags:
+            return [str(request.partition_key)]
+        order = self.instance.get_dynamic_partitions(self.pdef_name)
+        start, end = (order.index(request.tags[t]) for t in (RANGE_START, RANGE_END))
+        return list(order[start : end + 1])
+
     def submit(self, key: dg.AssetKey, requests: list[dg.RunRequest]) -> None:
         """Submit what the sensor admitted: single shards as few runs as possible, and a
         chained run (while the provider queue's limit is being learned, the shards that wait
@@ -216,7 +224,7 @@ class Runner:
                 key = request.asset_selection[0] if request.asset_selection else merged_key
                 by_asset.setdefault(key, []).append(request)
                 self.executed.add(str(request.run_key))
-            collections.add([str(r.partition_key) for r in by_asset.pop(collect_key, [])])
+            collections.add([s for r in by_asset.pop(collect_key, []) for s in self.shards(r)])
             for key, asked in by_asset.items():
                 if key == submissions_key:
                     self.submit(key, asked)
@@ -279,7 +287,7 @@ class _Deferred:
     def add(self, shards: list[str]) -> None:
         if shards and not self.shards:
             self.since = time.monotonic()
-        self.shards.extend(shards)
+        self.shards.extend(s for s in dict.fromkeys(shards) if s not in self.shards)
 
     def due(self, submitting: bool) -> bool:
         """Collect now: nothing else to run this tick, enough shards, or they waited long."""

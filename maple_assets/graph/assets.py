@@ -46,6 +46,7 @@ from maple_engine.submit.escalation import all_late
 from maple_engine.submit.eta import fit_for, job_eta, planned_eta
 from maple_engine.submit.sizing import size_shards
 from maple_engine.work import pending_work
+from resources.dagster_private import ASSET_PARTITION_RANGE_START_TAG as RANGE_START
 
 SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
 
@@ -346,21 +347,23 @@ def merged_asset(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.Asset
         io_manager_key=IO_MANAGER_KEY,
         code_version=spec.fingerprint(),
         description="The input table, unchanged and in order, with the model's answers (llm_*).",
+        output_required=False,  # skipped after a last collect in its run that planned retries
     )
-    def merged(context: dg.AssetExecutionContext) -> dg.Output[Any]:
+    def merged(context: dg.AssetExecutionContext) -> Iterator[dg.Output[Any]]:
         job = job_for(spec, policy, context.resources)
         tag_run(context, spec, job.state)
         work = pending_work(job)
         if not work.finished:
-            raise dg.Failure(
-                f"{work.total - work.done} of {work.total} shards of {spec.name} are not final "
-                "yet; the sensor materializes merged once every shard is."
-            )
+            left = f"{work.total - work.done} of {work.total} shards of {spec.name} are not final"
+            if RANGE_START in context.run.tags:  # the shards' last collect run, merging after
+                context.log.info(f"{left}: retries to come; merged waits for them")
+                return  # the sensor asks for merged when they are final
+            raise dg.Failure(f"{left} yet; the sensor materializes merged once every shard is.")
         table = merge_job(job)
         totals = _totals(job)
         schema = input_schema(table.path, context.resources.maple_storage.s3_settings())
         metadata = {"path": table.path, "rows": table.rows, **totals, **planned_eta(job.state)}
-        return dg.Output(table, metadata={**metadata, **table_metadata(schema, table.rows)})
+        yield dg.Output(table, metadata={**metadata, **table_metadata(schema, table.rows)})
 
     return merged
 

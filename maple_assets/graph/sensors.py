@@ -13,11 +13,12 @@ from maple_assets.graph.admission import (
     wait_message,
     wait_note,
 )
+from maple_assets.graph.collect_ranges import gather_collects, in_flight
 from maple_assets.graph.engine_log import engine_log_to
 from maple_assets.graph.listed import ListedStorage
 from maple_assets.graph.names import dagster_name
 from maple_assets.graph.revive import revive
-from maple_assets.graph.sensor_cursor import fresh_requests
+from maple_assets.graph.sensor_cursor import collecting, fresh_requests, merging
 from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job
 from maple_engine.policy import RetryPolicy
@@ -71,10 +72,22 @@ def enrichment_sensor(
         instance = _instance(context)
         order = instance.get_dynamic_partitions(pdef_name) if instance and pdef_name else None
         wanted = run_requests(job, submissions_key, raw_key, merged_key, order)
+        # Under the daemon the job's last collect run materializes merged too (the CLI's driver
+        # collects and merges itself): maple_assets.graph.collect_ranges.
+        daemon = bool(context.log_key)
+        then = merged_key if daemon and _last_collects(job, wanted, raw_key) else None
+        held = collecting(context.cursor)
+        wanted, ranges = gather_collects(wanted, raw_key, order, held, then)
+        busy = [k for k in merging(context.cursor) if in_flight(instance, [k])]
+        busy += [k for k, record in ranges.items() if "then" in record and k not in busy]
+        if daemon and (busy or merged_for(job)):  # merged by a collect run, or soon
+            wanted = [r for r in wanted if r.asset_selection != [merged_key]]
         wanted, revived = revive(instance, wanted)  # runs that died for good
         for line in revived:
             context.log.warning(f"{spec.name}: {line}")
-        fresh, cursor = fresh_requests(wanted, context.cursor)
+        fresh, cursor = fresh_requests(
+            wanted, context.cursor, {"collecting": ranges, "merging": busy}
+        )
         if any(RANGE_START in r.tags and r.asset_selection == [submissions_key] for r in fresh):
             job.state.hold_chain(time.time() + CHAIN_LAUNCH_S)  # until its first shard holds
         waiting = wait_message(wait_note(job))
@@ -84,6 +97,22 @@ def enrichment_sensor(
         return dg.SensorResult(run_requests=fresh, cursor=cursor, skip_reason=skip)
 
     return enrichment_sensor
+
+
+def _last_collects(job: Job, requests: list[dg.RunRequest], raw_key: dg.AssetKey) -> bool:
+    """Whether the collect runs asked for are the job's last: every other shard is final."""
+    collecting = {str(r.partition_key) for r in requests if r.asset_selection == [raw_key]}
+    if not collecting or any(r.asset_selection != [raw_key] for r in requests):
+        return False
+    return all(
+        s.key in collecting or job.state.progress(s.key).action not in ("submit", "wait")
+        for s in job.state.manifest() or []
+    )
+
+
+def merged_for(job: Job) -> bool:
+    """Whether merged holds the job's current results (its record names their generation)."""
+    return (job.state.merged_record() or {}).get("generation") == generation(job)
 
 
 def _instance(context: dg.SensorEvaluationContext) -> dg.DagsterInstance | None:

@@ -28,6 +28,7 @@ from maple_engine.model import CUSTOM_ID, KEY, REQUEST, REUSED, ROW_ID, ShardInf
 from maple_engine.plan.changed_rows import SPARSE
 from maple_engine.plan.copied_answers import PreviousAnswers, recorded_identity
 from maple_engine.plan.versions import prepare_fills, shard_fills
+from maple_engine.work import generation
 
 #: Rows of an embedding shard decoded and written at once (one Parquet row group): 10 MB of
 #: float32 at 256 dimensions.
@@ -107,6 +108,7 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
             "at": datetime.now(UTC).isoformat(),
             "totals": totals,
             "identity": recorded_identity(table.path, s3),  # what a next version may copy
+            "generation": generation(job),  # the shards' results merged
         },
     )
     return table

@@ -59,13 +59,15 @@ def test_a_tick_reads_state_in_a_few_requests_not_per_shard(
         runner.run_ranges(en.key("submissions"), submit)
 
         s3_requests.clear()
-        collect = runner.tick()  # every batch ended: one collect per shard
+        collect = runner.tick()  # every batch ended: one collect run per 16 shards in order
+        collected = [shard for r in collect for shard in runner.shards(r)]
         first = sum(s3_requests.values())
         s3_requests.clear()
         again = runner.tick()  # nothing changed since: served from the listing and the cache
         second = sum(s3_requests.values())
 
-    assert len(collect) == SHARDS and all(":collect:" in str(r.run_key) for r in collect)
+    assert collected == [f"s{n:05d}" for n in range(SHARDS)]
+    assert all(":collect:" in str(r.run_key) for r in collect) and len(collect) == 2
     assert [r.run_key for r in again] == [r.run_key for r in collect]
     # Read shard by shard this was 127 requests per tick, every tick. Now: one listing plus one
     # GET per object written since the process last looked (here each shard's new submission),
