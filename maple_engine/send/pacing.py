@@ -389,14 +389,13 @@ class CapacityProbe:
             return None
         rate = self.answers / max(now - self.started, 1e-6)
         self._restart(now)
+        return self._round_ended(bound, rate)
+
+    def _round_ended(self, bound: int, rate: float) -> int | None:
+        """The new bound after a round at ``bound`` gave ``rate`` answers a second, or None."""
         rise = bound / self.best_bound - 1 if self.best_bound else 0.0
         if rate > self.best_rate * (1 + max(self.GAIN, self.SHARE * rise)):  # still climbing
-            self.climbed = self.climbed or (self.best_bound > 0 and bound > self.best_bound)
-            self.best_rate, self.best_bound, self.held = rate, bound, 0
-            if self.descending:
-                self.descending = bound > 1
-                return bound // 2 if bound > 1 else None
-            return 2 * bound if self.doubling else _step_up(bound)
+            return self._faster(bound, rate)
         if bound > self.best_bound and self.doubling and not self.climbed and self.best_bound > 1:
             # the first step up bought nothing: the first bound may be past the knee, try fewer
             self.doubling, self.descending = False, True
@@ -411,6 +410,15 @@ class CapacityProbe:
             self.held = 0
             return _step_up(bound)
         return None
+
+    def _faster(self, bound: int, rate: float) -> int | None:
+        """A round beat the best: the next bound in the direction it went (None: at 1)."""
+        self.climbed = self.climbed or (self.best_bound > 0 and bound > self.best_bound)
+        self.best_rate, self.best_bound, self.held = rate, bound, 0
+        if self.descending:
+            self.descending = bound > 1
+            return bound // 2 if bound > 1 else None
+        return 2 * bound if self.doubling else _step_up(bound)
 
     def overloaded(self, bound: int) -> int:
         """The bound after the server said it is overloaded: half, and the climb starts over
