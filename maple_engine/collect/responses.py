@@ -178,11 +178,15 @@ def stored_responses(records: pl.DataFrame) -> pl.DataFrame:
 
 def with_final(final: pl.DataFrame | None, pending: pl.DataFrame) -> pl.DataFrame:
     """A shard's responses: the rows earlier collections made final (``final``, from the
-    response store), then every other row's latest outcome (``pending``), by row id."""
+    response store), then every other row's latest outcome (``pending``). In no row order:
+    readers join by row id or take row ranges, and a sort would copy every answer of the
+    shard once more (50k embeddings: 70 MB)."""
     if final is None:
         return pending
+    if pending.is_empty():
+        return final
     rest = pending.join(final.select(ROW_ID), on=ROW_ID, how="anti")
-    return pl.concat([final, rest], how="vertical_relaxed").sort(ROW_ID)
+    return pl.concat([final, rest], how="vertical_relaxed", rechunk=False)
 
 
 #: Error text of an ``invalid_image`` row whose image was checked and found gone: never resent.

@@ -173,7 +173,7 @@ class OutputWriter:
                 self._parquet = pq.ParquetWriter(
                     self._handle,
                     schema,
-                    compression="zstd",
+                    compression=compression(schema),
                     use_dictionary=dictionary_columns(frame),
                 )
             self._parquet.write_table(table.cast(self._parquet.schema))
@@ -187,6 +187,14 @@ class OutputWriter:
             self._commit.__exit__(*sys.exc_info())
             raise
         self._commit.__exit__(exc_type, exc, tb)
+
+
+def compression(schema: pa.Schema) -> str | dict[str, str]:
+    """zstd for every column but embeddings: model vectors are float noise to zstd (7-10%
+    smaller, at a third of the whole merge's write time for 1M x 256)."""
+    if EMBEDDING_COLUMN not in schema.names:
+        return "zstd"
+    return {name: "none" if name == EMBEDDING_COLUMN else "zstd" for name in schema.names}
 
 
 #: A column gets dictionary pages when its first block holds at most this share of distinct

@@ -75,9 +75,8 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
         vector = job.spec.dimensions or _first_vector_length(manifest, responses_of)
 
     def shard_pieces() -> Iterator[Piece]:
-        for shard in manifest:
-            rows = job.state.shard_frame(shard.key).drop(REQUEST, CUSTOM_ID, KEY, strict=False)
-            yield rows, *responses_of(shard)
+        for shard in manifest:  # (no local here: it would hold a shard while the next is read)
+            yield _input_rows(job, shard), *responses_of(shard)
 
     pieces = shard_pieces()
     if sparse and version is not None:  # shards hold only sent rows
@@ -92,6 +91,8 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
             size = EMBEDDING_SLICE_ROWS if vector is not None else None
             for part, answers in shard_slices(rows, responses, size):
                 yield merge_shard(part, answers, job.spec.model, parsed, vector)
+                del part, answers
+            del rows, responses  # gone before the next shard is read: one shard's answers held
             crash_point("mid_merge")
 
     fmt, s3 = job.spec.output_format(), job.state.storage.s3
@@ -112,6 +113,11 @@ def merge_job(job: Job, output: str | None = None) -> OutputTable:
         },
     )
     return table
+
+
+def _input_rows(job: Job, shard: ShardInfo) -> pl.DataFrame:
+    """A shard's input rows, without the request columns the merge leaves out."""
+    return job.state.shard_frame(shard.key).drop(REQUEST, CUSTOM_ID, KEY, strict=False)
 
 
 def shard_slices(
