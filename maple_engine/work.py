@@ -2,6 +2,7 @@
 collect (one provider poll for all), and a tag of the collected results for merged run keys."""
 
 import dataclasses
+from collections.abc import Collection
 
 from maple_engine.job import Job
 from maple_engine.model import BatchState, Submission
@@ -57,3 +58,17 @@ def generation(job: Job) -> str:
         for s in manifest
     ]
     return content_hash([",".join(parts).encode()])[:12]
+
+
+def only_left(job: Job, shards: Collection[str]) -> bool:
+    """Whether ``shards`` are all the job has left: every other shard is final (nothing to
+    submit, no batch out)."""
+    return all(
+        s.key in shards or job.state.progress(s.key).action not in ("submit", "wait")
+        for s in job.state.manifest() or []
+    )
+
+
+def merged_for(job: Job) -> bool:
+    """Whether merged holds the job's current results (its record names their generation)."""
+    return (job.state.merged_record() or {}).get("generation") == generation(job)

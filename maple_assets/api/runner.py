@@ -18,10 +18,12 @@ from maple_assets.factory import Enrichment
 from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job
 from maple_engine.ledger.costs import CostLedger
+from maple_engine.memory import give_back
 from maple_engine.merge.merge import OutputTable
 from maple_engine.plan.turnaround import TurnaroundFit
 from maple_engine.state import JobState
 from maple_engine.submit.eta import fit_for, job_eta
+from maple_engine.work import merged_for, only_left
 from resources.dagster_private import (
     ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
 )
@@ -70,7 +72,8 @@ class Runner:
         self.peak_rss_mib: dict[str, int] = {}  # process high-water mark after each stage
         self.ticks = 0
         self.stage_runs: dict[str, int] = {}
-        self._jobs: dict[dg.AssetKey, dg.JobDefinition] = {}
+        self._jobs: dict[tuple[dg.AssetKey, ...], dg.JobDefinition] = {}
+        self._ended: dict[str, tuple[float, float]] = {}  # step -> (wall, CPU) as it ended
         self.pdef_name = enrichment.partitions_def.name or ""
         self.definitions = dg.Definitions(
             assets=enrichment.assets,
@@ -100,14 +103,18 @@ class Runner:
         first: str | None = None,
         last: str | None = None,
         config: dict[str, Any] | None = None,
+        then: dg.AssetKey | None = None,
     ) -> None:
-        """One in-process run of ``key``: unpartitioned, one shard, or the shards first..last."""
+        """One in-process run of ``key``: unpartitioned, one shard, or the shards first..last;
+        ``then``: an unpartitioned asset the same run materializes after them (a range run
+        then, even of one shard: ``merged`` skips itself in one if retries are planned)."""
         tags = {"maple/driver": self.driver, **run_tags(self.enrichment.spec, self.job().state)}
-        if first is not None and last is not None and first != last:
+        if first is not None and last is not None and (first != last or then is not None):
             tags |= {RANGE_START: first, RANGE_END: last}
             first = None
+        keys = (key, then) if then is not None else (key,)
         started, cpu = time.monotonic(), time.process_time()
-        result = self._stage_job(key).execute_in_process(
+        result = self._stage_job(keys).execute_in_process(
             partition_key=first,
             instance=self.instance,
             tags=tags,
@@ -118,38 +125,62 @@ class Runner:
         )
         if self._interrupted():  # a Ctrl-C Dagster's own handler took during the run
             raise KeyboardInterrupt
-        stage = key.path[-1]
-        self._spent(stage, started, cpu)
-        self.peak_rss_mib[stage] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        give_back()  # the next stage's peak does not stand on what this one freed
+        # a run of two stages: the first's share ends as its step did
+        ended = self._ended.pop("__".join(key.path), None) if then is not None else None
         self.runs += 1
-        self.stage_runs[stage] = self.stage_runs.get(stage, 0) + 1
+        for stage, since, until in (
+            (key.path[-1], (started, cpu), ended),
+            *([(then.path[-1], ended, None)] if then is not None and ended else []),
+        ):
+            self._spent(stage, *since, until)
+            self.peak_rss_mib[stage] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+            self.stage_runs[stage] = self.stage_runs.get(stage, 0) + 1
         if not result.success:
             raise RuntimeError(f"run of {key.to_user_string()} [{first}..{last}] failed")
 
-    def _stage_job(self, key: dg.AssetKey) -> dg.JobDefinition:
-        """The job that materializes one stage: what ``dg.materialize`` builds for each run,
-        built once (a run of a resolved job skips re-resolving every job of the definitions
-        and reuses the job's snapshot)."""
-        job = self._jobs.get(key)
+    def _stage_job(self, keys: tuple[dg.AssetKey, ...]) -> dg.JobDefinition:
+        """The job that materializes one stage (or a stage and ``merged``): what
+        ``dg.materialize`` builds for each run, built once (a run of a resolved job skips
+        re-resolving every job of the definitions and reuses the job's snapshot)."""
+        job = self._jobs.get(keys)
         if job is None:
+            selection = dg.AssetSelection.assets(*keys)
             defs = dg.Definitions(
-                jobs=[dg.define_asset_job(STAGE_JOB, selection=dg.AssetSelection.assets(key))],
+                jobs=[dg.define_asset_job(STAGE_JOB, selection=selection, hooks={self._step_end})],
                 assets=[*self.enrichment.assets, *self.enrichment.checks],
                 resources=self.resources,
             )
-            job = self._jobs[key] = defs.resolve_job_def(STAGE_JOB)
+            job = self._jobs[keys] = defs.resolve_job_def(STAGE_JOB)
         return job
 
+    @property
+    def _step_end(self) -> dg.HookDefinition:
+        """Notes when each step of a run ended (wall and process CPU), to split a run of two
+        stages between them."""
+
+        @dg.success_hook(name="maple_step_end")
+        def step_end(context: dg.HookContext) -> None:
+            self._ended[context.step_key] = (time.monotonic(), time.process_time())
+
+        return step_end
+
     def run_ranges(
-        self, key: dg.AssetKey, shards: list[str], config: dict[str, Any] | None = None
+        self,
+        key: dg.AssetKey,
+        shards: list[str],
+        config: dict[str, Any] | None = None,
+        then: dg.AssetKey | None = None,
     ) -> None:
-        """Materialize ``shards`` as few runs as possible: one per contiguous range."""
+        """Materialize ``shards`` as few runs as possible: one per contiguous range (``then``:
+        materialized by the last of them too, after its shards)."""
         order = {k: i for i, k in enumerate(self.instance.get_dynamic_partitions(self.pdef_name))}
         ranked = sorted(shards, key=order.__getitem__)
         start = 0
         for i in range(1, len(ranked) + 1):
             if i == len(ranked) or order[ranked[i]] != order[ranked[i - 1]] + 1:
-                self.materialize(key, ranked[start], ranked[i - 1], config)
+                after = then if i == len(ranked) else None
+                self.materialize(key, ranked[start], ranked[i - 1], config, after)
                 start = i
 
     def shards(self, request: dg.RunRequest) -> list[str]:
@@ -172,9 +203,13 @@ class Runner:
             config = chained.run_config["ops"]["__".join(key.path)]["config"]
             self.materialize(key, chained.tags[RANGE_START], chained.tags[RANGE_END], config)
 
-    def _spent(self, stage: str, started: float, cpu: float) -> None:
-        self.timings[stage] = self.timings.get(stage, 0.0) + time.monotonic() - started
-        self.cpu[stage] = self.cpu.get(stage, 0.0) + time.process_time() - cpu
+    def _spent(
+        self, stage: str, started: float, cpu: float, until: tuple[float, float] | None = None
+    ) -> None:
+        """Add the wall and CPU time from (``started``, ``cpu``) to ``until`` (now) to ``stage``."""
+        wall_end, cpu_end = until or (time.monotonic(), time.process_time())
+        self.timings[stage] = self.timings.get(stage, 0.0) + wall_end - started
+        self.cpu[stage] = self.cpu.get(stage, 0.0) + cpu_end - cpu
 
     def tick(self) -> list[dg.RunRequest]:
         started, cpu = time.monotonic(), time.process_time()
@@ -231,7 +266,13 @@ class Runner:
                 elif key != merged_key:
                     self.run_ranges(key, [str(r.partition_key) for r in asked])
             if collections.due(submitting=bool(by_asset)):
-                self.run_ranges(collect_key, collections.take())
+                shards = collections.take()
+                # the job's last batches: their collect run merges after them (one run less)
+                last = only_left(self.job(), shards)
+                self.run_ranges(collect_key, shards, then=merged_key if last else None)
+                if last and merged_for(self.job()):
+                    self._update()
+                    return self._output()
             if merged_key in by_asset:
                 self.materialize(merged_key)
                 self._update()

@@ -26,7 +26,7 @@ from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.submit import queue
 from maple_engine.submit.budget import resume_budget_stop
-from maple_engine.work import generation, pending_work
+from maple_engine.work import generation, merged_for, only_left, pending_work
 from resources.dagster_private import (
     ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
 )
@@ -104,15 +104,7 @@ def _last_collects(job: Job, requests: list[dg.RunRequest], raw_key: dg.AssetKey
     collecting = {str(r.partition_key) for r in requests if r.asset_selection == [raw_key]}
     if not collecting or any(r.asset_selection != [raw_key] for r in requests):
         return False
-    return all(
-        s.key in collecting or job.state.progress(s.key).action not in ("submit", "wait")
-        for s in job.state.manifest() or []
-    )
-
-
-def merged_for(job: Job) -> bool:
-    """Whether merged holds the job's current results (its record names their generation)."""
-    return (job.state.merged_record() or {}).get("generation") == generation(job)
+    return only_left(job, collecting)
 
 
 def _instance(context: dg.SensorEvaluationContext) -> dg.DagsterInstance | None:
