@@ -6,8 +6,9 @@ answers, cuts its shards in two passes over the input instead of one:
 1. every row is rendered, checked and its request key spilled (`KeySpill`); nothing else is
    written;
 2. the version is planned (`plan_version`: which rows are sent, which are filled from the
-   store), then the input is read again and only the rows to send are rendered and cut into the
-   version's shards.
+   store), then only the rows to send are cut into the version's shards: taken from the
+   changed rows pass 1 rendered and kept in a local temporary folder (`KeptRows`), or, when a
+   row to send is not among them or they were too many to keep, rendered again from the input.
 
 The manifest then says ``layout: sparse`` and names the input, and the merge streams that input
 and fills the other rows from the store (`maple_engine.merge.input_rows`). A first run (an empty
@@ -15,7 +16,10 @@ store), an upstream asset's table (the merge cannot read it again), a canary (it
 shards) and ``--no-reuse`` (every row is sent) keep one pass with every row in the shards.
 """
 
+import contextlib
 import dataclasses
+import os
+import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -59,6 +63,63 @@ def only_changed_rows(job: Job, source: Any) -> bool:
     return any(store.files(bucket) for bucket in BUCKETS)
 
 
+#: Changed rows pass 1 keeps, rendered, for pass 2; past this many (a new prompt changes every
+#: row), it keeps none and pass 2 reads the input again.
+KEPT_ROWS = 500_000
+
+
+class KeptRows:
+    """Pass 1's rendered changed rows, one local Parquet file per input block in a temporary
+    folder (removed on exit), so that pass 2 cuts its shards without reading and rendering
+    the input again. It gives up (keeps nothing) past ``KEPT_ROWS`` rows or on a block its
+    files cannot hold."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = KEPT_ROWS if limit is None else limit
+        self.rows = 0
+        self.files: list[str] | None = []
+        self._folder = tempfile.TemporaryDirectory(prefix="maple-changed-rows-")
+
+    def __enter__(self) -> "KeptRows":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._folder.cleanup()
+
+    def add(self, prepared: pl.DataFrame) -> None:
+        if self.files is None:
+            return
+        self.rows += prepared.height
+        path = os.path.join(self._folder.name, f"{len(self.files):06d}.parquet")
+        try:
+            if self.rows > self.limit:
+                raise ValueError("too many rows to keep")
+            prepared.write_parquet(path, compression="lz4", statistics=False)
+        except (ValueError, pl.exceptions.PolarsError, OSError):
+            for written in [*self.files, path]:  # pass 2 reads the input: none is needed
+                with contextlib.suppress(OSError):
+                    os.remove(written)
+            self.files = None
+            return
+        self.files.append(path)
+
+    def sent(self, send: Mask, carried: Mask) -> Iterator[pl.DataFrame] | None:
+        """The kept rows ``send`` marks, in row order; None when some row to send was not
+        kept (a row carried over from the earlier version, whose answer is not in the
+        store), or when nothing was kept."""
+        if self.files is None or np.any(send & carried):
+            return None
+        return self._sent(self.files, send)
+
+    @staticmethod
+    def _sent(files: list[str], send: Mask) -> Iterator[pl.DataFrame]:
+        for path in files:
+            rows = pl.read_parquet(path)
+            picked = send[rows.get_column(ROW_ID).to_numpy()]
+            if np.any(picked):
+                yield rows.filter(pl.Series(picked))
+
+
 @dataclasses.dataclass(frozen=True)
 class Spilled:
     """Pass 1's outcome: the input's row count, and the rows whose key was carried over from
@@ -69,34 +130,39 @@ class Spilled:
     earlier: int | None
 
 
-def spill_keys(job: Job, source: str, version: Version) -> Spilled:
+def spill_keys(job: Job, source: str, version: Version, kept: KeptRows | None = None) -> Spilled:
     """Pass 1: spill every row's request key. A row whose template
     columns are what they were at the same row id in an earlier version of the same settings
     (`maple_engine.plan.row_digests`) keeps that version's key; the other rows are rendered
-    and checked."""
+    and checked (and kept in ``kept``, for pass 2)."""
     storage, spec = job.state.storage, job.spec
     earlier = earlier_digests(storage, spec, version.number)
     with (
         DigestWriter(storage, spec, version.number) as digests,
         KeySpill(storage, spec.name, version.number) as spill,
     ):
-        rows, carried = _spill_changed(job, source, spill, digests, earlier)
+        rows, carried = _spill_changed(job, source, (spill, kept), digests, earlier)
         if earlier is not None and carried.any():
             for bucket in BUCKETS:
-                kept = carried_keys(storage, spec.name, earlier.number, bucket, carried)
-                if kept is not None:
-                    spill.add(kept, bucket)
+                keys = carried_keys(storage, spec.name, earlier.number, bucket, carried)
+                if keys is not None:
+                    spill.add(keys, bucket)
     if rows == 0:
         raise ConfigError("The input table has no rows: there is nothing to enrich.")
     return Spilled(rows, carried, earlier.number if earlier is not None else None)
 
 
 def _spill_changed(
-    job: Job, source: str, spill: KeySpill, digests: DigestWriter, earlier: Earlier | None
+    job: Job,
+    source: str,
+    into: tuple[KeySpill, KeptRows | None],
+    digests: DigestWriter,
+    earlier: Earlier | None,
 ) -> tuple[int, Mask]:
-    """Spill the keys of the rows not carried over from ``earlier``; the row count, and which
-    rows are carried over."""
+    """Spill the keys of the rows not carried over from ``earlier`` (and keep those rows,
+    rendered, if given where); the row count, and which rows are carried over."""
     spec = job.spec
+    spill, kept = into
     _, max_bytes = shard_limits(spec, job.provider)
     aligned = AlignedDigests(job.state.storage, spec.name, earlier.number) if earlier else None
     offset, carried = 0, []
@@ -118,6 +184,8 @@ def _spill_changed(
                 check_block(prepared, spec, max_bytes)
                 check_context_window(prepared, spec)
                 spill.add(with_text(prepared, spec))
+                if kept is not None:
+                    kept.add(prepared)
             carried.append(same)
             offset += block.height
     finally:
@@ -127,11 +195,20 @@ def _spill_changed(
 
 
 def cut_sent_rows(
-    job: Job, source: str, version: Version, send: Mask, size: int | None = None
+    job: Job,
+    source: str,
+    version: Version,
+    send: Mask,
+    *,
+    size: int | None = None,
+    kept: tuple[KeptRows, Mask] | None = None,
 ) -> list[ShardInfo]:
-    """Pass 2: the rows ``send`` marks, rendered again and cut into the version's shards (of at
-    most ``size`` requests when given)."""
-    blocks = _sent_blocks(job, source, send)
+    """Pass 2: the rows ``send`` marks cut into the version's shards (of at most ``size``
+    requests when given): from the rows pass 1 kept (``kept``: them, and which rows were
+    carried over) if they hold every one, else rendered again from the input."""
+    blocks = kept[0].sent(send, kept[1]) if kept is not None else None
+    if blocks is None:
+        blocks = _sent_blocks(job, source, send)
     storage = job.state.storage
     return cut_shards(storage, job.spec, blocks, job.provider, key_for=version.shard_key, size=size)
 

@@ -15,7 +15,13 @@ from maple_engine.inputs.sources import iter_blocks, row_count
 from maple_engine.job import Job
 from maple_engine.model import ShardInfo, StopKind, Version
 from maple_engine.plan.cache_layout import check_cache_price
-from maple_engine.plan.changed_rows import SPARSE, cut_sent_rows, only_changed_rows, spill_keys
+from maple_engine.plan.changed_rows import (
+    SPARSE,
+    KeptRows,
+    cut_sent_rows,
+    only_changed_rows,
+    spill_keys,
+)
 from maple_engine.plan.copied_answers import plan_copies
 from maple_engine.plan.row_digests import DigestWriter, row_digests
 from maple_engine.plan.sharding import with_text, write_shards
@@ -129,11 +135,15 @@ def _cut(
     before_planning, sizer = hooks
     storage, name = job.state.storage, job.spec.name
     if only_changed_rows(job, source):
-        spilled = spill_keys(job, source, version)
-        stored = np.zeros(spilled.rows, dtype=bool)
-        counts, send = plan_rows(storage, name, version, spilled.rows, stored)
-        sizing = sizer(job, lambda: int(send.sum()), version.created_at) if sizer else None
-        shards = cut_sent_rows(job, source, version, send, sizing.size if sizing else None)
+        with KeptRows() as kept:
+            spilled = spill_keys(job, source, version, kept)
+            stored = np.zeros(spilled.rows, dtype=bool)
+            counts, send = plan_rows(storage, name, version, spilled.rows, stored)
+            sizing = sizer(job, lambda: int(send.sum()), version.created_at) if sizer else None
+            size = sizing.size if sizing else None
+            shards = cut_sent_rows(
+                job, source, version, send, size=size, kept=(kept, spilled.carried)
+            )
         if shards:  # else nothing to send: every row in the shards, as below
             plan_copies(job, version.number, spilled.earlier, spilled.carried, stored)
             return _planned(
