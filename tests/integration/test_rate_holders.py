@@ -234,7 +234,7 @@ def test_the_ledger_password_reaches_no_run_snapshot_nor_file(
         enrich(source, out, tmp_path / "root", provider)
     instance = dg.DagsterInstance.from_config(str(tmp_path / "root" / "dagster"))
     runs = instance.get_runs()
-    assert len(runs) >= 8
+    assert len(runs) >= 6  # each job: input_shards, submissions, raw_responses with merged
     for record in runs:
         snapshot = instance.get_job_snapshot(record.job_snapshot_id)
         assert SECRET not in serialize_value(snapshot) + serialize_value(record), record.run_id

@@ -45,7 +45,7 @@ def test_sensor_and_cli_runs_carry_the_job_tags(
         runner.run()
         runs = instance.get_runs()
         resources["maple_costs"].close()
-    assert len(runs) >= 4  # input_shards, submissions, raw_responses, merged
+    assert len(runs) >= 4  # input_shards (here, the driver's), submissions, raw_responses + merged
     first, later = runs[-1], runs[:-1]  # newest first: the input_shards run made version 1
     assert first.tags.items() >= {k: v for k, v in EXPECTED.items() if k != "maple/version"}.items()
     for run in later:
