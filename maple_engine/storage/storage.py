@@ -303,7 +303,3 @@ class Storage:
             # answers, keys), where a dictionary only costs time; 50k-row shard files wrote in
             # 18-20 ms instead of 26-37 ms and came out 25% smaller (zstd does the rest)
             pq.write_table(table, handle, compression="zstd", use_dictionary=False)
-        # the encoder's buffers, kept by Arrow's allocator for the next write, go back: a
-        # shard's files are written one after another while polars works between them (1M
-        # rows cut into shards peaked 45 MiB lower)
-        pa.default_memory_pool().release_unused()
