@@ -34,6 +34,7 @@ from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.errors import CanaryFailed
 from maple_engine.inputs.sources import input_schema
 from maple_engine.job import Job
+from maple_engine.memory import give_back
 from maple_engine.merge.output import merge_job
 from maple_engine.plan.rerun import shard_input
 from maple_engine.policy import RetryPolicy
@@ -312,6 +313,8 @@ def raw_responses_asset(
                         "batch ends."
                     )
                 combined = collect_shard(job, shard, state)
+                if spec.kind.answer == "vector":  # 80 MB of parsed vectors per 50k at 256 dims
+                    give_back()  # returned before the next shard's, not kept by the allocators
             else:
                 combined = shard_responses(job.state, shard)
             metadata = _responses_metadata(job, shard, combined)
