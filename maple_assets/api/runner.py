@@ -146,8 +146,10 @@ class Runner:
         job = self._jobs.get(keys)
         if job is None:
             selection = dg.AssetSelection.assets(*keys)
+            hooks = {self._step_end} if len(keys) > 1 else set()
             defs = dg.Definitions(
-                jobs=[dg.define_asset_job(STAGE_JOB, selection=selection, hooks={self._step_end})],
+                # a run of two stages notes where the first ended (a hook event per step)
+                jobs=[dg.define_asset_job(STAGE_JOB, selection=selection, hooks=hooks)],
                 assets=[*self.enrichment.assets, *self.enrichment.checks],
                 resources=self.resources,
             )
