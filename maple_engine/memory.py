@@ -10,6 +10,7 @@ two arenas it stayed at 360 MiB. Elsewhere (musl, macOS) this does nothing.
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import gc
 import sys
 
@@ -22,7 +23,7 @@ def tune_allocator(mmap_threshold: int = 1 << 20, arenas: int = 2) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = _libc()
         return bool(libc.mallopt(M_MMAP_THRESHOLD, mmap_threshold)) and bool(
             libc.mallopt(M_ARENA_MAX, arenas)
         )
@@ -39,7 +40,13 @@ def give_back() -> None:
     pa.default_memory_pool().release_unused()
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+            _libc().malloc_trim(0)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """glibc, loaded once (finding it runs ``ldconfig``: ~3 ms a call)."""
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
 
 
 def settle_startup_objects() -> None:
