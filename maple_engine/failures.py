@@ -1,6 +1,10 @@
 """The failure taxonomy and the mapping of provider outcomes onto it.
 
-The classes and their default retries: docs/architecture.md, "Failures and retries".
+The classes and their default retries: docs/architecture.md, "Failures and retries". A row that
+no resend can change (an image that is gone, a prompt a provider blocks before generating, an
+answer a gateway may have billed) is marked ``resendable`` False in its result row
+(``RESULT_SCHEMA``) and is never sent again, whatever its class allows; its error says so in
+words, which no code reads.
 """
 
 import enum
@@ -16,10 +20,6 @@ class FailureClass(enum.StrEnum):
     INVALID_REQUEST = "invalid_request"
     INSUFFICIENT_QUOTA = "insufficient_quota"
 
-
-#: The start of the error of a row that a resend cannot change (an image that is gone, a
-#: prompt a provider blocks before generating): such rows are never sent again.
-NOT_RESENT = "not resent: "
 
 _IMAGE_CODES = {"invalid_image_url", "invalid_image", "image_parse_error", "invalid_image_format"}
 

@@ -260,7 +260,8 @@ def _attempt_cap(previous: ShardSummary | None, state: BatchState, sent: int) ->
 def check_images(
     job: Job, shard: str, results: pl.DataFrame, earlier: list[pl.DataFrame]
 ) -> pl.DataFrame:
-    """Before an ``invalid_image`` retry, fail at once the rows whose image URL is gone.
+    """Before an ``invalid_image`` retry, fail at once the rows whose image URL is gone: marked
+    ``resendable`` False, so no later attempt sends them.
 
     Runs only on rows the policy would send again, so never before a row's first send.
     """
@@ -292,11 +293,10 @@ def check_images(
     ).filter(pl.col("gone").is_not_null())
     joined = results.join(problems, on=ROW_ID, how="left", maintain_order="left")
     message = pl.concat_str([pl.lit(IMAGE_GONE), pl.col("gone")])
+    gone_now = pl.col("gone").is_not_null()
     return joined.with_columns(
-        pl.when(pl.col("gone").is_not_null())
-        .then(message)
-        .otherwise(pl.col("error"))
-        .alias("error")
+        pl.when(gone_now).then(message).otherwise(pl.col("error")).alias("error"),
+        pl.when(gone_now).then(False).otherwise(pl.col("resendable")).alias("resendable"),
     ).drop("gone")
 
 

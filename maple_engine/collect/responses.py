@@ -9,7 +9,7 @@ import orjson
 import polars as pl
 
 from maple_engine.collect.estimates import Estimate, with_estimates
-from maple_engine.failures import NOT_RESENT, FailureClass, batch_too_large
+from maple_engine.failures import FailureClass, batch_too_large
 from maple_engine.ledger.pricing import ModelPrice, cost_expr
 from maple_engine.model import CUSTOM_ID, REUSED, ROW_ID, BatchState
 from maple_engine.policy import RetryPolicy
@@ -19,6 +19,16 @@ _LINE = [c for c in RESULT_SCHEMA if c != "sends"]  # a row's sends become its `
 ATTEMPT_COLUMNS = [ROW_ID, CUSTOM_ID, *_LINE, "cost_usd", "parsed", "attempt", "attempts"]
 #: A shard's responses: each row's latest attempt, how often it was sent, the cost of all sends.
 RESPONSE_COLUMNS = [ROW_ID, CUSTOM_ID, *_LINE, "parsed", "attempt", "attempts", "cost_usd"]
+#: Columns a frame made before they existed lacks (the ``results-n`` of a shard an older Maple
+#: collected, lines built without them): read as null, which leaves a resend to the failure
+#: class's retries, as before the column. The response store fills its own (`response_store`).
+ADDED_COLUMNS: dict[str, pl.DataType] = {"resendable": pl.Boolean()}
+
+
+def with_added(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` with each ``ADDED_COLUMNS`` column it lacks as nulls."""
+    missing = [pl.lit(None, t).alias(c) for c, t in ADDED_COLUMNS.items() if c not in frame]
+    return frame.with_columns(missing) if missing else frame
 
 
 def unrun_failure(state: BatchState, can_split: bool = False) -> tuple[str, str]:
@@ -63,7 +73,7 @@ def attempt_results(
 ) -> pl.DataFrame:
     """One row per planned request: the provider's line, or an 'unrun' failure if it has none.
     A billed reply that reported no usage gets its tokens from ``estimate`` (and is marked)."""
-    lines = lines.unique(subset="custom_id", keep="first")
+    lines = with_added(lines.unique(subset="custom_id", keep="first"))
     cls, message = unrun_failure(state, can_split=plan.height > 1)
     joined = plan.join(
         lines, left_on=CUSTOM_ID, right_on="custom_id", how="left", maintain_order="left"
@@ -168,7 +178,7 @@ def _with_sends(frame: pl.DataFrame) -> pl.DataFrame:
     """``frame`` in response columns; an attempt's rows without a count were each sent once."""
     if "attempts" not in frame.columns:
         frame = frame.with_columns(pl.lit(1, pl.Int64).alias("attempts"))
-    return frame.select(RESPONSE_COLUMNS)
+    return with_added(frame).select(RESPONSE_COLUMNS)
 
 
 def stored_responses(records: pl.DataFrame) -> pl.DataFrame:
@@ -181,6 +191,7 @@ def with_final(final: pl.DataFrame | None, pending: pl.DataFrame) -> pl.DataFram
     response store), then every other row's latest outcome (``pending``). In no row order:
     readers join by row id or take row ranges, and a sort would copy every answer of the
     shard once more (50k embeddings: 70 MB)."""
+    pending = with_added(pending)
     if final is None:
         return pending
     if pending.is_empty():
@@ -189,8 +200,9 @@ def with_final(final: pl.DataFrame | None, pending: pl.DataFrame) -> pl.DataFram
     return pl.concat([final, rest], how="vertical_relaxed", rechunk=False)
 
 
-#: Error text of an ``invalid_image`` row whose image was checked and found gone: never resent.
-IMAGE_GONE = f"{NOT_RESENT}the image is gone: "
+#: The start of the error of an ``invalid_image`` row whose image was checked and found gone
+#: (for people: the row is marked ``resendable`` False, which is what keeps it from a resend).
+IMAGE_GONE = "not resent: the image is gone: "
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,15 +215,17 @@ def plan_retries(combined: pl.DataFrame, policy: RetryPolicy) -> RetryDecision:
     """The failed rows the policy sends again, whether or not the job is stopped right now.
 
     ``insufficient_quota`` rows never ran: they stay queued behind the job's quota stop, so a
-    rerun after a top-up sends them. Rows whose image was checked and found gone stay failed.
+    rerun after a top-up sends them. A row marked ``resendable`` False (an image found gone, a
+    prompt blocked before generating, an answer a gateway may have billed) stays failed whatever
+    its class allows; a null leaves it to the class's retries. The error text plays no part.
     """
     failed = combined.filter(pl.col("status") == "failed")
     quota_value = FailureClass.INSUFFICIENT_QUOTA.value
     quota = bool((failed["failure_class"] == quota_value).any())
     allowed = [
-        cls == quota_value or (policy.allows(cls, sends) and not str(err).startswith(NOT_RESENT))
-        for cls, sends, err in zip(
-            failed["failure_class"], failed["attempts"], failed["error"], strict=True
+        cls == quota_value or (resendable is not False and policy.allows(cls, sends))
+        for cls, sends, resendable in zip(
+            failed["failure_class"], failed["attempts"], failed["resendable"], strict=True
         )
     ]
     retry = failed.filter(pl.Series(allowed, dtype=pl.Boolean))
@@ -272,6 +286,7 @@ def unsent_responses(rows: pl.DataFrame, reason: str, cls: str = NOT_SENT) -> pl
         pl.lit("failed").alias("status"),
         pl.lit(cls).alias("failure_class"),
         pl.lit(reason, pl.String).alias("error"),
+        pl.lit(None, pl.Boolean).alias("resendable"),
         pl.lit(None, pl.String).alias("response"),
         pl.lit(False).alias("billed"),
         *(pl.lit(0, pl.Int64).alias(c) for c in _TOKENS),

@@ -39,6 +39,10 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "status": pl.String(),  # succeeded | failed
     "failure_class": pl.String(),
     "error": pl.String(),
+    # May the row be sent again? False: never, whatever its class's retries allow (a resend
+    # cannot change the outcome, or would pay for it again); null: its class's retries decide.
+    # The error text is for people: no code reads it to decide a resend.
+    "resendable": pl.Boolean(),
     "response": pl.String(),
     "billed": pl.Boolean(),
     "input_tokens": pl.Int64(),
@@ -585,13 +589,17 @@ def rows_frame(rows: list[dict[str, Any]], batch_id: str) -> pl.DataFrame:
     return result_frame({**columns, "batch_id": [batch_id] * len(rows)})
 
 
-def failed_row(custom_id: Any, failure_class: str, message: str) -> dict[str, Any]:
-    """A result row for a request that failed unbilled."""
+def failed_row(
+    custom_id: Any, failure_class: str, message: str, *, resendable: bool | None = None
+) -> dict[str, Any]:
+    """A result row for a request that failed unbilled; ``resendable=False`` if it may never
+    be sent again (``RESULT_SCHEMA``)."""
     return {
         "custom_id": custom_id,
         "status": "failed",
         "failure_class": failure_class,
         "error": message,
+        "resendable": resendable,
         "billed": False,
     }
 

@@ -3,7 +3,7 @@
 A gateway that throws while it handles the provider's answer (Portkey's gateway 1.15.2 on
 Node 20 appends a header to the upstream's immutable answer on ``POST /v1/embeddings`` and on
 file downloads) answers 5xx AFTER the provider answered and billed. Sending such a request
-again pays for it again, so the real-time engine fails its rows at once (``not resent``) and a
+again pays for it again, so the real-time engine fails its rows at once, not resendable, and a
 control call that creates something (an upload, a batch) is not repeated; a read (``GET``,
 free) is retried as usual and its last error names the gateway. Each gateway is a row of data
 below: the header that marks its exception and the value it carries.

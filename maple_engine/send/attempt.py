@@ -47,7 +47,7 @@ import httpx
 import orjson
 
 from maple_engine.errors import AuthError, BreakerOpen, MapleError, SetupRefused
-from maple_engine.failures import NOT_RESENT, FailureClass
+from maple_engine.failures import FailureClass
 from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
 from maple_engine.policy import SendBudget
 from maple_engine.providers.base import failed_row
@@ -309,8 +309,8 @@ class AttemptRun:
                 # the same answer twice, and no other request served meanwhile: no passing fault
                 same = retry.answer is not None and retry.answer == previous
                 if same and self.successes == served:
-                    message = f"{NOT_RESENT}the same answer twice in a row: {retry}"
-                    failed = failed_row(None, retry.failure_class, message)
+                    message = f"not resent: the same answer twice in a row: {retry}"
+                    failed = failed_row(None, retry.failure_class, message, resendable=False)
                     return self._rows(custom_ids, [failed], sends), retry.failure
                 previous, served = retry.answer, self.successes
                 if sends >= self._sends_allowed(retry.failure_class, custom_ids):
@@ -537,8 +537,8 @@ class AttemptRun:
             raise _Retry(FailureClass.RATE_LIMITED.value, f"429: {message}", wait, None, capacity)
         gateway = gateway_exception(response)
         if gateway is not None:  # the provider may have answered and billed: never resent
-            error = f"{NOT_RESENT}{status}: {message}. {gateway}."
-            return failed_row(custom_id, FailureClass.SERVER_ERROR.value, error)
+            error = f"not resent: {status}: {message}. {gateway}."
+            return failed_row(custom_id, FailureClass.SERVER_ERROR.value, error, resendable=False)
         if status in {408, 409, 500, 502, 503, 504, 529}:
             if status in {503, 529}:
                 self._overloaded()

@@ -94,7 +94,9 @@ class RowCheckpoints:
         frames = [self.storage.read_parquet(k) for k in self._keys(_CHUNK)]
         logged = [row for k in self._keys(_WAL) for row in self._wal_rows(k)]
         frames.append(_frame(logged))
-        # a chunk written before a column was added to RESULT_SCHEMA lacks it: null there
+        # a chunk or log line written before a column was added to RESULT_SCHEMA lacks it: null
+        # there (the log rows' frame has every column), so an older run's ``resendable`` reads
+        # as null and its failure class's retries decide
         every = pl.concat(frames, how="diagonal_relaxed").select(RESULT_SCHEMA.keys())
         return every.unique(subset="custom_id", keep="first", maintain_order=True)
 

@@ -39,6 +39,7 @@ RECORD_COLUMNS = (
     "status",
     "failure_class",
     "error",
+    "resendable",
     "response",
     "parsed",
     "input_tokens",
@@ -56,6 +57,7 @@ _SCHEMA: dict[str, type[pl.DataType] | pl.DataType] = {
     "status": pl.String,
     "failure_class": pl.String,
     "error": pl.String,
+    "resendable": pl.Boolean,  # False: a failure never sent again (`RESULT_SCHEMA`)
     "response": pl.String,
     "parsed": pl.String,
     "input_tokens": pl.Int64,
@@ -78,8 +80,10 @@ ROW_COLUMNS: dict[str, type[pl.DataType] | pl.DataType] = {
     "attempt": pl.Int64,
 }
 _STORED = {**_SCHEMA, **ROW_COLUMNS}
-#: Columns a store file written before they existed lacks: null there (not reported).
-_ADDED = {"reasoning_tokens": pl.Int64, "tokens_estimated": pl.Boolean}
+#: Columns a store file written before they existed lacks: null there. Both readers fill them
+#: (`scan` through its schema, `collected` through `_with_added`): tokens read as not reported,
+#: ``resendable`` as null, which leaves a resend to the failure class's retries.
+_ADDED = {"reasoning_tokens": pl.Int64, "tokens_estimated": pl.Boolean, "resendable": pl.Boolean}
 
 
 def _with_added(frame: pl.LazyFrame) -> pl.LazyFrame:

@@ -14,7 +14,7 @@ from maple_engine.collect.responses import (
     validate_structured,
 )
 from maple_engine.crashpoints import CrashPointReached, crash_point
-from maple_engine.failures import NOT_RESENT, batch_too_large
+from maple_engine.failures import batch_too_large
 from maple_engine.inputs.structured import schema_dtype
 from maple_engine.job import Job
 from maple_engine.model import CUSTOM_ID, ROW_ID, BatchState, StopKind
@@ -93,7 +93,7 @@ def test_a_too_large_batch_is_split_until_it_fits() -> None:
     assert unrun_failure(_failed_batch("model_mismatch"), can_split=True)[0] == "invalid_request"
 
 
-def _combined(rows: list[tuple[str, int, str]]) -> pl.DataFrame:
+def _combined(rows: list[tuple[str, int, str]], resendable: list[bool | None]) -> pl.DataFrame:
     return pl.DataFrame(
         {
             ROW_ID: list(range(len(rows))),
@@ -102,6 +102,7 @@ def _combined(rows: list[tuple[str, int, str]]) -> pl.DataFrame:
             "failure_class": [r[0] for r in rows],
             "attempts": [r[1] for r in rows],
             "error": [r[2] for r in rows],
+            "resendable": pl.Series(resendable, dtype=pl.Boolean),
         }
     )
 
@@ -116,7 +117,8 @@ def test_retry_plan_follows_the_policy_and_queues_quota_rows() -> None:
             ("invalid_image", 1, f"{IMAGE_GONE}image URL x answered HTTP 404"),
             ("invalid_image", 1, "Invalid image URL"),
             ("rate_limited", 40, "429"),
-        ]
+        ],
+        [None, None, None, None, False, None, None],
     )
     decision = plan_retries(combined, RetryPolicy())
     assert decision.quota_exhausted
@@ -181,8 +183,9 @@ def test_a_refusal_is_resent_only_when_a_resend_can_change_it() -> None:
     combined = _combined(
         [
             ("refused", 1, "the model refused"),
-            ("refused", 1, f"{NOT_RESENT}the prompt was blocked before generation"),
-        ]
+            ("refused", 1, "not resent: the prompt was blocked before generation"),
+        ],
+        [None, False],
     )
     sampled = plan_retries(combined, job_policy({}, {"temperature": 0.7}))
     assert sampled.retry_ids[CUSTOM_ID].to_list() == ["r0"]  # never the blocked prompt
@@ -190,3 +193,24 @@ def test_a_refusal_is_resent_only_when_a_resend_can_change_it() -> None:
     assert plan_retries(combined, job_policy({}, {"top_k": 1})).retry_ids.is_empty()
     asked = job_policy({"refused": 3}, {"temperature": 0})  # the user's word wins
     assert plan_retries(combined, asked).retry_ids[CUSTOM_ID].to_list() == ["r0"]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "not resent: the prompt was blocked before generation",
+        "the prompt was blocked before generation; it will not be sent again",
+        "",
+        None,
+    ],
+)
+def test_a_row_marked_not_resendable_stays_failed_whatever_its_error_says(
+    error: str | None,
+) -> None:
+    """The retry plan reads ``resendable``, not the error text: a row marked False is not
+    retried though its class allows more sends, one with null is, whatever either's words."""
+    combined = _combined([("server_error", 1, "x"), ("server_error", 1, "x")], [False, None])
+    combined = combined.with_columns(pl.lit(error, pl.String).alias("error"))
+    policy = RetryPolicy()
+    assert policy.allows("server_error", 1)  # the class's policy would send both again
+    assert plan_retries(combined, policy).retry_ids[CUSTOM_ID].to_list() == ["r1"]

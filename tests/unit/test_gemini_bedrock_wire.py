@@ -74,7 +74,11 @@ def test_gemini_response_parsing() -> None:
     blocked = gemini_wire.parse_generate_response(
         "r2", {"promptFeedback": {"blockReason": "SAFETY"}}
     )
-    assert blocked["failure_class"] == "refused"
+    assert blocked["failure_class"] == "refused" and blocked["resendable"] is False
+    refused = gemini_wire.parse_generate_response(
+        "r2", {"candidates": [{"finishReason": "SAFETY"}]}
+    )
+    assert refused["failure_class"] == "refused" and refused.get("resendable") is None
     inline = {"metadata": {"key": "r3"}, "error": {"code": 14, "message": "try again"}}
     assert gemini_wire.parse_result_line(inline)["failure_class"] == "server_error"
 

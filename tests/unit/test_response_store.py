@@ -4,13 +4,20 @@ from pathlib import Path
 
 import polars as pl
 
-from maple_engine.collect.responses import RESPONSE_COLUMNS, stored_responses, with_final
+from maple_engine.collect.responses import (
+    RESPONSE_COLUMNS,
+    combine_attempts,
+    stored_responses,
+    with_final,
+)
 from maple_engine.model import CUSTOM_ID, KEY, ROW_ID
 from maple_engine.storage.response_store import ResponseStore, collection
 from maple_engine.storage.storage import Storage
 
 
-def records(rows: list[int], keys: list[str], status: str = "succeeded") -> pl.DataFrame:
+def records(
+    rows: list[int], keys: list[str], status: str = "succeeded", resendable: bool | None = None
+) -> pl.DataFrame:
     n = len(rows)
     return pl.DataFrame(
         {
@@ -21,6 +28,7 @@ def records(rows: list[int], keys: list[str], status: str = "succeeded") -> pl.D
             "status": [status] * n,
             "failure_class": [None] * n,
             "error": [None] * n,
+            "resendable": [resendable] * n,
             "response": [f"answer {r}" for r in rows],
             "billed": [True] * n,
             "input_tokens": [3] * n,
@@ -35,7 +43,12 @@ def records(rows: list[int], keys: list[str], status: str = "succeeded") -> pl.D
             "attempts": [1] * n,
             "cost_usd": [0.5] * n,
         },
-        schema_overrides={"failure_class": pl.String, "error": pl.String, "parsed": pl.String},
+        schema_overrides={
+            "failure_class": pl.String,
+            "error": pl.String,
+            "resendable": pl.Boolean,
+            "parsed": pl.String,
+        },
     )
 
 
@@ -64,17 +77,44 @@ def test_a_shards_responses_are_its_stored_rows_and_its_pending_ones(tmp_path: P
 def test_a_store_file_from_before_reasoning_tokens_reads_them_as_not_reported(
     tmp_path: Path,
 ) -> None:
-    """A store written by a Maple that did not keep reasoning tokens: its records read back,
-    by key and by collection, with ``reasoning_tokens`` null (not reported), not an error."""
+    """A store written by a Maple that did not keep reasoning tokens nor ``resendable``: its
+    records read back, by key and by collection, with those null (not reported; the failure
+    class's retries decide), not an error."""
     storage = Storage(str(tmp_path))
     store = ResponseStore(storage, "job")
-    store.write("s00000-a1", records([0, 1], ["a1", "b2"]), "gpt-4o-mini")
+    store.write("s00000-a1", records([0, 1], ["a1", "b2"], resendable=False), "gpt-4o-mini")
     for bucket in "ab":
         for key in store.files(bucket):
             old = storage.read_parquet(key).drop("reasoning_tokens", "tokens_estimated")
-            storage.write_parquet(key, old)
+            storage.write_parquet(key, old.drop("resendable"))
     scanned = pl.concat([store.scan(b).collect() for b in "ab"])
     assert scanned["reasoning_tokens"].to_list() == [None, None]
     assert scanned["tokens_estimated"].to_list() == [None, None]
+    assert scanned["resendable"].to_list() == [None, None]
     collected = store.collected(["s00000-a1"])
     assert collected.height == 2 and collected["reasoning_tokens"].null_count() == 2
+    assert collected["resendable"].null_count() == 2
+    assert stored_responses(collected)["resendable"].null_count() == 2
+
+
+def test_a_rows_resendable_mark_is_stored_and_read_back(tmp_path: Path) -> None:
+    store = ResponseStore(Storage(str(tmp_path)), "job")
+    store.write("s00000-a1", records([0], ["a1"], "failed", resendable=False), "m")
+    assert store.scan("a").collect()["resendable"].to_list() == [False]
+    final = stored_responses(store.collected(["s00000-a1"]))
+    assert final["resendable"].to_list() == [False]
+    assert store.best("a", pl.LazyFrame({KEY: ["a1"]}))["resendable"].to_list() == [False]
+
+
+def test_a_results_file_from_before_resendable_combines_with_null(tmp_path: Path) -> None:
+    """A shard's pending rows written by an older Maple (``results-n`` without the column)
+    combine with a new attempt's and read back as shard responses, ``resendable`` null."""
+    older = records([0], ["a1"], "failed").drop(KEY, "resendable")
+    newer = (
+        records([1], ["b2"], "failed", resendable=False)
+        .drop(KEY)
+        .with_columns(pl.lit(2, pl.Int64).alias("attempt"))
+    )
+    combined = combine_attempts([older, newer])
+    assert combined["resendable"].to_list() == [None, False]
+    assert with_final(None, older)["resendable"].to_list() == [None]

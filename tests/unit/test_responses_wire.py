@@ -73,7 +73,8 @@ def test_refusals_cut_replies_and_empty_incomplete_ones() -> None:
     empty = reply([], status="incomplete", incomplete_details={"reason": "max_output_tokens"})
     row = wire.parse_reply("r", empty)
     assert row["failure_class"] == "invalid_output" and row["billed"] is True
-    assert row["error"].startswith("not resent: ") and "24 of its 30" in row["error"]
+    assert row["resendable"] is False and "24 of its 30" in row["error"]  # the same would spend
+    assert wire.parse_reply("r", cut).get("resendable") is None
 
 
 def test_a_chat_completion_reports_its_reasoning_and_an_embedding_none() -> None:

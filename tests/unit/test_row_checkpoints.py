@@ -3,6 +3,7 @@ it never recorded (billed by the provider, sent again by the rerun, booked by th
 
 from pathlib import Path
 
+from maple_engine.providers.base import failed_row
 from maple_engine.send.checkpoints import RowCheckpoints
 from maple_engine.storage.storage import Storage
 
@@ -81,3 +82,24 @@ def test_answers_dropped_unrecorded_at_close_are_kept_as_lost(tmp_path: Path) ->
     run.close()
     assert store(tmp_path).lost() == {"held": 1}
     assert not list(tmp_path.glob(f"{PREFIX}/wal-*"))
+
+
+def test_a_rows_resendable_mark_is_kept_by_the_log_and_the_chunks(tmp_path: Path) -> None:
+    """A row marked not resendable reads back so from a kill's log and from a chunk; a chunk
+    written before the column existed reads back with it null."""
+    gone = failed_row("g", "server_error", "a gateway's 500", resendable=False)
+    first = store(tmp_path, every_rows=2)
+    first.open()
+    first.add(gone)
+    first.add(row("a"))  # a chunk of two rows, the log replaced
+    first.add(failed_row("k", "server_error", "500", resendable=False))
+    die(first)  # the third row only in the log
+    loaded = store(tmp_path).load().sort("custom_id")
+    assert loaded["resendable"].to_list() == [None, False, False]
+    chunk = next(tmp_path.glob(f"{PREFIX}/chunk-*.parquet"))
+    storage = Storage(str(tmp_path))
+    key = str(chunk.relative_to(tmp_path))
+    storage.write_parquet(key, storage.read_parquet(key).drop("resendable"))  # an older Maple's
+    again = store(tmp_path).load().sort("custom_id")
+    assert again["custom_id"].to_list() == ["a", "g", "k"]
+    assert again["resendable"].to_list() == [None, None, False]

@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from maple_engine.errors import ConfigError
-from maple_engine.failures import NOT_RESENT, FailureClass
+from maple_engine.failures import FailureClass
 from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.providers.base import (
     ModelFamily,
@@ -252,11 +252,13 @@ def parse_generate_response(custom_id: Any, response: dict[str, Any]) -> dict[st
     reason = candidate.get("finishReason")
     if blocked or reason in REFUSAL_REASONS:
         why = (
-            f"{NOT_RESENT}the prompt was blocked before generation (blockReason {blocked})"
+            f"not resent: the prompt was blocked before generation (blockReason {blocked})"
             if blocked
             else f"the model refused (finishReason {reason})"
         )
         row.update(status="failed", failure_class=FailureClass.REFUSED.value, error=why)
+        if blocked:  # decided before generating: the same prompt is blocked again
+            row["resendable"] = False
         return row
     parts = (candidate.get("content") or {}).get("parts") or []
     text = "".join(str(p.get("text", "")) for p in parts if not p.get("thought"))

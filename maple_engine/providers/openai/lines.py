@@ -117,6 +117,7 @@ def _successes(lines: pl.DataFrame, batch_id: str) -> pl.DataFrame:
         pl.when(refused)
         .then(message.struct.field("refusal").fill_null("content filtered"))
         .alias("error"),
+        pl.lit(None, pl.Boolean).alias("resendable"),  # a refusal's class decides
         pl.when(refused).then(None).otherwise(reply).alias("response"),
         pl.lit(True).alias("billed"),
         # a reply with no usage block has its tokens estimated (null here: not reported)

@@ -12,7 +12,7 @@ import orjson
 import polars as pl
 
 from maple_engine.errors import ConfigError
-from maple_engine.failures import NOT_RESENT, FailureClass
+from maple_engine.failures import FailureClass
 from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.providers.base import (
     ModelFamily,
@@ -221,12 +221,17 @@ def parse_response(custom_id: Any, body: dict[str, Any]) -> dict[str, Any]:
     text = "".join(texts)
     if body.get("status") == "incomplete" and not text:
         why = (
-            f"{NOT_RESENT}the reply is incomplete ({reason or 'no reason given'}) with no text: "
+            f"not resent: the reply is incomplete ({reason or 'no reason given'}) with no text: "
             f"{row['reasoning_tokens'] or 0} of its {row['output_tokens'] or 0} output tokens were "
             "reasoning; raise max_output_tokens (--param max_output_tokens=N) or lower the "
             "reasoning effort"
         )
-        row.update(status="failed", failure_class=FailureClass.INVALID_OUTPUT.value, error=why)
+        row.update(
+            status="failed",
+            failure_class=FailureClass.INVALID_OUTPUT.value,
+            error=why,
+            resendable=False,
+        )
         return row
     row.update(status="succeeded", response=text)
     return row
@@ -317,12 +322,16 @@ def parse_chat_completion(custom_id: Any, body: dict[str, Any]) -> dict[str, Any
     return row
 
 
-def failed_row(custom_id: Any, cls: FailureClass, message: Any) -> dict[str, Any]:
-    """The result row of a request the provider failed (not billed)."""
+def failed_row(
+    custom_id: Any, cls: FailureClass, message: Any, *, resendable: bool | None = None
+) -> dict[str, Any]:
+    """The result row of a request the provider failed (not billed); ``resendable=False`` if
+    it may never be sent again."""
     return {
         "custom_id": custom_id,
         "status": "failed",
         "failure_class": cls.value,
         "error": str(message),
+        "resendable": resendable,
         "billed": False,
     }
