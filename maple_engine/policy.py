@@ -81,7 +81,7 @@ def job_policy(
     """The job's policy: the defaults, ``retries`` over them. A refusal is resent only when a
     resend can change the outcome: with random sampling, not at temperature 0 (the same request
     gets the same refusal, paid again) nor for a refusal a provider decides before generating
-    (those rows say so in their error and are never resent, `maple_engine.failures`)."""
+    (those rows are marked ``resendable`` False and never resent, `maple_engine.failures`)."""
     defaults: dict[str, int] = {FailureClass.REFUSED: 0} if deterministic(params) else {}
     base = RetryPolicy(retries={**DEFAULT_RETRIES, **defaults}, check_images=check_images)
     return base.with_overrides(retries)
