@@ -40,11 +40,13 @@ class RequestRules:
     ``label`` names its structured-output API in errors ("the OpenAI structured-output API
     rejects it"); ``check_params`` raises `ConfigError` for a parameter the API (or the model)
     would refuse; ``schema`` is the JSON-schema subset of its structured outputs (None: any
-    object schema)."""
+    object schema); ``reasoning_params`` are the parameters that make its models reason (the
+    cost estimate says their tokens cannot be foreseen)."""
 
     label: str = "provider's"
     check_params: Callable[[ChatParams], None] = takes_any
     schema: SchemaSubset | None = None
+    reasoning_params: tuple[str, ...] = ()
 
 
 #: The rules of a provider that describes none: every object schema and every parameter pass.

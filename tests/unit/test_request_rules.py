@@ -2,13 +2,16 @@
 API refuses and the JSON-schema subset of its structured outputs, read through its capabilities
 (``ProviderCapabilities.rules``) by the pre-flight."""
 
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
+from maple_assets.cli.dry_run import _reasoning_note
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.api_params import check_api_params
 from maple_engine.inputs.schema_checks import subset_problem
+from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.providers.anthropic import params as anthropic
 from maple_engine.providers.gemini import params as gemini
 from maple_engine.providers.openai import params as openai
@@ -140,3 +143,22 @@ def test_openai_caps_nesting_and_properties_where_anthropic_and_gemini_do_not() 
 def test_a_name_no_provider_is_registered_under_is_held_to_the_default_subset() -> None:
     loose = {"type": "object", "properties": {"a": {}}, "additionalProperties": False}
     assert "missing ['a']" in str(subset_problem(loose, "no-such-provider"))
+
+
+@pytest.mark.parametrize(
+    ("provider", "param"),
+    [("gemini", "thinking_config"), ("anthropic", "thinking"), ("openai", "reasoning_effort")],
+)
+def test_the_estimate_notes_reasoning_asked_in_the_provider_s_own_parameter(
+    provider: str, param: str
+) -> None:
+    spec = JobSpec(name="j", prompt="{t}", model="m", provider=provider, params={param: {}})
+    built = SimpleNamespace(capabilities=capabilities(provider))
+    note = _reasoning_note(spec, built, [], 10, cast(ModelPrice, None))
+    assert note is not None and "cannot be foreseen" in note[1]
+    assert (
+        _reasoning_note(
+            spec.model_copy(update={"params": {}}), built, [], 10, cast(ModelPrice, None)
+        )
+        is None
+    )

@@ -58,4 +58,6 @@ def check_thinking(asked: ChatParams) -> None:
         )
 
 
-RULES = RequestRules(label="Anthropic", check_params=check_thinking, schema=SCHEMA)
+RULES = RequestRules(
+    label="Anthropic", check_params=check_thinking, schema=SCHEMA, reasoning_params=("thinking",)
+)

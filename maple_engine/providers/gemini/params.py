@@ -68,4 +68,8 @@ def _check_budget(model: str, budget: Any) -> None:
         return
 
 
-RULES = RequestRules(label="Gemini", check_params=check_params)
+RULES = RequestRules(
+    label="Gemini",
+    check_params=check_params,
+    reasoning_params=("thinking_config", "thinkingConfig"),
+)

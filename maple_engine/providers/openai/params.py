@@ -60,4 +60,9 @@ def check_params(asked: ChatParams) -> None:
         )
 
 
-RULES = RequestRules(label="OpenAI", check_params=check_params, schema=SCHEMA)
+RULES = RequestRules(
+    label="OpenAI",
+    check_params=check_params,
+    schema=SCHEMA,
+    reasoning_params=("reasoning_effort", "reasoning"),
+)
