@@ -151,16 +151,14 @@ def _output_note(spec: JobSpec, per_request: int) -> str:
     return f"{per_request:,} per request assumed; --param max_tokens=N sets a limit"
 
 
-REASONING_PARAMS = ("reasoning_effort", "reasoning", "thinking", "thinkingConfig")
-
-
 def _reasoning_note(
     spec: JobSpec, provider: Any, entries: list[Any], requests: int, price: ModelPrice
 ) -> tuple[str, str] | None:
     """What the estimate says of reasoning tokens, for a model that reasons: it cannot foresee
     them, unless the job's rows so far (the ledger) show how many each spends."""
-    models = provider.capabilities.reasoning_models
-    reasons = any(p in spec.params for p in REASONING_PARAMS) or (
+    able = provider.capabilities
+    models = able.reasoning_models
+    reasons = any(p in spec.params for p in able.rules.reasoning_params) or (
         bool(models) and spec.model.startswith(models)
     )
     if not reasons:

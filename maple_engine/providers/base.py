@@ -32,6 +32,7 @@ from maple_engine.providers.attribution import (
     TeamAttribution,
     given_attribution,
 )
+from maple_engine.providers.rules import NO_RULES, RequestRules
 
 # One row per request of one attempt, whatever the provider.
 RESULT_SCHEMA: dict[str, pl.DataType] = {
@@ -247,6 +248,9 @@ class ProviderCapabilities:
     # an OpenAI project header, the API key of an Anthropic workspace, Bedrock job tags;
     # None: the API takes none of them (`maple_engine.providers.attribution`).
     attribution: Attribution | None = None
+    # What its API refuses in a job's settings (parameters, the response schema's subset),
+    # checked before anything is uploaded (`maple_engine.providers.rules`).
+    rules: RequestRules = NO_RULES
 
     def variable(self, setting: Literal["api_key", "base_url", "version"]) -> str:
         """The variable ``setting`` is read from (``OPENAI_API_KEY``, ``AZURE_OPENAI_ENDPOINT``)."""

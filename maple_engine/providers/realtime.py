@@ -32,6 +32,7 @@ from maple_engine.providers.base import (
     RequestSpec,
 )
 from maple_engine.providers.http import retry_after_seconds
+from maple_engine.providers.rules import NO_RULES, RequestRules
 from maple_engine.settings import DEFAULT_STORAGE
 
 Row = dict[str, Any]
@@ -55,6 +56,7 @@ def realtime_capabilities(
     version_env: str | None = None,
     takes_api_version: bool = False,
     attribution: Attribution | None = None,
+    rules: RequestRules = NO_RULES,
 ) -> ProviderCapabilities:
     """What every real-time provider shares: shard attempts run at once, nothing queues, and a
     rerun resumes from the row checkpoints (no orphans)."""
@@ -77,6 +79,7 @@ def realtime_capabilities(
         version_env=version_env,
         takes_api_version=takes_api_version,
         attribution=attribution,
+        rules=rules,
     )
 
 

@@ -171,6 +171,23 @@ def test_no_two_engine_units_import_each_other() -> None:
     assert both_ways == []
 
 
+def test_only_the_providers_import_a_provider_folder() -> None:
+    """The rest of the engine reaches a provider through the registry and its capabilities
+    (its rules included: ``ProviderCapabilities.rules``), never its folder."""
+    folders = {p.name for p in (ROOT / "maple_engine" / "providers").iterdir() if p.is_dir()}
+    folders -= {"__pycache__"}
+    found = [
+        f"{path.relative_to(ROOT)} imports {module}"
+        for path in sorted((ROOT / "maple_engine").rglob("*.py"))
+        if path.relative_to(ROOT / "maple_engine").parts[0] != "providers"
+        for module in imported_modules(path)
+        if module.split(".")[:2] == ["maple_engine", "providers"]
+        and len(module.split(".")) > 2
+        and module.split(".")[2] in folders
+    ]
+    assert found == []
+
+
 def test_the_engine_scan_sees_an_upward_import(tmp_path: Path) -> None:
     """The scan reads lazy imports too: an import inside a function counts."""
     sample = tmp_path / "sample.py"

@@ -32,7 +32,7 @@ from pydantic import Field, PrivateAttr
 
 from maple_engine.errors import AuthError, ProviderError, QueueFull, QuotaExhausted
 from maple_engine.model import BatchState, Submission
-from maple_engine.providers.anthropic import billing
+from maple_engine.providers.anthropic import billing, params
 from maple_engine.providers.anthropic.messages import (
     ANTHROPIC_VERSION,
     ONE_HOUR,
@@ -83,6 +83,7 @@ CAPABILITIES = ProviderCapabilities(
     mode="batch",
     limits=ProviderLimits(max_requests=100_000, max_bytes=256 * 1024 * 1024),
     dialect=Dialect.ANTHROPIC,
+    rules=params.RULES,
     price_families=("anthropic",),
     queue="requests",
     orphans="create-intents",

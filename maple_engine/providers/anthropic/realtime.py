@@ -15,6 +15,7 @@ import polars as pl
 from pydantic import Field
 
 from maple_engine.failures import FailureClass
+from maple_engine.providers.anthropic import params
 from maple_engine.providers.anthropic.messages import (
     ANTHROPIC_VERSION,
     anthropic_base_url,
@@ -54,7 +55,12 @@ class AnthropicRealtimeProvider(WorkspaceKeys, RealtimeProvider):
 
     capabilities: ClassVar[ProviderCapabilities] = dataclasses.replace(
         realtime_capabilities(
-            Dialect.ANTHROPIC, "anthropic", "anthropic", drops_empty_system=True, caching=CACHING
+            Dialect.ANTHROPIC,
+            "anthropic",
+            "anthropic",
+            drops_empty_system=True,
+            caching=CACHING,
+            rules=params.RULES,
         ),
         takes_api_version=True,
         attribution="workspace-key",

@@ -13,6 +13,7 @@ from pydantic import Field
 from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.providers.azure import wire
 from maple_engine.providers.base import Dialect, ProviderCapabilities
+from maple_engine.providers.openai import params as openai_params
 from maple_engine.providers.openai import wire as openai_wire
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.realtime import realtime_capabilities
@@ -29,6 +30,7 @@ CAPABILITIES = realtime_capabilities(
     base_url_env=wire.ENDPOINT_ENV,
     version_env=wire.VERSION_ENV,
     takes_api_version=True,
+    rules=openai_params.RULES,
 )
 
 

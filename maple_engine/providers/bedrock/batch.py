@@ -26,6 +26,7 @@ from pydantic import Field
 from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError, ProviderError
 from maple_engine.model import CHAT, EMBEDDING, BatchState, Submission
+from maple_engine.providers.anthropic import params as anthropic_params
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
     Dialect,
@@ -71,6 +72,7 @@ CAPABILITIES = ProviderCapabilities(
         min_requests=100,
     ),
     dialect=Dialect.ANTHROPIC,  # Bedrock batches run Claude
+    rules=anthropic_params.RULES,
     price_families=("aws",),
     orphans="name-labels",
     needs_s3_root=True,

@@ -39,6 +39,7 @@ from maple_engine.providers.base import (
     rows_frame,
 )
 from maple_engine.providers.batch_api import BatchProviderBasics, jsonl, wrapped_bytes_expr
+from maple_engine.providers.gemini import params
 from maple_engine.providers.gemini.api import get_batch, list_batches, request, upload_file
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
@@ -69,6 +70,7 @@ CAPABILITIES = ProviderCapabilities(
     mode="batch",
     limits=BATCH_FILE_LIMITS,  # Google allows 2 GB per file; smaller shards resume sooner
     dialect=Dialect.GEMINI,
+    rules=params.RULES,
     price_families=("google",),
     orphans="name-labels",
     realtime_twin="gemini-realtime",

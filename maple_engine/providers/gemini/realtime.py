@@ -17,6 +17,7 @@ from pydantic import Field
 from maple_engine.failures import FailureClass
 from maple_engine.model import BATCH_PRICED_PREFIX, CHAT, EMBEDDING
 from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
+from maple_engine.providers.gemini import params
 from maple_engine.providers.gemini.api import retry_wait
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
@@ -57,6 +58,7 @@ class GeminiRealtimeProvider(RealtimeProvider):
             caching=CACHING,
             kinds=frozenset({CHAT, EMBEDDING}),
             models=MODELS,
+            rules=params.RULES,
         ),
         input_limits=INPUT_LIMITS,
     )

@@ -24,6 +24,7 @@ from maple_engine.providers.base import (
 )
 from maple_engine.providers.batch_api import BatchCollection, jsonl, wrapped_bytes_expr
 from maple_engine.providers.mistral import wire
+from maple_engine.providers.openai import params as openai_params
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
 
 NAME = "mistral"
@@ -31,6 +32,7 @@ CAPABILITIES = ProviderCapabilities(
     mode="batch",
     limits=wire.LIMITS,
     dialect=Dialect.OPENAI,
+    rules=openai_params.RULES,
     price_families=("mistral",),
     orphans="batch-metadata",
     kinds=frozenset({CHAT, EMBEDDING}),

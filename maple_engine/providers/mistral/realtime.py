@@ -16,6 +16,7 @@ from pydantic import Field
 from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
 from maple_engine.providers.mistral import wire
+from maple_engine.providers.openai import params as openai_params
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.realtime import realtime_capabilities
 
@@ -26,6 +27,7 @@ CAPABILITIES = realtime_capabilities(
     wire.CREDENTIALS,
     kinds=frozenset({CHAT, EMBEDDING}),
     models=wire.MODELS,
+    rules=openai_params.RULES,
 )
 
 

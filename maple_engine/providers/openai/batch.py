@@ -34,6 +34,7 @@ from maple_engine.providers.http import download, make_client, request
 from maple_engine.providers.lost import LOST
 from maple_engine.providers.openai import billing, wire
 from maple_engine.providers.openai.lines import parse_result_file
+from maple_engine.providers.openai.params import RULES
 from maple_engine.settings import api_key_env
 
 LIST_PAGE = 100
@@ -45,6 +46,7 @@ CAPABILITIES = ProviderCapabilities(
     mode="batch",
     limits=BATCH_FILE_LIMITS,
     dialect=Dialect.OPENAI,
+    rules=RULES,
     price_families=("openai",),
     kinds=frozenset({CHAT, EMBEDDING}),
     queue="enqueued-tokens",

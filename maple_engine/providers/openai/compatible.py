@@ -25,7 +25,7 @@ from maple_engine.providers.base import (
     ProviderCapabilities,
     ProviderLimits,
 )
-from maple_engine.providers.openai import wire
+from maple_engine.providers.openai import params, wire
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.realtime import realtime_capabilities
@@ -62,6 +62,7 @@ class Profile:
             mode="batch",
             limits=self.limits,
             dialect=Dialect.OPENAI,
+            rules=params.RULES,
             price_families=self.price_families,
             orphans="batch-metadata",
             kinds=self.kinds,
@@ -81,6 +82,7 @@ class Profile:
             self.credentials,
             kinds=self.kinds,
             endpoints=self.endpoints,
+            rules=params.RULES,
         )
 
 

@@ -16,7 +16,7 @@ from maple_engine.failures import FailureClass, classify_http
 from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
 from maple_engine.providers.http import error_detail, is_quota_error
-from maple_engine.providers.openai import wire
+from maple_engine.providers.openai import params, wire
 from maple_engine.providers.realtime import (
     Group,
     LimitHeaders,
@@ -51,6 +51,7 @@ class OpenAIRealtimeProvider(RealtimeProvider):
         endpoints=frozenset({"chat", "responses"}),
         reasoning_models=wire.REASONING_MODELS,
         attribution="project-header",
+        rules=params.RULES,
     )
 
     name: str = Field(default="openai-realtime", description="Provider name in costs/output.")

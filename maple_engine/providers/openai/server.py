@@ -23,13 +23,18 @@ from maple_engine.errors import ConfigError
 from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
 from maple_engine.providers.http import error_detail, make_client
-from maple_engine.providers.openai import wire
+from maple_engine.providers.openai import params, wire
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.realtime import realtime_capabilities
 
 NAME = "openai-server"
 CAPABILITIES = realtime_capabilities(
-    Dialect.OPENAI, NAME, "maple", kinds=frozenset({CHAT, EMBEDDING}), self_hosted=True
+    Dialect.OPENAI,
+    NAME,
+    "maple",
+    kinds=frozenset({CHAT, EMBEDDING}),
+    self_hosted=True,
+    rules=params.RULES,
 )
 FIRST_CONTACT_TIMEOUT_S = 60.0  # a busy server (a killed run's requests still queued) answers late
 PROBE_TIMEOUT_S = 120.0  # a model server's first answer may wait for its model to load

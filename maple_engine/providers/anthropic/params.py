@@ -1,0 +1,63 @@
+"""What Anthropic's Messages API refuses in a job's settings (Claude on Bedrock too), checked
+before anything is uploaded:
+
+- extended thinking (``thinking``) takes a ``budget_tokens`` of at least 1,024, below
+  ``max_tokens``, and no ``temperature`` other than 1 nor ``top_k``;
+- the response schema (sent as ``output_config``) fits its structured-output subset: the root is
+  an object, every object sets ``additionalProperties: false`` (properties may be optional),
+  none of the keywords of ``STRICT_UNSUPPORTED`` nor numeric and string-length constraints
+  (provider documentation, 2025-2026).
+"""
+
+from maple_engine.errors import ConfigError
+from maple_engine.providers.rules import ChatParams, RequestRules
+from maple_engine.providers.schema_subset import STRICT_UNSUPPORTED, SchemaSubset
+
+THINKING_MIN_BUDGET = 1024
+UNSUPPORTED = STRICT_UNSUPPORTED | {
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minLength",
+    "maxLength",
+}
+SCHEMA = SchemaSubset(unsupported=UNSUPPORTED)
+
+
+def check_thinking(asked: ChatParams) -> None:
+    """Extended thinking's budget fits, and no sampling parameter it refuses is set."""
+    params = asked.params
+    thinking = params.get("thinking")
+    if thinking is None:
+        return
+    if not isinstance(thinking, dict) or thinking.get("type") not in {"enabled", "disabled"}:
+        raise ConfigError(
+            "--param thinking: give an object, e.g. "
+            '--param \'thinking={"type": "enabled", "budget_tokens": 2048}\'.'
+        )
+    if thinking["type"] == "disabled":
+        return
+    budget = thinking.get("budget_tokens")
+    limit = params.get("max_tokens")
+    if not isinstance(budget, int) or budget < THINKING_MIN_BUDGET:
+        raise ConfigError(
+            f"--param thinking: budget_tokens must be a whole number of at least "
+            f"{THINKING_MIN_BUDGET:,} (got {budget!r})."
+        )
+    if isinstance(limit, int) and budget >= limit:
+        raise ConfigError(
+            f"--param thinking: budget_tokens {budget:,} must be below max_tokens {limit:,} "
+            "(the thinking and the answer share it): raise --param max_tokens."
+        )
+    if params.get("temperature", 1) != 1 or "top_k" in params:
+        raise ConfigError(
+            "--param thinking: extended thinking takes no temperature other than 1 and no "
+            "top_k; drop them."
+        )
+
+
+RULES = RequestRules(
+    label="Anthropic", check_params=check_thinking, schema=SCHEMA, reasoning_params=("thinking",)
+)
