@@ -41,6 +41,7 @@ CAPABILITIES = dataclasses.replace(
     queue_scope="deployment",
     billing_report=None,
     caching=wire.CACHING,
+    results_retention_s=None,  # not OpenAI's 30 days: Azure's batch docs state none
 )
 
 
