@@ -73,7 +73,11 @@ def test_results_retention_where_the_provider_documents_one() -> None:
 def test_family_and_variables() -> None:
     azure = describe_one("azure-openai")
     assert azure.family == "azure-openai"
-    assert azure.env == ("AZURE_OPENAI_API_KEY", "AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_API_VERSION")
+    assert azure.env == (
+        "AZURE_OPENAI_API_KEY",
+        "AZURE_OPENAI_ENDPOINT",
+        "AZURE_OPENAI_API_VERSION",
+    )
     assert describe_one("openai").env == ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OPENAI_ADMIN_KEY")
     assert "ANTHROPIC_VERSION" in describe_one("anthropic").env
     bedrock = describe_one("bedrock")
