@@ -28,7 +28,12 @@ from maple_engine.providers.mistral.batch import MistralBatchProvider
 from maple_engine.providers.mistral.realtime import MistralRealtimeProvider
 from maple_engine.providers.openai import emulator
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
-from maple_engine.providers.openai.compatible import PROFILES, provider_class, realtime_class
+from maple_engine.providers.openai.compatible import (
+    GENERIC,
+    PROFILES,
+    provider_class,
+    realtime_class,
+)
 from maple_engine.providers.openai.flex import OpenAIFlexProvider
 from maple_engine.providers.openai.priority import OpenAIPriorityProvider
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
@@ -161,9 +166,8 @@ Lane = Literal["batch", "realtime", "flex", "priority"]
 LANES: tuple[Lane, ...] = ("batch", "realtime", "flex", "priority")
 #: the kinds as ``maple providers`` names them
 KIND_LABELS = {"chat": "chat", "embedding": "embeddings"}
-#: the credentials of an OpenAI-compatible API the user names (``MAPLE_API_KEY``,
-#: ``MAPLE_BASE_URL``) and the family they stand for
-_USERS_SERVER = ("maple", "openai-compatible")
+#: the family of ``MAPLE_API_KEY`` and ``MAPLE_BASE_URL``: an OpenAI-compatible API the user names
+_FAMILY_OF_CREDENTIALS = {"maple": GENERIC}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,11 +186,9 @@ class ProviderInfo:
     env: tuple[str, ...]  # the variables Maple reads for it
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            field.name: list(value) if isinstance(value, tuple) else value
-            for field in dataclasses.fields(self)
-            for value in [getattr(self, field.name)]
-        }
+        """The JSON object ``maple providers --format json`` prints (tuples as lists)."""
+        fields = dataclasses.asdict(self)
+        return {key: list(v) if isinstance(v, tuple) else v for key, v in fields.items()}
 
 
 def describe() -> tuple[ProviderInfo, ...]:
@@ -219,9 +221,7 @@ def family(caps: ProviderCapabilities) -> str:
         return caps.family
     if caps.credentials is None:
         raise ConfigError("a provider with no credentials must name its family")
-    if caps.credentials == _USERS_SERVER[0]:
-        return _USERS_SERVER[1]
-    return caps.credentials.replace("_", "-")
+    return _FAMILY_OF_CREDENTIALS.get(caps.credentials, caps.credentials.replace("_", "-"))
 
 
 def own_lane(name: str) -> Lane:
