@@ -1,4 +1,4 @@
-"""The ``maple`` command line: enrich, embed, status, cancel, costs, emulator, dev."""
+"""The ``maple`` command line: enrich, embed, status, cancel, costs, emulator, dev, providers."""
 
 import importlib
 import sys
@@ -28,6 +28,7 @@ LAZY_COMMANDS = {
     "status": "maple_assets.cli.status:status_command",
     "cancel": "maple_assets.cli.status:cancel_command",
     "dev": "maple_assets.cli.dev:dev_command",
+    "providers": "maple_assets.cli.providers:providers_command",
 }
 
 

@@ -175,7 +175,7 @@ def _with_discount(price: ModelPrice | None, provider: str) -> ModelPrice | None
     """A genai-prices ``price`` with ``provider``'s documented batch discount where the source
     publishes no batch rates (Groq's batches: 25% off)."""
     known = known_capabilities(provider.lower())
-    share = known.batch_discount if known is not None else None
+    share = known.batch_price_share if known is not None else None
     if price is None or share is None or price.batch_rates is not None:
         return price
     how = f"batch = {1 - share:.0%} published discount"

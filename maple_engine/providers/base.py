@@ -99,6 +99,9 @@ class ProviderLimits:
     min_requests: int = 1
 
 
+# What a batch costs of the real-time price unless a provider's capabilities say otherwise
+# (`ProviderCapabilities.batch_price_share`); the ledger prices with the same share.
+TYPICAL_BATCH_PRICE_SHARE = 0.5
 # The batch APIs' per-file limits (OpenAI's; Gemini and Bedrock take the same request count):
 # the providers' defaults and the job's default shard size.
 BATCH_FILE_LIMITS = ProviderLimits(max_requests=50_000, max_bytes=200 * MB)
@@ -197,7 +200,12 @@ class ProviderCapabilities:
     runs_on_emulator: bool = False  # served by the local emulator (``maple`` starts one)
     # Whose API key and base URL settings it takes ("openai": OPENAI_API_KEY, OPENAI_BASE_URL).
     credentials: str | None = None
+    # Whose API it speaks where no ``credentials`` say so (Bedrock's AWS chain, the emulator);
+    # ``maple providers`` shows it as the name's family.
+    family: str | None = None
     takes_role_arn: bool = False  # an IAM role the provider's service assumes (Bedrock)
+    # The variables its cloud SDK reads on its own (boto3's AWS chain), for ``maple providers``.
+    sdk_env: tuple[str, ...] = ()
     # The account's admin usage and cost reports (``maple reconcile``), read with the
     # ``<CREDENTIALS>_ADMIN_KEY``; every provider with the same credentials bills to them.
     billing_report: BillingReport | None = None
@@ -227,8 +235,12 @@ class ProviderCapabilities:
     # it takes none (a real-time API, or a batch API without windows).
     completion_windows: tuple[str, ...] = ()
     # Batch price as a share of the real-time price where the price source has no batch rates
-    # (None: the usual 0.5).
-    batch_discount: float | None = None
+    # (None: the usual `TYPICAL_BATCH_PRICE_SHARE`); the discount is 1 minus the share (0.75:
+    # 25% off).
+    batch_price_share: float | None = None
+    # How long the provider keeps a finished batch's results downloadable, in seconds; None:
+    # without a documented end (or no batch results: a real-time API).
+    results_retention_s: int | None = None
     # The variables its base URL and API version are read from, where its documentation names
     # others than ``<CREDENTIALS>_BASE_URL`` and ``<CREDENTIALS>_VERSION``.
     base_url_env: str | None = None

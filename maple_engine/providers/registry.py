@@ -3,18 +3,24 @@
 Each name maps to how its provider is built and to its `ProviderCapabilities`, which are read by
 name before anything is built (the CLI and ``enrichment()`` check a job before any I/O). Building
 ``_BATCH`` makes mypy check every batch provider class against the `Provider` protocol.
+`describe` says what each name is (``maple providers``, docs/providers.md).
 """
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 from maple_engine.errors import ConfigError
 from maple_engine.providers.anthropic.batch import AnthropicBatchProvider
 from maple_engine.providers.anthropic.realtime import AnthropicRealtimeProvider
 from maple_engine.providers.azure.batch import AzureOpenAIBatchProvider
 from maple_engine.providers.azure.realtime import AzureOpenAIRealtimeProvider
-from maple_engine.providers.base import Provider, ProviderCapabilities, ProviderModel
+from maple_engine.providers.base import (
+    TYPICAL_BATCH_PRICE_SHARE,
+    Provider,
+    ProviderCapabilities,
+    ProviderModel,
+)
 from maple_engine.providers.bedrock.batch import BedrockBatchProvider
 from maple_engine.providers.gemini.batch import GeminiBatchProvider
 from maple_engine.providers.gemini.realtime import GeminiFlexProvider, GeminiRealtimeProvider
@@ -22,12 +28,23 @@ from maple_engine.providers.mistral.batch import MistralBatchProvider
 from maple_engine.providers.mistral.realtime import MistralRealtimeProvider
 from maple_engine.providers.openai import emulator
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
-from maple_engine.providers.openai.compatible import PROFILES, provider_class, realtime_class
+from maple_engine.providers.openai.compatible import (
+    GENERIC,
+    PROFILES,
+    provider_class,
+    realtime_class,
+)
 from maple_engine.providers.openai.flex import OpenAIFlexProvider
 from maple_engine.providers.openai.priority import OpenAIPriorityProvider
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.openai.server import OpenAIServerProvider
 from maple_engine.providers.realtime import RealtimeProvider
+from maple_engine.settings import (
+    BEDROCK_ROLE_ENV,
+    EMULATOR_URL_ENV,
+    admin_key_env,
+    workspace_keys_env,
+)
 
 #: what the registry builds: a batch provider (a `Provider`), or a real-time one, which a job
 #: drives through its lane (`maple_engine.send.lane`)
@@ -143,3 +160,109 @@ def build_provider(
     if entry.capabilities.runs_on_emulator:
         return entry.build(emulator_url, **overrides)
     return entry.build(**overrides)
+
+
+Lane = Literal["batch", "realtime", "flex", "priority"]
+LANES: tuple[Lane, ...] = ("batch", "realtime", "flex", "priority")
+#: the kinds as ``maple providers`` names them
+KIND_LABELS = {"chat": "chat", "embedding": "embeddings"}
+#: the family of ``MAPLE_API_KEY`` and ``MAPLE_BASE_URL``: an OpenAI-compatible API the user names
+_FAMILY_OF_CREDENTIALS = {"maple": GENERIC}
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderInfo:
+    """What one ``--provider`` name is, as ``maple providers`` lists it (docs/providers.md
+    explains each field)."""
+
+    name: str
+    family: str  # whose API and credentials it speaks: names of one family share a key
+    kinds: tuple[str, ...]  # chat, embeddings
+    lanes: tuple[Lane, ...]  # its own lane, then those a --deadline reaches through its twins
+    batch_discount: float | None  # the share taken off the real-time price; None: not batch-priced
+    max_requests_per_batch: int  # per batch file (a real-time name: per shard attempt)
+    max_batch_bytes: int
+    results_retention_s: int | None  # how long a finished batch's results stay downloadable
+    env: tuple[str, ...]  # the variables Maple reads for it
+
+    def as_json(self) -> dict[str, Any]:
+        """The JSON object ``maple providers --format json`` prints (tuples as lists)."""
+        fields = dataclasses.asdict(self)
+        return {key: list(v) if isinstance(v, tuple) else v for key, v in fields.items()}
+
+
+def describe() -> tuple[ProviderInfo, ...]:
+    """Every registered name, in registry order, as `ProviderInfo`."""
+    return tuple(describe_one(name) for name in PROVIDERS)
+
+
+def describe_one(name: str) -> ProviderInfo:
+    """``name`` as `ProviderInfo` (ConfigError if unknown)."""
+    caps = capabilities(name)
+    own = own_lane(name)
+    share = caps.batch_price_share
+    share = TYPICAL_BATCH_PRICE_SHARE if share is None else share
+    return ProviderInfo(
+        name=name,
+        family=family(caps),
+        kinds=tuple(label for kind, label in KIND_LABELS.items() if kind in _kind_names(caps)),
+        lanes=lanes(name),
+        batch_discount=round(1 - share, 6) if own in ("batch", "flex") else None,
+        max_requests_per_batch=caps.limits.max_requests,
+        max_batch_bytes=caps.limits.max_bytes,
+        results_retention_s=caps.results_retention_s,
+        env=env(caps),
+    )
+
+
+def family(caps: ProviderCapabilities) -> str:
+    """Whose API and credentials ``caps`` speaks: ``openai``, ``azure-openai``, ``bedrock``."""
+    if caps.family is not None:
+        return caps.family
+    if caps.credentials is None:
+        raise ConfigError("a provider with no credentials must name its family")
+    return _FAMILY_OF_CREDENTIALS.get(caps.credentials, caps.credentials.replace("_", "-"))
+
+
+def own_lane(name: str) -> Lane:
+    """The lane ``name`` itself sends on: a batch API, or real time at the standard price, at
+    batch prices (flex), or as another name's priority twin (priority)."""
+    caps = capabilities(name)
+    if caps.mode == "batch":
+        return "batch"
+    if caps.batch_prices:
+        return "flex"
+    priority = {entry.capabilities.priority_twin for entry in _REGISTRY.values()}
+    return "priority" if name in priority else "realtime"
+
+
+def lanes(name: str) -> tuple[Lane, ...]:
+    """``name``'s own lane and those its twins add under a ``--deadline``, in `LANES` order."""
+    caps = capabilities(name)
+    twins = {"realtime": caps.realtime_twin, "flex": caps.flex_twin, "priority": caps.priority_twin}
+    found = {own_lane(name), *(lane for lane, twin in twins.items() if twin is not None)}
+    return tuple(lane for lane in LANES if lane in found)
+
+
+def env(caps: ProviderCapabilities) -> tuple[str, ...]:
+    """The variables read for a provider of ``caps``: its API key, base URL and version, the
+    admin and workspace keys of its family, Bedrock's role and SDK chain, the emulator's URL."""
+    cred = caps.credentials
+    found: list[str] = []
+    if cred is not None:
+        found += [caps.variable("api_key"), caps.variable("base_url")]
+        if caps.takes_api_version:
+            found.append(caps.variable("version"))
+        if caps.billing_report is not None:
+            found.append(admin_key_env(cred))
+        if caps.attribution == "workspace-key":
+            found.append(workspace_keys_env(cred))
+    if caps.takes_role_arn:
+        found.append(BEDROCK_ROLE_ENV)
+    if caps.runs_on_emulator:
+        found.append(EMULATOR_URL_ENV)
+    return (*found, *caps.sdk_env)
+
+
+def _kind_names(caps: ProviderCapabilities) -> set[str]:
+    return {kind.name for kind in caps.kinds}

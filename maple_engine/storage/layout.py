@@ -1,4 +1,6 @@
-"""Every path under the storage root, in one place: nothing else joins path strings.
+"""The paths under the storage root, in one place; the few joined where they are used (the IO
+manager's asset files, the ledger's default SQLite file, the CLI's Dagster instance, a local
+root's checkpoint write-ahead logs) are listed in docs/architecture.md, "Storage layout".
 
 Keys are ``/``-separated and relative to the root (`maple_engine.storage.storage.Storage` resolves
 them).

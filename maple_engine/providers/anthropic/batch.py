@@ -94,6 +94,9 @@ CAPABILITIES = ProviderCapabilities(
     caching=claude_caching(ONE_HOUR),  # a batch runs for up to 24 h: Anthropic advises 1 h
     takes_api_version=True,
     attribution="workspace-key",
+    # Results stay downloadable for 29 days after the batch is created (the batch processing
+    # guide, https://platform.claude.com/docs/en/build-with-claude/batch-processing).
+    results_retention_s=29 * 24 * 3600,
 )
 
 

@@ -29,6 +29,7 @@ CAPABILITIES = dataclasses.replace(
     kinds=frozenset({CHAT}),
     realtime_twin="azure-openai-realtime",
     flex_twin=None,
+    priority_twin=None,  # OpenAI's priority tier is not Azure's API (it takes no api_version)
     endpoints=frozenset({"chat"}),
     credentials=wire.CREDENTIALS,
     base_url_env=wire.ENDPOINT_ENV,
@@ -40,6 +41,7 @@ CAPABILITIES = dataclasses.replace(
     queue_scope="deployment",
     billing_report=None,
     caching=wire.CACHING,
+    results_retention_s=None,  # not OpenAI's 30 days: Azure's batch docs state none
 )
 
 

@@ -78,6 +78,17 @@ CAPABILITIES = ProviderCapabilities(
     needs_s3_root=True,
     drops_empty_system=True,
     takes_role_arn=True,
+    family="bedrock",
+    # boto3's chain: the credentials, the region, and the endpoints (the emulator's, in tests)
+    sdk_env=(
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_REGION",
+        "AWS_ENDPOINT_URL_BEDROCK",
+        "AWS_ENDPOINT_URL_S3",
+    ),
     attribution="job-tags",
     kinds=frozenset({CHAT, EMBEDDING}),  # Claude; Titan Text Embeddings
     models=(

@@ -40,6 +40,9 @@ CAPABILITIES = ProviderCapabilities(
     realtime_twin="mistral-realtime",
     credentials=wire.CREDENTIALS,
     completion_windows=wire.WINDOWS,
+    # Batch results are downloadable for 24 hours only (known limitations,
+    # https://docs.mistral.ai/resources/known-limitations).
+    results_retention_s=24 * 3600,
 )
 
 

@@ -63,6 +63,9 @@ CAPABILITIES = ProviderCapabilities(
     caching=wire.CACHING,
     models=wire.MODELS,
     attribution="project-header",
+    # Output and error files are deleted 30 days after the batch completes (the Batch guide,
+    # https://platform.openai.com/docs/guides/batch; Maple sends no ``output_expires_after``).
+    results_retention_s=30 * 24 * 3600,
 )
 
 

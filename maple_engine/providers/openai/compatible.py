@@ -46,7 +46,7 @@ class Profile:
     price_families: tuple[str, ...]
     kinds: frozenset[Kind] = frozenset({CHAT})
     file_purpose: str = "batch"  # the ``purpose`` of an uploaded batch input file
-    batch_discount: float | None = None  # batch price / real-time price (None: 0.5)
+    batch_price_share: float | None = None  # batch price / real-time price (None: 0.5)
     # the APIs its batch lines may go to (``--endpoint``): chat completions, maybe Responses
     endpoints: frozenset[str] = frozenset({"chat"})
 
@@ -68,7 +68,7 @@ class Profile:
             kinds=self.kinds,
             credentials=self.credentials,
             completion_windows=self.windows,
-            batch_discount=self.batch_discount,
+            batch_price_share=self.batch_price_share,
             endpoints=self.endpoints,
             takes_extra_body=True,
             realtime_twin=self.realtime_name,
@@ -117,7 +117,7 @@ PROFILES: tuple[Profile, ...] = (
         limits=_100_MB,
         windows=("24h", "48h", "72h", *_DAYS),
         price_families=("groq",),
-        batch_discount=0.75,  # Groq: 25% off real-time
+        batch_price_share=0.75,  # Groq: 25% off real-time
     ),
     Profile(
         name="xai",

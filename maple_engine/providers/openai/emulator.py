@@ -18,6 +18,8 @@ CAPABILITIES = dataclasses.replace(
     price_fallback_model="gpt-4o-mini",
     runs_on_emulator=True,
     credentials=None,  # the emulator takes any key
+    family=NAME,
+    results_retention_s=None,  # the emulator keeps its batches while it runs
     billing_report=None,  # its admin reports are OpenAI's (``maple reconcile --provider openai``)
 )
 

@@ -1,0 +1,48 @@
+"""``maple providers`` as a user runs it: a table by default, a JSON list of every name with
+the contract's keys, and the Markdown committed as docs/providers.md."""
+
+import json
+from pathlib import Path
+
+from maple_engine.providers.registry import PROVIDERS
+from tests.e2e.cli import maple
+
+ROOT = Path(__file__).resolve().parents[2]
+NO_EMULATOR = "http://127.0.0.1:1"  # the command reads the registry only
+KEYS = {
+    "name",
+    "family",
+    "kinds",
+    "lanes",
+    "batch_discount",
+    "max_requests_per_batch",
+    "max_batch_bytes",
+    "results_retention_s",
+    "env",
+}
+
+
+def test_json_lists_every_name_with_the_contracts_keys() -> None:
+    done = maple(NO_EMULATOR, "providers", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    assert [entry["name"] for entry in listed] == list(PROVIDERS)
+    assert all(set(entry) == KEYS for entry in listed)
+    by_name = {entry["name"]: entry for entry in listed}
+    assert by_name["openai"]["lanes"] == ["batch", "realtime", "flex", "priority"]
+    assert (by_name["openai-flex"]["lanes"], by_name["openai-flex"]["batch_discount"]) == (
+        ["flex"],
+        0.5,
+    )
+    assert by_name["mistral"]["results_retention_s"] == 86400
+    assert by_name["openai-realtime"]["batch_discount"] is None
+
+
+def test_the_table_and_the_markdown() -> None:
+    table = maple(NO_EMULATOR, "providers")
+    assert table.returncode == 0, table.stderr
+    rows = {line.split()[0]: line.split() for line in table.stdout.splitlines()[2:]}
+    assert list(rows) == list(PROVIDERS)
+    assert rows["groq"][4] == "25%"
+    docs = maple(NO_EMULATOR, "providers", "--format", "markdown")
+    assert docs.stdout == (ROOT / "docs" / "providers.md").read_text(encoding="utf-8")
