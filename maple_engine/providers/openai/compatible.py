@@ -49,6 +49,8 @@ class Profile:
     batch_price_share: float | None = None  # batch price / real-time price (None: 0.5)
     # the APIs its batch lines may go to (``--endpoint``): chat completions, maybe Responses
     endpoints: frozenset[str] = frozenset({"chat"})
+    # how long a finished batch's output stays downloadable (None: not documented)
+    results_retention_s: int | None = None
 
     @property
     def realtime_name(self) -> str:
@@ -72,6 +74,7 @@ class Profile:
             endpoints=self.endpoints,
             takes_extra_body=True,
             realtime_twin=self.realtime_name,
+            results_retention_s=self.results_retention_s,
         )
 
     @property
@@ -136,6 +139,21 @@ PROFILES: tuple[Profile, ...] = (
         windows=("24h", "1h"),
         price_families=("doubleword",),
         kinds=frozenset({CHAT, EMBEDDING}),
+    ),
+    # DeepInfra's batch API (docs.deepinfra.com/batch/introduction and batch/batch-endpoints):
+    # OpenAI's files + batches under /v1/openai, chat completions and embeddings, "24h" the
+    # only window, 20% below real-time prices, output files kept 30 days by default.
+    # genai-prices has no DeepInfra prices: a job gives them in the price file (MAPLE_PRICES).
+    Profile(
+        name="deepinfra",
+        credentials="deepinfra",
+        base_url="https://api.deepinfra.com/v1/openai",
+        limits=BATCH_FILE_LIMITS,
+        windows=("24h",),
+        price_families=("deepinfra",),
+        kinds=frozenset({CHAT, EMBEDDING}),
+        batch_price_share=0.8,
+        results_retention_s=30 * 86_400,
     ),
 )
 
