@@ -97,6 +97,60 @@ def check_params(params: Any, version: str = DEFAULT_VERSION) -> str | None:  # 
     return None
 
 
+#: Extended thinking (``thinking: {"type": "enabled", "budget_tokens": N}``), as Anthropic's
+#: page documents it (https://platform.claude.com/docs/en/build-with-claude/extended-thinking,
+#: formerly docs.anthropic.com/en/docs/build-with-claude/extended-thinking): "Thinking isn't
+#: compatible with temperature or top_k modifications as well as forced tool use"; top_p may be
+#: set between 0.95 and 1; ``budget_tokens`` is at least 1,024 and below ``max_tokens`` (the
+#: interleaved-thinking beta, which lifts that bound for tool use, is not emulated). The
+#: messages are the API's own 400 ``invalid_request_error`` texts.
+THINKING_MIN_BUDGET = 1024
+THINKING_DOCS = (
+    "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+    "#important-considerations-when-using-extended-thinking"
+)
+
+
+def thinking_problem(params: dict[str, Any]) -> str | None:  # noqa: PLR0911  (one exit per rule)
+    """Why the API refuses ``params``' extended thinking with its other fields, or None."""
+    thinking = params.get("thinking")
+    if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
+        return None
+    budget = thinking.get("budget_tokens")
+    if not isinstance(budget, int):
+        return "thinking.enabled.budget_tokens: Field required"
+    if budget < THINKING_MIN_BUDGET:
+        return (
+            "thinking.enabled.budget_tokens: Input should be greater than or equal to "
+            f"{THINKING_MIN_BUDGET}"
+        )
+    if budget >= params["max_tokens"]:
+        return (
+            "`max_tokens` must be greater than `thinking.budget_tokens`. Please consult our "
+            f"documentation at {THINKING_DOCS}"
+        )
+    if params.get("temperature", 1) != 1:
+        return (
+            "`temperature` may only be set to 1 when thinking is enabled. Please consult our "
+            f"documentation at {THINKING_DOCS}"
+        )
+    if params.get("top_k") is not None:
+        return (
+            "`top_k` must be unset when thinking is enabled. Please consult our documentation "
+            f"at {THINKING_DOCS}"
+        )
+    top_p = params.get("top_p")
+    if isinstance(top_p, int | float) and top_p < 0.95:
+        return (
+            "`top_p` must be greater than or equal to 0.95 or unset when thinking is enabled. "
+            f"Please consult our documentation at {THINKING_DOCS}"
+        )
+    choice = params.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in {"any", "tool"}:
+        return "Thinking may not be enabled when tool_choice forces tool use."
+    return None
+
+
 class AnthropicEngine:
     """Runs Messages API bodies with the configured faults."""
 
@@ -112,6 +166,11 @@ class AnthropicEngine:
     ) -> Outcome:
         """A ``message`` (or an error envelope) for ``params`` under API ``version``."""
         problem = check_params(params, version)
+        if problem is None:
+            # checked when the request runs: in a batch, the request's own ``errored`` result
+            # (the batch-processing guide, platform.claude.com/docs/en/build-with-claude/
+            # batch-processing: each request's params are validated asynchronously)
+            problem = thinking_problem(params)
         if problem is not None:
             return _invalid(problem)
         messages = params["messages"]

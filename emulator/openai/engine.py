@@ -73,6 +73,24 @@ def unsupported(message: str, param: str) -> Outcome:
     )
 
 
+#: Embedding models that make one length only. OpenAI's reference for ``dimensions``: "Only
+#: supported in text-embedding-3 and later models"
+#: (https://platform.openai.com/docs/api-reference/embeddings/create#embeddings-create-dimensions,
+#: the OpenAPI spec's ``CreateEmbeddingRequest.dimensions``). The API answers a body naming
+#: ``dimensions`` for such a model (null included) 400 ``invalid_request_error`` "This model does
+#: not support specifying dimensions.". Other names are served (an Azure deployment, Mistral's
+#: models, a test's): only the models known not to shorten are refused.
+FIXED_LENGTH_EMBEDDINGS = ("text-embedding-ada-",)
+
+
+def _embedding_problem(body: dict[str, Any]) -> Outcome | None:
+    """The 400 of an embeddings body the API refuses, else None."""
+    if "dimensions" in body and str(body.get("model")).startswith(FIXED_LENGTH_EMBEDDINGS):
+        message = "This model does not support specifying dimensions."
+        return Outcome(400, error_body(message, "invalid_request_error"))
+    return None
+
+
 def _chat_problem(body: dict[str, Any]) -> Outcome | None:
     """The 400 of a chat body the API refuses, else None."""
     messages = body.get("messages")
@@ -224,6 +242,8 @@ class OpenAIEngine:
         items = _embedding_inputs(body.get("input"))
         if items is None:
             return _missing("input")
+        if (refused := _embedding_problem(body)) is not None:
+            return refused
         if self.drawer.active:
             fault = self.drawer.draw(
                 body_key(body) if key is None else key, image=False, schema=False
