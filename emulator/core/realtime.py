@@ -11,6 +11,7 @@ per input text).
 import asyncio
 import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -29,7 +30,6 @@ from emulator.core.prompt_cache import CacheUse
 from emulator.core.ratelimit import Decision
 from emulator.core.replies import echo_text
 from emulator.core.tokens import count_tokens, prompt_tokens
-from emulator.openai import responses as responses_api
 
 _RT_PREFIX = "realtime"
 _REQUEST_IDS = itertools.count(1)
@@ -50,15 +50,14 @@ def with_request_id(outcome: Outcome, family: Family) -> None:
         error["message"] = f"{error.get('message', '')} (request ID {request_id})"
 
 
-def estimate(payload: Any, path: str) -> int:
+def messages_estimate(payload: Any) -> int:
+    """The tokens the rate limiter counts for a body of ``messages`` (prompt and echo reply),
+    or an embeddings ``input``; 1 at least."""
     if not isinstance(payload, dict):
         return 1
     messages = payload.get("messages")
     if isinstance(messages, list):
         return prompt_tokens(messages, payload.get("system")) + count_tokens(echo_text(messages))
-    messages = responses_api.input_messages(payload) if path == responses_api.PATH else None
-    if messages is not None:
-        return responses_api.request_prompt_tokens(payload) + count_tokens(echo_text(messages))
     raw = payload.get("input")
     items = raw if isinstance(raw, list) else [raw]
     return sum(count_tokens(item) for item in items if isinstance(item, str)) or 1
@@ -99,7 +98,11 @@ def account(
         )
 
 
-async def admit(request: Request) -> tuple[Any, Decision | None, Response | None]:
+async def admit(
+    request: Request, estimate: Callable[[Any], int] = messages_estimate
+) -> tuple[Any, Decision | None, Response | None]:
+    """Count the call, check its key and read its body, then ask the rate limiter for the
+    tokens ``estimate`` counts; a refusal is the response to send."""
     state = state_of(request)
     state.stats.add("realtime_requests")
     refused = check_auth(request)
@@ -108,7 +111,7 @@ async def admit(request: Request) -> tuple[Any, Decision | None, Response | None
     payload, bad = await read_json(request)
     if bad is not None:
         return None, None, bad
-    decision = state.limiter.check(estimate(payload, request.url.path))
+    decision = state.limiter.check(estimate(payload))
     if not decision.allowed:
         state.stats.add("realtime_429")
     return payload, decision, None

@@ -2,6 +2,8 @@
 rate limiting, the flex and priority tiers and OpenAI's rate-limit headers."""
 
 import asyncio
+from collections.abc import Callable
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -18,10 +20,35 @@ from emulator.core.flex import (
 from emulator.core.http_common import openai_error, openai_json, state_of
 from emulator.core.prompt_cache import CacheUse, openai_usage, organisation
 from emulator.core.ratelimit import Decision, openai_headers, retry_headers
-from emulator.core.realtime import account, admit, answer_latency, with_request_id
+from emulator.core.realtime import (
+    account,
+    admit,
+    answer_latency,
+    messages_estimate,
+    with_request_id,
+)
+from emulator.core.replies import echo_text
+from emulator.core.tokens import count_tokens
+from emulator.openai import responses as responses_api
 
 
-def limited(decision: Decision, model: str) -> Response:
+def _estimate(path: str) -> Callable[[Any], int]:
+    """What the rate limiter counts for a body sent to ``path``: a Responses API body's input
+    and echo reply, else its messages or embedding inputs."""
+
+    def count(payload: Any) -> int:
+        if path != responses_api.PATH or not isinstance(payload, dict):
+            return messages_estimate(payload)
+        chat = isinstance(payload.get("messages"), list)
+        messages = None if chat else responses_api.input_messages(payload)
+        if messages is None:
+            return messages_estimate(payload)
+        return responses_api.request_prompt_tokens(payload) + count_tokens(echo_text(messages))
+
+    return count
+
+
+def _limited(decision: Decision, model: str) -> Response:
     headers = openai_headers(decision) | retry_headers(decision)
     if decision.too_large:
         message = (
@@ -40,12 +67,12 @@ def limited(decision: Decision, model: str) -> Response:
 
 async def openai_realtime(request: Request) -> Response:
     """``POST /v1/chat/completions``, ``POST /v1/responses`` and ``POST /v1/embeddings``."""
-    payload, decision, refused = await admit(request)
+    payload, decision, refused = await admit(request, _estimate(request.url.path))
     if refused is not None or decision is None:
         return refused or openai_error(500, "internal error", "server_error")
     model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
     if not decision.allowed:
-        return limited(decision, model)
+        return _limited(decision, model)
     state = state_of(request)
     priority = is_priority(payload)
     await answer_latency(request, state.config.priority_speedup if priority else 1.0)
