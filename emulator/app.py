@@ -1,4 +1,5 @@
-"""The starlette application: routes for both providers plus the ``/_emulator`` admin API."""
+"""The starlette application: each provider's routes (``emulator/<provider>/routes.py``) plus the
+``/_emulator`` admin API; Azure's paths are a middleware over OpenAI's."""
 
 import logging
 
@@ -8,21 +9,22 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from emulator import admin_routes, anthropic_routes, openai_routes, realtime_routes
-from emulator.azure import AzureRoutes
-from emulator.bedrock_routes import BEDROCK_ROUTES
+from emulator.anthropic import routes as anthropic
+from emulator.azure.routes import AzureRoutes
+from emulator.bedrock import routes as bedrock
 from emulator.config import EmulatorConfig
-from emulator.gateway import GatewayMiddleware
-from emulator.gemini_app import GEMINI_ROUTES
-from emulator.http_common import JSONResponse, provider_error, state_of
-from emulator.mistral import MISTRAL_ROUTES
-from emulator.state import State
+from emulator.core.gateway import GatewayMiddleware
+from emulator.core.http_common import JSONResponse, provider_error, state_of
+from emulator.core.state import State
+from emulator.gemini import routes as gemini
+from emulator.mistral import routes as mistral
+from emulator.openai import routes as openai
 
 logger = logging.getLogger(__name__)
 
 
 async def stats(request: Request) -> Response:
-    """``GET /_emulator/stats``: counters (see ``emulator.state.Stats``)."""
+    """``GET /_emulator/stats``: counters (see ``emulator.core.state.Stats``)."""
     return JSONResponse(state_of(request).stats.snapshot())
 
 
@@ -52,35 +54,14 @@ async def _crash(request: Request, exc: Exception) -> Response:
     return provider_error(request, 500, "The emulator hit an internal error; see its log.")
 
 
+#: Each provider's routes, in this order (the Gemini routes dispatch a few ``/v1`` paths they share
+#: with OpenAI's, so they come first), then the emulator's own.
 ROUTES = [
-    *admin_routes.ADMIN_ROUTES,
-    *GEMINI_ROUTES,
-    *BEDROCK_ROUTES,
-    *MISTRAL_ROUTES,
-    Route("/v1/models", openai_routes.list_models, methods=["GET"]),
-    Route("/v1/files", openai_routes.create_file, methods=["POST"]),
-    Route("/v1/files", openai_routes.list_files, methods=["GET"]),
-    Route("/v1/files/{file_id}", openai_routes.get_file, methods=["GET"]),
-    Route("/v1/files/{file_id}", openai_routes.delete_file, methods=["DELETE"]),
-    Route("/v1/files/{file_id}/content", openai_routes.file_content, methods=["GET"]),
-    Route("/v1/batches", openai_routes.create_batch, methods=["POST"]),
-    Route("/v1/batches", openai_routes.list_batches, methods=["GET"]),
-    Route("/v1/batches/{batch_id}", openai_routes.get_batch, methods=["GET"]),
-    Route("/v1/batches/{batch_id}/cancel", openai_routes.cancel_batch, methods=["POST"]),
-    Route("/v1/chat/completions", realtime_routes.openai_realtime, methods=["POST"]),
-    Route("/v1/responses", realtime_routes.openai_realtime, methods=["POST"]),
-    Route("/v1/embeddings", realtime_routes.openai_realtime, methods=["POST"]),
-    Route("/v1/messages", realtime_routes.anthropic_messages, methods=["POST"]),
-    Route("/v1/messages/batches", anthropic_routes.create_batch, methods=["POST"]),
-    Route("/v1/messages/batches", anthropic_routes.list_batches, methods=["GET"]),
-    Route("/v1/messages/batches/{batch_id}", anthropic_routes.get_batch, methods=["GET"]),
-    Route("/v1/messages/batches/{batch_id}", anthropic_routes.delete_batch, methods=["DELETE"]),
-    Route(
-        "/v1/messages/batches/{batch_id}/cancel", anthropic_routes.cancel_batch, methods=["POST"]
-    ),
-    Route(
-        "/v1/messages/batches/{batch_id}/results", anthropic_routes.batch_results, methods=["GET"]
-    ),
+    *gemini.ROUTES,
+    *bedrock.ROUTES,
+    *mistral.ROUTES,
+    *openai.ROUTES,
+    *anthropic.ROUTES,
     Route("/_emulator/stats", stats, methods=["GET"]),
     Route("/_emulator/reset", reset, methods=["POST"]),
     Route("/_emulator/health", health, methods=["GET"]),

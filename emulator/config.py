@@ -3,7 +3,8 @@
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-#: Fault classes accepted by ``--fail CLASS=RATE``; see ``emulator.faults`` for their wire shapes.
+#: Fault classes accepted by ``--fail CLASS=RATE``; see ``emulator.core.faults`` for their wire
+#: shapes.
 FAULT_CLASSES: tuple[str, ...] = (
     "rate_limited",
     "server_error",
@@ -71,7 +72,7 @@ class EmulatorConfig:
     bedrock_max_bytes: int = 1024 * 1024 * 1024
     bedrock_max_jobs: int = 20
     #: Queue limits (None: unlimited): OpenAI's prompt tokens enqueued per model, and the
-    #: requests in unfinished Anthropic Message Batches (``emulator.queue_limits``).
+    #: requests in unfinished Anthropic Message Batches (``emulator.core.queue_limits``).
     enqueued_token_limit: int | None = None
     anthropic_queue_limit: int | None = None
     #: API and admin keys -> organisation id (a key not listed belongs to ``org-emulator``):
@@ -80,11 +81,11 @@ class EmulatorConfig:
     #: API keys -> Anthropic workspace id (a key not listed is in the default workspace, whose
     #: reports show ``workspace_id`` null): Anthropic bills a request to its key's workspace.
     workspaces: dict[str, str] = field(default_factory=dict)
-    #: OpenAI's flex tier (``emulator.flex``): the share of flex requests answered 429
+    #: OpenAI's flex tier (``emulator.core.flex``): the share of flex requests answered 429
     #: ``resource_unavailable``, and how much longer a flex answer takes.
     flex_unavailable: float = 0.0
     flex_delay_s: float = 0.05
-    #: OpenAI's priority tier (``emulator.flex``): its answers take the real-time latency
+    #: OpenAI's priority tier (``emulator.core.flex``): its answers take the real-time latency
     #: (``realtime_latency_s``) divided by this.
     priority_speedup: float = 4.0
     #: Seconds a real-time answer (chat completions, embeddings, messages) takes beyond the
@@ -98,7 +99,7 @@ class EmulatorConfig:
     #: Answer without token usage (OpenAI's ``usage``, Gemini's ``usageMetadata``), as some
     #: OpenAI-compatible servers and Gemini embedding replies do; billing still counts them.
     omit_usage: bool = False
-    #: An AI gateway in front (``emulator.gateway``): headers every provider call must carry
+    #: An AI gateway in front (``emulator.core.gateway``): headers every provider call must carry
     #: (400 naming the first missing), and batch/file objects re-shaped as LiteLLM's proxy
     #: returns them (``null`` for absent optional fields, extra fields).
     required_headers: tuple[str, ...] = ()

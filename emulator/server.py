@@ -12,7 +12,7 @@ import uvicorn
 
 from emulator.app import build_app
 from emulator.config import EmulatorConfig
-from emulator.state import State
+from emulator.core.state import State
 
 _START_TIMEOUT_SECONDS = 15.0
 

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from emulator.cli import emulator_command
 from emulator.config import EmulatorConfig
-from emulator.durations import BatchDurations
-from emulator.state import Stats
+from emulator.core.durations import BatchDurations
+from emulator.core.state import Stats
 from emulator.testing import MakeEmulator, anthropic_client, chat_line, jsonl, openai_client
 
 

@@ -7,7 +7,7 @@ import anthropic
 import httpx
 import openai
 
-from emulator.prompt_cache import PromptCache
+from emulator.core.prompt_cache import PromptCache
 from emulator.server import EmulatorServer
 from emulator.testing import anthropic_client, openai_client
 

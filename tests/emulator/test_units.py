@@ -6,13 +6,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from emulator.batch_lines import fast_chat
 from emulator.config import EmulatorConfig, parse_fail
-from emulator.faults import FaultDrawer
-from emulator.openai_engine import OpenAIEngine
-from emulator.ratelimit import RateLimiter, go_duration
-from emulator.replies import instance_for_schema, invalid_instance
-from emulator.tokens import count_tokens, prompt_tokens
+from emulator.core.faults import FaultDrawer
+from emulator.core.ratelimit import RateLimiter, go_duration
+from emulator.core.replies import instance_for_schema, invalid_instance
+from emulator.core.tokens import count_tokens, prompt_tokens
+from emulator.openai.batch_lines import fast_chat
+from emulator.openai.engine import OpenAIEngine
 
 
 def test_count_tokens_formula() -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from emulator.tokens import prompt_tokens
+from emulator.core.tokens import prompt_tokens
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.inputs.tokens import output_tokens_per_request
 from maple_engine.job import Job

@@ -351,7 +351,7 @@ def test_estimate_request_tokens() -> None:
     "user", ["", "hi", "Extract the brand and size from: Acme / 500 ml bottle"]
 )
 def test_estimate_matches_the_emulator_count(system: str | None, user: str) -> None:
-    tokens = pytest.importorskip("emulator.tokens")
+    tokens = pytest.importorskip("emulator.core.tokens")
     expected = tokens.prompt_tokens([{"role": "user", "content": user}], system=system)
     assert estimate_request_tokens(system, user, None)[0] == expected
 

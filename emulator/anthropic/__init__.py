@@ -1,0 +1,1 @@
+"""The Anthropic API: Messages, Message Batches, admin reports."""

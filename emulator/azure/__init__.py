@@ -1,0 +1,1 @@
+"""Azure OpenAI: its paths, served by the OpenAI routes."""

@@ -1,0 +1,1 @@
+"""Shared machinery of the emulator: state, faults, rate limits, tokens, replies, HTTP helpers."""

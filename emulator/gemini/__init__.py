@@ -1,0 +1,1 @@
+"""The Gemini API: files, batches, generateContent and embeddings."""

@@ -1,0 +1,1 @@
+"""Mistral batch jobs, served by the OpenAI batch engine."""

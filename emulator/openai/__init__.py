@@ -1,0 +1,1 @@
+"""The OpenAI API: files, batches, chat completions, Responses, embeddings, admin reports."""
