@@ -68,6 +68,17 @@ def test_openai_takes_reasoning_on_a_reasoning_model_and_anything_where_none_are
             {"thinking": {"type": "enabled", "budget_tokens": 2048}, "temperature": 0.2},
             "no temperature other than 1",
         ),
+        (
+            {"thinking": {"type": "enabled", "budget_tokens": 2048}, "top_p": 0.5},
+            "top_p from 0.95 to 1",
+        ),
+        (
+            {
+                "thinking": {"type": "enabled", "budget_tokens": 2048},
+                "tool_choice": {"type": "tool", "name": "extract"},
+            },
+            "no tool_choice that forces a tool",
+        ),
     ],
 )
 def test_anthropic_thinking_needs_a_budget_it_takes(params: dict[str, Any], says: str) -> None:
@@ -79,6 +90,7 @@ def test_anthropic_thinking_passes_when_off_or_within_its_budget() -> None:
     anthropic.check_thinking(asked(thinking={"type": "disabled"}, temperature=0.2))
     thinking = {"type": "enabled", "budget_tokens": 2048}
     anthropic.check_thinking(asked(thinking=thinking, max_tokens=4096, temperature=1))
+    anthropic.check_thinking(asked(thinking=thinking, top_p=0.95, tool_choice={"type": "auto"}))
 
 
 @pytest.mark.parametrize(

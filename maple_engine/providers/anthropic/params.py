@@ -2,7 +2,9 @@
 before anything is uploaded:
 
 - extended thinking (``thinking``) takes a ``budget_tokens`` of at least 1,024, below
-  ``max_tokens``, and no ``temperature`` other than 1 nor ``top_k``;
+  ``max_tokens``, no ``temperature`` other than 1 nor ``top_k``, a ``top_p`` only from 0.95 to
+  1, and no ``tool_choice`` that forces a tool (platform.claude.com/docs/en/build-with-claude/
+  extended-thinking, "Feature compatibility");
 - the response schema (sent as ``output_config``) fits its structured-output subset: the root is
   an object, every object sets ``additionalProperties: false`` (properties may be optional),
   none of the keywords of ``STRICT_UNSUPPORTED`` nor numeric and string-length constraints
@@ -14,6 +16,9 @@ from maple_engine.providers.rules import ChatParams, RequestRules
 from maple_engine.providers.schema_subset import STRICT_UNSUPPORTED, SchemaSubset
 
 THINKING_MIN_BUDGET = 1024
+THINKING_MIN_TOP_P = 0.95
+# the tool choices that force tool use, which thinking refuses ("auto" and "none" it takes)
+FORCING_TOOL_CHOICES = frozenset({"any", "tool"})
 UNSUPPORTED = STRICT_UNSUPPORTED | {
     "minimum",
     "maximum",
@@ -55,6 +60,18 @@ def check_thinking(asked: ChatParams) -> None:
         raise ConfigError(
             "--param thinking: extended thinking takes no temperature other than 1 and no "
             "top_k; drop them."
+        )
+    top_p = params.get("top_p", 1)
+    if not isinstance(top_p, int | float) or not THINKING_MIN_TOP_P <= top_p <= 1:
+        raise ConfigError(
+            f"--param thinking: extended thinking takes a top_p from {THINKING_MIN_TOP_P} to 1 "
+            f"(got {top_p!r}); raise it or drop it."
+        )
+    choice = params.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") in FORCING_TOOL_CHOICES:
+        raise ConfigError(
+            f"--param thinking: extended thinking takes no tool_choice that forces a tool "
+            f"(got type {choice['type']!r}); use type 'auto' or drop tool_choice."
         )
 
 
