@@ -19,8 +19,6 @@ aborts the attempt with ``SetupRefused``; most requests failing the same way, wi
 """
 
 import dataclasses
-import threading
-from collections.abc import Mapping
 from typing import Any
 
 import polars as pl
@@ -48,7 +46,6 @@ class RealtimeLane:
 
     def __init__(self, provider: RealtimeProvider) -> None:
         self.provider = provider
-        self._sending: threading.Event | None = None
 
     # -- what the provider is ---------------------------------------------------------------
     @property
@@ -70,22 +67,6 @@ class RealtimeLane:
     def twin_settings(self) -> dict[str, Any]:
         return self.provider.twin_settings()
 
-    @property
-    def extra_headers(self) -> dict[str, str]:
-        return self.provider.extra_headers
-
-    def with_headers(self, headers: Mapping[str, str]) -> "RealtimeLane":
-        provider = self.provider.with_headers(headers)
-        return self if provider is self.provider else RealtimeLane(provider)
-
-    @property
-    def extra_body(self) -> dict[str, Any]:
-        return self.provider.extra_body
-
-    def with_extra_body(self, fields: Mapping[str, Any]) -> "RealtimeLane":
-        provider = self.provider.with_extra_body(fields)
-        return self if provider is self.provider else RealtimeLane(provider)
-
     def check_credentials(self) -> None:
         self.provider.check_credentials()
 
@@ -106,10 +87,6 @@ class RealtimeLane:
 
     def close(self) -> None:
         """Nothing kept open: each attempt opens and closes its own connections."""
-
-    def tell_sending(self, event: threading.Event | None) -> None:
-        """Set ``event`` when a request of this lane's next attempts leaves (None: stop)."""
-        self._sending = event
 
     # -- sending ----------------------------------------------------------------------------
     def _checkpoints(self, job: str, shard: str, attempt: int) -> RowCheckpoints:
@@ -145,7 +122,7 @@ class RealtimeLane:
                 checkpoints,
                 batch_id,
                 share,
-                self._sending,
+                self.provider.decorations.sending,
                 budget=payload.budget,
                 stopped=payload.stopped,
             )

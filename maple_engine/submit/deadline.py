@@ -22,9 +22,7 @@ Shards waiting for the provider's queue do not wait for the deadline to be due: 
 not end as a batch in time goes through the late lanes at once (`maple_engine.submit.escalation`).
 """
 
-import threading
 import time
-from collections.abc import Mapping
 from typing import Any, Literal
 
 import polars as pl
@@ -46,6 +44,7 @@ from maple_engine.providers.base import (
     RequestSpec,
     ShardPayload,
 )
+from maple_engine.providers.decorations import NO_DECORATIONS, CallDecorations
 from maple_engine.providers.realtime import RealtimeProvider
 from maple_engine.providers.registry import build_provider, capabilities, one_of
 from maple_engine.send.lane import RealtimeLane
@@ -60,9 +59,11 @@ def margin(duration_s: float) -> float:
     return min(max(0.1 * duration_s, 1.0), 1800.0)
 
 
-def realtime_twin(batch: Provider, storage_root: str) -> RealtimeLane:
+def realtime_twin(
+    batch: Provider, storage_root: str, decorations: CallDecorations = NO_DECORATIONS
+) -> RealtimeLane:
     """The real-time lane speaking to the same API (base URL, key) as a batch provider, built
-    from the registry with its own settings."""
+    from the registry with its own settings and the job's ``decorations``."""
     twin = batch.capabilities.realtime_twin
     if twin is None:
         raise ConfigError(
@@ -70,31 +71,40 @@ def realtime_twin(batch: Provider, storage_root: str) -> RealtimeLane:
             f"{batch.provider_name} has none here "
             f"(use {one_of(lambda c: c.realtime_twin is not None)})."
         )
-    return _lane(twin, batch, storage_root)
+    return _lane(twin, batch, storage_root, decorations)
 
 
-def flex_twin(batch: Provider, storage_root: str, kind: Kind) -> RealtimeLane | None:
+def flex_twin(
+    batch: Provider, storage_root: str, kind: Kind, decorations: CallDecorations
+) -> RealtimeLane | None:
     """The batch-priced real-time lane of ``batch``'s API (its flex tier) when it serves
     ``kind``'s requests (a flex tier has no embeddings), or None."""
     twin = batch.capabilities.flex_twin
     if twin is None or kind not in capabilities(twin).kinds:
         return None
-    return _lane(twin, batch, storage_root)
+    return _lane(twin, batch, storage_root, decorations)
 
 
-def priority_twin(batch: Provider, storage_root: str, kind: Kind) -> RealtimeLane | None:
+def priority_twin(
+    batch: Provider, storage_root: str, kind: Kind, decorations: CallDecorations
+) -> RealtimeLane | None:
     """The priority tier's lane of ``batch``'s API when it has one for ``kind``, or None."""
     twin = batch.capabilities.priority_twin
     if twin is None or kind not in capabilities(twin).kinds:
         return None
-    return _lane(twin, batch, storage_root)
+    return _lane(twin, batch, storage_root, decorations)
 
 
-def _lane(twin: str, batch: Provider, storage_root: str) -> RealtimeLane:
+def _lane(
+    twin: str, batch: Provider, storage_root: str, decorations: CallDecorations
+) -> RealtimeLane:
+    """``twin`` on ``batch``'s API, sending the headers the batch provider sends (the team's
+    project header among them) and telling the job's early start as it does."""
     provider = build_provider(twin, storage_root=storage_root, **batch.twin_settings())
     if not isinstance(provider, RealtimeProvider):
         raise ConfigError(f"{batch.provider_name}'s twin {twin!r} is not a real-time provider.")
-    return RealtimeLane(provider.with_headers(batch.extra_headers))
+    headers = decorations.headers_for(batch.capabilities.attribution)
+    return RealtimeLane(provider.decorated(CallDecorations(headers, sending=decorations.sending)))
 
 
 class DeadlineProvider:
@@ -104,16 +114,23 @@ class DeadlineProvider:
     What the provider is (names, limits, encodings, orphans) is the batch provider's."""
 
     def __init__(
-        self, batch: Provider, storage: Storage, job: str, duration_s: float, kind: Kind
+        self,
+        batch: Provider,
+        storage: Storage,
+        job: str,
+        duration_s: float,
+        kind: Kind,
+        *,
+        decorations: CallDecorations = NO_DECORATIONS,
     ) -> None:
         self.batch = batch
         self.storage = storage
         self.job = job
         self.duration_s = duration_s
         self.kind = kind
-        self.realtime = realtime_twin(batch, storage.root)
-        self.flex = flex_twin(batch, storage.root, kind)
-        self.priority = priority_twin(batch, storage.root, kind)
+        self.realtime = realtime_twin(batch, storage.root, decorations)
+        self.flex = flex_twin(batch, storage.root, kind, decorations)
+        self.priority = priority_twin(batch, storage.root, kind, decorations)
 
     # -- what the provider is: the batch provider's -----------------------------------------
     @property
@@ -152,33 +169,8 @@ class DeadlineProvider:
     def twin_settings(self) -> dict[str, Any]:
         return self.batch.twin_settings()
 
-    @property
-    def extra_headers(self) -> dict[str, str]:
-        return self.batch.extra_headers
-
-    def with_headers(self, headers: Mapping[str, str]) -> "DeadlineProvider":
-        if dict(headers) == self.extra_headers:
-            return self
-        batch = self.batch.with_headers(headers)
-        return DeadlineProvider(batch, self.storage, self.job, self.duration_s, self.kind)
-
-    @property
-    def extra_body(self) -> dict[str, Any]:
-        return self.batch.extra_body
-
-    def with_extra_body(self, fields: Mapping[str, Any]) -> "DeadlineProvider":
-        if dict(fields) == self.extra_body:
-            return self
-        batch = self.batch.with_extra_body(fields)
-        return DeadlineProvider(batch, self.storage, self.job, self.duration_s, self.kind)
-
     def close(self) -> None:
         self.batch.close()
-
-    def tell_sending(self, event: threading.Event | None) -> None:
-        for lane in (self.batch, self.realtime, self.flex, self.priority):
-            if lane is not None:
-                lane.tell_sending(event)
 
     # -- which lane sends -------------------------------------------------------------------
     def late_provider(self) -> RealtimeLane:
@@ -248,14 +240,20 @@ class DeadlineProvider:
 
 
 def with_deadline(
-    provider: Provider, storage: Storage, job: str, duration_s: float | None, kind: Kind
+    provider: Provider,
+    storage: Storage,
+    job: str,
+    duration_s: float | None,
+    kind: Kind,
+    *,
+    decorations: CallDecorations = NO_DECORATIONS,
 ) -> Provider:
     """The job's provider: ``provider`` itself, or a batch provider wrapped to meet the
     deadline (one with no real-time API to fall back on fails here, early) for a job of
-    ``kind``."""
+    ``kind``, its twins making their calls with the job's ``decorations``."""
     if duration_s is None or provider.mode != "batch":
         return provider
-    return DeadlineProvider(provider, storage, job, duration_s, kind)
+    return DeadlineProvider(provider, storage, job, duration_s, kind, decorations=decorations)
 
 
 def deadline_due(provider: Provider) -> bool:
