@@ -12,7 +12,7 @@ from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.model import BatchState, Submission, is_realtime
 from maple_engine.policy import RetryPolicy
-from maple_engine.providers.base import Provider
+from maple_engine.providers.base import Lane, Wire
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 
@@ -23,20 +23,25 @@ class Job:
 
     spec: JobSpec
     state: JobState
-    provider: Provider
+    provider: Lane
     costs: CostLedger | None = None
     prices: PriceBook = dataclasses.field(default_factory=PriceBook)
     policy: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
     _orphans: dict[tuple[str, int], Submission] | None = None
 
     @property
+    def wire(self) -> Wire:
+        """What the job's provider is and how its requests look."""
+        return self.provider.wire
+
+    @property
     def mode(self) -> str:
-        return self.provider.mode
+        return self.wire.mode
 
     @property
     def batch_prices(self) -> bool:
         """Whether its attempts are billed at batch prices (a batch or a flex provider)."""
-        return self.mode == "batch" or self.provider.capabilities.batch_prices
+        return self.mode == "batch" or self.wire.capabilities.batch_prices
 
     def prepare_submissions(self) -> None:
         """List the provider's batches once, before shards are submitted (maybe in threads)."""
@@ -72,6 +77,6 @@ class Job:
     def price(self) -> ModelPrice:
         return self.prices.price(
             self.spec.model,
-            self.provider.provider_name,
+            self.wire.provider_name,
             allow_untracked=self.spec.allow_untracked_cost,
         )

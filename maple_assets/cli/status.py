@@ -30,7 +30,7 @@ from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
 from maple_engine.plan.turnaround import history_fit
-from maple_engine.providers.base import Provider
+from maple_engine.providers.base import Lane
 from maple_engine.providers.headers import parse_headers
 from maple_engine.send.lane import lane_of
 from maple_engine.settings import Settings
@@ -258,7 +258,7 @@ def status_command(job: str | None, storage: str | None, fmt: str) -> None:
 
 def provider_for(
     state: JobState, headers: Mapping[str, str] | None = None, base_url: str | None = None
-) -> Provider:
+) -> Lane:
     """The job's provider, rebuilt from its stored spec, sending ``headers`` (which the spec
     does not keep) at ``base_url`` if given (the job's ``--base-url``, which it does not keep
     either), on its team's accounts."""

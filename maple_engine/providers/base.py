@@ -391,6 +391,12 @@ class ProviderModel(BaseModel):
         """What the job adds to this provider's calls (`decorated`)."""
         return self._decorations
 
+    @property
+    def wire(self) -> Self:
+        """What the provider is and how it encodes: the provider itself (a batch provider is
+        its own `Wire` and `Lane`)."""
+        return self
+
     def decorated(self, decorations: CallDecorations) -> Self:
         """This provider making its calls with ``decorations`` (itself if it already does; a
         copy opens its own connections). ``decorations`` are checked where they are built
@@ -417,10 +423,10 @@ class ProviderModel(BaseModel):
         return {name: getattr(self, name) for name in names if name in fields}
 
 
-class Provider(Protocol):
-    """The interface a job drives: a provider batch API (`ProviderModel` classes, which the
-    Dagster layer wraps as resources), or a real-time API through its lane
-    (`maple_engine.send.lane.RealtimeLane`)."""
+class Wire(Protocol):
+    """What a provider is and how its requests and results look, without I/O: its
+    capabilities and limits, the credential check, the request body of a row, a line's size and
+    the attempt's encoded bytes (`ProviderModel` classes)."""
 
     @property
     def capabilities(self) -> ProviderCapabilities: ...
@@ -447,6 +453,19 @@ class Provider(Protocol):
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr: ...
 
+    def twin_settings(self) -> dict[str, Any]:
+        """The base URL and key a twin on the same API is built with (a deadline's fallback)."""
+        ...
+
+
+class Lane(Protocol):
+    """How a job's attempts reach a provider and come back: a provider batch API (a batch
+    `ProviderModel` class is its own lane) or a real-time API run as batches
+    (`maple_engine.send.lane.RealtimeLane`). ``wire`` is the provider it sends to."""
+
+    @property
+    def wire(self) -> Wire: ...
+
     def submit(self, payload: ShardPayload) -> Submission: ...
 
     def poll(self, submissions: list[Submission]) -> dict[str, BatchState]: ...
@@ -466,14 +485,10 @@ class Provider(Protocol):
         when the endpoint is unreachable, refuses the key, or is not the provider's API."""
         ...
 
-    def twin_settings(self) -> dict[str, Any]:
-        """The base URL and key a twin on the same API is built with (a deadline's fallback)."""
-        ...
 
-
-class BatchProvider(Provider, Protocol):
-    """A provider class the registry builds for a batch API: it is the job's `Provider`
-    itself once the job's decorations are on it."""
+class BatchProvider(Wire, Lane, Protocol):
+    """A provider class the registry builds for a batch API: its own wire and lane, the job's
+    decorations on it."""
 
     def attribution_map(self) -> AttributionMap:
         """The configured team attribution map (what a job's ``--team`` is looked up in)."""

@@ -38,11 +38,9 @@ from maple_engine.model import (
     priority_priced,
 )
 from maple_engine.providers.base import (
-    Provider,
-    ProviderCapabilities,
-    ProviderLimits,
-    RequestSpec,
+    Lane,
     ShardPayload,
+    Wire,
 )
 from maple_engine.providers.decorations import NO_DECORATIONS, CallDecorations
 from maple_engine.providers.realtime import RealtimeProvider
@@ -60,7 +58,7 @@ def margin(duration_s: float) -> float:
 
 
 def realtime_twin(
-    batch: Provider, storage_root: str, decorations: CallDecorations = NO_DECORATIONS
+    batch: Wire, storage_root: str, decorations: CallDecorations = NO_DECORATIONS
 ) -> RealtimeLane:
     """The real-time lane speaking to the same API (base URL, key) as a batch provider, built
     from the registry with its own settings and the job's ``decorations``."""
@@ -75,7 +73,7 @@ def realtime_twin(
 
 
 def flex_twin(
-    batch: Provider, storage_root: str, kind: Kind, decorations: CallDecorations
+    batch: Wire, storage_root: str, kind: Kind, decorations: CallDecorations
 ) -> RealtimeLane | None:
     """The batch-priced real-time lane of ``batch``'s API (its flex tier) when it serves
     ``kind``'s requests (a flex tier has no embeddings), or None."""
@@ -86,7 +84,7 @@ def flex_twin(
 
 
 def priority_twin(
-    batch: Provider, storage_root: str, kind: Kind, decorations: CallDecorations
+    batch: Wire, storage_root: str, kind: Kind, decorations: CallDecorations
 ) -> RealtimeLane | None:
     """The priority tier's lane of ``batch``'s API when it has one for ``kind``, or None."""
     twin = batch.capabilities.priority_twin
@@ -95,9 +93,7 @@ def priority_twin(
     return _lane(twin, batch, storage_root, decorations)
 
 
-def _lane(
-    twin: str, batch: Provider, storage_root: str, decorations: CallDecorations
-) -> RealtimeLane:
+def _lane(twin: str, batch: Wire, storage_root: str, decorations: CallDecorations) -> RealtimeLane:
     """``twin`` on ``batch``'s API, sending the headers the batch provider sends (the team's
     project header among them) and telling the job's early start as it does."""
     provider = build_provider(twin, storage_root=storage_root, **batch.twin_settings())
@@ -115,7 +111,7 @@ class DeadlineProvider:
 
     def __init__(
         self,
-        batch: Provider,
+        batch: Lane,
         storage: Storage,
         job: str,
         duration_s: float,
@@ -128,46 +124,20 @@ class DeadlineProvider:
         self.job = job
         self.duration_s = duration_s
         self.kind = kind
-        self.realtime = realtime_twin(batch, storage.root, decorations)
-        self.flex = flex_twin(batch, storage.root, kind, decorations)
-        self.priority = priority_twin(batch, storage.root, kind, decorations)
-
-    # -- what the provider is: the batch provider's -----------------------------------------
-    @property
-    def capabilities(self) -> ProviderCapabilities:
-        return self.batch.capabilities
+        self.realtime = realtime_twin(batch.wire, storage.root, decorations)
+        self.flex = flex_twin(batch.wire, storage.root, kind, decorations)
+        self.priority = priority_twin(batch.wire, storage.root, kind, decorations)
 
     @property
-    def provider_name(self) -> str:
-        return self.batch.provider_name
-
-    @property
-    def mode(self) -> str:
-        return self.batch.mode
-
-    def check_credentials(self) -> None:
-        self.batch.check_credentials()
+    def wire(self) -> Wire:
+        """The batch provider's: names, limits, encodings."""
+        return self.batch.wire
 
     def check_endpoint(self) -> None:
         self.batch.check_endpoint()
 
-    def limits(self) -> ProviderLimits:
-        return self.batch.limits()
-
-    def encode(self, requests: pl.DataFrame) -> bytes:
-        return self.batch.encode(requests)
-
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return self.batch.body_expr(spec, user, image)
-
-    def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
-        return self.batch.line_bytes_expr(custom_id, request)
-
     def find_orphans(self, job: str) -> list[Submission]:
         return self.batch.find_orphans(job)
-
-    def twin_settings(self) -> dict[str, Any]:
-        return self.batch.twin_settings()
 
     def close(self) -> None:
         self.batch.close()
@@ -179,13 +149,13 @@ class DeadlineProvider:
         one)."""
         at = self.deadline_at()
         left = float("inf") if at is None else at - time.time()
-        if self.flex is not None and left >= self.flex.timeout_s:
+        if self.flex is not None and left >= self.flex.wire.timeout_s:
             return self.flex
         if self.priority is not None and left < PRIORITY_SHARE * margin(self.duration_s):
             return self.priority
         return self.realtime
 
-    def _sender(self, submission: Submission) -> Provider:
+    def _sender(self, submission: Submission) -> Lane:
         if is_flex(submission) and self.flex is not None:
             return self.flex
         if is_priority(submission) and self.priority is not None:
@@ -223,7 +193,7 @@ class DeadlineProvider:
 
     def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
         states: dict[str, BatchState] = {}
-        by_sender: dict[int, tuple[Provider, list[Submission]]] = {}
+        by_sender: dict[int, tuple[Lane, list[Submission]]] = {}
         for sub in submissions:
             sender = self._sender(sub)
             by_sender.setdefault(id(sender), (sender, []))[1].append(sub)
@@ -240,28 +210,28 @@ class DeadlineProvider:
 
 
 def with_deadline(
-    provider: Provider,
+    provider: Lane,
     storage: Storage,
     job: str,
     duration_s: float | None,
     kind: Kind,
     *,
     decorations: CallDecorations = NO_DECORATIONS,
-) -> Provider:
+) -> Lane:
     """The job's provider: ``provider`` itself, or a batch provider wrapped to meet the
     deadline (one with no real-time API to fall back on fails here, early) for a job of
     ``kind``, its twins making their calls with the job's ``decorations``."""
-    if duration_s is None or provider.mode != "batch":
+    if duration_s is None or provider.wire.mode != "batch":
         return provider
     return DeadlineProvider(provider, storage, job, duration_s, kind, decorations=decorations)
 
 
-def deadline_due(provider: Provider) -> bool:
+def deadline_due(provider: Lane) -> bool:
     """Whether ``provider`` is a deadline's and the deadline is due (its attempts go real-time)."""
     return isinstance(provider, DeadlineProvider) and provider.deadline_due()
 
 
-def batch_of(provider: Provider) -> Provider:
+def batch_of(provider: Lane) -> Lane:
     """The batch provider behind a deadline's lanes (``provider`` itself when it has none)."""
     return provider.batch if isinstance(provider, DeadlineProvider) else provider
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 from maple_engine.model import BatchState, Submission, is_realtime
 from maple_engine.plan.turnaround import TurnaroundFit, history_fit
-from maple_engine.providers.base import Provider
+from maple_engine.providers.base import Lane
 from maple_engine.storage.layout import JobLayout
 from maple_engine.submit.deadline import DeadlineProvider, cancel_once, margin
 from maple_engine.submit.stalls import submitted_at, turnaround_limit
@@ -70,7 +70,7 @@ def unreachable(
     return late
 
 
-def is_late(provider: Provider, shard: str, attempt: int) -> bool:
+def is_late(provider: Lane, shard: str, attempt: int) -> bool:
     """Whether ``shard``'s attempt goes through the deadline's late lane (marked, or due)."""
     return isinstance(provider, DeadlineProvider) and (
         provider.deadline_due() or provider.sent_late(shard, attempt)
@@ -176,8 +176,8 @@ def _fit(job: "Job", provider: DeadlineProvider) -> TurnaroundFit | None:
     """The provider and model's turnaround by batch size, where the history has one."""
     if job.costs is None:
         return None
-    return history_fit(job.costs, provider.provider_name, job.spec.model)
+    return history_fit(job.costs, provider.wire.provider_name, job.spec.model)
 
 
 def _median(job: "Job", provider: DeadlineProvider) -> float | None:
-    return turnaround_limit(job.costs, provider.provider_name, job.spec.model, MEDIAN)
+    return turnaround_limit(job.costs, provider.wire.provider_name, job.spec.model, MEDIAN)

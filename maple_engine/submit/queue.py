@@ -92,8 +92,8 @@ def queue_of(job: "Job") -> Queue | None:
     """The queue the job's batches go into, or None when no queue limit applies."""
     if job.mode != "batch" or job.costs is None:
         return None
-    name, model = job.provider.provider_name, job.spec.model
-    queue = job.provider.capabilities.queue
+    name, model = job.wire.provider_name, job.spec.model
+    queue = job.wire.capabilities.queue
     if queue == "requests":
         return Queue(name, model, "requests", probe=False)
     if queue == "enqueued-tokens":
@@ -158,7 +158,7 @@ def team_weight(team: str) -> float:
 
 def units(job: "Job", queue: Queue, shard: str, attempt: int) -> int:
     """Prompt tokens (or requests) of one shard attempt, from its kept estimate."""
-    plan = kept_estimate(job.state, job.spec, job.provider.provider_name, shard, attempt)
+    plan = kept_estimate(job.state, job.spec, job.wire.provider_name, shard, attempt)
     return plan.requests if queue.unit == "requests" else plan.input_tokens
 
 

@@ -50,14 +50,14 @@ def sized(job: Job) -> bool:
 def plan_size(job: Job, rows: int, started_at: float) -> Sizing:
     """The shard size for ``rows`` requests of ``job`` (see `sized`; a job without a deadline
     or target gets full batches and their expected finish)."""
-    fit = history_fit(job.costs, job.provider.provider_name, job.spec.model)
-    max_requests, _ = shard_limits(job.spec, job.provider)
+    fit = history_fit(job.costs, job.wire.provider_name, job.spec.model)
+    max_requests, _ = shard_limits(job.spec, job.wire)
     return choose_size(
         rows,
         fit,
         target_s(job.spec, started_at),
         max_requests,
-        min_requests=job.provider.limits().min_requests,
+        min_requests=job.wire.limits().min_requests,
         in_flight=in_flight_requests(job, fit),
     )
 

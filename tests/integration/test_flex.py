@@ -74,9 +74,9 @@ def test_a_deadline_sends_late_rows_by_flex_while_time_allows(tmp_path: Path) ->
     provider = DeadlineProvider(batch, storage, "job", duration_s=6 * 3600, kind=CHAT)
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 5.6 * 3600})
     assert provider.deadline_due()
-    assert provider.late_provider().provider_name == "openai-flex"  # 24 minutes left
+    assert provider.late_provider().wire.provider_name == "openai-flex"  # 24 minutes left
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 5.9 * 3600})
-    assert provider.late_provider().provider_name == "openai-realtime"  # 6 minutes left
+    assert provider.late_provider().wire.provider_name == "openai-realtime"  # 6 minutes left
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 3 * 3600})
     assert not provider.deadline_due()
 
@@ -89,13 +89,13 @@ def test_the_last_lane_is_the_priority_tier(tmp_path: Path) -> None:
     batch = OpenAIBatchProvider(api_key="k", base_url="http://127.0.0.1:1/v1")
     provider = DeadlineProvider(batch, storage, "job", duration_s=6 * 3600, kind=CHAT)
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 5.9 * 3600})
-    assert provider.late_provider().provider_name == "openai-realtime"  # 6 minutes left
+    assert provider.late_provider().wire.provider_name == "openai-realtime"  # 6 minutes left
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 5.97 * 3600})
-    assert provider.late_provider().provider_name == "openai-priority"  # 1.8 minutes left
+    assert provider.late_provider().wire.provider_name == "openai-priority"  # 1.8 minutes left
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 7 * 3600})
-    assert provider.late_provider().provider_name == "openai-priority"  # past the deadline
+    assert provider.late_provider().wire.provider_name == "openai-priority"  # past the deadline
     embeds = DeadlineProvider(batch, storage, "job", duration_s=6 * 3600, kind=EMBEDDING)
-    assert embeds.late_provider().provider_name == "openai-realtime"
+    assert embeds.late_provider().wire.provider_name == "openai-realtime"
 
 
 def test_an_embedding_job_is_never_sent_to_flex(tmp_path: Path) -> None:
@@ -106,7 +106,7 @@ def test_an_embedding_job_is_never_sent_to_flex(tmp_path: Path) -> None:
     batch = OpenAIBatchProvider(api_key="k", base_url="http://127.0.0.1:1/v1")
     provider = DeadlineProvider(batch, storage, "job", duration_s=6 * 3600, kind=EMBEDDING)
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 5.6 * 3600})
-    assert provider.late_provider().provider_name == "openai-realtime"  # 24 minutes: not flex
+    assert provider.late_provider().wire.provider_name == "openai-realtime"  # 24 minutes: not flex
     source = tmp_path / "in.parquet"
     pl.DataFrame({"title": ["a", "b"]}).write_parquet(source)
     args = ["embed", str(source), "--text", "{title}", "--model", "text-embedding-3-small"]
