@@ -1,6 +1,6 @@
 """How a job is bound to what it runs on: the Dagster resource keys of an enrichment, and the
 engine's `Job` for a spec on those resources (a real-time provider through its lane, a batch
-provider with a deadline through the deadline's lanes)."""
+provider with a deadline with the deadline's lanes), and the job's call decorations."""
 
 import threading
 from collections.abc import Mapping
@@ -12,11 +12,11 @@ from maple_engine.ledger.price_book import PriceBook
 from maple_engine.policy import RetryPolicy
 from maple_engine.providers.decorations import CallDecorations, decorations_for
 from maple_engine.providers.registry import Built
+from maple_engine.send.deadline_lanes import deadline_lanes
 from maple_engine.send.lane import lane_of
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.storage.storage import Storage
-from maple_engine.submit.deadline import with_deadline
 
 IO_MANAGER_KEY = "maple_io_manager"
 STORAGE_KEY = "maple_storage"
@@ -97,14 +97,17 @@ def bind_job(
     when a request of a real-time attempt leaves)."""
     decorations = spec_decorations(spec, provider, sending)
     lane = lane_of(provider.decorated(decorations))
-    deadline = spec.deadline_s
+    deadline = None
+    if spec.deadline_s is not None and lane.wire.mode == "batch":  # no fallback: fails here
+        deadline = deadline_lanes(
+            lane, storage, spec.name, spec.deadline_s, spec.kind, decorations=decorations
+        )
     return Job(
         spec=spec,
         state=JobState(storage, spec.name),
-        provider=with_deadline(
-            lane, storage, spec.name, deadline, spec.kind, decorations=decorations
-        ),
+        provider=lane,
         costs=costs,
         prices=prices,
         policy=policy,
+        deadline=deadline,
     )

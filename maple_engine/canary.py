@@ -32,11 +32,11 @@ from maple_engine.job import Job
 from maple_engine.model import CANARY_SHARD, CUSTOM_ID, KEY, REQUEST, ROW_ID, ShardInfo
 from maple_engine.plan.estimate import rows_estimate
 from maple_engine.providers.base import Lane, ShardPayload
+from maple_engine.send.deadline_lanes import realtime_twin
 from maple_engine.state import JobState
 from maple_engine.steps import book_attempt
 from maple_engine.storage.response_store import ResponseStore
 from maple_engine.submit.budget import canary_within_budget
-from maple_engine.submit.deadline import batch_of, realtime_twin
 
 SHARD = CANARY_SHARD
 MAX_POLL_S = 30.0  # a canary sent as a small batch is polled at most this far apart
@@ -164,7 +164,7 @@ def _sample(job: Job, shards: list[ShardInfo], ids: list[int]) -> pl.DataFrame:
 
 def canary_sender(job: Job) -> Lane:
     """The lane the canary goes through: the real-time twin, else the provider's own."""
-    lane = batch_of(job.provider)  # past a deadline's lanes
+    lane = job.provider  # a deadline's batch lane: its late lanes stand beside it
     wire = lane.wire
     if wire.mode == "batch" and wire.capabilities.realtime_twin is not None:
         return realtime_twin(wire, job.state.storage.root)

@@ -167,7 +167,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
     if submission is None:
         raise ConfigError(f"shard {shard} of job {job.spec.name} has no batch waiting")
     attempt = submission.attempt
-    lines = job.provider.results(submission, state)
+    lines = job.submission_lane(submission).results(submission, state)
     plan = _plan(job, shard, attempt)
     results = attempt_results(
         plan,

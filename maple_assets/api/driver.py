@@ -30,13 +30,13 @@ from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.model import KINDS, Kind, StopKind
 from maple_engine.plan.cache_layout import check_cache_price
 from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities, takes
+from maple_engine.send.deadline_lanes import realtime_twin
 from maple_engine.settings import Settings
 from maple_engine.spec import ALIASES, DEFAULTS, MAX_JOB_NAME, JobSpec, build_spec
 from maple_engine.state import JobState
 from maple_engine.storage.claims import JobRunning, driver_lease
 from maple_engine.storage.storage import Storage
 from maple_engine.submit.budget import resume_budget_stop
-from maple_engine.submit.deadline import realtime_twin
 
 if TYPE_CHECKING:  # Dagster loads when the job runs, after a real-time job's first requests
     import dagster as dg

@@ -1,8 +1,13 @@
 """The provider interface every backend implements, and the typed payloads it exchanges.
 
-A provider turns one shard attempt (a frame of ``custom_id`` + encoded request body) into a
-provider-side unit of work, reports its state, and returns one result row per request in the
-provider-neutral ``RESULT_SCHEMA``. Batch APIs (OpenAI, Anthropic) and real-time APIs share it.
+A provider has two sides. Its `Wire` is what it is and how its requests and results look, with
+no I/O: capabilities, limits, the credential check, a row's request body, the attempt's encoded
+bytes. A `Lane` does the I/O: it turns one shard attempt (a frame of ``custom_id`` + encoded
+request body) into a provider-side unit of work, reports its state, and returns one result row
+per request in the provider-neutral ``RESULT_SCHEMA``. A batch provider class is both; a
+real-time provider is a wire that `maple_engine.send.lane.RealtimeLane` sends through. What a
+job adds to the calls (headers, extra body, team, the early-start signal) is one
+`maple_engine.providers.decorations.CallDecorations` value handed to the provider.
 
 Each provider class describes itself in a `ProviderCapabilities` record: every rule outside the
 providers that differs by provider (queues, deadlines, prices, schema subsets, token estimates)

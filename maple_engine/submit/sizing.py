@@ -3,7 +3,7 @@
 its provider and model, the time left and the provider queue's limit.
 
 A deadline counts from the start of the job's version; its batches must end before the
-deadline's margin, when the rest goes real-time (`maple_engine.submit.deadline`). A target
+deadline's margin, when the rest goes real-time (`maple_engine.send.deadline_lanes`). A target
 (``--target-hours``) only sizes the shards. A version's sizing is written in its manifest, so a
 resumed job keeps the shard layout it recorded.
 """
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from maple_engine.job import Job
 from maple_engine.plan.sharding import shard_limits
 from maple_engine.plan.turnaround import Sizing, TurnaroundFit, choose_size, history_fit
+from maple_engine.send.deadline_lanes import margin
 from maple_engine.spec import JobSpec
-from maple_engine.submit.deadline import margin
 from maple_engine.submit.queue import limit_of, queue_of
 
 

@@ -7,7 +7,7 @@ once at least `MIN_COMPLETED` batches of that provider and model completed in th
 with a deadline escalates them at once instead of waiting for the deadline: the batch is
 cancelled (what it ran is collected as usual) and every later attempt of its shard goes through
 the provider's flex twin while the time left allows, else its real-time twin
-(`maple_engine.submit.deadline`).
+(`maple_engine.send.deadline_lanes`).
 """
 
 import dataclasses

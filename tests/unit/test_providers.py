@@ -24,8 +24,8 @@ from maple_engine.providers.registry import (
     capabilities,
     known_capabilities,
 )
+from maple_engine.send.deadline_lanes import realtime_twin
 from maple_engine.send.lane import lane_of
-from maple_engine.submit.deadline import realtime_twin
 
 ROOT = Path(__file__).resolve().parents[2]
 # Read, for each rule that differs by provider, from a built provider: they must agree with the
