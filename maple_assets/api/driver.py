@@ -29,7 +29,7 @@ from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.model import KINDS, Kind, StopKind
 from maple_engine.plan.cache_layout import check_cache_price
-from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities, takes
+from maple_engine.providers.registry import REALTIME_PROVIDERS, Built, capabilities, takes
 from maple_engine.send.deadline_lanes import realtime_twin
 from maple_engine.settings import Settings
 from maple_engine.spec import ALIASES, DEFAULTS, MAX_JOB_NAME, JobSpec, build_spec
@@ -141,7 +141,7 @@ class Ready:
 
     opts: EnrichOptions
     job: Declared
-    provider: Any
+    provider: Built  # the job's call decorations on it
     price: ModelPrice
 
     @property

@@ -412,6 +412,12 @@ class ProviderModel(BaseModel):
         copy._decorations = decorations
         return copy
 
+    def settle_schema_format(self, schema: dict[str, Any]) -> Self:
+        """This provider with the structured-output form its server takes for ``schema`` (a
+        server the team runs probes it, `ProviderCapabilities.self_hosted`); any other
+        provider takes its API's one form: itself."""
+        return self
+
     def _fresh_copy(self) -> Self:
         """A copy that opens its own connections."""
         copy = self.model_copy()
@@ -501,6 +507,10 @@ class BatchProvider(Wire, Lane, Protocol):
 
     def decorated(self, decorations: CallDecorations) -> Self:
         """This provider making its calls with a job's ``decorations``."""
+        ...
+
+    def settle_schema_format(self, schema: dict[str, Any]) -> Self:
+        """This provider with the structured-output form its server takes for ``schema``."""
         ...
 
 

@@ -13,13 +13,16 @@ not end as a batch in time goes through the late lanes at once (`maple_engine.su
 """
 
 import time
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from maple_engine.errors import ProviderError
 from maple_engine.model import BatchState, Submission, is_realtime, priority_priced
 
+if TYPE_CHECKING:
+    from maple_engine.job import Job
 
-def cancel_for_deadline(job: Any, states: list[tuple[Submission, BatchState]]) -> list[str]:
+
+def cancel_for_deadline(job: "Job", states: list[tuple[Submission, BatchState]]) -> list[str]:
     """Cancel the job's batches still running (once each); the ids cancelled now."""
     cancelled = []
     for sub, state in states:
@@ -31,7 +34,7 @@ def cancel_for_deadline(job: Any, states: list[tuple[Submission, BatchState]]) -
 
 
 def cancel_once(
-    job: Any, sub: Submission, why: Literal["deadline", "stall"], record: dict[str, Any]
+    job: "Job", sub: Submission, why: Literal["deadline", "stall"], record: dict[str, Any]
 ) -> bool:
     """Cancel ``sub``'s batch for ``why`` unless it was, then keep ``record`` as the mark."""
     if job.state.cancel_record(why, sub.shard, sub.attempt) is not None:
