@@ -25,7 +25,7 @@ from maple_engine.providers.registry import (
     known_capabilities,
 )
 from maple_engine.send.deadline_lanes import realtime_twin
-from maple_engine.send.lane import lane_of
+from maple_engine.send.lane import RealtimeLane, lane_of
 
 ROOT = Path(__file__).resolve().parents[2]
 # Read, for each rule that differs by provider, from a built provider: they must agree with the
@@ -69,6 +69,12 @@ def test_every_name_builds_a_provider_of_the_protocol(name: str, tmp_path: Path)
     assert lane.wire is provider
     assert lane.wire.provider_name == name
     assert lane.wire.mode == capabilities(name).mode
+
+
+def test_the_real_time_lane_declares_no_wire_member() -> None:
+    """The lane holds its provider as ``wire`` rather than forwarding each wire member."""
+    wire_members = {n for n in vars(Wire) if not n.startswith("_")}
+    assert wire_members & set(vars(RealtimeLane)) == set()
 
 
 @pytest.mark.parametrize("name", PROVIDERS)
