@@ -1,20 +1,22 @@
 """How a job is bound to what it runs on: the Dagster resource keys of an enrichment, and the
 engine's `Job` for a spec on those resources (a real-time provider through its lane, a batch
-provider with a deadline through the deadline's lanes)."""
+provider with a deadline with the deadline's lanes), and the job's call decorations."""
 
+import threading
+from collections.abc import Mapping
 from typing import Any
 
 from maple_engine.job import Job
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.policy import RetryPolicy
-from maple_engine.providers.base import for_team
+from maple_engine.providers.decorations import CallDecorations, decorations_for
 from maple_engine.providers.registry import Built
+from maple_engine.send.deadline_lanes import deadline_lanes
 from maple_engine.send.lane import lane_of
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.storage.storage import Storage
-from maple_engine.submit.deadline import with_deadline
 
 IO_MANAGER_KEY = "maple_io_manager"
 STORAGE_KEY = "maple_storage"
@@ -45,6 +47,41 @@ def job_for(spec: JobSpec, policy: RetryPolicy, resources: Any) -> Job:
     )
 
 
+def job_decorations(
+    provider: Built,
+    *,
+    headers: Mapping[str, str] | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+    team: str | None = None,
+    sending: threading.Event | None = None,
+) -> CallDecorations:
+    """What a job adds to ``provider``'s calls: its headers, its extra control-call fields
+    (a `ConfigError` where the provider takes none), its team's accounts in the provider's
+    team attribution map (a bad map: a `ConfigError`) and the early start's ``sending``."""
+    return decorations_for(
+        provider.provider_name,
+        takes_extra_body=provider.capabilities.takes_extra_body,
+        attribution=provider.attribution_map(),
+        headers=headers,
+        extra_body=extra_body,
+        team=team,
+        sending=sending,
+    )
+
+
+def spec_decorations(
+    spec: JobSpec, provider: Built, sending: threading.Event | None = None
+) -> CallDecorations:
+    """`job_decorations` of ``spec``: its headers, extra body and team."""
+    return job_decorations(
+        provider,
+        headers=spec.headers,
+        extra_body=spec.extra_body,
+        team=spec.team,
+        sending=sending,
+    )
+
+
 def bind_job(
     spec: JobSpec,
     policy: RetryPolicy,
@@ -53,16 +90,24 @@ def bind_job(
     *,
     costs: CostLedger | None,
     prices: PriceBook,
+    sending: threading.Event | None = None,
 ) -> Job:
     """The job of ``spec`` on ``storage`` and ``provider`` (sending the job's headers, and its
-    extra fields on the control calls, attributed to its team's accounts)."""
-    configured = provider.with_headers(spec.headers).with_extra_body(spec.extra_body)
-    sending = lane_of(for_team(configured, spec.team))
+    extra fields on the control calls, attributed to its team's accounts; ``sending`` is set
+    when a request of a real-time attempt leaves)."""
+    decorations = spec_decorations(spec, provider, sending)
+    lane = lane_of(provider.decorated(decorations))
+    deadline = None
+    if spec.deadline_s is not None and lane.wire.mode == "batch":  # no fallback: fails here
+        deadline = deadline_lanes(
+            lane, storage, spec.name, spec.deadline_s, spec.kind, decorations=decorations
+        )
     return Job(
         spec=spec,
         state=JobState(storage, spec.name),
-        provider=with_deadline(sending, storage, spec.name, spec.deadline_s, spec.kind),
+        provider=lane,
         costs=costs,
         prices=prices,
         policy=policy,
+        deadline=deadline,
     )

@@ -5,7 +5,7 @@ builds the provider resources from the same settings."""
 from collections.abc import Mapping
 from typing import Any
 
-from maple_engine.providers.registry import build_provider, capabilities
+from maple_engine.providers.registry import Built, build_provider, capabilities
 from maple_engine.settings import Settings
 
 
@@ -43,7 +43,7 @@ def settings_provider(
     overrides: Mapping[str, Any] | None = None,
     *,
     with_key: bool = True,
-) -> Any:
+) -> Built:
     """Provider ``name`` on the settings' storage root with their key, base URL and role;
     ``overrides`` (fields, a ``storage_root`` among them) win."""
     fields = provider_settings(name, settings, with_key=with_key) | dict(overrides or {})

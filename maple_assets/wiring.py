@@ -17,7 +17,7 @@ from maple_assets.binding import IO_MANAGER_KEY, provider_key
 from maple_assets.factory import Enrichment
 from maple_assets.provider_settings import settings_provider
 from maple_engine.ledger.costs import CostLedger, default_sqlite_path
-from maple_engine.providers.base import Provider
+from maple_engine.providers.base import Wire
 from maple_engine.providers.registry import capabilities
 from maple_engine.settings import (
     COST_DB_ENV,
@@ -60,7 +60,7 @@ def job_eta_now(state: JobState) -> Eta:
 
 def wire_resources(
     storage_root: str,
-    providers: Mapping[str, Provider],
+    providers: Mapping[str, Wire],
     *,
     cost_db: str | None = None,
     prices: str | None = None,

@@ -31,12 +31,12 @@ from maple_engine.failures import FailureClass
 from maple_engine.job import Job
 from maple_engine.model import CANARY_SHARD, CUSTOM_ID, KEY, REQUEST, ROW_ID, ShardInfo
 from maple_engine.plan.estimate import rows_estimate
-from maple_engine.providers.base import Provider, ShardPayload
+from maple_engine.providers.base import Lane, ShardPayload
+from maple_engine.send.deadline_lanes import realtime_twin
 from maple_engine.state import JobState
 from maple_engine.steps import book_attempt
 from maple_engine.storage.response_store import ResponseStore
 from maple_engine.submit.budget import canary_within_budget
-from maple_engine.submit.deadline import batch_of, realtime_twin
 
 SHARD = CANARY_SHARD
 MAX_POLL_S = 30.0  # a canary sent as a small batch is polled at most this far apart
@@ -127,7 +127,7 @@ def run_canary(job: Job, shards: list[ShardInfo]) -> CanaryReport | None:
     if not _fits_budget(job, sender, shards, sample, run):
         return None  # the job is stopped on its budget: nothing is sent
     results = _send(job, sender, sample, run)
-    report = judge(job, results, run, sender.provider_name)
+    report = judge(job, results, run, sender.wire.provider_name)
     _store(job, sample, results, run)
     _book(job, sender, results, run)
     job.state.write_canary_record(dataclasses.asdict(report) | {"at": time.time()})
@@ -137,12 +137,12 @@ def run_canary(job: Job, shards: list[ShardInfo]) -> CanaryReport | None:
 
 
 def _fits_budget(
-    job: Job, sender: Any, shards: list[ShardInfo], sample: pl.DataFrame, run: int
+    job: Job, sender: Lane, shards: list[ShardInfo], sample: pl.DataFrame, run: int
 ) -> bool:
     if job.spec.budget_usd is None:
         return True
     plan = rows_estimate(
-        job.state, job.spec, job.provider.provider_name, shards, sample[ROW_ID].to_list()
+        job.state, job.spec, job.wire.provider_name, shards, sample[ROW_ID].to_list()
     )
     usd = plan.cost(job.price(), batch=_batch_priced(sender))
     return canary_within_budget(job, run, usd, plan.requests)
@@ -162,26 +162,28 @@ def _sample(job: Job, shards: list[ShardInfo], ids: list[int]) -> pl.DataFrame:
     return pl.concat(parts).sort(ROW_ID).unique(KEY, keep="first", maintain_order=True)
 
 
-def canary_sender(job: Job) -> Provider:
-    """The provider the canary goes through: the real-time twin, else the provider itself."""
-    provider = batch_of(job.provider)  # past a deadline's lanes
-    if provider.mode == "batch" and provider.capabilities.realtime_twin is not None:
-        return realtime_twin(provider, job.state.storage.root)
-    return provider
+def canary_sender(job: Job) -> Lane:
+    """The lane the canary goes through: the real-time twin, else the provider's own."""
+    lane = job.provider  # a deadline's batch lane: its late lanes stand beside it
+    wire = lane.wire
+    if wire.mode == "batch" and wire.capabilities.realtime_twin is not None:
+        return realtime_twin(wire, job.state.storage.root)
+    return lane
 
 
-def check_batch_minimum(sender: Any, rows: int) -> None:
+def check_batch_minimum(sender: Lane, rows: int) -> None:
     """A canary sent as a small batch must reach the provider's smallest batch size."""
-    least = sender.limits().min_requests
-    if sender.mode == "batch" and rows < least:
+    wire = sender.wire
+    least = wire.limits().min_requests
+    if wire.mode == "batch" and rows < least:
         raise ConfigError(
-            f"--canary {rows}: {sender.provider_name} has no real-time API here, so the canary "
+            f"--canary {rows}: {wire.provider_name} has no real-time API here, so the canary "
             f"goes as one batch, and its batches hold at least {least} requests: give --canary "
             f"{least} or more (the input has enough distinct rows?), or drop --canary."
         )
 
 
-def _send(job: Job, sender: Any, sample: pl.DataFrame, run: int) -> pl.DataFrame:
+def _send(job: Job, sender: Lane, sample: pl.DataFrame, run: int) -> pl.DataFrame:
     requests = sample.select(pl.col(CUSTOM_ID).alias("custom_id"), pl.col(REQUEST).alias("request"))
     payload = ShardPayload(
         job.spec.name, SHARD, run, job.spec.model, requests, stopped=job.state.is_stopped
@@ -203,8 +205,8 @@ def _send(job: Job, sender: Any, sample: pl.DataFrame, run: int) -> pl.DataFrame
     )
 
 
-def _batch_priced(sender: Any) -> bool:
-    return bool(sender.mode == "batch" or sender.capabilities.batch_prices)
+def _batch_priced(sender: Lane) -> bool:
+    return sender.wire.mode == "batch" or sender.wire.capabilities.batch_prices
 
 
 def judge(job: Job, results: pl.DataFrame, run: int, via: str) -> CanaryReport:
@@ -253,10 +255,10 @@ def _store(job: Job, sample: pl.DataFrame, results: pl.DataFrame, run: int) -> N
     ResponseStore(job.state.storage, job.spec.name).write(f"{SHARD}-{run}", records, job.spec.model)
 
 
-def _book(job: Job, sender: Any, results: pl.DataFrame, run: int) -> None:
+def _book(job: Job, sender: Lane, results: pl.DataFrame, run: int) -> None:
     """The canary's spend in the cost ledger, like any attempt's."""
     batch_id = str(results["batch_id"].drop_nulls().first() or f"{SHARD}-{run}")
-    mode: Literal["batch", "realtime"] = "batch" if sender.mode == "batch" else "realtime"
+    mode: Literal["batch", "realtime"] = "batch" if sender.wire.mode == "batch" else "realtime"
     book_attempt(
         job,
         results,

@@ -134,7 +134,7 @@ def _create(
     if taken_over:
         job.forget_orphans()  # the previous claimant may have created the batch
     payload = payload_for(job, shard, attempt)
-    digest = payload.encoded(job.provider.encode)[1]  # encoded once: adoption and upload
+    digest = payload.encoded(job.wire.encode)[1]  # encoded once: adoption and upload
     submission = _adopt(job, shard, attempt, digest)
     if submission is None:
         if not queue.admitted(job, shard, attempt, chain):
@@ -167,7 +167,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
     if submission is None:
         raise ConfigError(f"shard {shard} of job {job.spec.name} has no batch waiting")
     attempt = submission.attempt
-    lines = job.provider.results(submission, state)
+    lines = job.submission_lane(submission).results(submission, state)
     plan = _plan(job, shard, attempt)
     results = attempt_results(
         plan,
@@ -360,7 +360,7 @@ def book_attempt(
         job=job.spec.name,
         team=job.spec.team,
         model=job.spec.model,
-        provider=job.provider.provider_name,
+        provider=job.wire.provider_name,
         mode=mode,
         batch_prices=batch_prices,
         shard=shard,

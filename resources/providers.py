@@ -6,7 +6,7 @@ from typing import Any
 
 import dagster as dg
 
-from maple_engine.providers.base import Provider, ProviderModel
+from maple_engine.providers.base import ProviderModel, Wire
 
 
 @functools.cache
@@ -25,7 +25,7 @@ def resource_class(provider_class: type[ProviderModel]) -> type[dg.ConfigurableR
     return type(provider_class.__name__ + "Resource", bases, namespace)
 
 
-def provider_resource(provider: Provider, **config: Any) -> dg.ConfigurableResource:  # type: ignore[type-arg]
+def provider_resource(provider: Wire, **config: Any) -> dg.ConfigurableResource:  # type: ignore[type-arg]
     """An engine provider as a Dagster resource with the same settings, plus ``config``
     (e.g. ``api_key=dg.EnvVar("OPENAI_API_KEY")``)."""
     if not isinstance(provider, ProviderModel):

@@ -9,6 +9,7 @@ before Dagster loads, and the Dagster runs then adopt what was sent.
 import contextlib
 import dataclasses
 import functools
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,7 @@ from maple_assets.api.early import EarlyStart, starts_early
 from maple_assets.api.errors import INTERRUPTED_MESSAGE, is_interrupt, unwrapped_canary
 from maple_assets.api.options import CommandOptions, EnrichOptions
 from maple_assets.api.result import Result, job_result, recorded_batches
-from maple_assets.binding import bind_job
+from maple_assets.binding import bind_job, spec_decorations
 from maple_assets.declaration import Declared, declare_job
 from maple_assets.provider_settings import settings_provider
 from maple_engine.errors import ConfigError
@@ -28,15 +29,14 @@ from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.model import KINDS, Kind, StopKind
 from maple_engine.plan.cache_layout import check_cache_price
-from maple_engine.providers.base import for_team
-from maple_engine.providers.registry import REALTIME_PROVIDERS, capabilities, takes
+from maple_engine.providers.registry import REALTIME_PROVIDERS, Built, capabilities, takes
+from maple_engine.send.deadline_lanes import realtime_twin
 from maple_engine.settings import Settings
 from maple_engine.spec import ALIASES, DEFAULTS, MAX_JOB_NAME, JobSpec, build_spec
 from maple_engine.state import JobState
 from maple_engine.storage.claims import JobRunning, driver_lease
 from maple_engine.storage.storage import Storage
 from maple_engine.submit.budget import resume_budget_stop
-from maple_engine.submit.deadline import realtime_twin
 
 if TYPE_CHECKING:  # Dagster loads when the job runs, after a real-time job's first requests
     import dagster as dg
@@ -141,7 +141,7 @@ class Ready:
 
     opts: EnrichOptions
     job: Declared
-    provider: Any
+    provider: Built  # the job's call decorations on it
     price: ModelPrice
 
     @property
@@ -172,9 +172,9 @@ def prepare(opts: EnrichOptions, emulator: str | None) -> Ready:
     if capabilities(opts.provider).self_hosted:  # its first contact checks the server's models
         overrides["model"] = spec.model
     provider = settings_provider(opts.provider, settings, emulator, overrides)
-    provider = provider.with_headers(spec.headers)  # the first contact goes the job's way
-    provider = provider.with_extra_body(spec.extra_body)  # one that takes none: refused here
-    provider = for_team(provider, spec.team)  # and on the team's account (a bad map: refused)
+    # the first contact goes the job's way: its headers, its extra body (refused here by a
+    # provider that takes none), on its team's account (a bad map: refused here)
+    provider = provider.decorated(spec_decorations(spec, provider))
     if spec.deadline_s is not None and provider.mode == "batch":
         realtime_twin(provider, opts.storage_root)  # no real-time API to fall back on: fail now
     if not opts.dry_run:
@@ -230,8 +230,17 @@ def early_start(ready: Ready) -> EarlyStart:
     settings = Settings.load(storage=ready.opts.storage_root)
     storage = Storage(ready.opts.storage_root)
     prices = PriceBook(settings.prices)
-    job = bind_job(ready.spec, ready.job.policy, storage, ready.provider, costs=None, prices=prices)
-    return EarlyStart(job, ready.opts.retry_failed).start()
+    first = threading.Event()
+    job = bind_job(
+        ready.spec,
+        ready.job.policy,
+        storage,
+        ready.provider,
+        costs=None,
+        prices=prices,
+        sending=first,
+    )
+    return EarlyStart(job, ready.opts.retry_failed, first).start()
 
 
 def _run(

@@ -41,18 +41,19 @@ def starts_early(spec: JobSpec) -> bool:
 class EarlyStart:
     """The job's first steps on a thread, until ``handover()``."""
 
-    def __init__(self, job: Job, retry_failed: bool) -> None:
+    def __init__(self, job: Job, retry_failed: bool, first_request: threading.Event) -> None:
+        """``first_request``: the event ``job`` was bound to set when its first request
+        leaves (`maple_assets.binding.bind_job`'s ``sending``)."""
         self.job = job
         self.retry_failed = retry_failed
         self.sent: list[str] = []  # shards whose attempt was submitted here, in order
         self.error: Exception | None = None
-        self.first_request = threading.Event()
+        self.first_request = first_request
         self._handover = threading.Event()
         # A daemon: a Ctrl-C while it sends ends the process as a crash would (resumable).
         self._thread = threading.Thread(target=self._run, name="maple-early-start", daemon=True)
 
     def start(self) -> "EarlyStart":
-        self._tell(self.first_request)
         self._thread.start()
         return self
 
@@ -67,14 +68,9 @@ class EarlyStart:
         is raised: the runs would only send the same requests again to find it again."""
         self._handover.set()
         self._thread.join()
-        self._tell(None)
         if isinstance(self.error, (SetupRefused, BreakerOpen)):
             raise self.error
         return self.sent
-
-    def _tell(self, event: threading.Event | None) -> None:
-        """Have the provider set ``event`` when a request leaves (a real-time lane does)."""
-        self.job.provider.tell_sending(event)
 
     def _run(self) -> None:
         # The boundary of this thread: whatever fails here is left to the Dagster runs, which

@@ -28,6 +28,7 @@ from maple_assets.api.progress import Counts
 from maple_assets.api.result import Result
 from maple_assets.api.runner import job_counts
 from maple_assets.wiring import job_eta_now
+from maple_engine.send.lane import lane_of
 from maple_engine.settings import Settings
 from maple_engine.spec import ALIASES, DEFAULTS, JobSpec, validation_message
 from maple_engine.state import JobState
@@ -191,4 +192,4 @@ class JobHandle:
         """Stop new submissions and cancel the batches in flight, as ``maple cancel`` does;
         the job then ends ``stopped`` and a rerun with the same ``job`` resumes it."""
         if self._ready is not None:
-            cancel_job(self.state, self._ready.provider)
+            cancel_job(self.state, lane_of(self._ready.provider))

@@ -14,7 +14,9 @@ from maple_engine.plan.dry_plan import SendPlan
 from maple_engine.plan.estimate import estimate_job, estimate_sends
 from maple_engine.plan.sharding import shard_limits
 from maple_engine.plan.turnaround import Sizing, choose_size
+from maple_engine.providers.registry import Built
 from maple_engine.report.batch_stats import duration_text
+from maple_engine.send.lane import lane_of
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.storage.storage import Storage
@@ -22,7 +24,7 @@ from maple_engine.submit.sizing import plan_size
 
 
 def dry_run(
-    spec: JobSpec, provider: Any, price: ModelPrice, storage: str, retry_failed: bool = False
+    spec: JobSpec, provider: Built, price: ModelPrice, storage: str, retry_failed: bool = False
 ) -> int:
     """Print the plan and the estimate of what a run would send now (rows the response store
     answers are not sent, nor priced); no upload, no batch, no file written."""
@@ -89,7 +91,7 @@ def dry_run(
     return 0
 
 
-def _sizing(spec: JobSpec, provider: Any, storage: str, requests: int) -> Sizing | None:
+def _sizing(spec: JobSpec, provider: Built, storage: str, requests: int) -> Sizing | None:
     """The shard size a run would choose now for a batch provider, and its expected finish
     (`maple_engine.submit.sizing`), from the ledger's batch history."""
     from maple_assets.wiring import cost_ledger, ledger_exists
@@ -99,7 +101,7 @@ def _sizing(spec: JobSpec, provider: Any, storage: str, requests: int) -> Sizing
     if not ledger_exists(storage):
         return choose_size(requests, None, None, shard_limits(spec, provider)[0])
     with cost_ledger(storage) as costs:
-        job = Job(spec, JobState(Storage(storage), spec.name), provider, costs)
+        job = Job(spec, JobState(Storage(storage), spec.name), lane_of(provider), costs)
         return plan_size(job, requests, time.time())
 
 
@@ -118,7 +120,7 @@ def _sizing_rows(sizing: Sizing) -> list[tuple[str, str]]:
     ]
 
 
-def _batch_note(provider: Any) -> tuple[str, str] | None:
+def _batch_note(provider: Built) -> tuple[str, str] | None:
     """How long a batch may run and what caps its queue, as the provider documents them."""
     caps = provider.capabilities
     if caps.mode != "batch" or not caps.completion_windows:
@@ -152,7 +154,7 @@ def _output_note(spec: JobSpec, per_request: int) -> str:
 
 
 def _reasoning_note(
-    spec: JobSpec, provider: Any, entries: list[Any], requests: int, price: ModelPrice
+    spec: JobSpec, provider: Built, entries: list[Any], requests: int, price: ModelPrice
 ) -> tuple[str, str] | None:
     """What the estimate says of reasoning tokens, for a model that reasons: it cannot foresee
     them, unless the job's rows so far (the ledger) show how many each spends."""

@@ -13,6 +13,7 @@ from typing import Any
 import click
 import orjson
 
+from maple_assets.binding import job_decorations
 from maple_assets.cli.queues import (
     job_queue_note,
     queue_lines,
@@ -29,7 +30,7 @@ from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
 from maple_engine.plan.turnaround import history_fit
-from maple_engine.providers.base import Provider, for_team
+from maple_engine.providers.base import Lane
 from maple_engine.providers.headers import parse_headers
 from maple_engine.send.lane import lane_of
 from maple_engine.settings import Settings
@@ -257,7 +258,7 @@ def status_command(job: str | None, storage: str | None, fmt: str) -> None:
 
 def provider_for(
     state: JobState, headers: Mapping[str, str] | None = None, base_url: str | None = None
-) -> Provider:
+) -> Lane:
     """The job's provider, rebuilt from its stored spec, sending ``headers`` (which the spec
     does not keep) at ``base_url`` if given (the job's ``--base-url``, which it does not keep
     either), on its team's accounts."""
@@ -269,7 +270,7 @@ def provider_for(
     overrides = {"base_url": base_url.rstrip("/")} if base_url else {}
     provider = settings_provider(name, settings, settings.emulator_url, overrides)
     team = str(spec["spec"].get("team") or DEFAULTS.team)  # its batches are in its project
-    return lane_of(for_team(provider.with_headers(headers or {}), team))
+    return lane_of(provider.decorated(job_decorations(provider, headers=headers, team=team)))
 
 
 def release_queue_slots(state: JobState) -> int:

@@ -163,7 +163,7 @@ def _spill_changed(
     rendered, if given where); the row count, and which rows are carried over."""
     spec = job.spec
     spill, kept = into
-    _, max_bytes = shard_limits(spec, job.provider)
+    _, max_bytes = shard_limits(spec, job.wire)
     aligned = AlignedDigests(job.state.storage, spec.name, earlier.number) if earlier else None
     offset, carried = 0, []
     try:
@@ -180,7 +180,7 @@ def _spill_changed(
             ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64, eager=True)
             changed = block.with_columns(ids.alias(ROW_ID)).filter(pl.Series(~same))
             if changed.height:
-                prepared = prepare_rows(changed, spec, job.provider)
+                prepared = prepare_rows(changed, spec, job.wire)
                 check_block(prepared, spec, max_bytes)
                 check_context_window(prepared, spec)
                 spill.add(with_text(prepared, spec))
@@ -210,7 +210,7 @@ def cut_sent_rows(
     if blocks is None:
         blocks = _sent_blocks(job, source, send)
     storage = job.state.storage
-    return cut_shards(storage, job.spec, blocks, job.provider, key_for=version.shard_key, size=size)
+    return cut_shards(storage, job.spec, blocks, job.wire, key_for=version.shard_key, size=size)
 
 
 def _sent_blocks(job: Job, source: str, send: Mask) -> Iterator[pl.DataFrame]:
@@ -220,5 +220,5 @@ def _sent_blocks(job: Job, source: str, send: Mask) -> Iterator[pl.DataFrame]:
         if np.any(picked):
             ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64, eager=True)
             rows = block.with_columns(ids.alias(ROW_ID)).filter(pl.Series(picked))
-            yield prepare_rows(rows, job.spec, job.provider)
+            yield prepare_rows(rows, job.spec, job.wire)
         offset += block.height

@@ -36,7 +36,7 @@ from maple_engine.model import CUSTOM_ID, ROW_ID, ShardInfo
 from maple_engine.plan.dry_plan import TOKENS, SendPlan, plan_sends
 from maple_engine.plan.sharding import checked_blocks, with_text
 from maple_engine.plan.shards import ShardCutter
-from maple_engine.providers.base import Provider
+from maple_engine.providers.base import Wire
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.storage.storage import Storage
@@ -138,7 +138,7 @@ def kept_estimate(
 
 
 def _prepared(
-    spec: JobSpec, provider: Provider, blocks: Iterator[pl.DataFrame], cutter: ShardCutter
+    spec: JobSpec, provider: Wire, blocks: Iterator[pl.DataFrame], cutter: ShardCutter
 ) -> Iterator[pl.DataFrame]:
     """The input's rows as the job would encode them (row id, key, ``_size``), with each row's
     estimated prompt tokens (``_tokens``); checked as sharding checks them, and cut into the
@@ -154,7 +154,7 @@ def _prepared(
         raise ConfigError("The input table has no rows: there is nothing to enrich.")
 
 
-def _cutter(spec: JobSpec, provider: Provider) -> ShardCutter:
+def _cutter(spec: JobSpec, provider: Wire) -> ShardCutter:
     limits = provider.limits()
     max_requests = min(spec.max_requests_per_batch, limits.max_requests)
     return ShardCutter(max_requests, min(spec.max_batch_bytes, limits.max_bytes))
@@ -164,7 +164,7 @@ def _shards(cutter: ShardCutter) -> int:
     return cutter.shard + (1 if cutter.count else 0)
 
 
-def estimate_input(spec: JobSpec, provider: Provider, blocks: Iterator[pl.DataFrame]) -> Estimate:
+def estimate_input(spec: JobSpec, provider: Wire, blocks: Iterator[pl.DataFrame]) -> Estimate:
     """Estimate straight from the input, streaming: the same shard plan the job would cut
     (by request count and encoded bytes), without writing anything."""
     cutter = _cutter(spec, provider)
@@ -177,7 +177,7 @@ def estimate_input(spec: JobSpec, provider: Provider, blocks: Iterator[pl.DataFr
 
 
 def estimate_sends(
-    spec: JobSpec, provider: Provider, storage: Storage, *, retry_failed: bool = False
+    spec: JobSpec, provider: Wire, storage: Storage, *, retry_failed: bool = False
 ) -> tuple[Estimate, SendPlan]:
     """What a run of the job would send now: the input's requests minus those the response
     store answers and the repeats of identical requests (`maple_engine.plan.dry_plan`)."""
@@ -198,7 +198,7 @@ def estimate_sends(
     return estimate, plan
 
 
-def estimate_job(state: JobState, spec: JobSpec, provider: Provider) -> Estimate:
+def estimate_job(state: JobState, spec: JobSpec, provider: Wire) -> Estimate:
     """The whole job: from its shard files once sharded, else streaming from the input."""
     if state.manifest() is not None:
         return estimate_shards(state, spec, provider.provider_name)

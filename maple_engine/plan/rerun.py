@@ -166,7 +166,7 @@ def _cut(
             storage,
             job.spec,
             iter_blocks(source, s3=storage.s3),
-            job.provider,
+            job.wire,
             key_for=version.shard_key,
             on_block=on_block,
             size=sizing.size if sizing else None,

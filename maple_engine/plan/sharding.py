@@ -12,7 +12,7 @@ from maple_engine.inputs.templates import parse_template, render_expr
 from maple_engine.model import CUSTOM_ID, KEY, REQUEST, ROW_ID, ShardInfo, shard_key
 from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.plan.shards import ShardCutter
-from maple_engine.providers.base import Provider, RequestSpec
+from maple_engine.providers.base import RequestSpec, Wire
 from maple_engine.spec import JobSpec
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.response_store import request_key
@@ -33,15 +33,13 @@ def request_spec(spec: JobSpec) -> RequestSpec:
     )
 
 
-def prepare_block(
-    block: pl.DataFrame, offset: int, spec: JobSpec, provider: Provider
-) -> pl.DataFrame:
+def prepare_block(block: pl.DataFrame, offset: int, spec: JobSpec, provider: Wire) -> pl.DataFrame:
     """Add row id, custom id, the encoded request, its request key and its size (``_size``)."""
     ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64)
     return prepare_rows(block.with_columns(ids.alias(ROW_ID)), spec, provider)
 
 
-def prepare_rows(block: pl.DataFrame, spec: JobSpec, provider: Provider) -> pl.DataFrame:
+def prepare_rows(block: pl.DataFrame, spec: JobSpec, provider: Wire) -> pl.DataFrame:
     """`prepare_block` for rows that carry their row id already (``ROW_ID``)."""
     parts = parse_template(spec.template)
     image = pl.col(spec.image_column).cast(pl.String) if spec.image_column else None
@@ -78,7 +76,7 @@ def check_block(block: pl.DataFrame, spec: JobSpec, limit: int) -> None:
 
 
 def checked_blocks(
-    blocks: Iterable[pl.DataFrame], spec: JobSpec, provider: Provider, max_bytes: int
+    blocks: Iterable[pl.DataFrame], spec: JobSpec, provider: Wire, max_bytes: int
 ) -> Iterator[tuple[int, pl.DataFrame]]:
     """Each non-empty input block as the job encodes it (``prepare_block``), with its first
     row's offset, after the checks that must pass before anything is uploaded."""
@@ -99,7 +97,7 @@ def write_shards(
     storage: Storage,
     spec: JobSpec,
     blocks: Iterator[pl.DataFrame],
-    provider: Provider,
+    provider: Wire,
     *,
     key_for: Callable[[int], str] = shard_key,
     on_block: Callable[[pl.DataFrame], None] | None = None,
@@ -118,7 +116,7 @@ def write_shards(
     return shards
 
 
-def shard_limits(spec: JobSpec, provider: Provider, size: int | None = None) -> tuple[int, int]:
+def shard_limits(spec: JobSpec, provider: Wire, size: int | None = None) -> tuple[int, int]:
     """The requests and bytes one shard may hold: the job's limits within the provider's (and
     within ``size``, a chosen shard size)."""
     limits = provider.limits()
@@ -140,7 +138,7 @@ def cut_shards(
     storage: Storage,
     spec: JobSpec,
     prepared_blocks: Iterable[pl.DataFrame],
-    provider: Provider,
+    provider: Wire,
     *,
     key_for: Callable[[int], str] = shard_key,
     size: int | None = None,

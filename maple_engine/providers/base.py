@@ -1,8 +1,13 @@
 """The provider interface every backend implements, and the typed payloads it exchanges.
 
-A provider turns one shard attempt (a frame of ``custom_id`` + encoded request body) into a
-provider-side unit of work, reports its state, and returns one result row per request in the
-provider-neutral ``RESULT_SCHEMA``. Batch APIs (OpenAI, Anthropic) and real-time APIs share it.
+A provider has two sides. Its `Wire` is what it is and how its requests and results look, with
+no I/O: capabilities, limits, the credential check, a row's request body, the attempt's encoded
+bytes. A `Lane` does the I/O: it turns one shard attempt (a frame of ``custom_id`` + encoded
+request body) into a provider-side unit of work, reports its state, and returns one result row
+per request in the provider-neutral ``RESULT_SCHEMA``. A batch provider class is both; a
+real-time provider is a wire that `maple_engine.send.lane.RealtimeLane` sends through. What a
+job adds to the calls (headers, extra body, team, the early-start signal) is one
+`maple_engine.providers.decorations.CallDecorations` value handed to the provider.
 
 Each provider class describes itself in a `ProviderCapabilities` record: every rule outside the
 providers that differs by provider (queues, deadlines, prices, schema subsets, token estimates)
@@ -12,10 +17,9 @@ reads that record, never the provider's name or class.
 import dataclasses
 import enum
 import hashlib
-import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime
-from typing import Any, ClassVar, Literal, Protocol, Self, TypeVar
+from typing import Any, ClassVar, Literal, Protocol, Self
 
 import orjson
 import polars as pl
@@ -25,13 +29,12 @@ from maple_engine.errors import ConfigError
 from maple_engine.model import CHAT, BatchState, Kind, Submission
 from maple_engine.policy import SendBudget
 from maple_engine.providers.attribution import (
-    NOBODY,
-    PROJECT_HEADER,
     Attribution,
     AttributionMap,
     TeamAttribution,
     given_attribution,
 )
+from maple_engine.providers.decorations import NO_DECORATIONS, CallDecorations
 from maple_engine.providers.rules import NO_RULES, RequestRules
 
 # One row per request of one attempt, whatever the provider.
@@ -66,7 +69,6 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
 LOST_SENDS = "lost_sends"
 
 MB = 1_000_000
-_P = TypeVar("_P")
 
 Mode = Literal["batch", "realtime"]
 # What caps a provider's batch queue: prompt tokens enqueued per model, requests waiting, nothing.
@@ -372,13 +374,9 @@ class ProviderModel(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     capabilities: ClassVar[ProviderCapabilities]
-    # A job's extra headers (``JobSpec.headers``): not a setting, so never in a resource's
-    # config, a repr or a dump; `with_headers` gives the provider that sends them.
-    _headers: dict[str, str] = PrivateAttr(default_factory=dict)
-    # A job's extra control-call fields (``JobSpec.extra_body``), kept as its headers are.
-    _extra_body: dict[str, Any] = PrivateAttr(default_factory=dict)
-    # The job's team's accounts (`for_team`): what its requests are attributed with.
-    _team: TeamAttribution = PrivateAttr(default=NOBODY)
+    # The job's headers, extra control-call fields and team (`decorated`): not settings, so
+    # never in a resource's config, a repr or a dump.
+    _decorations: CallDecorations = PrivateAttr(default=NO_DECORATIONS)
 
     team_attribution: str | None = Field(
         default=None,
@@ -396,12 +394,7 @@ class ProviderModel(BaseModel):
     def extra_headers(self) -> dict[str, str]:
         """The headers sent on every request besides the provider's own (a gateway's, and
         the team's ``OpenAI-Project`` where the API takes one)."""
-        project = self._team.openai_project
-        if project is None or self.capabilities.attribution != "project-header":
-            return dict(self._headers)
-        given = {name.lower() for name in self._headers}
-        team = {} if PROJECT_HEADER.lower() in given else {PROJECT_HEADER: project}
-        return dict(self._headers) | team
+        return self._decorations.headers_for(self.capabilities.attribution)
 
     def attribution_map(self) -> AttributionMap:
         """The configured team attribution map (`EMPTY` when none is)."""
@@ -409,48 +402,41 @@ class ProviderModel(BaseModel):
 
     @property
     def team(self) -> TeamAttribution:
-        """The accounts of the team this provider sends for (`for_team`)."""
-        return self._team
-
-    def for_team(self, team: str) -> Self:
-        """This provider attributing what it sends to ``team``'s accounts in the map (itself
-        when the map lists none for it)."""
-        accounts = self.attribution_map().of(team)
-        if accounts == self._team:
-            return self
-        copy = self._fresh_copy()
-        copy._team = accounts
-        return copy
-
-    def with_headers(self, headers: Mapping[str, str]) -> Self:
-        """This provider sending ``headers`` on every request too (itself if it already does);
-        a copy opens its own connections."""
-        if dict(headers) == self._headers:
-            return self
-        copy = self._fresh_copy()
-        copy._headers = dict(headers)
-        return copy
+        """The accounts of the team this provider sends for (`decorated`)."""
+        return self._decorations.team
 
     @property
     def extra_body(self) -> dict[str, Any]:
         """The fields added to the JSON body of every control call and to the upload's form
         (a gateway's, ``--extra-body``)."""
-        return dict(self._extra_body)
+        return dict(self._decorations.extra_body)
 
-    def with_extra_body(self, fields: Mapping[str, Any]) -> Self:
-        """This provider adding ``fields`` to its control calls (itself if it already does); a
-        `ConfigError` if it makes none that take them."""
-        if dict(fields) == self._extra_body:
+    @property
+    def decorations(self) -> CallDecorations:
+        """What the job adds to this provider's calls (`decorated`)."""
+        return self._decorations
+
+    @property
+    def wire(self) -> Self:
+        """What the provider is and how it encodes: the provider itself (a batch provider is
+        its own `Wire` and `Lane`)."""
+        return self
+
+    def decorated(self, decorations: CallDecorations) -> Self:
+        """This provider making its calls with ``decorations`` (itself if it already does; a
+        copy opens its own connections). ``decorations`` are checked where they are built
+        (`maple_engine.providers.decorations.decorations_for`)."""
+        if decorations == self._decorations and decorations.sending is self._decorations.sending:
             return self
-        if fields and not self.capabilities.takes_extra_body:
-            name = getattr(self, "name", type(self).__name__)
-            raise ConfigError(
-                f"--extra-body: {name} sends no control calls that take extra "
-                "fields (only OpenAI-style batch APIs: files and batches); drop it."
-            )
         copy = self._fresh_copy()
-        copy._extra_body = dict(fields)
+        copy._decorations = decorations
         return copy
+
+    def settle_schema_format(self, schema: dict[str, Any]) -> Self:
+        """This provider with the structured-output form its server takes for ``schema`` (a
+        server the team runs probes it, `ProviderCapabilities.self_hosted`); any other
+        provider takes its API's one form: itself."""
+        return self
 
     def _fresh_copy(self) -> Self:
         """A copy that opens its own connections."""
@@ -467,15 +453,11 @@ class ProviderModel(BaseModel):
         names = ("base_url", "api_key", "api_version", "team_attribution")
         return {name: getattr(self, name) for name in names if name in fields}
 
-    def tell_sending(self, event: threading.Event | None) -> None:
-        """Set ``event`` when a request of this provider's next attempts leaves (a real-time
-        lane's first answer; a batch provider's requests leave with the batch, unannounced)."""
 
-
-class Provider(Protocol):
-    """The interface a job drives: a provider batch API (`ProviderModel` classes, which the
-    Dagster layer wraps as resources), or a real-time API through its lane
-    (`maple_engine.send.lane.RealtimeLane`)."""
+class Wire(Protocol):
+    """What a provider is and how its requests and results look, without I/O: its
+    capabilities and limits, the credential check, the request body of a row, a line's size and
+    the attempt's encoded bytes (`ProviderModel` classes)."""
 
     @property
     def capabilities(self) -> ProviderCapabilities: ...
@@ -502,6 +484,19 @@ class Provider(Protocol):
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr: ...
 
+    def twin_settings(self) -> dict[str, Any]:
+        """The base URL and key a twin on the same API is built with (a deadline's fallback)."""
+        ...
+
+
+class Lane(Protocol):
+    """How a job's attempts reach a provider and come back: a provider batch API (a batch
+    `ProviderModel` class is its own lane) or a real-time API run as batches
+    (`maple_engine.send.lane.RealtimeLane`). ``wire`` is the provider it sends to."""
+
+    @property
+    def wire(self) -> Wire: ...
+
     def submit(self, payload: ShardPayload) -> Submission: ...
 
     def poll(self, submissions: list[Submission]) -> dict[str, BatchState]: ...
@@ -521,37 +516,22 @@ class Provider(Protocol):
         when the endpoint is unreachable, refuses the key, or is not the provider's API."""
         ...
 
-    def twin_settings(self) -> dict[str, Any]:
-        """The base URL and key a twin on the same API is built with (a deadline's fallback)."""
+
+class BatchProvider(Wire, Lane, Protocol):
+    """A provider class the registry builds for a batch API: its own wire and lane, the job's
+    decorations on it."""
+
+    def attribution_map(self) -> AttributionMap:
+        """The configured team attribution map (what a job's ``--team`` is looked up in)."""
         ...
 
-    @property
-    def extra_headers(self) -> dict[str, str]:
-        """The headers sent on every request besides the provider's own (a gateway's)."""
+    def decorated(self, decorations: CallDecorations) -> Self:
+        """This provider making its calls with a job's ``decorations``."""
         ...
 
-    def with_headers(self, headers: Mapping[str, str]) -> Self:
-        """This provider sending ``headers`` on every request too."""
+    def settle_schema_format(self, schema: dict[str, Any]) -> Self:
+        """This provider with the structured-output form its server takes for ``schema``."""
         ...
-
-    @property
-    def extra_body(self) -> dict[str, Any]:
-        """The fields added to every control call's JSON body and the upload's form."""
-        ...
-
-    def with_extra_body(self, fields: Mapping[str, Any]) -> Self:
-        """This provider adding ``fields`` to its control calls too."""
-        ...
-
-    def tell_sending(self, event: threading.Event | None) -> None:
-        """Set ``event`` when a request of the next attempts leaves (None: stop telling)."""
-        ...
-
-
-def for_team(provider: _P, team: str) -> _P:
-    """``provider`` attributing what it sends to ``team``'s accounts (`ProviderModel.for_team`;
-    a provider that is no `ProviderModel` as it is)."""
-    return provider.for_team(team) if isinstance(provider, ProviderModel) else provider
 
 
 def poll_batches(

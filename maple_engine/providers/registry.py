@@ -2,7 +2,7 @@
 
 Each name maps to how its provider is built and to its `ProviderCapabilities`, which are read by
 name before anything is built (the CLI and ``enrichment()`` check a job before any I/O). Building
-``_BATCH`` makes mypy check every batch provider class against the `Provider` protocol.
+``_BATCH`` makes mypy check every batch provider class against the `BatchProvider` protocol.
 `describe` says what each name is (``maple providers``, docs/providers.md).
 """
 
@@ -17,7 +17,7 @@ from maple_engine.providers.azure.batch import AzureOpenAIBatchProvider
 from maple_engine.providers.azure.realtime import AzureOpenAIRealtimeProvider
 from maple_engine.providers.base import (
     TYPICAL_BATCH_PRICE_SHARE,
-    Provider,
+    BatchProvider,
     ProviderCapabilities,
     ProviderModel,
 )
@@ -46,11 +46,11 @@ from maple_engine.settings import (
     workspace_keys_env,
 )
 
-#: what the registry builds: a batch provider (a `Provider`), or a real-time one, which a job
+#: what the registry builds: a batch provider (a `BatchProvider`), or a real-time one, which a job
 #: drives through its lane (`maple_engine.send.lane`)
-Built = Provider | RealtimeProvider
-#: every batch class checked against the `Provider` protocol by mypy
-_BATCH: tuple[type[Provider], ...] = (
+Built = BatchProvider | RealtimeProvider
+#: every batch class checked against the `BatchProvider` protocol by mypy
+_BATCH: tuple[type[BatchProvider], ...] = (
     OpenAIBatchProvider,
     AnthropicBatchProvider,
     GeminiBatchProvider,
@@ -70,7 +70,7 @@ class Registered:
 
 
 def _of(provider_class: type[ProviderModel], root_field: str | None = None) -> Registered:
-    """``provider_class`` registered: a batch class (a `Provider`, checked in ``_BATCH``) or a
+    """``provider_class`` registered: a batch class (a `BatchProvider`, checked in ``_BATCH``) or a
     real-time one (a `RealtimeProvider`)."""
     build = cast(Callable[..., Built], provider_class)
     fields = frozenset(provider_class.model_fields)

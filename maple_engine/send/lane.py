@@ -19,19 +19,13 @@ aborts the attempt with ``SetupRefused``; most requests failing the same way, wi
 """
 
 import dataclasses
-import threading
-from collections.abc import Mapping
-from typing import Any
 
 import polars as pl
 
 from maple_engine.model import BatchState, Submission
 from maple_engine.providers.base import (
     LOST_SENDS,
-    Provider,
-    ProviderCapabilities,
-    ProviderLimits,
-    RequestSpec,
+    Lane,
     ShardPayload,
 )
 from maple_engine.providers.realtime import RealtimeProvider
@@ -44,80 +38,25 @@ from maple_engine.storage.storage import Storage
 
 
 class RealtimeLane:
-    """A real-time provider driven as a batch provider (the job's `Provider`)."""
+    """A real-time provider's attempts run as batches (the job's `Lane`); ``wire`` is the
+    provider (what it is, how it encodes)."""
 
     def __init__(self, provider: RealtimeProvider) -> None:
-        self.provider = provider
-        self._sending: threading.Event | None = None
-
-    # -- what the provider is ---------------------------------------------------------------
-    @property
-    def capabilities(self) -> ProviderCapabilities:
-        return self.provider.capabilities
-
-    @property
-    def provider_name(self) -> str:
-        return self.provider.name
-
-    @property
-    def mode(self) -> str:
-        return self.provider.mode
-
-    @property
-    def timeout_s(self) -> float:
-        return self.provider.timeout_s
-
-    def twin_settings(self) -> dict[str, Any]:
-        return self.provider.twin_settings()
-
-    @property
-    def extra_headers(self) -> dict[str, str]:
-        return self.provider.extra_headers
-
-    def with_headers(self, headers: Mapping[str, str]) -> "RealtimeLane":
-        provider = self.provider.with_headers(headers)
-        return self if provider is self.provider else RealtimeLane(provider)
-
-    @property
-    def extra_body(self) -> dict[str, Any]:
-        return self.provider.extra_body
-
-    def with_extra_body(self, fields: Mapping[str, Any]) -> "RealtimeLane":
-        provider = self.provider.with_extra_body(fields)
-        return self if provider is self.provider else RealtimeLane(provider)
-
-    def check_credentials(self) -> None:
-        self.provider.check_credentials()
+        self.wire = provider
 
     def check_endpoint(self) -> None:
-        self.provider.check_endpoint()
-
-    def limits(self) -> ProviderLimits:
-        return self.provider.limits()
-
-    def encode(self, requests: pl.DataFrame) -> bytes:
-        return self.provider.encode(requests)
-
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return self.provider.body_expr(spec, user, image)
-
-    def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
-        return self.provider.line_bytes_expr(custom_id, request)
+        self.wire.check_endpoint()
 
     def close(self) -> None:
         """Nothing kept open: each attempt opens and closes its own connections."""
 
-    def tell_sending(self, event: threading.Event | None) -> None:
-        """Set ``event`` when a request of this lane's next attempts leaves (None: stop)."""
-        self._sending = event
-
     # -- sending ----------------------------------------------------------------------------
     def _checkpoints(self, job: str, shard: str, attempt: int) -> RowCheckpoints:
         return RowCheckpoints(
-            Storage(self.provider.checkpoint_root),
+            Storage(self.wire.checkpoint_root),
             JobLayout(job).checkpoints(shard, attempt),
-            self.provider.checkpoint_rows,
-            self.provider.checkpoint_seconds,
+            self.wire.checkpoint_rows,
+            self.wire.checkpoint_seconds,
         )
 
     def _share(self, provider: RealtimeProvider, model: str) -> Share:
@@ -128,7 +67,7 @@ class RealtimeLane:
         return rate_share(db, root, provider.name, account, model)
 
     def submit(self, payload: ShardPayload) -> Submission:
-        provider = self.provider.bound_to(payload.model)
+        provider = self.wire.bound_to(payload.model)
         checkpoints = self._checkpoints(payload.job, payload.shard, payload.attempt)
         attempt = f"{provider.batch_id_prefix}{payload.job}-{payload.shard}-{payload.attempt}"
         done = checkpoints.open()
@@ -145,7 +84,7 @@ class RealtimeLane:
                 checkpoints,
                 batch_id,
                 share,
-                self._sending,
+                self.wire.decorations.sending,
                 budget=payload.budget,
                 stopped=payload.stopped,
             )
@@ -183,7 +122,7 @@ class RealtimeLane:
         return []
 
 
-def lane_of(provider: Built) -> Provider:
+def lane_of(provider: Built) -> Lane:
     """What a job drives for ``provider``: a real-time provider's lane, a batch one itself."""
     if isinstance(provider, RealtimeProvider):  # the real-time core's interface, any provider
         return RealtimeLane(provider)

@@ -33,7 +33,7 @@ _TOLERANCE = 1e-9
 
 def attempt_estimate(job: Job, shard: str, attempt: int) -> float:
     """Estimated USD of one attempt of one shard, at the job's prices and mode."""
-    plan = kept_estimate(job.state, job.spec, job.provider.provider_name, shard, attempt)
+    plan = kept_estimate(job.state, job.spec, job.wire.provider_name, shard, attempt)
     return plan.cost(job.price(), batch=job.batch_prices)
 
 
@@ -64,7 +64,7 @@ def within_budget(job: Job, shard: str, attempt: int) -> bool:
     budget = job.spec.budget_usd
     if budget is None:
         return True
-    plan = kept_estimate(job.state, job.spec, job.provider.provider_name, shard, attempt)
+    plan = kept_estimate(job.state, job.spec, job.wire.provider_name, shard, attempt)
     nxt = plan.cost(job.price(), batch=job.batch_prices)
     what = f"shard {shard} attempt {attempt}", f"next batch ${nxt:.6f} ({plan.requests:,} requests)"
     return admitted(job, (shard, attempt), nxt, what)

@@ -3,11 +3,11 @@ cancel``, a handle's ``cancel()``); the job stays resumable."""
 
 from maple_engine.errors import ProviderError
 from maple_engine.model import StopKind, Submission
-from maple_engine.providers.base import Provider
+from maple_engine.providers.base import Lane
 from maple_engine.state import JobState
 
 
-def in_flight(state: JobState, provider: Provider) -> list[Submission]:
+def in_flight(state: JobState, provider: Lane) -> list[Submission]:
     """Recorded batches still waiting, plus batches the job created but never recorded."""
     waiting = {}
     for shard in state.manifest() or []:
@@ -22,7 +22,7 @@ def in_flight(state: JobState, provider: Provider) -> list[Submission]:
     return [s for s in waiting.values() if not states[s.batch_id].ended]
 
 
-def cancel_job(state: JobState, provider: Provider) -> list[Submission]:
+def cancel_job(state: JobState, provider: Lane) -> list[Submission]:
     """Stop new submissions, cancel in-flight batches; the job stays resumable."""
     state.stop(
         "cancelled with `maple cancel`; rerun the same `maple enrich` command (same --job) "

@@ -1,274 +1,28 @@
-"""Deadlines: rows still in batches when a job's deadline approaches go through real-time.
+"""Deadlines: rows still in batches when a job's deadline approaches go through real time.
 
-``--deadline 6h`` (``deadline=`` on ``enrichment()``) counts from the start of the job's current
-version. When ``deadline - margin`` arrives (the margin is a tenth of the deadline, at least 1 s
-and at most 30 minutes: time for the cancels to settle and the real-time calls to run), the
-sensor cancels the job's batches still running (the provider returns what already ran; only
-unrun rows come back ``batch_cancelled``), and every shard attempt sent from then on, the unrun
-rows and shards never sent alike, goes to the provider's real-time API, paced to its rate limits
-like the real-time providers. Their cost is recorded at real-time prices.
-
-The late lanes, in order, each only while it can still meet the deadline: where the provider
-has a flex twin (real-time answers at batch prices, slower: OpenAI's ``openai-flex``), attempts
-go there while the time left before the deadline is at least the flex provider's request
-timeout (15 minutes by default); then standard real time while at least a tenth of the margin
-is left (a hundredth of the deadline, at most 3 minutes); then, where the provider has a
-priority twin (OpenAI's ``openai-priority``: ``service_tier: "priority"``, faster, twice the
-standard price), the priority tier for that last part and past the deadline. Priority attempts
-are booked at the tier's price, and the run's summary shows their rows and what they cost over
-standard real time (`deadline_split`).
+When ``deadline - margin`` arrives (`maple_engine.send.deadline_lanes` has the rules and the
+lanes), the sensor cancels the job's batches still running (the provider returns what already
+ran; only unrun rows come back ``batch_cancelled``), and every shard attempt sent from then on,
+the unrun rows and shards never sent alike, goes through the late lanes (flex, real time,
+priority), paced to the provider's rate limits like the real-time providers. Their cost is
+recorded at real-time prices; priority attempts are booked at the tier's price, and the run's
+summary shows their rows and what they cost over standard real time (`deadline_split`).
 
 Shards waiting for the provider's queue do not wait for the deadline to be due: one that could
 not end as a batch in time goes through the late lanes at once (`maple_engine.submit.escalation`).
 """
 
-import threading
 import time
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import polars as pl
+from maple_engine.errors import ProviderError
+from maple_engine.model import BatchState, Submission, is_realtime, priority_priced
 
-from maple_engine.errors import ConfigError, ProviderError
-from maple_engine.model import (
-    BatchState,
-    Kind,
-    Submission,
-    is_flex,
-    is_priority,
-    is_realtime,
-    priority_priced,
-)
-from maple_engine.providers.base import (
-    Provider,
-    ProviderCapabilities,
-    ProviderLimits,
-    RequestSpec,
-    ShardPayload,
-)
-from maple_engine.providers.realtime import RealtimeProvider
-from maple_engine.providers.registry import build_provider, capabilities, one_of
-from maple_engine.send.lane import RealtimeLane
-from maple_engine.storage.layout import JobLayout
-from maple_engine.storage.storage import Storage
-
-PRIORITY_SHARE = 0.1  # of the margin: the last part of it (and past the deadline) goes priority
+if TYPE_CHECKING:
+    from maple_engine.job import Job
 
 
-def margin(duration_s: float) -> float:
-    """How long before the deadline the batches are cancelled and real-time takes over."""
-    return min(max(0.1 * duration_s, 1.0), 1800.0)
-
-
-def realtime_twin(batch: Provider, storage_root: str) -> RealtimeLane:
-    """The real-time lane speaking to the same API (base URL, key) as a batch provider, built
-    from the registry with its own settings."""
-    twin = batch.capabilities.realtime_twin
-    if twin is None:
-        raise ConfigError(
-            f"--deadline needs a provider with a real-time API to fall back on; "
-            f"{batch.provider_name} has none here "
-            f"(use {one_of(lambda c: c.realtime_twin is not None)})."
-        )
-    return _lane(twin, batch, storage_root)
-
-
-def flex_twin(batch: Provider, storage_root: str, kind: Kind) -> RealtimeLane | None:
-    """The batch-priced real-time lane of ``batch``'s API (its flex tier) when it serves
-    ``kind``'s requests (a flex tier has no embeddings), or None."""
-    twin = batch.capabilities.flex_twin
-    if twin is None or kind not in capabilities(twin).kinds:
-        return None
-    return _lane(twin, batch, storage_root)
-
-
-def priority_twin(batch: Provider, storage_root: str, kind: Kind) -> RealtimeLane | None:
-    """The priority tier's lane of ``batch``'s API when it has one for ``kind``, or None."""
-    twin = batch.capabilities.priority_twin
-    if twin is None or kind not in capabilities(twin).kinds:
-        return None
-    return _lane(twin, batch, storage_root)
-
-
-def _lane(twin: str, batch: Provider, storage_root: str) -> RealtimeLane:
-    provider = build_provider(twin, storage_root=storage_root, **batch.twin_settings())
-    if not isinstance(provider, RealtimeProvider):
-        raise ConfigError(f"{batch.provider_name}'s twin {twin!r} is not a real-time provider.")
-    return RealtimeLane(provider.with_headers(batch.extra_headers))
-
-
-class DeadlineProvider:
-    """A batch provider whose attempts go through its real-time lanes once the deadline is due
-    (flex first while a flex request still fits, then standard real time, then priority).
-
-    What the provider is (names, limits, encodings, orphans) is the batch provider's."""
-
-    def __init__(
-        self, batch: Provider, storage: Storage, job: str, duration_s: float, kind: Kind
-    ) -> None:
-        self.batch = batch
-        self.storage = storage
-        self.job = job
-        self.duration_s = duration_s
-        self.kind = kind
-        self.realtime = realtime_twin(batch, storage.root)
-        self.flex = flex_twin(batch, storage.root, kind)
-        self.priority = priority_twin(batch, storage.root, kind)
-
-    # -- what the provider is: the batch provider's -----------------------------------------
-    @property
-    def capabilities(self) -> ProviderCapabilities:
-        return self.batch.capabilities
-
-    @property
-    def provider_name(self) -> str:
-        return self.batch.provider_name
-
-    @property
-    def mode(self) -> str:
-        return self.batch.mode
-
-    def check_credentials(self) -> None:
-        self.batch.check_credentials()
-
-    def check_endpoint(self) -> None:
-        self.batch.check_endpoint()
-
-    def limits(self) -> ProviderLimits:
-        return self.batch.limits()
-
-    def encode(self, requests: pl.DataFrame) -> bytes:
-        return self.batch.encode(requests)
-
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return self.batch.body_expr(spec, user, image)
-
-    def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
-        return self.batch.line_bytes_expr(custom_id, request)
-
-    def find_orphans(self, job: str) -> list[Submission]:
-        return self.batch.find_orphans(job)
-
-    def twin_settings(self) -> dict[str, Any]:
-        return self.batch.twin_settings()
-
-    @property
-    def extra_headers(self) -> dict[str, str]:
-        return self.batch.extra_headers
-
-    def with_headers(self, headers: Mapping[str, str]) -> "DeadlineProvider":
-        if dict(headers) == self.extra_headers:
-            return self
-        batch = self.batch.with_headers(headers)
-        return DeadlineProvider(batch, self.storage, self.job, self.duration_s, self.kind)
-
-    @property
-    def extra_body(self) -> dict[str, Any]:
-        return self.batch.extra_body
-
-    def with_extra_body(self, fields: Mapping[str, Any]) -> "DeadlineProvider":
-        if dict(fields) == self.extra_body:
-            return self
-        batch = self.batch.with_extra_body(fields)
-        return DeadlineProvider(batch, self.storage, self.job, self.duration_s, self.kind)
-
-    def close(self) -> None:
-        self.batch.close()
-
-    def tell_sending(self, event: threading.Event | None) -> None:
-        for lane in (self.batch, self.realtime, self.flex, self.priority):
-            if lane is not None:
-                lane.tell_sending(event)
-
-    # -- which lane sends -------------------------------------------------------------------
-    def late_provider(self) -> RealtimeLane:
-        """Flex while the time left allows one of its (slow) requests, standard real time
-        while at least a tenth of the margin is left, then the priority tier (where there is
-        one)."""
-        at = self.deadline_at()
-        left = float("inf") if at is None else at - time.time()
-        if self.flex is not None and left >= self.flex.timeout_s:
-            return self.flex
-        if self.priority is not None and left < PRIORITY_SHARE * margin(self.duration_s):
-            return self.priority
-        return self.realtime
-
-    def _sender(self, submission: Submission) -> Provider:
-        if is_flex(submission) and self.flex is not None:
-            return self.flex
-        if is_priority(submission) and self.priority is not None:
-            return self.priority
-        return self.realtime if is_realtime(submission) else self.batch
-
-    def deadline_at(self) -> float | None:
-        key = JobLayout(self.job).version
-        if not self.storage.exists(key):
-            return None
-        return float(self.storage.read_json(key)["created_at"]) + self.duration_s
-
-    def deadline_due(self) -> bool:
-        at = self.deadline_at()
-        return at is not None and time.time() >= at - margin(self.duration_s)
-
-    def escalated(self, shard: str, attempt: int) -> bool:
-        """An earlier attempt of ``shard`` stalled (`maple_engine.submit.stalls`)."""
-        layout = JobLayout(self.job)
-        return any(self.storage.exists(layout.stall_cancel(shard, n)) for n in range(1, attempt))
-
-    def sent_late(self, shard: str, attempt: int) -> bool:
-        """``shard`` could not reach the batch queue in time, at this attempt or an earlier
-        one (`maple_engine.submit.escalation`): its attempts go through the late lane."""
-        layout = JobLayout(self.job)
-        return any(
-            self.storage.exists(layout.deadline_late(shard, n)) for n in range(1, attempt + 1)
-        )
-
-    def submit(self, payload: ShardPayload) -> Submission:
-        shard, attempt = payload.shard, payload.attempt
-        if self.deadline_due() or self.escalated(shard, attempt) or self.sent_late(shard, attempt):
-            return self.late_provider().submit(payload)
-        return self.batch.submit(payload)
-
-    def poll(self, submissions: list[Submission]) -> dict[str, BatchState]:
-        states: dict[str, BatchState] = {}
-        by_sender: dict[int, tuple[Provider, list[Submission]]] = {}
-        for sub in submissions:
-            sender = self._sender(sub)
-            by_sender.setdefault(id(sender), (sender, []))[1].append(sub)
-        for sender, subs in by_sender.values():
-            states |= sender.poll(subs)
-        return states
-
-    def results(self, submission: Submission, state: BatchState) -> pl.DataFrame:
-        return self._sender(submission).results(submission, state)
-
-    def cancel(self, submission: Submission) -> None:
-        if not is_realtime(submission):
-            self.batch.cancel(submission)
-
-
-def with_deadline(
-    provider: Provider, storage: Storage, job: str, duration_s: float | None, kind: Kind
-) -> Provider:
-    """The job's provider: ``provider`` itself, or a batch provider wrapped to meet the
-    deadline (one with no real-time API to fall back on fails here, early) for a job of
-    ``kind``."""
-    if duration_s is None or provider.mode != "batch":
-        return provider
-    return DeadlineProvider(provider, storage, job, duration_s, kind)
-
-
-def deadline_due(provider: Provider) -> bool:
-    """Whether ``provider`` is a deadline's and the deadline is due (its attempts go real-time)."""
-    return isinstance(provider, DeadlineProvider) and provider.deadline_due()
-
-
-def batch_of(provider: Provider) -> Provider:
-    """The batch provider behind a deadline's lanes (``provider`` itself when it has none)."""
-    return provider.batch if isinstance(provider, DeadlineProvider) else provider
-
-
-def cancel_for_deadline(job: Any, states: list[tuple[Submission, BatchState]]) -> list[str]:
+def cancel_for_deadline(job: "Job", states: list[tuple[Submission, BatchState]]) -> list[str]:
     """Cancel the job's batches still running (once each); the ids cancelled now."""
     cancelled = []
     for sub, state in states:
@@ -280,13 +34,13 @@ def cancel_for_deadline(job: Any, states: list[tuple[Submission, BatchState]]) -
 
 
 def cancel_once(
-    job: Any, sub: Submission, why: Literal["deadline", "stall"], record: dict[str, Any]
+    job: "Job", sub: Submission, why: Literal["deadline", "stall"], record: dict[str, Any]
 ) -> bool:
     """Cancel ``sub``'s batch for ``why`` unless it was, then keep ``record`` as the mark."""
     if job.state.cancel_record(why, sub.shard, sub.attempt) is not None:
         return False
     try:
-        job.provider.cancel(sub)
+        job.submission_lane(sub).cancel(sub)
     except ProviderError as exc:
         if exc.status != 400:  # 400: it ended meanwhile; its results are collected as usual
             raise

@@ -16,7 +16,7 @@ nothing else known it is expected to run as long again).
   validation) and ``place`` its place among the waiting shards while a limit is probed (else
   1). A shard whose expected end falls past ``deadline - margin`` is marked
   (``<key>/deadline-late-<n>.json``); every attempt of it from then on goes through the late
-  lanes (flex, real time, priority: `maple_engine.submit.deadline`), sent at once.
+  lanes (flex, real time, priority: `maple_engine.send.deadline_lanes`), sent at once.
 - A batch in flight whose expected end (sent + turnaround) falls past ``deadline - margin`` is
   cancelled then, not at the margin (a cancel takes a while to settle), and its unrun rows go
   through the late lanes, as a stalled batch's do (`maple_engine.submit.stalls`).
@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING
 
 from maple_engine.model import BatchState, Submission, is_realtime
 from maple_engine.plan.turnaround import TurnaroundFit, history_fit
-from maple_engine.providers.base import Provider
+from maple_engine.send.deadline_lanes import margin
 from maple_engine.storage.layout import JobLayout
-from maple_engine.submit.deadline import DeadlineProvider, cancel_once, margin
+from maple_engine.submit.deadline import cancel_once
 from maple_engine.submit.stalls import submitted_at, turnaround_limit
 
 if TYPE_CHECKING:
@@ -70,19 +70,17 @@ def unreachable(
     return late
 
 
-def is_late(provider: Provider, shard: str, attempt: int) -> bool:
+def is_late(job: "Job", shard: str, attempt: int) -> bool:
     """Whether ``shard``'s attempt goes through the deadline's late lane (marked, or due)."""
-    return isinstance(provider, DeadlineProvider) and (
-        provider.deadline_due() or provider.sent_late(shard, attempt)
-    )
+    lanes = job.deadline
+    return lanes is not None and (lanes.deadline_due() or lanes.sent_late(shard, attempt))
 
 
 def all_late(job: "Job", shards: Sequence[str]) -> bool:
     """Whether every one of ``shards`` goes through the deadline's late lane now."""
-    provider = job.provider
-    if not isinstance(provider, DeadlineProvider):
+    if job.deadline is None:
         return False
-    return all(is_late(provider, s, job.state.progress(s).attempt) for s in shards)
+    return all(is_late(job, s, job.state.progress(s).attempt) for s in shards)
 
 
 def escalate_waiting(
@@ -95,21 +93,21 @@ def escalate_waiting(
     """Mark the ``waiting`` shards (in order) that could not end as batches before the
     deadline; returns every waiting shard marked (now or before). ``running``: the job's
     batches in flight. A job without a deadline marks none."""
-    provider = job.provider
-    if not isinstance(provider, DeadlineProvider) or not waiting:
+    lanes = job.deadline
+    if lanes is None or not waiting:
         return []
-    at = provider.deadline_at()
+    at = lanes.deadline_at()
     if at is None:
         return []
     state = job.state
     attempts = {shard: state.progress(shard).attempt for shard in waiting}
-    marked = [s for s in waiting if provider.sent_late(s, attempts[s])]
+    marked = [s for s in waiting if lanes.sent_late(s, attempts[s])]
     rest = [s for s in waiting if s not in marked]
     now, sent = time.time(), _sent(running)
     wait_s = max(now - max(sent), 0.0) if sent else 0.0
-    fit = _fit(job, provider)
+    fit = _fit(job)
     if fit is None:
-        turnaround = expected_turnaround(job, provider, sent, now)
+        turnaround = expected_turnaround(job, sent, now)
         turnarounds = dict.fromkeys(rest, turnaround)
     else:  # each shard's p90 for its size
         rows = {info.key: info.rows for info in state.manifest() or []}
@@ -118,7 +116,7 @@ def escalate_waiting(
     late = unreachable(
         rest,
         now=now,
-        cutoff=at - margin(provider.duration_s),
+        cutoff=at - margin(lanes.duration_s),
         wait_s=wait_s,
         turnaround_s=turnarounds,
         probe=probe,
@@ -140,15 +138,15 @@ def cancel_unreachable(job: "Job", running: Sequence[Submission]) -> list[Submis
     """Cancel (once each) the job's batches in flight expected to end past the deadline's
     margin; their shards' next attempts go through the late lanes. Returns those cancelled
     now."""
-    provider = job.provider
-    if not isinstance(provider, DeadlineProvider) or not running or provider.deadline_due():
+    lanes = job.deadline
+    if lanes is None or not running or lanes.deadline_due():
         return []
-    at = provider.deadline_at()
+    at = lanes.deadline_at()
     if at is None:
         return []
-    now, cutoff = time.time(), at - margin(provider.duration_s)
-    fit = _fit(job, provider)
-    turnaround = expected_turnaround(job, provider, _sent(running), now)
+    now, cutoff = time.time(), at - margin(lanes.duration_s)
+    fit = _fit(job)
+    turnaround = expected_turnaround(job, _sent(running), now)
     cancelled = []
     for sub in running:
         sent = submitted_at(sub)
@@ -162,22 +160,20 @@ def cancel_unreachable(job: "Job", running: Sequence[Submission]) -> list[Submis
     return cancelled
 
 
-def expected_turnaround(
-    job: "Job", provider: DeadlineProvider, sent: Sequence[float], now: float
-) -> float:
+def expected_turnaround(job: "Job", sent: Sequence[float], now: float) -> float:
     """A batch's expected turnaround: the history's median, or twice the age of the oldest
     batch in flight (``sent``: when they were sent), whichever is longer."""
     oldest = 2 * (now - min(sent)) if sent else 0.0
-    median = None if job.costs is None else _median(job, provider)
+    median = None if job.costs is None else _median(job)
     return max(oldest, median or 0.0)
 
 
-def _fit(job: "Job", provider: DeadlineProvider) -> TurnaroundFit | None:
+def _fit(job: "Job") -> TurnaroundFit | None:
     """The provider and model's turnaround by batch size, where the history has one."""
     if job.costs is None:
         return None
-    return history_fit(job.costs, provider.provider_name, job.spec.model)
+    return history_fit(job.costs, job.wire.provider_name, job.spec.model)
 
 
-def _median(job: "Job", provider: DeadlineProvider) -> float | None:
-    return turnaround_limit(job.costs, provider.provider_name, job.spec.model, MEDIAN)
+def _median(job: "Job") -> float | None:
+    return turnaround_limit(job.costs, job.wire.provider_name, job.spec.model, MEDIAN)

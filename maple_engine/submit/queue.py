@@ -49,7 +49,6 @@ from maple_engine.settings import knob
 from maple_engine.storage.claims import driver_gone
 from maple_engine.storage.layout import queue_file
 from maple_engine.storage.storage import Storage
-from maple_engine.submit.deadline import deadline_due as provider_deadline_due
 from maple_engine.submit.escalation import escalate_waiting, in_flight, is_late
 
 if TYPE_CHECKING:
@@ -85,15 +84,15 @@ class Queue:
 
 def deadline_due(job: "Job") -> bool:
     """Whether the job's deadline is due: its attempts go real-time, nothing waits to queue."""
-    return provider_deadline_due(job.provider)
+    return job.deadline_due()
 
 
 def queue_of(job: "Job") -> Queue | None:
     """The queue the job's batches go into, or None when no queue limit applies."""
     if job.mode != "batch" or job.costs is None:
         return None
-    name, model = job.provider.provider_name, job.spec.model
-    queue = job.provider.capabilities.queue
+    name, model = job.wire.provider_name, job.spec.model
+    queue = job.wire.capabilities.queue
     if queue == "requests":
         return Queue(name, model, "requests", probe=False)
     if queue == "enqueued-tokens":
@@ -158,7 +157,7 @@ def team_weight(team: str) -> float:
 
 def units(job: "Job", queue: Queue, shard: str, attempt: int) -> int:
     """Prompt tokens (or requests) of one shard attempt, from its kept estimate."""
-    plan = kept_estimate(job.state, job.spec, job.provider.provider_name, shard, attempt)
+    plan = kept_estimate(job.state, job.spec, job.wire.provider_name, shard, attempt)
     return plan.requests if queue.unit == "requests" else plan.input_tokens
 
 
@@ -293,7 +292,7 @@ def admitted(job: "Job", shard: str, attempt: int, chain: "Chain | None" = None)
         return True
     if chain is not None:  # a late shard leaves the chain: the sensor sends it with the others
         return chain.admit(job, queue, shard, attempt)
-    if is_late(job.provider, shard, attempt):
+    if is_late(job, shard, attempt):
         return True
     return _admit(job, queue, shard, attempt, probe=False).admitted
 
@@ -384,7 +383,7 @@ def submit(job: "Job", payload: ShardPayload, chain: Chain | None = None) -> Sub
     queue = queue_of(job)
     key = (payload.job, payload.shard, payload.attempt)
     try:
-        submission = job.provider.submit(payload)
+        submission = job.attempt_lane(payload.shard, payload.attempt).submit(payload)
     except QueueFull as exc:
         if queue is None or job.costs is None:
             raise

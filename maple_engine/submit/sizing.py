@@ -3,7 +3,7 @@
 its provider and model, the time left and the provider queue's limit.
 
 A deadline counts from the start of the job's version; its batches must end before the
-deadline's margin, when the rest goes real-time (`maple_engine.submit.deadline`). A target
+deadline's margin, when the rest goes real-time (`maple_engine.send.deadline_lanes`). A target
 (``--target-hours``) only sizes the shards. A version's sizing is written in its manifest, so a
 resumed job keeps the shard layout it recorded.
 """
@@ -14,8 +14,8 @@ from collections.abc import Callable
 from maple_engine.job import Job
 from maple_engine.plan.sharding import shard_limits
 from maple_engine.plan.turnaround import Sizing, TurnaroundFit, choose_size, history_fit
+from maple_engine.send.deadline_lanes import margin
 from maple_engine.spec import JobSpec
-from maple_engine.submit.deadline import margin
 from maple_engine.submit.queue import limit_of, queue_of
 
 
@@ -50,14 +50,14 @@ def sized(job: Job) -> bool:
 def plan_size(job: Job, rows: int, started_at: float) -> Sizing:
     """The shard size for ``rows`` requests of ``job`` (see `sized`; a job without a deadline
     or target gets full batches and their expected finish)."""
-    fit = history_fit(job.costs, job.provider.provider_name, job.spec.model)
-    max_requests, _ = shard_limits(job.spec, job.provider)
+    fit = history_fit(job.costs, job.wire.provider_name, job.spec.model)
+    max_requests, _ = shard_limits(job.spec, job.wire)
     return choose_size(
         rows,
         fit,
         target_s(job.spec, started_at),
         max_requests,
-        min_requests=job.provider.limits().min_requests,
+        min_requests=job.wire.limits().min_requests,
         in_flight=in_flight_requests(job, fit),
     )
 

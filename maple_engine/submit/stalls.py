@@ -7,19 +7,22 @@ once at least `MIN_COMPLETED` batches of that provider and model completed in th
 with a deadline escalates them at once instead of waiting for the deadline: the batch is
 cancelled (what it ran is collected as usual) and every later attempt of its shard goes through
 the provider's flex twin while the time left allows, else its real-time twin
-(`maple_engine.submit.deadline`).
+(`maple_engine.send.deadline_lanes`).
 """
 
 import dataclasses
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from maple_engine.ledger.batch_history import HistoryFilter
 from maple_engine.model import BatchState, Submission, is_realtime
 from maple_engine.plan.turnaround import HISTORY_DAYS, TurnaroundFit, history_fit
 from maple_engine.report.batch_stats import duration_text, turnaround_quantile
 from maple_engine.submit.deadline import cancel_once
+
+if TYPE_CHECKING:
+    from maple_engine.job import Job
 
 MIN_COMPLETED = 5
 
@@ -82,7 +85,7 @@ def stalled(
     return found
 
 
-def escalate_stalled(job: Any, states: list[tuple[Submission, BatchState]]) -> list[Stall]:
+def escalate_stalled(job: "Job", states: list[tuple[Submission, BatchState]]) -> list[Stall]:
     """With a deadline: cancel the job's stalled batches (once each) and mark their shards so
     that every later attempt goes flex or real-time. Returns the batches cancelled now."""
     if job.spec.deadline_s is None or job.costs is None:

@@ -15,7 +15,7 @@ from moto.server import ThreadedMotoServer
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.binding import provider_key
+from maple_assets.binding import job_decorations, provider_key
 from maple_assets.cli.commands import main
 from maple_assets.factory import enrichment
 from maple_assets.wiring import maple_resources
@@ -216,8 +216,10 @@ def test_a_teams_bedrock_jobs_carry_its_tags(s3_url: str, monkeypatch: pytest.Mo
     with bedrock_emulator(s3_url, monkeypatch, bedrock_min_records=2) as server:
         provider = env_provider("bedrock", storage_root=f"s3://{BUCKET}/t", min_records=2)
         provider = provider.model_copy(update={"team_attribution": teams})
-        tagged = provider.for_team("catalog").submit(payload(provider, 2, "s00000"))
-        plain = provider.for_team("other").submit(payload(provider, 2, "s00001"))
+        catalog = provider.decorated(job_decorations(provider, team="catalog"))
+        other = provider.decorated(job_decorations(provider, team="other"))
+        tagged = catalog.submit(payload(provider, 2, "s00000"))
+        plain = other.submit(payload(provider, 2, "s00001"))
         client = boto3.client("bedrock", endpoint_url=server.url)
         assert client.list_tags_for_resource(resourceARN=tagged.batch_id)["tags"] == [
             {"key": "team", "value": "catalog"},

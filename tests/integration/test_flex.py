@@ -17,9 +17,10 @@ from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import TokenUsage, cost_usd
 from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
+from maple_engine.send.deadline_lanes import DeadlineLanes, deadline_lanes, late_lane
+from maple_engine.send.lane import RealtimeLane
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
-from maple_engine.submit.deadline import DeadlineProvider
 
 ROWS = 150
 
@@ -68,15 +69,22 @@ def test_flex_finishes_at_batch_prices_through_flex_429s(
     assert report["savings_usd"] == pytest.approx(sheet, rel=1e-6)  # half of real-time
 
 
+def late(lanes: DeadlineLanes) -> RealtimeLane:
+    """The late lane for the time left before the lanes' deadline now."""
+    at = lanes.deadline_at()
+    assert at is not None
+    return late_lane(lanes, at - time.time())
+
+
 def test_a_deadline_sends_late_rows_by_flex_while_time_allows(tmp_path: Path) -> None:
     storage = Storage(str(tmp_path))
     batch = OpenAIBatchProvider(api_key="k", base_url="http://127.0.0.1:1/v1")
-    provider = DeadlineProvider(batch, storage, "job", duration_s=6 * 3600, kind=CHAT)
+    provider = deadline_lanes(batch, storage, "job", 6 * 3600, CHAT)
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 5.6 * 3600})
     assert provider.deadline_due()
-    assert provider.late_provider().provider_name == "openai-flex"  # 24 minutes left
+    assert late(provider).wire.provider_name == "openai-flex"  # 24 minutes left
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 5.9 * 3600})
-    assert provider.late_provider().provider_name == "openai-realtime"  # 6 minutes left
+    assert late(provider).wire.provider_name == "openai-realtime"  # 6 minutes left
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 3 * 3600})
     assert not provider.deadline_due()
 
@@ -87,15 +95,15 @@ def test_the_last_lane_is_the_priority_tier(tmp_path: Path) -> None:
     embeddings."""
     storage = Storage(str(tmp_path))
     batch = OpenAIBatchProvider(api_key="k", base_url="http://127.0.0.1:1/v1")
-    provider = DeadlineProvider(batch, storage, "job", duration_s=6 * 3600, kind=CHAT)
+    provider = deadline_lanes(batch, storage, "job", 6 * 3600, CHAT)
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 5.9 * 3600})
-    assert provider.late_provider().provider_name == "openai-realtime"  # 6 minutes left
+    assert late(provider).wire.provider_name == "openai-realtime"  # 6 minutes left
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 5.97 * 3600})
-    assert provider.late_provider().provider_name == "openai-priority"  # 1.8 minutes left
+    assert late(provider).wire.provider_name == "openai-priority"  # 1.8 minutes left
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 7 * 3600})
-    assert provider.late_provider().provider_name == "openai-priority"  # past the deadline
-    embeds = DeadlineProvider(batch, storage, "job", duration_s=6 * 3600, kind=EMBEDDING)
-    assert embeds.late_provider().provider_name == "openai-realtime"
+    assert late(provider).wire.provider_name == "openai-priority"  # past the deadline
+    embeds = deadline_lanes(batch, storage, "job", 6 * 3600, EMBEDDING)
+    assert late(embeds).wire.provider_name == "openai-realtime"
 
 
 def test_an_embedding_job_is_never_sent_to_flex(tmp_path: Path) -> None:
@@ -104,9 +112,9 @@ def test_an_embedding_job_is_never_sent_to_flex(tmp_path: Path) -> None:
     rows went to flex, were billed, and every rerun failed them with "invalid base64")."""
     storage = Storage(str(tmp_path))
     batch = OpenAIBatchProvider(api_key="k", base_url="http://127.0.0.1:1/v1")
-    provider = DeadlineProvider(batch, storage, "job", duration_s=6 * 3600, kind=EMBEDDING)
+    provider = deadline_lanes(batch, storage, "job", 6 * 3600, EMBEDDING)
     storage.write_json(JobLayout("job").version, {"created_at": time.time() - 5.6 * 3600})
-    assert provider.late_provider().provider_name == "openai-realtime"  # 24 minutes: not flex
+    assert late(provider).wire.provider_name == "openai-realtime"  # 24 minutes: not flex
     source = tmp_path / "in.parquet"
     pl.DataFrame({"title": ["a", "b"]}).write_parquet(source)
     args = ["embed", str(source), "--text", "{title}", "--model", "text-embedding-3-small"]

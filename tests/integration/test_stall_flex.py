@@ -16,9 +16,9 @@ from maple_engine.model import CHAT, batch_priced
 from maple_engine.providers.base import ShardPayload
 from maple_engine.providers.gemini.batch import GeminiBatchProvider
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
+from maple_engine.send.deadline_lanes import attempt_lane, deadline_lanes, submission_lane
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
-from maple_engine.submit.deadline import DeadlineProvider
 
 ROWS = 6
 
@@ -49,16 +49,15 @@ def test_a_stalled_shard_tries_flex_first(
 ) -> None:
     storage = Storage(str(tmp_path))
     batch, model = batch_provider(family, emulator_server.url)
-    provider = DeadlineProvider(batch, storage, "job", duration_s=2 * 3600, kind=CHAT)
+    lanes = deadline_lanes(batch, storage, "job", 2 * 3600, CHAT)
     started = time.time() - (2 - hours_left) * 3600
     storage.write_json(JobLayout("job").version, {"created_at": started})
     storage.write_json(JobLayout("job").stall_cancel("s00000", 1), {"batch_id": "batch_1"})
 
-    sub = provider.submit(
-        payload(family, model, 2)
-    )  # attempt 2 of the shard whose attempt 1 stalled
-    state = provider.poll([sub])[sub.batch_id]
-    rows = provider.results(sub, state)
+    sent = payload(family, model, 2)  # attempt 2 of the shard whose attempt 1 stalled
+    sub = attempt_lane(lanes, sent.shard, sent.attempt).submit(sent)
+    sender = submission_lane(lanes, sub)
+    rows = sender.results(sub, sender.poll([sub])[sub.batch_id])
     stats = emulator_server.stats()
 
     assert (rows["status"] == "succeeded").all() and rows.height == ROWS

@@ -14,7 +14,7 @@ import polars as pl
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from maple_assets.binding import provider_key
+from maple_assets.binding import job_decorations, provider_key
 from maple_assets.factory import enrichment
 from maple_assets.graph.reconcile import reconcile_asset
 from maple_assets.wiring import billing_resource, maple_resources
@@ -89,11 +89,12 @@ def _chat(
 def test_the_reports_group_by_project_and_workspace() -> None:
     config = EmulatorConfig(batch_seconds=0, workspaces={"sk-ant-a": "wrkspc_a"})
     with EmulatorServer(config) as server:
-        provider = OpenAIRealtimeProvider(
+        plain = OpenAIRealtimeProvider(
             base_url=f"{server.url}/v1",
             api_key="sk-maple",
             team_attribution=orjson.dumps(MAP).decode(),
-        ).for_team("bakery")
+        )
+        provider = plain.decorated(job_decorations(plain, team="bakery"))
         _chat(server, {"Authorization": "Bearer sk-maple", **provider.extra_headers})
         _chat(server, {"Authorization": "Bearer sk-maple", "OpenAI-Project": "proj_other"})
         _chat(server, {"Authorization": "Bearer sk-maple"})

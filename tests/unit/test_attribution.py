@@ -4,17 +4,20 @@ ledger against a bill grouped by project (unknown projects flagged)."""
 import re
 from datetime import date
 from pathlib import Path
+from typing import TypeVar
 
 import orjson
 import polars as pl
 import pytest
 
+from maple_assets.binding import job_decorations
 from maple_engine.errors import ConfigError
 from maple_engine.ledger.reconcile import REPORT_SCHEMA, Tolerance, by_team, drift_lines
 from maple_engine.providers.anthropic.batch import AnthropicBatchProvider
 from maple_engine.providers.anthropic.realtime import AnthropicRealtimeProvider
 from maple_engine.providers.attribution import EMPTY, load_attribution, parse_attribution
 from maple_engine.providers.azure.batch import AzureOpenAIBatchProvider
+from maple_engine.providers.base import ProviderModel
 from maple_engine.providers.bedrock.batch import BedrockBatchProvider
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
 from maple_engine.providers.openai.flex import OpenAIFlexProvider
@@ -73,56 +76,65 @@ def test_an_unreadable_file_names_the_variable(tmp_path: Path) -> None:
     assert load_attribution(str(good)).of("search").openai_project == "proj_search"
 
 
+_M = TypeVar("_M", bound=ProviderModel)
+
+
+def for_team(provider: _M, team: str) -> _M:
+    """``provider`` attributing what it sends to ``team``'s accounts."""
+    return provider.decorated(job_decorations(provider, team=team))
+
+
 def test_openai_providers_send_the_teams_project_header() -> None:
     batch = OpenAIBatchProvider(api_key="k", team_attribution=TEXT)
     assert "OpenAI-Project" not in batch.extra_headers  # no team yet
-    catalog = batch.for_team("catalog")
+    catalog = for_team(batch, "catalog")
     assert catalog.extra_headers == {"OpenAI-Project": "proj_cat"}
-    assert catalog.for_team("catalog") is catalog
-    assert batch.for_team("unmapped").extra_headers == {}
-    flex = OpenAIFlexProvider(api_key="k", team_attribution=TEXT).for_team("search")
+    assert for_team(catalog, "catalog") is catalog
+    assert for_team(batch, "unmapped").extra_headers == {}
+    flex = for_team(OpenAIFlexProvider(api_key="k", team_attribution=TEXT), "search")
     assert flex.extra_headers == {"OpenAI-Project": "proj_search"}
-    given = batch.with_headers({"openai-project": "proj_mine"}).for_team("catalog")
+    mine = job_decorations(batch, headers={"openai-project": "proj_mine"}, team="catalog")
+    given = batch.decorated(mine)
     assert given.extra_headers == {"openai-project": "proj_mine"}  # the user's header wins
 
 
 def test_apis_without_projects_send_no_project_header() -> None:
     azure = AzureOpenAIBatchProvider(api_key="k", base_url="https://x.openai.azure.com")
     assert (
-        azure.model_copy(update={"team_attribution": TEXT}).for_team("catalog").extra_headers == {}
+        for_team(azure.model_copy(update={"team_attribution": TEXT}), "catalog").extra_headers == {}
     )
     together = build_provider("together", api_key="k", team_attribution=TEXT)
-    assert together.for_team("catalog").extra_headers == {}  # type: ignore[union-attr]
+    assert for_team(together, "catalog").extra_headers == {}  # type: ignore[type-var]
     assert capabilities("azure-openai").attribution is None
     assert capabilities("together-realtime").attribution is None
 
 
 def test_the_emulator_provider_takes_projects_as_openai_does() -> None:
     provider = build_provider("emulator", "http://127.0.0.1:1", team_attribution=TEXT)
-    assert provider.for_team("catalog").extra_headers == {"OpenAI-Project": "proj_cat"}  # type: ignore[union-attr]
+    assert for_team(provider, "catalog").extra_headers == {"OpenAI-Project": "proj_cat"}  # type: ignore[type-var]
 
 
 def test_an_anthropic_team_sends_with_its_workspaces_key() -> None:
     keys = orjson.dumps({"wrkspc_cat": "sk-ant-cat"}).decode()
     batch = AnthropicBatchProvider(api_key="sk-ant-org", team_attribution=TEXT, workspace_keys=keys)
     assert batch.sending_key(batch.api_key) == "sk-ant-org"
-    catalog = batch.for_team("catalog")
+    catalog = for_team(batch, "catalog")
     assert catalog.sending_key(catalog.api_key) == "sk-ant-cat"
     assert catalog.twin_settings()["api_key"] == "sk-ant-cat"  # the deadline's twin too
-    assert batch.for_team("search").sending_key("sk-ant-org") == "sk-ant-org"  # no workspace
+    assert for_team(batch, "search").sending_key("sk-ant-org") == "sk-ant-org"  # no workspace
     realtime = AnthropicRealtimeProvider(api_key="sk-ant-org", team_attribution=TEXT)
     with pytest.raises(ConfigError, match="ANTHROPIC_WORKSPACE_KEYS has no API key"):
-        realtime.for_team("catalog").check_credentials()
+        for_team(realtime, "catalog").check_credentials()
     wrong = AnthropicBatchProvider(api_key="x", team_attribution=TEXT, workspace_keys="[1]")
     with pytest.raises(ConfigError, match="must be a JSON object") as caught:
-        wrong.for_team("catalog").check_credentials()
+        for_team(wrong, "catalog").check_credentials()
     assert "[1]" not in str(caught.value)
 
 
 def test_bedrock_jobs_carry_the_teams_tags() -> None:
     provider = BedrockBatchProvider(storage_root="s3://b/p", team_attribution=TEXT)
     assert provider._tags() == {}
-    tags = provider.for_team("catalog")._tags()
+    tags = for_team(provider, "catalog")._tags()
     assert tags == {
         "tags": [{"key": "team", "value": "catalog"}, {"key": "cost-center", "value": "42"}]
     }

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from maple_assets.binding import job_decorations
 from maple_engine.errors import ConfigError
 from maple_engine.providers.extra_body import form_fields, parse_extra_body
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
@@ -75,14 +76,16 @@ def test_the_spec_keeps_fields_out_of_its_dump_repr_and_fingerprint() -> None:
 
 def test_a_batch_api_with_files_and_batches_takes_fields_in_a_copy_that_shows_none() -> None:
     provider = OpenAIBatchProvider(api_key="k")
-    bodied = provider.with_extra_body({"key": SECRET})
+    decorations = job_decorations(provider, extra_body={"key": SECRET})
+    bodied = provider.decorated(decorations)
     assert provider.extra_body == {} and bodied.extra_body == {"key": SECRET}
-    assert bodied.with_extra_body({"key": SECRET}) is bodied
-    assert SECRET not in repr(bodied) + str(bodied.model_dump())
+    assert bodied.decorated(job_decorations(provider, extra_body={"key": SECRET})) is bodied
+    assert SECRET not in repr(bodied) + str(bodied.model_dump()) + repr(decorations)
 
 
 def test_a_field_maple_sets_itself_is_refused_before_any_call() -> None:
-    provider = OpenAIBatchProvider(api_key="k").with_extra_body({"completion_window": "1h"})
+    plain = OpenAIBatchProvider(api_key="k")
+    provider = plain.decorated(job_decorations(plain, extra_body={"completion_window": "1h"}))
     with pytest.raises(ConfigError, match="--extra-body completion_window: Maple sets"):
         provider.check_credentials()
 
@@ -90,6 +93,6 @@ def test_a_field_maple_sets_itself_is_refused_before_any_call() -> None:
 @pytest.mark.parametrize("name", ["anthropic", "gemini", "openai-realtime", "gemini-realtime"])
 def test_a_provider_without_such_control_calls_refuses_fields(name: str, tmp_path: object) -> None:
     provider = build_provider(name, storage_root=str(tmp_path))
-    assert provider.with_extra_body({}) is provider
+    assert provider.decorated(job_decorations(provider, extra_body={})) is provider
     with pytest.raises(ConfigError, match=f"--extra-body: {name} sends no control calls"):
-        provider.with_extra_body({"key": SECRET})
+        job_decorations(provider, extra_body={"key": SECRET})

@@ -3,6 +3,7 @@ that never shows a value, and that a job's spec keeps them out of what it stores
 
 import pytest
 
+from maple_assets.binding import job_decorations
 from maple_engine.errors import ConfigError
 from maple_engine.providers.headers import parse_headers
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
@@ -53,7 +54,8 @@ def test_the_spec_keeps_headers_out_of_its_dump_repr_and_fingerprint() -> None:
 
 def test_a_provider_with_headers_is_a_copy_that_shows_and_dumps_none_of_them() -> None:
     provider = OpenAIBatchProvider(api_key="k")
-    headed = provider.with_headers({"x-gw": SECRET})
+    decorations = job_decorations(provider, headers={"x-gw": SECRET})
+    headed = provider.decorated(decorations)
     assert provider.extra_headers == {} and headed.extra_headers == {"x-gw": SECRET}
-    assert headed.with_headers({"x-gw": SECRET}) is headed
-    assert SECRET not in repr(headed) + str(headed.model_dump())
+    assert headed.decorated(job_decorations(provider, headers={"x-gw": SECRET})) is headed
+    assert SECRET not in repr(headed) + str(headed.model_dump()) + repr(decorations)

@@ -193,3 +193,40 @@ def test_the_engine_scan_sees_an_upward_import(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text("def f():\n    from maple_engine.steps import collect_shard\n")
     assert "maple_engine.steps" in imported_modules(sample)
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Every engine module and the engine modules it imports (lazy imports included)."""
+    paths = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): p
+        for p in sorted((ROOT / "maple_engine").rglob("*.py"))
+    }
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+        graph[name] = {n for n in names if n in paths and n != name}
+    return graph
+
+
+def test_no_engine_module_imports_itself_back() -> None:
+    """No cycle among the engine's modules, inside a folder either (the provider seam's
+    `maple_engine.providers.decorations` sits below `maple_engine.providers.base`, the lanes
+    of `maple_engine.send.lane` below the deadline's)."""
+    graph = module_imports()
+    cycles = []
+    for start in graph:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            module = todo.pop()
+            if module == start:
+                cycles.append(start)
+                break
+            if module not in seen:
+                seen.add(module)
+                todo.extend(graph[module])
+    assert cycles == []

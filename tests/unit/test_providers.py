@@ -13,18 +13,19 @@ from typing import Any
 import pytest
 
 from maple_engine.errors import ConfigError
-from maple_engine.providers.base import BATCH_FILE_LIMITS, Provider, ProviderModel
+from maple_engine.providers.base import BATCH_FILE_LIMITS, Lane, ProviderModel, Wire
 from maple_engine.providers.registry import (
     BATCH_PROVIDERS,
     DEFAULT_PROVIDER,
     PROVIDERS,
     REALTIME_PROVIDERS,
+    Built,
     build_provider,
     capabilities,
     known_capabilities,
 )
-from maple_engine.send.lane import lane_of
-from maple_engine.submit.deadline import realtime_twin
+from maple_engine.send.deadline_lanes import realtime_twin
+from maple_engine.send.lane import RealtimeLane, lane_of
 
 ROOT = Path(__file__).resolve().parents[2]
 # Read, for each rule that differs by provider, from a built provider: they must agree with the
@@ -37,30 +38,43 @@ EXEMPT = (
 )
 
 
-def built(name: str, tmp_path: Path) -> Provider:
+def built(name: str, tmp_path: Path) -> Built:
     return build_provider(name, emulator_url="http://127.0.0.1:1", storage_root=str(tmp_path))
 
 
-def protocol_members() -> list[str]:
-    return [n for n in vars(Provider) if not n.startswith("_")] + ["capabilities"]
+def missing_members(protocol: type, obj: object) -> list[str]:
+    """The members of ``protocol`` that ``obj`` lacks, or has but cannot call where the
+    protocol declares a method."""
+    members = [n for n in vars(protocol) if not n.startswith("_")]
+    absent = [m for m in members if not hasattr(obj, m)]
+    uncallable = [
+        m
+        for m in members
+        if m not in absent
+        and inspect.isfunction(vars(protocol).get(m))
+        and not callable(getattr(obj, m))
+    ]
+    return absent + uncallable
 
 
 @pytest.mark.parametrize("name", PROVIDERS)
 def test_every_name_builds_a_provider_of_the_protocol(name: str, tmp_path: Path) -> None:
-    """Every name builds a provider class; what a job drives of it (a real-time provider through
-    its lane) has every member of the protocol."""
-    assert isinstance(built(name, tmp_path), ProviderModel)
-    provider = lane_of(built(name, tmp_path))
-    missing = [m for m in protocol_members() if not hasattr(provider, m)]
-    assert missing == []
-    abstract = [
-        m
-        for m in protocol_members()
-        if inspect.isfunction(vars(Provider).get(m)) and not callable(getattr(provider, m))
-    ]
-    assert abstract == []
-    assert provider.provider_name == name
-    assert provider.mode == capabilities(name).mode
+    """Every name builds a provider class, a `Wire`; what a job drives of it (a real-time
+    provider through its lane) is a `Lane` whose wire is that provider."""
+    provider = built(name, tmp_path)
+    assert isinstance(provider, ProviderModel)
+    lane = lane_of(provider)
+    assert missing_members(Wire, provider) == []
+    assert missing_members(Lane, lane) == []
+    assert lane.wire is provider
+    assert lane.wire.provider_name == name
+    assert lane.wire.mode == capabilities(name).mode
+
+
+def test_the_real_time_lane_declares_no_wire_member() -> None:
+    """The lane holds its provider as ``wire`` rather than forwarding each wire member."""
+    wire_members = {n for n in vars(Wire) if not n.startswith("_")}
+    assert wire_members & set(vars(RealtimeLane)) == set()
 
 
 @pytest.mark.parametrize("name", PROVIDERS)
@@ -98,8 +112,8 @@ def test_a_deadline_falls_back_on_the_twin_of_the_same_api(name: str, tmp_path: 
             realtime_twin(batch, str(tmp_path))
         return
     twin = realtime_twin(batch, str(tmp_path))
-    assert (twin.provider_name, twin.mode) == (twin_name, "realtime")
-    settings = twin.provider
+    assert (twin.wire.provider_name, twin.wire.mode) == (twin_name, "realtime")
+    settings = twin.wire
     assert (settings.base_url, settings.api_key) == (batch.base_url, batch.api_key)
     assert settings.checkpoint_root == str(tmp_path)
 
@@ -129,7 +143,7 @@ def provider_classes() -> frozenset[type]:
 def provider_class_names() -> set[str]:
     """The provider classes' names. ``RealtimeProvider`` is not one of them: it is the real-time
     core's interface, which the sending stage drives (`maple_engine.send.lane`) as the job
-    drives `Provider`; what differs by provider stays behind it."""
+    drives a `Lane`; what differs by provider stays behind it."""
     return {c.__name__ for c in provider_classes()}
 
 

@@ -22,7 +22,7 @@ from maple_engine.ledger.queues import (
     release_slot,
 )
 from maple_engine.ledger.schema import queue_slots
-from maple_engine.submit.deadline import margin
+from maple_engine.send.deadline_lanes import margin
 from maple_engine.submit.queue import parse_limit
 from resources.costs import CostTracker
 

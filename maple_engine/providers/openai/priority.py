@@ -1,7 +1,7 @@
 """OpenAI's priority tier: ``POST /chat/completions`` (or ``/responses``) with ``service_tier:
 "priority"``, one request per row: faster than standard real time, at a higher price.
 
-A deadline's last lane (`maple_engine.submit.deadline`): the rows still unanswered when
+A deadline's last lane (`maple_engine.send.deadline_lanes`): the rows still unanswered when
 standard real time may no longer be in time. Booked at the tier's price (``priority_multiple``
 times the standard price, 2 unless the price file says otherwise: `maple_engine.ledger.pricing`).
 """

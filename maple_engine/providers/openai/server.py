@@ -12,7 +12,7 @@ schema, as llama.cpp's Python server takes it), found by one probe request at fi
 when the job does not say.
 """
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Self
 
 import httpx
 import orjson
@@ -81,7 +81,7 @@ class OpenAIServerProvider(OpenAIRealtimeProvider):
         form = wire.JSON_SCHEMA if self.schema_format == AUTO else self.schema_format
         return wire.body_expr(spec, user, image, form)
 
-    def settle_schema_format(self, schema: Any) -> "OpenAIServerProvider":
+    def settle_schema_format(self, schema: dict[str, Any]) -> Self:
         """This provider with the ``response_format`` form the server takes for ``schema``: the
         configured one, else the first of OpenAI's strict form and llama.cpp's ``json_object``
         that a one-token request is answered without an error; a `ConfigError` when neither."""
