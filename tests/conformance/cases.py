@@ -49,7 +49,7 @@ class Case:
     embed_model: str | None = None  # a model for `maple embed`; None: it does not embed
     embed_flags: tuple[str, ...] = ()  # what `maple embed` needs besides (e.g. dimensions)
     rows: int = 12  # rows of a job
-    batch_rows: int = 4  # rows a batch (or real-time shard) takes: Bedrock's jobs need 100
+    batch_rows: int = 6  # rows a batch (or real-time shard) takes: Bedrock's jobs need 100
     on_s3: bool = False  # its storage root must be s3:// (moto's server)
     known_failures: Mapping[str, str] = dataclasses.field(default_factory=dict)  # promise: why
     # The name whose provider code it runs with other variables (an OpenAI-compatible vendor
