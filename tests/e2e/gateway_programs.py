@@ -21,7 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.hostile import clean_env
+from tests.e2e.cli import clean_env
 
 LITELLM = os.environ.get("MAPLE_TEST_LITELLM") or shutil.which("litellm")
 PORTKEY = os.environ.get("MAPLE_TEST_PORTKEY")

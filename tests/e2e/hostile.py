@@ -3,9 +3,7 @@ of the developer's AWS or ``MAPLE_`` settings), at a provider URL, and its stder
 line."""
 
 import dataclasses
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -14,24 +12,15 @@ import polars as pl
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
+from tests.e2e.cli import maple
 from tests.e2e.gateway import gateway
 
-NO_AWS = {
-    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-    "AWS_CONFIG_FILE": "/nonexistent",
-    "AWS_EC2_METADATA_DISABLED": "true",
-}
 #: The notices a provider call that retries writes while it retries (not the job's outcome)
 RETRYING = (
     "maple: real-time requests retrying: ",
     "maple: provider call retrying: ",
     "maple: retrying ",
 )
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MAPLE_"))}
-    return {**env, **NO_AWS, **extra}
 
 
 def one_line(stderr: str) -> str:
@@ -58,11 +47,7 @@ def maple_at(
     and how long it took in seconds."""
     settings = {"OPENAI_BASE_URL": f"{base_url}/v1", "OPENAI_API_KEY": "sk-hostile-test-key"}
     started = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-m", "maple_assets.cli", *args],
-        capture_output=True, text=True, env=clean_env(**settings, **env), timeout=timeout,
-        check=False,
-    )  # fmt: skip
+    result = maple(*args, clean=True, timeout=timeout, **(settings | env))
     return result, time.monotonic() - started
 
 

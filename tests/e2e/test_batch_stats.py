@@ -11,7 +11,7 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from tests.e2e.test_cli_enrich import maple
+from tests.e2e.cli import NO_OPENAI_KEY, maple
 
 CSV_COLUMNS = [
     "provider", "model", "job", "team", "batch_id", "requests", "created_at", "completed_at",
@@ -37,7 +37,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]
                 "--provider", "emulator", "--storage", str(tmp / "store"), "--job", job,
                 "--team", team, "--output", str(tmp / f"{job}.csv"),
                 "--max-requests-per-batch", "4", "--poll-interval", "0.1", "--quiet",
-                env={"MAPLE_EMULATOR_URL": server.url},
+                url=server.url, drop=NO_OPENAI_KEY,
             )  # fmt: skip
             assert done.returncode == 0, done.stderr
         stats = server.stats()
@@ -46,7 +46,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, int]]
 
 def test_every_batch_is_in_the_csv_with_its_turnaround(run: tuple[Path, dict[str, int]]) -> None:
     tmp, emulator_stats = run
-    out = maple("stats", "--storage", str(tmp / "store"), "--csv", str(tmp / "all.csv"), env={})
+    out = maple(
+        "stats", "--storage", str(tmp / "store"), "--csv", str(tmp / "all.csv"), drop=NO_OPENAI_KEY
+    )
     assert out.returncode == 0, out.stderr
     with (tmp / "all.csv").open() as f:
         rows = list(csv.DictReader(f))
@@ -74,7 +76,7 @@ def test_filters_charts_and_the_self_contained_report(run: tuple[Path, dict[str,
     out = maple(
         "stats", "--storage", str(tmp / "store"), "--job", "rye", "--team", "bakery",
         "--provider", "emulator", "--since", "2020-01-01", "--csv", str(tmp / "rye.csv"),
-        "--png", str(tmp / "charts"), "--html", str(tmp / "report.html"), env={},
+        "--png", str(tmp / "charts"), "--html", str(tmp / "report.html"), drop=NO_OPENAI_KEY,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert pl.read_csv(tmp / "rye.csv")["job"].unique().to_list() == ["rye"]
@@ -92,14 +94,23 @@ def test_filters_charts_and_the_self_contained_report(run: tuple[Path, dict[str,
 
 def test_nothing_matching_and_an_unwritable_target(run: tuple[Path, dict[str, int]]) -> None:
     tmp, _ = run
-    none = maple("stats", "--storage", str(tmp / "store"), "--provider", "nobody", env={})
+    none = maple(
+        "stats", "--storage", str(tmp / "store"), "--provider", "nobody", drop=NO_OPENAI_KEY
+    )
     assert none.returncode == 0 and none.stdout.strip() == "No batches recorded (provider nobody)."
     (tmp / "blocker").write_text("a file, not a folder")
     bad = maple(
-        "stats", "--storage", str(tmp / "store"), "--png", str(tmp / "blocker" / "x"), env={}
+        "stats",
+        "--storage",
+        str(tmp / "store"),
+        "--png",
+        str(tmp / "blocker" / "x"),
+        drop=NO_OPENAI_KEY,
     )
     assert bad.returncode == 2
     [line] = bad.stderr.strip().splitlines()
     assert line.startswith("error: --png ") and "writable" in line
-    wrong_day = maple("stats", "--storage", str(tmp / "store"), "--since", "yesterday", env={})
+    wrong_day = maple(
+        "stats", "--storage", str(tmp / "store"), "--since", "yesterday", drop=NO_OPENAI_KEY
+    )
     assert wrong_day.returncode == 2 and "--since" in wrong_day.stderr

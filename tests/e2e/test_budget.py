@@ -2,10 +2,8 @@
 user runs it: a subprocess against an in-process emulator, checked against its billing counters
 and the cost ledger."""
 
-import os
 import re
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import pytest
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from resources.costs import CostTracker
+from tests.e2e.cli import NO_OPENAI_KEY, maple
 
 CATALOG = Path(__file__).parents[2] / "maple_assets" / "data" / "grocery_catalog.csv"
 PROMPT = "Extract the brand and size from: {title} / {description}"
@@ -22,24 +21,10 @@ JOB = "budget_job"
 ROWS = 300
 
 
-def maple(server: EmulatorServer, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in {"MAPLE_COST_DB", "MAPLE_PRICES"}}
-    clean.pop("OPENAI_API_KEY", None)
-    return subprocess.run(
-        [sys.executable, "-m", "maple_assets.cli", *args],
-        capture_output=True,
-        text=True,
-        env={**clean, "MAPLE_EMULATOR_URL": server.url, **env},
-        timeout=600,
-        check=False,
-    )
-
-
 def enrich(
     server: EmulatorServer, tmp_path: Path, *extra: str, shard_rows: int = 60
 ) -> subprocess.CompletedProcess[str]:
     return maple(
-        server,
         "enrich", str(CATALOG), "--prompt", PROMPT, "--model", "gpt-4o-mini",
         "--provider", "emulator", "--storage", str(tmp_path / "store"), "--job", JOB,
         "--output", str(tmp_path / "out.parquet"), "--poll-interval", "0.2",
@@ -47,6 +32,7 @@ def enrich(
         # A known queue limit: batches go out together (an unknown one is probed batch by
         # batch, and these budget checks need batches in flight together).
         "--max-enqueued-tokens", "100000000", *extra,
+        url=server.url, drop=NO_OPENAI_KEY, timeout=600,
     )  # fmt: skip
 
 
@@ -151,13 +137,15 @@ def test_unknown_model_fails_before_submitting_unless_untracked(
         "enrich", str(CATALOG), "--prompt", PROMPT, "--storage", str(tmp_path / "store"),
         "--output", str(tmp_path / "out.parquet"), "--poll-interval", "0.2", "--quiet", *args,
     ]  # fmt: skip
-    refused = maple(server, *common, **env)
+    refused = maple(*common, url=server.url, drop=NO_OPENAI_KEY, timeout=600, **env)
     assert refused.returncode == 2
     assert "No price known for model 'acme-unpriced-1'" in refused.stderr
     assert "--allow-untracked-cost" in refused.stderr
     assert server.stats()["files_uploaded"] == 0 and server.stats()["batches_created"] == 0
 
-    allowed = maple(server, *common, "--allow-untracked-cost", **env)
+    allowed = maple(
+        *common, "--allow-untracked-cost", url=server.url, drop=NO_OPENAI_KEY, timeout=600, **env
+    )
     assert allowed.returncode == 0, allowed.stderr
     frame = pl.read_parquet(tmp_path / "out.parquet")
     assert (frame["llm_status"] == "succeeded").all()

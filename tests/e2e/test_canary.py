@@ -22,7 +22,7 @@ def enrich(url: str, source: Path, store: Path, *extra: str) -> subprocess.Compl
         "--provider", "emulator", "--storage", str(store), "--job", "canaried",
         "--poll-interval", "0.1", "--quiet", "--max-requests-per-batch", "8", *extra,
     ]  # fmt: skip
-    return maple(url, *args)
+    return maple(*args, url=url)
 
 
 def titles(path: Path, count: int, start: int = 0) -> Path:
@@ -75,5 +75,5 @@ def test_a_failing_canary_stops_before_any_batch(tmp_path: Path) -> None:
     assert "top failure refused" in line and "e.g. row " in line
     assert "--canary-min-success" in line
     assert not (tmp_path / "in_enriched.csv").exists()
-    shown = maple(server.url, "status", "canaried", "--storage", str(tmp_path / "store"))
+    shown = maple("status", "canaried", "--storage", str(tmp_path / "store"), url=server.url)
     assert "canary failed" in shown.stdout and line.removeprefix("stopped: ") in shown.stdout

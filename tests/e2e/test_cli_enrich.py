@@ -1,8 +1,6 @@
 """``maple enrich`` as a user runs it: a subprocess against a live emulator, output row by row."""
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import dagster as dg
@@ -12,6 +10,7 @@ from dagster import serialize_value
 from polars.testing import assert_frame_equal
 
 from emulator.server import EmulatorServer
+from tests.e2e.cli import NO_OPENAI_KEY, maple
 
 LLM_COLUMNS = [
     "llm_response",
@@ -30,23 +29,6 @@ LLM_COLUMNS = [
     "llm_batch_id",
     "llm_reused",
 ]
-
-
-def maple(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, **(env or {})}
-    if "OPENAI_API_KEY" not in (env or {}):
-        full_env.pop("OPENAI_API_KEY", None)
-    return subprocess.run(
-        [sys.executable, "-m", "maple_assets.cli", *args],
-        capture_output=True,
-        text=True,
-        env=full_env,
-        cwd=cwd,
-        timeout=300,
-        check=False,
-    )
 
 
 def enrich(
@@ -69,7 +51,8 @@ def enrich(
         "4",
         "--quiet",
         *extra,
-        env={"MAPLE_EMULATOR_URL": server.url},
+        url=server.url,
+        drop=NO_OPENAI_KEY,
     )
 
 
@@ -143,7 +126,7 @@ def test_a_job_name_with_dashes_and_dots_runs_under_that_name(
     assert (tmp_path / "store" / "rye-bread-2026").is_dir()
     again = enrich(emulator_server, tricky_csv, tmp_path, "--job", "rye-bread-2026")
     assert again.returncode == 0, again.stderr
-    status = maple("status", "--storage", str(tmp_path / "store"))
+    status = maple("status", "--storage", str(tmp_path / "store"), drop=NO_OPENAI_KEY)
     assert status.returncode == 0, status.stderr
     assert "rye-bread-2026" in status.stdout
 
@@ -212,32 +195,14 @@ def test_bad_input_fails_before_anything_is_uploaded(
         "emulator",
         "--storage",
         str(tmp_path / "store"),
-        env={"MAPLE_EMULATOR_URL": emulator_server.url},
+        url=emulator_server.url,
+        drop=NO_OPENAI_KEY,
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert message in result.stderr
     assert "Traceback" not in result.stderr
     stats = emulator_server.stats()
     assert stats["files_uploaded"] == 0 and stats["batches_created"] == 0
-
-
-def test_missing_api_key_is_a_clear_error(tmp_path: Path) -> None:
-    source = tmp_path / "in.csv"
-    pl.DataFrame({"title": ["a"]}).write_csv(source)
-    result = maple(
-        "enrich",
-        str(source),
-        "--prompt",
-        "{title}",
-        "--model",
-        "gpt-4o-mini",
-        "--provider",
-        "openai",
-        "--storage",
-        str(tmp_path / "store"),
-    )
-    assert result.returncode == 2
-    assert "OPENAI_API_KEY is not set" in result.stderr
 
 
 def test_secrets_never_reach_output_or_state(
@@ -259,7 +224,8 @@ def test_secrets_never_reach_output_or_state(
         str(tmp_path / "store"),
         "--poll-interval",
         "0.1",
-        env={"OPENAI_API_KEY": secret, "OPENAI_BASE_URL": f"{emulator_server.url}/v1"},
+        OPENAI_API_KEY=secret,
+        OPENAI_BASE_URL=f"{emulator_server.url}/v1",
     )
     assert result.returncode == 0, result.stderr
     assert secret not in result.stdout + result.stderr
@@ -296,7 +262,7 @@ def test_realtime_limits_from_the_command_line(
         "0.1",
         "--quiet",
     ]
-    wrong = maple(*common, "--provider", "openai", "--rpm", "60", env=env)
+    wrong = maple(*common, "--provider", "openai", "--rpm", "60", **env)
     assert wrong.returncode == 2
     assert "--rpm only apply to real-time providers" in wrong.stderr
     result = maple(
@@ -309,7 +275,7 @@ def test_realtime_limits_from_the_command_line(
         "2",
         "--output",
         str(tmp_path / "rt.csv"),
-        env=env,
+        **env,
     )
     assert result.returncode == 0, result.stderr
     assert pl.read_csv(tmp_path / "rt.csv")["llm_status"].to_list() == ["succeeded"] * 6

@@ -34,11 +34,10 @@ def test_deadline_shorter_than_the_batch_sends_the_rest_real_time(tmp_path: Path
     with EmulatorServer(config) as server:
         started = time.monotonic()
         result = maple(
-            server.url,
             "enrich", str(source), "--prompt", "Brand of: {title}", "--model", "gpt-4o-mini",
             "--provider", "emulator", "--storage", str(tmp_path / "store"), "--job", "late",
             "--output", str(tmp_path / "out.parquet"), "--poll-interval", "0.2", "--quiet",
-            "--max-requests-per-batch", "20", "--deadline", "10s",
+            "--max-requests-per-batch", "20", "--deadline", "10s", url=server.url,
         )  # fmt: skip
         wall = time.monotonic() - started
         stats = server.stats()
@@ -63,10 +62,9 @@ def test_deadline_shorter_than_the_batch_sends_the_rest_real_time(tmp_path: Path
 def test_bad_deadline_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
     with EmulatorServer(EmulatorConfig(batch_seconds=0)) as server:
         result = maple(
-            server.url,
             "enrich", str(CATALOG), "--prompt", "Brand of: {title}", "--model", "gpt-4o-mini",
             "--provider", "emulator", "--storage", str(tmp_path / "store"), "--quiet",
-            "--deadline", "6 hours",
+            "--deadline", "6 hours", url=server.url,
         )  # fmt: skip
         stats = server.stats()
     assert result.returncode == 2
@@ -100,11 +98,10 @@ def test_shards_waiting_for_a_probed_queue_go_real_time_before_the_deadline_is_d
     store = tmp_path / "store"
     with EmulatorServer(EmulatorConfig(batch_seconds=60.0, rpm=60_000)) as server:
         result = maple(
-            server.url,
             "enrich", str(source), "--prompt", "Brand of: {title}", "--model", "gpt-4o-mini",
             "--provider", "emulator", "--storage", str(store), "--job", "probed",
             "--output", str(tmp_path / "out.parquet"), "--poll-interval", "0.2", "--quiet",
-            "--max-requests-per-batch", "100", "--deadline", "15s",
+            "--max-requests-per-batch", "100", "--deadline", "15s", url=server.url,
         )  # fmt: skip
         stats = server.stats()
     assert result.returncode == 0, result.stderr + result.stdout

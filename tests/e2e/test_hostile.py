@@ -13,24 +13,14 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.e2e.hostile import clean_env, one_line
+from tests.e2e.cli import clean_env, maple
+from tests.e2e.hostile import one_line
 
 # A user's shell does not ignore SIGINT, whatever started pytest: restore Python's handler.
 AS_A_SHELL_STARTS_IT = (
     "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
     "sys.argv[0] = 'maple'; runpy.run_module('maple_assets.cli', run_name='__main__')"
 )
-
-
-def maple(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "maple_assets.cli", *args],
-        capture_output=True,
-        text=True,
-        env=clean_env(),
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.mark.parametrize("after_s", [0.2, 1.0, 3.0, 6.0, 9.0])
@@ -54,13 +44,21 @@ def test_ctrl_c_at_any_moment_of_start_up_is_one_line_and_130(
 
 @pytest.mark.parametrize("command", ["status", "cancel"])
 def test_an_s3_root_without_credentials_is_one_line_exit_2(command: str) -> None:
-    result = maple(command, "some-job", "--storage", "s3://maple-no-such-bucket/x")
+    result = maple(
+        command, "some-job", "--storage", "s3://maple-no-such-bucket/x", clean=True, timeout=120
+    )
     assert result.returncode == 2, result.stderr
     assert "no AWS credentials" in one_line(result.stderr)
 
 
 def test_an_unreachable_ledger_is_one_line_exit_2() -> None:
-    result = maple("costs", "--db", "postgresql+psycopg2://maple:pw@127.0.0.1:1/ledger")
+    result = maple(
+        "costs",
+        "--db",
+        "postgresql+psycopg2://maple:pw@127.0.0.1:1/ledger",
+        clean=True,
+        timeout=120,
+    )
     assert result.returncode == 2, result.stderr
     line = one_line(result.stderr)
     assert "the cost ledger's database did not answer" in line
@@ -178,7 +176,7 @@ def test_unreadable_input_or_template_names_where(
     table.write_bytes(content)
     result = maple(
         "enrich", str(table), "--prompt", prompt, "--model", "gpt-4o-mini",
-        "--provider", "emulator", "--storage", str(tmp_path / "s"),
+        "--provider", "emulator", "--storage", str(tmp_path / "s"), clean=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert message in one_line(result.stderr)

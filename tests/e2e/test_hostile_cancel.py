@@ -13,7 +13,8 @@ from pathlib import Path
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from tests.e2e.hostile import clean_env, maple_at, one_line, table_job
+from tests.e2e.cli import clean_env
+from tests.e2e.hostile import maple_at, one_line, table_job
 
 ROWS = 600
 

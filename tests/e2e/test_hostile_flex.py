@@ -17,7 +17,8 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from tests.e2e.hostile import clean_env, maple_at, outcome_line, table_job
+from tests.e2e.cli import clean_env
+from tests.e2e.hostile import maple_at, outcome_line, table_job
 
 WATCH_S = 20.0
 

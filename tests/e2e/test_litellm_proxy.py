@@ -8,7 +8,6 @@ the proxy's listing and pays nothing twice."""
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,18 +16,12 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
+from tests.e2e.cli import maple
 from tests.e2e.gateway_programs import LITELLM_KEY, litellm_proxy
-from tests.e2e.hostile import clean_env, table_job
+from tests.e2e.hostile import table_job
 
 pytestmark = pytest.mark.slow  # starts LiteLLM's proxy (about 10 s) once per module and worker
 ROWS = 12
-
-
-def maple(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "maple_assets.cli", *args],
-        capture_output=True, text=True, env=clean_env(**env), timeout=180, check=False,
-    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -48,11 +41,13 @@ def run(
     args = table_job(tmp_path, command, provider, ROWS, "--poll-interval", "0.1",
                      "--base-url", base, *extra)  # fmt: skip
     keys = {"MAPLE_API_KEY": LITELLM_KEY, "OPENAI_API_KEY": LITELLM_KEY}
-    return maple(*args, **keys, **env)
+    return maple(*args, clean=True, **keys, **env)
 
 
 def booked(tmp_path: Path) -> list[dict[str, object]]:
-    shown = maple("costs", "--storage", str(tmp_path / "store"), "--by", "job", "--format", "json")
+    shown = maple(
+        "costs", "--storage", str(tmp_path / "store"), "--by", "job", "--format", "json", clean=True
+    )
     assert shown.returncode == 0, shown.stderr
     return list(json.loads(shown.stdout))
 

@@ -24,9 +24,9 @@ import orjson
 import polars as pl
 import pytest
 
+from tests.e2e.cli import clean_env
 from tests.e2e.gateway import Gateway, gateway
 from tests.e2e.gateway_programs import free_port, running
-from tests.e2e.hostile import clean_env
 
 pytestmark = pytest.mark.slow  # a real model answers on this machine's CPU
 LLAMA_PYTHON = os.environ.get("MAPLE_TEST_LLAMA_PYTHON")

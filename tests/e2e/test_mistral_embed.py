@@ -8,19 +8,33 @@ sent."""
 
 import json
 from pathlib import Path
+from typing import Any
 
+import httpx
 import numpy as np
 import polars as pl
 import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
+from tests.e2e.cli import maple
 from tests.e2e.hostile import one_line, table_job
-from tests.e2e.test_mistral import jobs, maple, mistral
 
 ROWS = 12
 MODEL = "codestral-embed"
 DIMS = 8
+MISTRAL: dict[str, Any] = {"clean": True, "drop": ("MISTRAL_",)}  # none of the caller's settings
+
+
+def mistral(url: str) -> dict[str, str]:
+    return {"MISTRAL_BASE_URL": url, "MISTRAL_API_KEY": "mistral-key"}
+
+
+def jobs(url: str) -> list[dict[str, object]]:
+    answer = httpx.get(
+        f"{url}/v1/batch/jobs", headers={"Authorization": "Bearer mistral-key"}, timeout=10
+    )
+    return list(answer.json()["data"])
 
 
 def job(where: Path, provider: str, *extra: str, model: str = MODEL) -> list[str]:
@@ -36,7 +50,9 @@ def vectors(where: Path) -> np.ndarray:
 
 
 def booked(where: Path) -> dict[str, object]:
-    shown = maple("costs", "--storage", str(where / "store"), "--by", "job", "--format", "json")
+    shown = maple(
+        "costs", "--storage", str(where / "store"), "--by", "job", "--format", "json", **MISTRAL
+    )
     assert shown.returncode == 0, shown.stderr
     [row] = json.loads(shown.stdout)
     return dict(row)
@@ -52,12 +68,14 @@ def test_batch_and_real_time_embed_on_mistral_give_the_same_vectors_billed_once(
     with EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server:
         env = mistral(server.url)
         args = job(batch, "mistral", "--dimensions", str(DIMS), "--max-requests-per-batch", "5")
-        done = maple(*args, **env)
+        done = maple(*args, **MISTRAL, **env)
         first = server.stats()
-        again = maple(*args, **env)  # the same command: every row is reused
+        again = maple(*args, **MISTRAL, **env)  # the same command: every row is reused
         made = jobs(server.url)
         server.reset()
-        live = maple(*job(realtime, "mistral-realtime", "--dimensions", str(DIMS)), **env)
+        live = maple(
+            *job(realtime, "mistral-realtime", "--dimensions", str(DIMS)), **MISTRAL, **env
+        )
         second = server.stats()
     assert done.returncode == 0, done.stderr
     assert again.returncode == 0, again.stderr
@@ -85,8 +103,8 @@ def test_a_kill_9_after_the_create_then_the_same_command_adopts_the_embedding_jo
 ) -> None:
     with EmulatorServer(EmulatorConfig(batch_seconds=0.2, control_fail=0)) as server:
         args = job(tmp_path, "mistral", "--max-requests-per-batch", "5")
-        killed = maple(*args, **mistral(server.url), MAPLE_CRASH_AT="after_create")
-        resumed = maple(*args, **mistral(server.url))
+        killed = maple(*args, **MISTRAL, **mistral(server.url), MAPLE_CRASH_AT="after_create")
+        resumed = maple(*args, **MISTRAL, **mistral(server.url))
         stats = server.stats()
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert resumed.returncode == 0, resumed.stderr[-2000:]
@@ -101,7 +119,7 @@ def test_dimensions_on_mistral_embed_is_one_line_and_exit_2_before_anything_is_s
 ) -> None:
     with EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server:
         args = job(tmp_path, provider, "--dimensions", "256", model="mistral-embed")
-        run = maple(*args, **mistral(server.url))
+        run = maple(*args, **MISTRAL, **mistral(server.url))
         stats = server.stats()
     assert run.returncode == 2, run.stderr
     line = one_line(run.stderr)

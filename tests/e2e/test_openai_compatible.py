@@ -2,11 +2,11 @@
 (``--base-url`` or ``MAPLE_BASE_URL``, ``MAPLE_API_KEY``) and the vendor profiles (``together``,
 ``groq``, ``xai``, ``doubleword``, each at ``<VENDOR>_BASE_URL`` with ``<VENDOR>_API_KEY``), each
 run to its end against the emulator: every row, each billed once, the batches created with the
-profile's completion window and file purpose, the cost priced. A missing key or base URL, a
-window the profile does not take, or a model nothing prices is one line, exit 2, nothing sent."""
+profile's completion window and file purpose, the cost priced. A missing base URL, a window the
+profile does not take, or a model nothing prices is one line, exit 2, nothing sent. What every
+profile and its real-time twin share with every provider (a wrong or missing key, a kill -9 after
+the create, embeddings, cancel) is held by the conformance suite (``tests/conformance``)."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -15,7 +15,8 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from tests.e2e.hostile import clean_env, one_line, table_job
+from tests.e2e.cli import maple
+from tests.e2e.hostile import one_line, table_job
 
 ROWS = 12
 WINDOWS = ("24h", "7d", "1h")  # what the emulator's batch creates accept here
@@ -29,13 +30,6 @@ PROFILES = [
     ("doubleword", "DOUBLEWORD", "Qwen/Qwen3-14B-FP8", ("--completion-window", "1h"), "1h",
      "batch"),
 ]  # fmt: skip
-
-
-def maple(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "maple_assets.cli", *args],
-        capture_output=True, text=True, env=clean_env(**env), timeout=180, check=False,
-    )  # fmt: skip
 
 
 def job(tmp_path: Path, provider: str, model: str, *extra: str) -> list[str]:
@@ -58,7 +52,7 @@ def test_each_profile_runs_a_batch_job_to_the_end_through_the_emulator(
     with EmulatorServer(config) as server:
         env = {f"{prefix}_API_KEY": "sk-profile-test", f"{prefix}_BASE_URL": f"{server.url}/v1"}
         args = job(tmp_path, provider, model, "--max-requests-per-batch", "5", *extra)
-        done = maple(*args, **env)
+        done = maple(*args, clean=True, **env)
         stats = server.stats()
         batches, files = listed(server.url, "batches"), listed(server.url, "files")
     assert done.returncode == 0, done.stderr
@@ -71,39 +65,16 @@ def test_each_profile_runs_a_batch_job_to_the_end_through_the_emulator(
     assert {f["purpose"] for f in files if f["purpose"] != "batch_output"} == {purpose}
 
 
-@pytest.mark.parametrize(
-    ("provider", "prefix", "model"),
-    [("doubleword", "DOUBLEWORD", "Qwen/Qwen3-Embedding-8B"),
-     ("openai-compatible", "MAPLE", "text-embedding-3-small")],
-)  # fmt: skip
-def test_a_profile_that_serves_embeddings_runs_maple_embed_to_the_end(
-    tmp_path: Path, provider: str, prefix: str, model: str
-) -> None:
-    with EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server:
-        env = {f"{prefix}_API_KEY": "k", f"{prefix}_BASE_URL": f"{server.url}/v1"}
-        args = table_job(tmp_path, "embed", provider, ROWS, "--poll-interval", "0.1")
-        args[args.index("--model") + 1] = model
-        done = maple(*args, **env)
-        stats = server.stats()
-    assert done.returncode == 0, done.stderr
-    out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
-    assert out["llm_status"].to_list() == ["succeeded"] * ROWS
-    assert out["llm_embedding"].null_count() == 0
-    assert stats["requests_billed"] == ROWS and stats["bodies_billed_twice"] == 0
-
-
 def test_the_generic_profile_takes_its_base_url_from_the_flag(tmp_path: Path) -> None:
     with EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server:
         args = job(tmp_path, "openai-compatible", "gpt-4o-mini", "--base-url", f"{server.url}/v1")
-        done = maple(*args, MAPLE_API_KEY="sk-generic")
+        done = maple(*args, clean=True, MAPLE_API_KEY="sk-generic")
         stats = server.stats()
     assert done.returncode == 0, done.stderr
     assert stats["requests_billed"] == ROWS and stats["bodies_billed_twice"] == 0
 
 
 BAD = [
-        ("together", "meta-llama/Llama-3.3-70B-Instruct-Turbo", (), {},
-         "TOGETHER_API_KEY is not set"),
         ("openai-compatible", "gpt-4o-mini", (), {"MAPLE_API_KEY": "k"},
          "needs the API's base URL: give --base-url or set MAPLE_BASE_URL"),
         ("groq", "llama-3.1-8b-instant", ("--completion-window", "30d"), {"GROQ_API_KEY": "k"},
@@ -128,7 +99,7 @@ def test_a_bad_setting_is_one_line_and_exit_2_before_anything_is_sent(
         where = {k.replace("_API_KEY", "_BASE_URL"): f"{server.url}/v1" for k in env}
         if provider == "openai-compatible" and "base URL" in says:
             where = {}
-        run = maple(*job(tmp_path, provider, model, *extra), **env, **where)
+        run = maple(*job(tmp_path, provider, model, *extra), clean=True, **env, **where)
         stats = server.stats()
     assert run.returncode == 2, run.stderr
     line = one_line(run.stderr)
@@ -136,7 +107,7 @@ def test_a_bad_setting_is_one_line_and_exit_2_before_anything_is_sent(
     assert stats["files_uploaded"] == 0 and stats["requests_received"] == 0
 
 
-@pytest.mark.parametrize("point", ["after_upload", "after_create", "mid_download"])
+@pytest.mark.parametrize("point", ["after_upload", "mid_download"])  # after_create: conformance
 def test_a_kill_9_then_the_same_command_resumes_the_generic_profile_paying_nothing_twice(
     tmp_path: Path, point: str
 ) -> None:
@@ -144,8 +115,8 @@ def test_a_kill_9_then_the_same_command_resumes_the_generic_profile_paying_nothi
     with EmulatorServer(config) as server:
         env = {"MAPLE_API_KEY": "sk-generic", "MAPLE_BASE_URL": f"{server.url}/v1"}
         args = job(tmp_path, "openai-compatible", "gpt-4o-mini", "--max-requests-per-batch", "5")
-        killed = maple(*args, **env, MAPLE_CRASH_AT=point)
-        resumed = maple(*args, **env)
+        killed = maple(*args, clean=True, **env, MAPLE_CRASH_AT=point)
+        resumed = maple(*args, clean=True, **env)
         stats = server.stats()
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert resumed.returncode == 0, resumed.stderr[-2000:]
@@ -155,50 +126,14 @@ def test_a_kill_9_then_the_same_command_resumes_the_generic_profile_paying_nothi
     assert stats["batches_created"] == 3  # the batch created before the kill was adopted
 
 
-# each profile's real-time twin: the same key and base URL variables, the profile's price source
-TWINS = [(f"{p[0]}-realtime", p[1], p[2]) for p in PROFILES]
-
-
-@pytest.mark.slow  # five jobs; the default suite runs the embedding twin and the refusals
-@pytest.mark.parametrize(("provider", "prefix", "model"), TWINS, ids=[t[0] for t in TWINS])
-def test_each_profile_has_a_real_time_twin_that_runs_a_job_to_the_end(
-    tmp_path: Path, provider: str, prefix: str, model: str
-) -> None:
-    with EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server:
-        env = {f"{prefix}_API_KEY": "sk-twin-test", f"{prefix}_BASE_URL": f"{server.url}/v1"}
-        done = maple(*job(tmp_path, provider, model), **env)
-        stats = server.stats()
-    assert done.returncode == 0, done.stderr
-    out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
-    assert out["llm_status"].to_list() == ["succeeded"] * ROWS
-    assert (out["llm_cost_usd"] > 0).all()  # real-time prices of the profile's price source
-    assert stats["realtime_requests"] == ROWS and stats["batches_created"] == 0
-    assert "sk-twin-test" not in done.stdout + done.stderr
-
-
-def test_a_profile_twin_that_serves_embeddings_runs_maple_embed(tmp_path: Path) -> None:
-    with EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server:
-        env = {"DOUBLEWORD_API_KEY": "k", "DOUBLEWORD_BASE_URL": f"{server.url}/v1"}
-        args = table_job(tmp_path, "embed", "doubleword-realtime", ROWS)
-        args[args.index("--model") + 1] = "Qwen/Qwen3-Embedding-8B"
-        done = maple(*args, **env)
-        stats = server.stats()
-    assert done.returncode == 0, done.stderr
-    out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
-    assert out["llm_embedding"].null_count() == 0
-    assert stats["batches_created"] == 0 and stats["requests_billed"] == ROWS
-
-
-def test_a_twin_without_its_base_url_or_key_is_one_line_before_anything_is_sent(
-    tmp_path: Path,
-) -> None:
-    no_url = maple(*job(tmp_path, "openai-compatible-realtime", "gpt-4o-mini"), MAPLE_API_KEY="k")
-    no_key = maple(*job(tmp_path, "groq-realtime", "llama-3.1-8b-instant"))
-    assert no_url.returncode == 2 and no_key.returncode == 2
+def test_a_twin_without_its_base_url_is_one_line_before_anything_is_sent(tmp_path: Path) -> None:
+    no_url = maple(
+        *job(tmp_path, "openai-compatible-realtime", "gpt-4o-mini"), clean=True, MAPLE_API_KEY="k"
+    )
+    assert no_url.returncode == 2
     assert "needs the API's base URL: give --base-url or set MAPLE_BASE_URL" in one_line(
         no_url.stderr
     )
-    assert "GROQ_API_KEY is not set" in one_line(no_key.stderr)
 
 
 @pytest.mark.slow  # the deadline has to pass
@@ -210,7 +145,7 @@ def test_a_deadline_on_a_profile_falls_back_on_its_real_time_twin(tmp_path: Path
             tmp_path, "together", "meta-llama/Llama-3.3-70B-Instruct-Turbo",
             "--max-requests-per-batch", "6", "--deadline", "8s",
         )  # fmt: skip
-        done = maple(*args, **env)
+        done = maple(*args, clean=True, **env)
         stats = server.stats()
     assert done.returncode == 0, done.stderr
     out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))

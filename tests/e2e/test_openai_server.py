@@ -31,9 +31,9 @@ def run(
 ) -> "subprocess.CompletedProcess[str]":
     template = ("--prompt", "Brand of {title}") if command == "enrich" else ("--text", "{title}")
     return maple(
-        url, command, str(CATALOG), *template, "--provider", "openai-server",
+        command, str(CATALOG), *template, "--provider", "openai-server",
         "--storage", str(tmp_path / "store"), "--output", str(tmp_path / "out.parquet"),
-        "--quiet", *args, MAPLE_BASE_URL=base, MAPLE_API_KEY=key,
+        "--quiet", *args, url=url, MAPLE_BASE_URL=base, MAPLE_API_KEY=key,
     )  # fmt: skip
 
 

@@ -15,8 +15,6 @@ upstream's answer; a bare upstream gets the same), and these tests hold what the
 """
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,19 +23,13 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
+from tests.e2e.cli import maple
 from tests.e2e.gateway_programs import portkey_gateway, portkey_headers
-from tests.e2e.hostile import clean_env, outcome_line, table_job
+from tests.e2e.hostile import outcome_line, table_job
 
 pytestmark = pytest.mark.slow  # starts Portkey's gateway (about 1 s); the batch case ~30 s
 ROWS = 12
 KEY = "sk-emulator"  # Portkey passes the caller's key on to the provider
-
-
-def maple(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "maple_assets.cli", *args],
-        capture_output=True, text=True, env=clean_env(**env), timeout=180, check=False,
-    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +49,9 @@ def job(tmp_path: Path, command: str, provider: str, base: str) -> list[str]:
 
 
 def booked(tmp_path: Path) -> list[dict[str, object]]:
-    shown = maple("costs", "--storage", str(tmp_path / "store"), "--by", "job", "--format", "json")
+    shown = maple(
+        "costs", "--storage", str(tmp_path / "store"), "--by", "job", "--format", "json", clean=True
+    )
     assert shown.returncode == 0, shown.stderr
     return list(json.loads(shown.stdout))
 
@@ -68,7 +62,7 @@ def test_a_real_time_chat_job_through_portkey_runs_to_its_end_billed_once_and_bo
     server, base = through
     server.reset()
     args = [*job(tmp_path, "enrich", "openai-realtime", base), *portkey_headers(server.url)]
-    done = maple(*args, OPENAI_API_KEY=KEY)
+    done = maple(*args, clean=True, OPENAI_API_KEY=KEY)
     stats = server.stats()
     assert done.returncode == 0, done.stderr
     out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
@@ -85,7 +79,7 @@ def test_embeddings_through_portkey_end_failed_naming_its_exception_no_text_bill
     server, base = through
     server.reset()
     args = [*job(tmp_path, "embed", "openai-realtime", base), *portkey_headers(server.url)]
-    done = maple(*args, OPENAI_API_KEY=KEY)
+    done = maple(*args, clean=True, OPENAI_API_KEY=KEY)
     stats = server.stats()
     assert done.returncode == 3, done.stderr  # rows failed
     assert "Traceback" not in done.stderr
@@ -107,11 +101,11 @@ def test_a_batch_job_through_portkey_ends_in_one_line_at_its_download_and_is_ado
     server, base = through
     server.reset()
     args = job(tmp_path, "enrich", "openai-compatible", base)
-    broken = maple(*args, *portkey_headers(server.url), MAPLE_API_KEY=KEY)
+    broken = maple(*args, *portkey_headers(server.url), clean=True, MAPLE_API_KEY=KEY)
     before = server.stats()
     # the same command without the gateway: the emulator's URL (Portkey kept the batch's ids)
     args[args.index("--base-url") + 1] = f"{server.url}/v1"
-    direct = maple(*args, MAPLE_API_KEY=KEY)
+    direct = maple(*args, clean=True, MAPLE_API_KEY=KEY)
     after = server.stats()
     assert broken.returncode == 1, broken.stderr
     line = outcome_line(broken.stderr)

@@ -12,7 +12,7 @@ import pytest
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from resources.costs import CostTracker
-from tests.e2e.test_cli_enrich import maple
+from tests.e2e.cli import NO_OPENAI_KEY, maple
 from tests.e2e.test_deadline import summary_number
 
 ROWS = 40
@@ -32,13 +32,13 @@ def test_rows_past_the_deadline_go_priority_booked_at_the_tiers_price(tmp_path: 
             "enrich", str(source), "--prompt", "Brand of: {title}", "--model", "gpt-4o-mini",
             "--provider", "openai", "--storage", str(store), "--job", "urgent",
             "--output", str(tmp_path / "out.parquet"), "--poll-interval", "0.2", "--quiet",
-            "--max-requests-per-batch", "20", "--deadline", "0.2s", env=env,
+            "--max-requests-per-batch", "20", "--deadline", "0.2s", drop=NO_OPENAI_KEY, **env,
         )  # fmt: skip
         stats = server.stats()
         today = datetime.now(UTC).date().isoformat()
         bill = maple(
             "reconcile", "--storage", str(store), "--provider", "openai",
-            env={**env, "OPENAI_ADMIN_KEY": ADMIN},
+            drop=NO_OPENAI_KEY, **env, OPENAI_ADMIN_KEY=ADMIN,
         )  # fmt: skip
     assert result.returncode == 0, result.stderr + result.stdout
     out = pl.read_parquet(tmp_path / "out.parquet")

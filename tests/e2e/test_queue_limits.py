@@ -35,7 +35,7 @@ def enrich_args(
 def total_tokens(tmp_path: Path) -> int:
     """The job's prompt tokens, from ``--dry-run`` (the emulator's own formula)."""
     with EmulatorServer(EmulatorConfig(batch_seconds=0)) as probe:
-        result = maple(probe.url, *enrich_args(tmp_path, "probe", "--dry-run"))
+        result = maple(*enrich_args(tmp_path, "probe", "--dry-run"), url=probe.url)
     assert result.returncode == 0, result.stderr
     match = re.search(r"^input tokens\s+~([\d,]+)", result.stdout, re.MULTILINE)
     assert match, result.stdout
@@ -65,7 +65,7 @@ def test_job_five_times_the_enqueued_limit(
     config = EmulatorConfig(batch_seconds=batch_seconds, enqueued_token_limit=limit)
     extra = ("--max-enqueued-tokens", str(limit)) if configured else ()
     with EmulatorServer(config) as server:
-        result = maple(server.url, *enrich_args(tmp_path, "big", *extra))
+        result = maple(*enrich_args(tmp_path, "big", *extra), url=server.url)
         stats = server.stats()
     assert result.returncode == 0, result.stderr + result.stdout
     all_succeeded(tmp_path / "big.parquet")
@@ -87,7 +87,7 @@ def test_anthropic_queue_limit(tmp_path: Path) -> None:
     with EmulatorServer(config) as server:
         env = {"ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "test-key"}
         args = enrich_args(tmp_path, "claude", provider="anthropic", shard_rows=50)
-        result = maple(server.url, *args, **env)
+        result = maple(*args, url=server.url, **env)
         stats = server.stats()
     assert result.returncode == 0, result.stderr + result.stdout
     all_succeeded(tmp_path / "claude.parquet")
@@ -106,7 +106,7 @@ def test_while_the_limit_is_learned_one_run_sends_the_shards_one_after_another(
     timings = tmp_path / "timings.json"
     with EmulatorServer(EmulatorConfig(batch_seconds=0.5)) as server:
         args = enrich_args(tmp_path, "chain", "--timings-json", str(timings))
-        result = maple(server.url, *args)
+        result = maple(*args, url=server.url)
         stats = server.stats()
     assert result.returncode == 0, result.stderr + result.stdout
     all_succeeded(tmp_path / "chain.parquet")

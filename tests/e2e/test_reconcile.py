@@ -13,7 +13,7 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from tests.e2e.test_cli_enrich import maple
+from tests.e2e.cli import NO_OPENAI_KEY, maple
 
 ADMIN = "sk-admin-reconcile"
 MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-haiku-4-5"}
@@ -32,7 +32,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmulatorSe
                 "enrich", str(table), "--prompt", "Name {title}", "--model", model,
                 "--provider", provider, "--storage", str(tmp / "store"), "--job", provider,
                 "--output", str(tmp / f"{provider}.csv"), "--max-requests-per-batch", "8",
-                "--poll-interval", "0.1", "--quiet", env=_env(server),
+                "--poll-interval", "0.1", "--quiet", drop=NO_OPENAI_KEY, **_env(server),
             )  # fmt: skip
             assert done.returncode == 0, done.stderr
         yield server, tmp / "store"
@@ -49,7 +49,9 @@ def _env(server: EmulatorServer, **extra: str) -> dict[str, str]:
 
 
 def _reconcile(server: EmulatorServer, store: Path, *args: str, **env: str) -> Any:
-    return maple("reconcile", "--storage", str(store), *args, env=_env(server, **env))
+    return maple(
+        "reconcile", "--storage", str(store), *args, drop=NO_OPENAI_KEY, **_env(server, **env)
+    )
 
 
 def _spend(server: EmulatorServer, key: str, model: str, chars: int) -> None:

@@ -19,7 +19,7 @@ from emulator.server import EmulatorServer
 from maple_assets.cli.status import provider_for
 from maple_engine.state import JobState
 from maple_engine.storage.storage import Storage
-from tests.e2e.test_cli_enrich import maple
+from tests.e2e.cli import NO_OPENAI_KEY, maple
 
 pytestmark = pytest.mark.slow  # five `maple` runs against a live emulator: ~30 s
 
@@ -56,7 +56,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmulatorSe
                 "--provider", provider, "--team", team, "--job", job,
                 "--storage", str(tmp / "store"), "--output", str(tmp / f"{job}.csv"),
                 "--max-requests-per-batch", "6", "--poll-interval", "0.1", "--quiet",
-                env=_env(server, tmp),
+                drop=NO_OPENAI_KEY, **_env(server, tmp),
             )  # fmt: skip
             assert done.returncode == 0, done.stderr
         yield server, tmp
@@ -78,7 +78,7 @@ def _env(server: EmulatorServer, tmp: Path, **extra: str) -> dict[str, str]:
 def _reconcile(server: EmulatorServer, tmp: Path, provider: str, **env: str) -> Any:
     store = str(tmp / "store")
     args = ("reconcile", "--storage", store, "--provider", provider, "--by", "team")
-    return maple(*args, env=_env(server, tmp, **env))
+    return maple(*args, drop=NO_OPENAI_KEY, **_env(server, tmp, **env))
 
 
 def _rows(out: str) -> dict[tuple[str, str], list[str]]:
@@ -179,7 +179,8 @@ def test_a_bad_map_is_exit_2_before_any_upload(
     done = maple(
         "enrich", str(tmp / "items.csv"), "--prompt", "Say {title}", "--model", "gpt-4o-mini",
         "--team", "catalog", "--job", "bad-map", "--storage", str(tmp / "store"), "--quiet",
-        env=_env(server, tmp, MAPLE_TEAM_ATTRIBUTION=str(bad)),
+        drop=NO_OPENAI_KEY,
+        **_env(server, tmp, MAPLE_TEAM_ATTRIBUTION=str(bad)),
     )  # fmt: skip
     assert done.returncode == 2, done.stdout + done.stderr
     assert named in done.stderr and "MAPLE_TEAM_ATTRIBUTION" in done.stderr
@@ -197,6 +198,11 @@ def test_cancel_and_status_act_on_the_jobs_project(
     state = JobState(Storage(str(tmp / "store")), "catalog-batch")
     assert provider_for(state).extra_headers == {"OpenAI-Project": "proj_catalog"}
     status = maple(
-        "status", "catalog-batch", "--storage", str(tmp / "store"), env=_env(server, tmp)
+        "status",
+        "catalog-batch",
+        "--storage",
+        str(tmp / "store"),
+        drop=NO_OPENAI_KEY,
+        **_env(server, tmp),
     )
     assert status.returncode == 0, status.stderr

@@ -28,18 +28,17 @@ def table(path: Path, rows: int, tag: str) -> Path:
 def enrich(url: str, tmp: Path, job: str, rows: int, *flags: str) -> tuple[float, str]:
     started = time.monotonic()
     result = maple(
-        url,
         "enrich", str(table(tmp / f"{job}.csv", rows, job)), "--prompt", "Brand of: {title}",
         "--model", "gpt-4o-mini", "--provider", "emulator", "--storage", str(tmp / "store"),
         "--job", job, "--output", str(tmp / f"{job}_out.parquet"), "--poll-interval", "0.2",
-        "--quiet", *flags,
+        "--quiet", *flags, url=url,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr + result.stdout
     return time.monotonic() - started, result.stdout
 
 
 def status(url: str, tmp: Path, job: str) -> dict[str, object]:
-    result = maple(url, "status", job, "--storage", str(tmp / "store"), "--format", "json")
+    result = maple("status", job, "--storage", str(tmp / "store"), "--format", "json", url=url)
     assert result.returncode == 0, result.stderr
     return dict(json.loads(result.stdout))
 
@@ -62,9 +61,9 @@ def test_a_deadline_full_batches_would_miss_is_met_by_smaller_ones(tmp_path: Pat
     with EmulatorServer(config) as server:
         url = server.url
         dry = maple(
-            url, "enrich", str(table(tmp_path / "dry.csv", ROWS, "dry")), "--prompt", "{title}",
+            "enrich", str(table(tmp_path / "dry.csv", ROWS, "dry")), "--prompt", "{title}",
             "--model", "gpt-4o-mini", "--provider", "emulator", "--storage",
-            str(tmp_path / "store"), "--dry-run", "--deadline", "20s",
+            str(tmp_path / "store"), "--dry-run", "--deadline", "20s", url=url,
         )  # fmt: skip
         assert dry.returncode == 0, dry.stderr
         assert "no batch history" in dry.stdout and "expected finish" in dry.stdout
@@ -72,9 +71,9 @@ def test_a_deadline_full_batches_would_miss_is_met_by_smaller_ones(tmp_path: Pat
         enrich(url, tmp_path, "small", 300, "--max-requests-per-batch", "100")
         enrich(url, tmp_path, "large", 200)
         dry = maple(
-            url, "enrich", str(tmp_path / "dry.csv"), "--prompt", "{title}", "--model",
+            "enrich", str(tmp_path / "dry.csv"), "--prompt", "{title}", "--model",
             "gpt-4o-mini", "--provider", "emulator", "--storage", str(tmp_path / "store"),
-            "--dry-run", "--deadline", "20s",
+            "--dry-run", "--deadline", "20s", url=url,
         )  # fmt: skip
         assert dry.returncode == 0, dry.stderr
         assert "past the target" in dry.stdout and "p90" in dry.stdout, dry.stdout

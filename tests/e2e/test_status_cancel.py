@@ -20,15 +20,10 @@ from maple_assets.cli.queues import queue_status
 from maple_engine.ledger.schema import queue_slots
 from maple_engine.storage.storage import Storage
 from resources.costs import CostTracker
+from tests.e2e.cli import maple
 
 MAPLE = str(Path(sys.executable).parent / "maple")
 ROWS = 10
-
-
-def maple(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [MAPLE, *args], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
 
 
 def enrich_args(table: Path, store: Path) -> list[str]:
@@ -71,7 +66,7 @@ def test_cancel_then_rerun_resumes_and_status_reports_each_step(tmp_path: Path) 
         assert before["phase"] == "running" and before["unfinished"] == ROWS
         assert [s["state"] for s in before["shards"]] == ["in flight", "in flight"]
 
-        cancelled = maple("cancel", "cat", "--storage", str(store), env=env)
+        cancelled = maple("cancel", "cat", "--storage", str(store), url=server.url, timeout=120)
         assert cancelled.returncode == 0, cancelled.stderr
         assert "cancelled 2 batch(es)" in cancelled.stdout
         _, err = running.communicate(timeout=90)  # collects the cancelled batches, then stops
@@ -85,7 +80,7 @@ def test_cancel_then_rerun_resumes_and_status_reports_each_step(tmp_path: Path) 
         assert all(s["state"] == "stopped" for s in after["shards"])
 
         server.config.batch_seconds = 0.2  # the rerun's batches finish quickly
-        resumed = maple(*enrich_args(table, store), env=env)
+        resumed = maple(*enrich_args(table, store), url=server.url, timeout=120)
         assert resumed.returncode == 0, resumed.stderr
         assert "resuming job cat" in resumed.stderr
         stats = server.stats()
@@ -99,12 +94,12 @@ def test_cancel_then_rerun_resumes_and_status_reports_each_step(tmp_path: Path) 
 
     listing = status(store, env)
     assert [job["job"] for job in listing] == ["cat"]
-    table_view = maple("status", "cat", "--storage", str(store), env=env)
+    table_view = maple("status", "cat", "--storage", str(store), url=server.url, timeout=120)
     assert "s00001" in table_view.stdout and "merged" in table_view.stdout
 
 
 def test_status_of_an_unknown_job_says_how_to_find_jobs(tmp_path: Path) -> None:
-    result = maple("status", "nope", "--storage", str(tmp_path), env=dict(os.environ))
+    result = maple("status", "nope", "--storage", str(tmp_path), timeout=120)
     assert result.returncode == 2
     assert "maple status" in result.stderr and "nope" in result.stderr
 
@@ -128,7 +123,7 @@ def test_cancel_of_a_dead_job_gives_its_queue_share_back(tmp_path: Path) -> None
         running.kill()  # the driver dies; its two batches stay admitted in the ledger
         running.communicate(timeout=30)
         assert held(store) == 2
-        cancelled = maple("cancel", "cat", "--storage", str(store), env=env)
+        cancelled = maple("cancel", "cat", "--storage", str(store), url=server.url, timeout=120)
         assert cancelled.returncode == 0, cancelled.stderr
         assert "cancelled 2 batch(es)" in cancelled.stdout
         assert "released 2 batch(es) from the provider queue budget" in cancelled.stdout

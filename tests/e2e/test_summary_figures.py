@@ -16,7 +16,8 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from tests.e2e.test_budget import ROWS, enrich, maple, plan_value
+from tests.e2e.cli import maple
+from tests.e2e.test_budget import ROWS, enrich, plan_value
 from tests.e2e.test_hostile import one_line
 
 
@@ -118,7 +119,7 @@ def test_insufficient_quota_exits_4_in_batch_and_real_time(
     try:
         env = {"OPENAI_BASE_URL": f"http://127.0.0.1:{refusing.server_port}/v1",
                "OPENAI_API_KEY": "sk-test"}  # fmt: skip
-        batch = maple(server, *args, "--storage", str(tmp_path / "a"), **env)
+        batch = maple(*args, "--storage", str(tmp_path / "a"), url=server.url, **env)
     finally:
         refusing.shutdown()
         refusing.server_close()
@@ -129,11 +130,11 @@ def test_insufficient_quota_exits_4_in_batch_and_real_time(
     with EmulatorServer(EmulatorConfig(fail={"insufficient_quota": 1.0})) as broke:
         env = {"OPENAI_BASE_URL": f"{broke.url}/v1", "OPENAI_API_KEY": "sk-test"}
         realtime = maple(
-            server, *args, "--provider", "openai-realtime", "--storage", str(tmp_path / "b"),
-            **env,
+            *args, "--provider", "openai-realtime", "--storage", str(tmp_path / "b"),
+            url=server.url, **env,
         )  # fmt: skip
         rows = maple(
-            broke, *args, "--provider", "emulator", "--storage", str(tmp_path / "c"), **env
+            *args, "--provider", "emulator", "--storage", str(tmp_path / "c"), url=broke.url, **env
         )
     assert realtime.returncode == 4, realtime.stderr
     assert "insufficient quota" in realtime.stderr

@@ -5,7 +5,7 @@ for Maple's own use of Dagster's beta and preview APIs: before, each process sai
 import subprocess
 import sys
 
-from tests.e2e.hostile import clean_env
+from tests.e2e.cli import clean_env
 
 
 def test_loading_the_code_location_prints_no_warning() -> None:
