@@ -9,7 +9,9 @@ the wheel so it works offline), overridable by a small JSON price file:
 
 given by path (the entry points pass `MAPLE_PRICES`; a run prices with its cost ledger's file).
 Only the two `*_per_mtok` input and output prices are required; cached reads and cache writes
-default to the input price (no discount assumed), `batch_discount` to 0.5 and
+default to the input price (no discount assumed), `batch_discount` (the batch price as a share
+of the real-time one: 0.8 is 20% off, the complement of `maple providers`' fraction taken off)
+to the provider's published share (DeepInfra's 0.8, Groq's 0.75), else 0.5, and
 `priority_multiple` (a priority tier's price over the standard one) to 2. An entry without
 `provider` applies to every provider.
 
@@ -77,7 +79,7 @@ class _PriceEntry(BaseModel):
     output_per_mtok: float = Field(ge=0)
     cached_input_per_mtok: float | None = Field(default=None, ge=0)
     cache_write_per_mtok: float | None = Field(default=None, ge=0)
-    batch_discount: float = Field(default=DEFAULT_BATCH_DISCOUNT, gt=0, le=1)
+    batch_discount: float | None = Field(default=None, gt=0, le=1)  # None: the provider's share
     priority_multiple: float = Field(default=DEFAULT_PRIORITY_MULTIPLE, ge=1)
 
 
@@ -164,11 +166,20 @@ class PriceBook:
             output_per_mtok=entry.output_per_mtok,
             cached_input_per_mtok=_default(entry.cached_input_per_mtok, entry.input_per_mtok),
             cache_write_per_mtok=_default(entry.cache_write_per_mtok, entry.input_per_mtok),
-            batch_discount=entry.batch_discount,
+            batch_discount=_batch_share(entry.batch_discount, provider),
             priority_multiple=entry.priority_multiple,
             source=f"price file {self.overrides_path}",
             cache_priced=entry.cached_input_per_mtok is not None,
         )
+
+
+def _batch_share(stated: float | None, provider: str) -> float:
+    """A price file's batch share: as stated, else ``provider``'s published one, else 0.5."""
+    if stated is not None:
+        return stated
+    known = known_capabilities(provider.lower())
+    share = known.batch_price_share if known is not None else None
+    return share if share is not None else DEFAULT_BATCH_DISCOUNT
 
 
 def _with_discount(price: ModelPrice | None, provider: str) -> ModelPrice | None:

@@ -9,6 +9,7 @@ pass (a strict xfail), so the entry is removed with the fix.
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 #: ``env(url)``: the variables pointing a name at a server whose base URL is ``url``
 Env = Callable[[str], dict[str, str]]
@@ -16,6 +17,8 @@ Env = Callable[[str], dict[str, str]]
 KEY = "sk-conformance"  # a key the emulator takes (it takes any key)
 ROLE = "arn:aws:iam::123456789012:role/maple"
 BUCKET = "maple-conformance"
+#: the price file every case runs with: the models of a provider genai-prices does not price
+PRICES = Path(__file__).with_name("prices.json")
 
 
 def openai_style(prefix: str) -> Env:
@@ -82,6 +85,8 @@ PROFILES = [
     ("groq", "GROQ", "llama-3.1-8b-instant", None),
     ("xai", "XAI", "grok-3-mini", None),
     ("doubleword", "DOUBLEWORD", "Qwen/Qwen3-14B-FP8", "Qwen/Qwen3-Embedding-8B"),
+    # genai-prices has no DeepInfra: its models are priced by the suite's price file (PRICES)
+    ("deepinfra", "DEEPINFRA", "meta-llama/Meta-Llama-3.1-8B-Instruct", "BAAI/bge-large-en-v1.5"),
 ]
 
 CASES: list[Case] = [

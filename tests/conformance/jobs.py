@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from maple_assets.cli.commands import main
 from maple_engine.providers.registry import capabilities
-from tests.conformance.cases import BUCKET, Case
+from tests.conformance.cases import BUCKET, PRICES, Case
 from tests.conformance.conftest import AWS_KEYS
 from tests.e2e.cli import maple
 
@@ -47,9 +47,10 @@ def job_args(
 
 
 def environment(case: Case, url: str, s3_url: str) -> dict[str, str]:
-    """The case's variables at ``url``, and moto's S3 for a case on S3."""
+    """The case's variables at ``url``, the suite's price file, and moto's S3 for a case on
+    S3."""
     s3 = {**AWS_KEYS, "AWS_ENDPOINT_URL_S3": s3_url} if case.on_s3 else {}
-    return {**s3, **case.env(url)}
+    return {**s3, "MAPLE_PRICES": str(PRICES), **case.env(url)}
 
 
 def run(case: Case, url: str, s3_url: str, *args: str, **env: str) -> Any:

@@ -224,6 +224,27 @@ def test_price_file_adds_and_overrides_models(tmp_path: Path) -> None:
     assert cost_usd(overridden, usage, batch=True) == pytest.approx(2.5)
 
 
+def test_a_price_file_entry_without_a_batch_share_takes_the_providers(tmp_path: Path) -> None:
+    """DeepInfra bills batches at 80% of its real-time price: an entry saying no share is
+    booked so; an entry for a provider with no published share takes 0.5; a stated one wins."""
+    rates = {"input_per_mtok": 1.0, "output_per_mtok": 1.0}
+    path = write_prices(
+        tmp_path,
+        {
+            "meta-llama/Meta-Llama-3.1-8B-Instruct": {"provider": "deepinfra", **rates},
+            "my-model": {"provider": "openai", **rates},
+            "stated": {"provider": "deepinfra", "batch_discount": 0.6, **rates},
+        },
+    )
+    book = PriceBook(path)
+    usage = TokenUsage(input_tokens=1_000_000)
+    llama = book.price("meta-llama/Meta-Llama-3.1-8B-Instruct", "deepinfra")
+    assert cost_usd(llama, usage, batch=True) == pytest.approx(0.8)
+    assert cost_usd(llama, usage, batch=False) == pytest.approx(1.0)
+    assert cost_usd(book.price("my-model", "openai"), usage, batch=True) == pytest.approx(0.5)
+    assert cost_usd(book.price("stated", "deepinfra"), usage, batch=True) == pytest.approx(0.6)
+
+
 def test_price_file_from_env_and_provider_must_match(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
