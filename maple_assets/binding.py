@@ -72,12 +72,11 @@ def job_decorations(
 def spec_decorations(
     spec: JobSpec, provider: Built, sending: threading.Event | None = None
 ) -> CallDecorations:
-    """`job_decorations` of ``spec``: its headers, extra body and team."""
-    return job_decorations(
-        provider,
-        headers=spec.headers,
-        extra_body=spec.extra_body,
-        team=spec.team,
+    """What ``spec``'s job adds to ``provider``'s calls (`JobSpec.call_decorations`)."""
+    return spec.call_decorations(
+        provider.provider_name,
+        takes_extra_body=provider.capabilities.takes_extra_body,
+        attribution=provider.attribution_map(),
         sending=sending,
     )
 

@@ -9,6 +9,7 @@ pydantic model) and check every bound there."""
 import hashlib
 import math
 import os
+import threading
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -32,7 +33,9 @@ from maple_engine.durations import parse_duration
 from maple_engine.errors import ConfigError
 from maple_engine.model import CHAT, INTERNAL_COLUMNS, KINDS, OUTPUT_COLUMNS, Kind, kind_named
 from maple_engine.policy import UNLIMITED, check_retries, parse_retry_options
+from maple_engine.providers.attribution import AttributionMap
 from maple_engine.providers.base import BATCH_FILE_LIMITS
+from maple_engine.providers.decorations import CallDecorations, decorations_for
 from maple_engine.providers.extra_body import parse_extra_body
 from maple_engine.providers.headers import parse_headers
 from maple_engine.providers.registry import DEFAULT_PROVIDER
@@ -372,6 +375,28 @@ class JobSpec(BaseModel):
         """The prompt-cache key of this job version: requests sharing it share a cache."""
         digest = hashlib.sha256(f"{self.name}/{self.fingerprint()}".encode()).hexdigest()
         return f"maple-{digest[:16]}"
+
+    def call_decorations(
+        self,
+        provider: str,
+        *,
+        takes_extra_body: bool,
+        attribution: AttributionMap,
+        sending: threading.Event | None = None,
+    ) -> CallDecorations:
+        """What this job adds to the calls of ``provider`` (its name, whether it takes extra
+        control-call fields, its team attribution map): its headers, its extra control-call
+        fields and its team's accounts (`decorations_for`), and the early start's ``sending``.
+        A job option that reaches the wire is passed on here."""
+        return decorations_for(
+            provider,
+            takes_extra_body=takes_extra_body,
+            attribution=attribution,
+            headers=self.headers,
+            extra_body=self.extra_body,
+            team=self.team,
+            sending=sending,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump()
