@@ -8,7 +8,6 @@ from maple_engine.providers.registry import PROVIDERS
 from tests.e2e.cli import maple
 
 ROOT = Path(__file__).resolve().parents[2]
-NO_EMULATOR = "http://127.0.0.1:1"  # the command reads the registry only
 KEYS = {
     "name",
     "family",
@@ -23,7 +22,7 @@ KEYS = {
 
 
 def test_json_lists_every_name_with_the_contracts_keys() -> None:
-    done = maple(NO_EMULATOR, "providers", "--format", "json")
+    done = maple("providers", "--format", "json")
     assert done.returncode == 0, done.stderr
     listed = json.loads(done.stdout)
     assert [entry["name"] for entry in listed] == list(PROVIDERS)
@@ -39,10 +38,10 @@ def test_json_lists_every_name_with_the_contracts_keys() -> None:
 
 
 def test_the_table_and_the_markdown() -> None:
-    table = maple(NO_EMULATOR, "providers")
+    table = maple("providers")
     assert table.returncode == 0, table.stderr
     rows = {line.split()[0]: line.split() for line in table.stdout.splitlines()[2:]}
     assert list(rows) == list(PROVIDERS)
     assert rows["groq"][4] == "25%"
-    docs = maple(NO_EMULATOR, "providers", "--format", "markdown")
+    docs = maple("providers", "--format", "markdown")
     assert docs.stdout == (ROOT / "docs" / "providers.md").read_text(encoding="utf-8")
