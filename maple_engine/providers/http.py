@@ -30,6 +30,16 @@ MAX_RETRY_AFTER_S = 60.0
 # Control calls that retry say so here (a Dagster run shows it in its log; `maple` on stderr).
 log = logging.getLogger("maple.provider")
 RETRY_LOG_EVERY_S = 30.0  # one line when an episode starts, then at most one per 30 s
+#: Answers after which a create (an upload, a batch) may have been done: the provider may have
+#: made and billed it before the answer was lost (a gateway's 500 after the upstream answered).
+MAYBE_DONE_STATUS = frozenset({408, 500, 502, 503, 504, 529})
+#: Transport errors raised before a request reached the server: nothing was done.
+NOT_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+#: ``made()``: what a create whose answer was lost made, looked up at the provider by the names
+#: and metadata the create gave it (the object its answer would have held), or None.
+Lookup = Callable[[], dict[str, Any] | None]
+#: How many of the newest uploads or batches a lookup reads.
+LOOKUP_DEPTH = 500
 
 
 def make_client(
@@ -173,6 +183,7 @@ def request(
     max_retries: int = 5,
     wait_of: WaitOf = retry_after_seconds,
     result_file: bool = False,
+    made: Lookup | None = None,
     **kwargs: Any,
 ) -> httpx.Response:
     """Send a control call, retrying 408/409/429/5xx and transport errors with backoff.
@@ -186,10 +197,17 @@ def request(
     URL in messages is the path only, so neither keys nor query secrets reach logs.
     ``result_file``: the call downloads a batch's results, which an answer that stays the same
     ends at once (`download`).
+
+    ``made``: the call creates something the provider can list. After an answer that leaves it
+    open whether it was done (a 5xx, a 408, a transport error once the request may have left, a
+    gateway's own exception) ``made()`` looks it up before anything is sent again; what it finds
+    is the call's answer (a 200 holding that object), so nothing is created or billed twice.
     """
     window = outage_window_s() if _idempotent(method, url) else 0.0
     same = _SameAnswers(what, url) if result_file else None
     call = functools.partial(_send, client, method, url, kwargs, same)
+    if made is not None:
+        call = functools.partial(_looked_up, call, made, f"{what}: {method} {url}")
     return _retried(call, max_retries, window, what=what, method=method, url=url, wait_of=wait_of)
 
 
@@ -362,6 +380,41 @@ def _send(
     if not _idempotent(method, url) and gateway_exception(response) is not None:
         return response  # done upstream, maybe (a batch created): not sent again
     return _retryable(response)
+
+
+def _looked_up(call: Callable[[], httpx.Response], made: Lookup, what: str) -> httpx.Response:
+    """``call``, or what it made when its answer leaves that open (`request`'s ``made``)."""
+    try:
+        response = call()
+    except httpx.TransportError as exc:
+        if isinstance(exc, NOT_SENT):
+            raise
+        found = _found(made, what, repr(exc))
+        if found is None:
+            raise
+        return found
+    except Retryable as exc:
+        if exc.response.status_code not in MAYBE_DONE_STATUS:
+            raise  # a 409 or a 429: refused, nothing done
+        found = _found(made, what, str(exc.response.status_code))
+        if found is None:
+            raise
+        return found
+    if gateway_exception(response) is not None:  # not sent again: done upstream, maybe
+        return _found(made, what, str(response.status_code)) or response
+    return response
+
+
+def _found(made: Lookup, what: str, answer: str) -> httpx.Response | None:
+    """``made()`` as the call's answer, saying so; None when nothing was made."""
+    found = made()
+    if found is None:
+        log.warning("%s answered %s; nothing was made, so it is sent again", what, answer)
+        return None
+    name = found.get("id") or found.get("name") or "it"
+    said = "%s answered %s, but the provider had done it (%s): not sent again"
+    log.warning(said, what, answer, name)
+    return httpx.Response(200, json=found)
 
 
 def _retryable(response: httpx.Response) -> httpx.Response:

@@ -54,6 +54,9 @@ class Case:
     rows: int = 12  # rows of a job
     batch_rows: int = 6  # rows a batch (or real-time shard) takes: Bedrock's jobs need 100
     on_s3: bool = False  # its storage root must be s3:// (moto's server)
+    # its creates carry an idempotency key (Bedrock's clientRequestToken): the same create
+    # sent again makes nothing new, so its client may repeat it
+    keyed_creates: bool = False
     known_failures: Mapping[str, str] = dataclasses.field(default_factory=dict)  # promise: why
     # The name whose provider code it runs with other variables (an OpenAI-compatible vendor
     # profile): the default pass runs the cheap promises on that name, the long pass on both.
@@ -110,7 +113,17 @@ CASES: list[Case] = [
         for name, prefix, chat, embed in PROFILES
         for twin in ("", "-realtime")
     ),
-    Case("anthropic", ANTHROPIC, CLAUDE, "ANTHROPIC_API_KEY"),
+    Case(
+        "anthropic",
+        ANTHROPIC,
+        CLAUDE,
+        "ANTHROPIC_API_KEY",
+        known_failures={
+            "lost_create": "a message batch holds no metadata: a batch whose create answered "
+            "500 is matched by its size and time, and two shards of one size created at once "
+            "cannot be told apart, so the create is sent again"
+        },
+    ),
     Case("anthropic-realtime", ANTHROPIC, CLAUDE, "ANTHROPIC_API_KEY"),
     Case("gemini", GEMINI, GEMINI_CHAT, "GEMINI_API_KEY", GEMINI_EMBED),
     Case("gemini-realtime", GEMINI, GEMINI_CHAT, "GEMINI_API_KEY", GEMINI_EMBED),
@@ -129,6 +142,7 @@ CASES: list[Case] = [
         rows=200,
         batch_rows=100,
         on_s3=True,
+        keyed_creates=True,
     ),
 ]
 

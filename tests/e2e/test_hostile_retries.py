@@ -4,7 +4,8 @@ upstream answered and billed, and a provider whose every answer is a 500: a row 
 is not retried again, and when requests keep failing the same way the job stops (exit 4) in one
 line naming the error, the URL and the count, with a "retrying" line on stderr meanwhile. A
 500 the gateway marks as its own exception (Portkey's ``x-portkey-gateway-exception``) is not
-sent again at all, neither a real-time request nor a batch create.
+sent again at all: a real-time request's row fails, a batch create is looked up and the batch it
+made is used.
 
 Before these bounds, each request of the gateway case was sent 36 times (6 sends an attempt,
 6 attempts)."""
@@ -73,20 +74,20 @@ def test_a_gateway_exception_after_billing_is_never_resent_and_names_the_gateway
     assert took < 30
 
 
-def test_a_batch_create_the_gateway_marks_as_its_exception_is_not_repeated(
+def test_a_batch_create_the_gateway_marks_as_its_exception_is_found_not_repeated(
     tmp_path: Path,
 ) -> None:
     with (
         EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server,
-        gateway(server.url, "gateway-exception", healthy_posts=1) as (_, url),  # the upload
+        gateway(server.url, "gateway-exception", healthy_posts=1) as (front, url),  # the upload
     ):
         result, _ = maple_at(url, *table_job(tmp_path, "enrich", "openai", 10))
         stats = server.stats()
-    assert result.returncode == 1, result.stderr
-    line = outcome_line(result.stderr)
-    assert "POST /batches answered 500: Something went wrong." in line, line
-    assert "Portkey's gateway marked this 500 as its own exception" in line
+    assert result.returncode == 0, result.stderr
+    assert "POST /batches answered 500, but the provider had done it (batch_" in result.stderr
     assert stats["files_uploaded"] == 1 and stats["batches_created"] == 1  # created once
+    assert stats["requests_billed"] == 10 and stats["bodies_billed_twice"] == 0
+    assert max(front.posted.values()) == 1
 
 
 def test_the_breaker_stops_a_job_once_most_of_the_last_requests_fail_alike(

@@ -5,14 +5,17 @@ with botocore's standard retry mode; errors become the platform's exception tree
 operation named and no secrets.
 """
 
+import itertools
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
 from maple_engine.errors import AuthError, ProviderError, SetupRefused
-from maple_engine.providers.http import names_the_setup
+from maple_engine.providers.http import LOOKUP_DEPTH, names_the_setup
 
 T = TypeVar("T")
 LIST_PAGE = 100
+log = logging.getLogger("maple.provider")
 _AUTH = {"AccessDeniedException", "UnrecognizedClientException", "ExpiredTokenException"}
 
 
@@ -53,11 +56,27 @@ class BedrockCalls:
             raise ProviderError(f"Bedrock {what} failed: {exc}") from exc
 
     def create(self, **request: Any) -> str:
+        """The new job's ARN. After an answer that leaves open whether the job was made (a 5xx
+        or a lost connection, once boto3's retries with the same ``clientRequestToken`` are
+        spent), the job is looked up by its name and token before the error is raised."""
         name = request["jobName"]
-        answer = self._call(
-            f"CreateModelInvocationJob {name}",
-            lambda: self.client.create_model_invocation_job(**request),
-        )
+        try:
+            answer = self._call(
+                f"CreateModelInvocationJob {name}",
+                lambda: self.client.create_model_invocation_job(**request),
+            )
+        except ProviderError as exc:
+            if isinstance(exc, AuthError) or (exc.status and exc.status < 500):  # refused
+                raise
+            for job in itertools.islice(self.jobs(name_contains=name), LOOKUP_DEPTH):
+                token = job.get("clientRequestToken")
+                if job.get("jobName") == name and token in (None, request["clientRequestToken"]):
+                    log.warning(
+                        "Bedrock CreateModelInvocationJob %s failed (%s), but the job was made "
+                        "(%s): not sent again", name, exc, job["jobArn"],
+                    )  # fmt: skip
+                    return str(job["jobArn"])
+            raise
         return str(answer["jobArn"])
 
     def get(self, arn: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ The job's ``--priority`` (when not 0, the API's default) goes with every batch a
 before those with a lower one, negative values allowed.
 """
 
+import itertools
 from typing import Any, ClassVar
 
 import httpx
@@ -53,7 +54,7 @@ from maple_engine.providers.gemini.wire import (
     model_path,
     parse_result_line,
 )
-from maple_engine.providers.http import first_contact, make_client
+from maple_engine.providers.http import LOOKUP_DEPTH, first_contact, make_client
 
 _HEAD, _MID = '{"key":', ',"request":'
 #: REST batch state -> the platform's batch status (``ENDED_STATES`` are the terminal ones).
@@ -177,8 +178,17 @@ class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
                 max_retries=self.max_retries,
                 content=body,
                 headers={"content-type": "application/json"},
+                made=lambda: self._created(client, label),
             ).json()
         return payload.submission(self.name, str(created["name"]), digest, file_id=file_name)
+
+    def _created(self, client: httpx.Client, label: str) -> dict[str, Any] | None:
+        """The batch named ``label`` (job, shard, attempt, content digest) among the newest
+        `LOOKUP_DEPTH`, if any."""
+        for batch in itertools.islice(list_batches(client, self.max_retries), LOOKUP_DEPTH):
+            if (batch.get("metadata") or {}).get("displayName") == label:
+                return dict(batch)
+        return None
 
     def _state(self, batch: dict[str, Any]) -> BatchState:
         meta = batch.get("metadata") or {}

@@ -108,6 +108,10 @@ class MistralBatchProvider(OpenAIBatchProvider):
             "timeout_hours": wire.timeout_hours(self.completion_window),
         }
 
+    def _files_query(self, file_name: str) -> dict[str, Any]:
+        """Mistral's file listing searches by name (``search``) and pages by number."""
+        return {"purpose": self.file_purpose, "search": file_name, "page_size": 100}
+
     def _batches(self) -> BatchCollection:
         return BatchCollection("/batch/jobs", "batch job", "page", self.max_retries, numbered=True)
 

@@ -1,5 +1,6 @@
 """OpenAI Batch API provider (files + batches), for any OpenAI-compatible base URL."""
 
+import itertools
 import tempfile
 from typing import Any, ClassVar
 
@@ -30,7 +31,7 @@ from maple_engine.providers.batch_api import (
     wrapped_bytes_expr,
 )
 from maple_engine.providers.extra_body import form_fields
-from maple_engine.providers.http import download, make_client, request
+from maple_engine.providers.http import LOOKUP_DEPTH, download, make_client, request
 from maple_engine.providers.lost import LOST
 from maple_engine.providers.openai import billing, wire
 from maple_engine.providers.openai.lines import parse_result_file
@@ -170,6 +171,9 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
     def submit(self, payload: ShardPayload) -> Submission:
         data, digest = payload.encoded(self.encode)
         what = f"job {payload.job} shard {payload.shard} attempt {payload.attempt}"
+        # The content's digest in the name: a file found under it holds these very lines.
+        file_name = f"{payload.shard}-{payload.attempt}-{digest[:16]}.jsonl"
+        meta = payload.metadata(digest)
         with self._client() as client:
             upload = request(
                 client,
@@ -177,10 +181,9 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
                 "/files",
                 what=f"upload {what}",
                 max_retries=self.max_retries,
-                files={
-                    "file": (f"{payload.shard}-{payload.attempt}.jsonl", data, "application/jsonl")
-                },
+                files={"file": (file_name, data, "application/jsonl")},
                 data={**form_fields(self.extra_body), "purpose": self.file_purpose},
+                made=lambda: self._uploaded(client, file_name, len(data)),
             )
             file_id = str(upload.json()["id"])
             crash_point("after_upload")
@@ -191,8 +194,38 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
                 what=f"create batch for {what}",
                 max_retries=self.max_retries,
                 json=self._create_json(payload, file_id, digest),
+                made=lambda: self._created(client, meta),
             )
         return payload.submission(self.name, str(created.json()["id"]), digest, file_id=file_id)
+
+    def _uploaded(self, client: httpx.Client, file_name: str, size: int) -> dict[str, Any] | None:
+        """The file named ``file_name`` of ``size`` bytes among the newest uploaded, if any."""
+        listed = request(
+            client,
+            "GET",
+            "/files",
+            what=f"look up upload {file_name}",
+            max_retries=self.max_retries,
+            params=self._files_query(file_name),
+        ).json()
+        for item in listed.get("data") or []:
+            if item.get("filename") == file_name and int(item.get("bytes") or -1) == size:
+                return dict(item)
+        return None
+
+    def _files_query(self, file_name: str) -> dict[str, Any]:
+        """The query listing the newest uploads, where ``file_name`` would be."""
+        return {"purpose": self.file_purpose, "order": "desc", "limit": LOOKUP_DEPTH}
+
+    def _created(self, client: httpx.Client, meta: dict[str, str]) -> dict[str, Any] | None:
+        """The batch whose metadata holds ``meta`` (job, shard, attempt, content digest) among
+        the newest `LOOKUP_DEPTH` of the job's listing, if any."""
+        listed = self._batches().listing(client, self._job_filter(meta["maple_job"]))
+        for batch in itertools.islice(listed, LOOKUP_DEPTH):
+            held = batch.get("metadata") or {}
+            if all(held.get(key) == value for key, value in meta.items()):
+                return dict(batch)
+        return None
 
     def _create_json(self, payload: ShardPayload, file_id: str, digest: str) -> dict[str, Any]:
         """The batch create's body for ``payload``'s uploaded file ``file_id``."""
