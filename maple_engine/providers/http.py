@@ -146,6 +146,45 @@ def names_the_setup(message: str) -> bool:
     return _SETUP_WORDS.search(message) is not None
 
 
+def masked_url(url: str) -> str:
+    """``url`` as it may be shown: a user name and password, and each query value, as ``***``."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    if parts.username is not None or parts.password is not None:
+        netloc = f"***@{netloc}"
+    pairs = urllib.parse.parse_qsl(parts.query, keep_blank_values=True)
+    query = "&".join(f"{name}=***" for name, _ in pairs)
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def check_base_url(url: str, where: str) -> None:
+    """Refuse a base URL that would send something other than the user meant: one holding a
+    user name or password (the provider's key is what Maple sends, never the URL's), or a query
+    or fragment (each call's path goes after the base URL, so it would land inside them).
+    ``where`` names the setting (e.g. "OPENAI_BASE_URL (or --base-url)")."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 (a port that is not a number raises here)
+    except ValueError:
+        raise ConfigError(f"{where} is not a URL ({masked_url(url)!r})") from None
+    shown = masked_url(url)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise ConfigError(f"{where} must be an http:// or https:// URL with a host, not {shown!r}.")
+    if parts.username is not None or parts.password is not None:
+        raise ConfigError(
+            f"{where} holds a user name or password ({shown}): Maple authenticates with the "
+            "provider's API key variable, never with a URL's credentials; remove them from the "
+            "URL (a gateway's own credential goes in --header)."
+        )
+    if parts.query or parts.fragment:
+        raise ConfigError(
+            f"{where} has a query string or fragment ({shown}): each call's path is added "
+            "after the base URL, so it would land inside it; remove it (a key goes in the API "
+            "key variable, a gateway's parameter in --header)."
+        )
+
+
 def safe_url(url: str) -> str:
     """``url`` without what may hold a secret: user info and the query."""
     parts = urllib.parse.urlsplit(url)
@@ -238,7 +277,7 @@ def first_contact(
     a refused key, or an answer that is not ``api``'s JSON is a `ConfigError` naming the URL
     and the fix (``expect``: a member the answer must have); a busy service (429, 5xx) is left to
     the usual retries. ``url_env``: the base URL's variable (default ``<FAMILY>_BASE_URL``)."""
-    url = f"{str(client.base_url).rstrip('/')}{path}"
+    url = masked_url(f"{str(client.base_url).rstrip('/')}{path}")
     env = (family or "").upper()
     url_env = url_env or f"{env}_BASE_URL"
     fix_url = f"check {url_env} and the network" if env else "check the base URL"

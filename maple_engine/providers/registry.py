@@ -24,6 +24,7 @@ from maple_engine.providers.base import (
 from maple_engine.providers.bedrock.batch import BedrockBatchProvider
 from maple_engine.providers.gemini.batch import GeminiBatchProvider
 from maple_engine.providers.gemini.realtime import GeminiFlexProvider, GeminiRealtimeProvider
+from maple_engine.providers.http import check_base_url
 from maple_engine.providers.mistral.batch import MistralBatchProvider
 from maple_engine.providers.mistral.realtime import MistralRealtimeProvider
 from maple_engine.providers.openai import emulator
@@ -155,6 +156,10 @@ def build_provider(
     ``emulator_url`` is where a provider that runs on the emulator finds it.
     """
     entry = _entry(name)
+    base_url = overrides.get("base_url")
+    if base_url:
+        variable = entry.capabilities.variable("base_url")
+        check_base_url(str(base_url), f"the base URL ({variable} or --base-url)")
     if entry.root_field is not None and storage_root is not None:
         overrides.setdefault(entry.root_field, storage_root)
     if entry.capabilities.runs_on_emulator:
