@@ -166,9 +166,10 @@ from emulator.config import (
     "--require-header",
     "required_headers",
     multiple=True,
-    metavar="NAME",
+    metavar="NAME[=VALUE]",
     help="Act as a gateway that needs header NAME on every provider call (repeatable): a call "
-    "without it is answered 400 naming it.",
+    "without it is answered 400 naming it; with =VALUE, one carrying another value is answered "
+    "401.",
 )
 @click.option(
     "--require-body-field",

@@ -172,6 +172,12 @@ def aws_environment() -> dict[str, str | None]:
     }
 
 
+def named_variable(name: str) -> str | None:
+    """A variable the user named in a setting (a header's ``@env:VAR``), or None if unset or
+    empty: the one read of a variable Maple does not know by name."""
+    return os.environ.get(name) or None
+
+
 def knob(name: str) -> str | None:
     """An operational knob from ``KNOBS``, read where it acts (``None`` if unset or empty)."""
     if name not in KNOBS:

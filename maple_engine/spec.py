@@ -237,8 +237,8 @@ class JobSpec(BaseModel):
         exclude=True,  # values may be secrets: never in the spec the job's state keeps
         repr=False,
         description="HTTP header 'NAME: VALUE' sent on every request to the provider (one an AI "
-        "gateway requires), repeatable; values are never logged or stored: give them again "
-        "on each run.",
+        "gateway requires), repeatable; 'NAME: @env:VAR' sends the variable VAR's value; values "
+        "are never logged or stored: give them again on each run.",
     )
     extra_body: dict[str, Any] = Field(
         default_factory=dict,

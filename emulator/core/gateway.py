@@ -1,8 +1,10 @@
 """The emulator as an AI gateway in front of it would answer: one ASGI middleware.
 
-- ``required_headers`` (``--require-header NAME``): a provider call (any path but
-  ``/_emulator/...``) without one of them is answered 400 with the gateway's own envelope
-  (``{"status": "failure", "message": "..."}``, as Portkey's gateway answers), naming the header.
+- ``required_headers`` (``--require-header NAME`` or ``NAME=VALUE``): a provider call (any path
+  but ``/_emulator/...``) without one of them is answered 400 with the gateway's own envelope
+  (``{"status": "failure", "message": "..."}``, as Portkey's gateway answers), naming the header;
+  one whose ``NAME=VALUE`` header holds another value is answered 401 the same way (a gateway
+  checking its own key).
 - ``fields`` (``--require-body-field NAME``): a batch create (``POST /v1/batches``) whose JSON
   body, or a file upload (``POST /v1/files``) whose form, lacks one of them is answered 400 the
   same way, naming the field (LiteLLM's proxy routes these calls by ``custom_llm_provider``).
@@ -41,7 +43,8 @@ class GatewayMiddleware:
         self, app: App, required: tuple[str, ...], nulls: bool, fields: tuple[str, ...] = ()
     ) -> None:
         self.app = app
-        self.required = tuple(name.lower() for name in required)
+        pairs = [entry.partition("=") for entry in required]
+        self.required = {name.strip().lower(): value if eq else None for name, eq, value in pairs}
         self.nulls = nulls
         self.fields = fields
 
@@ -50,10 +53,14 @@ class GatewayMiddleware:
         if scope["type"] != "http" or path.startswith("/_emulator"):
             await self.app(scope, receive, send)
             return
-        sent = {k.decode("latin-1").lower() for k, _ in scope.get("headers", [])}
+        sent = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         missing = [name for name in self.required if name not in sent]
         if missing:
             await _refuse(send, f"The {missing[0]} header is required")
+            return
+        wrong = [n for n, v in self.required.items() if v is not None and sent[n] != v]
+        if wrong:
+            await _refuse(send, f"The {wrong[0]} header's value is not accepted", 401)
             return
         if self.fields and scope.get("method") == "POST" and path in FIELD_PATHS:
             body = await whole_body(receive)
@@ -111,10 +118,10 @@ def replayed(body: bytes, receive: Receive) -> Receive:
     return replay
 
 
-async def _refuse(send: Send, message: str) -> None:
+async def _refuse(send: Send, message: str, status: int = 400) -> None:
     body = orjson.dumps({"status": "failure", "message": message})
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
-    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 

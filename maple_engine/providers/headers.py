@@ -4,7 +4,12 @@ of the provider requires (``x-portkey-provider``, a gateway's own key).
 Given as ``NAME: VALUE`` (``--header``, repeatable) or a mapping (``headers=``), checked before
 any I/O. Values may be secrets: no message here repeats one, and a job's persisted spec leaves
 them out (``JobSpec.headers`` is excluded from its dump), so a rerun takes them from its caller
-again.
+again. A value written ``@env:VAR`` is the variable ``VAR``'s value, so a secret need not sit in
+the command line (where the process list shows it for the whole job).
+
+A value is printable ASCII and tabs (HTTP sends header values as bytes; a non-ASCII one cannot
+be sent as written). The headers Maple writes itself (`OWN_HEADERS`: the body's type and
+length, the host) cannot be given: a gateway would read a body that is not what it says.
 """
 
 import re
@@ -12,12 +17,16 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from maple_engine.errors import ConfigError
+from maple_engine.settings import named_variable
 
 # RFC 9110's token: the characters a field name may hold.
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 # A field value holds no control characters but tab (no line breaks: no header injection).
 _BAD_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 EXAMPLE = "--header 'x-portkey-provider: openai'"
+FROM_ENV = "@env:"  # a value read from the environment: ``@env:PORTKEY_API_KEY``
+#: Headers every call's own body sets: given, they would misdescribe it.
+OWN_HEADERS = frozenset({"content-type", "content-length", "host", "transfer-encoding"})
 
 
 def parse_headers(given: Any) -> dict[str, str]:
@@ -51,7 +60,7 @@ def _split(spec: Any, number: int) -> tuple[str, Any]:
 
 def _checked(pairs: Iterable[tuple[str, Any]]) -> dict[str, str]:
     headers: dict[str, str] = {}
-    for name, value in pairs:
+    for name, given in pairs:
         if not name:
             raise ConfigError(f"A header has an empty name: write NAME: VALUE, e.g. {EXAMPLE}.")
         if not _TOKEN.fullmatch(name):
@@ -59,8 +68,19 @@ def _checked(pairs: Iterable[tuple[str, Any]]) -> dict[str, str]:
                 f"Header name {name!r} is not a valid HTTP header name (letters, digits and "
                 f"!#$%&'*+-.^_`|~ only, no spaces): e.g. {EXAMPLE}."
             )
-        if not isinstance(value, str):
+        if not isinstance(given, str):
             raise ConfigError(f"Header {name}: its value must be a string.")
+        if name.lower() in OWN_HEADERS:
+            raise ConfigError(
+                f"Header {name} is set by Maple on each call from the body it sends; leave it "
+                "out (a gateway's own settings go in headers of their own names)."
+            )
+        value = _resolved(name, given)
+        if not value.isascii():
+            raise ConfigError(
+                f"Header {name}: its value holds a character outside ASCII, which HTTP cannot "
+                "send as written; encode it as the gateway documents (e.g. percent-encoded)."
+            )
         if _BAD_VALUE.search(value):
             raise ConfigError(
                 f"Header {name}: its value holds a line break or control character; give it "
@@ -70,6 +90,20 @@ def _checked(pairs: Iterable[tuple[str, Any]]) -> dict[str, str]:
             raise ConfigError(f"Header {name} is given twice: give each header once.")
         headers[name] = value
     return headers
+
+
+def _resolved(name: str, value: str) -> str:
+    """``value``, or the variable's value where it is ``@env:VAR``."""
+    if not value.startswith(FROM_ENV):
+        return value
+    variable = value.removeprefix(FROM_ENV).strip()
+    found = named_variable(variable) if variable else None
+    if found is None:
+        raise ConfigError(
+            f"Header {name}: its value reads ${variable or '?'} ({value}), which is not set: "
+            "export it, then rerun."
+        )
+    return found
 
 
 def redacted(headers: Mapping[str, str]) -> dict[str, str]:

@@ -66,10 +66,41 @@ def test_a_gateways_header_reaches_it_on_every_call_and_its_value_is_stored_nowh
     assert files_holding(tmp_path, SECRET) == []
 
 
+@pytest.mark.parametrize("provider", ["openai", "openai-realtime"])
+def test_a_header_value_read_from_the_environment_never_sits_in_the_command_line(
+    tmp_path: Path, provider: str
+) -> None:
+    """``--header 'NAME: @env:VAR'``: the gateway gets VAR's value (it refuses any other with
+    401), the command line holds only the variable's name, and the value is shown nowhere."""
+    config = EmulatorConfig(
+        batch_seconds=0, control_fail=0, required_headers=(f"{HEADER}={SECRET}",)
+    )
+    args = table_job(tmp_path, "enrich", provider, ROWS, "--poll-interval", "0.1")
+    header = ("--header", f"{HEADER}: @env:GATEWAY_KEY")
+    with EmulatorServer(config) as server:
+        unset, _ = maple_at(server.url, *args, *header)
+        wrong, _ = maple_at(server.url, *args, "--header", f"{HEADER}: not-the-key")
+        refused = server.stats()
+        done, _ = maple_at(server.url, *args, *header, GATEWAY_KEY=SECRET)
+        after = server.stats()
+    assert unset.returncode == 2, unset.stderr
+    assert "$GATEWAY_KEY (@env:GATEWAY_KEY), which is not set" in one_line(unset.stderr)
+    assert wrong.returncode == 2 and "header's value is not accepted" in wrong.stderr
+    assert refused["files_uploaded"] == 0 and refused["requests_billed"] == 0
+    assert done.returncode == 0, done.stderr
+    assert after["requests_billed"] == ROWS and after["bodies_billed_twice"] == 0
+    for run in (unset, wrong, done):
+        assert SECRET not in run.stdout + run.stderr
+    assert SECRET not in " ".join(done.args)
+    assert files_holding(tmp_path, SECRET) == []
+
+
 @pytest.mark.parametrize(
     ("given", "says"),
     [
         ("x-gateway-key gw-secret-7f3a9c1e5b", "--header #1 has no colon"),
+        ("content-type: text/plain", "Header content-type is set by Maple"),
+        ("x-gateway-key: g\u00e9", "outside ASCII"),
         (": gw-secret-7f3a9c1e5b", "A header has an empty name"),
         ("x gateway: gw-secret-7f3a9c1e5b", "Header name 'x gateway' is not a valid HTTP header"),
     ],
