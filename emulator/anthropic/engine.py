@@ -105,6 +105,10 @@ def check_params(params: Any, version: str = DEFAULT_VERSION) -> str | None:  # 
 #: interleaved-thinking beta, which lifts that bound for tool use, is not emulated). The
 #: messages are the API's own 400 ``invalid_request_error`` texts.
 THINKING_MIN_BUDGET = 1024
+#: models without extended thinking (the Claude 3 and 3.5 models: the models overview's
+#: "Extended thinking" row, https://platform.claude.com/docs/en/about-claude/models/overview);
+#: a name (or a Bedrock id) holding one of these is answered 400 for ``thinking``
+NO_THINKING = ("claude-3-haiku", "claude-3-sonnet", "claude-3-opus", "claude-3-5-", "claude-2")
 THINKING_DOCS = (
     "https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
     "#important-considerations-when-using-extended-thinking"
@@ -116,6 +120,9 @@ def thinking_problem(params: dict[str, Any]) -> str | None:  # noqa: PLR0911  (o
     thinking = params.get("thinking")
     if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
         return None
+    model = str(params.get("model", ""))
+    if any(name in model for name in NO_THINKING):
+        return f"thinking: {model} does not support extended thinking."
     budget = thinking.get("budget_tokens")
     if not isinstance(budget, int):
         return "thinking.enabled.budget_tokens: Field required"

@@ -12,7 +12,14 @@ The contract (deterministic, so tests can hold the client's books to it):
 - a token limit (``max_completion_tokens`` / ``max_output_tokens``) covers both: the reasoning
   comes first, the answer gets what is left (cut to it, finish ``length`` / ``incomplete``);
 - another model given a reasoning parameter answers 400 ``unsupported_parameter``, as OpenAI's
-  API does.
+  API does; so does a Responses ``reasoning`` that is not an object, and an effort not in
+  `REASONING_PER_TOKEN`;
+- a reasoning model refuses the sampling parameters of `FIXED_ON_REASONING` (``temperature``
+  and ``top_p`` but at 1, penalties, ``logprobs``, ``logit_bias``) unless its effort is
+  ``none``: "Not Supported: temperature, top_p, presence_penalty, frequency_penalty, logprobs,
+  top_logprobs, logit_bias, max_tokens" (learn.microsoft.com/azure/ai-foundry/openai/how-to/
+  reasoning, the same models' API; OpenAI's answer: "Unsupported value: 'temperature' does not
+  support 0.2 with this model. Only the default (1) value is supported.").
 """
 
 from typing import Any
@@ -20,7 +27,17 @@ from typing import Any
 from emulator.core.tokens import count_tokens
 
 REASONING_MODELS = ("o1", "o3", "o4", "gpt-5")
-REASONING_PER_TOKEN = {"minimal": 0, "low": 2, "medium": 4, "high": 8}
+REASONING_PER_TOKEN = {"none": 0, "minimal": 0, "low": 2, "medium": 4, "high": 8, "xhigh": 16}
+#: sampling parameters a reasoning model refuses, with the one value it takes (None: any)
+FIXED_ON_REASONING: dict[str, object] = {
+    "temperature": 1,
+    "top_p": 1,
+    "presence_penalty": None,
+    "frequency_penalty": None,
+    "logprobs": None,
+    "top_logprobs": None,
+    "logit_bias": None,
+}
 DEFAULT_EFFORT = "medium"
 
 
@@ -41,6 +58,9 @@ def effort_of(body: dict[str, Any]) -> Any:
 def reasoning_problem(body: dict[str, Any], param: str) -> tuple[str, str] | None:
     """``(message, param)`` of a 400 for a reasoning parameter the request cannot take."""
     given = param in body
+    if given and param == "reasoning" and not isinstance(body["reasoning"], dict):
+        kind = type(body["reasoning"]).__name__.replace("str", "string")
+        return f"Invalid type for 'reasoning': expected an object, but got a {kind} instead.", param
     effort = effort_of(body)
     if given and not is_reasoning_model(body.get("model")):
         message = (
@@ -51,6 +71,22 @@ def reasoning_problem(body: dict[str, Any], param: str) -> tuple[str, str] | Non
     if given and effort is not None and effort not in REASONING_PER_TOKEN:
         allowed = ", ".join(f"'{e}'" for e in REASONING_PER_TOKEN)
         return f"Invalid value: '{effort}'. Supported values are: {allowed}.", param
+    if is_reasoning_model(body.get("model")) and effort != "none":
+        return _sampling_problem(body)
+    return None
+
+
+def _sampling_problem(body: dict[str, Any]) -> tuple[str, str] | None:
+    for name, default in FIXED_ON_REASONING.items():
+        if name not in body or body[name] == default:
+            continue
+        if default is None:
+            return f"Unsupported parameter: '{name}' is not supported with this model.", name
+        return (
+            f"Unsupported value: '{name}' does not support {body[name]} with this model. Only "
+            f"the default ({default}) value is supported.",
+            name,
+        )
     return None
 
 

@@ -99,6 +99,10 @@ def _thinking(**extra: Any) -> dict[str, Any]:
             _thinking(tool_choice={"type": "any"}),
             "Thinking may not be enabled when tool_choice forces tool use",
         ),
+        (
+            _thinking(model="claude-3-5-haiku-20241022"),
+            "claude-3-5-haiku-20241022 does not support extended thinking",
+        ),
     ],
 )
 def test_extended_thinking_refuses_what_anthropic_refuses(
@@ -155,3 +159,70 @@ def test_a_batch_request_with_a_refused_thinking_errors_on_its_own(
     error = results["hot"]["error"]
     assert error["error"]["type"] == "invalid_request_error"
     assert "`temperature` may only be set to 1" in error["error"]["message"]
+
+
+def _chat(path: str, **body: Any) -> dict[str, Any]:
+    if path == "/v1/chat/completions":
+        return {"messages": [{"role": "user", "content": "hi"}], **body}
+    return {"input": "hi", **body}
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "param", "says"),
+    [
+        (
+            "/v1/chat/completions",
+            _chat("/v1/chat/completions", model="o3", temperature=0.2),
+            "temperature",
+            "Unsupported value: 'temperature' does not support 0.2 with this model. Only the "
+            "default (1) value is supported.",
+        ),
+        (
+            "/v1/responses",
+            _chat("/v1/responses", model="gpt-5", top_p=0.5, reasoning={"effort": "low"}),
+            "top_p",
+            "'top_p' does not support 0.5",
+        ),
+        (
+            "/v1/chat/completions",
+            _chat("/v1/chat/completions", model="gpt-5-mini", presence_penalty=0.5),
+            "presence_penalty",
+            "Unsupported parameter: 'presence_penalty' is not supported with this model.",
+        ),
+        (
+            "/v1/responses",
+            _chat("/v1/responses", model="gpt-5", reasoning="high"),
+            "reasoning",
+            "Invalid type for 'reasoning': expected an object, but got a string instead.",
+        ),
+        (
+            "/v1/chat/completions",
+            _chat("/v1/chat/completions", model="o4-mini", reasoning_effort="extreme"),
+            "reasoning_effort",
+            "Invalid value: 'extreme'.",
+        ),
+    ],
+)
+def test_a_reasoning_model_refuses_what_openai_refuses(
+    emulator: EmulatorServer, path: str, body: dict[str, Any], param: str, says: str
+) -> None:
+    refused = httpx.post(f"{emulator.url}{path}", json=body, headers={"authorization": "Bearer k"})
+    assert refused.status_code == 400, refused.text
+    error = refused.json()["error"]
+    assert error["param"] == param and says in error["message"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _chat("/v1/chat/completions", model="o3", temperature=1, top_p=1),
+        _chat("/v1/chat/completions", model="gpt-5.2", reasoning_effort="none", temperature=0.2),
+        _chat("/v1/chat/completions", model="gpt-4o-mini", temperature=0.2, logprobs=True),
+    ],
+)
+def test_a_reasoning_model_takes_its_defaults_and_other_models_their_sampling(
+    emulator: EmulatorServer, body: dict[str, Any]
+) -> None:
+    url = f"{emulator.url}/v1/chat/completions"
+    answer = httpx.post(url, json=body, headers={"authorization": "Bearer k"})
+    assert answer.status_code == 200, answer.text

@@ -24,6 +24,9 @@ def asked(model: str = "m", endpoint: str = "chat", **params: Any) -> ChatParams
     return ChatParams(model, endpoint, params, reasoning_models=openai_reasoning())
 
 
+ROOM = {"max_tokens": 4096}  # above a 2,048 thinking budget
+
+
 def openai_reasoning() -> tuple[str, ...]:
     return capabilities("openai").reasoning_models
 
@@ -43,6 +46,12 @@ def test_every_provider_describes_its_rules_and_its_twin_shares_them(name: str) 
         (asked(endpoint="responses", messages=[]), "drop it: the prompt template makes it"),
         (asked(max_output_tokens=5), "use max_completion_tokens"),
         (asked("gpt-4o-mini", reasoning_effort="low"), "gpt-4o-mini is not a reasoning model"),
+        (asked("o4-mini", reasoning_effort="extreme"), "'extreme' is not an effort"),
+        (asked("gpt-5", "responses", reasoning={"effort": "max"}), "'max' is not an effort"),
+        (asked("gpt-5", "responses", reasoning="high"), "takes an object, not 'high'"),
+        (asked("o3", temperature=0.2), "o3 is a reasoning model, which takes it only at 1"),
+        (asked("gpt-5-mini", top_p=0.5, reasoning_effort="low"), "takes it only at 1"),
+        (asked("gpt-5", "responses", logprobs=True), "which takes it not at all"),
     ],
 )
 def test_openai_refuses_a_parameter_of_the_other_api_or_model(ask: ChatParams, says: str) -> None:
@@ -52,6 +61,9 @@ def test_openai_refuses_a_parameter_of_the_other_api_or_model(ask: ChatParams, s
 
 def test_openai_takes_reasoning_on_a_reasoning_model_and_anything_where_none_are_listed() -> None:
     openai.check_params(asked("o4-mini", reasoning_effort="low"))
+    openai.check_params(asked("o4-mini", temperature=1, top_p=1))  # the defaults, said aloud
+    openai.check_params(asked("gpt-5.2", reasoning_effort="none", temperature=0.2))
+    openai.check_params(asked("gpt-4o-mini", temperature=0.2, logprobs=True))
     openai.check_params(ChatParams("any-model", "chat", {"reasoning_effort": "low"}))
 
 
@@ -61,21 +73,26 @@ def test_openai_takes_reasoning_on_a_reasoning_model_and_anything_where_none_are
         ({"thinking": "on"}, "give an object"),
         ({"thinking": {"type": "enabled", "budget_tokens": 500}}, "at least 1,024"),
         (
+            {"thinking": {"type": "enabled", "budget_tokens": 1024}},  # the default max_tokens
+            "must be below max_tokens 1,024 \\(Maple's default\\).*--param max_tokens=4096",
+        ),
+        (
             {"thinking": {"type": "enabled", "budget_tokens": 2048}, "max_tokens": 2048},
             "must be below max_tokens 2,048",
         ),
         (
-            {"thinking": {"type": "enabled", "budget_tokens": 2048}, "temperature": 0.2},
+            {"thinking": {"type": "enabled", "budget_tokens": 2048}, "temperature": 0.2, **ROOM},
             "no temperature other than 1",
         ),
         (
-            {"thinking": {"type": "enabled", "budget_tokens": 2048}, "top_p": 0.5},
+            {"thinking": {"type": "enabled", "budget_tokens": 2048}, "top_p": 0.5, **ROOM},
             "top_p from 0.95 to 1",
         ),
         (
             {
                 "thinking": {"type": "enabled", "budget_tokens": 2048},
                 "tool_choice": {"type": "tool", "name": "extract"},
+                **ROOM,
             },
             "no tool_choice that forces a tool",
         ),
@@ -86,11 +103,23 @@ def test_anthropic_thinking_needs_a_budget_it_takes(params: dict[str, Any], says
         anthropic.check_thinking(asked(**params))
 
 
+@pytest.mark.parametrize(
+    "model", ["claude-3-5-haiku-latest", "claude-3-haiku-20240307", "anthropic.claude-3-haiku-v1:0"]
+)
+def test_anthropic_thinking_on_a_model_without_it_is_refused(model: str) -> None:
+    thinking = {"type": "enabled", "budget_tokens": 2048}
+    with pytest.raises(ConfigError, match=f"{model} has no extended thinking"):
+        anthropic.check_thinking(asked(model, thinking=thinking, **ROOM))
+    anthropic.check_thinking(asked("claude-3-7-sonnet-latest", thinking=thinking, **ROOM))
+
+
 def test_anthropic_thinking_passes_when_off_or_within_its_budget() -> None:
     anthropic.check_thinking(asked(thinking={"type": "disabled"}, temperature=0.2))
     thinking = {"type": "enabled", "budget_tokens": 2048}
     anthropic.check_thinking(asked(thinking=thinking, max_tokens=4096, temperature=1))
-    anthropic.check_thinking(asked(thinking=thinking, top_p=0.95, tool_choice={"type": "auto"}))
+    anthropic.check_thinking(
+        asked(thinking=thinking, top_p=0.95, tool_choice={"type": "auto"}, **ROOM)
+    )
 
 
 @pytest.mark.parametrize(
