@@ -156,6 +156,12 @@ from emulator.config import (
     "--latency long), the rest queue, and no rate-limit headers; 0: unbounded.",
 )
 @click.option(
+    "--ignore-dimensions",
+    is_flag=True,
+    help="Answer embeddings at the model's own length whatever dimensions asks, as a server "
+    "that does not shorten vectors (or a gateway that drops the field) does.",
+)
+@click.option(
     "--no-usage",
     "omit_usage",
     is_flag=True,
@@ -215,6 +221,7 @@ def emulator_command(
     priority_speedup: float,
     latency: str,
     server_slots: int,
+    ignore_dimensions: bool,
     omit_usage: bool,
     required_headers: tuple[str, ...],
     required_body_fields: tuple[str, ...],
@@ -248,6 +255,7 @@ def emulator_command(
             realtime_latency_s=parse_latency(latency),
             server_slots=server_slots,
             omit_usage=omit_usage,
+            ignore_dimensions=ignore_dimensions,
             required_headers=required_headers,
             required_body_fields=required_body_fields,
             gateway_nulls=gateway_nulls,

@@ -99,6 +99,10 @@ class EmulatorConfig:
     #: Answer without token usage (OpenAI's ``usage``, Gemini's ``usageMetadata``), as some
     #: OpenAI-compatible servers and Gemini embedding replies do; billing still counts them.
     omit_usage: bool = False
+    #: Answer embeddings at the model's own length whatever ``dimensions`` (Mistral's
+    #: ``output_dimension``) asks, as an OpenAI-compatible server that does not shorten vectors
+    #: does, and a gateway that drops the field.
+    ignore_dimensions: bool = False
     #: An AI gateway in front (``emulator.core.gateway``): headers every provider call must carry
     #: (400 naming the first missing), and batch/file objects re-shaped as LiteLLM's proxy
     #: returns them (``null`` for absent optional fields, extra fields).

@@ -52,6 +52,12 @@ class BreakerOpen(ProviderError):
     the URL without secrets and the count."""
 
 
+class ReplyMismatch(ProviderError):
+    """A reply that cannot fit the job (an embedding of another length than ``--dimensions``
+    asked): the job stopped at the first one and kept none of them (``maple``: exit 4), so a
+    rerun after the fix sends those rows."""
+
+
 class QueueFull(ProviderError):
     """The provider refused a new batch because its batch queue is full; nothing was created.
 

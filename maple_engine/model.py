@@ -267,3 +267,4 @@ class StopKind(enum.StrEnum):
     BUDGET = "budget"  # the next attempt would pass the budget
     CANCEL = "cancel"  # `maple cancel`
     QUEUE = "queue"  # the provider's queue cannot take the job's shards
+    REPLY = "reply"  # a reply could not fit the job (a vector of another length)

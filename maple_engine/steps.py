@@ -15,6 +15,7 @@ from maple_engine.collect.responses import (
     IMAGE_GONE,
     attempt_results,
     combine_attempts,
+    fit_vectors,
     plan_retries,
     summarize,
     with_final,
@@ -78,6 +79,7 @@ def payload_for(job: Job, shard: str, attempt: int) -> ShardPayload:
         budget,
         stopped,
         priority=job.spec.priority,
+        dimensions=job.spec.dimensions,
     )
 
 
@@ -179,6 +181,9 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         schema=job.spec.response_schema,
         estimate=text_estimate(job.spec, lambda columns: job.state.shard_frame(shard, columns)),
     )
+    results, misfit = fit_vectors(results, job.spec.dimensions)
+    if misfit is not None:  # the rows are sent again on the rerun after the fix, not now
+        job.state.stop(misfit, kind=StopKind.REPLY)
     earlier = [job.state.results(shard, attempt - 1)] if attempt > 1 else []
     results = check_images(job, shard, results, earlier)
     combined = combine_attempts([*earlier, results])  # every row not final before this attempt

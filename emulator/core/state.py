@@ -164,7 +164,9 @@ class State:
         self.billing = Billing(config.organizations, config.workspaces)
         self.drawer = FaultDrawer(config.seed, config.fail)
         self.control_drawer = FaultDrawer(config.seed, {"server_error": config.control_fail_rate})
-        self.openai = OpenAIEngine(self.drawer, config.embedding_dimensions, config.omit_usage)
+        self.openai = OpenAIEngine(
+            self.drawer, config.embedding_dimensions, config.omit_usage, config.ignore_dimensions
+        )
         self.anthropic = AnthropicEngine(self.drawer)
         self.gemini = GeminiStore()
         self.bedrock_jobs: dict[str, Any] = {}

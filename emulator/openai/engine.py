@@ -128,11 +128,16 @@ class OpenAIEngine:
     """Runs chat completion and embedding bodies with the configured faults."""
 
     def __init__(
-        self, drawer: FaultDrawer, embedding_dimensions: int, omit_usage: bool = False
+        self,
+        drawer: FaultDrawer,
+        embedding_dimensions: int,
+        omit_usage: bool = False,
+        ignore_dimensions: bool = False,
     ) -> None:
         self.drawer = drawer
         self.dimensions = embedding_dimensions
         self.omit_usage = omit_usage  # answer without ``usage`` (billing still counts it)
+        self.ignore_dimensions = ignore_dimensions  # every vector at ``dimensions``'s length
 
     def run(self, url: str, body: Any, key: int | None = None) -> Outcome:
         """Run ``body`` as a request to ``url`` (``/v1/chat/completions``, ``/v1/responses`` or
@@ -252,7 +257,8 @@ class OpenAIEngine:
             if failed is not None:
                 return failed
         dims = body.get("dimensions", body.get("output_dimension"))  # OpenAI's, Mistral's
-        dims = dims if isinstance(dims, int) and 0 < dims <= 4096 else self.dimensions
+        if not isinstance(dims, int) or not 0 < dims <= 4096 or self.ignore_dimensions:
+            dims = self.dimensions
         as_base64 = body.get("encoding_format") == "base64"
         data = [
             {

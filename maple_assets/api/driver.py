@@ -211,7 +211,7 @@ def drive(
         lease = driver_lease(state.storage, state.paths.driver, spec.name, wait=True)
         waited = True
     with lease.hold():
-        rerun_lifts = (StopKind.QUOTA, StopKind.CANCEL)
+        rerun_lifts = (StopKind.QUOTA, StopKind.CANCEL, StopKind.REPLY)
         lifted = state.clear_stop(rerun_lifts) or resume_budget_stop(state, spec.budget_usd)
         if lifted and resuming is not None:
             resuming(f"resuming job {spec.name} (was stopped: {lifted})")

@@ -23,7 +23,7 @@ from its first step (the canary's and the budget's checks and messages are the r
 import threading
 
 from maple_engine.canary import run_canary
-from maple_engine.errors import BreakerOpen, SetupRefused
+from maple_engine.errors import BreakerOpen, ReplyMismatch, SetupRefused
 from maple_engine.job import Job
 from maple_engine.plan.rerun import shard_input
 from maple_engine.providers.registry import capabilities
@@ -64,11 +64,12 @@ class EarlyStart:
 
     def handover(self) -> list[str]:
         """Stop after the shard being sent; the shards submitted here, for the runs to adopt.
-        A job error found here (the provider refused the job's setup, or the breaker opened)
-        is raised: the runs would only send the same requests again to find it again."""
+        A job error found here (the provider refused the job's setup, the breaker opened, a
+        reply could not fit the job) is raised: the runs would only send the same requests again
+        to find it again."""
         self._handover.set()
         self._thread.join()
-        if isinstance(self.error, (SetupRefused, BreakerOpen)):
+        if isinstance(self.error, (SetupRefused, BreakerOpen, ReplyMismatch)):
             raise self.error
         return self.sent
 

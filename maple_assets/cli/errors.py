@@ -31,7 +31,13 @@ from maple_assets.api.errors import (
     user_error,
 )
 from maple_assets.api.result import STATUSES, job_status
-from maple_engine.errors import BreakerOpen, CanaryFailed, MapleError, QuotaExhausted
+from maple_engine.errors import (
+    BreakerOpen,
+    CanaryFailed,
+    MapleError,
+    QuotaExhausted,
+    ReplyMismatch,
+)
 
 OK = 0
 UNEXPECTED = 1
@@ -64,7 +70,7 @@ def fail(exc: BaseException, debug: bool) -> NoReturn:
         click.echo(f"error: {one_line(usage)}", err=True)
         sys.exit(USAGE)
     # before a batch went out, or before more requests did
-    if isinstance(found, (QuotaExhausted, CanaryFailed, BreakerOpen)):
+    if isinstance(found, (QuotaExhausted, CanaryFailed, BreakerOpen, ReplyMismatch)):
         click.echo(f"stopped: {one_line(found)}", err=True)
         sys.exit(STOPPED)
     if isinstance(found, MapleError):

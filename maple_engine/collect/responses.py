@@ -14,6 +14,7 @@ from maple_engine.ledger.pricing import ModelPrice, cost_expr
 from maple_engine.model import CUSTOM_ID, REUSED, ROW_ID, BatchState
 from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import RESULT_SCHEMA
+from maple_engine.providers.vectors import misfit_reason, vector_values
 
 _LINE = [c for c in RESULT_SCHEMA if c != "sends"]  # a row's sends become its ``attempts``
 ATTEMPT_COLUMNS = [ROW_ID, CUSTOM_ID, *_LINE, "cost_usd", "parsed", "attempt", "attempts"]
@@ -105,6 +106,28 @@ _TOKENS = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_
 #: The usage figures summed per shard and job: the tokens, and of the output the reasoning
 #: (null where the provider does not report it, counted as none).
 SUMMED = (*_TOKENS, "reasoning_tokens")
+
+
+def fit_vectors(frame: pl.DataFrame, length: int | None) -> tuple[pl.DataFrame, str | None]:
+    """With ``--dimensions``, a vector of another length can never fit the job: its row is
+    ``invalid_output`` (billed, not kept, sent again on a rerun), and the reason is returned."""
+    if length is None or frame.is_empty():
+        return frame, None
+    encoded = 4 * -(-length * 4 // 3)  # base64 of ``length`` float32 values
+    wrong = (pl.col("status") == "succeeded") & (pl.col("response").str.len_bytes() != encoded)
+    first = frame.filter(wrong).head(1)
+    if first.is_empty():
+        return frame, None
+    reason = misfit_reason(vector_values(str(first["response"].item())), length)
+    return frame.with_columns(
+        pl.when(wrong).then(pl.lit("failed")).otherwise(pl.col("status")).alias("status"),
+        pl.when(wrong)
+        .then(pl.lit(FailureClass.INVALID_OUTPUT.value))
+        .otherwise(pl.col("failure_class"))
+        .alias("failure_class"),
+        pl.when(wrong).then(pl.lit(reason)).otherwise(pl.col("error")).alias("error"),
+        pl.when(wrong).then(None).otherwise(pl.col("response")).alias("response"),
+    ), reason
 
 
 def validate_structured(frame: pl.DataFrame, schema: dict[str, Any] | None) -> pl.DataFrame:

@@ -328,6 +328,9 @@ class ShardPayload:
     #: The job's ``--priority``: a batch API that orders its own queue by one (Gemini's
     #: ``batch.priority``) gets it with the batch.
     priority: int = 0
+    #: The vector length an embedding job asked for (``--dimensions``): a real-time attempt
+    #: stops at the first reply of another length (`maple_engine.errors.ReplyMismatch`).
+    dimensions: int | None = None
     _encoded: tuple[bytes, str] | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False
     )

@@ -15,6 +15,33 @@ def vector_base64(vector: Any) -> str:
     return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
 
 
+def vector_values(encoded: str) -> int:
+    """The values of a base64 float32 vector, counted from its length (not decoded)."""
+    padding = len(encoded) - len(encoded.rstrip("="))
+    return (len(encoded) * 3 // 4 - padding) // 4
+
+
+def misfit(rows: Sequence[dict[str, Any]], length: int) -> int | None:
+    """The length of the first succeeded vector among ``rows`` that is not ``length`` long."""
+    for row in rows:
+        vector = row.get("response")
+        if row.get("status") == "succeeded" and isinstance(vector, str):
+            values = vector_values(vector)
+            if values != length:
+                return values
+    return None
+
+
+def misfit_reason(values: int, length: int) -> str:
+    """Why a reply of ``values`` values cannot fit a job asking ``--dimensions length``."""
+    return (
+        f"the provider answered {values}-value vectors where --dimensions asked for {length}: "
+        "it (or a gateway before it) does not shorten vectors. No such vector is kept: drop "
+        "--dimensions (the model's own length) or send to a server that takes it, then rerun "
+        "the same command"
+    )
+
+
 def embedding_row(custom_id: Any, vector: Any, tokens: int | None) -> dict[str, Any]:
     """A succeeded, billed row of one text's vector and its input tokens (None: the reply
     reported none; the collection estimates them)."""

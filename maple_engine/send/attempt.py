@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 import httpx
 import orjson
 
-from maple_engine.errors import AuthError, BreakerOpen, MapleError, SetupRefused
+from maple_engine.errors import AuthError, BreakerOpen, MapleError, ReplyMismatch, SetupRefused
 from maple_engine.failures import FailureClass
 from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
 from maple_engine.policy import SendBudget
@@ -62,6 +62,7 @@ from maple_engine.providers.http import (
     setup_refusal,
 )
 from maple_engine.providers.realtime import Group, RateLimits, Row
+from maple_engine.providers.vectors import misfit, misfit_reason
 from maple_engine.send.checkpoints import RowCheckpoints
 from maple_engine.send.contact import WINDOW, Breaker, Failure, FirstContact, failure_of
 from maple_engine.send.pacing import (
@@ -160,8 +161,10 @@ class AttemptRun:
         *,
         budget: SendBudget | None = None,
         stopped: Callable[[], bool] | None = None,
+        dimensions: int | None = None,
     ):
         self.p = provider
+        self.dimensions = dimensions  # an embedding's length the job asked for
         self.budget = budget
         self.stopped = stopped
         self.halted = False  # the job stopped: nothing more is released or retried
@@ -215,7 +218,7 @@ class AttemptRun:
                     await asyncio.gather(*tasks)
                     await self._release()  # no success, each failure its own: the rows' own
                     ticker.cancel()
-            except* (SetupRefused, BreakerOpen) as errors:  # AuthError is a SetupRefused
+            except* (SetupRefused, BreakerOpen, ReplyMismatch) as errors:  # AuthError too
                 raise errors.exceptions[0] from None
             finally:
                 if self.share is not None:
@@ -270,6 +273,7 @@ class AttemptRun:
             if self.halted:
                 return
             rows = await self._request(client, custom_ids, body)
+            self._check_fit(rows)
             if self.contact.released:
                 for row in rows:
                     self.checkpoints.add(row)
@@ -353,6 +357,17 @@ class AttemptRun:
     async def _release(self) -> None:
         await self.contact.release()
         self._flush_held()
+
+    def _check_fit(self, rows: list[Row]) -> None:
+        """Stop at the first reply that cannot fit the job, keeping none of it (the rerun after
+        the fix sends its rows)."""
+        if self.dimensions is None:
+            return
+        values = misfit(rows, self.dimensions)
+        if values is not None:
+            self.halted = True  # nothing more is sent; what is in flight is kept as it ends
+            where = f"{self.p.name}: POST {safe_url(self.url)}"
+            raise ReplyMismatch(f"{where}: {misfit_reason(values, self.dimensions)}.")
 
     def _flush_held(self) -> None:
         for row in self.held if not self.halted else []:  # stopped: sent again on the rerun

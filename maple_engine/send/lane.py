@@ -15,7 +15,8 @@ within the row's retry budget (the payload's ``SendBudget``); then the row is re
 with its class and the pipeline's retry policy takes over. Quota errors are not retried, and
 stop the attempt from sending further rows. A refusal of the job's setup (401/403 among them)
 aborts the attempt with ``SetupRefused``; most requests failing the same way, with
-``BreakerOpen`` (`maple_engine.send.attempt`).
+``BreakerOpen``; a reply that cannot fit the job (a vector of another length than the payload's
+``dimensions``), with ``ReplyMismatch``, its rows not kept (`maple_engine.send.attempt`).
 """
 
 import dataclasses
@@ -87,6 +88,7 @@ class RealtimeLane:
                 self.wire.decorations.sending,
                 budget=payload.budget,
                 stopped=payload.stopped,
+                dimensions=payload.dimensions,
             )
             run_sync(run.run(rows))
         finally:

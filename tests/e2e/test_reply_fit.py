@@ -1,0 +1,79 @@
+"""A reply that can never fit the job: a server (or a gateway before it) that ignores
+``--dimensions`` answers vectors of the model's own length. The job stops at the first such
+reply, in one line naming the lengths (exit 4), keeps none of it, and the rerun after the fix
+sends those rows and finishes; nothing is reused from the server that ignored the length."""
+
+import dataclasses
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from emulator.config import EmulatorConfig
+from emulator.server import EmulatorServer
+from tests.e2e.hostile import maple_at, outcome_line
+
+ROWS = 40
+ASKED = 8  # the emulator's own length is 16
+
+
+@pytest.mark.parametrize("provider", ["openai-realtime", "openai-server"])
+def test_vectors_of_another_length_stop_the_job_at_the_first_and_the_rerun_sends_them(
+    tmp_path: Path, provider: str
+) -> None:
+    table = tmp_path / "items.parquet"
+    pl.DataFrame({"title": [f"thing {i}" for i in range(ROWS)]}).write_parquet(table)
+    args = [
+        "embed", str(table), "--text", "{title}", "--model", "text-embedding-3-small",
+        "--dimensions", str(ASKED), "--provider", provider, "--storage", str(tmp_path / "store"),
+        "--job", "fit", "--quiet", "--max-requests-per-batch", "10",
+    ]  # fmt: skip
+    server_env = {"MAPLE_BASE_URL": "", "MAPLE_API_KEY": "k"}
+    with EmulatorServer(EmulatorConfig(batch_seconds=0, ignore_dimensions=True)) as ignoring:
+        env = {**server_env, "MAPLE_BASE_URL": f"{ignoring.url}/v1"}
+        stopped, took = maple_at(ignoring.url, *args, **env)
+        paid = ignoring.stats()
+    assert stopped.returncode == 4, stopped.stderr
+    line = outcome_line(stopped.stderr)
+    assert "16-value vectors where --dimensions asked for 8" in line, line
+    assert "does not shorten vectors" in line and "sk-hostile" not in stopped.stderr
+    assert not list(tmp_path.glob("items_*.parquet"))  # no output of wrong vectors
+    assert paid["requests_received"] == 1, paid  # the first contact alone (10 texts in it)
+    assert took < 30
+    with EmulatorServer(EmulatorConfig(batch_seconds=0)) as fixed:
+        env = {**server_env, "MAPLE_BASE_URL": f"{fixed.url}/v1"}
+        done, _ = maple_at(fixed.url, *args, **env)
+        sent = fixed.stats()
+    assert done.returncode == 0, done.stderr
+    out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
+    assert out["llm_status"].to_list() == ["succeeded"] * ROWS
+    assert out["llm_embedding"].arr.len().unique().to_list() == [ASKED]
+    assert sent["requests_billed"] >= 1 and sent["bodies_billed_twice"] == 0
+
+
+def test_a_batch_of_vectors_of_another_length_stops_the_job_and_the_rerun_sends_its_rows(
+    tmp_path: Path,
+) -> None:
+    table = tmp_path / "items.parquet"
+    pl.DataFrame({"title": [f"thing {i}" for i in range(ROWS)]}).write_parquet(table)
+    args = [
+        "embed", str(table), "--text", "{title}", "--model", "text-embedding-3-small",
+        "--dimensions", str(ASKED), "--provider", "openai", "--storage", str(tmp_path / "store"),
+        "--job", "fit", "--quiet", "--poll-interval", "0.1",
+    ]  # fmt: skip
+    config = EmulatorConfig(batch_seconds=0, control_fail=0)
+    with EmulatorServer(dataclasses.replace(config, ignore_dimensions=True)) as ignoring:
+        stopped, _ = maple_at(ignoring.url, *args)
+        paid = ignoring.stats()
+    assert stopped.returncode == 4, stopped.stderr
+    line = outcome_line(stopped.stderr)
+    assert "16-value vectors where --dimensions asked for 8" in line, line
+    assert paid["batches_created"] == 1 and paid["requests_billed"] == ROWS
+    with EmulatorServer(config) as fixed:
+        done, _ = maple_at(fixed.url, *args)
+        sent = fixed.stats()
+    assert done.returncode == 0, done.stderr
+    out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
+    assert out["llm_status"].to_list() == ["succeeded"] * ROWS
+    assert out["llm_embedding"].arr.len().unique().to_list() == [ASKED]
+    assert sent["requests_billed"] == ROWS  # every row again: none of the wrong ones kept
