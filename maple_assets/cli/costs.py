@@ -9,11 +9,14 @@ import io
 import json
 from collections.abc import Callable
 from datetime import date, datetime
+from pathlib import Path
 from typing import Any, get_args
 
 import click
+from sqlalchemy.engine import make_url
 
 from maple_assets.cli.tables import render
+from maple_engine.errors import ConfigError
 from maple_engine.ledger.costs import CostLedger, GroupBy
 from maple_engine.settings import COST_DB_ENV, Settings
 
@@ -41,6 +44,21 @@ def ledger_options(command: Callable[..., Any]) -> Callable[..., Any]:
         help=f"Ledger database URL, e.g. postgresql+psycopg2://... [env: {COST_DB_ENV}].",
     )
     return storage(db(command))
+
+
+def ledger_settings(storage: str | None, db: str | None) -> Settings:
+    """The settings of a command that reads the ledger: a SQLite ledger named outright (``--db``
+    or ``$MAPLE_COST_DB``) whose file does not exist is a mistyped path, not an empty ledger."""
+    settings = Settings.load(storage=storage, cost_db=db)
+    url = settings.cost_db
+    if url is not None and url.startswith("sqlite:"):
+        path = make_url(url).database
+        if path and path != ":memory:" and not Path(path).exists():
+            raise ConfigError(
+                f"No cost ledger at {path}: nothing has recorded costs there. Check --db (or "
+                f"${COST_DB_ENV}); a storage root's own ledger is found with --storage."
+            )
+    return settings
 
 
 @click.command("costs")
@@ -72,7 +90,7 @@ def costs_command(
 ) -> None:
     """Show recorded LLM spend, batch and cache savings, grouped by team, job, model or day."""
     since_day: date | None = since.date() if since is not None else None
-    settings = Settings.load(storage=storage, cost_db=db)
+    settings = ledger_settings(storage, db)
     with CostLedger(database_url=settings.cost_db, storage_root=settings.storage_root) as tracker:
         rows = tracker.report(by=by, since=since_day)
     if fmt == "json":

@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime, timedelta
 import click
 import polars as pl
 
-from maple_assets.cli.costs import ledger_options
+from maple_assets.cli.costs import ledger_options, ledger_settings
 from maple_assets.cli.errors import ROWS_FAILED
 from maple_assets.cli.tables import render
 from maple_engine.errors import ConfigError
@@ -28,7 +28,7 @@ from maple_engine.providers.attribution import ENV as ATTRIBUTION_ENV
 from maple_engine.providers.attribution import EXAMPLE as ATTRIBUTION_EXAMPLE
 from maple_engine.providers.attribution import load_attribution
 from maple_engine.providers.registry import capabilities, names
-from maple_engine.settings import Settings, admin_key_env
+from maple_engine.settings import admin_key_env
 
 DRIFT = ROWS_FAILED  # exit 3: the provider billed something else than the ledger recorded
 DEFAULT_DAYS = 7
@@ -78,7 +78,7 @@ def reconcile_command(
     first = since.date() if since else last - timedelta(days=DEFAULT_DAYS - 1)
     if first > last:
         raise ConfigError(f"--since {first} is after --until {last}; swap them.")
-    settings = Settings.load(storage=storage, cost_db=db)
+    settings = ledger_settings(storage, db)
     teams = None
     if by == "team":
         if not settings.team_attribution:

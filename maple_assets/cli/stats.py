@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from maple_assets.cli.costs import ledger_options
+from maple_assets.cli.costs import ledger_options, ledger_settings
 from maple_assets.cli.tables import render
 from maple_engine.errors import ConfigError
 from maple_engine.ledger.batch_history import HistoryFilter
@@ -18,7 +18,6 @@ from maple_engine.ledger.costs import CostLedger
 from maple_engine.report.batch_stats import batch_table, percentile_table, readable
 from maple_engine.report.charts import chart_pngs, write_pngs
 from maple_engine.report.html_report import html_report
-from maple_engine.settings import Settings
 
 
 @click.command("stats")
@@ -67,7 +66,7 @@ def stats_command(
 ) -> None:
     """Batch turnaround and throughput per provider and model: table, CSV, charts, HTML."""
     where = HistoryFilter(since and since.date(), job, team, provider)
-    settings = Settings.load(storage=storage, cost_db=db)
+    settings = ledger_settings(storage, db)
     with CostLedger(database_url=settings.cost_db, storage_root=settings.storage_root) as ledger:
         history = ledger.batch_history(where)
     rows = readable(percentile_table(history))

@@ -14,6 +14,7 @@ from maple_engine.storage.storage import filesystem_for, polars_storage_options
 
 BLOCK_ROWS = 50_000
 CSV_BLOCK_BYTES = 8 << 20
+LOST_BYTE = "\ufffd"  # what a byte that is not UTF-8 reads as
 
 
 def scan(uri: str, s3: S3Settings | None = None) -> pl.LazyFrame:
@@ -37,12 +38,18 @@ def input_columns(uri: str, s3: S3Settings | None = None) -> list[str]:
 
 
 def input_schema(uri: str, s3: S3Settings | None = None) -> pl.Schema:
+    """The input's columns; a CSV header that is not UTF-8 (read as U+FFFD by polars) is
+    refused naming its line, as a body line would be."""
     try:
-        return scan(uri, s3).collect_schema()
+        schema = scan(uri, s3).collect_schema()
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise unreadable(
             uri, exc, s3, "Give a readable CSV (with a header row) or Parquet file."
         ) from exc
+    lost = file_format(uri) == "csv" and any(LOST_BYTE in name for name in schema.names())
+    if lost and _first_invalid_utf8(uri, s3) is not None:  # not a U+FFFD written as such
+        raise unreadable(uri, ValueError("invalid utf-8 in the header"), s3, "")
+    return schema
 
 
 def iter_blocks(
@@ -58,7 +65,7 @@ def iter_blocks(
         return
     try:
         yield from _read_blocks(source, rows, s3)
-    except (pl.exceptions.PolarsError, pa.ArrowException, OSError) as exc:
+    except (pl.exceptions.PolarsError, pa.ArrowException, OSError, UnicodeDecodeError) as exc:
         raise unreadable(source, exc, s3, "Give a readable CSV or Parquet file.") from exc
 
 

@@ -29,6 +29,7 @@ CASES = ["bad_schema", "schema_subset", "nested_csv_output", "output_unwritable"
 CASES += ["output_s3_unreachable", "storage_s3_no_credentials", "param_not_json"]
 CASES += ["retry_negative", "list_column_in_prompt", "long_job", "storage_read_only"]
 CASES += ["missing_placeholder", "output_s3_no_credentials", "cost_db_not_a_url"]
+CASES += ["non_utf8_csv_header"]
 IN_GRAPH = ["ragged_csv", "non_utf8_csv", "context_window"]  # found by input_shards
 DROPPED = ("AWS_", "OPENAI_")  # the developer's AWS and OpenAI settings
 
@@ -94,6 +95,8 @@ def setup_case(case: str, tmp: Path) -> tuple[Path, list[str], dict[str, str]]:
     ragged, non_utf8, huge = tmp / "ragged.csv", tmp / "latin1.csv", tmp / "huge.csv"
     ragged.write_text("title,size\na,1\nb,2,extra\n")
     non_utf8.write_bytes("title\nCr\u00e8me br\u00fbl\u00e9e\n".encode("latin-1"))
+    latin_header = tmp / "latin1_header.csv"
+    latin_header.write_bytes("title,d\u00e9tail\na,b\n".encode("latin-1"))
     pl.DataFrame({"title": ["ok", "x" * 600_000]}).write_csv(huge)
     s3 = {"AWS_ENDPOINT_URL": DEAD, "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"}
     cases: dict[str, tuple[Path, list[str], dict[str, str]]] = {
@@ -111,6 +114,7 @@ def setup_case(case: str, tmp: Path) -> tuple[Path, list[str], dict[str, str]]:
         "storage_read_only": (source, ["--storage", "/proc/maple-store"], {}),
         "ragged_csv": (ragged, [], {}),
         "non_utf8_csv": (non_utf8, [], {}),
+        "non_utf8_csv_header": (latin_header, [], {}),
         "missing_placeholder": (source, ["--prompt", "{title} {colour}"], {}),
         "context_window": (huge, [], {}),
         "cost_db_not_a_url": (source, [], {"MAPLE_COST_DB": str(tmp / "costs.sqlite")}),
@@ -133,6 +137,7 @@ EXPECTED = {
     "storage_read_only": "is not writable",
     "ragged_csv": "Expected 2 columns, got 3",
     "non_utf8_csv": "is not valid UTF-8 (byte 0xe8",
+    "non_utf8_csv_header": "line 1 is not valid UTF-8 (byte 0xe9 at byte 8",
     "missing_placeholder": "['colour']",
     "context_window": "Row 1 renders a request of about 150,00",
     "cost_db_not_a_url": "MAPLE_COST_DB is not a database URL: give sqlite:////",
@@ -296,3 +301,19 @@ def test_s3_locations_are_checked_before_anything_is_uploaded(
     assert message in line and "s3://" in line
     stats = emulator_server.stats()
     assert (stats["files_uploaded"], stats["batches_created"]) == (0, 0)
+
+
+@pytest.mark.parametrize("command", ["costs", "stats"])
+def test_a_mistyped_ledger_path_is_one_line_not_an_empty_ledger(
+    command: str, tmp_path: Path
+) -> None:
+    from maple_assets.cli.commands import main
+
+    missing = tmp_path / "nowhere" / "costs.sqlite"
+    result = CliRunner().invoke(main, [command, "--db", f"sqlite:///{missing}"])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip() == (
+        f"error: No cost ledger at {missing}: nothing has recorded costs there. Check --db (or "
+        "$MAPLE_COST_DB); a storage root's own ledger is found with --storage."
+    )
+    assert not missing.parent.exists()  # nothing made there either
