@@ -73,6 +73,12 @@ class AttributionMap:
         """``team``'s accounts; `NOBODY` for a team the map does not list."""
         return self.teams.get(team, NOBODY)
 
+    def spelled_otherwise(self, team: str) -> str | None:
+        """The team the map lists under another spelling of ``team`` (case, spaces), if any."""
+        wanted = team.strip().casefold()
+        found = [name for name in self.teams if name.strip().casefold() == wanted]
+        return found[0] if found and team not in self.teams else None
+
     def teams_of(self, kind: Attribution | None, account: str | None) -> list[str]:
         """The teams whose spend ``kind``'s reports group under ``account``."""
         if account is None:

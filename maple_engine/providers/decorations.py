@@ -79,4 +79,10 @@ def decorations_for(
             "fields (only OpenAI-style batch APIs: files and batches); drop it."
         )
     accounts = NOBODY if team is None else attribution.of(team)
+    spelled = None if team is None else attribution.spelled_otherwise(team)
+    if spelled is not None:
+        raise ConfigError(
+            f"--team {team}: the team attribution map names this team {spelled!r}, and teams "
+            f"are matched as spelled (else the job would run unattributed); give --team {spelled}."
+        )
     return CallDecorations(dict(headers or {}), fields, accounts, sending)

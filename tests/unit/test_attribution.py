@@ -98,6 +98,14 @@ def test_openai_providers_send_the_teams_project_header() -> None:
     assert given.extra_headers == {"openai-project": "proj_mine"}  # the user's header wins
 
 
+@pytest.mark.parametrize("given", ["Catalog", " catalog", "CATALOG"])
+def test_a_team_spelled_otherwise_than_the_map_is_refused_not_run_unattributed(given: str) -> None:
+    batch = OpenAIBatchProvider(api_key="k", team_attribution=TEXT)
+    with pytest.raises(ConfigError, match=f"--team {given}: the team attribution map names "):
+        for_team(batch, given)
+    assert for_team(batch, "unmapped").extra_headers == {}  # a team with no accounts: as ever
+
+
 def test_apis_without_projects_send_no_project_header() -> None:
     azure = AzureOpenAIBatchProvider(api_key="k", base_url="https://x.openai.azure.com")
     assert (
