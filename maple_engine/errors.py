@@ -47,9 +47,10 @@ class AuthError(SetupRefused):
 
 
 class BreakerOpen(ProviderError):
-    """Most of the last requests failed the same way (the same status and message): the job
-    stopped sending before it spent more (``maple``: exit 4). The message names the error,
-    the URL without secrets and the count."""
+    """Most of the last requests failed the same way (the same status and message), or a
+    batch's results were answered the same failure again and again: the job stopped before it
+    spent more (``maple``: exit 4). The message names the error, the URL without secrets and
+    the count."""
 
 
 class ReplyMismatch(ProviderError):

@@ -17,6 +17,7 @@ import tenacity
 
 from maple_engine.errors import (
     AuthError,
+    BreakerOpen,
     ConfigError,
     ProviderError,
     QuotaExhausted,
@@ -368,7 +369,7 @@ class _SameAnswers:
         message, _, _ = error_detail(response)
         gateway = gateway_exception(response)
         fix = gateway or "The provider or a gateway before it cannot serve the file: fix it"
-        raise ProviderError(
+        raise BreakerOpen(  # a stop (exit 4), as the real-time breaker's: nothing is lost
             f"{self.what}: GET {self.url} answered {response.status_code} the same way "
             f"{self.count} times in a row: {message}. {fix}, then rerun the same command (the "
             "batch is adopted and downloaded, nothing is sent again).",

@@ -19,7 +19,7 @@ def test_a_download_that_always_fails_ends_in_seconds_and_the_rerun_adopts_the_b
 ) -> None:
     args = table_job(tmp_path, "enrich", "openai", ROWS, "--poll-interval", "0.1")
     run = before_and_after_fix("failing-download", args)
-    assert run.broken.returncode == 1, run.broken.stderr
+    assert run.broken.returncode == 4, run.broken.stderr  # stopped, as the README's table says
     line = outcome_line(run.broken.stderr)
     assert "answered 500 the same way 8 times in a row: No connected db." in line, line
     assert "rerun the same command" in line and "/content" in line
