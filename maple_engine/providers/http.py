@@ -224,6 +224,7 @@ def request(
     wait_of: WaitOf = retry_after_seconds,
     result_file: bool = False,
     made: Lookup | None = None,
+    window_s: float | None = None,
     **kwargs: Any,
 ) -> httpx.Response:
     """Send a control call, retrying 408/409/429/5xx and transport errors with backoff.
@@ -238,12 +239,17 @@ def request(
     ``result_file``: the call downloads a batch's results, which an answer that stays the same
     ends at once (`download`).
 
+    ``window_s``: how long to keep retrying instead (0: ``max_retries`` tries only).
+
     ``made``: the call creates something the provider can list. After an answer that leaves it
     open whether it was done (a 5xx, a 408, a transport error once the request may have left, a
     gateway's own exception) ``made()`` looks it up before anything is sent again; what it finds
     is the call's answer (a 200 holding that object), so nothing is created or billed twice.
     """
-    window = outage_window_s() if _idempotent(method, url) else 0.0
+    if window_s is not None:
+        window = window_s
+    else:
+        window = outage_window_s() if _idempotent(method, url) else 0.0
     same = _SameAnswers(what, url) if result_file else None
     call = functools.partial(_send, client, method, url, kwargs, same)
     if made is not None:
@@ -251,16 +257,60 @@ def request(
     return _retried(call, max_retries, window, what=what, method=method, url=url, wait_of=wait_of)
 
 
-def paged_data(client: httpx.Client, path: str, params: dict[str, Any]) -> Iterator[Any]:
-    """Every item of a report's ``data`` pages (``has_more``, ``next_page`` sent as ``page``)."""
+def paged_data(
+    client: httpx.Client, path: str, params: dict[str, Any], *, fix: str = "check the base URL"
+) -> Iterator[Any]:
+    """Every item of a report's ``data`` pages (``has_more``, ``next_page`` sent as ``page``).
+
+    The first page is tried briefly (`FIRST_CONTACT_TIMEOUT_S` a try, twice, no outage
+    window): a URL that does not answer, or answers with something other than a report, is a
+    `ConfigError` within seconds saying so and ``fix``; the later pages are read as any control
+    call."""
     page: str | None = None
+    first = True
     while True:
         query = params | ({"page": page} if page else {})
-        body = request(client, "GET", path, what=f"read {path}", params=query).json()
+        if first:
+            body = _first_page(client, path, query, fix)
+            first = False
+        else:
+            body = request(client, "GET", path, what=f"read {path}", params=query).json()
         yield from body.get("data") or []
         page = body.get("next_page")
         if not body.get("has_more") or not page:
             return
+
+
+#: How long a first call waits for an answer: a URL that does not answer within it is a setting
+#: to fix, said within seconds (a job's other calls wait their client's longer timeout).
+FIRST_CONTACT_TIMEOUT_S = 10.0
+FIRST_TIMEOUT = httpx.Timeout(FIRST_CONTACT_TIMEOUT_S, connect=FIRST_CONTACT_TIMEOUT_S)
+
+
+def _first_page(client: httpx.Client, path: str, query: dict[str, Any], fix: str) -> Any:
+    url = masked_url(f"{str(client.base_url).rstrip('/')}{path}")
+    try:
+        response = request(
+            client, "GET", path, what=f"read {path}", params=query, max_retries=1, window_s=0.0,
+            timeout=FIRST_TIMEOUT,
+        )  # fmt: skip
+    except (AuthError, QuotaExhausted):
+        raise
+    except ProviderError as exc:
+        cause = exc.__cause__
+        reason = f"HTTP {exc.status}" if exc.status else type(cause or exc).__name__
+        raise ConfigError(f"{url} cannot be read as a usage report ({reason}): {fix}.") from exc
+    try:
+        body = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        body = None
+    if not isinstance(body, dict) or "data" not in body:
+        kind = response.headers.get("content-type", "no content type").split(";")[0]
+        raise ConfigError(
+            f"{url} does not answer like a usage report (HTTP {response.status_code}, {kind}): "
+            f"{fix}."
+        )
+    return body
 
 
 def first_contact(
@@ -273,8 +323,9 @@ def first_contact(
     expect: str | None = None,
     url_env: str | None = None,
 ) -> None:
-    """One cheap authenticated GET of ``path`` before anything is uploaded, tried once: an
-    endpoint that never answered is a setting to fix, not an outage to wait out. Unreachable,
+    """One cheap authenticated GET of ``path`` before anything is uploaded, tried once within
+    `FIRST_CONTACT_TIMEOUT_S`: an endpoint that never answered is a setting to fix, not an
+    outage to wait out. Unreachable,
     a refused key, or an answer that is not ``api``'s JSON is a `ConfigError` naming the URL
     and the fix (``expect``: a member the answer must have); a busy service (429, 5xx) is left to
     the usual retries. ``url_env``: the base URL's variable (default ``<FAMILY>_BASE_URL``)."""
@@ -283,7 +334,7 @@ def first_contact(
     url_env = url_env or f"{env}_BASE_URL"
     fix_url = f"check {url_env} and the network" if env else "check the base URL"
     try:
-        response = client.request("GET", path, params=params)
+        response = client.request("GET", path, params=params, timeout=FIRST_TIMEOUT)
     except httpx.TransportError as exc:
         reason = type(exc).__name__
         raise ConfigError(f"{api} at {url} cannot be reached ({reason}): {fix_url}.") from exc

@@ -2,6 +2,9 @@
 ledger against the emulator's admin usage and cost reports; spend from another key of the same
 organisation is drift (exit 3 naming the day and model), another organisation's is not."""
 
+import http.server
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -125,3 +128,46 @@ def test_spend_from_another_key_of_the_organisation_is_drift(
         OPENAI_ADMIN_KEY=ADMIN,
     )  # fmt: skip
     assert other_days.returncode == 0 and "No spend" in other_days.stdout
+
+
+@pytest.fixture
+def not_a_report() -> Iterator[str]:
+    """A web server that is not the provider's API: every path a 200 HTML page."""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = b"<html><body>Welcome</body></html>"
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("provider", ["openai", "anthropic"])
+def test_a_wrong_or_dead_report_url_is_one_line_within_seconds(
+    setup: tuple[EmulatorServer, Path], not_a_report: str, provider: str
+) -> None:
+    server, store = setup
+    admin = {f"{provider.upper()}_ADMIN_KEY": ADMIN}
+    for url, says in (
+        (not_a_report, "does not answer like a usage report (HTTP 200, text/html)"),
+        ("http://127.0.0.1:9", "cannot be read as a usage report (ConnectError)"),
+    ):
+        base = {f"{provider.upper()}_BASE_URL": url + ("/v1" if provider == "openai" else "")}
+        started = time.monotonic()
+        out = _reconcile(server, store, "--provider", provider, **admin, **base)
+        assert out.returncode == 2, out.stderr
+        line = out.stderr.strip().splitlines()[-1]
+        assert line.startswith("error: ") and says in line, line
+        assert f"check {provider.upper()}_BASE_URL" in line
+        assert time.monotonic() - started < 20  # not the 30-minute outage window

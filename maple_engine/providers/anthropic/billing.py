@@ -18,6 +18,7 @@ from maple_engine.providers.http import make_client, paged_data
 USAGE = "/v1/organizations/usage_report/messages"
 COSTS = "/v1/organizations/cost_report"
 TIMEOUT_S = 60.0
+FIX = "check ANTHROPIC_BASE_URL (the API's root) and the network"
 
 
 def _day(bucket: dict[str, Any]) -> date:
@@ -53,7 +54,8 @@ def billing_report(
         return rows[(_day(bucket), str(result.get("model") or ""), account)]
 
     with make_client(anthropic_base_url(base_url), headers, TIMEOUT_S) as client:
-        for bucket in paged_data(client, USAGE, window | {"group_by[]": ["model", *workspace]}):
+        usage = window | {"group_by[]": ["model", *workspace]}
+        for bucket in paged_data(client, USAGE, usage, fix=FIX):
             for result in bucket.get("results") or []:
                 tokens = row(bucket, result)
                 tokens["input_tokens"] = tokens.get("input_tokens", 0) + _input(result)
@@ -61,7 +63,7 @@ def billing_report(
                 tokens["output_tokens"] = tokens.get("output_tokens", 0) + output
         costs = window | {"group_by[]": ["description", *workspace]}
         costs.pop("bucket_width")
-        for bucket in paged_data(client, COSTS, costs):
+        for bucket in paged_data(client, COSTS, costs, fix=FIX):
             for result in bucket.get("results") or []:
                 dollars = row(bucket, result)
                 amount = float(Decimal(str(result.get("amount") or "0")) / 100)

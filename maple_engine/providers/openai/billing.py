@@ -16,6 +16,7 @@ from maple_engine.providers.openai import wire
 USAGE = "/organization/usage/completions"
 COSTS = "/organization/costs"
 TIMEOUT_S = 60.0
+FIX = "check OPENAI_BASE_URL (the API, ending in /v1) and the network"
 
 
 def _day(bucket: dict[str, Any]) -> date:
@@ -39,12 +40,13 @@ def billing_report(
 
     with make_client(wire.openai_base_url(base_url), headers, TIMEOUT_S) as client:
         usage = window | {"group_by": ["model", "batch", *project]}
-        for bucket in paged_data(client, USAGE, usage):
+        for bucket in paged_data(client, USAGE, usage, fix=FIX):
             for result in bucket.get("results") or []:
                 tokens = row(bucket, str(result.get("model") or ""), result)
                 for name in ("input_tokens", "output_tokens"):
                     tokens[name] = tokens.get(name, 0) + int(result.get(name) or 0)
-        for bucket in paged_data(client, COSTS, window | {"group_by": ["line_item", *project]}):
+        costs = window | {"group_by": ["line_item", *project]}
+        for bucket in paged_data(client, COSTS, costs, fix=FIX):
             for result in bucket.get("results") or []:
                 model = str(result.get("line_item") or "").rsplit(", ", 1)[0]
                 dollars = row(bucket, model, result)
