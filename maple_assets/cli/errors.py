@@ -38,6 +38,7 @@ from maple_engine.errors import (
     QuotaExhausted,
     ReplyMismatch,
 )
+from maple_engine.send.drain import DRAIN, DRAIN_S
 
 OK = 0
 UNEXPECTED = 1
@@ -120,7 +121,9 @@ def _deliver_again() -> None:
 @contextlib.contextmanager
 def quiet_interrupts(debug: bool) -> Iterator[None]:
     """Ctrl-C raises KeyboardInterrupt as usual; without ``--debug`` it also silences the
-    logging and "Exception ignored" noise libraries print while they unwind.
+    logging and "Exception ignored" noise libraries print while they unwind. A first Ctrl-C
+    while real-time requests are in flight drains them instead (`maple_engine.send.drain`):
+    nothing more is sent, their answers are kept, then the command stops as interrupted.
 
     The interrupt may reach Dagster's own handler (it raises its own error while a step runs)
     rather than this one, so a log record or an unraisable exception that carries an
@@ -136,7 +139,15 @@ def quiet_interrupts(debug: bool) -> Iterator[None]:
     previous_hook = sys.unraisablehook
 
     def handler(signum: int, frame: FrameType | None) -> None:
+        first = not _CTRL_C.is_set()
         _CTRL_C.set()
+        if first and DRAIN.request():  # real-time requests in flight: keep what was paid for
+            click.echo(
+                f"stopping: waiting up to {DRAIN_S:.0f} s for the requests in flight, to keep "
+                "their answers (Ctrl-C again stops at once)",
+                err=True,
+            )
+            return
         logging.disable(logging.CRITICAL)
         raise KeyboardInterrupt
 

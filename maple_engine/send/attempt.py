@@ -34,6 +34,7 @@ so does the breaker once sending. The rows failed before the first success are h
 checkpointed, until one succeeds: a job stopped for its setup leaves every row to send again.
 """
 
+import _thread
 import asyncio
 import contextlib
 import math
@@ -65,6 +66,7 @@ from maple_engine.providers.realtime import Group, RateLimits, Row
 from maple_engine.providers.vectors import misfit, misfit_reason
 from maple_engine.send.checkpoints import RowCheckpoints
 from maple_engine.send.contact import WINDOW, Breaker, Failure, FirstContact, failure_of
+from maple_engine.send.drain import DRAIN, DRAIN_S
 from maple_engine.send.pacing import (
     CapacityProbe,
     Gate,
@@ -168,6 +170,8 @@ class AttemptRun:
         self.budget = budget
         self.stopped = stopped
         self.halted = False  # the job stopped: nothing more is released or retried
+        self.job_error: MapleError | None = None  # found while sending: raised once drained
+        self._draining_since: float | None = None  # stopped with requests maybe in flight
         self._stop_checked_at = -math.inf
         self.sending = sending  # set once the provider answers the attempt's first request
         self.share = share
@@ -212,26 +216,58 @@ class AttemptRun:
             workers = min(len(groups), self.p.max_concurrency)
             await self._join()
             try:
-                async with asyncio.TaskGroup() as group:
-                    ticker = group.create_task(self._tick())
-                    tasks = [group.create_task(self._worker(client, queue)) for _ in range(workers)]
-                    await asyncio.gather(*tasks)
-                    await self._release()  # no success, each failure its own: the rows' own
-                    ticker.cancel()
+                with DRAIN.sending():
+                    async with asyncio.TaskGroup() as group:
+                        ticker = group.create_task(self._tick())
+                        tasks = [
+                            group.create_task(self._worker(client, queue)) for _ in range(workers)
+                        ]
+                        await asyncio.gather(*tasks)
+                        await self._release()  # no success, each failure its own: the rows' own
+                        ticker.cancel()
             except* (SetupRefused, BreakerOpen, ReplyMismatch) as errors:  # AuthError too
                 raise errors.exceptions[0] from None
             finally:
                 if self.share is not None:
                     with contextlib.suppress(MapleError, OSError):  # else it expires by itself
                         await asyncio.to_thread(self.share.leave)
+        if self.job_error is not None:  # the requests in flight answered and kept: now stop
+            raise self.job_error
+        if DRAIN.requested.is_set():
+            _interrupt()
 
     async def _tick(self) -> None:
         while True:
             await asyncio.sleep(min(TICK_S, self.p.checkpoint_seconds))
             if self.checkpoints.due():
                 self.checkpoints.flush()
+            if DRAIN.requested.is_set() and self._draining_since is None:
+                self._drain()
+            if self._draining_since is not None and self._drained_too_long():
+                self.checkpoints.flush()
+                if self.job_error is not None:
+                    raise self.job_error
+                _interrupt()
             await self._share()
             await self._check_stop()
+
+    def _drain(self) -> None:
+        """Send nothing more; the requests in flight end as they are answered."""
+        self.halted = True
+        if self._draining_since is None:
+            self._draining_since = time.monotonic()
+
+    def _drained_too_long(self) -> bool:
+        assert self._draining_since is not None
+        return time.monotonic() - self._draining_since > DRAIN_S
+
+    async def _stop_for(self, error: MapleError) -> None:
+        """A job error: nothing more is sent, the requests in flight are answered and kept,
+        then ``error`` is raised (the first one found)."""
+        if self.job_error is None:
+            self.job_error = error
+        self._drain()
+        await self.contact.release()  # the requests waiting for first contact: none is sent
 
     async def _check_stop(self) -> None:
         now = time.monotonic()
@@ -272,8 +308,12 @@ class AttemptRun:
         for custom_ids, body in queue:
             if self.halted:
                 return
-            rows = await self._request(client, custom_ids, body)
-            self._check_fit(rows)
+            try:
+                rows = await self._request(client, custom_ids, body)
+                self._check_fit(rows)
+            except (SetupRefused, BreakerOpen, ReplyMismatch) as error:  # AuthError too
+                await self._stop_for(error)
+                return
             if self.contact.released:
                 for row in rows:
                     self.checkpoints.add(row)
@@ -301,7 +341,7 @@ class AttemptRun:
         raw = estimate_tokens(body)
         sends, previous, served = 0, None, self.successes
         while True:
-            if self.halted:  # the job stopped before this request went (again): left unsent
+            if self.halted or DRAIN.requested.is_set():  # stopped before it went (again): unsent
                 return [], None
             if self.quota_message is not None:
                 return self._rows(custom_ids, [_quota(self.quota_message)], sends), None
@@ -365,7 +405,6 @@ class AttemptRun:
             return
         values = misfit(rows, self.dimensions)
         if values is not None:
-            self.halted = True  # nothing more is sent; what is in flight is kept as it ends
             where = f"{self.p.name}: POST {safe_url(self.url)}"
             raise ReplyMismatch(f"{where}: {misfit_reason(values, self.dimensions)}.")
 
@@ -605,6 +644,14 @@ class AttemptRun:
 
 def _quota(message: str) -> Row:
     return failed_row(None, FailureClass.INSUFFICIENT_QUOTA.value, message)
+
+
+def _interrupt() -> None:
+    """Stop the command as a Ctrl-C does, once a drain kept what was in flight: raised here on
+    the main thread, delivered to it from another (the early start's)."""
+    if threading.current_thread() is threading.main_thread():
+        raise KeyboardInterrupt
+    _thread.interrupt_main()
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
