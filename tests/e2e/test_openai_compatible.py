@@ -151,3 +151,18 @@ def test_a_deadline_on_a_profile_falls_back_on_its_real_time_twin(tmp_path: Path
     out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
     assert out["llm_status"].to_list() == ["succeeded"] * ROWS
     assert stats["realtime_requests"] > 0 and stats["bodies_billed_twice"] == 0
+
+
+def test_a_window_the_server_refuses_leaves_no_uploaded_file_behind(tmp_path: Path) -> None:
+    """The profile takes ``7d``; this server's creates take ``24h`` only: the create is refused
+    after the upload, and the file it would have read is deleted."""
+    config = EmulatorConfig(batch_seconds=0, control_fail=0, completion_windows=("24h",))
+    with EmulatorServer(config) as server:
+        env = {"GROQ_API_KEY": "sk-profile-test", "GROQ_BASE_URL": f"{server.url}/v1"}
+        args = job(tmp_path, "groq", "llama-3.1-8b-instant", "--completion-window", "7d")
+        done = maple(*args, clean=True, **env)
+        stats, files = server.stats(), listed(server.url, "files")
+    assert done.returncode != 0
+    assert "completion_window" in one_line(done.stderr)
+    assert stats["files_uploaded"] >= 1 and stats["batches_created"] == 0
+    assert files == []  # deleted, not left at the provider

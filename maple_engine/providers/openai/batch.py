@@ -1,5 +1,6 @@
 """OpenAI Batch API provider (files + batches), for any OpenAI-compatible base URL."""
 
+import contextlib
 import itertools
 import tempfile
 from typing import Any, ClassVar
@@ -9,7 +10,7 @@ import polars as pl
 from pydantic import Field, PrivateAttr
 
 from maple_engine.crashpoints import crash_point
-from maple_engine.errors import ConfigError
+from maple_engine.errors import ConfigError, ProviderError
 from maple_engine.failures import classify_http, classify_line_error
 from maple_engine.model import CHAT, EMBEDDING, ENDED_STATES, BatchState, Submission
 from maple_engine.providers.base import (
@@ -39,6 +40,8 @@ from maple_engine.providers.openai.params import RULES
 from maple_engine.settings import api_key_env
 
 LIST_PAGE = 100
+#: A batch create answered so made nothing: a refusal of the request, not a busy service.
+REFUSED_CREATE = frozenset({400, 401, 403, 404, 422})
 # The fields of the batch create and the upload form Maple sets (``--extra-body`` adds others).
 CONTROL_FIELDS = frozenset(
     {"input_file_id", "endpoint", "completion_window", "metadata", "purpose", "file"}
@@ -187,16 +190,27 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
             )
             file_id = str(upload.json()["id"])
             crash_point("after_upload")
-            created = request(
-                client,
-                "POST",
-                self._batches().path,
-                what=f"create batch for {what}",
-                max_retries=self.max_retries,
-                json=self._create_json(payload, file_id, digest),
-                made=lambda: self._created(client, meta),
-            )
+            try:
+                created = request(
+                    client,
+                    "POST",
+                    self._batches().path,
+                    what=f"create batch for {what}",
+                    max_retries=self.max_retries,
+                    json=self._create_json(payload, file_id, digest),
+                    made=lambda: self._created(client, meta),
+                )
+            except ProviderError as exc:
+                if exc.status in REFUSED_CREATE:  # nothing made: its file is not left behind
+                    self._delete_file(client, file_id)
+                raise
         return payload.submission(self.name, str(created.json()["id"]), digest, file_id=file_id)
+
+    def _delete_file(self, client: httpx.Client, file_id: str) -> None:
+        """Delete an uploaded file no batch will read (best effort: it expires anyway)."""
+        with contextlib.suppress(ProviderError):
+            what = f"delete file {file_id}"
+            request(client, "DELETE", f"/files/{file_id}", what=what, max_retries=1, window_s=0)
 
     def _uploaded(self, client: httpx.Client, file_name: str, size: int) -> dict[str, Any] | None:
         """The file named ``file_name`` of ``size`` bytes among the newest uploaded, if any."""
