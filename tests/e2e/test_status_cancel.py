@@ -138,3 +138,37 @@ def held(store: Path) -> int:
         t = queue_slots.c
         live = t.enqueued_at.is_not(None) & t.released_at.is_(None) & (t.job == "cat")
         return int(conn.execute(sa.select(sa.func.count()).where(live)).scalar_one())
+
+
+def test_cancel_without_the_jobs_team_map_cancels_nothing_and_says_so(tmp_path: Path) -> None:
+    """A job ran on its team's OpenAI project; ``maple cancel`` from a shell without the team
+    attribution map cannot see its batch: one line naming the batch and the fix, exit 2, the
+    job not stopped; with the map, the batch is cancelled."""
+    table = tmp_path / "items.csv"
+    pl.DataFrame({"title": [f"thing {i}" for i in range(ROWS)]}).write_csv(table)
+    store = tmp_path / "store"
+    teams = tmp_path / "teams.json"
+    teams.write_bytes(orjson.dumps({"teams": {"catalog": {"openai_project": "proj_catalog"}}}))
+    with EmulatorServer(EmulatorConfig(batch_seconds=30, control_fail=0)) as server:
+        keys = {"OPENAI_BASE_URL": f"{server.url}/v1", "OPENAI_API_KEY": "sk-team"}
+        mapped = {**keys, "MAPLE_TEAM_ATTRIBUTION": str(teams)}
+        args = [MAPLE, "enrich", str(table), "--prompt", "About {title}", "--model",
+                "gpt-4o-mini", "--provider", "openai", "--team", "catalog", "--storage",
+                str(store), "--job", "cat", "--poll-interval", "0.1", "--quiet"]  # fmt: skip
+        running = subprocess.Popen(
+            args, env={**os.environ, **mapped}, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        wait_for_batches(store, 1)
+        blind = maple("cancel", "cat", "--storage", str(store), clean=True, **keys)
+        assert running.poll() is None  # the job runs on
+        seen = maple("cancel", "cat", "--storage", str(store), clean=True, **mapped)
+        _, err = running.communicate(timeout=90)
+    assert blind.returncode == 2, blind.stdout + blind.stderr
+    assert blind.stderr.strip().splitlines() == [blind.stderr.strip()]
+    assert "does not know batch batch_" in blind.stderr
+    assert "the job ran for team 'catalog': set MAPLE_TEAM_ATTRIBUTION" in blind.stderr
+    assert "nothing was cancelled and the job was not stopped" in blind.stderr
+    assert seen.returncode == 0, seen.stderr
+    assert "cancelled 1 batch(es)" in seen.stdout
+    assert running.returncode == 4, err
