@@ -256,6 +256,18 @@ def status_command(job: str | None, storage: str | None, fmt: str) -> None:
             click.echo(line)
 
 
+def unmapped_team(state: JobState) -> str | None:
+    """The job's team when it ran for one that this shell's team attribution map does not
+    list (its batches may be in the team's project, which these credentials cannot see)."""
+    spec = state.read_spec() or {}
+    team = str(spec.get("spec", {}).get("team") or DEFAULTS.team)
+    if team == DEFAULTS.team:
+        return None
+    settings = Settings.load(storage=state.storage.root)
+    provider = settings_provider(str(spec["spec"]["provider"]), settings, settings.emulator_url)
+    return team if team not in provider.attribution_map().teams else None
+
+
 def provider_for(
     state: JobState, headers: Mapping[str, str] | None = None, base_url: str | None = None
 ) -> Lane:
@@ -300,7 +312,7 @@ def cancel_command(
     state = JobState(_storage(storage), job)
     try:
         provider = provider_for(state, parse_headers(headers), base_url)
-        batches = cancel_job(state, provider)
+        batches = cancel_job(state, provider, unmapped_team(state))
     except MapleError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

@@ -9,12 +9,13 @@ from maple_engine.providers.lost import LOST
 from maple_engine.state import JobState
 
 
-def in_flight(state: JobState, provider: Lane) -> list[Submission]:
+def in_flight(state: JobState, provider: Lane, unmapped: str | None = None) -> list[Submission]:
     """Recorded batches still waiting, plus batches the job created but never recorded.
 
-    A recorded batch these credentials cannot see (the provider does not know it: another
-    project's, say, when the job ran on its team's account and this shell has no attribution
-    map) is a `ConfigError` naming it: nothing is cancelled, so nothing is said to be."""
+    ``unmapped``: the job's team, when the job ran for it but this shell's team attribution
+    map does not list it. A recorded batch the provider then does not know is most likely in
+    the team's project, not gone: a `ConfigError` naming it (nothing is cancelled, so nothing
+    is said to be). Otherwise such a batch is gone, and nothing is left to cancel."""
     waiting = {}
     for shard in state.manifest() or []:
         progress = state.progress(shard.key)
@@ -27,20 +28,21 @@ def in_flight(state: JobState, provider: Lane) -> list[Submission]:
         return []
     states = provider.poll(list(waiting.values()))
     unseen = [b for b in sorted(recorded) if states[b].status == LOST]
-    if unseen:
-        team = (state.read_spec() or {}).get("spec", {}).get("team")
-        whose = f" (the job ran for team {team!r}: set {ATTRIBUTION_ENV} as it had)" if team else ""
+    if unseen and unmapped is not None:
         raise ConfigError(
             f"job {state.job}: the provider does not know batch {unseen[0]} with these "
-            f"credentials{whose}; nothing was cancelled and the job was not stopped. Use the "
-            "job's key, base URL, headers and team attribution, then cancel again."
+            f"credentials (the job ran for team {unmapped!r}, which this shell's "
+            f"{ATTRIBUTION_ENV} does not list: set it as the job had); nothing was cancelled "
+            "and the job was not stopped."
         )
     return [s for s in waiting.values() if not states[s.batch_id].ended]
 
 
-def cancel_job(state: JobState, provider: Lane) -> list[Submission]:
+def cancel_job(
+    state: JobState, provider: Lane, unmapped: str | None = None
+) -> list[Submission]:
     """Stop new submissions, cancel in-flight batches; the job stays resumable."""
-    batches = in_flight(state, provider)  # before the stop: one it cannot see stops nothing
+    batches = in_flight(state, provider, unmapped)  # before the stop: an unseen one stops nothing
     state.stop(
         "cancelled with `maple cancel`; rerun the same `maple enrich` command (same --job) "
         "to resume: rows the cancelled batches did not run are sent again",

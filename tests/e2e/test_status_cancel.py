@@ -167,7 +167,9 @@ def test_cancel_without_the_jobs_team_map_cancels_nothing_and_says_so(tmp_path: 
     assert blind.returncode == 2, blind.stdout + blind.stderr
     assert blind.stderr.strip().splitlines() == [blind.stderr.strip()]
     assert "does not know batch batch_" in blind.stderr
-    assert "the job ran for team 'catalog': set MAPLE_TEAM_ATTRIBUTION" in blind.stderr
+    assert (
+        "the job ran for team 'catalog', which this shell's MAPLE_TEAM_ATTRIBUTION" in blind.stderr
+    )
     assert "nothing was cancelled and the job was not stopped" in blind.stderr
     assert seen.returncode == 0, seen.stderr
     assert "cancelled 1 batch(es)" in seen.stdout
