@@ -5,8 +5,12 @@ breaker (`maple_engine.send.attempt` raises the errors they find).
   wait. Two different requests failing the same way before any succeeded say that the job's
   setup or the service is wrong, not the rows; two different failures are the rows' own, and
   release the others as a success does.
-- **The breaker.** Once sending, when ``TRIP`` of the last ``WINDOW`` sends (429s aside: they
-  are paced, not failed) failed the same way, the attempt stops before it spends more.
+- **The breaker.** Once sending, when none of the last ``WINDOW`` sends succeeded and ``TRIP``
+  of them failed the same way, the attempt stops before it spends more. 429s are paced, not
+  failed; an outage's answers (`outage_shaped`: no connection, a timeout, 502/503/504/529: the
+  request was not served) are retried with backoff within each row's budget, riding the outage
+  out, and never open it. A provider failing some of its calls at random does not open it
+  either: among 20 sends one succeeds.
 
 Failures are the same when their class, status and message are, request ids aside (a provider
 names each failed request in its message).
@@ -28,6 +32,16 @@ _REQUEST_ID = re.compile(
     r"\b(?:req|request)[_-][0-9a-z]{6,}\b|\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b",
     re.IGNORECASE,
 )
+
+
+#: Answers of a service that is down or overloaded: the request was not served (nor billed).
+OUTAGE_STATUS = ("502:", "503:", "504:", "529:", "408:")
+
+
+def outage_shaped(failure: Failure) -> bool:
+    """A failure that says the service is unreachable or down, not that it refused the job."""
+    message = failure[1]
+    return message.startswith(("transport", "timed out", *OUTAGE_STATUS))
 
 
 def failure_of(failure_class: str, message: str) -> Failure:
@@ -85,10 +99,10 @@ class Breaker:
     def watch(self, failure: Failure | None, rate_limited: bool, armed: bool) -> int | None:
         """Count one send; returns how many of the window failed as this one did when that
         opens the breaker (``armed``: only once sending, after first contact)."""
-        if rate_limited:
+        if rate_limited or (failure is not None and outage_shaped(failure)):
             return None
         self.window.append(failure)
-        if failure is None or not armed or len(self.window) < WINDOW:
+        if failure is None or not armed or len(self.window) < WINDOW or None in self.window:
             return None
         same = sum(1 for seen in self.window if seen == failure)
         return same if same >= TRIP else None
