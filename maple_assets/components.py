@@ -30,11 +30,13 @@ from pydantic import BaseModel, Field, ValidationError, create_model
 from maple_assets.declaration import check_deadline
 from maple_assets.factory import Enrichment, embedding, enrichment
 from maple_engine.errors import ConfigError
+from maple_engine.inputs.api_params import check_endpoint, check_params
 from maple_engine.inputs.checks import check_input_schema
 from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.inputs.sources import input_schema
 from maple_engine.model import CHAT, EMBEDDING, Kind
 from maple_engine.policy import job_policy
+from maple_engine.providers.decorations import check_extra_body
 from maple_engine.providers.registry import capabilities
 from maple_engine.spec import (
     DEFAULTS,
@@ -263,6 +265,14 @@ _CHECKS: tuple[tuple[str, Callable[[JobSpec], object]], ...] = (
     (
         "response_schema",
         lambda s: check_response_schema(s.response_schema, s.provider, "response_schema"),
+    ),
+    ("endpoint", check_endpoint),
+    ("params", check_params),
+    (
+        "extra_body",
+        lambda s: check_extra_body(
+            s.provider, s.extra_body, takes_extra_body=capabilities(s.provider).takes_extra_body
+        ),
     ),
     ("deadline_s", check_deadline),
     ("retries", lambda s: job_policy(s.retries, s.params, s.check_images)),

@@ -17,6 +17,12 @@ from maple_engine.spec import JobSpec
 
 def check_api_params(spec: JobSpec) -> None:
     """The provider serves the job's API, and the parameters fit the API and the model."""
+    check_endpoint(spec)
+    check_params(spec)
+
+
+def check_endpoint(spec: JobSpec) -> None:
+    """The provider serves the job's API (``--endpoint``)."""
     if "endpoint" not in spec.kind.options:  # a kind with no reply (an embedding)
         return
     able = capabilities(spec.provider)
@@ -26,5 +32,12 @@ def check_api_params(spec: JobSpec) -> None:
             f"{API_NAMES[spec.endpoint]}; use --endpoint chat (the default), or "
             f"--provider {one_of(lambda c: spec.endpoint in c.endpoints)}."
         )
+
+
+def check_params(spec: JobSpec) -> None:
+    """The parameters (``--param``) fit the provider's API and the model."""
+    if "endpoint" not in spec.kind.options:
+        return
+    able = capabilities(spec.provider)
     asked = ChatParams(spec.model, spec.endpoint, spec.params, able.reasoning_models)
     able.rules.check_params(asked)

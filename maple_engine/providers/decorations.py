@@ -60,6 +60,17 @@ class CallDecorations:
 NO_DECORATIONS = CallDecorations()
 
 
+def check_extra_body(
+    provider: str, fields: Mapping[str, Any] | None, *, takes_extra_body: bool
+) -> None:
+    """Extra control-call fields go only to a provider whose control calls take them."""
+    if fields and not takes_extra_body:
+        raise ConfigError(
+            f"--extra-body: {provider} sends no control calls that take extra "
+            "fields (only OpenAI-style batch APIs: files and batches); drop it."
+        )
+
+
 def decorations_for(
     provider: str,
     *,
@@ -73,11 +84,7 @@ def decorations_for(
     """The decorations of a job on ``provider`` (its name, whether it takes extra control-call
     fields, its team attribution map): a `ConfigError` for extra fields it takes none of."""
     fields = dict(extra_body or {})
-    if fields and not takes_extra_body:
-        raise ConfigError(
-            f"--extra-body: {provider} sends no control calls that take extra "
-            "fields (only OpenAI-style batch APIs: files and batches); drop it."
-        )
+    check_extra_body(provider, fields, takes_extra_body=takes_extra_body)
     accounts = NOBODY if team is None else attribution.of(team)
     spelled = None if team is None else attribution.spelled_otherwise(team)
     if spelled is not None:

@@ -191,8 +191,20 @@ def cli_reason(**options: Any) -> str:
             {"prompt": "{t}", "response_schema": {"type": "objekt"}},
         ),
         ("  retries: {nonsense: 2}\n", "retries", 7, {"prompt": "{t}", "retries": {"nonsense": 2}}),
+        (
+            "  provider: anthropic\n  endpoint: responses\n",
+            "endpoint",
+            8,
+            {"prompt": "{t}", "provider": "anthropic", "endpoint": "responses"},
+        ),
+        (
+            "  params: {reasoning_effort: low}\n",
+            "params",
+            7,
+            {"prompt": "{t}", "params": {"reasoning_effort": "low"}},
+        ),
     ],
-    ids=["provider", "duration", "bound", "schema", "retry-class"],
+    ids=["provider", "duration", "bound", "schema", "retry-class", "endpoint", "params"],
 )
 def test_a_bad_attribute_is_one_line_with_the_cli_reason(
     tmp_path: Path, attributes: str, field: str, line: int, options: dict[str, Any]
@@ -288,3 +300,17 @@ def test_an_installed_copy_of_the_sample_loads_its_yaml_declarations(tmp_path: P
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == [str(tmp_path / "maple_assets" / "__init__.py"), "True"]
+
+
+def test_extra_body_a_provider_takes_none_of_is_refused_as_the_cli_refuses_it(
+    tmp_path: Path,
+) -> None:
+    path = write_yaml(
+        tmp_path,
+        "  name: j\n  source: raw\n  prompt: '{t}'\n  model: m\n  provider: anthropic\n"
+        "  extra_body: {custom_llm_provider: openai}\n",
+    )
+    assert load_error(path) == (
+        f"{path}:8: attributes.extra_body: --extra-body: anthropic sends no control calls that "
+        "take extra fields (only OpenAI-style batch APIs: files and batches); drop it."
+    )
