@@ -113,7 +113,8 @@ def still_valid(job: Job, report: CanaryReport | None) -> bool:
 
 def run_canary(job: Job, shards: list[ShardInfo]) -> CanaryReport | None:
     """Send the canary unless the job asks for none or a valid one passed; raise
-    `CanaryFailed` when it fails. Returns the canary that holds for this version."""
+    `CanaryFailed` when it fails. Returns the canary that holds for this version (None: none
+    does, or the job stopped, on its budget or a cancel while the canary ran)."""
     if not job.spec.canary:
         return None
     earlier = last_canary(job.state)
@@ -127,6 +128,10 @@ def run_canary(job: Job, shards: list[ShardInfo]) -> CanaryReport | None:
     if not _fits_budget(job, sender, shards, sample, run):
         return None  # the job is stopped on its budget: nothing is sent
     results = _send(job, sender, sample, run)
+    if job.state.is_stopped():  # `maple cancel` (or a stop) while it ran: no verdict on it
+        _store(job, sample, results, run)
+        _book(job, sender, results, run)  # what it sent was billed
+        return None
     report = judge(job, results, run, sender.wire.provider_name)
     _store(job, sample, results, run)
     _book(job, sender, results, run)

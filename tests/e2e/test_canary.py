@@ -2,7 +2,10 @@
 canary's rows are not paid again by the batches; a failing one stops the job with exit 4 and one
 line before any batch is created; a rerun of the same template does not send the canary again."""
 
+import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -77,3 +80,32 @@ def test_a_failing_canary_stops_before_any_batch(tmp_path: Path) -> None:
     assert not (tmp_path / "in_enriched.csv").exists()
     shown = maple("status", "canaried", "--storage", str(tmp_path / "store"), url=server.url)
     assert "canary failed" in shown.stdout and line.removeprefix("stopped: ") in shown.stdout
+
+
+def test_maple_cancel_during_the_canary_is_a_cancel_not_a_failed_canary(tmp_path: Path) -> None:
+    source, store = titles(tmp_path / "items.csv", ROWS), tmp_path / "store"
+    config = EmulatorConfig(batch_seconds=0, realtime_latency_s=(2.0, 2.0))
+    with EmulatorServer(config) as server:
+        args = [
+            sys.executable, "-m", "maple_assets.cli", "enrich", str(source), "--prompt",
+            "Brand of {title}", "--model", "gpt-4o-mini", "--provider", "emulator",
+            "--storage", str(store), "--job", "canaried", "--poll-interval", "0.1", "--quiet",
+            "--canary", "10",
+        ]  # fmt: skip
+        env = {**os.environ, "MAPLE_EMULATOR_URL": server.url}
+        env.pop("MAPLE_COST_DB", None)
+        running = subprocess.Popen(
+            args, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        deadline = time.monotonic() + 60
+        while server.stats()["realtime_requests"] == 0:
+            assert time.monotonic() < deadline and running.poll() is None
+            time.sleep(0.05)
+        cancelled = maple("cancel", "canaried", "--storage", str(store), url=server.url)
+        _, err = running.communicate(timeout=60)
+        stats = server.stats()
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert running.returncode == 4, err
+    assert "stopped: cancelled with `maple cancel`" in err and "canary failed" not in err
+    assert stats["batches_created"] == 0
+    assert not (store / "canaried" / "state" / "canary.json").exists()  # no verdict recorded
