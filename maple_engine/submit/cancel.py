@@ -38,9 +38,7 @@ def in_flight(state: JobState, provider: Lane, unmapped: str | None = None) -> l
     return [s for s in waiting.values() if not states[s.batch_id].ended]
 
 
-def cancel_job(
-    state: JobState, provider: Lane, unmapped: str | None = None
-) -> list[Submission]:
+def cancel_job(state: JobState, provider: Lane, unmapped: str | None = None) -> list[Submission]:
     """Stop new submissions, cancel in-flight batches; the job stays resumable."""
     batches = in_flight(state, provider, unmapped)  # before the stop: an unseen one stops nothing
     state.stop(
