@@ -10,6 +10,7 @@ from pathlib import Path
 
 import orjson
 import polars as pl
+import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
@@ -82,6 +83,7 @@ def test_a_failing_canary_stops_before_any_batch(tmp_path: Path) -> None:
     assert "canary failed" in shown.stdout and line.removeprefix("stopped: ") in shown.stdout
 
 
+@pytest.mark.slow  # ~9 s: a canary of 2 s answers, cancelled
 def test_maple_cancel_during_the_canary_is_a_cancel_not_a_failed_canary(tmp_path: Path) -> None:
     source, store = titles(tmp_path / "items.csv", ROWS), tmp_path / "store"
     config = EmulatorConfig(batch_seconds=0, realtime_latency_s=(2.0, 2.0))

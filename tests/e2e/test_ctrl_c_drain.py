@@ -43,6 +43,7 @@ def start(server: EmulatorServer, tmp_path: Path) -> tuple[subprocess.Popen[str]
     return process, args[3:]
 
 
+@pytest.mark.slow  # ~20 s: a job of 1 s answers interrupted, then its rerun
 def test_a_ctrl_c_keeps_the_answers_in_flight_and_the_rerun_pays_none_twice(
     tmp_path: Path,
 ) -> None:

@@ -66,7 +66,9 @@ def test_a_gateways_header_reaches_it_on_every_call_and_its_value_is_stored_nowh
     assert files_holding(tmp_path, SECRET) == []
 
 
-@pytest.mark.parametrize("provider", ["openai", "openai-realtime"])
+@pytest.mark.parametrize(
+    "provider", ["openai", pytest.param("openai-realtime", marks=pytest.mark.slow)]
+)
 def test_a_header_value_read_from_the_environment_never_sits_in_the_command_line(
     tmp_path: Path, provider: str
 ) -> None:

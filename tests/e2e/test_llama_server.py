@@ -28,7 +28,8 @@ from tests.e2e.cli import clean_env
 from tests.e2e.gateway import Gateway, gateway
 from tests.e2e.gateway_programs import free_port, running
 
-pytestmark = pytest.mark.slow  # a real model answers on this machine's CPU
+# a real model answers on this machine's CPU: beside other tests its answers slow to timeouts
+pytestmark = [pytest.mark.slow, pytest.mark.alone]
 LLAMA_PYTHON = os.environ.get("MAPLE_TEST_LLAMA_PYTHON")
 GEMMA = os.environ.get("MAPLE_TEST_GEMMA_GGUF")
 MODEL = "gemma-3-270m"

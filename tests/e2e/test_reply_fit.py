@@ -17,7 +17,9 @@ ROWS = 40
 ASKED = 8  # the emulator's own length is 16
 
 
-@pytest.mark.parametrize("provider", ["openai-realtime", "openai-server"])
+@pytest.mark.parametrize(
+    "provider", ["openai-realtime", pytest.param("openai-server", marks=pytest.mark.slow)]
+)
 def test_vectors_of_another_length_stop_the_job_at_the_first_and_the_rerun_sends_them(
     tmp_path: Path, provider: str
 ) -> None:

@@ -140,6 +140,7 @@ def held(store: Path) -> int:
         return int(conn.execute(sa.select(sa.func.count()).where(live)).scalar_one())
 
 
+@pytest.mark.slow  # ~10 s: a running job cancelled twice
 def test_cancel_without_the_jobs_team_map_cancels_nothing_and_says_so(tmp_path: Path) -> None:
     """A job ran on its team's OpenAI project; ``maple cancel`` from a shell without the team
     attribution map cannot see its batch: one line naming the batch and the fix, exit 2, the
