@@ -114,7 +114,8 @@ def test_the_breaker_stops_a_job_once_most_of_the_last_requests_fail_alike(
     ("retries", "sends"),
     [
         (2, 3),  # all in the first attempt (before: 6 sends in each of 3 attempts, 18)
-        (9, 10),  # 6 in the first attempt (its cap), 4 in the second (before: 60)
+        # 6 in the first attempt (its cap), 4 in the second (before: 60); ~8-16 s
+        pytest.param(9, 10, marks=pytest.mark.slow),
     ],
 )
 def test_a_row_is_sent_at_most_one_plus_its_class_retries_across_attempts(
