@@ -14,7 +14,7 @@ from maple_engine.ledger.pricing import ModelPrice, cost_expr
 from maple_engine.model import CUSTOM_ID, REUSED, ROW_ID, BatchState
 from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import RESULT_SCHEMA
-from maple_engine.providers.vectors import misfit_reason, vector_values
+from maple_engine.providers.vectors import base64_length, misfit_reason, vector_values
 
 _LINE = [c for c in RESULT_SCHEMA if c != "sends"]  # a row's sends become its ``attempts``
 ATTEMPT_COLUMNS = [ROW_ID, CUSTOM_ID, *_LINE, "cost_usd", "parsed", "attempt", "attempts"]
@@ -113,21 +113,29 @@ def fit_vectors(frame: pl.DataFrame, length: int | None) -> tuple[pl.DataFrame, 
     ``invalid_output`` (billed, not kept, sent again on a rerun), and the reason is returned."""
     if length is None or frame.is_empty():
         return frame, None
-    encoded = 4 * -(-length * 4 // 3)  # base64 of ``length`` float32 values
+    encoded = base64_length(length)
     wrong = (pl.col("status") == "succeeded") & (pl.col("response").str.len_bytes() != encoded)
     first = frame.filter(wrong).head(1)
     if first.is_empty():
         return frame, None
     reason = misfit_reason(vector_values(str(first["response"].item())), length)
     return frame.with_columns(
+        *_invalid_output(wrong, pl.lit(reason)),
+        pl.when(wrong).then(None).otherwise(pl.col("response")).alias("response"),
+    ), reason
+
+
+def _invalid_output(wrong: pl.Expr | pl.Series, error: pl.Expr | pl.Series) -> list[pl.Expr]:
+    """``status``, ``failure_class`` and ``error`` with the ``wrong`` rows failed as
+    ``invalid_output`` saying ``error``."""
+    return [
         pl.when(wrong).then(pl.lit("failed")).otherwise(pl.col("status")).alias("status"),
         pl.when(wrong)
         .then(pl.lit(FailureClass.INVALID_OUTPUT.value))
         .otherwise(pl.col("failure_class"))
         .alias("failure_class"),
-        pl.when(wrong).then(pl.lit(reason)).otherwise(pl.col("error")).alias("error"),
-        pl.when(wrong).then(None).otherwise(pl.col("response")).alias("response"),
-    ), reason
+        pl.when(wrong).then(error).otherwise(pl.col("error")).alias("error"),
+    ]
 
 
 def validate_structured(frame: pl.DataFrame, schema: dict[str, Any] | None) -> pl.DataFrame:
@@ -141,12 +149,7 @@ def validate_structured(frame: pl.DataFrame, schema: dict[str, Any] | None) -> p
     bad = pl.Series("problem", problems, dtype=pl.String)
     is_bad = bad.is_not_null()
     return frame.with_columns(
-        pl.when(is_bad).then(pl.lit("failed")).otherwise(pl.col("status")).alias("status"),
-        pl.when(is_bad)
-        .then(pl.lit(FailureClass.INVALID_OUTPUT.value))
-        .otherwise(pl.col("failure_class"))
-        .alias("failure_class"),
-        pl.when(is_bad).then(bad).otherwise(pl.col("error")).alias("error"),
+        *_invalid_output(is_bad, bad),
         pl.when((pl.col("status") == "succeeded") & ~is_bad)
         .then(pl.col("response"))
         .otherwise(None)

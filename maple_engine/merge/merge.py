@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from maple_engine.errors import ConfigError
 from maple_engine.model import CUSTOM_ID, EMBEDDING_COLUMN, INTERNAL_COLUMNS, ROW_ID
+from maple_engine.providers.vectors import base64_length
 from maple_engine.spec import file_format
 from maple_engine.storage.s3 import S3Settings
 from maple_engine.storage.storage import atomic_write, filesystem_for, is_remote
@@ -91,7 +92,7 @@ def embedding_expr(ok: pl.Expr, length: int) -> pl.Expr:
 
 def check_vector_lengths(responses: pl.DataFrame, length: int) -> None:
     """Every vector has ``length`` float32 values (one model, one dimension per job)."""
-    encoded = 4 * -(-length * 4 // 3)  # base64 of length * 4 bytes (no decoding needed)
+    encoded = base64_length(length)  # no decoding needed
     ok = responses.filter(pl.col("status") == "succeeded")
     wrong = ok.filter(pl.col("response").str.len_bytes() != encoded)
     if wrong.height:

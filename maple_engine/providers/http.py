@@ -266,19 +266,14 @@ def paged_data(
     window): a URL that does not answer, or answers with something other than a report, is a
     `ConfigError` within seconds saying so and ``fix``; the later pages are read as any control
     call."""
-    page: str | None = None
-    first = True
+    body = _first_page(client, path, params, fix)
     while True:
-        query = params | ({"page": page} if page else {})
-        if first:
-            body = _first_page(client, path, query, fix)
-            first = False
-        else:
-            body = request(client, "GET", path, what=f"read {path}", params=query).json()
         yield from body.get("data") or []
         page = body.get("next_page")
         if not body.get("has_more") or not page:
             return
+        query = params | {"page": page}
+        body = request(client, "GET", path, what=f"read {path}", params=query).json()
 
 
 #: How long a first call waits for an answer: a URL that does not answer within it is a setting

@@ -15,6 +15,12 @@ def vector_base64(vector: Any) -> str:
     return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
 
 
+def base64_length(values: int) -> int:
+    """The base64 characters of a vector of ``values`` float32 values, padding included: one
+    length per vector length, so vectors are told apart by length without decoding them."""
+    return 4 * -(-values * 4 // 3)
+
+
 def vector_values(encoded: str) -> int:
     """The values of a base64 float32 vector, counted from its length (not decoded)."""
     padding = len(encoded) - len(encoded.rstrip("="))
@@ -23,12 +29,13 @@ def vector_values(encoded: str) -> int:
 
 def misfit(rows: Sequence[dict[str, Any]], length: int) -> int | None:
     """The length of the first succeeded vector among ``rows`` that is not ``length`` long."""
+    expected = base64_length(length)
     for row in rows:
         vector = row.get("response")
-        if row.get("status") == "succeeded" and isinstance(vector, str):
-            values = vector_values(vector)
-            if values != length:
-                return values
+        if row.get("status") != "succeeded" or not isinstance(vector, str):
+            continue
+        if len(vector) != expected:
+            return vector_values(vector)
     return None
 
 
