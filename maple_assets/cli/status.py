@@ -32,6 +32,7 @@ from maple_engine.ledger.schema import queue_slots
 from maple_engine.plan.turnaround import history_fit
 from maple_engine.providers.base import Lane
 from maple_engine.providers.headers import parse_headers
+from maple_engine.providers.registry import Built
 from maple_engine.send.lane import lane_of
 from maple_engine.settings import Settings
 from maple_engine.spec import DEFAULTS
@@ -256,24 +257,9 @@ def status_command(job: str | None, storage: str | None, fmt: str) -> None:
             click.echo(line)
 
 
-def unmapped_team(state: JobState) -> str | None:
-    """The job's team when it ran for one that this shell's team attribution map does not
-    list (its batches may be in the team's project, which these credentials cannot see)."""
-    spec = state.read_spec() or {}
-    team = str(spec.get("spec", {}).get("team") or DEFAULTS.team)
-    if team == DEFAULTS.team:
-        return None
-    settings = Settings.load(storage=state.storage.root)
-    provider = settings_provider(str(spec["spec"]["provider"]), settings, settings.emulator_url)
-    return team if team not in provider.attribution_map().teams else None
-
-
-def provider_for(
-    state: JobState, headers: Mapping[str, str] | None = None, base_url: str | None = None
-) -> Lane:
-    """The job's provider, rebuilt from its stored spec, sending ``headers`` (which the spec
-    does not keep) at ``base_url`` if given (the job's ``--base-url``, which it does not keep
-    either), on its team's accounts."""
+def job_provider(state: JobState, base_url: str | None = None) -> tuple[Built, str]:
+    """The job's provider, rebuilt from its stored spec at ``base_url`` if given (the job's
+    ``--base-url``, which the spec does not keep), and the team it ran for."""
     spec = state.read_spec()
     if spec is None:
         raise ConfigError(f"No job {state.job!r} under {state.storage.root}.")
@@ -281,8 +267,29 @@ def provider_for(
     settings = Settings.load(storage=state.storage.root)
     overrides = {"base_url": base_url.rstrip("/")} if base_url else {}
     provider = settings_provider(name, settings, settings.emulator_url, overrides)
-    team = str(spec["spec"].get("team") or DEFAULTS.team)  # its batches are in its project
+    return provider, str(spec["spec"].get("team") or DEFAULTS.team)
+
+
+def unmapped_team(provider: Built, team: str) -> str | None:
+    """``team`` when the job ran for one that this shell's team attribution map does not list
+    (its batches may be in the team's project, which these credentials cannot see)."""
+    if team == DEFAULTS.team or team in provider.attribution_map().teams:
+        return None
+    return team
+
+
+def team_lane(provider: Built, team: str, headers: Mapping[str, str] | None = None) -> Lane:
+    """``provider`` sending ``headers`` (which the spec does not keep), on ``team``'s
+    accounts, where its batches are."""
     return lane_of(provider.decorated(job_decorations(provider, headers=headers, team=team)))
+
+
+def provider_for(
+    state: JobState, headers: Mapping[str, str] | None = None, base_url: str | None = None
+) -> Lane:
+    """The job's provider (`job_provider`) sending ``headers`` on its team's accounts."""
+    provider, team = job_provider(state, base_url)
+    return team_lane(provider, team, headers)
 
 
 def release_queue_slots(state: JobState) -> int:
@@ -311,8 +318,9 @@ def cancel_command(
     """Cancel JOB's provider batches and stop it; rerun `maple enrich --job JOB` to resume."""
     state = JobState(_storage(storage), job)
     try:
-        provider = provider_for(state, parse_headers(headers), base_url)
-        batches = cancel_job(state, provider, unmapped_team(state))
+        provider, team = job_provider(state, base_url)
+        lane = team_lane(provider, team, parse_headers(headers))
+        batches = cancel_job(state, lane, unmapped_team(provider, team))
     except MapleError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
