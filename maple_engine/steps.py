@@ -30,6 +30,7 @@ from maple_engine.ledger.attempt_cost import AttemptCost
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.model import (
     CUSTOM_ID,
+    EMBEDDING,
     KEY,
     REALTIME_PREFIX,
     REQUEST,
@@ -42,6 +43,7 @@ from maple_engine.model import (
 )
 from maple_engine.providers.base import LOST_SENDS, ShardPayload
 from maple_engine.providers.http import RETRY_LOG_EVERY_S, log
+from maple_engine.providers.reply_fit import ReplyFit
 from maple_engine.state import ShardSummary
 from maple_engine.storage.claims import claim_batch
 from maple_engine.storage.response_store import ResponseStore, collection
@@ -79,7 +81,11 @@ def payload_for(job: Job, shard: str, attempt: int) -> ShardPayload:
         budget,
         stopped,
         priority=job.spec.priority,
-        dimensions=job.spec.dimensions,
+        fit=ReplyFit(
+            embedding=job.spec.kind is EMBEDDING,
+            dimensions=job.spec.dimensions,
+            schema=job.spec.response_schema,
+        ),
     )
 
 

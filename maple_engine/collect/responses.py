@@ -3,9 +3,6 @@
 import dataclasses
 from typing import Any
 
-import jsonschema
-import jsonschema_rs
-import orjson
 import polars as pl
 
 from maple_engine.collect.estimates import Estimate, with_estimates
@@ -14,6 +11,7 @@ from maple_engine.ledger.pricing import ModelPrice, cost_expr
 from maple_engine.model import CUSTOM_ID, REUSED, ROW_ID, BatchState
 from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import RESULT_SCHEMA
+from maple_engine.providers.reply_fit import SchemaCheck
 from maple_engine.providers.vectors import base64_length, misfit_reason, vector_values
 
 _LINE = [c for c in RESULT_SCHEMA if c != "sends"]  # a row's sends become its ``attempts``
@@ -142,7 +140,7 @@ def validate_structured(frame: pl.DataFrame, schema: dict[str, Any] | None) -> p
     """With a response schema, a reply that does not parse or validate is ``invalid_output``."""
     if schema is None:
         return frame.with_columns(pl.lit(None, pl.String).alias("parsed"))
-    validator = _Validator(schema)
+    validator = SchemaCheck(schema)
     problems: list[str | None] = []
     for status, text in zip(frame["status"], frame["response"], strict=True):
         problems.append(validator.problem(text) if status == "succeeded" else None)
@@ -155,28 +153,6 @@ def validate_structured(frame: pl.DataFrame, schema: dict[str, Any] | None) -> p
         .otherwise(None)
         .alias("parsed"),
     )
-
-
-class _Validator:
-    """jsonschema-rs decides (compiled, ~26x faster); the rare invalid reply is explained with
-    jsonschema's best-matching error, so messages stay the same."""
-
-    def __init__(self, schema: dict[str, Any]) -> None:
-        self.fast = jsonschema_rs.Draft202012Validator(schema)
-        self.schema = schema
-
-    def problem(self, text: str | None) -> str | None:
-        try:
-            value = orjson.loads(text or "")
-        except orjson.JSONDecodeError as exc:
-            return f"the reply is not JSON: {exc}"
-        if self.fast.is_valid(value):
-            return None
-        slow = jsonschema.Draft202012Validator(self.schema)
-        error = jsonschema.exceptions.best_match(slow.iter_errors(value))
-        if error is None:
-            return None
-        return f"the reply does not match the response schema: {error.message}"
 
 
 def combine_attempts(attempts: list[pl.DataFrame]) -> pl.DataFrame:

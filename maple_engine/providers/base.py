@@ -35,6 +35,7 @@ from maple_engine.providers.attribution import (
     given_attribution,
 )
 from maple_engine.providers.decorations import NO_DECORATIONS, CallDecorations
+from maple_engine.providers.reply_fit import ANY_REPLY, ReplyFit
 from maple_engine.providers.rules import NO_RULES, RequestRules
 
 # One row per request of one attempt, whatever the provider.
@@ -328,9 +329,9 @@ class ShardPayload:
     #: The job's ``--priority``: a batch API that orders its own queue by one (Gemini's
     #: ``batch.priority``) gets it with the batch.
     priority: int = 0
-    #: The vector length an embedding job asked for (``--dimensions``): a real-time attempt
-    #: stops at the first reply of another length (`maple_engine.errors.ReplyMismatch`).
-    dimensions: int | None = None
+    #: What the job's replies must be: a real-time attempt stops at the first that never can
+    #: (`maple_engine.providers.reply_fit`; `maple_engine.errors.ReplyMismatch`).
+    fit: ReplyFit = ANY_REPLY
     _encoded: tuple[bytes, str] | None = dataclasses.field(
         default=None, init=False, repr=False, compare=False
     )

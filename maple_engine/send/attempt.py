@@ -54,18 +54,28 @@ from maple_engine.policy import SendBudget
 from maple_engine.providers.base import failed_row
 from maple_engine.providers.gateways import gateway_exception
 from maple_engine.providers.http import (
+    OUTAGE_BACKOFF_CAP_S,
     RETRY_LOG_EVERY_S,
     backoff_seconds,
     error_detail,
     log,
     names_the_setup,
+    outage_window_s,
     safe_url,
     setup_refusal,
 )
 from maple_engine.providers.realtime import Group, RateLimits, Row
-from maple_engine.providers.vectors import misfit, misfit_reason
+from maple_engine.providers.reply_fit import ANY_REPLY, FitWatch, ReplyFit
 from maple_engine.send.checkpoints import RowCheckpoints
-from maple_engine.send.contact import WINDOW, Breaker, Failure, FirstContact, failure_of
+from maple_engine.send.contact import (
+    WINDOW,
+    Breaker,
+    Failure,
+    FirstContact,
+    failure_of,
+    unserved,
+    waited_out,
+)
 from maple_engine.send.drain import DRAIN, DRAIN_S
 from maple_engine.send.pacing import (
     CapacityProbe,
@@ -150,6 +160,25 @@ class _Retry(Exception):
         return failure_of(self.failure_class, str(self))
 
 
+class _Outage:
+    """A request's run of answers saying the service did not serve it (`unserved`): resent
+    with backoff for up to the outage window from the first, outside the row's budget."""
+
+    def __init__(self) -> None:
+        self.since: float | None = None
+        self.tries = 0
+
+    def rides_out(self) -> bool:
+        now = time.monotonic()
+        self.since = now if self.since is None else self.since
+        self.tries += 1
+        return now - self.since < outage_window_s()
+
+    def wait(self, asked: float | None) -> float:
+        backoff = backoff_seconds(self.tries - 1, cap=OUTAGE_BACKOFF_CAP_S)
+        return max(asked or 0.0, backoff) + backoff_seconds(0, base=0.05)
+
+
 class AttemptRun:
     """One attempt's requests: workers, pacing, adaptive concurrency, checkpointing."""
 
@@ -163,10 +192,10 @@ class AttemptRun:
         *,
         budget: SendBudget | None = None,
         stopped: Callable[[], bool] | None = None,
-        dimensions: int | None = None,
+        fit: ReplyFit = ANY_REPLY,
     ):
         self.p = provider
-        self.dimensions = dimensions  # an embedding's length the job asked for
+        self.fit = FitWatch(fit)  # what the job's replies must be
         self.budget = budget
         self.stopped = stopped
         self.halted = False  # the job stopped: nothing more is released or retried
@@ -340,6 +369,7 @@ class AttemptRun:
         and, when it failed, how."""
         raw = estimate_tokens(body)
         sends, previous, served = 0, None, self.successes
+        outage = _Outage()
         while True:
             if self.halted or DRAIN.requested.is_set():  # stopped before it went (again): unsent
                 return [], None
@@ -348,10 +378,16 @@ class AttemptRun:
             try:
                 rows, failure = await self._send(client, custom_ids, body, raw)
             except _Retry as retry:
+                if unserved(retry.failure) and outage.rides_out():  # not billed: not counted
+                    self._say_retrying(retry)
+                    await asyncio.sleep(outage.wait(retry.wait))
+                    continue
                 sends += 1
                 self._watch(retry.failure, retry.failure_class)
                 # the same answer twice, and no other request served meanwhile: no passing fault
+                # (an outage answers the same until it passes: its sends are within the budget)
                 same = retry.answer is not None and retry.answer == previous
+                same = same and not waited_out(retry.failure)
                 if same and self.successes == served:
                     message = f"not resent: the same answer twice in a row: {retry}"
                     failed = failed_row(None, retry.failure_class, message, resendable=False)
@@ -401,12 +437,9 @@ class AttemptRun:
     def _check_fit(self, rows: list[Row]) -> None:
         """Stop at the first reply that cannot fit the job, keeping none of it (the rerun after
         the fix sends its rows)."""
-        if self.dimensions is None:
-            return
-        values = misfit(rows, self.dimensions)
-        if values is not None:
-            where = f"{self.p.name}: POST {safe_url(self.url)}"
-            raise ReplyMismatch(f"{where}: {misfit_reason(values, self.dimensions)}.")
+        reason = self.fit.stop_reason(rows)
+        if reason is not None:
+            raise ReplyMismatch(f"{self.p.name}: POST {safe_url(self.url)}: {reason}.")
 
     def _flush_held(self) -> None:
         for row in self.held if not self.halted else []:  # stopped: sent again on the rerun

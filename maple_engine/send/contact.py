@@ -4,12 +4,17 @@ breaker (`maple_engine.send.attempt` raises the errors they find).
 - **First contact.** Until a request succeeds, one request is in flight at a time; the others
   wait. Two different requests failing the same way before any succeeded say that the job's
   setup or the service is wrong, not the rows; two different failures are the rows' own, and
-  release the others as a success does.
+  release the others as a success does. An outage's answer (`waited_out`: a 502/503/504/529 or
+  408 from a server that is there) says neither: it fails its row within the row's budget and
+  the next request tries, one at a time, until the service is back. A URL where nothing
+  answers (no connection, a timeout) is a setting to fix, as the batch lane's first call says.
 - **The breaker.** Once sending, when none of the last ``WINDOW`` sends succeeded and ``TRIP``
   of them failed the same way, the attempt stops before it spends more. 429s are paced, not
   failed; an outage's answers (`outage_shaped`: no connection, a timeout, 502/503/504/529: the
-  request was not served) are retried with backoff within each row's budget, riding the outage
-  out, and never open it. A provider failing some of its calls at random does not open it
+  request was not served) are retried with backoff, riding the outage out, and never open it.
+  A 503 or 529 (`unserved`) is resent for up to the outage window (``MAPLE_OUTAGE_WINDOW_S``)
+  without spending the row's budget; the others spend it, as a gateway's 502 or 504 may come
+  after the provider billed. A provider failing some of its calls at random does not open it
   either: among 20 sends one succeeds.
 
 Failures are the same when their class, status and message are, request ids aside (a provider
@@ -36,12 +41,27 @@ _REQUEST_ID = re.compile(
 
 #: Answers of a service that is down or overloaded: the request was not served (nor billed).
 OUTAGE_STATUS = ("502:", "503:", "504:", "529:", "408:")
+#: Of those, the ones that say so outright (unavailable, overloaded): a gateway's 502 or 504 may
+#: come after the provider served and billed the request; these never do.
+UNSERVED_STATUS = ("503:", "529:")
 
 
 def outage_shaped(failure: Failure) -> bool:
     """A failure that says the service is unreachable or down, not that it refused the job."""
     message = failure[1]
     return message.startswith(("transport", "timed out", *OUTAGE_STATUS))
+
+
+def waited_out(failure: Failure) -> bool:
+    """An answer of a service that is there but down or overloaded: ridden out, at first contact
+    as once sending (a URL that never answers is not: see `FirstContact`)."""
+    return failure[1].startswith(OUTAGE_STATUS)
+
+
+def unserved(failure: Failure) -> bool:
+    """The service said it did not serve the request (unavailable, overloaded): resending it
+    costs nothing, so it is resent for as long as an outage lasts, outside the row's budget."""
+    return failure[1].startswith(UNSERVED_STATUS)
 
 
 def failure_of(failure_class: str, message: str) -> Failure:
@@ -73,12 +93,12 @@ class FirstContact:
         many different requests failed the same way when that stops the job: the requests
         waiting then stay waiting (the caller's error cancels them)."""
         async with self._turn:
-            if failure is not None:
+            if failure is not None and not waited_out(failure):
                 if failure in self._failures and failure[0] in JOB_SHAPED:
                     return len(self._failures) + 1
                 self._failures.append(failure)
             self._probing = False
-            if failure is None or len(self._failures) >= 2:
+            if failure is None or len(self._failures) >= 2:  # an outage's: the next one tries
                 self.released = True
             self._turn.notify_all()
         return None

@@ -15,8 +15,9 @@ within the row's retry budget (the payload's ``SendBudget``); then the row is re
 with its class and the pipeline's retry policy takes over. Quota errors are not retried, and
 stop the attempt from sending further rows. A refusal of the job's setup (401/403 among them)
 aborts the attempt with ``SetupRefused``; most requests failing the same way, with
-``BreakerOpen``; a reply that cannot fit the job (a vector of another length than the payload's
-``dimensions``), with ``ReplyMismatch``, its rows not kept (`maple_engine.send.attempt`).
+``BreakerOpen``; a reply that can never fit the job (the payload's ``fit``:
+`maple_engine.providers.reply_fit`), with ``ReplyMismatch``, its rows not kept
+(`maple_engine.send.attempt`).
 """
 
 import dataclasses
@@ -88,7 +89,7 @@ class RealtimeLane:
                 self.wire.decorations.sending,
                 budget=payload.budget,
                 stopped=payload.stopped,
-                dimensions=payload.dimensions,
+                fit=payload.fit,
             )
             run_sync(run.run(rows))
         finally:

@@ -13,6 +13,10 @@ real gateway programs were seen to:
   have, a 400 for a parameter the model does not take), forwarding nothing;
 - ``schema-500``: answers a POST asking for a JSON-schema response format 500, as llama.cpp's
   server does (it takes only ``json_object``), and forwards everything else;
+- ``outage``: answers every call 503 as a load balancer before a service that is down does,
+  forwarding nothing (a test sets ``mode`` back to ``forward`` when the outage ends);
+- ``ignores-schema``: forwards every call with the body's ``response_format`` taken out, as a
+  server that ignores it answers (prose where JSON was asked);
 - ``failing-download``: forwards everything but ``GET .../files/{id}/content``, which it
   answers 500 with the same body every time.
 
@@ -20,6 +24,7 @@ real gateway programs were seen to:
 proxy in front of a server that keeps no count); the emulator's own counters say what was billed.
 """
 
+import json
 import threading
 import urllib.error
 import urllib.request
@@ -52,6 +57,10 @@ REFUSALS = {
 SCHEMA_REFUSED = (
     b'{"error": {"message": "response_format type json_schema is not supported, use '
     b'json_object", "type": "server_error"}}'
+)
+OUTAGE = (
+    b'{"error": {"message": "upstream connect error or disconnect/reset before headers", '
+    b'"type": "server_error"}}'
 )
 GATEWAY_EXCEPTION = b'{"status":"failure","message":"Something went wrong"}'
 EXCEPTION_MARK = [("x-portkey-gateway-exception", "true")]
@@ -98,6 +107,9 @@ class _Handler(BaseHTTPRequestHandler):
         if gateway.mode in REFUSALS:
             self._answer(*REFUSALS[gateway.mode])
             return
+        if gateway.mode == "outage":
+            self._answer(503, OUTAGE)
+            return
         if gateway.mode == "schema-500" and b'"json_schema"' in body:
             self._answer(500, SCHEMA_REFUSED)
             return
@@ -105,6 +117,10 @@ class _Handler(BaseHTTPRequestHandler):
         if gateway.mode == "failing-download" and download:
             self._answer(500, NO_CONTENT)
             return
+        if gateway.mode == "ignores-schema" and b'"response_format"' in body:
+            loaded = json.loads(body)
+            loaded.pop("response_format", None)
+            body = json.dumps(loaded).encode()
         status, headers, content = self._forward(method, body)
         if method == "POST" and gateway.misbehaves_on_post():
             if gateway.mode == "gateway-exception":

@@ -10,6 +10,7 @@ made is used.
 Before these bounds, each request of the gateway case was sent 36 times (6 sends an attempt,
 6 attempts)."""
 
+import threading
 from pathlib import Path
 
 import polars as pl
@@ -19,6 +20,8 @@ from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from tests.e2e.gateway import gateway
 from tests.e2e.hostile import maple_at, outcome_line, retrying_lines, table_job
+
+OUTAGE_S = 4.0  # a 503 outage when the job starts
 
 
 def job(tmp_path: Path, command: str, rows: int, *extra: str) -> list[str]:
@@ -162,3 +165,25 @@ def test_rows_retried_in_a_new_batch_are_said_on_stderr(tmp_path: Path) -> None:
     assert "of job hostile shard s00000 in attempt 2 (server_error " in line
     out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
     assert out["llm_attempts"].max() <= 6  # 1 + server_error's 5 retries  # type: ignore[operator]
+
+
+def test_an_outage_at_first_contact_is_ridden_out_and_each_row_paid_once(tmp_path: Path) -> None:
+    """A service answering 503 (unavailable: not served, not billed) when the job starts is an
+    outage, not the job's setup: the first request is resent with backoff, outside its row's
+    budget, until the service is back, and the job finishes."""
+    rows = 20
+    with (
+        EmulatorServer(EmulatorConfig(batch_seconds=0)) as server,
+        gateway(server.url, "outage") as (gate, url),
+    ):
+        back = threading.Timer(OUTAGE_S, lambda: setattr(gate, "mode", "forward"))
+        back.start()
+        result, took = maple_at(url, *job(tmp_path, "enrich", rows))
+        back.join()
+        stats = server.stats()
+    assert result.returncode == 0, result.stderr
+    assert retrying_lines(result.stderr), result.stderr  # said while it waited
+    out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
+    assert out["llm_status"].to_list() == ["succeeded"] * rows
+    assert stats["requests_billed"] == rows and stats["bodies_billed_twice"] == 0, stats
+    assert OUTAGE_S <= took < OUTAGE_S + 30

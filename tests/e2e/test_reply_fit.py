@@ -1,7 +1,8 @@
 """A reply that can never fit the job: a server (or a gateway before it) that ignores
 ``--dimensions`` answers vectors of the model's own length. The job stops at the first such
 reply, in one line naming the lengths (exit 4), keeps none of it, and the rerun after the fix
-sends those rows and finishes; nothing is reused from the server that ignored the length."""
+sends those rows and finishes; nothing is reused from the server that ignored the length. So for
+a server that ignores the response schema."""
 
 import dataclasses
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from tests.e2e.hostile import maple_at, outcome_line
+from tests.e2e.hostile import before_and_after_fix, maple_at, outcome_line, table_job
 
 ROWS = 40
 ASKED = 8  # the emulator's own length is 16
@@ -79,3 +80,29 @@ def test_a_batch_of_vectors_of_another_length_stops_the_job_and_the_rerun_sends_
     assert out["llm_status"].to_list() == ["succeeded"] * ROWS
     assert out["llm_embedding"].arr.len().unique().to_list() == [ASKED]
     assert sent["requests_billed"] == ROWS  # every row again: none of the wrong ones kept
+
+
+@pytest.mark.slow  # ~15 s
+def test_replies_that_ignore_the_response_schema_stop_the_job_before_every_row_is_paid(
+    tmp_path: Path,
+) -> None:
+    """A server that ignores ``response_format`` answers prose to every row: two rows' replies
+    that do not match the schema before any did stop the job (exit 4) in one line, instead of
+    paying every row, then again under the retry policy. The rerun after the fix finishes."""
+    schema = tmp_path / "schema.json"
+    schema.write_text(
+        '{"type": "object", "properties": {"brand": {"type": "string"}}, "required": ["brand"], '
+        '"additionalProperties": false}'
+    )
+    args = table_job(tmp_path, "enrich", "openai-realtime", ROWS, "--response-schema", str(schema))
+    run = before_and_after_fix("ignores-schema", args)
+    assert run.broken.returncode == 4, run.broken.stderr
+    line = outcome_line(run.broken.stderr)
+    assert "did not match --response-schema before any did" in line, line
+    assert "ignores the response format" in line and "sk-hostile" not in run.broken.stderr
+    assert run.before["requests_billed"] < ROWS // 2, run.before  # stopped, not every row paid
+    assert run.fixed.returncode == 0, run.fixed.stderr
+    out = pl.read_parquet(next(tmp_path.glob("items_*.parquet")))
+    assert out["llm_status"].to_list() == ["succeeded"] * ROWS
+    # the rerun pays each row once; only the prose the broken run was answered is paid again
+    assert run.after["requests_billed"] == run.before["requests_billed"] + ROWS, run.after
