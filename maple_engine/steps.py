@@ -17,6 +17,7 @@ from maple_engine.collect.responses import (
     combine_attempts,
     fit_vectors,
     plan_retries,
+    schema_misfit,
     summarize,
     with_final,
 )
@@ -188,6 +189,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         estimate=text_estimate(job.spec, lambda columns: job.state.shard_frame(shard, columns)),
     )
     results, misfit = fit_vectors(results, job.spec.dimensions)
+    misfit = misfit or schema_misfit(results, job.spec.response_schema)
     if misfit is not None:  # the rows are sent again on the rerun after the fix, not now
         job.state.stop(misfit, kind=StopKind.REPLY)
     earlier = [job.state.results(shard, attempt - 1)] if attempt > 1 else []

@@ -11,7 +11,7 @@ from maple_engine.ledger.pricing import ModelPrice, cost_expr
 from maple_engine.model import CUSTOM_ID, REUSED, ROW_ID, BatchState
 from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import RESULT_SCHEMA
-from maple_engine.providers.reply_fit import SchemaCheck
+from maple_engine.providers.reply_fit import SCHEMA_STRIKES, SchemaCheck, schema_ignored
 from maple_engine.providers.vectors import base64_length, misfit_reason, vector_values
 
 _LINE = [c for c in RESULT_SCHEMA if c != "sends"]  # a row's sends become its ``attempts``
@@ -121,6 +121,20 @@ def fit_vectors(frame: pl.DataFrame, length: int | None) -> tuple[pl.DataFrame, 
         *_invalid_output(wrong, pl.lit(reason)),
         pl.when(wrong).then(None).otherwise(pl.col("response")).alias("response"),
     ), reason
+
+
+def schema_misfit(frame: pl.DataFrame, schema: dict[str, Any] | None) -> str | None:
+    """With a response schema, a batch of two or more replies none of which matched it (its
+    rows ``invalid_output``) says the server or model ignores the response format: the reason
+    the job stops, instead of resending every row under the retry policy."""
+    if schema is None or (frame["status"] == "succeeded").any():
+        return None
+    invalid = frame.filter(pl.col("failure_class") == FailureClass.INVALID_OUTPUT.value)
+    problems = invalid["error"].drop_nulls()
+    problems = problems.filter(problems.str.starts_with("the reply "))  # the schema's verdicts
+    if problems.len() < SCHEMA_STRIKES:
+        return None
+    return schema_ignored(problems.len(), str(problems[0]))
 
 
 def _invalid_output(wrong: pl.Expr | pl.Series, error: pl.Expr | pl.Series) -> list[pl.Expr]:

@@ -9,7 +9,9 @@ the fix sends them):
 - **With ``--response-schema``, a reply that does not match it** is its row's failure
   (``invalid_output``, resent under the retry policy: models slip). But until one reply has
   matched, two rows' replies that do not say the server or model ignores the response format,
-  and the job stops: resending every row under the retry policy would pay for each again.
+  and the job stops: resending every row under the retry policy would pay for each again. A
+  batch whose replies (two or more) all fail the schema stops the job the same way
+  (`maple_engine.collect.responses.schema_misfit`), its rows sent again on the rerun.
 """
 
 import base64
@@ -90,13 +92,7 @@ class FitWatch:
                 return None
             self.strikes.append(problem)
             if len(self.strikes) >= SCHEMA_STRIKES:
-                return (
-                    f"{len(self.strikes)} different rows' replies did not match "
-                    f"--response-schema before any did ({problem}): the server or model "
-                    "ignores the response format. No such reply is kept: send to a model or "
-                    "server that takes a JSON schema (or check the schema), then rerun the same "
-                    "command"
-                )
+                return schema_ignored(len(self.strikes), problem)
         return None
 
     def _vector_misfit(self, rows: Sequence[dict[str, Any]]) -> str | None:
@@ -112,6 +108,16 @@ class FitWatch:
             return None
         values = misfit(rows, self.fit.dimensions)
         return misfit_reason(values, self.fit.dimensions) if values is not None else None
+
+
+def schema_ignored(count: int, problem: str) -> str:
+    """Why ``count`` replies, none matching the schema (the last: ``problem``), stop the job."""
+    return (
+        f"{count} different rows' replies did not match --response-schema before any did "
+        f"({problem}): the server or model ignores the response format. No such reply is kept: "
+        "send to a model or server that takes a JSON schema (or check the schema), then rerun "
+        "the same command"
+    )
 
 
 def is_vector(response: Any) -> bool:

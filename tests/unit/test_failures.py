@@ -10,6 +10,7 @@ import pytest
 from maple_engine.collect.responses import (
     IMAGE_GONE,
     plan_retries,
+    schema_misfit,
     unrun_failure,
     validate_structured,
 )
@@ -177,6 +178,33 @@ def test_pydantic_response_schema_and_invalid_output() -> None:
         "refused",
     ]
     assert checked["parsed"].to_list() == ['{"brand":"b","size_ml":5}', None, None, None]
+
+
+def test_a_batch_whose_replies_all_fail_the_schema_stops_the_job() -> None:
+    """Two replies, none matching: the server ignores the format. One match (or one reply, or
+    only refusals) is no such sign: those rows are resent under the retry policy."""
+    schema = schema_dict(_Attributes)
+
+    def checked(*responses: str | None) -> pl.DataFrame:
+        return validate_structured(
+            pl.DataFrame(
+                {
+                    "status": ["succeeded" if r else "failed" for r in responses],
+                    "failure_class": [None if r else "refused" for r in responses],
+                    "error": [None if r else "no" for r in responses],
+                    "response": list(responses),
+                }
+            ),
+            schema,
+        )
+
+    reason = schema_misfit(checked("Acme", '{"brand": "b"}'), schema)
+    assert reason is not None and "2 different rows' replies did not match" in reason
+    assert "ignores the response format" in reason
+    assert schema_misfit(checked("Acme", '{"brand":"b","size_ml":5}'), schema) is None
+    assert schema_misfit(checked("Acme"), schema) is None
+    assert schema_misfit(checked(None, None), schema) is None
+    assert schema_misfit(checked("Acme", "Acme"), None) is None
 
 
 def test_a_refusal_is_resent_only_when_a_resend_can_change_it() -> None:
