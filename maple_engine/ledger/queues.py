@@ -18,9 +18,10 @@ batch fails while the limit is being learned.
 An admission belongs to a live job. A batch admitted but not created yet holds room only while
 its job lives: the caller names the jobs it knows are gone (``dead``: their driver's lease is
 free), and their unsent slots are released at once, their sent but unvalidated batches no longer
-hold the others back; an unsent slot nobody refreshed for ``UNSENT_TTL`` (a job driven by a
-sensor whose process died) is released too. A job whose batch creation fails releases its slot
-itself (`release_slot`).
+hold the others back, and their waiting slots no longer go first by priority or fair share (a
+waiting job not seen for ``WAITER_TTL`` no longer waits either); an unsent slot nobody
+refreshed for ``UNSENT_TTL`` (a job driven by a sensor whose process died) is released too. A
+job whose batch creation fails releases its slot itself (`release_slot`).
 """
 
 import dataclasses
@@ -99,10 +100,21 @@ def _live(t: sa.Table, queue: str, now: datetime) -> sa.ColumnElement[bool]:
     )
 
 
+def _waiting(t: sa.Table, queue: str, now: datetime) -> sa.ColumnElement[bool]:
+    return sa.and_(
+        t.c.queue == queue,
+        t.c.enqueued_at.is_(None),
+        t.c.released_at.is_(None),
+        t.c.seen_at > now - WAITER_TTL,
+    )
+
+
 def holders(conn: sa.Connection, t: sa.Table, queue: str) -> dict[str, set[str | None]]:
-    """The jobs holding admitted batches in ``queue`` now, with the storage roots their
-    slots name (None: a slot recorded before slots named one)."""
-    live = sa.select(t.c.job, t.c.root).where(_live(t, queue, _now())).distinct()
+    """The jobs holding admitted batches in ``queue`` now or waiting for room, with the storage
+    roots their slots name (None: a slot recorded before slots named one)."""
+    now = _now()
+    member = _live(t, queue, now) | _waiting(t, queue, now)
+    live = sa.select(t.c.job, t.c.root).where(member).distinct()
     held: dict[str, set[str | None]] = {}
     for job, root in conn.execute(live):
         held.setdefault(job, set()).add(root)
@@ -164,7 +176,9 @@ def admit_slot(
         conn.execute(t.update().where(key).values(seen_at=now, units=slot.units))
     if limit is None and enqueued + slot.units <= proven:
         unvalidated = {}
-    reason = _why_wait(conn, t, slot, limit=limit, usage=usage, unvalidated=unvalidated, now=now)
+    reason = _why_wait(
+        conn, t, slot, limit=limit, usage=usage, unvalidated=unvalidated, now=now, dead=dead
+    )
     if reason:
         return Decision(False, reason, enqueued, validating=limit is None and bool(unvalidated))
     conn.execute(t.update().where(key).values(enqueued_at=now, released_at=None))
@@ -180,6 +194,7 @@ def _why_wait(
     usage: dict[str, int],
     unvalidated: dict[str, bool],
     now: datetime,
+    dead: frozenset[str],
 ) -> str:
     enqueued = sum(usage.values())
     if limit is None and unvalidated:
@@ -193,11 +208,9 @@ def _why_wait(
         return f"queue {slot.queue} full: {enqueued:,} + {slot.units:,} > limit {limit:,}"
     waiting = conn.execute(
         sa.select(t.c.job, t.c.team, t.c.weight, t.c.priority, t.c.waiting_since).where(
-            t.c.queue == slot.queue,
-            t.c.enqueued_at.is_(None),
-            t.c.released_at.is_(None),
-            t.c.seen_at > now - WAITER_TTL,
+            _waiting(t, slot.queue, now),
             t.c.job != slot.job,
+            t.c.job.not_in(sorted(dead)),
         )
     ).all()
     mine = conn.execute(

@@ -162,8 +162,9 @@ def units(job: "Job", queue: Queue, shard: str, attempt: int) -> int:
 
 
 def gone(job: "Job", queue: Queue) -> frozenset[str]:
-    """Other jobs holding room in the queue whose driver is gone (`maple_engine.ledger.queues`
-    releases what they hold that reached no provider)."""
+    """Other jobs holding or waiting for room in the queue whose driver is gone
+    (`maple_engine.ledger.queues` releases what they hold that reached no provider, and lets
+    no waiting one go first)."""
     assert job.costs is not None
     with job.costs.transaction() as conn:
         held = holders(conn, _table(), queue.name)

@@ -178,3 +178,16 @@ def test_a_failed_creation_releases_its_slot(ledger: CostTracker) -> None:
     with ledger.transaction() as conn:
         release_slot(conn, queue_slots, ("beta", "s1", 1))
     assert ask(ledger, "alpha", "a1", 10, limit=None, team="b").admitted
+
+
+def test_a_gone_job_waiting_for_room_does_not_go_first(ledger: CostTracker) -> None:
+    """Blue waited for room (its fair turn before red's), then its driver was killed: red
+    goes as soon as blue is known gone, not when blue's wait ages out (``WAITER_TTL``)."""
+    assert ask(ledger, "red", "r1", 50, team="red").admitted
+    assert ask(ledger, "red", "r2", 50, team="red").admitted
+    assert not ask(ledger, "blue", "b1", 50, team="blue").admitted  # full: blue waits
+    with ledger.transaction() as conn:
+        assert set(holders(conn, queue_slots, QUEUE)) == {"red", "blue"}
+    release(ledger, "red", "r1")
+    assert "fair share: team blue" in ask(ledger, "red", "r3", 50, team="red").reason
+    assert ask(ledger, "red", "r3", 50, team="red", dead=frozenset({"blue"})).admitted
