@@ -122,8 +122,9 @@ def _deliver_again() -> None:
 def quiet_interrupts(debug: bool) -> Iterator[None]:
     """Ctrl-C raises KeyboardInterrupt as usual; without ``--debug`` it also silences the
     logging and "Exception ignored" noise libraries print while they unwind. A first Ctrl-C
-    while real-time requests are in flight drains them instead (`maple_engine.send.drain`):
-    nothing more is sent, their answers are kept, then the command stops as interrupted.
+    while real-time requests are in flight drains them instead (`maple_engine.send.drain`),
+    with ``--debug`` too: nothing more is sent, their answers are kept, then the command stops
+    as interrupted.
 
     The interrupt may reach Dagster's own handler (it raises its own error while a step runs)
     rather than this one, so a log record or an unraisable exception that carries an
@@ -133,10 +134,9 @@ def quiet_interrupts(debug: bool) -> Iterator[None]:
     garbage collector's, say) raises where Python cannot propagate it: it would be lost and
     the command run on. It is delivered again, to be raised where the command can stop."""
     previous = signal.getsignal(signal.SIGINT)
-    if debug or previous is not signal.default_int_handler:
-        yield  # --debug, or SIGINT ignored / handled by whoever started us
+    if previous is not signal.default_int_handler:
+        yield  # SIGINT ignored / handled by whoever started us
         return
-    previous_hook = sys.unraisablehook
 
     def handler(signum: int, frame: FrameType | None) -> None:
         first = not _CTRL_C.is_set()
@@ -148,8 +148,26 @@ def quiet_interrupts(debug: bool) -> Iterator[None]:
                 err=True,
             )
             return
-        logging.disable(logging.CRITICAL)
+        if not debug:
+            logging.disable(logging.CRITICAL)
         raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+    try:
+        if debug:  # every line and traceback shown
+            yield
+        else:
+            with _silenced():
+                yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def _silenced() -> Iterator[None]:
+    """The noise of unwinding after a Ctrl-C dropped, and an interrupt lost in a finalizer
+    delivered again."""
+    previous_hook = sys.unraisablehook
 
     def unraisable(raised: Any) -> None:
         interrupt = raised.exc_value is not None and is_interrupt(raised.exc_value)
@@ -166,11 +184,9 @@ def quiet_interrupts(debug: bool) -> Iterator[None]:
     for each in handlers:
         each.addFilter(not_an_interrupt)
     sys.unraisablehook = unraisable
-    signal.signal(signal.SIGINT, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
         sys.unraisablehook = previous_hook
         for each in handlers:
             each.removeFilter(not_an_interrupt)
