@@ -61,6 +61,7 @@ def job_decorations(
     return decorations_for(
         provider.provider_name,
         takes_extra_body=provider.capabilities.takes_extra_body,
+        control_fields=provider.capabilities.control_fields,
         attribution=provider.attribution_map(),
         headers=headers,
         extra_body=extra_body,
@@ -76,6 +77,7 @@ def spec_decorations(
     return spec.call_decorations(
         provider.provider_name,
         takes_extra_body=provider.capabilities.takes_extra_body,
+        control_fields=provider.capabilities.control_fields,
         attribution=provider.attribution_map(),
         sending=sending,
     )

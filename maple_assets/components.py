@@ -271,7 +271,10 @@ _CHECKS: tuple[tuple[str, Callable[[JobSpec], object]], ...] = (
     (
         "extra_body",
         lambda s: check_extra_body(
-            s.provider, s.extra_body, takes_extra_body=capabilities(s.provider).takes_extra_body
+            s.provider,
+            s.extra_body,
+            takes_extra_body=capabilities(s.provider).takes_extra_body,
+            control_fields=capabilities(s.provider).control_fields,
         ),
     ),
     ("deadline_s", check_deadline),

@@ -381,6 +381,7 @@ class JobSpec(BaseModel):
         provider: str,
         *,
         takes_extra_body: bool,
+        control_fields: frozenset[str] = frozenset(),
         attribution: AttributionMap,
         sending: threading.Event | None = None,
     ) -> CallDecorations:
@@ -391,6 +392,7 @@ class JobSpec(BaseModel):
         return decorations_for(
             provider,
             takes_extra_body=takes_extra_body,
+            control_fields=control_fields,
             attribution=attribution,
             headers=self.headers,
             extra_body=self.extra_body,

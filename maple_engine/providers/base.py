@@ -259,6 +259,8 @@ class ProviderCapabilities:
     # Takes ``--extra-body`` fields on its control calls (the batch create's JSON body and the
     # upload's form), as an OpenAI-compatible gateway may want them.
     takes_extra_body: bool = False
+    # The fields of those calls Maple sets itself: ``--extra-body`` may not give them.
+    control_fields: frozenset[str] = frozenset()
     # How a team's spend is attributed in its bill (the team attribution map's key it reads):
     # an OpenAI project header, the API key of an Anthropic workspace, Bedrock job tags;
     # None: the API takes none of them (`maple_engine.providers.attribution`).

@@ -61,13 +61,24 @@ NO_DECORATIONS = CallDecorations()
 
 
 def check_extra_body(
-    provider: str, fields: Mapping[str, Any] | None, *, takes_extra_body: bool
+    provider: str,
+    fields: Mapping[str, Any] | None,
+    *,
+    takes_extra_body: bool,
+    control_fields: frozenset[str] = frozenset(),
 ) -> None:
-    """Extra control-call fields go only to a provider whose control calls take them."""
+    """Extra control-call fields go only to a provider whose control calls take them, and
+    none of them is a field Maple sets itself (``control_fields``)."""
     if fields and not takes_extra_body:
         raise ConfigError(
             f"--extra-body: {provider} sends no control calls that take extra "
             "fields (only OpenAI-style batch APIs: files and batches); drop it."
+        )
+    taken = sorted(set(fields or {}) & control_fields)
+    if taken:
+        raise ConfigError(
+            f"--extra-body {taken[0]}: Maple sets that field of the batch create or upload "
+            "itself; drop it."
         )
 
 
@@ -75,6 +86,7 @@ def decorations_for(
     provider: str,
     *,
     takes_extra_body: bool,
+    control_fields: frozenset[str] = frozenset(),
     attribution: AttributionMap,
     headers: Mapping[str, str] | None = None,
     extra_body: Mapping[str, Any] | None = None,
@@ -84,7 +96,9 @@ def decorations_for(
     """The decorations of a job on ``provider`` (its name, whether it takes extra control-call
     fields, its team attribution map): a `ConfigError` for extra fields it takes none of."""
     fields = dict(extra_body or {})
-    check_extra_body(provider, fields, takes_extra_body=takes_extra_body)
+    check_extra_body(
+        provider, fields, takes_extra_body=takes_extra_body, control_fields=control_fields
+    )
     accounts = NOBODY if team is None else attribution.of(team)
     spelled = None if team is None else attribution.spelled_otherwise(team)
     if spelled is not None:

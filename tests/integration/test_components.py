@@ -314,3 +314,17 @@ def test_extra_body_a_provider_takes_none_of_is_refused_as_the_cli_refuses_it(
         f"{path}:8: attributes.extra_body: --extra-body: anthropic sends no control calls that "
         "take extra fields (only OpenAI-style batch APIs: files and batches); drop it."
     )
+
+
+def test_extra_body_giving_a_field_maple_sets_is_refused_as_the_cli_refuses_it(
+    tmp_path: Path,
+) -> None:
+    path = write_yaml(
+        tmp_path,
+        "  name: j\n  source: raw\n  prompt: '{t}'\n  model: m\n  provider: openai\n"
+        "  extra_body: {completion_window: 1h}\n",
+    )
+    assert load_error(path) == (
+        f"{path}:8: attributes.extra_body: --extra-body completion_window: Maple sets that field "
+        "of the batch create or upload itself; drop it."
+    )

@@ -63,6 +63,7 @@ CAPABILITIES = ProviderCapabilities(
     credentials="openai",
     completion_windows=("24h",),
     takes_extra_body=True,
+    control_fields=CONTROL_FIELDS,
     billing_report=billing.billing_report,
     caching=wire.CACHING,
     models=wire.MODELS,
@@ -138,12 +139,6 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
     def check_credentials(self) -> None:
         self.resolved_base_url()
         self.auth_headers()
-        taken = sorted(set(self.extra_body) & CONTROL_FIELDS)
-        if taken:
-            raise ConfigError(
-                f"--extra-body {taken[0]}: Maple sets that field of the batch create or upload "
-                "itself; drop it."
-            )
 
     def _new_client(self) -> httpx.Client:
         headers = self.auth_headers() | self.extra_headers

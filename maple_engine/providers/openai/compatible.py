@@ -26,7 +26,7 @@ from maple_engine.providers.base import (
     ProviderLimits,
 )
 from maple_engine.providers.openai import params, wire
-from maple_engine.providers.openai.batch import OpenAIBatchProvider
+from maple_engine.providers.openai.batch import CONTROL_FIELDS, OpenAIBatchProvider
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.realtime import realtime_capabilities
 from maple_engine.settings import api_key_env
@@ -73,6 +73,7 @@ class Profile:
             batch_price_share=self.batch_price_share,
             endpoints=self.endpoints,
             takes_extra_body=True,
+            control_fields=CONTROL_FIELDS,
             realtime_twin=self.realtime_name,
             results_retention_s=self.results_retention_s,
         )
