@@ -11,12 +11,15 @@ A crash after step 2 (before the submission is recorded) is recovered exactly: t
 the batch. A crash between the create and step 2 leaves an intent without a batch id; it is
 matched to the newest-first batch list by request count (``request_counts`` always sums to the
 total) and ``created_at`` within [intent time - ``clock_skew_s``, + ``orphan_window_s``],
-skipping batches other intents already claim. Only a unique match is adopted. Residual risk: in
-that window another client of the same workspace creates a batch with exactly the same number of
-requests, and this one never reached the provider; then the other batch would be adopted (its
-results would not carry our custom ids, so every row comes back "not run" and is resubmitted -
-nothing is lost, and nothing is paid twice by us). If several candidates match, none is adopted
-and the shard is submitted again (the risk is then paying twice for that one shard).
+skipping batches other intents already claim. Only a unique match is adopted. A create whose
+answer is lost (a 5xx, a timeout) is looked up the same way before it is sent again, so shards of
+one size created one after another are told apart by the batch ids their intents recorded.
+Residual risk: in that window another client of the same workspace creates a batch with
+exactly the same number of requests, and this one never reached the provider; then the other
+batch would be adopted (its results would not carry our custom ids, so every row comes back
+"not run" and is resubmitted - nothing is lost, and nothing is paid twice by us). If several
+candidates match, none is adopted and the shard is submitted again (the risk is then paying
+twice for that one shard).
 Listing stops at the first batch older than the oldest unmatched intent, so the common case
 (no crash) costs no list call at all.
 """
@@ -203,22 +206,26 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, WorkspaceKeys)
         self._write_intent(payload, intent)
         what = f"create batch for job {payload.job} shard {payload.shard} attempt {payload.attempt}"
         with self._client() as client:
-            batch = self._create(client, data, intent, what)
+            batch = self._create(client, data, intent, what, payload.job)
         self._write_intent(payload, {**intent, "batch_id": batch["id"]})
         return payload.submission(self.name, str(batch["id"]), digest)
 
     def _create(
-        self, client: httpx.Client, data: bytes, intent: dict[str, Any], what: str
+        self, client: httpx.Client, data: bytes, intent: dict[str, Any], what: str, job: str
     ) -> dict[str, Any]:
         """POST the batch with the control-call retry policy; after an ambiguous failure (a
-        timeout or a 5xx: the batch may exist) look for it before sending again."""
+        timeout or a 5xx: the batch may exist) look for it before sending again, among the
+        batches no other intent of the job names (its other shards of the same size)."""
         headers = {"content-type": "application/json"}
         ambiguous = False
         try:
             for attempt in control_retrying(self.max_retries, 0.0, time.monotonic()):
                 with attempt:
                     if ambiguous:
-                        found = self._match(client, [intent], claimed=set())
+                        claimed = {
+                            str(i["batch_id"]) for i in self._read_intents(job) if i.get("batch_id")
+                        }
+                        found = self._match(client, [intent], claimed)
                         if _ikey(intent) in found:
                             return found[_ikey(intent)]
                     ambiguous = True
