@@ -15,8 +15,9 @@ import pyarrow.parquet as pq
 from pydantic import Field
 from upath import UPath
 
+from maple_engine.inputs.sources import scan_output
 from maple_engine.storage.s3 import ENVIRONMENT, S3Settings
-from maple_engine.storage.storage import atomic_write, is_remote, polars_storage_options
+from maple_engine.storage.storage import atomic_write, is_remote
 
 
 class ParquetUPathIOManager(dg.UPathIOManager):
@@ -60,20 +61,13 @@ class ParquetUPathIOManager(dg.UPathIOManager):
         pointer = path.with_suffix(".json")
         if pointer.exists():
             target = orjson.loads(pointer.read_bytes())["pointer"]
-            return _scan(target["path"], target["format"], self.s3)
+            return scan_output(target["path"], self.s3)
         with path.open("rb") as handle:
             frame = pl.read_parquet(handle)
         return frame.lazy() if context.dagster_type.typing_type is pl.LazyFrame else frame
 
     def path_exists(self, path: UPath) -> bool:
         return bool(path.exists() or path.with_suffix(".json").exists())
-
-
-def _scan(path: str, fmt: str, s3: S3Settings) -> pl.LazyFrame:
-    options = polars_storage_options(path, s3)
-    if fmt == "csv":
-        return pl.scan_csv(path, infer_schema=False, storage_options=options)
-    return pl.scan_parquet(path, storage_options=options)
 
 
 class ParquetIOManager(dg.ConfigurableIOManagerFactory):  # type: ignore[type-arg]

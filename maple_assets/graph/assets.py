@@ -32,7 +32,7 @@ from maple_engine.canary import last_canary, run_canary
 from maple_engine.collect.responses import summarize
 from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.errors import CanaryFailed
-from maple_engine.inputs.sources import input_schema
+from maple_engine.inputs.sources import scan_output
 from maple_engine.job import Job
 from maple_engine.memory import give_back
 from maple_engine.merge.output import merge_job
@@ -364,7 +364,8 @@ def merged_asset(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.Asset
             raise dg.Failure(f"{left} yet; the sensor materializes merged once every shard is.")
         table = merge_job(job)
         totals = _totals(job)
-        schema = input_schema(table.path, context.resources.maple_storage.s3_settings())
+        s3 = context.resources.maple_storage.s3_settings()
+        schema = scan_output(table.path, s3).collect_schema()
         metadata = {"path": table.path, "rows": table.rows, **totals, **planned_eta(job.state)}
         yield dg.Output(table, metadata={**metadata, **table_metadata(schema, table.rows)})
 

@@ -26,6 +26,32 @@ def scan(uri: str, s3: S3Settings | None = None) -> pl.LazyFrame:
     return pl.scan_parquet(uri, storage_options=options)
 
 
+#: The ``llm_*`` columns the merge writes as numbers or booleans (the others are text)
+OUTPUT_TYPES: dict[str, type[pl.DataType]] = {
+    "llm_attempts": pl.Int64,
+    "llm_input_tokens": pl.Int64,
+    "llm_output_tokens": pl.Int64,
+    "llm_cached_tokens": pl.Int64,
+    "llm_cache_write_tokens": pl.Int64,
+    "llm_reasoning_tokens": pl.Int64,
+    "llm_tokens_estimated": pl.Boolean,
+    "llm_cost_usd": pl.Float64,
+    "llm_reused": pl.Boolean,
+}
+
+
+def scan_output(uri: str, s3: S3Settings | None = None) -> pl.LazyFrame:
+    """A lazy scan of a merged output: as `scan`, but a CSV's ``llm_*`` counts, costs and
+    flags read back as the numbers and booleans the merge wrote, not as text (the input's
+    columns stay strings)."""
+    if file_format(uri) != "csv":
+        return scan(uri, s3)
+    options = polars_storage_options(uri, s3)
+    return pl.scan_csv(
+        uri, infer_schema=False, schema_overrides=OUTPUT_TYPES, storage_options=options
+    )
+
+
 def row_count(source: str | pl.DataFrame | pa.Table, s3: S3Settings | None = None) -> int:
     """The input's rows (a file is scanned, not loaded)."""
     if isinstance(source, str):

@@ -125,7 +125,7 @@ def test_downstream_asset_reads_merged(
 
     @dg.asset(ins={"enriched": dg.AssetIn(key=en.merged_key)}, io_manager_key="maple_io_manager")
     def answers(enriched: pl.LazyFrame) -> pl.DataFrame:
-        return enriched.select("name", "llm_response").collect()
+        return enriched.select("name", "llm_response", "llm_cost_usd", "llm_reused").collect()
 
     resources = maple_resources([en], storage_root=str(tmp_path / "store"))
     with dg.instance_for_test() as instance:
@@ -135,4 +135,13 @@ def test_downstream_asset_reads_merged(
         )
         assert result.success
         value = result.output_for_node("answers")
+        event = instance.get_latest_materialization_event(en.merged_key)
+        assert event is not None and event.asset_materialization is not None
+        schema = event.asset_materialization.metadata["dagster/column_schema"].value
     assert value["llm_response"].to_list() == ["echo: hi a", "echo: hi b", "echo: hi c"]
+    # a CSV output's counts, costs and flags come back typed: a downstream asset sums them
+    assert value.schema["llm_cost_usd"] == pl.Float64 and value.schema["llm_reused"] == pl.Boolean
+    assert value["llm_cost_usd"].sum() > 0
+    types = {column.name: column.type for column in schema.columns}
+    assert types["name"] == "String" and types["llm_cost_usd"] == "Float64"
+    assert types["llm_input_tokens"] == "Int64" and types["llm_reused"] == "Boolean"
