@@ -367,7 +367,9 @@ def merged_asset(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.Asset
         s3 = context.resources.maple_storage.s3_settings()
         schema = scan_output(table.path, s3).collect_schema()
         metadata = {"path": table.path, "rows": table.rows, **totals, **planned_eta(job.state)}
-        yield dg.Output(table, metadata={**metadata, **table_metadata(schema, table.rows)})
+        yield dg.Output(
+            table, metadata={**metadata, **table_metadata(schema, table.rows, table.path)}
+        )
 
     return merged
 

@@ -5,6 +5,7 @@ columns with their meaning) and row count."""
 
 import sys
 import warnings
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -12,6 +13,7 @@ import polars as pl
 
 from maple_engine.model import OUTPUT_COLUMNS
 from maple_engine.spec import JobSpec
+from maple_engine.storage.storage import is_remote
 
 # What each column the output adds holds (README "Output").
 COLUMN_MEANINGS = {
@@ -62,8 +64,9 @@ def declared_at(depth: int) -> dict[str, Any]:
     return {"dagster/code_references": references}
 
 
-def table_metadata(schema: pl.Schema, rows: int) -> dict[str, Any]:
-    """``dagster/column_schema`` and ``dagster/row_count`` of the merged table."""
+def table_metadata(schema: pl.Schema, rows: int, path: str) -> dict[str, Any]:
+    """``dagster/column_schema``, ``dagster/row_count`` and ``dagster/uri`` of the merged table
+    at ``path`` (a local path as a ``file://`` URI)."""
     columns = [
         dg.TableColumn(name=name, type=str(dtype), description=COLUMN_MEANINGS.get(name))
         for name, dtype in schema.items()
@@ -71,4 +74,7 @@ def table_metadata(schema: pl.Schema, rows: int) -> dict[str, Any]:
     return {
         "dagster/column_schema": dg.MetadataValue.table_schema(dg.TableSchema(columns=columns)),
         "dagster/row_count": dg.MetadataValue.int(rows),
+        "dagster/uri": dg.MetadataValue.text(
+            path if is_remote(path) else Path(path).resolve().as_uri()
+        ),
     }

@@ -70,6 +70,8 @@ def test_merged_carries_its_column_schema_and_row_count(
         assert event is not None and event.asset_materialization is not None
         metadata = event.asset_materialization.metadata
     assert metadata["dagster/row_count"].value == 3
+    uri = metadata["dagster/uri"].value
+    assert uri.startswith("file:///") and uri.endswith(Path(metadata["path"].value).name), uri
     columns = metadata["dagster/column_schema"].value.columns
     names = [c.name for c in columns]
     assert names[:2] == ["sku", "title"] and "llm_response" in names and "llm_status" in names
