@@ -7,9 +7,10 @@ default, help and bounds of every job option; ``deadline`` is ``deadline_s`` by 
 
 - ``source``: an upstream asset key (``raw/catalog``), which becomes a dependency in the graph,
   or a CSV / Parquet path or ``s3://`` URI (a string ending in ``.csv``, ``.parquet`` or
-  ``.pq``); a relative path is read from the ``defs.yaml``'s folder.
-- ``response_schema``: a JSON schema written inline as YAML, or a JSON file's path (relative to
-  the ``defs.yaml``'s folder).
+  ``.pq``); a relative path is read from the ``defs.yaml``'s folder, or from the project's root
+  (the folder of its ``pyproject.toml``) when the file is there and not beside the YAML.
+- ``response_schema``: a JSON schema written inline as YAML, or a JSON file's path (read as
+  ``source`` is).
 - Any string may be a Dagster template: ``{{ env.VAR }}`` reads an environment variable as the
   definitions load.
 
@@ -124,9 +125,9 @@ def _attribute(field: str, kind: Kind) -> tuple[Any, Any]:
 YAML_HELP = {
     "source": "Input table: an upstream asset key (e.g. raw/catalog), or a CSV or Parquet path "
     "or s3:// URI (ending in .csv, .parquet or .pq; a relative path is read from this file's "
-    "folder).",
+    "folder, or from the project's root when the file is there and not beside this one).",
     "response_schema": "JSON schema the replies are validated against and parsed into "
-    "llm_parsed: written inline as YAML, or a JSON file's path (relative to this file's folder).",
+    "llm_parsed: written inline as YAML, or a JSON file's path (read as source is).",
 }
 
 
@@ -193,18 +194,27 @@ class JobComponent(dg.Component, dg.Resolvable):
         options = dict(self.attributes)
         source = options.get("source")
         if isinstance(source, str) and _is_path(source):
-            options["source"] = self._path(source)
+            options["source"] = self._path(source, read=True)
         schema = options.get("response_schema")
         if isinstance(schema, str):
-            options["response_schema"] = self._path(schema)
+            options["response_schema"] = self._path(schema, read=True)
         if isinstance(options.get("output"), str):
             options["output"] = self._path(options["output"])
         return options
 
-    def _path(self, path: str) -> str:
+    def _path(self, path: str, read: bool = False) -> str:
+        """A relative path from the YAML's folder; a file to ``read`` that is not there, from
+        the project's root (the nearest folder above with a ``pyproject.toml``) where it is
+        there, as a user types it from the project root."""
         if is_remote(path) or Path(path).is_absolute() or self.base_dir is None:
             return path
-        return str(self.base_dir / path)
+        beside = self.base_dir / path
+        if not read or beside.exists():
+            return str(beside)
+        root = next((d for d in beside.parents if (d / "pyproject.toml").is_file()), None)
+        if root is not None and (root / path).exists():
+            return str(root / path)
+        return str(beside)  # missing: the input's check names it
 
     @staticmethod
     def _spec_fields(options: Mapping[str, Any]) -> dict[str, Any]:

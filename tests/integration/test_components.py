@@ -328,3 +328,21 @@ def test_extra_body_giving_a_field_maple_sets_is_refused_as_the_cli_refuses_it(
         f"{path}:8: attributes.extra_body: --extra-body completion_window: Maple sets that field "
         "of the batch create or upload itself; drop it."
     )
+
+
+def test_a_source_typed_from_the_project_root_is_found_there(tmp_path: Path) -> None:
+    """``source: data/items.csv`` written as the user sees it from the project's root (where
+    its pyproject.toml is) is read there when the YAML's folder has no such file; a file beside
+    the YAML comes first."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'p'\n")
+    (tmp_path / "data").mkdir()
+    pl.DataFrame({"title": ["a"]}).write_csv(tmp_path / "data" / "items.csv")
+    folder = tmp_path / "src" / "p" / "defs" / "tags"
+    folder.mkdir(parents=True)
+    path = write_yaml(
+        folder, "  name: j\n  source: data/items.csv\n  prompt: '{title}'\n  model: m\n"
+    )
+    assert load(path).options()["source"] == str(tmp_path / "data" / "items.csv")
+    (folder / "data").mkdir()
+    pl.DataFrame({"title": ["b"]}).write_csv(folder / "data" / "items.csv")
+    assert load(path).options()["source"] == str(folder / "data" / "items.csv")
