@@ -31,7 +31,6 @@ from maple_engine.ledger.attempt_cost import AttemptCost
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.model import (
     CUSTOM_ID,
-    EMBEDDING,
     KEY,
     REALTIME_PREFIX,
     REQUEST,
@@ -83,7 +82,7 @@ def payload_for(job: Job, shard: str, attempt: int) -> ShardPayload:
         stopped,
         priority=job.spec.priority,
         fit=ReplyFit(
-            embedding=job.spec.kind is EMBEDDING,
+            embedding=job.spec.kind.answer == "vector",
             dimensions=job.spec.dimensions,
             schema=job.spec.response_schema,
         ),
