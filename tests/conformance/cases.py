@@ -61,10 +61,12 @@ class Case:
     # The name whose provider code it runs with other variables (an OpenAI-compatible vendor
     # profile): the default pass runs the cheap promises on that name, the long pass on both.
     same_code_as: str | None = None
+    # A second row of a name, run with other settings (Azure's v1 API): its label in test ids
+    variant: str | None = None
 
     @property
     def id(self) -> str:
-        return self.provider
+        return self.provider if self.variant is None else f"{self.provider}-{self.variant}"
 
     @property
     def batches(self) -> int:
@@ -77,6 +79,13 @@ GEMINI = root_style("GEMINI")
 ANTHROPIC = root_style("ANTHROPIC")
 MISTRAL = root_style("MISTRAL")
 AZURE = root_style("AZURE_OPENAI", "ENDPOINT")
+
+
+def azure_v1(url: str) -> dict[str, str]:
+    """Azure's v1 API: its endpoint and key, ``AZURE_OPENAI_API_VERSION=v1``."""
+    return {**AZURE(url), "AZURE_OPENAI_API_VERSION": "v1"}
+
+
 GENERIC = openai_style("MAPLE")
 EMBED_3 = "text-embedding-3-small"
 GEMINI_CHAT, GEMINI_EMBED = "gemini-2.5-flash", "gemini-embedding-001"
@@ -130,6 +139,15 @@ CASES: list[Case] = [
     Case("gemini-flex", GEMINI, GEMINI_CHAT, "GEMINI_API_KEY"),
     Case("azure-openai", AZURE, "gpt-4o-mini", "AZURE_OPENAI_API_KEY"),
     Case("azure-openai-realtime", AZURE, "gpt-4o-mini", "AZURE_OPENAI_API_KEY", EMBED_3),
+    Case("azure-openai", azure_v1, "gpt-4o-mini", "AZURE_OPENAI_API_KEY", variant="v1"),
+    Case(
+        "azure-openai-realtime",
+        azure_v1,
+        "gpt-4o-mini",
+        "AZURE_OPENAI_API_KEY",
+        EMBED_3,
+        variant="v1",
+    ),
     Case("mistral", MISTRAL, MISTRAL_CHAT, "MISTRAL_API_KEY", MISTRAL_EMBED),
     Case("mistral-realtime", MISTRAL, MISTRAL_CHAT, "MISTRAL_API_KEY", MISTRAL_EMBED),
     Case(
