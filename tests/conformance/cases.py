@@ -41,6 +41,16 @@ def bedrock(url: str) -> dict[str, str]:
     return {"AWS_ENDPOINT_URL_BEDROCK": url, "MAPLE_BEDROCK_ROLE_ARN": ROLE}
 
 
+def bedrock_openai(url: str) -> dict[str, str]:
+    """The emulator as Bedrock's Runtime OpenAI API (served under ``/bedrock-runtime``), the
+    Bedrock API key and the batch service role; S3 is moto's, as for ``bedrock``."""
+    return {
+        "BEDROCK_OPENAI_BASE_URL": f"{url}/bedrock-runtime/openai/v1",
+        "AWS_BEARER_TOKEN_BEDROCK": KEY,
+        "MAPLE_BEDROCK_ROLE_ARN": ROLE,
+    }
+
+
 @dataclasses.dataclass(frozen=True)
 class Case:
     """One ``--provider`` name as the suite runs it."""
@@ -91,6 +101,7 @@ EMBED_3 = "text-embedding-3-small"
 GEMINI_CHAT, GEMINI_EMBED = "gemini-2.5-flash", "gemini-embedding-001"
 CLAUDE = "claude-haiku-4-5"
 MISTRAL_CHAT, MISTRAL_EMBED = "mistral-small-latest", "mistral-embed"
+GPT_OSS = "openai.gpt-oss-20b-1:0"  # an OpenAI model on Bedrock (the suite's price file)
 # the OpenAI-compatible vendor profiles: name, variables' prefix, chat model, embedding model
 PROFILES = [
     ("together", "TOGETHER", "meta-llama/Llama-3.3-70B-Instruct-Turbo", None),
@@ -150,6 +161,8 @@ CASES: list[Case] = [
     ),
     Case("mistral", MISTRAL, MISTRAL_CHAT, "MISTRAL_API_KEY", MISTRAL_EMBED),
     Case("mistral-realtime", MISTRAL, MISTRAL_CHAT, "MISTRAL_API_KEY", MISTRAL_EMBED),
+    Case("bedrock-openai", bedrock_openai, GPT_OSS, "AWS_BEARER_TOKEN_BEDROCK", on_s3=True),
+    Case("bedrock-openai-realtime", bedrock_openai, GPT_OSS, "AWS_BEARER_TOKEN_BEDROCK"),
     Case(
         "bedrock",
         bedrock,

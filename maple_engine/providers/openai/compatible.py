@@ -29,7 +29,6 @@ from maple_engine.providers.openai import params, wire
 from maple_engine.providers.openai.batch import CONTROL_FIELDS, OpenAIBatchProvider
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.realtime import realtime_capabilities
-from maple_engine.settings import api_key_env
 
 GENERIC = "openai-compatible"
 
@@ -233,7 +232,7 @@ class ProfileRealtimeProvider(OpenAIRealtimeProvider):
         return base_url.rstrip("/")
 
     def auth_headers(self) -> dict[str, str]:
-        return wire.openai_headers(self.api_key, api_key_env(self.profile.credentials))
+        return wire.openai_headers(self.api_key, self.capabilities.variable("api_key"))
 
 
 @functools.cache
