@@ -12,6 +12,7 @@ from starlette.routing import Route
 from emulator.anthropic import routes as anthropic
 from emulator.azure.routes import AzureRoutes
 from emulator.bedrock import routes as bedrock
+from emulator.bedrock_openai import routes as bedrock_openai
 from emulator.config import EmulatorConfig
 from emulator.core.gateway import GatewayMiddleware
 from emulator.core.http_common import JSONResponse, provider_error, state_of
@@ -59,6 +60,7 @@ async def _crash(request: Request, exc: Exception) -> Response:
 ROUTES = [
     *gemini.ROUTES,
     *bedrock.ROUTES,
+    *bedrock_openai.ROUTES,
     *mistral.ROUTES,
     *openai.ROUTES,
     *anthropic.ROUTES,

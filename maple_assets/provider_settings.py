@@ -16,7 +16,7 @@ def provider_settings(name: str, settings: Settings, *, with_key: bool = True) -
     leaves out the secrets (the key and that database's URL)."""
     caps = capabilities(name)
     family = caps.credentials
-    found = settings.api(family, caps.base_url_env) if family else {}
+    found = settings.api(family, caps.base_url_env, caps.api_key_env) if family else {}
     if not with_key:
         found.pop("api_key", None)
     version = settings.api_version(family, caps.version_env) if family else None

@@ -23,7 +23,6 @@ from maple_engine.settings import (
     COST_DB_ENV,
     Settings,
     admin_key_env,
-    api_key_env,
     workspace_keys_env,
 )
 from maple_engine.state import JobState
@@ -105,7 +104,7 @@ def env_var_keys(name: str) -> dict[str, dg.EnvVar]:
     resource's plain config values are stored in the job snapshots of its runs. A real-time
     provider also shares its rate limit through ``MAPLE_COST_DB`` when it is set."""
     caps, settings = capabilities(name), Settings.load()
-    keys = {"api_key": dg.EnvVar(api_key_env(caps.credentials))} if caps.credentials else {}
+    keys = {"api_key": dg.EnvVar(caps.variable("api_key"))} if caps.credentials else {}
     if caps.self_hosted and caps.credentials and not settings.has_api_key(caps.credentials):
         keys = {}  # a server of one's own may want no key
     if caps.mode == "realtime" and settings.cost_db:

@@ -53,6 +53,9 @@ KNOBS = (
 DEFAULT_STORAGE = ".maple"
 DEFAULT_EMULATOR_URL = "http://127.0.0.1:8787"
 API_SUFFIXES = ("_API_KEY", "_BASE_URL")  # a provider API's key and base URL: OPENAI_API_KEY
+# A provider API's key whose vendor names its variable otherwise: Bedrock's API key, as AWS's
+# SDKs read it (https://docs.aws.amazon.com/bedrock/latest/userguide/api-keys-use.html)
+NAMED_KEYS = ("AWS_BEARER_TOKEN_BEDROCK",)
 VERSION_SUFFIX = "_VERSION"  # the API version a provider sends (ANTHROPIC_VERSION)
 # What some providers' documentation calls their base URL's variable (``<FAMILY>_ENDPOINT``).
 ENDPOINT_SUFFIX = "_ENDPOINT"
@@ -109,14 +112,17 @@ class Settings(BaseSettings):
         api = {
             k: SecretStr(v)
             for k, v in os.environ.items()
-            if k.endswith(
-                (
-                    *API_SUFFIXES,
-                    ADMIN_SUFFIX,
-                    VERSION_SUFFIX,
-                    ENDPOINT_SUFFIX,
-                    WORKSPACE_KEYS_SUFFIX,
+            if (
+                k.endswith(
+                    (
+                        *API_SUFFIXES,
+                        ADMIN_SUFFIX,
+                        VERSION_SUFFIX,
+                        ENDPOINT_SUFFIX,
+                        WORKSPACE_KEYS_SUFFIX,
+                    )
                 )
+                or k in NAMED_KEYS
             )
             and v
         }
@@ -133,12 +139,14 @@ class Settings(BaseSettings):
         """Where ``maple emulator`` listens by default, for definitions that load without I/O."""
         return self.emulator_url or DEFAULT_EMULATOR_URL
 
-    def api(self, family: str, base_url_env: str | None = None) -> dict[str, str]:
-        """``api_key`` and ``base_url`` of the API ``family`` (``<FAMILY>_API_KEY``, and
-        ``base_url_env`` or ``<FAMILY>_BASE_URL``) that are set, as plain values for a provider
-        class."""
+    def api(
+        self, family: str, base_url_env: str | None = None, key_env: str | None = None
+    ) -> dict[str, str]:
+        """``api_key`` and ``base_url`` of the API ``family`` (``key_env`` or
+        ``<FAMILY>_API_KEY``, and ``base_url_env`` or ``<FAMILY>_BASE_URL``) that are set, as
+        plain values for a provider class."""
         found = {
-            "api_key": self.provider_api.get(api_key_env(family)),
+            "api_key": self.provider_api.get(key_env or api_key_env(family)),
             "base_url": self.provider_api.get(base_url_env or f"{family.upper()}_BASE_URL"),
         }
         return {field: value.get_secret_value() for field, value in found.items() if value}
@@ -159,8 +167,8 @@ class Settings(BaseSettings):
         keys = self.provider_api.get(workspace_keys_env(family))
         return keys.get_secret_value() if keys else None
 
-    def has_api_key(self, family: str) -> bool:
-        return "api_key" in self.api(family)
+    def has_api_key(self, family: str, key_env: str | None = None) -> bool:
+        return "api_key" in self.api(family, key_env=key_env)
 
 
 def aws_environment() -> dict[str, str | None]:

@@ -170,6 +170,9 @@ class State:
         self.anthropic = AnthropicEngine(self.drawer)
         self.gemini = GeminiStore()
         self.bedrock_jobs: dict[str, Any] = {}
+        # Bedrock's OpenAI batches: the S3 input of each, and the result objects written
+        self.bedrock_openai_inputs: dict[str, str] = {}
+        self.bedrock_openai_written: set[str] = set()
         self.s3 = S3Access(config.s3_endpoint)
         self.gemini_engine = GeminiEngine(
             self.drawer, config.embedding_dimensions, config.omit_usage

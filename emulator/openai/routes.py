@@ -272,7 +272,7 @@ async def create_batch(request: Request) -> Response:
     if bad is not None:
         return bad
     state = state_of(request)
-    endpoints = azure.BATCH_ENDPOINTS if request.scope.get(azure.SCOPE_KEY) else BATCH_ENDPOINTS
+    endpoints = request.scope.get(azure.SCOPE_KEY) or BATCH_ENDPOINTS
     stored = _check_create(state, payload, endpoints, project_of(request))
     if isinstance(stored, Response):
         return stored

@@ -244,8 +244,10 @@ class ProviderCapabilities:
     # How long the provider keeps a finished batch's results downloadable, in seconds; None:
     # without a documented end (or no batch results: a real-time API).
     results_retention_s: int | None = None
-    # The variables its base URL and API version are read from, where its documentation names
-    # others than ``<CREDENTIALS>_BASE_URL`` and ``<CREDENTIALS>_VERSION``.
+    # The variables its API key, base URL and API version are read from, where its
+    # documentation names others than ``<CREDENTIALS>_API_KEY``, ``<CREDENTIALS>_BASE_URL`` and
+    # ``<CREDENTIALS>_VERSION`` (Bedrock's API key: ``AWS_BEARER_TOKEN_BEDROCK``).
+    api_key_env: str | None = None
     base_url_env: str | None = None
     version_env: str | None = None
     # What its enqueued-token quota (``queue="enqueued-tokens"``) counts per: a model of the
@@ -272,7 +274,11 @@ class ProviderCapabilities:
     def variable(self, setting: Literal["api_key", "base_url", "version"]) -> str:
         """The variable ``setting`` is read from (``OPENAI_API_KEY``, ``AZURE_OPENAI_ENDPOINT``)."""
         family = (self.credentials or "maple").upper()
-        named = {"base_url": self.base_url_env, "version": self.version_env}.get(setting)
+        named = {
+            "api_key": self.api_key_env,
+            "base_url": self.base_url_env,
+            "version": self.version_env,
+        }.get(setting)
         suffix = {"api_key": "_API_KEY", "base_url": "_BASE_URL", "version": "_VERSION"}
         return named or f"{family}{suffix[setting]}"
 

@@ -22,6 +22,8 @@ from maple_engine.providers.base import (
     ProviderModel,
 )
 from maple_engine.providers.bedrock.batch import BedrockBatchProvider
+from maple_engine.providers.bedrock_openai.batch import BedrockOpenAIBatchProvider
+from maple_engine.providers.bedrock_openai.realtime import BedrockOpenAIRealtimeProvider
 from maple_engine.providers.gemini.batch import GeminiBatchProvider
 from maple_engine.providers.gemini.realtime import GeminiFlexProvider, GeminiRealtimeProvider
 from maple_engine.providers.http import check_base_url
@@ -57,6 +59,7 @@ _BATCH: tuple[type[BatchProvider], ...] = (
     GeminiBatchProvider,
     BedrockBatchProvider,
     MistralBatchProvider,
+    BedrockOpenAIBatchProvider,
 )
 
 
@@ -92,6 +95,7 @@ _REGISTRY: dict[str, Registered] = {
     **{profile.name: _of(provider_class(profile)) for profile in PROFILES},
     "azure-openai": _of(AzureOpenAIBatchProvider),
     "mistral": _of(MistralBatchProvider),
+    "bedrock-openai": _of(BedrockOpenAIBatchProvider, "storage_root"),
     "openai-realtime": _of(OpenAIRealtimeProvider, "checkpoint_root"),
     "openai-flex": _of(OpenAIFlexProvider, "checkpoint_root"),
     "openai-priority": _of(OpenAIPriorityProvider, "checkpoint_root"),
@@ -101,6 +105,7 @@ _REGISTRY: dict[str, Registered] = {
     "gemini-flex": _of(GeminiFlexProvider, "checkpoint_root"),
     "azure-openai-realtime": _of(AzureOpenAIRealtimeProvider, "checkpoint_root"),
     "mistral-realtime": _of(MistralRealtimeProvider, "checkpoint_root"),
+    "bedrock-openai-realtime": _of(BedrockOpenAIRealtimeProvider, "checkpoint_root"),
     # and their real-time twins: the same API's chat completions, one request per row
     **{p.realtime_name: _of(realtime_class(p), "checkpoint_root") for p in PROFILES},
 }

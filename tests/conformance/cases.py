@@ -41,6 +41,16 @@ def bedrock(url: str) -> dict[str, str]:
     return {"AWS_ENDPOINT_URL_BEDROCK": url, "MAPLE_BEDROCK_ROLE_ARN": ROLE}
 
 
+def bedrock_openai(url: str) -> dict[str, str]:
+    """The emulator as Bedrock's Runtime OpenAI API (served under ``/bedrock-runtime``), the
+    Bedrock API key and the batch service role; S3 is moto's, as for ``bedrock``."""
+    return {
+        "BEDROCK_OPENAI_BASE_URL": f"{url}/bedrock-runtime/openai/v1",
+        "AWS_BEARER_TOKEN_BEDROCK": KEY,
+        "MAPLE_BEDROCK_ROLE_ARN": ROLE,
+    }
+
+
 @dataclasses.dataclass(frozen=True)
 class Case:
     """One ``--provider`` name as the suite runs it."""
@@ -61,10 +71,12 @@ class Case:
     # The name whose provider code it runs with other variables (an OpenAI-compatible vendor
     # profile): the default pass runs the cheap promises on that name, the long pass on both.
     same_code_as: str | None = None
+    # A second row of a name, run with other settings (Azure's v1 API): its label in test ids
+    variant: str | None = None
 
     @property
     def id(self) -> str:
-        return self.provider
+        return self.provider if self.variant is None else f"{self.provider}-{self.variant}"
 
     @property
     def batches(self) -> int:
@@ -77,11 +89,19 @@ GEMINI = root_style("GEMINI")
 ANTHROPIC = root_style("ANTHROPIC")
 MISTRAL = root_style("MISTRAL")
 AZURE = root_style("AZURE_OPENAI", "ENDPOINT")
+
+
+def azure_v1(url: str) -> dict[str, str]:
+    """Azure's v1 API: its endpoint and key, ``AZURE_OPENAI_API_VERSION=v1``."""
+    return {**AZURE(url), "AZURE_OPENAI_API_VERSION": "v1"}
+
+
 GENERIC = openai_style("MAPLE")
 EMBED_3 = "text-embedding-3-small"
 GEMINI_CHAT, GEMINI_EMBED = "gemini-2.5-flash", "gemini-embedding-001"
 CLAUDE = "claude-haiku-4-5"
 MISTRAL_CHAT, MISTRAL_EMBED = "mistral-small-latest", "mistral-embed"
+GPT_OSS = "openai.gpt-oss-20b-1:0"  # an OpenAI model on Bedrock (the suite's price file)
 # the OpenAI-compatible vendor profiles: name, variables' prefix, chat model, embedding model
 PROFILES = [
     ("together", "TOGETHER", "meta-llama/Llama-3.3-70B-Instruct-Turbo", None),
@@ -130,8 +150,19 @@ CASES: list[Case] = [
     Case("gemini-flex", GEMINI, GEMINI_CHAT, "GEMINI_API_KEY"),
     Case("azure-openai", AZURE, "gpt-4o-mini", "AZURE_OPENAI_API_KEY"),
     Case("azure-openai-realtime", AZURE, "gpt-4o-mini", "AZURE_OPENAI_API_KEY", EMBED_3),
+    Case("azure-openai", azure_v1, "gpt-4o-mini", "AZURE_OPENAI_API_KEY", variant="v1"),
+    Case(
+        "azure-openai-realtime",
+        azure_v1,
+        "gpt-4o-mini",
+        "AZURE_OPENAI_API_KEY",
+        EMBED_3,
+        variant="v1",
+    ),
     Case("mistral", MISTRAL, MISTRAL_CHAT, "MISTRAL_API_KEY", MISTRAL_EMBED),
     Case("mistral-realtime", MISTRAL, MISTRAL_CHAT, "MISTRAL_API_KEY", MISTRAL_EMBED),
+    Case("bedrock-openai", bedrock_openai, GPT_OSS, "AWS_BEARER_TOKEN_BEDROCK", on_s3=True),
+    Case("bedrock-openai-realtime", bedrock_openai, GPT_OSS, "AWS_BEARER_TOKEN_BEDROCK"),
     Case(
         "bedrock",
         bedrock,

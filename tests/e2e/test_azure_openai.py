@@ -101,6 +101,25 @@ def test_the_emulator_refuses_a_call_without_api_version_or_key_as_azure_does() 
     assert served.status_code == 200 and served.json()["model"] == "gpt-4o-mini"
 
 
+def test_the_emulator_refuses_an_api_version_on_the_v1_paths_as_azure_does() -> None:
+    with EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server:
+        batches = f"{server.url}/openai/v1/batches"
+        versioned = httpx.get(batches, params={"api-version": VERSION}, headers={"api-key": "k"})
+        by_key = httpx.get(batches, headers={"api-key": "k"}, timeout=10)
+        by_bearer = httpx.get(batches, headers={"authorization": "Bearer k"}, timeout=10)
+        no_key = httpx.get(batches, timeout=10)
+        dated_bearer = httpx.get(
+            f"{server.url}/openai/batches",
+            params={"api-version": VERSION},
+            headers={"authorization": "Bearer k"},
+            timeout=10,
+        )
+    assert versioned.status_code == 400
+    assert "api-version query parameter is not allowed" in versioned.json()["error"]["message"]
+    assert (by_key.status_code, by_bearer.status_code) == (200, 200)
+    assert (no_key.status_code, dated_bearer.status_code) == (401, 401)
+
+
 def test_the_dry_run_says_azure_batches_do_not_expire_and_queue_per_deployment(
     tmp_path: Path,
 ) -> None:

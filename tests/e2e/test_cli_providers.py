@@ -24,6 +24,14 @@ def test_json_lists_every_name_with_the_contracts_keys() -> None:
         0.5,
     )
     assert by_name["mistral"]["results_retention_s"] == 86400
+    # the vendors' own pages: Groq's batch is 25% off (not the 50% a third party gives),
+    # DeepInfra's 20% with its own variables
+    assert by_name["groq"]["batch_discount"] == 0.25
+    deepinfra = by_name["deepinfra"]
+    assert (deepinfra["batch_discount"], deepinfra["env"]) == (
+        0.2,
+        ["DEEPINFRA_API_KEY", "DEEPINFRA_BASE_URL"],
+    )
     assert by_name["openai-realtime"]["batch_discount"] is None
 
 

@@ -53,13 +53,29 @@ def test_batch_lines_go_to_chat_completions_naming_the_deployment() -> None:
     )
 
 
+def test_on_the_v1_api_files_batches_and_lines_take_the_v1_paths_and_no_version() -> None:
+    provider = build_provider("azure-openai", base_url=ENDPOINT, api_key="k", api_version="v1")
+    with provider._new_client() as client:
+        built = client.build_request("GET", "/batches", params={"limit": 1})
+    assert str(built.url) == f"{ENDPOINT}/openai/v1/batches?limit=1"
+    assert built.headers["api-key"] == "k"
+    assert provider._endpoint(None) == "/v1/chat/completions"
+    assert provider._line_prefix(provider._endpoint(None))[1].startswith(
+        ',"method":"POST","url":"/v1/chat/completions"'
+    )
+    realtime = build_provider(
+        "azure-openai-realtime", base_url=ENDPOINT, api_key="k", api_version="v1"
+    ).bound_to("team-4o")
+    assert realtime.url_of("/chat/completions") == f"{ENDPOINT}/openai/v1/chat/completions"
+
+
 @pytest.mark.parametrize(
     ("fields", "says"),
     [
         ({"api_key": "k"}, "AZURE_OPENAI_ENDPOINT is not set"),
         ({"base_url": ENDPOINT}, "AZURE_OPENAI_API_KEY is not set"),
-        ({"base_url": ENDPOINT, "api_key": "k", "api_version": "v1"},
-         "AZURE_OPENAI_API_VERSION='v1' is not an Azure OpenAI API version"),
+        ({"base_url": ENDPOINT, "api_key": "k", "api_version": "latest"},
+         "AZURE_OPENAI_API_VERSION='latest' is not an Azure OpenAI API version"),
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("name", ["azure-openai", "azure-openai-realtime"])

@@ -13,6 +13,7 @@ embeddings, so ``maple embed`` runs on ``azure-openai-realtime``.
 import dataclasses
 from typing import ClassVar
 
+import polars as pl
 from pydantic import Field
 
 from maple_engine.model import CHAT
@@ -47,7 +48,8 @@ CAPABILITIES = dataclasses.replace(
 
 class AzureOpenAIBatchProvider(OpenAIBatchProvider):
     """Azure OpenAI Global Batch: ``{endpoint}/openai/files`` and ``/openai/batches``, lines to
-    ``/chat/completions`` naming the deployment in ``body.model``."""
+    ``/chat/completions`` naming the deployment in ``body.model`` (on the v1 API:
+    ``/openai/v1/files`` and ``/openai/v1/batches``, lines to ``/v1/chat/completions``)."""
 
     capabilities: ClassVar[ProviderCapabilities] = CAPABILITIES
     default_base_url: ClassVar[str | None] = None
@@ -62,7 +64,8 @@ class AzureOpenAIBatchProvider(OpenAIBatchProvider):
     )
     api_version: str = Field(
         default=wire.DEFAULT_API_VERSION,
-        description=f"The api-version query of every call ({wire.VERSION_ENV}).",
+        description=f"The api-version query of every call, or v1 for the v1 API's paths "
+        f"without one ({wire.VERSION_ENV}).",
     )
     endpoint: str = Field(default="/chat/completions", description="Batch endpoint (chat).")
     max_requests: int = Field(
@@ -73,7 +76,13 @@ class AzureOpenAIBatchProvider(OpenAIBatchProvider):
     )
 
     def resolved_base_url(self) -> str:
-        return wire.control_url(self.base_url)
+        return wire.control_url(self.base_url, self.api_version)
+
+    def _endpoint(self, requests: pl.DataFrame | None) -> str:
+        return wire.batch_endpoint(super()._endpoint(requests), self.api_version)
+
+    def _line_prefix(self, endpoint: str) -> tuple[str, str]:
+        return super()._line_prefix(wire.batch_endpoint(endpoint, self.api_version))
 
     def auth_headers(self) -> dict[str, str]:
         return wire.key_headers(self.api_key)

@@ -3,7 +3,9 @@ request per row (several rows' texts per embeddings request), through the real-t
 
 The bodies, answers and ``x-ratelimit-*`` headers are OpenAI's (`OpenAIRealtimeProvider`);
 the URL names the deployment (``--model``) and carries ``?api-version=``, and the key goes in
-an ``api-key`` header (`maple_engine.providers.azure.wire`).
+an ``api-key`` header (`maple_engine.providers.azure.wire`). On the v1 API
+(``AZURE_OPENAI_API_VERSION=v1``) the URL is ``/openai/v1/chat/completions`` (and
+``/embeddings``), no query, the deployment in the body's ``model``.
 """
 
 from typing import ClassVar
@@ -50,13 +52,16 @@ class AzureOpenAIRealtimeProvider(OpenAIRealtimeProvider):
     )
     api_version: str = Field(
         default=wire.DEFAULT_API_VERSION,
-        description=f"The api-version query of every request ({wire.VERSION_ENV}).",
+        description=f"The api-version query of every request, or v1 for the v1 API's paths "
+        f"without one ({wire.VERSION_ENV}).",
     )
     model: str | None = Field(
         default=None, description="The deployment in the URL; set from each shard's payload."
     )
 
     def resolved_base_url(self) -> str:
+        if self.api_version == wire.V1:  # the deployment is the body's model
+            return wire.control_url(self.base_url, self.api_version)
         return wire.deployment_url(self.base_url, self.model or "")
 
     def url_of(self, path: str) -> str:

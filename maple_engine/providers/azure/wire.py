@@ -10,6 +10,13 @@ is here.
 - Every call carries ``?api-version=`` (``AZURE_OPENAI_API_VERSION``, default
   `DEFAULT_API_VERSION`, the latest generally available version of both the inference API
   and the authoring API that serves files and batches).
+- ``AZURE_OPENAI_API_VERSION=v1`` (or the ``api_version`` setting) speaks the v1 API instead
+  (https://learn.microsoft.com/azure/foundry/openai/api-version-lifecycle, which newer models
+  require): ``/openai/v1/files`` and ``/openai/v1/batches``, batch lines and the batch's
+  ``endpoint`` naming ``/v1/chat/completions``
+  (https://learn.microsoft.com/azure/foundry/reference/rest/batches-create-batch), and
+  ``/openai/v1/chat/completions`` and ``/embeddings`` in real time with the deployment in the
+  body's ``model``; no call carries an ``api-version`` (Azure refuses one on a v1 path).
 """
 
 import re
@@ -23,6 +30,7 @@ ENDPOINT_ENV = "AZURE_OPENAI_ENDPOINT"
 KEY_ENV = "AZURE_OPENAI_API_KEY"
 VERSION_ENV = "AZURE_OPENAI_API_VERSION"
 DEFAULT_API_VERSION = "2024-10-21"
+V1 = "v1"  # the versionless v1 API
 # A dated version, generally available or a preview: 2024-10-21, 2025-04-01-preview.
 _VERSION = re.compile(r"\d{4}-\d{2}-\d{2}(-preview)?")
 #: Azure caches a prompt prefix of 1,024+ tokens on its own, in 128-token steps; no cache hint
@@ -44,9 +52,19 @@ def resource_endpoint(endpoint: str | None) -> str:
     return endpoint.rstrip("/").removesuffix("/openai")
 
 
-def control_url(endpoint: str | None) -> str:
-    """The prefix of the files and batches paths: ``{endpoint}/openai``."""
-    return f"{resource_endpoint(endpoint)}/openai"
+def control_url(endpoint: str | None, api_version: str = DEFAULT_API_VERSION) -> str:
+    """The prefix of the files and batches paths: ``{endpoint}/openai``, or
+    ``{endpoint}/openai/v1`` on the v1 API."""
+    v1 = "/v1" if api_version == V1 else ""
+    return f"{resource_endpoint(endpoint)}/openai{v1}"
+
+
+def batch_endpoint(endpoint: str, api_version: str) -> str:
+    """A batch's ``endpoint`` (and its lines' ``url``) on ``api_version``: the dated paths'
+    ``/chat/completions``, OpenAI's ``/v1/chat/completions`` on the v1 API."""
+    if api_version == V1 and not endpoint.startswith("/v1/"):
+        return f"/v1{endpoint}"
+    return endpoint
 
 
 def deployment_url(endpoint: str | None, deployment: str) -> str:
@@ -65,16 +83,19 @@ def key_headers(api_key: str | None) -> dict[str, str]:
 
 
 def version_query(api_version: str) -> dict[str, str]:
-    """The ``api-version`` query every call carries; a `ConfigError` for a value that is not
-    a dated API version."""
+    """The ``api-version`` query every call carries (none on the v1 API); a `ConfigError` for
+    a value that is neither ``v1`` nor a dated API version."""
+    if api_version == V1:
+        return {}
     if not _VERSION.fullmatch(api_version):
         raise ConfigError(
-            f"{VERSION_ENV}={api_version!r} is not an Azure OpenAI API version: give a date such "
-            f"as {DEFAULT_API_VERSION} (the default) or 2025-04-01-preview."
+            f"{VERSION_ENV}={api_version!r} is not an Azure OpenAI API version: give {V1} (the "
+            f"v1 API), a date such as {DEFAULT_API_VERSION} (the default) or 2025-04-01-preview."
         )
     return {"api-version": api_version}
 
 
 def with_query(url: str, api_version: str) -> str:
-    """``url`` with the ``api-version`` query."""
-    return f"{url}?{urllib.parse.urlencode(version_query(api_version))}"
+    """``url`` with the ``api-version`` query (as it is on the v1 API)."""
+    query = version_query(api_version)
+    return f"{url}?{urllib.parse.urlencode(query)}" if query else url

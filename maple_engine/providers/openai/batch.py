@@ -126,7 +126,8 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
         return base_url.rstrip("/")
 
     def _key_env(self) -> str:
-        return api_key_env(self.capabilities.credentials or "openai")
+        caps = self.capabilities
+        return caps.variable("api_key") if caps.credentials else api_key_env("openai")
 
     def auth_headers(self) -> dict[str, str]:
         """The key's header on every call (a bearer token; an API may take another)."""
@@ -171,7 +172,6 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
         what = f"job {payload.job} shard {payload.shard} attempt {payload.attempt}"
         # The content's digest in the name: a file found under it holds these very lines.
         file_name = f"{payload.shard}-{payload.attempt}-{digest[:16]}.jsonl"
-        meta = payload.metadata(digest)
         with self._client() as client:
             upload = request(
                 client,
@@ -186,20 +186,35 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
             file_id = str(upload.json()["id"])
             crash_point("after_upload")
             try:
-                created = request(
-                    client,
-                    "POST",
-                    self._batches().path,
-                    what=f"create batch for {what}",
-                    max_retries=self.max_retries,
-                    json=self._create_json(payload, file_id, digest),
-                    made=lambda: self._created(client, meta),
-                )
+                created = self._create(client, payload, file_id, digest)
             except ProviderError as exc:
                 if exc.status in REFUSED_CREATE:  # nothing made: its file is not left behind
                     self._delete_file(client, file_id)
                 raise
         return payload.submission(self.name, str(created.json()["id"]), digest, file_id=file_id)
+
+    def _create(
+        self, client: httpx.Client, payload: ShardPayload, file_id: str, digest: str
+    ) -> httpx.Response:
+        """The batch create of ``payload``'s input ``file_id``; a create whose answer is lost is
+        looked up by its metadata before it is sent again."""
+        meta = payload.metadata(digest)
+        what = f"job {payload.job} shard {payload.shard} attempt {payload.attempt}"
+        return request(
+            client,
+            "POST",
+            self._batches().path,
+            what=f"create batch for {what}",
+            max_retries=self.max_retries,
+            json=self._create_json(payload, file_id, digest),
+            headers=self._create_headers(payload),
+            made=lambda: self._created(client, meta),
+        )
+
+    def _create_headers(self, payload: ShardPayload) -> dict[str, str]:
+        """What the batch create carries besides the client's headers (none; an API may want
+        the model or a role there)."""
+        return {}
 
     def _delete_file(self, client: httpx.Client, file_id: str) -> None:
         """Delete an uploaded file no batch will read (best effort: it expires anyway)."""

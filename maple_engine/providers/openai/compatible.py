@@ -29,7 +29,6 @@ from maple_engine.providers.openai import params, wire
 from maple_engine.providers.openai.batch import CONTROL_FIELDS, OpenAIBatchProvider
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.realtime import realtime_capabilities
-from maple_engine.settings import api_key_env
 
 GENERIC = "openai-compatible"
 
@@ -114,6 +113,10 @@ PROFILES: tuple[Profile, ...] = (
         price_families=("together",),
         file_purpose="batch-api",
     ),
+    # Groq's batch API (https://console.groq.com/docs/batch): OpenAI's files + batches, chat
+    # lines, windows of 24 hours to 7 days, "25% lower cost" than the synchronous API. A later
+    # version of that page states no discount; the 50% a third-party summary gives is not on
+    # Groq's page, so the profile keeps 25%.
     Profile(
         name="groq",
         credentials="groq",
@@ -121,7 +124,7 @@ PROFILES: tuple[Profile, ...] = (
         limits=_100_MB,
         windows=("24h", "48h", "72h", *_DAYS),
         price_families=("groq",),
-        batch_price_share=0.75,  # Groq: 25% off real-time
+        batch_price_share=0.75,  # 25% off real time (console.groq.com/docs/batch)
     ),
     Profile(
         name="xai",
@@ -141,9 +144,11 @@ PROFILES: tuple[Profile, ...] = (
         price_families=("doubleword",),
         kinds=frozenset({CHAT, EMBEDDING}),
     ),
-    # DeepInfra's batch API (docs.deepinfra.com/batch/introduction and batch/batch-endpoints):
+    # DeepInfra's batch API (https://docs.deepinfra.com/batch/introduction,
+    # https://docs.deepinfra.com/batch/batch-endpoints, https://deepinfra.com/blog/batch-api):
     # OpenAI's files + batches under /v1/openai, chat completions and embeddings, "24h" the
-    # only window, 20% below real-time prices, output files kept 30 days by default.
+    # only window, "billed at 20% below real-time pricing", output and error files kept
+    # 2,592,000 s (30 days) by default (``output_expires_after``, not sent).
     # genai-prices has no DeepInfra prices: a job gives them in the price file (MAPLE_PRICES).
     Profile(
         name="deepinfra",
@@ -227,7 +232,7 @@ class ProfileRealtimeProvider(OpenAIRealtimeProvider):
         return base_url.rstrip("/")
 
     def auth_headers(self) -> dict[str, str]:
-        return wire.openai_headers(self.api_key, api_key_env(self.profile.credentials))
+        return wire.openai_headers(self.api_key, self.capabilities.variable("api_key"))
 
 
 @functools.cache

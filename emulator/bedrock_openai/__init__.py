@@ -1,0 +1,1 @@
+"""Bedrock's runtime OpenAI API: OpenAI's batches with the input and output in S3."""
