@@ -85,9 +85,8 @@ def test_a_batch_api_with_files_and_batches_takes_fields_in_a_copy_that_shows_no
 
 def test_a_field_maple_sets_itself_is_refused_before_any_call() -> None:
     plain = OpenAIBatchProvider(api_key="k")
-    provider = plain.decorated(job_decorations(plain, extra_body={"completion_window": "1h"}))
     with pytest.raises(ConfigError, match="--extra-body completion_window: Maple sets"):
-        provider.check_credentials()
+        job_decorations(plain, extra_body={"completion_window": "1h"})
 
 
 @pytest.mark.parametrize("name", ["anthropic", "gemini", "openai-realtime", "gemini-realtime"])
