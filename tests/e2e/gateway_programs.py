@@ -108,6 +108,14 @@ def running(
             process.wait(30)
 
 
+def stop(process: "subprocess.Popen[bytes]") -> None:
+    """Kill a program `running` started, as a test means to (not a crash): kill -9 its group."""
+    _WATCHED.pop(process.pid, None)
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(30)
+
+
 def _litellm_config(upstream: str, where: Path) -> Path:
     """Chat and embedding models routed to ``upstream`` as OpenAI, and the files and batches
     passed through to it (no database: LiteLLM's managed files are not used)."""
@@ -144,6 +152,33 @@ def litellm_proxy(emulator_url: str, where: Path) -> Iterator[str]:
            "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # fmt: skip
     with running(command, f"{base}/models", auth, where / "litellm.log", **env):
         yield base
+
+
+#: LiteLLM's executed batches (``scripts/litellm_batch_server.py``), run by LiteLLM's Python
+LITELLM_BATCHES = Path(__file__).parents[2] / "scripts" / "litellm_batch_server.py"
+
+
+@contextmanager
+def litellm_batch_server(
+    models: dict[str, str], database: str, where: Path, *options: str, port: int = 0, **env: str
+) -> Iterator[tuple[str, "subprocess.Popen[bytes]"]]:
+    """LiteLLM's executed batches over ``models`` (name: base URL), kept in the PostgreSQL
+    database ``database`` (a SQLAlchemy URL): its base URL (``.../v1``) and its process."""
+    python = Path(LITELLM).with_name("python") if LITELLM else None
+    if python is None or not python.exists():
+        pytest.skip("LiteLLM is not installed (.ci/run installs it; MAPLE_TEST_LITELLM)")
+    port = port or free_port()
+    base = f"http://127.0.0.1:{port}/v1"
+    command = [str(python), str(LITELLM_BATCHES), "--port", str(port), "--key", LITELLM_KEY,
+               "--database", database.replace("+psycopg2", ""), *options]  # fmt: skip
+    for name, url in models.items():
+        command += ["--model", f"{name}={url}"]
+    auth = {"Authorization": f"Bearer {LITELLM_KEY}"}
+    log = where / f"litellm-batches-{port}-{time.monotonic_ns()}.log"  # one for each start
+    with running(
+        command, f"{base}/models", auth, log, LITELLM_LOCAL_MODEL_COST_MAP="True", **env
+    ) as process:
+        yield base, process
 
 
 def portkey_headers(emulator_url: str) -> list[str]:
