@@ -102,16 +102,13 @@ def running(
             _WATCHED[process.pid] = (process, name, log)
             yield process
         finally:
-            _WATCHED.pop(process.pid, None)
-            with suppress(ProcessLookupError):  # it may have died alone
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(30)
+            stop(process)
 
 
 def stop(process: "subprocess.Popen[bytes]") -> None:
     """Kill a program `running` started, as a test means to (not a crash): kill -9 its group."""
     _WATCHED.pop(process.pid, None)
-    with suppress(ProcessLookupError):
+    with suppress(ProcessLookupError):  # it may have died alone
         os.killpg(process.pid, signal.SIGKILL)
     process.wait(30)
 
