@@ -21,6 +21,13 @@ class FailureClass(enum.StrEnum):
     INSUFFICIENT_QUOTA = "insufficient_quota"
 
 
+#: Error codes that blame the batch service, not the request: a line that never ran with one,
+#: or a batch that failed with one, is a ``server_error`` and sent again. ``runner_lost`` is
+#: LiteLLM's for a batch it runs itself whose proxy replica stopped before it finished ("resubmit
+#: the batch"; ``litellm/proxy/batches_endpoints/litellm_executed_batches.py``); ``internal_error``
+#: is its code for a batch whose runner raised.
+SERVICE_FAILURE_CODES = frozenset({"server_error", "internal_error", "runner_lost"})
+
 _IMAGE_CODES = {"invalid_image_url", "invalid_image", "image_parse_error", "invalid_image_format"}
 
 
@@ -51,7 +58,7 @@ def classify_line_error(code: str | None) -> FailureClass:
         return FailureClass.RATE_LIMITED
     if code == "insufficient_quota":
         return FailureClass.INSUFFICIENT_QUOTA
-    if code in {"server_error", "internal_error"}:
+    if code in SERVICE_FAILURE_CODES:
         return FailureClass.SERVER_ERROR
     return FailureClass.INVALID_REQUEST
 

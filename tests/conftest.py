@@ -18,6 +18,7 @@ from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.provider_settings import settings_provider
 from maple_engine.settings import Settings
+from tests.e2e.gateway_programs import crashed_programs
 
 TRICKY_ROWS = {
     "sku": ["A-1", "B-2", "C-3", "D-4", "E-5", "F-6"],
@@ -44,6 +45,27 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(home, ignore_errors=True)
     if before is not None:
         os.environ["HOME"] = before
+
+
+class ServerCrashed(AssertionError):
+    """A program the test started as its server (a model server, a gateway) died under it."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> object:
+    """A test whose server died under it fails as that crash, whatever the job then saw (a
+    refused connection is the crash's symptom, not a product failure)."""
+    try:
+        result = yield
+    except (Exception, pytest.fail.Exception) as error:
+        crashes = crashed_programs()
+        if crashes:
+            raise ServerCrashed("\n\n".join(crashes)) from error
+        raise
+    crashes = crashed_programs()
+    if crashes:
+        raise ServerCrashed("\n\n".join(crashes))
+    return result
 
 
 def env_provider(name: str, **fields: Any) -> Any:

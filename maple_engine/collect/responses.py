@@ -6,7 +6,7 @@ from typing import Any
 import polars as pl
 
 from maple_engine.collect.estimates import Estimate, with_estimates
-from maple_engine.failures import FailureClass, batch_too_large
+from maple_engine.failures import SERVICE_FAILURE_CODES, FailureClass, batch_too_large
 from maple_engine.ledger.pricing import ModelPrice, cost_expr
 from maple_engine.model import CUSTOM_ID, REUSED, ROW_ID, BatchState
 from maple_engine.policy import RetryPolicy
@@ -34,7 +34,9 @@ def unrun_failure(state: BatchState, can_split: bool = False) -> tuple[str, str]
     """Class and message for requests a batch did not run (absent from its result files).
 
     Rows a batch never ran (window passed, cancelled, or a batch rejected as too large that can
-    still be split) are ``expired``: never ran, resent in a new batch.
+    still be split) are ``expired``: never ran, resent in a new batch. A batch the service failed
+    by its own fault (`SERVICE_FAILURE_CODES`) leaves its rows ``server_error``: sent again, within
+    that class's retries.
     """
     if state.status == "failed":
         codes = set(state.error_codes)
@@ -43,6 +45,11 @@ def unrun_failure(state: BatchState, can_split: bool = False) -> tuple[str, str]
             return FailureClass.RATE_LIMITED.value, message
         if "insufficient_quota" in codes:
             return FailureClass.INSUFFICIENT_QUOTA.value, message
+        if codes & SERVICE_FAILURE_CODES:
+            return (
+                FailureClass.SERVER_ERROR.value,
+                f"batch {state.batch_id} failed at the provider, not for its input: {message}",
+            )
         if can_split and batch_too_large(state.error_codes, state.errors):
             return (
                 FailureClass.EXPIRED.value,

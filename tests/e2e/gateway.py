@@ -24,6 +24,7 @@ real gateway programs were seen to:
 proxy in front of a server that keeps no count); the emulator's own counters say what was billed.
 """
 
+import contextlib
 import json
 import threading
 import urllib.error
@@ -155,7 +156,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(content)))
         self.end_headers()
-        self.wfile.write(content)
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the caller gave up
+            self.wfile.write(content)
 
     def log_message(self, *args: object) -> None:
         pass

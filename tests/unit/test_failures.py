@@ -94,6 +94,18 @@ def test_a_too_large_batch_is_split_until_it_fits() -> None:
     assert unrun_failure(_failed_batch("model_mismatch"), can_split=True)[0] == "invalid_request"
 
 
+@pytest.mark.parametrize("code", ["runner_lost", "internal_error", "server_error"])
+def test_a_batch_the_service_failed_by_its_own_fault_leaves_its_rows_to_resend(code: str) -> None:
+    # LiteLLM fails a batch it runs itself "runner_lost" when its proxy replica stopped before
+    # the batch finished, and says to resubmit it: that is no fault of the input
+    lost = _failed_batch(
+        code, "the proxy replica running this batch stopped before it finished; resubmit the batch"
+    )
+    cls, message = unrun_failure(lost, can_split=False)
+    assert cls == "server_error" and "failed at the provider, not for its input" in message
+    assert RetryPolicy().allows(cls, sends=1)
+
+
 def _combined(rows: list[tuple[str, int, str]], resendable: list[bool | None]) -> pl.DataFrame:
     return pl.DataFrame(
         {
