@@ -8,7 +8,6 @@ that means nothing on B). PostgreSQL (Dagster's instance and the ledger), moto's
 storage root) and the emulator are shared on loopback."""
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
@@ -22,7 +21,7 @@ from emulator.server import EmulatorServer
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 from resources.run_launcher import WORKER_ROOT_TAG
-from tests.hosts.harness import BIN, Host, hosts, lingering
+from tests.hosts.harness import BIN, Host, hosts, lingering, wait_for
 from tests.integration.test_costs_postgres import pg_url, server_url
 from tests.integration.test_deployment_postgres import deployment_env, s3_endpoint
 
@@ -69,19 +68,6 @@ def started_run_on(instance: dg.DagsterInstance, host: Host, timeout: float) -> 
                 return run
         time.sleep(0.05)
     raise AssertionError(f"no run seen running on {host.name}:\n{host.log('enrich')[-3000:]}")
-
-
-def wait_for(
-    what: str, done: Callable[[], bool], timeout: float, story: Callable[[], str]
-) -> float:
-    """Wait until ``done()``; past ``timeout`` fail with ``story()`` (the logs read then)."""
-    began = time.monotonic()
-    while not done():
-        assert time.monotonic() - began < timeout, (
-            f"{what} did not happen in {timeout} s\n{story()}"
-        )
-        time.sleep(0.2)
-    return time.time()
 
 
 @pytest.mark.slow  # ~2 min: two daemons, two drivers, a lease TTL
