@@ -14,7 +14,8 @@ health check in two ways:
   one monitoring poll after the loss.
 - **Pids**, for runs without beats: the run worker reports its pid with every event it writes
   (the run's RUN_START gives it); when that process is gone (or a zombie) here, the check says
-  FAILED. Only sound where the daemon and the run workers share a machine.
+  FAILED. Only sound where the daemon and the run worker share a machine: a run this launcher
+  launched on another host (its ``maple/launched_on`` tag) is not judged by pid here.
 
 Run monitoring then fails the run, and run retries launch it again (Maple's steps are
 idempotent: the retry pays for nothing twice). The K8s and ECS launchers have their own checks.
@@ -73,9 +74,16 @@ class LocalRunLauncher(dg.DefaultRunLauncher):
                 )
             if holder is None or holder.host != socket.gethostname():
                 return CheckRunHealthResult(WorkerStatus.RUNNING, "run worker between steps")
+        return self._check_pid(run)
+
+    def _check_pid(self, run: dg.DagsterRun) -> CheckRunHealthResult:
+        """Whether the run worker's process is alive, where it runs on this host."""
         pid = worker_pid(self._instance, run.run_id)
         if pid is None:  # not reported yet: run monitoring's start timeout covers this case
             return CheckRunHealthResult(WorkerStatus.RUNNING, "run worker not started yet")
+        host = launched_on(run)
+        if host is not None and host != socket.gethostname():  # its pid means nothing here
+            return CheckRunHealthResult(WorkerStatus.RUNNING, f"run worker on {host}")
         if pid_alive(pid):
             return CheckRunHealthResult(WorkerStatus.RUNNING, f"run worker pid {pid} is alive")
         return CheckRunHealthResult(

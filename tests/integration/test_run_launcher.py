@@ -63,6 +63,10 @@ def test_a_run_whose_worker_is_gone_is_reported_failed(tmp_path: Path) -> None:
     alive = launcher.check_run_worker_health(instance.get_run_by_id(alive_run_id))  # type: ignore[arg-type]
     assert gone.status == WorkerStatus.FAILED and "gone" in (gone.msg or "")
     assert alive.status == WorkerStatus.RUNNING
+    # Launched by another host's daemon: a pid of that host says nothing here.
+    instance.add_run_tags(gone_run_id, {LAUNCHED_ON_TAG: "another-host"})
+    elsewhere = launcher.check_run_worker_health(instance.get_run_by_id(gone_run_id))  # type: ignore[arg-type]
+    assert elsewhere.status == WorkerStatus.RUNNING and "another-host" in (elsewhere.msg or "")
     instance.dispose()
 
 
