@@ -95,7 +95,8 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
 
 def host_env(home: Path, pg: str, endpoint: str, emulator: str, redis: str) -> dict[str, str]:
     """A host's environment: deploy/dagster.yaml as its instance (polling faster), the shared
-    services, Celery's broker and backend, a short lease TTL; runs do not share a machine."""
+    services, Celery's broker and backend (deploy/celery/celery.yaml reads them), a short lease
+    TTL."""
     home.mkdir(parents=True)
     env = deployment_env(home, pg, endpoint, emulator)
     config = Path(env["DAGSTER_HOME"]) / "dagster.yaml"
