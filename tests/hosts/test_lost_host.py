@@ -13,7 +13,6 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 import pytest
-import sqlalchemy as sa
 import yaml
 
 from emulator.config import EmulatorConfig
@@ -22,6 +21,7 @@ from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 from resources.run_launcher import WORKER_ROOT_TAG
 from tests.hosts.harness import BIN, Host, hosts, lingering, wait_for
+from tests.integration.deployed_job import ledger_requests
 from tests.integration.test_costs_postgres import pg_url, server_url
 from tests.integration.test_deployment_postgres import deployment_env, s3_endpoint
 
@@ -128,15 +128,7 @@ def test_a_lost_host_s_job_is_finished_by_another_and_its_run_failed(
     out = pl.read_parquet("s3://maple/out.parquet", storage_options=storage.s3.polars_options())
     assert sorted(out["title"].to_list()) == sorted(f"item {i}" for i in range(ROWS))
     assert out["llm_status"].to_list() == ["succeeded"] * ROWS
-    engine = sa.create_engine(pg_url)
-    try:
-        with engine.connect() as conn:
-            billed = conn.exec_driver_sql(
-                f"SELECT sum(requests) FROM attempt_costs WHERE job = '{JOB}'"
-            ).scalar()
-    finally:
-        engine.dispose()
-    assert billed == ROWS
+    assert ledger_requests(pg_url, JOB) == ROWS
     messages = [e.message for e in instance.all_logs(killed.run_id)]
     assert any("on host-a" in m and "stopped beating" in m for m in messages), messages[-3:]
     assert TTL - TTL / 4 - 1.5 <= took - lost <= TTL + 15, took - lost

@@ -106,12 +106,16 @@ def assert_every_row_once(
     out = pl.read_parquet(str(info["path"]), storage_options=storage.s3.polars_options())
     assert sorted(out["title"].to_list()) == sorted(titles)
     assert out["llm_status"].to_list() == ["succeeded"] * len(titles)
+    assert ledger_requests(pg_url, JOB) == len(titles)
+
+
+def ledger_requests(pg_url: str, job: str) -> int | None:
+    """The requests the ledger at ``pg_url`` booked for ``job``."""
     engine = sa.create_engine(pg_url)
     try:
         with engine.connect() as conn:
-            billed = conn.exec_driver_sql(
-                f"SELECT sum(requests) FROM attempt_costs WHERE job = '{JOB}'"
+            return conn.exec_driver_sql(
+                "SELECT sum(requests) FROM attempt_costs WHERE job = %(job)s", {"job": job}
             ).scalar()
     finally:
         engine.dispose()
-    assert billed == len(titles)
