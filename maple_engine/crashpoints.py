@@ -4,7 +4,9 @@ Every layer may call it (providers, submission, collection): it sits at the engi
 
 ``MAPLE_CRASH_AT=after_create`` makes the process SIGKILL itself when it reaches
 ``crash_point("after_create")``; ``MAPLE_CRASH_MODE=raise`` raises ``CrashPointReached`` instead
-(a failed Dagster run rather than a dead process). Unset, a crash point costs one dict lookup.
+(a failed Dagster run rather than a dead process); ``MAPLE_CRASH_MODE=stop`` freezes the process
+there (SIGSTOP), for a test to kill its whole host at that moment. Unset, a crash point costs one
+dict lookup.
 
 Points, in the order a job meets them:
 
@@ -41,9 +43,10 @@ class CrashPointReached(RuntimeError):
 
 
 def crash_point(name: str) -> None:
-    """SIGKILL this process (or raise) when ``MAPLE_CRASH_AT`` names this point."""
+    """SIGKILL this process (or raise, or stop it) when ``MAPLE_CRASH_AT`` names this point."""
     if knob(ENV) != name:
         return
-    if knob(MODE_ENV) == "raise":
+    mode = knob(MODE_ENV)
+    if mode == "raise":
         raise CrashPointReached(f"crash point {name!r} reached ({ENV}={name})")
-    os.kill(os.getpid(), signal.SIGKILL)
+    os.kill(os.getpid(), signal.SIGSTOP if mode == "stop" else signal.SIGKILL)

@@ -6,6 +6,7 @@ import sqlalchemy as sa
 from maple_engine.deployment import require_shared
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.settings import COST_DB_ENV
+from resources.run_launcher import launched_on
 
 
 class CostTracker(dg.ConfigurableResource, CostLedger):  # type: ignore[type-arg]
@@ -21,6 +22,7 @@ class CostTracker(dg.ConfigurableResource, CostLedger):  # type: ignore[type-arg
                 "cost ledger",
                 where,
                 f"Set {COST_DB_ENV} to postgresql+psycopg2://user:password@host/db",
+                launched_on(context.run),
             )
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:

@@ -21,8 +21,8 @@ from dagster._core.definitions.materialize import EPHEMERAL_JOB_NAME
 from dagster._core.instance.ref import InstanceRef
 
 # What a run launcher's health check returns (resources.run_launcher checks a run's worker
-# process); DefaultRunLauncher is public, its result types are not.
-from dagster._core.launcher import CheckRunHealthResult, WorkerStatus
+# process), and what its launch_run is given; DefaultRunLauncher is public, these types are not.
+from dagster._core.launcher import CheckRunHealthResult, LaunchRunContext, WorkerStatus
 
 # The SQLite event log and run storages maple_assets.api.pooled_sqlite extends with pooled
 # connections for the CLI's in-process runs, with the schema, migrations, busy timeout and index
@@ -64,6 +64,7 @@ __all__ = [
     "AssetCheckEvaluationTargetMaterializationData",
     "CheckRunHealthResult",
     "InstanceRef",
+    "LaunchRunContext",
     "SqlEventLogStorageMetadata",
     "SqliteEventLogStorage",
     "SqliteRunStorage",

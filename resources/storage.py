@@ -10,7 +10,7 @@ from maple_engine.deployment import require_shared
 from maple_engine.memory import tune_allocator
 from maple_engine.storage.s3 import ENVIRONMENT, S3Settings
 from maple_engine.storage.storage import Storage, is_remote
-from resources.run_launcher import beat_while_running
+from resources.run_launcher import beat_while_running, launched_on
 
 
 class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -29,6 +29,7 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 "storage root",
                 os.path.abspath(self.root),
                 "Set MAPLE_STORAGE to s3://bucket/prefix",
+                launched_on(context.run),
             )
         run_id = context.run.run_id if context.run is not None else None
         self._worker_beat = beat_while_running(context.instance, run_id, self.storage())

@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -181,3 +181,16 @@ def lingering(marker: str) -> list[str]:
         if marker in cmdline or marker in environ:
             found.append(f"{entry.name}: {cmdline}")
     return found
+
+
+def wait_for(
+    what: str, done: Callable[[], bool], timeout: float, story: Callable[[], str]
+) -> float:
+    """Wait until ``done()``; past ``timeout`` fail with ``story()`` (the logs read then)."""
+    began = time.monotonic()
+    while not done():
+        assert time.monotonic() - began < timeout, (
+            f"{what} did not happen in {timeout} s\n{story()}"
+        )
+        time.sleep(0.2)
+    return time.time()

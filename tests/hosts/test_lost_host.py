@@ -8,13 +8,11 @@ that means nothing on B). PostgreSQL (Dagster's instance and the ledger), moto's
 storage root) and the emulator are shared on loopback."""
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 import pytest
-import sqlalchemy as sa
 import yaml
 
 from emulator.config import EmulatorConfig
@@ -22,7 +20,8 @@ from emulator.server import EmulatorServer
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 from resources.run_launcher import WORKER_ROOT_TAG
-from tests.hosts.harness import BIN, Host, hosts, lingering
+from tests.hosts.harness import BIN, Host, hosts, lingering, wait_for
+from tests.integration.deployed_job import ledger_requests
 from tests.integration.test_costs_postgres import pg_url, server_url
 from tests.integration.test_deployment_postgres import deployment_env, s3_endpoint
 
@@ -69,19 +68,6 @@ def started_run_on(instance: dg.DagsterInstance, host: Host, timeout: float) -> 
                 return run
         time.sleep(0.05)
     raise AssertionError(f"no run seen running on {host.name}:\n{host.log('enrich')[-3000:]}")
-
-
-def wait_for(
-    what: str, done: Callable[[], bool], timeout: float, story: Callable[[], str]
-) -> float:
-    """Wait until ``done()``; past ``timeout`` fail with ``story()`` (the logs read then)."""
-    began = time.monotonic()
-    while not done():
-        assert time.monotonic() - began < timeout, (
-            f"{what} did not happen in {timeout} s\n{story()}"
-        )
-        time.sleep(0.2)
-    return time.time()
 
 
 @pytest.mark.slow  # ~2 min: two daemons, two drivers, a lease TTL
@@ -142,15 +128,7 @@ def test_a_lost_host_s_job_is_finished_by_another_and_its_run_failed(
     out = pl.read_parquet("s3://maple/out.parquet", storage_options=storage.s3.polars_options())
     assert sorted(out["title"].to_list()) == sorted(f"item {i}" for i in range(ROWS))
     assert out["llm_status"].to_list() == ["succeeded"] * ROWS
-    engine = sa.create_engine(pg_url)
-    try:
-        with engine.connect() as conn:
-            billed = conn.exec_driver_sql(
-                f"SELECT sum(requests) FROM attempt_costs WHERE job = '{JOB}'"
-            ).scalar()
-    finally:
-        engine.dispose()
-    assert billed == ROWS
+    assert ledger_requests(pg_url, JOB) == ROWS
     messages = [e.message for e in instance.all_logs(killed.run_id)]
     assert any("on host-a" in m and "stopped beating" in m for m in messages), messages[-3:]
     assert TTL - TTL / 4 - 1.5 <= took - lost <= TTL + 15, took - lost

@@ -29,6 +29,7 @@ PRIVATE = {
     "InstanceRef": "dagster._core.instance.ref",
     "CheckRunHealthResult": "dagster._core.launcher",
     "WorkerStatus": "dagster._core.launcher",
+    "LaunchRunContext": "dagster._core.launcher",
     "SqlEventLogStorageMetadata": "dagster._core.storage.event_log.schema",
     "sqlite_event_log": "dagster._core.storage.event_log.sqlite",
     "INDEX_SHARD_NAME": SQLITE_EVENTS,
