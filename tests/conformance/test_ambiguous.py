@@ -30,7 +30,7 @@ def lossy(server: EmulatorServer) -> Iterator[tuple[Gateway, str]]:
 
 
 #: names that create through OpenAI's batch provider as `openai` does (the long pass holds them)
-SAME_CREATE_AS_OPENAI = frozenset({"emulator", "openai-compatible"})
+SAME_CREATE_AS_OPENAI = frozenset({"emulator", "openai-compatible", "bedrock-openai"})
 
 
 def lost_create_cases() -> list[object]:

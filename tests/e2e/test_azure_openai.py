@@ -30,6 +30,7 @@ def job(tmp_path: Path, command: str, provider: str, *extra: str) -> list[str]:
     return table_job(tmp_path, command, provider, ROWS, "--poll-interval", "0.1", *extra)
 
 
+@pytest.mark.slow  # 10-25 s: the long pass (the default suite stays under 10 min)
 def test_a_kill_9_mid_download_then_the_same_command_pays_nothing_twice(tmp_path: Path) -> None:
     with EmulatorServer(EmulatorConfig(batch_seconds=0.2, control_fail=0)) as server:
         args = job(tmp_path, "enrich", "azure-openai", "--max-requests-per-batch", "5")

@@ -77,6 +77,7 @@ def test_dry_run_prints_the_plan_and_spends_nothing(server: EmulatorServer, tmp_
         assert text in out
 
 
+@pytest.mark.slow  # 10-25 s: the long pass (the default suite stays under 10 min)
 def test_budget_stops_before_overspending_and_a_larger_budget_finishes(
     server: EmulatorServer, tmp_path: Path
 ) -> None:
@@ -112,6 +113,7 @@ def test_budget_stops_before_overspending_and_a_larger_budget_finishes(
     assert "saved USD" in resumed.stdout and "real-time USD" in resumed.stdout
 
 
+@pytest.mark.slow  # 10-25 s: the long pass (the default suite stays under 10 min)
 def test_ledger_reconciles_with_rows_after_retries(tmp_path: Path) -> None:
     config = EmulatorConfig(batch_seconds=0, seed=11, fail={"rate_limited": 0.3}, control_fail=0)
     with EmulatorServer(config) as flaky:
@@ -153,7 +155,7 @@ def test_unknown_model_fails_before_submitting_unless_untracked(
     assert server.stats()["batches_created"] == 1
 
 
-@pytest.mark.parametrize("budget", ["0", "0.0001"])
+@pytest.mark.parametrize("budget", ["0", pytest.param("0.0001", marks=pytest.mark.slow)])
 def test_the_budget_covers_the_canary(server: EmulatorServer, tmp_path: Path, budget: str) -> None:
     """The canary's real-time requests are spend like any batch: a budget that cannot hold
     them stops the job before one is sent, and a larger budget runs the canary and the job."""

@@ -23,7 +23,16 @@ AS_A_SHELL_STARTS_IT = (
 )
 
 
-@pytest.mark.parametrize("after_s", [0.2, 1.0, 3.0, 6.0, 9.0])
+@pytest.mark.parametrize(
+    "after_s",
+    [
+        0.2,
+        1.0,
+        3.0,
+        pytest.param(6.0, marks=pytest.mark.slow),
+        pytest.param(9.0, marks=pytest.mark.slow),
+    ],
+)
 def test_ctrl_c_at_any_moment_of_start_up_is_one_line_and_130(
     tmp_path: Path, after_s: float
 ) -> None:

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from tests.e2e.cli import clean_env
@@ -19,6 +21,7 @@ from tests.e2e.hostile import maple_at, one_line, table_job
 ROWS = 600
 
 
+@pytest.mark.slow  # 10-25 s: the long pass (the default suite stays under 10 min)
 def test_maple_cancel_stops_a_real_time_job_within_a_second_and_the_rerun_sends_the_rest(
     tmp_path: Path,
 ) -> None:

@@ -138,6 +138,7 @@ def test_a_row_is_sent_at_most_one_plus_its_class_retries_across_attempts(
     assert retrying_lines(result.stderr)
 
 
+@pytest.mark.slow  # 10-25 s: the long pass (the default suite stays under 10 min)
 def test_failures_that_differ_only_by_request_id_are_the_same_failure(tmp_path: Path) -> None:
     # a provider answering every send 500, naming each request in its message (OpenAI's way)
     config = EmulatorConfig(batch_seconds=0, fail={"server_error": 1.0}, control_fail=0)

@@ -189,6 +189,7 @@ def test_prompt_change_sends_all_and_revert_sends_none(
     assert server.stats()["bodies_billed_twice"] == 0
 
 
+@pytest.mark.slow  # 10-25 s: the long pass (the default suite stays under 10 min)
 def test_no_reuse_sends_every_row(server: EmulatorServer, tmp_path: Path) -> None:
     source, storage = tmp_path / "items.parquet", tmp_path / "store"
     catalog(8).write_parquet(source)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import orjson
 import polars as pl
+import pytest
 from polars.testing import assert_frame_equal
 
 from emulator.server import EmulatorServer
@@ -62,6 +63,7 @@ def test_only_template_column_edits_are_sent_and_every_edit_shows(
     assert_frame_equal(out.select(answers), output(fresh_source).select(answers))
 
 
+@pytest.mark.slow  # 10-25 s: the long pass (the default suite stays under 10 min)
 def test_a_kill_between_versions_keeps_the_last_complete_digests(
     server: EmulatorServer, tmp_path: Path
 ) -> None:
@@ -103,6 +105,7 @@ def rewrite_output(source: Path, storage: Path, *, adopt: bool) -> None:
         merged.write_bytes(orjson.dumps(record))
 
 
+@pytest.mark.slow  # 10-25 s: the long pass (the default suite stays under 10 min)
 def test_unchanged_rows_take_their_answers_from_the_last_output(
     server: EmulatorServer, tmp_path: Path
 ) -> None:
@@ -126,6 +129,7 @@ def test_unchanged_rows_take_their_answers_from_the_last_output(
     assert merged["totals"]["succeeded"] == 31
 
 
+@pytest.mark.slow  # 10-25 s: the long pass (the default suite stays under 10 min)
 def test_an_output_changed_since_its_merge_is_not_copied_from(
     server: EmulatorServer, tmp_path: Path
 ) -> None:
@@ -149,6 +153,7 @@ def test_an_output_changed_since_its_merge_is_not_copied_from(
     ]
 
 
+@pytest.mark.slow  # 10-25 s: the long pass (the default suite stays under 10 min)
 def test_a_csv_input_and_output(server: EmulatorServer, tmp_path: Path) -> None:
     source, storage = tmp_path / "items.csv", tmp_path / "store"
     first = catalog(25)

@@ -46,6 +46,7 @@ def server() -> Iterator[EmulatorServer]:
         yield live
 
 
+@pytest.mark.slow  # 10-25 s: the long pass (the default suite stays under 10 min)
 def test_a_chat_job_on_your_own_server_runs_at_no_api_price_and_resumes(
     server: EmulatorServer, tmp_path: Path
 ) -> None:

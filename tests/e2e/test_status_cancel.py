@@ -50,6 +50,7 @@ def wait_for_batches(store: Path, count: int, timeout: float = 60.0) -> None:
         time.sleep(0.2)
 
 
+@pytest.mark.slow  # 10-25 s: the long pass (the default suite stays under 10 min)
 def test_cancel_then_rerun_resumes_and_status_reports_each_step(tmp_path: Path) -> None:
     table = tmp_path / "items.csv"
     pl.DataFrame({"title": [f"thing {i}" for i in range(ROWS)]}).write_csv(table)

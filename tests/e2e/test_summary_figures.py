@@ -43,6 +43,7 @@ def test_a_budget_that_stops_the_job_first_sends_nothing_and_says_so(
     assert server.stats()["files_uploaded"] == 0 and server.stats()["requests_billed"] == 0
 
 
+@pytest.mark.slow  # 10-25 s: the long pass (the default suite stays under 10 min)
 def test_a_resumed_run_counts_only_what_it_sent(server: EmulatorServer, tmp_path: Path) -> None:
     dry = enrich(server, tmp_path, "--dry-run")
     per_batch = plan_value(dry.stdout, "batch USD") / 5  # 5 shards of 60 similar rows

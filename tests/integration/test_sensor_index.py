@@ -37,6 +37,7 @@ def s3_requests(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     return sent
 
 
+@pytest.mark.slow  # 10-25 s: the long pass (the default suite stays under 10 min)
 def test_a_tick_reads_state_in_a_few_requests_not_per_shard(
     tmp_path: Path,
     s3: dict[str, str],
