@@ -17,7 +17,7 @@ import uuid
 from typing import Any
 
 from maple_engine.errors import ConfigError
-from maple_engine.storage.exclusive import CreateLocks, keep_creates
+from maple_engine.storage.exclusive import CreateLocks, keep_creates, kept_creates
 from maple_engine.storage.s3 import ENVIRONMENT, S3Settings
 from maple_engine.storage.storage import is_remote
 from maple_engine.storage.store_features import (
@@ -69,7 +69,8 @@ def check_store(
     reads (probed once per process), else it is refused in one line (`StoreLacks`). A store
     without conditional writes is taken where ``locks`` (the ledger's PostgreSQL database) can
     keep the exclusive creates: from now on they go there in this process, and the line
-    saying so is returned for the caller to print. A local ``root``: nothing to probe."""
+    saying so is returned for the caller to print (the first time only). A local ``root``:
+    nothing to probe."""
     if not is_remote(root):
         return None
     with _s3_errors(root, what):
@@ -77,7 +78,7 @@ def check_store(
     kept = locks if found.conditional_writes is not None else None
     if found.lacks(conditional_writes=kept is None):
         raise StoreLacks(refusal(what, root, found, writes=kept is None))
-    if kept is None:
+    if kept is None or kept_creates(s3) is kept:  # said once in a process
         return None
     keep_creates(s3, kept)
     return (
