@@ -7,7 +7,7 @@ import dagster as dg
 from pydantic import Field, PrivateAttr
 
 from maple_engine.deployment import require_shared
-from maple_engine.ledger.create_locks import CreateLocks, create_locks
+from maple_engine.ledger.create_locks import create_locks
 from maple_engine.memory import tune_allocator
 from maple_engine.storage.probe import check_store
 from maple_engine.storage.s3 import ENVIRONMENT, S3Settings
@@ -41,7 +41,8 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                 "Set MAPLE_STORAGE to s3://bucket/prefix",
                 launched_on(context.run),
             )
-        kept = check_store(self.root, "The storage root", self.s3_settings(), self._locks())
+        locks = create_locks(self.ledger_url)
+        kept = check_store(self.root, "The storage root", self.s3_settings(), locks)
         if kept is not None and context.log is not None:
             context.log.info(kept)
         run_id = context.run.run_id if context.run is not None else None
@@ -51,9 +52,6 @@ class StorageResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         if self._worker_beat is not None:
             self._worker_beat.close()
             self._worker_beat = None
-
-    def _locks(self) -> CreateLocks | None:
-        return create_locks(self.ledger_url)
 
     def s3_settings(self) -> S3Settings:
         """How ``s3://`` is reached: here the AWS_* environment (``resources.s3_resources``

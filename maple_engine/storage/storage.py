@@ -67,6 +67,11 @@ def discard(handle: Any) -> None:
     handle.closed = True
 
 
+def _put(fs: Any, path: str, data: bytes) -> None:
+    with atomic_write(fs, path) as handle:
+        handle.write(data)
+
+
 def _is_local(fs: Any) -> bool:
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
     return protocol in ("file", "local")
@@ -168,22 +173,25 @@ class Storage:
         root the content is written beside the target and hard-linked into place, which fails
         if the target exists.
         """
+        path = self._path(key)
         if self.remote:
             locks = exclusive.kept_creates(self.s3)
-            if locks is not None:
-                absent, write = lambda: not self.exists(key), lambda: self.write_bytes(key, data)
-                return locks.create(self.uri(key), absent, write)
+            if locks is not None:  # the store itself, never a view's listing, says what exists
+                return locks.create(
+                    self.uri(key),
+                    lambda: not self.fs.exists(path),
+                    lambda: _put(self.fs, path, data),
+                )
             exclusive.require_conditional_writes(self.root, self.s3)
-            return exclusive.put_if_absent(self.fs, self._path(key), data)
-        target = self._path(key)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = f"{target}.{uuid.uuid4().hex}.tmp"
+            return exclusive.put_if_absent(self.fs, path, data)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
         try:
             with open(tmp, "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.link(tmp, target)
+            os.link(tmp, path)
         except FileExistsError:
             return False
         finally:

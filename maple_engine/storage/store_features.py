@@ -14,6 +14,7 @@ for the life of the process: one probe per process.
 An input on S3 is probed without writing: a ranged GET of its first bytes.
 """
 
+import contextlib
 import dataclasses
 import threading
 import uuid
@@ -75,7 +76,7 @@ def refusal(
         harm.append("Parquet and CSV could not be read in parts")
     fix = f"use an S3-compatible store that honours {'them' if len(lacking) > 1 else 'it'}"
     fix += f" ({STORES_THAT_WORK})"
-    if writes:
+    if writes and not reads:  # the ledger stands in for conditional writes only
         fix += (
             f", or set {COST_DB_ENV} to a PostgreSQL ledger (postgresql+psycopg2://...) to "
             "keep exclusive creates in its database"
@@ -116,7 +117,8 @@ def probe_root(root: str, s3: S3Settings) -> StoreFeatures:
         conditional = _conditional_put(fs, bucket, key)
         ranged = _ranged_get(fs, bucket, key, PROBE_BODY, PROBE_RANGE)
     finally:
-        fs.call_s3("delete_object", Bucket=bucket, Key=key)
+        with contextlib.suppress(OSError):  # a failed put's own error is what matters
+            fs.call_s3("delete_object", Bucket=bucket, Key=key)
     return StoreFeatures(store_name(s3), conditional_writes=conditional, range_reads=ranged)
 
 

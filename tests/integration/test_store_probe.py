@@ -35,9 +35,9 @@ def settings(endpoint: str) -> S3Settings:
 def store_without(
     request: pytest.FixtureRequest, open_seaweedfs: SeaweedFS, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[str]:
-    """SeaweedFS behind a proxy dropping the header ``request.param``; the AWS variables point
-    at the proxy, whose URL is yielded."""
-    with dropping(open_seaweedfs.endpoint, request.param) as proxy:
+    """SeaweedFS behind a proxy dropping the headers ``request.param`` (comma-separated); the
+    AWS variables point at the proxy, whose URL is yielded."""
+    with dropping(open_seaweedfs.endpoint, *request.param.split(",")) as proxy:
         for key, value in {**open_seaweedfs.env(), "AWS_ENDPOINT_URL": proxy.url}.items():
             monkeypatch.setenv(key, value)
         yield proxy.url
@@ -84,6 +84,17 @@ def test_a_store_without_range_reads_is_refused_naming_it_not_the_input(
         line = str(refused.value)
         assert line.startswith(f"The input '{source}': the S3 store {store_without} ")
         assert "range reads" in line and "Give a readable" not in line
+
+
+@pytest.mark.parametrize("store_without", ["If-None-Match,Range"], indirect=True)
+def test_a_store_lacking_both_is_refused_naming_both(store_without: str) -> None:
+    """As rclone's ``serve s3`` (1.75) is: the ledger would not make up for its range reads."""
+    with pytest.raises(StoreLacks) as refused:
+        check_store(ROOT, "The storage root")
+    line = str(refused.value)
+    assert f"the S3 store {store_without} {NO_CONDITIONAL_WRITES}" in line
+    assert ") nor range reads (a GET of bytes 6-10 answered 200" in line
+    assert line.endswith("honours them (AWS S3, SeaweedFS or MinIO).")
 
 
 def test_the_store_is_probed_once_per_root_in_a_process(
