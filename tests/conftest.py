@@ -21,7 +21,7 @@ from maple_assets.provider_settings import settings_provider
 from maple_engine.settings import Settings
 from maple_engine.storage import exclusive, store_features
 from tests.e2e.gateway_programs import crashed_programs
-from tests.seaweedfs import MISSING, WEED, SeaweedFS
+from tests.seaweedfs import MISSING, WEED, SeaweedFS, weed_server
 
 TRICKY_ROWS = {
     "sku": ["A-1", "B-2", "C-3", "D-4", "E-5", "F-6"],
@@ -134,9 +134,8 @@ def seaweedfs_server() -> Iterator[SeaweedFS]:
     """One SeaweedFS for the tests of this process (skips where it is not installed)."""
     if WEED is None:
         pytest.skip(MISSING)
-    server = SeaweedFS().start()
-    yield server
-    server.stop()
+    with weed_server() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")
@@ -145,10 +144,9 @@ def open_seaweedfs() -> Iterator[SeaweedFS]:
     a signed header (`tests.s3_proxy`); its bucket ``BUCKET`` is there."""
     if WEED is None:
         pytest.skip(MISSING)
-    server = SeaweedFS(auth=False).start()
-    server.fresh_bucket(BUCKET)
-    yield server
-    server.stop()
+    with weed_server(auth=False) as server:
+        server.fresh_bucket(BUCKET)
+        yield server
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ with the whole object.
 SigV4 signs every header a client sends but a few (``user-agent``, ``expect``, ...): botocore and
 polars sign ``If-None-Match`` and ``Range``, so a request without them no longer matches its
 signature. The upstream must therefore accept requests whatever their signature: a SeaweedFS
-started without identities (`tests.seaweedfs.SeaweedFS` with ``auth=False``).
+started without identities (`tests.seaweedfs.weed_server` with ``auth=False``).
 """
 
 import http.client
