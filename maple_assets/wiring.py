@@ -72,17 +72,18 @@ def wire_resources(
     secrets as ``dg.EnvVar``); without it the AWS_* environment applies. ``provider_config``:
     more config per provider name (``dg.EnvVar`` keys). ``cost_db``, ``prices``: the ledger's
     database URL and price-overrides file."""
+    database = ledger_url(cost_db)
     resources: dict[str, Any] = {
-        "maple_storage": StorageResource(root=storage_root),
-        "maple_costs": CostTracker(
-            storage_root=storage_root, database_url=ledger_url(cost_db), prices=prices
-        ),
+        "maple_storage": StorageResource(root=storage_root, ledger_url=database),
+        "maple_costs": CostTracker(storage_root=storage_root, database_url=database, prices=prices),
         IO_MANAGER_KEY: ParquetIOManager(root=storage_root),
     }
     if s3 is not None:  # dagster-aws is imported only by those who use it (start-up time)
         from resources.s3_resources import S3ParquetIOManager, S3StorageResource
 
-        resources["maple_storage"] = S3StorageResource(root=storage_root, s3=s3)
+        resources["maple_storage"] = S3StorageResource(
+            root=storage_root, s3=s3, ledger_url=database
+        )
         resources[IO_MANAGER_KEY] = S3ParquetIOManager(root=storage_root, s3=s3)
     extra = provider_config or {}
     for name, provider in providers.items():

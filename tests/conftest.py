@@ -1,5 +1,6 @@
-"""Fixtures shared by the integration and e2e tests: a live emulator, sample tables, and moto's
-S3 server on 127.0.0.1 (the real S3 API)."""
+"""Fixtures shared by the integration and e2e tests: a live emulator, sample tables, and two S3
+stores on 127.0.0.1: moto's server (the S3 API) and SeaweedFS (a real store, `tests.seaweedfs`;
+the tests on it skip where it is not installed)."""
 
 import os
 import shutil
@@ -18,7 +19,9 @@ from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.provider_settings import settings_provider
 from maple_engine.settings import Settings
+from maple_engine.storage import exclusive, store_features
 from tests.e2e.gateway_programs import crashed_programs
+from tests.seaweedfs import MISSING, WEED, SeaweedFS, weed_server
 
 TRICKY_ROWS = {
     "sku": ["A-1", "B-2", "C-3", "D-4", "E-5", "F-6"],
@@ -124,3 +127,50 @@ def s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
     boto3.client("s3", endpoint_url=env["AWS_ENDPOINT_URL"]).create_bucket(Bucket=BUCKET)
     yield env
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def seaweedfs_server() -> Iterator[SeaweedFS]:
+    """One SeaweedFS for the tests of this process (skips where it is not installed)."""
+    if WEED is None:
+        pytest.skip(MISSING)
+    with weed_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def open_seaweedfs() -> Iterator[SeaweedFS]:
+    """A SeaweedFS that takes any request, signed or not: the upstream of the proxies that drop
+    a signed header (`tests.s3_proxy`); its bucket ``BUCKET`` is there."""
+    if WEED is None:
+        pytest.skip(MISSING)
+    with weed_server(auth=False) as server:
+        server.fresh_bucket(BUCKET)
+        yield server
+
+
+@pytest.fixture
+def seaweedfs(seaweedfs_server: SeaweedFS, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """An empty bucket ``BUCKET`` on SeaweedFS; the AWS variables point at it (as ``s3`` does
+    for moto)."""
+    seaweedfs_server.fresh_bucket(BUCKET)
+    env = seaweedfs_server.env()
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+@pytest.fixture(params=["moto", "seaweedfs"])
+def s3_store(request: pytest.FixtureRequest) -> dict[str, str]:
+    """``s3`` on moto, then ``seaweedfs``: a test of what S3's semantics decide runs on both."""
+    env: dict[str, str] = request.getfixturevalue("s3" if request.param == "moto" else "seaweedfs")
+    return env
+
+
+@pytest.fixture(autouse=True)
+def _stores_probed_afresh() -> Iterator[None]:
+    """What this process learnt of S3 stores (`maple_engine.storage.store_features`) is kept by
+    endpoint: a later test may get the same port for another store."""
+    yield
+    store_features.forget()
+    exclusive.forget()

@@ -9,6 +9,7 @@ before Dagster loads, and the Dagster runs then adopt what was sent.
 import contextlib
 import dataclasses
 import functools
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ from maple_assets.declaration import Declared, declare_job
 from maple_assets.provider_settings import settings_provider
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.preflight import preflight
+from maple_engine.ledger.create_locks import create_locks
 from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.model import KINDS, Kind, StopKind
@@ -162,8 +164,11 @@ def prepare(opts: EnrichOptions, emulator: str | None) -> Ready:
     job = declare_job(opts.spec)
     spec = job.spec
     api = api_options(opts)  # the command's own provider settings, checked first
-    preflight(spec, opts.storage_root)
     settings = Settings.load(storage=opts.storage_root)
+    locks = create_locks(settings.cost_db)
+    kept = preflight(spec, opts.storage_root, locks)
+    if kept is not None:
+        print(kept, file=sys.stderr)
     price = PriceBook(settings.prices).price(  # an unknown model fails here, before sending
         spec.model, opts.provider, allow_untracked=spec.allow_untracked_cost
     )

@@ -5,8 +5,9 @@ load without touching storage): the provider serves the job's kind, the response
 provider, the queue limit fits a request (the job name, the retry policy and the model
 parameters are checked by the spec's own validators, ``maple_engine.spec``). ``preflight`` runs
 in ``maple enrich`` before the job starts: the input is readable and its columns fit the
-template and the output format, and every location (input, output, storage root; local or S3)
-is reachable and writable with the credentials in use.
+template and the output format, every location (input, output, storage root; local or S3)
+is reachable and writable with the credentials in use, and an S3 store honours what Maple
+relies on (`maple_engine.storage.store_features`).
 ``input_shards`` repeats the input checks on the first block (``maple_engine.inputs.checks``),
 and checks every row against the model's context window, before any shard is submitted.
 """
@@ -23,7 +24,8 @@ from maple_engine.inputs.tokens import prompt_tokens_expr
 from maple_engine.providers.base import ModelFamily
 from maple_engine.providers.registry import capabilities, known_capabilities, one_of
 from maple_engine.spec import JobSpec
-from maple_engine.storage.probe import check_readable, check_writable
+from maple_engine.storage.exclusive import CreateLocks
+from maple_engine.storage.probe import check_readable, check_store, check_writable
 
 FORMAT_NAMES = {"parquet": "Parquet", "csv": "CSV"}
 ANSWER_TYPES = {"text": "reply's text", "vector": "fixed-size float32 list"}  # ``Kind.answer``
@@ -110,11 +112,14 @@ def check_model_kind(
         )
 
 
-def preflight(spec: JobSpec, storage_root: str) -> None:
-    """The checks on the job's input and locations, before anything is written or uploaded."""
+def preflight(spec: JobSpec, storage_root: str, locks: CreateLocks | None = None) -> str | None:
+    """The checks on the job's input and locations, before anything is written or uploaded;
+    an ``s3://`` root's store is probed (``locks``: where the exclusive creates it cannot make
+    may be kept, and then the line saying so is returned)."""
     if spec.source is not None:
         check_readable(spec.source, "The input")
         check_input_schema(input_schema(spec.source), spec)
     if spec.output is not None:
         check_writable(spec.output, "--output", folder=False)
     check_writable(storage_root, "The storage root", folder=True)
+    return check_store(storage_root, "The storage root", locks=locks)

@@ -9,8 +9,10 @@ import pyarrow.parquet as pq
 
 from maple_engine.errors import ConfigError
 from maple_engine.spec import file_format
-from maple_engine.storage.s3 import S3Settings
-from maple_engine.storage.storage import filesystem_for, polars_storage_options
+from maple_engine.storage.probe import range_reads_refusal
+from maple_engine.storage.s3 import ENVIRONMENT, S3Settings
+from maple_engine.storage.storage import filesystem_for, is_remote, polars_storage_options
+from maple_engine.storage.store_features import StoreLacks
 
 BLOCK_ROWS = 50_000
 CSV_BLOCK_BYTES = 8 << 20
@@ -97,7 +99,12 @@ def iter_blocks(
 
 def unreadable(uri: str, exc: Exception, s3: S3Settings | None, fix: str) -> ConfigError:
     """The error for an input that cannot be read; a CSV that is not UTF-8 names its first bad
-    line (found by reading the file again, only on this error path)."""
+    line (found by reading the file again, only on this error path). An input on an S3 store
+    that does not honour range reads is not blamed: the error names the store."""
+    if is_remote(uri):
+        lacking = range_reads_refusal(uri, "The input", s3 or ENVIRONMENT)
+        if lacking is not None:
+            return StoreLacks(lacking)
     bad = _first_invalid_utf8(uri, s3) if "utf" in str(exc).lower() else None
     if bad is None:
         return ConfigError(f"Cannot read the input {uri!r}: {exc}. {fix}")

@@ -3,7 +3,11 @@
 Local folders get a probe file created and removed in the nearest existing folder (so a
 read-only mount fails here even for root, and no folder is created). S3 locations get a HEAD
 (read) or a small probe object written and deleted (write), through a client with short
-timeouts and one retry, so an unreachable endpoint fails in seconds, not minutes.
+timeouts and one retry, so an unreachable endpoint fails in seconds, not minutes. The S3 store
+under an ``s3://`` storage root must honour conditional writes and range reads, and the store
+of an ``s3://`` input range reads (`maple_engine.storage.store_features`): a store that does not
+is refused in one line naming it, unless the ledger's PostgreSQL database can keep the
+exclusive creates the store cannot make (`check_store`).
 """
 
 import contextlib
@@ -13,8 +17,15 @@ import uuid
 from typing import Any
 
 from maple_engine.errors import ConfigError
-from maple_engine.storage.s3 import ENVIRONMENT
+from maple_engine.storage.exclusive import CreateLocks, keep_creates, kept_creates
+from maple_engine.storage.s3 import ENVIRONMENT, S3Settings
 from maple_engine.storage.storage import is_remote
+from maple_engine.storage.store_features import (
+    StoreLacks,
+    object_range_reads,
+    refusal,
+    root_features,
+)
 
 CONNECT_TIMEOUT_S = 3
 READ_TIMEOUT_S = 10
@@ -34,6 +45,47 @@ def check_readable(uri: str, what: str) -> None:
         raise ConfigError(f"{what} {uri!r} does not exist (check the bucket and key).") from exc
     if found.get("type") == "directory":
         raise ConfigError(f"{what} {uri!r} is a prefix, not a file: give the object's key.")
+    lacking = range_reads_refusal(uri, what)
+    if lacking is not None:
+        raise StoreLacks(lacking)
+
+
+def range_reads_refusal(uri: str, what: str, s3: S3Settings = ENVIRONMENT) -> str | None:
+    """The line refusing the store of the object ``uri`` when it does not honour range reads;
+    None when it does, or cannot be asked (the caller's own read then says why)."""
+    import botocore.exceptions as bex
+
+    try:
+        found = object_range_reads(uri, s3)
+    except (OSError, bex.BotoCoreError):
+        return None
+    return None if found.range_reads is None else refusal(what, uri, found)
+
+
+def check_store(
+    root: str, what: str, s3: S3Settings = ENVIRONMENT, locks: CreateLocks | None = None
+) -> str | None:
+    """The S3 store under the ``s3://`` folder ``root`` honours conditional writes and range
+    reads (probed once per process), else it is refused in one line (`StoreLacks`). A store
+    without conditional writes is taken where ``locks`` (the ledger's PostgreSQL database) can
+    keep the exclusive creates: from now on they go there in this process, and the line
+    saying so is returned for the caller to print (the first time only). A local ``root``:
+    nothing to probe."""
+    if not is_remote(root):
+        return None
+    with _s3_errors(root, what):
+        found = root_features(root, s3)
+    kept = locks if found.conditional_writes is not None else None
+    if found.lacks(conditional_writes=kept is None):
+        raise StoreLacks(refusal(what, root, found, writes=kept is None))
+    if kept is None or kept_creates(s3) is kept:  # said once in a process
+        return None
+    keep_creates(s3, kept)
+    return (
+        f"The S3 store {found.store} does not honour conditional writes "
+        f"({found.conditional_writes}): exclusive creates under {root} (leases, batch claims) "
+        f"are kept in the ledger's PostgreSQL database {kept.where}."
+    )
 
 
 def check_writable(uri: str, what: str, folder: bool) -> None:

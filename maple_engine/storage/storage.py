@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from maple_engine.errors import StorageError
+from maple_engine.storage import exclusive
 from maple_engine.storage.layout import join
 from maple_engine.storage.s3 import ENVIRONMENT, S3Settings
 
@@ -37,38 +38,6 @@ def filesystem_for(uri: str, s3: S3Settings | None = None) -> tuple[Any, str]:
 def polars_storage_options(uri: str, s3: S3Settings | None = None) -> dict[str, Any] | None:
     """polars' ``storage_options`` for a URI (endpoint, region and credentials for S3)."""
     return (s3 or ENVIRONMENT).polars_options() if is_remote(uri) else None
-
-
-def create_exclusive_s3(fs: Any, path: str, data: bytes) -> bool:
-    """PutObject with ``If-None-Match: *``: True if created, False if the key already existed.
-
-    A 412 after a retried request may be our own first write landing: the stored bytes decide
-    (callers put a unique token in ``data``). A 409 (a concurrent conditional write in flight)
-    is retried.
-    """
-    bucket, _, key = path.partition("/")
-    for attempt in range(5):
-        try:
-            fs.call_s3("put_object", Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
-            return True
-        except FileExistsError:
-            pass
-        except OSError as exc:
-            code = _s3_error_code(exc)
-            if code == "ConditionalRequestConflict":
-                time.sleep(0.1 * (attempt + 1))
-                continue
-            if code != "PreconditionFailed":
-                raise StorageError(f"s3://{path}: conditional create failed: {exc}") from exc
-        with fs.open(path, "rb") as handle:
-            return bool(handle.read() == data)
-    raise StorageError(f"s3://{path}: conditional create kept conflicting; try again")
-
-
-def _s3_error_code(exc: BaseException) -> str | None:
-    cause = exc.__cause__
-    response = getattr(cause, "response", None) or {}
-    return str(response.get("Error", {}).get("Code")) if response else None
 
 
 @contextlib.contextmanager
@@ -96,6 +65,11 @@ def discard(handle: Any) -> None:
     with contextlib.suppress(Exception):  # best effort: the write's own error is what matters
         handle.discard()
     handle.closed = True
+
+
+def _put(fs: Any, path: str, data: bytes) -> None:
+    with atomic_write(fs, path) as handle:
+        handle.write(data)
 
 
 def _is_local(fs: Any) -> bool:
@@ -194,20 +168,30 @@ class Storage:
         """Create ``key`` with ``data`` only if it does not exist: True if this call created it.
 
         Atomic across processes and machines: on S3 a PutObject with ``If-None-Match: *`` (S3
-        and S3-compatible stores answer 412 when the key exists); on a local root the content is
-        written beside the target and hard-linked into place, which fails if the target exists.
+        and S3-compatible stores answer 412 when the key exists), or on a store that ignores
+        it, under a lock in the ledger's database (`maple_engine.storage.exclusive`); on a local
+        root the content is written beside the target and hard-linked into place, which fails
+        if the target exists.
         """
+        path = self._path(key)
         if self.remote:
-            return create_exclusive_s3(self.fs, self._path(key), data)
-        target = self._path(key)
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = f"{target}.{uuid.uuid4().hex}.tmp"
+            locks = exclusive.kept_creates(self.s3)
+            if locks is not None:  # the store itself, never a view's listing, says what exists
+                return locks.create(
+                    self.uri(key),
+                    lambda: not self.fs.exists(path),
+                    lambda: _put(self.fs, path, data),
+                )
+            exclusive.require_conditional_writes(self.root, self.s3)
+            return exclusive.put_if_absent(self.fs, path, data)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
         try:
             with open(tmp, "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.link(tmp, target)
+            os.link(tmp, path)
         except FileExistsError:
             return False
         finally:

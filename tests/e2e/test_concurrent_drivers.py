@@ -2,6 +2,8 @@
 
 Real ``maple enrich`` processes (and a Dagster run of the submissions asset, as the UI launches
 it) against one emulator in this process, whose counters prove what was created and billed.
+The drivers share a local storage root, or (slow pass) one on SeaweedFS, a real S3 store
+(`tests.seaweedfs`) whose conditional PutObjects make the driver lease and the batch claims.
 """
 
 import os
@@ -18,6 +20,8 @@ from polars.testing import assert_frame_equal
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
+from maple_engine.storage.storage import Storage
+from tests.conftest import BUCKET
 
 MAPLE = str(Path(sys.executable).parent / "maple")
 REPO = Path(__file__).parents[2]
@@ -31,10 +35,20 @@ def setup(tmp_path: Path) -> Path:
     return table
 
 
-def command(table: Path, work: Path, *extra: str) -> list[str]:
+@pytest.fixture(params=["local", pytest.param("seaweedfs", marks=pytest.mark.slow)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """The drivers' storage root: a local folder, or one on SeaweedFS (the AWS variables
+    pointed at it)."""
+    if request.param == "local":
+        return str(tmp_path / "store")
+    request.getfixturevalue("seaweedfs")
+    return f"s3://{BUCKET}/store"
+
+
+def command(table: Path, work: Path, *extra: str, store: str | None = None) -> list[str]:
     return [
         MAPLE, "enrich", str(table), "--prompt", "Name {title}", "--model", "gpt-4o-mini",
-        "--provider", "emulator", "--storage", str(work / "store"), "--job", "shared",
+        "--provider", "emulator", "--storage", store or str(work / "store"), "--job", "shared",
         "--output", str(work / "out.parquet"), "--max-requests-per-batch", str(PER_BATCH),
         "--poll-interval", "0.1", "--quiet", *extra,
     ]  # fmt: skip
@@ -64,10 +78,10 @@ def emulator() -> EmulatorServer:
 
 
 @pytest.mark.slow  # ~15-22 s: two full drivers
-def test_two_drivers_started_together_both_print_the_result(tmp_path: Path) -> None:
+def test_two_drivers_started_together_both_print_the_result(tmp_path: Path, store: str) -> None:
     table = setup(tmp_path)
     with emulator() as server:
-        procs = [start(command(table, tmp_path, "--wait"), server) for _ in range(2)]
+        procs = [start(command(table, tmp_path, "--wait", store=store), server) for _ in range(2)]
         results = [finish(p) for p in procs]
         stats = server.stats()
     for code, out, err in results:
@@ -81,16 +95,15 @@ def test_two_drivers_started_together_both_print_the_result(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("second_waits", [False, True])
 def test_a_staggered_second_driver_exits_at_once_or_waits(
-    tmp_path: Path, second_waits: bool
+    tmp_path: Path, store: str, second_waits: bool
 ) -> None:
     table = setup(tmp_path)
+    wait = ["--wait"] if second_waits else []
     with emulator() as server:
-        first = start(command(table, tmp_path), server)
-        _wait_for_lease(tmp_path / "store" / "shared" / "state" / "driver")
+        first = start(command(table, tmp_path, store=store), server)
+        _wait_for_lease(Storage(store), "shared/state/driver")
         began = time.monotonic()
-        second = finish(
-            start(command(table, tmp_path, *(["--wait"] if second_waits else [])), server)
-        )
+        second = finish(start(command(table, tmp_path, *wait, store=store), server))
         elapsed = time.monotonic() - began
         code, out, err = finish(first)
         stats = server.stats()
@@ -188,8 +201,8 @@ def test_a_run_re_executed_while_its_original_runs_creates_each_batch_once(
     assert stats["files_uploaded"] == SHARDS, stats
 
 
-def _wait_for_lease(folder: Path) -> None:
+def _wait_for_lease(storage: Storage, folder: str) -> None:
     deadline = time.monotonic() + 60
-    while not any(folder.glob("*.json")):
+    while not any(key.endswith(".json") for key in storage.list_keys(folder)):
         assert time.monotonic() < deadline, "the first driver never took the lease"
         time.sleep(0.05)

@@ -3,7 +3,9 @@
 The emulator runs in this test process, so its state and billing counters survive the CLI
 being killed. Faults (rate limits, expired batches) are drawn from the request body and how often
 the emulator has seen it, so an uninterrupted run and a crashed-then-resumed run see the same
-faults unless a request is sent twice, which is exactly what the tests rule out.
+faults unless a request is sent twice, which is exactly what the tests rule out. The slow pass
+kills it on a local storage root and on one on SeaweedFS (a real S3 store, `tests.seaweedfs`),
+whose leases and claims are conditional PutObjects.
 """
 
 import os
@@ -35,6 +37,7 @@ from resources.dagster_private import (
 from resources.dagster_private import (
     PARTITION_NAME_TAG as PARTITION_TAG,
 )
+from tests.conftest import BUCKET
 
 MAPLE = str(Path(sys.executable).parent / "maple")
 ROWS = 16
@@ -53,10 +56,12 @@ def make_table(path: Path) -> Path:
     return path
 
 
-def command(table: Path, work: Path) -> list[str]:
+def command(table: Path, work: Path, store: str | None = None) -> list[str]:
+    """``maple enrich`` of ``table`` with its output in ``work``, its state in ``store``
+    (default: the folder ``work/store``)."""
     return [
         MAPLE, "enrich", str(table), "--prompt", PROMPT, "--model", "gpt-4o-mini",
-        "--provider", "emulator", "--storage", str(work / "store"), "--job", "crash",
+        "--provider", "emulator", "--storage", store or str(work / "store"), "--job", "crash",
         "--output", str(work / "out.parquet"), "--max-requests-per-batch", "8",
         "--poll-interval", "0.1", "--quiet",
     ]  # fmt: skip
@@ -93,22 +98,33 @@ def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {"frame": frame, "stats": stats}
 
 
-def crash_then_resume(point: str, work: Path) -> dict[str, Any]:
+@pytest.fixture(params=["local", "seaweedfs"])
+def stores(request: pytest.FixtureRequest) -> str | None:
+    """Where the jobs keep their state: None for a folder of each job's own, or the prefix of
+    an ``s3://`` root on SeaweedFS (the AWS variables pointed at it)."""
+    if request.param == "local":
+        return None
+    request.getfixturevalue("seaweedfs")
+    return f"s3://{BUCKET}"
+
+
+def crash_then_resume(point: str, work: Path, stores: str | None = None) -> dict[str, Any]:
     work.mkdir()
     table = make_table(work / "items.parquet")
+    cmd = command(table, work, stores and f"{stores}/{work.name}")
     with emulator() as server:
-        crashed = run(command(table, work), env_for(server, MAPLE_CRASH_AT=point))
-        resumed = run(command(table, work), env_for(server))
+        crashed = run(cmd, env_for(server, MAPLE_CRASH_AT=point))
+        resumed = run(cmd, env_for(server))
         stats = server.stats()
     return {"crashed": crashed, "resumed": resumed, "stats": stats, "out": work / "out.parquet"}
 
 
 @pytest.mark.slow
 def test_kill_at_each_point_then_rerun_matches_uninterrupted_run(
-    baseline: dict[str, Any], tmp_path: Path
+    baseline: dict[str, Any], tmp_path: Path, stores: str | None
 ) -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
-        futures = {p: pool.submit(crash_then_resume, p, tmp_path / p) for p in POINTS}
+        futures = {p: pool.submit(crash_then_resume, p, tmp_path / p, stores) for p in POINTS}
         outcomes = {p: f.result() for p, f in futures.items()}
     for point, got in outcomes.items():
         assert got["crashed"].returncode == -signal.SIGKILL, (point, got["crashed"].stderr[-2000:])
@@ -124,13 +140,15 @@ def test_kill_at_each_point_then_rerun_matches_uninterrupted_run(
 
 
 @pytest.mark.slow
-def test_random_sigkills_of_the_process_group(baseline: dict[str, Any], tmp_path: Path) -> None:
+def test_random_sigkills_of_the_process_group(
+    baseline: dict[str, Any], tmp_path: Path, stores: str | None
+) -> None:
     """Kill the whole process group at random moments (seeded), twice, then finish."""
     rng = random.Random(4)
     table = make_table(tmp_path / "items.parquet")
     kills = 0
     with emulator() as server:
-        cmd, env = command(table, tmp_path), env_for(server)
+        cmd, env = command(table, tmp_path, stores and f"{stores}/random"), env_for(server)
         for _ in range(2):
             proc = subprocess.Popen(
                 cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -1,5 +1,5 @@
-"""The exclusive create behind batch claims and driver leases, on moto's S3 server over HTTP:
-a PutObject with ``If-None-Match: *``."""
+"""The exclusive create behind batch claims and driver leases, on moto's S3 server over HTTP and
+on SeaweedFS (a real store, `tests.seaweedfs`): a PutObject with ``If-None-Match: *``."""
 
 import contextlib
 import threading
@@ -16,6 +16,7 @@ from werkzeug.serving import make_server
 from maple_engine.storage.clock import OFFSET_ENV, ClockSkew
 from maple_engine.storage.leases import Lease
 from maple_engine.storage.storage import Storage
+from tests.conftest import BUCKET as SEAWEEDFS_BUCKET
 
 BUCKET = "maple-claims"
 
@@ -46,24 +47,33 @@ def moto_s3(monkeypatch: pytest.MonkeyPatch, threaded: bool = True) -> Iterator[
         thread.join()
 
 
-@pytest.fixture
-def s3_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+@pytest.fixture(params=["moto", "seaweedfs"])
+def s3_root(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    if request.param == "seaweedfs":
+        request.getfixturevalue("seaweedfs")
+        yield f"s3://{SEAWEEDFS_BUCKET}/root"
+        return
     with moto_s3(monkeypatch) as root:
         yield root
 
 
-@pytest.fixture
-def serial_s3_root(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """moto answering one request at a time. Its conditional PutObject checks for the key and
-    then writes it, two steps, so on its threaded server two racing writers can both pass the
-    check (CI saw two winners of 12 on a slow machine); S3 decides atomically. One request at a
-    time makes moto as atomic as S3, and the race then tests the client: the losers' 412s."""
+@pytest.fixture(params=["moto", "seaweedfs"])
+def racing_root(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """moto answering one request at a time, or SeaweedFS. moto's conditional PutObject checks
+    for the key and then writes it, two steps, so on its threaded server two racing writers can
+    both pass the check (CI saw two winners of 12 on a slow machine); S3 and SeaweedFS decide
+    atomically. One request at a time makes moto as atomic as they are, and the race then tests
+    the client: the losers' 412s."""
+    if request.param == "seaweedfs":
+        request.getfixturevalue("seaweedfs")
+        yield f"s3://{SEAWEEDFS_BUCKET}/root"
+        return
     with moto_s3(monkeypatch, threaded=False) as root:
         yield root
 
 
-def test_conditional_put_lets_exactly_one_writer_win(serial_s3_root: str) -> None:
-    storage = Storage(serial_s3_root)
+def test_conditional_put_lets_exactly_one_writer_win(racing_root: str) -> None:
+    storage = Storage(racing_root)
     assert storage.create_exclusive("job/claim.json", b"first")
     assert not storage.create_exclusive("job/claim.json", b"second")
     assert storage.read_bytes("job/claim.json") == b"first"
@@ -88,7 +98,7 @@ def test_a_lease_on_s3_is_judged_on_the_storage_clock_and_a_skewed_host_refused(
     s3_root: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     storage = Storage(s3_root)
-    assert abs(storage.server_time() - time.time()) < 2.0  # moto's Date: this machine's clock
+    assert abs(storage.server_time() - time.time()) < 2.0  # the store's Date: this machine's clock
     monkeypatch.setenv(OFFSET_ENV, "-5")  # a quarter of the TTL behind: tolerated
     holder = Lease(storage, "job/driver", "behind", ttl_s=20.0)
     assert holder.acquire()

@@ -1,4 +1,6 @@
-"""S3 end to end against moto's S3 server on 127.0.0.1 (the real S3 API over HTTP)."""
+"""S3 end to end against moto's S3 server on 127.0.0.1 (the real S3 API over HTTP), and the
+round trip, a job killed and resumed, and a job with everything on S3 against SeaweedFS too
+(``s3_store``: a real store)."""
 
 import os
 import subprocess
@@ -23,7 +25,7 @@ def keys(prefix: str = "") -> list[str]:
     return [obj["Key"] for page in pages for obj in page.get("Contents", [])]
 
 
-def test_storage_round_trip(s3: dict[str, str]) -> None:
+def test_storage_round_trip(s3_store: dict[str, str]) -> None:
     storage = Storage(f"s3://{BUCKET}/root")
     storage.write_json("job/state/a.json", {"x": 1})
     assert storage.exists("job/state/a.json") and not storage.exists("job/state/b.json")
@@ -117,24 +119,34 @@ def enrich_on_s3(
     )
 
 
-# One crash point in the default suite; the other two in the slow pass (~30 s each).
+# One crash point on moto in the default suite; the others, and all three on SeaweedFS, in the
+# slow pass (~20-30 s each).
 @pytest.mark.parametrize(
-    "point",
+    ("store", "point"),
     [
-        "after_create",
-        pytest.param("after_results", marks=pytest.mark.slow),
-        pytest.param("mid_merge", marks=pytest.mark.slow),
+        ("s3", "after_create"),
+        pytest.param("s3", "after_results", marks=pytest.mark.slow),
+        pytest.param("s3", "mid_merge", marks=pytest.mark.slow),
+        *(
+            pytest.param("seaweedfs", point, marks=pytest.mark.slow)
+            for point in ("after_create", "after_results", "mid_merge")
+        ),
     ],
 )
 def test_resume_after_kill_with_state_on_s3(
-    s3: dict[str, str], tmp_path: Path, tricky_table: pl.DataFrame, point: str
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    tricky_table: pl.DataFrame,
+    store: str,
+    point: str,
 ) -> None:
+    s3_store: dict[str, str] = request.getfixturevalue(store)
     storage = Storage(f"s3://{BUCKET}")
     storage.write_bytes("in/tricky.csv", tricky_table.write_csv().encode())
     with EmulatorServer() as emulator:
-        killed = enrich_on_s3(s3, tmp_path, emulator, MAPLE_CRASH_AT=point)
+        killed = enrich_on_s3(s3_store, tmp_path, emulator, MAPLE_CRASH_AT=point)
         assert killed.returncode == -9, killed.stderr
-        again = enrich_on_s3(s3, tmp_path, emulator)
+        again = enrich_on_s3(s3_store, tmp_path, emulator)
         assert again.returncode == 0, again.stderr
         stats = emulator.stats()
     assert stats["bodies_billed_twice"] == 0
@@ -146,14 +158,14 @@ def test_resume_after_kill_with_state_on_s3(
 
 
 def test_cli_with_everything_on_s3(
-    s3: dict[str, str], tmp_path: Path, tricky_table: pl.DataFrame
+    s3_store: dict[str, str], tmp_path: Path, tricky_table: pl.DataFrame
 ) -> None:
     storage = Storage(f"s3://{BUCKET}")
     storage.write_bytes("in/tricky.csv", tricky_table.write_csv().encode())
     work = tmp_path / "cwd"
     work.mkdir()
     with EmulatorServer() as emulator:
-        result = enrich_on_s3(s3, tmp_path, emulator, per_batch="4", job=(), cwd=work)
+        result = enrich_on_s3(s3_store, tmp_path, emulator, per_batch="4", job=(), cwd=work)
         assert result.returncode == 0, result.stderr
         assert emulator.stats()["bodies_billed_twice"] == 0
     out = storage.read_parquet("out/enriched.parquet")

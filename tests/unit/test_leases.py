@@ -1,6 +1,8 @@
 """Exclusive create, leases and batch claims on a local storage root, across threads and
-processes (the S3 flavour runs against moto in tests/integration/test_claims_s3.py)."""
+processes, and the same on SeaweedFS where it is installed (`root`; moto's flavour is in
+tests/integration/test_claims_s3.py)."""
 
+import os
 import subprocess
 import sys
 import threading
@@ -14,6 +16,7 @@ from maple_engine.model import Submission
 from maple_engine.storage.claims import JobRunning, claim_batch, driver_lease
 from maple_engine.storage.leases import Lease
 from maple_engine.storage.storage import Storage
+from tests.conftest import BUCKET
 
 REPO = Path(__file__).parents[2]
 DIE_HOLDING = """
@@ -29,22 +32,32 @@ def submission(shard: str, batch: str) -> Submission:
     return Submission("emulator", "job", shard, 1, batch, 3, "h", "now")
 
 
-def die_holding(root: Path, folder: str) -> None:
-    env = {"PYTHONPATH": str(REPO)}
-    subprocess.run([sys.executable, "-c", DIE_HOLDING, str(root), folder], env=env, check=True)
+@pytest.fixture(params=["local", "seaweedfs"])
+def root(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A local storage root, or one on SeaweedFS (the AWS variables pointed at it)."""
+    if request.param == "local":
+        return str(tmp_path)
+    request.getfixturevalue("seaweedfs")
+    return f"s3://{BUCKET}/leases"
 
 
-def test_create_exclusive_lets_exactly_one_of_many_threads_win(tmp_path: Path) -> None:
-    storage = Storage(str(tmp_path))
+def die_holding(root: str, folder: str) -> None:
+    aws = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+    env = {"PYTHONPATH": str(REPO), "HOME": os.environ["HOME"], **aws}
+    subprocess.run([sys.executable, "-c", DIE_HOLDING, root, folder], env=env, check=True)
+
+
+def test_create_exclusive_lets_exactly_one_of_many_threads_win(root: str) -> None:
+    storage = Storage(root)
     with ThreadPoolExecutor(max_workers=8) as pool:
         wins = list(pool.map(lambda i: storage.create_exclusive("a/b.json", b"%d" % i), range(32)))
     assert wins.count(True) == 1
     assert storage.read_bytes("a/b.json") == b"%d" % wins.index(True)
-    assert [p.name for p in (tmp_path / "a").iterdir()] == ["b.json"]  # no temp files left
+    assert storage.list_keys("a") == ["a/b.json"]  # no temp files left
 
 
-def test_a_held_lease_is_refused_then_free_once_released(tmp_path: Path) -> None:
-    storage = Storage(str(tmp_path))
+def test_a_held_lease_is_refused_then_free_once_released(root: str) -> None:
+    storage = Storage(root)
     first, second = Lease(storage, "L", "first"), Lease(storage, "L", "second")
     assert first.acquire() and not first.taken_over
     assert not second.acquire()
@@ -55,9 +68,9 @@ def test_a_held_lease_is_refused_then_free_once_released(tmp_path: Path) -> None
     assert second.acquire() and second.taken_over and second.generation == 2
 
 
-def test_a_lease_whose_holder_died_is_taken_over(tmp_path: Path) -> None:
-    die_holding(tmp_path, "L")
-    lease = Lease(Storage(str(tmp_path)), "L", "heir", ttl_s=3600)  # not by age: pid is gone
+def test_a_lease_whose_holder_died_is_taken_over(root: str) -> None:
+    die_holding(root, "L")
+    lease = Lease(Storage(root), "L", "heir", ttl_s=3600)  # not by age: pid is gone
     assert lease.acquire() and lease.taken_over
 
 
@@ -74,8 +87,8 @@ def test_a_lease_expires_without_beats_and_stays_held_while_beating(tmp_path: Pa
     assert Lease(storage, "M", "other", ttl_s=0.3).acquire()
 
 
-def test_one_claimant_creates_the_batch_and_the_others_adopt_it(tmp_path: Path) -> None:
-    storage = Storage(str(tmp_path))
+def test_one_claimant_creates_the_batch_and_the_others_adopt_it(root: str) -> None:
+    storage = Storage(root)
     recorded: list[Submission] = []
     created: list[bool] = []
     lock = threading.Lock()
@@ -96,9 +109,9 @@ def test_one_claimant_creates_the_batch_and_the_others_adopt_it(tmp_path: Path) 
     assert {s.batch_id for s in got if s is not None} == {"batch_1"} and None not in got
 
 
-def test_a_dead_claimants_claim_is_taken_over_and_told_so(tmp_path: Path) -> None:
-    die_holding(tmp_path, "claim")
-    storage = Storage(str(tmp_path))
+def test_a_dead_claimants_claim_is_taken_over_and_told_so(root: str) -> None:
+    die_holding(root, "claim")
+    storage = Storage(root)
     seen: list[bool] = []
 
     def create(taken_over: bool) -> Submission:
@@ -109,8 +122,8 @@ def test_a_dead_claimants_claim_is_taken_over_and_told_so(tmp_path: Path) -> Non
     assert seen == [True]  # the caller lists the provider's batches again before creating
 
 
-def test_a_second_driver_fails_at_once_saying_who_runs_the_job(tmp_path: Path) -> None:
-    storage = Storage(str(tmp_path))
+def test_a_second_driver_fails_at_once_saying_who_runs_the_job(root: str) -> None:
+    storage = Storage(root)
     lease = driver_lease(storage, "job/state/driver", "job", wait=False)
     with pytest.raises(JobRunning, match=r"job 'job' is already running: maple enrich on .*pid"):
         driver_lease(storage, "job/state/driver", "job", wait=False)
