@@ -51,6 +51,25 @@ from emulator.config import (
     help="Share of batches left in progress 50 times longer than drawn (stalled).",
 )
 @click.option(
+    "--drop-lines",
+    "drop_lines",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    metavar="FRACTION",
+    help="Share of answered lines a completed OpenAI-format batch leaves out of its output "
+    "(still counted completed; not billed).",
+)
+@click.option(
+    "--duplicate-lines",
+    "duplicate_lines",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    metavar="FRACTION",
+    help="Share of answered lines an OpenAI-format batch writes twice in its output (billed once).",
+)
+@click.option(
     "--fail",
     "fail",
     multiple=True,
@@ -207,6 +226,8 @@ def emulator_command(
     batch_seconds_spread: float,
     batch_seconds_per_1k: float,
     stall: float,
+    drop_lines: float,
+    duplicate_lines: float,
     fail: tuple[str, ...],
     rpm: int | None,
     tpm: int | None,
@@ -240,6 +261,8 @@ def emulator_command(
             batch_seconds_spread=batch_seconds_spread,
             batch_seconds_per_1k=batch_seconds_per_1k,
             stall=stall,
+            drop_lines=drop_lines,
+            duplicate_lines=duplicate_lines,
             fail=rates,
             rpm=rpm,
             tpm=tpm,

@@ -47,6 +47,11 @@ class EmulatorConfig:
     batch_seconds_per_1k: float = 0.0
     stall: float = 0.0
     stall_factor: float = 50.0
+    #: Lines a provider loses or repeats (``emulator.openai.batch_lines``): the share of
+    #: answered lines a completed OpenAI-format batch leaves out of its output (counted as
+    #: completed, not billed), and the share it writes twice (billed once).
+    drop_lines: float = 0.0
+    duplicate_lines: float = 0.0
     fail: dict[str, float] = field(default_factory=dict)
     rpm: int | None = None
     tpm: int | None = None
@@ -122,16 +127,9 @@ class EmulatorConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
-        if not 0.0 <= self.flex_unavailable <= 1.0:
-            raise ValueError(
-                f"flex_unavailable must be between 0 and 1, got {self.flex_unavailable}"
-            )
-        if self.batch_seconds < 0:
-            raise ValueError(f"batch_seconds must be >= 0, got {self.batch_seconds}")
-        if self.batch_seconds_per_1k < 0:
-            raise ValueError(f"batch_seconds_per_1k must be >= 0, got {self.batch_seconds_per_1k}")
-        if self.batch_seconds_spread < 0:
-            raise ValueError(f"batch_seconds_spread must be >= 0, got {self.batch_seconds_spread}")
+        for name in ("batch_seconds", "batch_seconds_per_1k", "batch_seconds_spread"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not 0.0 <= self.stall <= 1.0 or self.stall_factor < 1:
             raise ValueError(
                 f"stall must be in [0, 1] and stall_factor >= 1, got {self.stall}, "
@@ -142,6 +140,9 @@ class EmulatorConfig:
             raise ValueError(
                 f"latency must be LOW-HIGH seconds, 0 <= LOW <= HIGH, got {low}-{high}"
             )
+        for name in ("flex_unavailable", "drop_lines", "duplicate_lines"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, got {getattr(self, name)}")
         if self.priority_speedup < 1:
             raise ValueError(f"priority_speedup must be >= 1, got {self.priority_speedup}")
         if self.server_slots < 0:

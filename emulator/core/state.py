@@ -48,6 +48,8 @@ _STAT_NAMES = (
     "flex_429",
     "priority_requests",
     "realtime_max_in_flight",
+    "lines_dropped",
+    "lines_duplicated",
 )
 
 

@@ -7,6 +7,7 @@ truncation) takes a fast path that formats the output line from a template; ``te
 checks it matches the general path byte for byte.
 """
 
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +64,27 @@ class PassResult:
     extra_units: list[tuple[int, int]] = field(default_factory=list)
     #: prompt tokens of every valid line (what OpenAI's enqueued-token limit counts)
     prompt_tokens: int = 0
+    #: answered lines left out of the output (``--drop-lines``): (index, custom id); and the
+    #: indexes of those written twice (``--duplicate-lines``)
+    dropped: list[tuple[int, str]] = field(default_factory=list)
+    duplicated: list[int] = field(default_factory=list)
+
+
+class LineFates:
+    """Which answered lines a batch loses or writes twice, drawn per line from a generator
+    seeded by the emulator's seed and the batch (a resent line is drawn afresh)."""
+
+    def __init__(self, seed: int, batch: str, drop: float, duplicate: float) -> None:
+        self.active = drop > 0 or duplicate > 0
+        self._draw = random.Random(f"{seed}:{batch}").random
+        self._drop, self._twice = drop, drop + duplicate
+
+    def copies(self) -> int:
+        """How many times the next answered line is written: 0 (lost), 1 or 2."""
+        if not self.active:
+            return 1
+        fate = self._draw()
+        return 0 if fate < self._drop else 2 if fate < self._twice else 1
 
 
 def _count_requests(raw_lines: list[bytes]) -> int:
@@ -195,7 +217,9 @@ class BatchPass:
             return result
         cutoff = result.total // 2 if expire else result.total
         out, err = Writer(self.state.new_path()), Writer(self.state.new_path())
-        self._lines(raw_lines, result, cutoff=cutoff, out=out, err=err, created=created)
+        drop = 0.0 if expire else config.drop_lines  # a completed batch loses lines
+        fates = LineFates(config.seed, self.prefix, drop, config.duplicate_lines)
+        self._lines(raw_lines, result, cutoff=cutoff, out=(out, fates), err=err, created=created)
         if result.errors:
             out.discard()
             err.discard()
@@ -211,11 +235,13 @@ class BatchPass:
         result: PassResult,
         *,
         cutoff: int,
-        out: Writer,
+        out: tuple[Writer, LineFates],
         err: Writer,
         created: int,
     ) -> None:
         errors, endpoint = result.errors, self.endpoint
+        writer, fates = out
+        lossy, copies = fates.active, fates.copies
         seen: set[str] = set()
         engine = self.state.openai
         fast = endpoint == CHAT and not engine.drawer.active and not engine.omit_usage
@@ -267,24 +293,26 @@ class BatchPass:
             key = billing_key("openai", custom_id, canonical)
             if quick is not None:
                 content, prompt, completion = quick
-                out.add(
-                    _FAST_TEMPLATE
-                    % (
-                        prefix_bytes,
-                        index,
-                        dumps(custom_id),
-                        prefix_bytes,
-                        index,
-                        prefix_bytes,
-                        index,
-                        created,
-                        model_bytes,
-                        content,
-                        prompt,
-                        completion,
-                        prompt + completion,
-                    )
+                fast_line = _FAST_TEMPLATE % (
+                    prefix_bytes,
+                    index,
+                    dumps(custom_id),
+                    prefix_bytes,
+                    index,
+                    prefix_bytes,
+                    index,
+                    created,
+                    model_bytes,
+                    content,
+                    prompt,
+                    completion,
+                    prompt + completion,
                 )
+                written = copies() if lossy else 1
+                if _lost_or_twice(result, written, index, custom_id):
+                    continue
+                for _ in range(written):
+                    writer.add(fast_line)
                 ok_append((index, key, prompt, completion, 0))
                 continue
             outcome = engine.run(endpoint, body, bytes_key(canonical))
@@ -303,8 +331,12 @@ class BatchPass:
                 },
                 "error": None,
             }
+            written = copies() if lossy and outcome.status == 200 else 1
+            if _lost_or_twice(result, written, index, custom_id):
+                continue
             if outcome.status == 200:
-                out.add(dumps(record))
+                for _ in range(written):
+                    writer.add(dumps(record))
                 tokens = (outcome.prompt_tokens, outcome.completion_tokens, use.read)
                 ok_append((index, key, *tokens))
                 if outcome.units > 1:
@@ -315,6 +347,16 @@ class BatchPass:
                     record["response"]["body"] = dumps({"object": "error", **error}).decode()
                 err.add(dumps(record))
                 failed_append((index, outcome.fault))
+
+
+def _lost_or_twice(result: PassResult, written: int, index: int, custom_id: str) -> bool:
+    """Note an answered line written ``written`` times (0: lost, 2: twice); True when lost."""
+    if written == 0:
+        result.dropped.append((index, custom_id))
+        return True
+    if written == 2:
+        result.duplicated.append(index)
+    return False
 
 
 def line_tokens(body: dict[str, Any], endpoint: str = CHAT) -> int:

@@ -15,20 +15,24 @@ if TYPE_CHECKING:
 
 def commit(state: "State", result: PassResult, done: int) -> tuple[int, int, tuple[int, int, int]]:
     """Add the counters of lines with index < ``done``; returns (ok, failed, tokens: in, out and
-    of the input those read from the prompt cache)."""
+    of the input those read from the prompt cache). A line the batch lost counts as ok, as the
+    batch reports it, and is not billed."""
     stats: Counter[str] = Counter()
     ok = [entry for entry in result.ok if entry[0] < done]
     failed = [entry for entry in result.failed if entry[0] < done]
     for _, fault in failed:
         if fault is not None:
             stats[f"fault_{fault}"] += 1
-    stats["requests_received"] += len(ok) + len(failed)
+    dropped = sum(1 for index, _ in result.dropped if index < done)
+    stats["lines_dropped"] += dropped
+    stats["lines_duplicated"] += sum(1 for index in result.duplicated if index < done)
+    stats["requests_received"] += len(ok) + len(failed) + dropped
     stats["batch_lines_processed"] += result.total
     stats["requests_billed"] += sum(extra for index, extra in result.extra_units if index < done)
     state.stats.merge(stats)
     state.stats.bill(entry[1] for entry in ok)
     tokens = (sum(e[2] for e in ok), sum(e[3] for e in ok), sum(e[4] for e in ok))
-    return len(ok), len(failed), tokens
+    return len(ok) + dropped, len(failed), tokens
 
 
 def cut_files(state: "State", result: PassResult, prefix: str, done: int) -> None:
@@ -54,6 +58,7 @@ def cut_files(state: "State", result: PassResult, prefix: str, done: int) -> Non
     if paths[1] is not None:
         errors.add(paths[1].read_bytes().rstrip(b"\n"))
         paths[1].unlink()
-    for index, custom_id in sorted(unrun):
+    unrun += [(index, custom_id) for index, custom_id in result.dropped if index >= done]
+    for index, custom_id in sorted(set(unrun)):  # a line written twice is unrun once
         errors.add(unrun_line(prefix, index, custom_id, "batch_cancelled"))
     result.output_path, result.error_path = paths[0], errors.close()
