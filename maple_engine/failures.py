@@ -19,6 +19,9 @@ class FailureClass(enum.StrEnum):
     INVALID_OUTPUT = "invalid_output"
     INVALID_REQUEST = "invalid_request"
     INSUFFICIENT_QUOTA = "insufficient_quota"
+    #: a batch that says it ran every request (completed) has no line for this one in its output
+    #: or error file: resent, like ``expired``
+    MISSING = "missing"
 
 
 #: Error codes that blame the batch service, not the request: a line that never ran with one,

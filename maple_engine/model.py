@@ -257,6 +257,31 @@ class BatchState:
     times: tuple[tuple[str, float], ...] = ()
 
 
+@dataclasses.dataclass(frozen=True)
+class LineTally:
+    """How a batch's result lines matched the requests it was sent, beyond one line each
+    (`maple_engine.collect.accounting`); a shard's summary adds up its attempts'."""
+
+    missing: int = 0  # requests with no line in a batch that ran every request
+    duplicated: int = 0  # lines beyond the first for a request
+    unknown: int = 0  # lines whose custom id the batch was not sent
+
+    def figures(self) -> dict[str, int]:
+        """As named figures: ``lines_missing``, ``lines_duplicated``, ``lines_unknown``."""
+        return {
+            "lines_missing": self.missing,
+            "lines_duplicated": self.duplicated,
+            "lines_unknown": self.unknown,
+        }
+
+    def plus(self, other: "LineTally") -> "LineTally":
+        return LineTally(
+            self.missing + other.missing,
+            self.duplicated + other.duplicated,
+            self.unknown + other.unknown,
+        )
+
+
 # -- stops ------------------------------------------------------------------------------------
 class StopKind(enum.StrEnum):
     """Why a job stopped sending (the ``kind`` of its stop record; a rerun reads it)."""

@@ -17,6 +17,7 @@ DEFAULT_RETRIES: dict[str, int] = {
     FailureClass.INVALID_OUTPUT: 2,
     FailureClass.INVALID_REQUEST: 0,
     FailureClass.INSUFFICIENT_QUOTA: 0,
+    FailureClass.MISSING: UNLIMITED,
 }
 
 

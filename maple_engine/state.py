@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import polars as pl
 
-from maple_engine.model import ShardInfo, StopKind, Submission, Version
+from maple_engine.model import LineTally, ShardInfo, StopKind, Submission, Version
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
 
@@ -22,6 +22,15 @@ class ShardSummary:
     failed: int = 0
     cost_usd: float = 0.0
     max_requests: int = 0  # after a batch was rejected as too large: cap per attempt (0: none)
+    #: over the shard's attempts so far (`maple_engine.collect.accounting.LineTally`): requests
+    #: a batch that ran every request had no line for, lines beyond one per request, lines for
+    #: requests the batch was not sent
+    lines_missing: int = 0
+    lines_duplicated: int = 0
+    lines_unknown: int = 0
+
+    def tally(self) -> LineTally:
+        return LineTally(self.lines_missing, self.lines_duplicated, self.lines_unknown)
 
 
 @dataclasses.dataclass(frozen=True)

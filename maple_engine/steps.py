@@ -10,6 +10,7 @@ from typing import Literal
 
 import polars as pl
 
+from maple_engine.collect.accounting import tally_lines
 from maple_engine.collect.estimates import text_estimate
 from maple_engine.collect.responses import (
     IMAGE_GONE,
@@ -187,6 +188,11 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         schema=job.spec.response_schema,
         estimate=text_estimate(job.spec, lambda columns: job.state.shard_frame(shard, columns)),
     )
+    missing = int((results["failure_class"] == FailureClass.MISSING.value).sum())
+    tally = tally_lines(plan[CUSTOM_ID], lines, missing)
+    earlier_summary = progress.summary
+    if earlier_summary is not None and 0 < earlier_summary.attempt < attempt:  # the shard's
+        tally = earlier_summary.tally().plus(tally)
     results, misfit = fit_vectors(results, job.spec.dimensions)
     misfit = misfit or schema_misfit(results, job.spec.response_schema)
     if misfit is not None:  # the rows are sent again on the rerun after the fix, not now
@@ -214,7 +220,16 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
     responses = with_final(final_before(job.state, shard, attempt), combined)
     info = summarize(responses)
     summary = ShardSummary(
-        attempt, pending, pending == 0, info["succeeded"], info["failed"], info["cost_usd"], cap
+        attempt,
+        pending,
+        pending == 0,
+        info["succeeded"],
+        info["failed"],
+        info["cost_usd"],
+        cap,
+        tally.missing,
+        tally.duplicated,
+        tally.unknown,
     )
     job.state.write_summary(shard, summary)
     return responses

@@ -5,6 +5,7 @@ from typing import Any
 
 import polars as pl
 
+from maple_engine.collect.accounting import RAN_EVERY_REQUEST, accounting, one_line_each
 from maple_engine.collect.estimates import Estimate, with_estimates
 from maple_engine.failures import SERVICE_FAILURE_CODES, FailureClass, batch_too_large
 from maple_engine.ledger.pricing import ModelPrice, cost_expr
@@ -31,38 +32,51 @@ def with_added(frame: pl.DataFrame) -> pl.DataFrame:
 
 
 def unrun_failure(state: BatchState, can_split: bool = False) -> tuple[str, str]:
-    """Class and message for requests a batch did not run (absent from its result files).
+    """Class and message for requests absent from an ended batch's result files.
 
-    Rows a batch never ran (window passed, cancelled, or a batch rejected as too large that can
-    still be split) are ``expired``: never ran, resent in a new batch. A batch the service failed
-    by its own fault (`SERVICE_FAILURE_CODES`) leaves its rows ``server_error``: sent again, within
-    that class's retries.
+    A batch that says it ran every request (`RAN_EVERY_REQUEST`) and holds no line for one
+    lost it: ``missing``, resent. Rows a batch never ran (window passed, cancelled, lost) are
+    ``expired``: resent in a new batch. A failed batch's rows take its class (`failed_batch`).
     """
     if state.status == "failed":
-        codes = set(state.error_codes)
-        message = "; ".join(state.errors) or "the provider failed the batch"
-        if codes & {"token_limit_exceeded", "rate_limit_exceeded"}:
-            return FailureClass.RATE_LIMITED.value, message
-        if "insufficient_quota" in codes:
-            return FailureClass.INSUFFICIENT_QUOTA.value, message
-        if codes & SERVICE_FAILURE_CODES:
-            return (
-                FailureClass.SERVER_ERROR.value,
-                f"batch {state.batch_id} failed at the provider, not for its input: {message}",
-            )
-        if can_split and batch_too_large(state.error_codes, state.errors):
-            return (
-                FailureClass.EXPIRED.value,
-                f"batch {state.batch_id} was rejected as too large ({message}); "
-                "resent in smaller batches",
-            )
+        return failed_batch(state, can_split)
+    if state.status in RAN_EVERY_REQUEST:
         return (
-            FailureClass.INVALID_REQUEST.value,
-            f"batch {state.batch_id} failed validation: {message}",
+            FailureClass.MISSING.value,
+            f"batch {state.batch_id} ended {state.status} without a line for this request in "
+            "its output or error file; resent",
         )
     return (
         FailureClass.EXPIRED.value,
         f"batch {state.batch_id} ended ({state.status}) before the request ran",
+    )
+
+
+def failed_batch(state: BatchState, can_split: bool) -> tuple[str, str]:
+    """Class and message for the rows of a failed batch. A batch rejected as too large that
+    can still be split leaves them ``expired`` (resent in smaller batches); one the service
+    failed by its own fault (`SERVICE_FAILURE_CODES`), ``server_error``: sent again, within
+    that class's retries."""
+    codes = set(state.error_codes)
+    message = "; ".join(state.errors) or "the provider failed the batch"
+    if codes & {"token_limit_exceeded", "rate_limit_exceeded"}:
+        return FailureClass.RATE_LIMITED.value, message
+    if "insufficient_quota" in codes:
+        return FailureClass.INSUFFICIENT_QUOTA.value, message
+    if codes & SERVICE_FAILURE_CODES:
+        return (
+            FailureClass.SERVER_ERROR.value,
+            f"batch {state.batch_id} failed at the provider, not for its input: {message}",
+        )
+    if can_split and batch_too_large(state.error_codes, state.errors):
+        return (
+            FailureClass.EXPIRED.value,
+            f"batch {state.batch_id} was rejected as too large ({message}); "
+            "resent in smaller batches",
+        )
+    return (
+        FailureClass.INVALID_REQUEST.value,
+        f"batch {state.batch_id} failed validation: {message}",
     )
 
 
@@ -79,7 +93,7 @@ def attempt_results(
 ) -> pl.DataFrame:
     """One row per planned request: the provider's line, or an 'unrun' failure if it has none.
     A billed reply that reported no usage gets its tokens from ``estimate`` (and is marked)."""
-    lines = with_added(lines.unique(subset="custom_id", keep="first"))
+    lines = with_added(one_line_each(lines))
     cls, message = unrun_failure(state, can_split=plan.height > 1)
     joined = plan.join(
         lines, left_on=CUSTOM_ID, right_on="custom_id", how="left", maintain_order="left"
@@ -270,11 +284,15 @@ def summarize(combined: pl.DataFrame) -> dict[str, Any]:
     ).row(0, named=True)
     classes = combined.select("status", "failure_class").filter(failed)
     by_class = dict(classes.group_by("failure_class").len().iter_rows())
+    lines = accounting(combined)
     return {
         "rows": combined.height,
         "succeeded": int(sums["succeeded"] or 0),
         "failed": int(sums["failed"] or 0),
         "failed_by_class": {str(k): int(v) for k, v in sorted(by_class.items(), key=str)},
+        "sent": lines["sent"],  # rows sent at least once, and of them (`accounting`):
+        "answered": lines["answered"],
+        "missing": lines["missing"],
         **{name: int(sums[name] or 0) for name in tokens},
         "cost_usd": float(sums["cost_usd"] or 0.0),
         "attempts": int(sums["attempts"] or 0),
@@ -352,7 +370,6 @@ def add_run_summary(total: dict[str, Any], sent: pl.DataFrame, filled: pl.DataFr
     and their cost (``by_batch``: a driver tells this run's batches from earlier runs')."""
     add_summary(total, summarize(sent))
     went = sent.filter(pl.col("attempts") > 0) if "attempts" in sent.columns else sent
-    total["sent"] = total.get("sent", 0) + went.height
     by_batch = total.setdefault("by_batch", {})
     if went.height and "batch_id" in went.columns:
         figures = ("cost_usd", "input_tokens", "output_tokens", *_TOKENS[1:3], "reasoning_tokens")
