@@ -11,9 +11,11 @@ sending is ``not_sent``, never ``sent``. ``reused`` rows were answered from the 
 import dataclasses
 from typing import Any, Literal
 
+from maple_engine.collect.accounting import describe, line_figures
 from maple_engine.collect.responses import NOT_SENT, add_summary, summarize
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.ledger.price_book import PriceBook
+from maple_engine.model import LineTally
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.submit.deadline import deadline_split
@@ -58,6 +60,14 @@ class Result:
     cache_saved_usd: float = 0.0  # what this run's cache reads and writes saved
     uncached_cost_usd: float = 0.0  # this run's tokens at prices without the cache
     reasoning_tokens: int = 0  # of output_tokens, those the model spent reasoning
+    #: every line accounted for (`maple_engine.collect.accounting`), over the version's rows
+    #: sent: ``sent``, ``answered``, ``failed``, ``missing`` (still without a line)
+    lines: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: over every attempt: lines missing from ended batches (each resent), lines beyond one per
+    #: request and lines for requests never sent (each ignored)
+    lines_missing: int = 0
+    lines_duplicated: int = 0
+    lines_unknown: int = 0
 
     def metadata(self) -> dict[str, Any]:
         """The figures as Dagster metadata values (no secrets: paths, counts and money)."""
@@ -65,6 +75,7 @@ class Result:
         figures["failed_by_class"] = dict(self.failed_by_class)
         figures["stopped"] = self.stopped or ""
         figures["deadline"] = dict(self.deadline or {})
+        figures["lines"] = describe(self.lines)
         return figures
 
 
@@ -122,6 +133,7 @@ def job_result(
     )
     by_class = {str(k): int(v) for k, v in (totals.get("failed_by_class") or {}).items()}
     stop = state.stop_record()
+    tally = job_tally(state)
     return Result(
         job=state.job,
         status=job_status(totals, stop),
@@ -145,7 +157,21 @@ def job_result(
         cache_saved_usd=float(uncached - paid),
         uncached_cost_usd=float(uncached),
         reasoning_tokens=sum(int(f.get("reasoning_tokens", 0)) for f in this_run),
+        lines=line_figures(totals),
+        lines_missing=tally.missing,
+        lines_duplicated=tally.duplicated,
+        lines_unknown=tally.unknown,
     )
+
+
+def job_tally(state: JobState) -> LineTally:
+    """The line tallies of the job's shards, added up."""
+    tally = LineTally()
+    for shard in state.manifest() or []:
+        summary = state.summary(shard.key)
+        if summary is not None:
+            tally = tally.plus(summary.tally())
+    return tally
 
 
 def _deadline(

@@ -9,6 +9,7 @@ from maple_assets.api.result import Result
 from maple_assets.cli.dry_run import dry_run, percent
 from maple_assets.cli.errors import EXIT_CODES, engine_warnings_on_stderr
 from maple_engine.canary import last_canary
+from maple_engine.collect.accounting import describe
 from maple_engine.ledger.price_book import SELF_HOSTED
 from maple_engine.memory import settle_startup_objects
 from maple_engine.plan.cache_layout import cache_layout
@@ -48,6 +49,28 @@ def print_canary(spec: JobSpec, root: str) -> None:
         )
 
 
+def print_lines(result: Result) -> None:
+    """Every line accounted for: the rows sent answered, failed or missing, and the lines the
+    batches' files lacked (resent), repeated or did not ask for (ignored)."""
+    click.echo(f"{'lines':<15}{describe(result.lines)}")
+    if result.lines_missing:
+        click.echo(
+            f"  {'missing':<12} {result.lines_missing:,} line(s) absent from ended batches' "
+            "output and error files, resent"
+            + (f"; {still:,} still missing" if (still := result.lines.get("missing", 0)) else "")
+        )
+    if result.lines_duplicated:
+        click.echo(
+            f"  {'duplicated':<12} {result.lines_duplicated:,} line(s) repeated in the output, "
+            "each request merged once"
+        )
+    if result.lines_unknown:
+        click.echo(
+            f"  {'unknown':<12} {result.lines_unknown:,} line(s) for requests the batch was not "
+            "sent, ignored"
+        )
+
+
 def print_summary(
     result: Result, spec: JobSpec | None = None, price_source: str | None = None
 ) -> None:
@@ -61,6 +84,7 @@ def print_summary(
     for cls, count in sorted(result.failed_by_class.items()):
         click.echo(f"  {cls:<12} {count:,}")
     click.echo(f"{'sent':<15}{result.sent:,}  (by this run)")
+    print_lines(result)
     click.echo(
         f"{'reused':<15}{result.reused:,}  (not sent: answered by an earlier run or an "
         "identical row)"

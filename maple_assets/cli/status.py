@@ -24,13 +24,14 @@ from maple_assets.cli.tables import render
 from maple_assets.provider_settings import settings_provider
 from maple_assets.wiring import cost_ledger, job_eta_now, ledger_exists
 from maple_engine.canary import last_canary
+from maple_engine.collect.accounting import describe, line_figures
 from maple_engine.collect.responses import summarize
 from maple_engine.collect.retention import Expiring, expiring
 from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
-from maple_engine.model import Submission
+from maple_engine.model import LineTally, Submission
 from maple_engine.plan.turnaround import history_fit
 from maple_engine.providers.base import Lane
 from maple_engine.providers.headers import parse_headers
@@ -75,6 +76,8 @@ def shard_status(state: JobState, shard: str, rows: int) -> dict[str, Any]:
         "pending_retry": summary.pending_retry if summary else 0,
         "cost_usd": 0.0,
         "batch_ids": [s.batch_id for s in subs],
+        "lines": line_figures({}),
+        **(summary.tally() if summary else LineTally()).figures(),
     }
     if progress.action == "done" and summary is not None and summary.pending_retry:
         info["state"] = "stopped"
@@ -85,6 +88,7 @@ def shard_status(state: JobState, shard: str, rows: int) -> dict[str, Any]:
             failed=totals["failed"],
             failed_by_class=totals["failed_by_class"],
             cost_usd=totals["cost_usd"],
+            lines=line_figures(totals),
         )
     info["unfinished"] = to_send - info["succeeded"] - info["failed"]
     return info
@@ -120,6 +124,8 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
         "reused": sum(s["reused"] for s in shards) + filled,
         "failed_by_class": dict(sorted(by_class.items())),
         "unfinished": sum(s["unfinished"] for s in shards),
+        "lines": {key: sum(s["lines"][key] for s in shards) for key in line_figures({})},
+        **{key: sum(s[key] for s in shards) for key in LineTally().figures()},
         "cost_usd": round(sum(s["cost_usd"] for s in shards), 8),
         "output": merged["path"] if merged is not None else None,
         "queue": job_queue_note(storage, job) or None,
@@ -207,6 +213,7 @@ def _table(status: dict[str, Any]) -> str:
     ]
     for cls, count in status["failed_by_class"].items():
         lines.append(f"  {cls:<20}{count:,}")
+    lines.append(f"lines {describe(status['lines'])}{_tally_text(status)}")
     if status["stopped"]:
         lines.append(f"stopped: {status['stopped']}")
     if status["output"]:
@@ -232,6 +239,20 @@ def _table(status: dict[str, Any]) -> str:
         )  # fmt: skip
     lines.append(render([*header, "failed by class / batches"], rows, align="llrrrrrl"))
     return "\n".join(lines)
+
+
+def _tally_text(status: dict[str, Any]) -> str:
+    """What the batches' files lacked (resent) or held beyond one line a request (ignored)."""
+    said = [
+        f"{status[key]:,} {what}"
+        for key, what in (
+            ("lines_missing", "missing from ended batches (resent)"),
+            ("lines_duplicated", "duplicated (merged once)"),
+            ("lines_unknown", "unknown (ignored)"),
+        )
+        if status[key]
+    ]
+    return f"; {', '.join(said)}" if said else ""
 
 
 def _eta_text(eta: dict[str, Any]) -> str:

@@ -24,11 +24,16 @@ from maple_assets.graph.checks import (
     shard_failed_rows,
     shard_failed_rows_spec,
 )
+from maple_assets.graph.line_checks import (
+    shard_missing_lines,
+    shard_missing_lines_spec,
+)
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.per_shard import per_shard
 from maple_assets.graph.shard_options import ShardRunOptions
 from maple_assets.graph.tags import tag_run
 from maple_engine.canary import last_canary, run_canary
+from maple_engine.collect.accounting import describe
 from maple_engine.collect.responses import summarize
 from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.errors import CanaryFailed
@@ -36,6 +41,7 @@ from maple_engine.inputs.sources import scan_output
 from maple_engine.job import Job
 from maple_engine.memory import give_back
 from maple_engine.merge.output import merge_job
+from maple_engine.model import LineTally
 from maple_engine.plan.rerun import shard_input
 from maple_engine.policy import RetryPolicy
 from maple_engine.spec import JobSpec
@@ -206,6 +212,8 @@ def mark_reused_shards(
                 metadata={"requests": 0, "reused": shard.rows},
             )
         yield on_latest(context.instance, reused_shard_failed_rows(job.spec, job.state, shard.key))
+        nothing_sent = shard_missing_lines(name, shard.key, {}, LineTally(), resent=False)
+        yield on_latest(context.instance, nothing_sent)
 
 
 def _shard_asset(
@@ -292,7 +300,7 @@ def raw_responses_asset(
         spec, "raw_responses", "submissions", (pdef, keys),
         "The shard's batch collected: final answers into the response store, retries planned; "
         "metadata: outcomes, tokens, cost (the answers are not copied by the IO manager).",
-        check_specs=[shard_failed_rows_spec(spec, key, pdef)],
+        check_specs=[shard_failed_rows_spec(spec, key, pdef), shard_missing_lines_spec(key, pdef)],
     )  # fmt: skip
     def raw_responses(context: dg.AssetExecutionContext) -> Iterator[Any]:
         job = job_for(spec, policy, context.resources)
@@ -301,6 +309,7 @@ def raw_responses_asset(
         subs = [s for s in waiting if s is not None]
         states = job.poll(subs)
         checked: dict[str, dg.AssetCheckEvaluation] = {}
+        accounted: dict[str, dg.AssetCheckEvaluation] = {}
 
         def one(shard: str) -> dict[str, Any]:
             progress = job.state.progress(shard)
@@ -320,12 +329,22 @@ def raw_responses_asset(
             metadata = _responses_metadata(job, shard, combined)
             by_class, pending = metadata["failed_by_class"].value, metadata["pending_retry"]
             checked[shard] = shard_failed_rows(spec, shard, metadata["rows"], by_class, pending)
+            resent = pending > 0 and not job.state.is_stopped()
+            tally = _tally(job, shard)
+            accounted[shard] = shard_missing_lines(spec.name, shard, metadata, tally, resent)
             return metadata
 
         yield per_shard(context, one, parallel=spec.kind.collect_parallelism)
-        yield from shard_checks(context, [checked[shard] for shard in context.partition_keys])
+        evaluations = [checked[shard] for shard in context.partition_keys]
+        evaluations += [accounted[shard] for shard in context.partition_keys]
+        yield from shard_checks(context, evaluations)
 
     return raw_responses
+
+
+def _tally(job: Job, shard: str) -> LineTally:
+    summary = job.state.summary(shard)
+    return summary.tally() if summary is not None else LineTally()
 
 
 def _responses_metadata(job: Job, shard: str, combined: pl.DataFrame) -> dict[str, Any]:
@@ -333,6 +352,8 @@ def _responses_metadata(job: Job, shard: str, combined: pl.DataFrame) -> dict[st
     summary = job.state.summary(shard)
     return {
         **{k: v for k, v in info.items() if k != "failed_by_class"},
+        "lines": describe(info),  # sent N, answered A, failed F, missing M
+        **_tally(job, shard).figures(),
         "cost_usd": round(info["cost_usd"], 6),  # micro-dollars
         "failed_by_class": dg.MetadataValue.json(info["failed_by_class"]),
         "failed_share": round(info["failed"] / info["rows"], 6) if info["rows"] else 0.0,

@@ -268,16 +268,28 @@ def shard_failed_rows_spec(
 ) -> dg.AssetCheckSpec:
     """The per-shard ``failed_rows`` check of ``raw_responses``: evaluated for each partition
     as it is collected, so a shard with failed rows is visibly not plain success."""
+    return shard_check_spec(
+        FAILED_ROWS,
+        key,
+        pdef,
+        "This shard's share of failed rows within max_failed_share "
+        f"({spec.max_failed_share:.1%}; WARN) and error_failed_share "
+        f"({spec.error_failed_share:.1%}; ERROR); the result names the failure classes "
+        "and their counts.",
+    )
+
+
+def shard_check_spec(
+    name: str, key: dg.AssetKey, pdef: dg.PartitionsDefinition, says: str
+) -> dg.AssetCheckSpec:
+    """A check of ``raw_responses`` evaluated for each partition as it is collected."""
     with warnings.catch_warnings():  # a partitioned check is a preview in dagster 1.13
         warnings.simplefilter("ignore", dg.PreviewWarning)
         return dg.AssetCheckSpec(
-            FAILED_ROWS,
+            name,
             asset=key,
             partitions_def=pdef,
-            description="This shard's share of failed rows within max_failed_share "
-            f"({spec.max_failed_share:.1%}; WARN) and error_failed_share "
-            f"({spec.error_failed_share:.1%}; ERROR); the result names the failure classes "
-            f"and their counts. {not_yet_evaluated('as the shard is collected')}",
+            description=f"{says} {not_yet_evaluated('as the shard is collected')}",
         )
 
 
@@ -309,12 +321,13 @@ def shard_checks(
     context: dg.AssetExecutionContext, evaluations: list[dg.AssetCheckEvaluation]
 ) -> Iterator[Any]:
     """The per-shard evaluations of a run (one, or a range of shards), each on its own
-    partition, then the check's output once, when the run selected the check."""
+    partition, then each check's output once, when the run selected the check."""
     selected = context.selected_asset_check_keys
     chosen = [e for e in evaluations if e.asset_check_key in selected]
     yield from (on_latest(context.instance, e) for e in chosen)
+    evaluated = {e.asset_check_key for e in chosen}
     for name, spec in context.assets_def.check_specs_by_output_name.items():
-        if chosen and spec.key == chosen[0].asset_check_key:
+        if spec.key in evaluated:
             yield dg.Output(None, output_name=name)
 
 

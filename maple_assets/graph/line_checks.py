@@ -1,0 +1,57 @@
+"""The per-shard ``no_missing_lines`` check of ``raw_responses``: every request a shard sent is
+answered or failed by class; a request whose batch said it ran every request but returned no
+line for it (``missing``) is resent, and the check fails only when one stays missing with no
+send to come (`maple_engine.collect.accounting`)."""
+
+from typing import Any
+
+import dagster as dg
+
+from maple_assets.graph.checks import shard_check_spec
+from maple_assets.graph.names import asset_key
+from maple_engine.collect.accounting import describe, line_figures
+from maple_engine.model import LineTally
+
+NO_MISSING_LINES = "no_missing_lines"
+
+
+def shard_missing_lines_spec(key: dg.AssetKey, pdef: dg.PartitionsDefinition) -> dg.AssetCheckSpec:
+    """The check's spec, one evaluation per partition as the shard is collected."""
+    return shard_check_spec(
+        NO_MISSING_LINES,
+        key,
+        pdef,
+        "Every request this shard sent is answered or failed by class: none is still missing "
+        "from its batch's output and error files after its last send.",
+    )
+
+
+def shard_missing_lines(
+    name: str, shard: str, info: dict[str, Any], tally: LineTally, resent: bool
+) -> dg.AssetCheckEvaluation:
+    """The evaluation of partition ``shard`` of job ``name``'s ``raw_responses``: ``info`` its
+    ``summarize``, ``tally`` its attempts' line tally; ``resent``: its missing rows go out
+    again in another attempt."""
+    figures = line_figures(info)
+    said = describe(info)
+    if tally.missing:
+        said += f"; {tally.missing:,} line(s) missing from ended batches, resent"
+    extra = [
+        f"{count:,} {what}"
+        for count, what in ((tally.duplicated, "duplicated"), (tally.unknown, "unknown"))
+        if count
+    ]
+    if extra:
+        said += f"; {' and '.join(extra)} line(s) ignored"
+    missing = figures["missing"]
+    if missing and resent:
+        said += f" ({missing:,} missing now, sent again)"
+    return dg.AssetCheckEvaluation(
+        asset_key=asset_key(name, "raw_responses"),
+        check_name=NO_MISSING_LINES,
+        partition=shard,
+        passed=missing == 0 or resent,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=said,
+        metadata={**figures, **tally.figures()},
+    )
