@@ -33,7 +33,7 @@ def _summary(stdout: str) -> dict[str, str]:
 
 @pytest.mark.parametrize(
     "rows",
-    [200, pytest.param(2000, marks=pytest.mark.slow)],  # 2,000: about 20 s, in the long pass
+    [200, pytest.param(2000, marks=pytest.mark.slow)],  # 2,000: about 15 s, in the long pass
 )
 def test_lost_lines_are_resent_and_repeated_ones_merged_once(tmp_path: Path, rows: int) -> None:
     table = tmp_path / "items.csv"
