@@ -57,8 +57,8 @@ from emulator.config import (
     show_default=True,
     type=click.FloatRange(0, 1),
     metavar="FRACTION",
-    help="Share of answered lines a completed OpenAI-format batch leaves out of its output "
-    "(still counted completed; not billed).",
+    help="Share of answered lines a batch that ran every request leaves out of its results "
+    "(still counted succeeded; not billed).",
 )
 @click.option(
     "--duplicate-lines",
@@ -67,7 +67,7 @@ from emulator.config import (
     show_default=True,
     type=click.FloatRange(0, 1),
     metavar="FRACTION",
-    help="Share of answered lines an OpenAI-format batch writes twice in its output (billed once).",
+    help="Share of answered lines a batch writes twice in its results (billed once).",
 )
 @click.option(
     "--fail",

@@ -47,9 +47,9 @@ class EmulatorConfig:
     batch_seconds_per_1k: float = 0.0
     stall: float = 0.0
     stall_factor: float = 50.0
-    #: Lines a provider loses or repeats (``emulator.openai.batch_lines``): the share of
-    #: answered lines a completed OpenAI-format batch leaves out of its output (counted as
-    #: completed, not billed), and the share it writes twice (billed once).
+    #: Lines a batch loses or repeats (``emulator.core.line_fates``): the share of answered
+    #: lines a batch that ran every request leaves out of its results (counted as succeeded,
+    #: not billed), and the share it writes twice (billed once).
     drop_lines: float = 0.0
     duplicate_lines: float = 0.0
     fail: dict[str, float] = field(default_factory=dict)

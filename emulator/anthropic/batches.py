@@ -3,7 +3,9 @@
 With ``B = batch_seconds`` a batch is ``in_progress`` until ``created + B`` and then ``ended``.
 A cancelled batch is ``canceling`` for ``0.1 B``, then ends with the requests that had not run
 by the cancel (progress is linear over ``B``) as ``canceled``. Batches drawn by the ``expired``
-fault end at ``B`` with half of their requests ``expired``.
+fault end at ``B`` with half of their requests ``expired``. A batch that ran every request
+loses or repeats answered lines as ``--drop-lines`` and ``--duplicate-lines`` say
+(``emulator.core.line_fates``).
 """
 
 import re
@@ -18,6 +20,7 @@ import orjson
 
 from emulator.anthropic.engine import DEFAULT_VERSION, check_params
 from emulator.core.faults import billing_key, bytes_key, canonical
+from emulator.core.line_fates import LineFates
 from emulator.core.prompt_cache import anthropic_usage
 from emulator.core.ratelimit import rfc3339
 from emulator.core.state import State
@@ -114,9 +117,13 @@ def _finish(state: State, batch: AnthropicBatch, at: float, done: int, unrun: st
     stats: Counter[str] = Counter()
     billed: list[int] = []
     path = state.new_path()
+    config = state.config
+    drop = config.drop_lines if done == len(requests) else 0.0  # a batch that ran every request
+    fates = LineFates(config.seed, batch.id, drop, config.duplicate_lines)
     with path.open("wb") as handle:
         for index, item in enumerate(requests):
             custom_id, params = item["custom_id"], item["params"]
+            copies = 1
             if index >= done:
                 result: dict[str, Any] = {"type": unrun}
                 counts[unrun] += 1
@@ -125,6 +132,12 @@ def _finish(state: State, batch: AnthropicBatch, at: float, done: int, unrun: st
                 outcome = engine.run(params, bytes_key(body), service_tier="batch")
                 if outcome.fault is not None:
                     stats[f"fault_{outcome.fault}"] += 1
+                copies = fates.copies() if outcome.status == 200 else 1
+                if copies == 0:  # lost: counted succeeded, not billed, no line
+                    counts["succeeded"] += 1
+                    stats["lines_dropped"] += 1
+                    continue
+                stats["lines_duplicated"] += copies == 2
                 if outcome.status == 200:
                     use = state.prompt_cache.anthropic(batch.org, params)
                     anthropic_usage(outcome.body, use)
@@ -145,7 +158,9 @@ def _finish(state: State, batch: AnthropicBatch, at: float, done: int, unrun: st
                 else:
                     result = {"type": "errored", "error": outcome.body}
                 counts[result["type"]] += 1
-            handle.write(orjson.dumps({"custom_id": custom_id, "result": result}) + b"\n")
+            handle.write(
+                (orjson.dumps({"custom_id": custom_id, "result": result}) + b"\n") * copies
+            )
     stats["requests_received"] += min(done, len(requests))
     stats["batch_lines_processed"] += len(requests)
     stats["message_batches_ended"] += 1

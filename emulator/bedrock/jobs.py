@@ -23,6 +23,7 @@ import orjson
 from emulator.anthropic.engine import AnthropicEngine
 from emulator.bedrock.titan import is_titan_embedding, run_titan
 from emulator.core.faults import billing_key, bytes_key, canonical
+from emulator.core.line_fates import LineFates
 
 ACTIVE = frozenset({"Submitted", "Validating", "Scheduled", "InProgress", "Stopping"})
 
@@ -146,10 +147,10 @@ def read_records(data: bytes, limits: Limits) -> tuple[list[dict[str, Any]], str
 
 
 def run_records(
-    engine: AnthropicEngine, job: BedrockJob, records: list[dict[str, Any]]
+    engine: AnthropicEngine, job: BedrockJob, records: list[dict[str, Any]], fates: LineFates
 ) -> tuple[bytes, dict[str, int], Counter[str], list[int]]:
     """Run Anthropic Messages bodies (Claude's native Bedrock format), or Titan embedding
-    inputs, and build the output."""
+    inputs, and build the output; ``fates``: the answered records it loses or repeats."""
     lines: list[bytes] = []
     stats: Counter[str] = Counter()
     billed: list[int] = []
@@ -165,6 +166,12 @@ def run_records(
             outcome = engine.run({**params, "model": job.model}, bytes_key(body), "batch")
         if outcome.fault is not None:
             stats[f"fault_{outcome.fault}"] += 1
+        copies = fates.copies() if outcome.status == 200 else 1
+        if copies == 0:  # lost: counted a success, not billed, no line
+            stats["lines_dropped"] += 1
+            counts["ok"] += 1
+            continue
+        stats["lines_duplicated"] += copies == 2
         line: dict[str, Any] = {"recordId": record_id, "modelInput": record["modelInput"]}
         if outcome.status == 200:
             output = {k: v for k, v in outcome.body.items() if k != "model"}
@@ -176,7 +183,7 @@ def run_records(
         else:
             message = str((outcome.body.get("error") or {}).get("message", "error"))
             line["error"] = {"errorCode": outcome.status, "errorMessage": message}
-        lines.append(orjson.dumps(line))
+        lines += [orjson.dumps(line)] * copies
     stats["requests_received"] += len(records)
     stats["batch_lines_processed"] += len(records)
     return b"\n".join(lines) + b"\n" if lines else b"", counts, stats, billed

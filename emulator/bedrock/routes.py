@@ -21,6 +21,7 @@ from starlette.routing import Route
 from emulator.bedrock import jobs as bj
 from emulator.core.faults import body_key
 from emulator.core.http_common import JSONResponse, control_fault, state_of
+from emulator.core.line_fates import LineFates
 from emulator.core.state import State
 
 ROLE = re.compile(r"arn:aws(-[^:]+)?:iam::([0-9]{12})?:role/.+")
@@ -100,7 +101,10 @@ def _end(state: State, job: bj.BedrockJob, at: float, status: str, done: int | N
     if _validate(state, job) is None:
         records, job.records = job.records or [], None
         run = records if done is None else records[:done]
-        data, counts, stats, billed = bj.run_records(state.anthropic, job, run)
+        config = state.config
+        drop = config.drop_lines if done is None else 0.0  # a job that ran every record
+        fates = LineFates(config.seed, job.job_id, drop, config.duplicate_lines)
+        data, counts, stats, billed = bj.run_records(state.anthropic, job, run, fates)
         base = f"{job.output_uri.rstrip('/')}/{job.job_id}"
         name = job.input_uri.rsplit("/", 1)[-1]
         state.s3.write(f"{base}/{name}.out", data)

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from emulator.core.faults import billing_key, bytes_key, canonical
+from emulator.core.line_fates import LineFates
 from emulator.core.prompt_cache import CacheUse, gemini_usage
 from emulator.gemini.engine import GeminiEngine, error_status
 
@@ -202,12 +203,19 @@ class Sink:
         """The implicit prompt-cache use of one request, counted in the stats."""
         raise NotImplementedError
 
+    def fates(self, batch: "GeminiBatch", ran_all: bool) -> LineFates:
+        """The answered lines ``batch`` loses (only when it ``ran_all`` its requests) or
+        repeats (``emulator.core.line_fates``)."""
+        raise NotImplementedError
+
 
 def _finish(engine: GeminiEngine, batch: GeminiBatch, at: float, done: int, sink: Sink) -> None:
     requests, batch.requests = batch.requests or [], None
     stats: Counter[str] = Counter()
     billed: list[int] = []
     results: list[dict[str, Any]] = []
+    fates = sink.fates(batch, ran_all=done >= len(requests))
+    lost, repeated = 0, set()
     for key, request in requests[:done]:
         body = canonical(request)
         if batch.kind == EMBED:
@@ -216,6 +224,14 @@ def _finish(engine: GeminiEngine, batch: GeminiBatch, at: float, done: int, sink
             outcome = engine.run(request, batch.model, bytes_key(body), grpc=True)
         if outcome.fault is not None:
             stats[f"fault_{outcome.fault}"] += 1
+        copies = fates.copies() if outcome.status == 200 else 1
+        if copies == 0:  # lost: counted succeeded, not billed, no line
+            stats["lines_dropped"] += 1
+            lost += 1
+            continue
+        if copies == 2:
+            stats["lines_duplicated"] += 1
+            repeated.add(key)
         if outcome.status == 200 and batch.kind == EMBED:
             embedded = outcome.body
             reply = {"embedding": embedded["embeddings"][0]}
@@ -229,9 +245,11 @@ def _finish(engine: GeminiEngine, batch: GeminiBatch, at: float, done: int, sink
             billed.append(billing_key("gemini", key, body))
         else:
             results.append({"key": key, "error": outcome.body})
-    ok = sum(1 for r in results if "response" in r)
-    batch.counts = {"succeeded": ok, "failed": len(results) - ok}
-    stats["requests_received"] += len(results)
+    results = [copy for r in results for copy in ([r, r] if r["key"] in repeated else [r])]
+    ok = sum(1 for r in results if "response" in r) - len(repeated)
+    failed = len(results) - len(repeated) - ok
+    batch.counts = {"succeeded": ok + lost, "failed": failed}
+    stats["requests_received"] += ok + lost + failed
     stats["batch_lines_processed"] += len(requests)
     stats["gemini_batches_ended"] += 1
     sink.account(stats, billed)

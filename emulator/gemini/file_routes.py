@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from emulator.core.http_common import DiskFileResponse, JSONResponse, control_fault, state_of
+from emulator.core.line_fates import LineFates
 from emulator.core.outcome import new_id
 from emulator.core.prompt_cache import CacheUse
 from emulator.core.state import State
@@ -51,6 +52,11 @@ class _StateSink(gb.Sink):
         use = self.state.prompt_cache.gemini(org, model, request)
         self.state.stats.cached(use)
         return use
+
+    def fates(self, batch: gb.GeminiBatch, ran_all: bool) -> LineFates:
+        config = self.state.config
+        drop = config.drop_lines if ran_all else 0.0
+        return LineFates(config.seed, batch.name, drop, config.duplicate_lines)
 
 
 async def _guard(request: Request) -> Response | None:

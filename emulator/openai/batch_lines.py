@@ -7,7 +7,6 @@ truncation) takes a fast path that formats the output line from a template; ``te
 checks it matches the general path byte for byte.
 """
 
-import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from emulator.core.faults import billing_key, bytes_key
+from emulator.core.line_fates import LineFates
 from emulator.core.prompt_cache import CacheUse, has_openai_prefix, openai_usage
 from emulator.core.tokens import content_text, count_tokens, prompt_tokens
 from emulator.openai import responses as responses_api
@@ -68,23 +68,6 @@ class PassResult:
     #: indexes of those written twice (``--duplicate-lines``)
     dropped: list[tuple[int, str]] = field(default_factory=list)
     duplicated: list[int] = field(default_factory=list)
-
-
-class LineFates:
-    """Which answered lines a batch loses or writes twice, drawn per line from a generator
-    seeded by the emulator's seed and the batch (a resent line is drawn afresh)."""
-
-    def __init__(self, seed: int, batch: str, drop: float, duplicate: float) -> None:
-        self.active = drop > 0 or duplicate > 0
-        self._draw = random.Random(f"{seed}:{batch}").random
-        self._drop, self._twice = drop, drop + duplicate
-
-    def copies(self) -> int:
-        """How many times the next answered line is written: 0 (lost), 1 or 2."""
-        if not self.active:
-            return 1
-        fate = self._draw()
-        return 0 if fate < self._drop else 2 if fate < self._twice else 1
 
 
 def _count_requests(raw_lines: list[bytes]) -> int:

@@ -10,7 +10,15 @@ from click.testing import CliRunner
 from openai.types import Batch
 
 from emulator.cli import emulator_command
-from emulator.testing import MakeEmulator, chat_line, jsonl, openai_client, parse_jsonl
+from emulator.testing import (
+    MakeEmulator,
+    anthropic_client,
+    chat_line,
+    jsonl,
+    message_request,
+    openai_client,
+    parse_jsonl,
+)
 
 LINES = 400
 
@@ -108,3 +116,22 @@ def test_a_cancelled_batch_lists_its_lost_lines_as_cancelled(make_emulator: Make
 def test_a_share_outside_zero_to_one_is_refused(flag: str) -> None:
     result = CliRunner().invoke(emulator_command, [flag, "1.5"])
     assert result.exit_code == 2 and flag in result.output
+
+
+def test_an_anthropic_batch_that_ended_loses_and_repeats_lines_as_told(
+    make_emulator: MakeEmulator,
+) -> None:
+    with (
+        make_emulator(drop_lines=0.1, duplicate_lines=0.1, control_fail=0.0) as server,
+        anthropic_client(server) as claude,
+    ):
+        requests = [message_request(f"r{i}", f"thing {i}") for i in range(LINES)]
+        batch = claude.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+        ended = claude.messages.batches.retrieve(batch.id)
+        ids = [r.custom_id for r in claude.messages.batches.results(batch.id)]
+        stats = server.stats()
+    dropped, repeated = stats["lines_dropped"], stats["lines_duplicated"]
+    assert ended.processing_status == "ended" and ended.request_counts.succeeded == LINES
+    assert 20 <= dropped <= 60 and 20 <= repeated <= 60
+    assert len(ids) == LINES - dropped + repeated and len(set(ids)) == LINES - dropped
+    assert stats["requests_billed"] == LINES - dropped and stats["bodies_billed_twice"] == 0
