@@ -174,6 +174,10 @@ CASES: list[Case] = [
         batch_rows=100,
         on_s3=True,
         keyed_creates=True,
+        known_failures={
+            "lost_lines": "the lost records are resent as a job of their own, below Bedrock's "
+            "100-record minimum per job: they fail `not sent` and name another provider"
+        },
     ),
 ]
 
