@@ -33,7 +33,7 @@ from maple_assets.graph.per_shard import per_shard
 from maple_assets.graph.shard_options import ShardRunOptions
 from maple_assets.graph.tags import tag_run
 from maple_engine.canary import last_canary, run_canary
-from maple_engine.collect.accounting import describe
+from maple_engine.collect.accounting import describe, missing_for_good
 from maple_engine.collect.responses import summarize
 from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.errors import CanaryFailed
@@ -212,7 +212,7 @@ def mark_reused_shards(
                 metadata={"requests": 0, "reused": shard.rows},
             )
         yield on_latest(context.instance, reused_shard_failed_rows(job.spec, job.state, shard.key))
-        nothing_sent = shard_missing_lines(name, shard.key, {}, LineTally(), resent=False)
+        nothing_sent = shard_missing_lines(name, shard.key, {}, LineTally(), for_good=0)
         yield on_latest(context.instance, nothing_sent)
 
 
@@ -329,9 +329,9 @@ def raw_responses_asset(
             metadata = _responses_metadata(job, shard, combined)
             by_class, pending = metadata["failed_by_class"].value, metadata["pending_retry"]
             checked[shard] = shard_failed_rows(spec, shard, metadata["rows"], by_class, pending)
-            resent = pending > 0 and not job.state.is_stopped()
+            for_good = missing_for_good(combined, job.policy, job.state.is_stopped())
             tally = _tally(job, shard)
-            accounted[shard] = shard_missing_lines(spec.name, shard, metadata, tally, resent)
+            accounted[shard] = shard_missing_lines(spec.name, shard, metadata, tally, for_good)
             return metadata
 
         yield per_shard(context, one, parallel=spec.kind.collect_parallelism)

@@ -27,11 +27,11 @@ def shard_missing_lines_spec(key: dg.AssetKey, pdef: dg.PartitionsDefinition) ->
 
 
 def shard_missing_lines(
-    name: str, shard: str, info: dict[str, Any], tally: LineTally, resent: bool
+    name: str, shard: str, info: dict[str, Any], tally: LineTally, for_good: int
 ) -> dg.AssetCheckEvaluation:
     """The evaluation of partition ``shard`` of job ``name``'s ``raw_responses``: ``info`` its
-    ``summarize``, ``tally`` its attempts' line tally; ``resent``: its missing rows go out
-    again in another attempt."""
+    ``summarize``, ``tally`` its attempts' line tally, ``for_good`` its rows still missing
+    with no send to come (`maple_engine.collect.accounting.missing_for_good`)."""
     figures = line_figures(info)
     said = describe(info)
     if tally.missing:
@@ -43,15 +43,16 @@ def shard_missing_lines(
     ]
     if extra:
         said += f"; {' and '.join(extra)} line(s) ignored"
-    missing = figures["missing"]
-    if missing and resent:
-        said += f" ({missing:,} missing now, sent again)"
+    if for_good:
+        said += f" ({for_good:,} still missing after their last send)"
+    elif figures["missing"]:
+        said += f" ({figures['missing']:,} missing now, sent again)"
     return dg.AssetCheckEvaluation(
         asset_key=asset_key(name, "raw_responses"),
         check_name=NO_MISSING_LINES,
         partition=shard,
-        passed=missing == 0 or resent,
+        passed=for_good == 0,
         severity=dg.AssetCheckSeverity.ERROR,
         description=said,
-        metadata={**figures, **tally.figures()},
+        metadata={**figures, **tally.figures(), "missing_for_good": for_good},
     )

@@ -14,6 +14,7 @@ import polars as pl
 
 from maple_engine.failures import FailureClass
 from maple_engine.model import LineTally
+from maple_engine.policy import RetryPolicy
 
 #: Ended statuses whose result files hold a line for every request of the batch: a batch that
 #: completed, and an Anthropic message batch that ended (its results list each request,
@@ -35,7 +36,7 @@ def tally_lines(sent: pl.Series, lines: pl.DataFrame, missing: int) -> LineTally
     """The tally of an attempt that sent the custom ids ``sent`` and got ``lines`` back, of
     which ``missing`` requests had no line in a batch that ran every request."""
     ids = lines["custom_id"]
-    known = ids.is_in(sent.implode())
+    known = ids.is_in(sent.implode()).fill_null(False)
     return LineTally(
         missing=missing,
         duplicated=int(known.sum()) - ids.filter(known).n_unique(),
@@ -43,18 +44,27 @@ def tally_lines(sent: pl.Series, lines: pl.DataFrame, missing: int) -> LineTally
     )
 
 
+MISSING = (pl.col("status") == "failed") & (pl.col("failure_class") == FailureClass.MISSING.value)
+
+
 def accounting(responses: pl.DataFrame) -> dict[str, int]:
     """Of the rows sent at least once: how many (``sent``), those ``answered``, and those
     ``missing`` (still without a line after their last send)."""
     went = pl.col("attempts") > 0 if "attempts" in responses.columns else pl.lit(True)
     ok = pl.col("status") == "succeeded"
-    lost = (pl.col("status") == "failed") & (pl.col("failure_class") == FailureClass.MISSING.value)
     counts = responses.select(
         went.sum().alias("sent"),
         (went & ok).sum().alias("answered"),
-        (went & lost).sum().alias("missing"),
+        (went & MISSING).sum().alias("missing"),
     ).row(0, named=True)
     return {key: int(value or 0) for key, value in counts.items()}
+
+
+def missing_for_good(responses: pl.DataFrame, policy: RetryPolicy, stopped: bool) -> int:
+    """Rows still ``missing`` that no later send will answer: their class's retries are spent,
+    or the job has stopped sending."""
+    sends = responses.filter(MISSING)["attempts"]
+    return sum(1 for n in sends if stopped or not policy.allows(FailureClass.MISSING, n))
 
 
 def line_figures(info: dict[str, Any]) -> dict[str, int]:

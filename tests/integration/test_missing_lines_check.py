@@ -63,4 +63,5 @@ def test_a_line_still_missing_after_its_last_send_fails_the_check(tmp_path: Path
         metadata["lines"] == f"sent {ROWS}, answered {ROWS - missing}, failed 0, missing {missing}"
     )
     assert latest.passed is False and latest.severity == dg.AssetCheckSeverity.ERROR
-    assert latest.metadata["missing"].value == missing
+    assert latest.metadata["missing_for_good"].value == missing
+    assert latest.description.endswith(f"({missing} still missing after their last send)")

@@ -4,7 +4,7 @@ logic; `tests/e2e/test_lost_lines.py` drives the same through the emulator)."""
 import polars as pl
 import pytest
 
-from maple_engine.collect.accounting import accounting, describe, tally_lines
+from maple_engine.collect.accounting import accounting, describe, missing_for_good, tally_lines
 from maple_engine.collect.responses import attempt_results, plan_retries, summarize
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.model import CUSTOM_ID, ROW_ID, BatchState
@@ -92,3 +92,10 @@ def test_the_accounting_says_sent_answered_failed_missing() -> None:
     assert describe(figures) == "sent 5, answered 2, failed 1, missing 2"
     info = summarize(results)
     assert (info["sent"], info["answered"], info["missing"]) == (5, 2, 2)
+
+
+def test_a_missing_row_is_missing_for_good_once_its_retries_are_spent_or_the_job_stopped() -> None:
+    results = _results("completed")  # r3 and r4 missing after one send
+    assert missing_for_good(results, job_policy({}, {}), stopped=False) == 0  # resent
+    assert missing_for_good(results, job_policy({}, {}), stopped=True) == 2
+    assert missing_for_good(results, job_policy({"missing": 0}, {}), stopped=False) == 2
