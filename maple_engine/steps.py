@@ -37,6 +37,7 @@ from maple_engine.model import (
     REQUEST,
     ROW_ID,
     BatchState,
+    LineTally,
     StopKind,
     Submission,
     batch_priced,
@@ -188,11 +189,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         schema=job.spec.response_schema,
         estimate=text_estimate(job.spec, lambda columns: job.state.shard_frame(shard, columns)),
     )
-    missing = int((results["failure_class"] == FailureClass.MISSING.value).sum())
-    tally = tally_lines(plan[CUSTOM_ID], lines, missing)
-    earlier_summary = progress.summary
-    if earlier_summary is not None and 0 < earlier_summary.attempt < attempt:  # the shard's
-        tally = earlier_summary.tally().plus(tally)
+    tally = _shard_tally(progress.summary, attempt, plan, lines, results)
     results, misfit = fit_vectors(results, job.spec.dimensions)
     misfit = misfit or schema_misfit(results, job.spec.response_schema)
     if misfit is not None:  # the rows are sent again on the rerun after the fix, not now
@@ -233,6 +230,22 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
     )
     job.state.write_summary(shard, summary)
     return responses
+
+
+def _shard_tally(
+    previous: ShardSummary | None,
+    attempt: int,
+    plan: pl.DataFrame,
+    lines: pl.DataFrame,
+    results: pl.DataFrame,
+) -> LineTally:
+    """The line tally of the shard's attempts up to ``attempt``: the ``previous`` summary's
+    (that of the attempt before), plus this one's ``lines`` against its ``plan``."""
+    missing = int((results["failure_class"] == FailureClass.MISSING.value).sum())
+    tally = tally_lines(plan[CUSTOM_ID], lines, missing)
+    if previous is not None and 0 < previous.attempt < attempt:
+        tally = previous.tally().plus(tally)
+    return tally
 
 
 _said = {"at": -RETRY_LOG_EVERY_S}
