@@ -21,6 +21,7 @@ from typing import Any
 import dagster as dg
 from pydantic import ValidationError
 
+from maple_assets.api.distill import run_distilled
 from maple_assets.api.driver import Ready, drive, emulator_url, job_spec, prepare
 from maple_assets.api.errors import InvalidJob, typed_usage_errors, usage_error
 from maple_assets.api.options import CommandOptions, EnrichOptions
@@ -73,6 +74,10 @@ def run(
     """Check the job, then run it to its end (``UsageError`` if it cannot start)."""
     settings = Settings.load(storage=opts.storage_root)
     with typed_usage_errors(), emulator_url(opts, settings) as url:
+        if opts.spec.distill:
+            prepare(opts, url)  # every check of the job before anything is spent
+            result, report = run_distilled(opts, url, lambda ready: drive(ready, instance, driver))
+            return dataclasses.replace(result, distill=report.metadata())
         return drive(prepare(opts, url), instance, driver)
 
 

@@ -58,6 +58,9 @@ class Result:
     cache_saved_usd: float = 0.0  # what this run's cache reads and writes saved
     uncached_cost_usd: float = 0.0  # this run's tokens at prices without the cache
     reasoning_tokens: int = 0  # of output_tokens, those the model spent reasoning
+    #: with --distill: rows distilled, the agreement measured and its sample, the costs
+    #: (``maple_assets.api.distill.DistillReport``)
+    distill: dict[str, Any] | None = None
 
     def metadata(self) -> dict[str, Any]:
         """The figures as Dagster metadata values (no secrets: paths, counts and money)."""
@@ -65,6 +68,7 @@ class Result:
         figures["failed_by_class"] = dict(self.failed_by_class)
         figures["stopped"] = self.stopped or ""
         figures["deadline"] = dict(self.deadline or {})
+        figures["distill"] = dict(self.distill or {})
         return figures
 
 
