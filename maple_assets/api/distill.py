@@ -35,6 +35,7 @@ from maple_engine.distill.plan import (
     sample_labels,
     vectors_of,
 )
+from maple_engine.distill.reports import DistillReport, write_report
 from maple_engine.distill.sample import ROW_KEY, row_keys, sample_rows
 from maple_engine.distill.train import train
 from maple_engine.inputs.sources import scan
@@ -48,46 +49,21 @@ from maple_engine.storage.storage import Storage
 Drive = Callable[[Ready], Result]
 
 
-@dataclasses.dataclass(frozen=True)
-class DistillReport:
-    """What a distilled run measured and saved."""
-
-    rows: int
-    distilled: int
-    llm_rows: int
-    sample: int
-    held_out: int
-    agreement: float  # of the classifier with the LLM on the held-out rows
-    accepted_agreement: float  # of the held-out rows at or over the threshold
-    classifier: str
-    refused: str | None  # the gate's line, when it refused
-    embedding_cost_usd: float  # every run's, from the cost ledger
-    llm_cost_usd: float
-    all_llm_cost_usd: float  # estimated: every row sent to the LLM at its cost per row
-
-    def lines(self) -> list[str]:
-        """The summary's lines."""
-        spent = self.embedding_cost_usd + self.llm_cost_usd
-        return [
-            f"{'distilled':<15}{self.distilled:,} of {self.rows:,} rows answered by classifier "
-            f"{self.classifier}; {self.llm_rows:,} by the LLM",
-            f"{'agreement':<15}{self.agreement:.1%} with the LLM on {self.held_out:,} held-out "
-            f"sample rows ({self.accepted_agreement:.1%} of those over the threshold)",
-            f"{'distill USD':<15}{spent:.6f} (embeddings {self.embedding_cost_usd:.6f}, LLM "
-            f"{self.llm_cost_usd:.6f}) against {self.all_llm_cost_usd:.6f} estimated for "
-            "every row through the LLM",
-        ]
-
-    def metadata(self) -> dict[str, Any]:
-        return dataclasses.asdict(self) | {"refused": self.refused or ""}
-
-
 def run_distilled(
     opts: EnrichOptions, emulator: str | None, drive: Drive
 ) -> tuple[Result, DistillReport]:
     """Run a distilled job to its end: its embedding job, its LLM job on the sample, the
     classifier, its LLM job on the rest, and the output."""
     return DistilledRun(opts, emulator, drive).run()
+
+
+def drive_job(ready: Ready, emulator: str | None, drive: Drive) -> Result:
+    """Run a checked job with ``drive``: a distilled one through its steps, its ``Result``
+    carrying the distillation's figures (``distill``), any other job as it is."""
+    if not ready.spec.distill:
+        return drive(ready)
+    result, report = run_distilled(ready.opts, emulator, drive)
+    return dataclasses.replace(result, distill=report.metadata())
 
 
 @dataclasses.dataclass
@@ -115,7 +91,7 @@ class DistilledRun:
         field = label_field(spec.response_schema)
         rows = scan(str(spec.source)).collect()
         rows = rows.with_columns(row_keys(rows, str(spec.prompt)))
-        embed = _embedding_spec(spec, storage.uri(paths.embeddings))
+        embed = embedding_spec(spec, storage.uri(paths.embeddings))
         self.drive(prepare(self._with(embed), self.emulator))
         crash_point("distill_embedded")
         vectors, present = vectors_of(storage.read_parquet(paths.embeddings, ["llm_embedding"]))
@@ -134,6 +110,7 @@ class DistilledRun:
         source = str(spec.source) if str(spec.source).endswith(".parquet") else None
         written = write_merged(iter([table]), str(spec.output), spec.output_format(), source)
         report = self.report(classifier, decision, answers, len(rows))
+        write_report(storage, spec.name, report)
         return _whole(first, second, table, written.path), report
 
     def _with(self, spec: JobSpec) -> EnrichOptions:
@@ -205,7 +182,7 @@ class DistilledRun:
 _NONE = Classifier("", "", (), (), (), 0, 0, 0.0, None, 0.0, 0.0)
 
 
-def _embedding_spec(spec: JobSpec, output: str) -> JobSpec:
+def embedding_spec(spec: JobSpec, output: str) -> JobSpec:
     """The embedding job of every row's prompt, on the job's provider and account."""
     fields: dict[str, Any] = {
         "name": embedding_job(spec.name), "kind": "embedding", "text": spec.prompt,

@@ -10,9 +10,9 @@ import orjson
 import polars as pl
 
 from maple_engine.collect.responses import NOT_SENT
-from maple_engine.label_field import LabelField
 from maple_engine.distill.plan import Decision
 from maple_engine.distill.sample import ROW_KEY
+from maple_engine.label_field import LabelField
 
 SOURCE, CONFIDENCE = "llm_source", "llm_confidence"
 _ANSWERED = {"llm_response", "llm_parsed", "llm_status", "llm_model"}

@@ -4,7 +4,8 @@
 Paths under the storage root, per job ``NAME``: ``distill/NAME/llm_input.parquet`` (the rows
 the LLM job ``NAME`` answers: the input's columns and ``distill_key``),
 ``distill/NAME/llm_output.parquet`` (its output), ``distill/NAME/embeddings.parquet`` (the
-embedding job ``NAME-embeddings``' output) and ``distill/NAME/classifiers/VERSION.json``."""
+embedding job ``NAME-embeddings``' output), ``distill/NAME/classifiers/VERSION.json`` and
+``distill/NAME/report.json`` (the last run's figures)."""
 
 import dataclasses
 from typing import Any
@@ -38,6 +39,10 @@ class DistillPaths:
     @property
     def llm_output(self) -> str:
         return f"{self.folder}/llm_output.parquet"
+
+    @property
+    def report(self) -> str:
+        return f"{self.folder}/report.json"
 
     def classifier(self, version: str) -> str:
         return f"{self.folder}/classifiers/{version}.json"

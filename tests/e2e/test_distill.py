@@ -2,6 +2,7 @@
 answered mostly by the classifier where the labels follow a rule (``--label-rule keywords``),
 the gate refusing where they do not, reruns and kill -9 paying for nothing twice."""
 
+import re
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -64,6 +65,21 @@ def test_a_schema_that_is_not_one_label_is_refused_before_spend(tmp_path: Path) 
     assert stats["requests_received"] == 0 and stats["files_uploaded"] == 0
 
 
+def test_the_dry_run_estimates_with_and_without_distillation(tmp_path: Path) -> None:
+    table(tmp_path, 500)
+    with emulator() as server:
+        dry = enrich(tmp_path, server, "--distill-sample", "100", "--dry-run")
+        stats = server.stats()
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    lines = {line[:15].strip(): line[15:] for line in dry.stdout.splitlines()}
+    assert "embeddings ~" in lines["with --distill"] and "100-row sample" in lines["with --distill"]
+    assert "every row through the LLM" in lines["without"]
+    least, most = (float(v) for v in re.findall(r"~([0-9.]+) ", lines["with --distill"])[:2])
+    without = float(re.search(r"~([0-9.]+) USD", lines["without"]).group(1))  # type: ignore[union-attr]
+    assert least < without < most
+    assert stats["requests_received"] == 0
+
+
 @pytest.mark.slow  # about 25 s on 2 cores
 def test_distill_answers_most_of_20000_rows_without_the_llm(tmp_path: Path) -> None:
     table(tmp_path, 20_000)
@@ -86,6 +102,34 @@ def test_distill_answers_most_of_20000_rows_without_the_llm(tmp_path: Path) -> N
     assert again.returncode == 0, again.stderr[-2000:]
     assert rerun["requests_billed"] == first["requests_billed"]  # the rerun paid nothing
     assert_frame_equal(pl.read_parquet(tmp_path / "out.parquet"), out)
+    costs = maple("costs", "--by", "job", MAPLE_STORAGE=str(tmp_path / "store"))
+    assert costs.returncode == 0, costs.stderr[-2000:]
+    section = costs.stdout.split("distilled job", 1)[1].splitlines()
+    row = next(line for line in section if line.startswith("items ")).split()
+    assert row[1:3] == ["20,000", f"{distilled.height:,}"] and row[3].endswith("%")
+    assert "items-embeddings" in costs.stdout and "every_row_usd" in costs.stdout
+
+
+@pytest.mark.slow  # about 15 s on 2 cores
+def test_the_python_api_returns_the_distillations_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import maple_assets
+
+    path = table(tmp_path, 2000)
+    with emulator() as server:
+        monkeypatch.setenv("MAPLE_EMULATOR_URL", server.url)
+        result = maple_assets.enrich(
+            str(path), prompt=PROMPT, system=SYSTEM, model="gpt-4o-mini", provider="emulator",
+            job="items", response_schema=str(tmp_path / "schema.json"), distill=True,
+            distill_sample=400, storage=str(tmp_path / "store"),
+            output=str(tmp_path / "out.parquet"),
+        )  # fmt: skip
+        billed = server.stats()["chat_requests_billed"]
+    assert result.status == "succeeded" and result.rows == 2000
+    figures = result.metadata()["distill"]
+    assert figures["distilled"] == 2000 - billed and figures["held_out"] == 120
+    assert figures["agreement"] >= 0.9 and figures["refused"] == ""
 
 
 @pytest.mark.slow  # about 20 s on 2 cores
