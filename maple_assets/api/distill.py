@@ -28,7 +28,6 @@ from maple_engine.distill.classifier import Classifier, Vectors, classifier_vers
 from maple_engine.distill.output import distilled_output
 from maple_engine.distill.plan import (
     Decision,
-    DistillPaths,
     decide,
     embedding_job,
     gate_line,
@@ -44,6 +43,7 @@ from maple_engine.ledger.costs import CostLedger
 from maple_engine.merge.merge import write_merged
 from maple_engine.settings import Settings
 from maple_engine.spec import JobSpec, build_spec
+from maple_engine.storage.layout import DistillPaths
 from maple_engine.storage.storage import Storage
 
 Drive = Callable[[Ready], Result]

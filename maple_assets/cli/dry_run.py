@@ -7,7 +7,6 @@ from typing import Any
 import click
 
 from maple_assets.api.distill import embedding_spec
-from maple_engine.distill.plan import DistillPaths
 from maple_engine.inputs.tokens import MAX_TOKEN_PARAMS, output_tokens_per_request
 from maple_engine.job import Job
 from maple_engine.ledger.price_book import PriceBook
@@ -23,6 +22,7 @@ from maple_engine.send.lane import lane_of
 from maple_engine.settings import Settings
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
+from maple_engine.storage.layout import DistillPaths
 from maple_engine.storage.storage import Storage
 from maple_engine.submit.sizing import plan_size
 

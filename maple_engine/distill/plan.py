@@ -1,11 +1,6 @@
 """Which rows the LLM answers in a distilled job, and what the job measured: the pure part of
-``--distill``, between reading the embeddings and the LLM's answers and writing the output.
-
-Paths under the storage root, per job ``NAME``: ``distill/NAME/llm_input.parquet`` (the rows
-the LLM job ``NAME`` answers: the input's columns and ``distill_key``),
-``distill/NAME/llm_output.parquet`` (its output), ``distill/NAME/embeddings.parquet`` (the
-embedding job ``NAME-embeddings``' output), ``distill/NAME/classifiers/VERSION.json`` and
-``distill/NAME/report.json`` (the last run's figures)."""
+``--distill``, between reading the embeddings and the LLM's answers and writing the output
+(its files under the storage root: `maple_engine.storage.layout.DistillPaths`)."""
 
 import dataclasses
 from typing import Any
@@ -16,36 +11,6 @@ import polars as pl
 from maple_engine.distill.classifier import Classifier, Vectors
 from maple_engine.distill.gate import MIN_COVERAGE
 from maple_engine.distill.sample import ROW_KEY
-
-
-@dataclasses.dataclass(frozen=True)
-class DistillPaths:
-    """The keys of one distilled job's files under the storage root."""
-
-    job: str
-
-    @property
-    def folder(self) -> str:
-        return f"distill/{self.job}"
-
-    @property
-    def embeddings(self) -> str:
-        return f"{self.folder}/embeddings.parquet"
-
-    @property
-    def llm_input(self) -> str:
-        return f"{self.folder}/llm_input.parquet"
-
-    @property
-    def llm_output(self) -> str:
-        return f"{self.folder}/llm_output.parquet"
-
-    @property
-    def report(self) -> str:
-        return f"{self.folder}/report.json"
-
-    def classifier(self, version: str) -> str:
-        return f"{self.folder}/classifiers/{version}.json"
 
 
 def embedding_job(job: str) -> str:

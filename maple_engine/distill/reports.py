@@ -6,7 +6,7 @@ from typing import Any
 
 import orjson
 
-from maple_engine.distill.plan import DistillPaths
+from maple_engine.storage.layout import DISTILL, DistillPaths
 from maple_engine.storage.storage import Storage
 
 
@@ -52,7 +52,7 @@ def write_report(storage: Storage, job: str, report: DistillReport) -> None:
 def read_reports(storage: Storage) -> dict[str, DistillReport]:
     """Every distilled job's last report under the storage root, by job name."""
     found: dict[str, DistillReport] = {}
-    for folder in storage.list_keys("distill"):
+    for folder in storage.list_keys(DISTILL):
         job = folder.rsplit("/", 1)[-1]
         key = DistillPaths(job).report
         if storage.exists(key):
