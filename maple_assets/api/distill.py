@@ -92,7 +92,9 @@ class DistilledRun:
         rows = scan(str(spec.source)).collect()
         rows = rows.with_columns(row_keys(rows, str(spec.prompt)))
         embed = embedding_spec(spec, storage.uri(paths.embeddings))
-        self.drive(prepare(self._with(embed), self.emulator))
+        embedded_run = self.drive(prepare(self._with(embed), self.emulator))
+        if embedded_run.status == "stopped":  # budget, quota, cancel: nothing more is sent
+            return embedded_run, _stopped(len(rows))
         crash_point("distill_embedded")
         vectors, present = vectors_of(storage.read_parquet(paths.embeddings, ["llm_embedding"]))
         keys = rows[ROW_KEY]
@@ -100,6 +102,8 @@ class DistilledRun:
         chosen = embedded.gather(sample_rows(embedded, spec.distill_sample))
         sample = keys.is_in(chosen.implode()).to_numpy()
         answers, first = self.llm(rows.filter(pl.Series(sample | self.earlier_llm_rows(keys))))
+        if first.status == "stopped":  # a rerun of the command goes on from here
+            return first, _stopped(len(rows))
         taught = np.flatnonzero(sample)
         classifier = self.classifier(field, answers, keys.to_list(), vectors, taught)
         decision = decide(classifier, vectors, present, sample)
@@ -127,9 +131,12 @@ class DistilledRun:
         """Run the LLM job ``NAME`` over ``rows``; its output and result."""
         storage, paths = self.storage, self.paths
         storage.write_parquet(paths.llm_input, rows)
+        budget = self.spec.budget_usd
+        if budget is not None:  # one budget for the whole job: what the embeddings left
+            budget = max(0.0, budget - self.spent(embedding_job(self.spec.name)))
         spec = self.spec.model_copy(
             update={"distill": False, "source": storage.uri(paths.llm_input),
-                    "output": storage.uri(paths.llm_output)}
+                    "output": storage.uri(paths.llm_output), "budget_usd": budget}
         )  # fmt: skip
         result = self.drive(prepare(self._with(spec), self.emulator))
         return storage.read_parquet(paths.llm_output), result
@@ -155,15 +162,19 @@ class DistilledRun:
         self.storage.write_bytes(key, classifier.to_json())
         return classifier
 
+    def spent(self, job: str) -> float:
+        """What ``job`` has spent in all its runs (the cost ledger)."""
+        settings = Settings.load(storage=self.opts.storage_root)
+        with CostLedger(database_url=settings.cost_db, storage_root=settings.storage_root) as led:
+            return sum(e.cost_usd for e in led.job_entries(job))
+
     def report(
         self, classifier: Classifier | None, decision: Decision, answers: pl.DataFrame, rows: int
     ) -> DistillReport:
         """What the run measured, and its cost (every run's, from the ledger) against sending
         every row to the LLM (at the LLM's mean cost per answered row)."""
-        spec, settings = self.spec, Settings.load(storage=self.opts.storage_root)
-        with CostLedger(database_url=settings.cost_db, storage_root=settings.storage_root) as led:
-            embedded = sum(e.cost_usd for e in led.job_entries(embedding_job(spec.name)))
-            llm = sum(e.cost_usd for e in led.job_entries(spec.name))
+        spec = self.spec
+        embedded, llm = self.spent(embedding_job(spec.name)), self.spent(spec.name)
         answered = answers.filter(pl.col("llm_status") == "succeeded")
         per_row = float(answered["llm_cost_usd"].sum()) / max(1, answered.height)
         distilled = int(decision.distilled.sum())
@@ -176,6 +187,12 @@ class DistilledRun:
             classifier=found.version, refused=refused, embedding_cost_usd=embedded,
             llm_cost_usd=llm, all_llm_cost_usd=per_row * rows,
         )  # fmt: skip
+
+
+def _stopped(rows: int) -> DistillReport:
+    """The report of a run that stopped before the classifier answered any row."""
+    refused = "distill: the job stopped before the classifier was trained or used"
+    return DistillReport(rows, 0, rows, 0, 0, 0.0, 0.0, "", refused, 0.0, 0.0, 0.0)
 
 
 #: what a job whose LLM answered no sample row reports
@@ -191,6 +208,7 @@ def embedding_spec(spec: JobSpec, output: str) -> JobSpec:
         "allow_untracked_cost": spec.allow_untracked_cost, "headers": spec.headers,
         "extra_body": spec.extra_body, "max_requests_per_batch": spec.max_requests_per_batch,
         "max_batch_bytes": spec.max_batch_bytes, "deadline_s": spec.deadline_s,
+        "budget_usd": spec.budget_usd,
     }  # fmt: skip
     return build_spec(**fields)
 

@@ -30,10 +30,11 @@ def run_enrich(opts: EnrichOptions, settings: Settings) -> int:
         if opts.spec.distill:
             with engine_warnings_on_stderr():
                 result, report = run_distilled(opts, url, _quiet_drive)
-            if report.refused:
+            finished = result.status != "stopped"  # else the summary says why it stopped
+            if finished and report.refused:
                 click.echo(report.refused, err=True)
             print_summary(result, ready.spec, ready.price.source)
-            for line in report.lines():
+            for line in report.lines() if finished else []:
                 click.echo(line)
             return EXIT_CODES[result.status]
         with engine_warnings_on_stderr():

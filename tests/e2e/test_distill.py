@@ -80,6 +80,19 @@ def test_the_dry_run_estimates_with_and_without_distillation(tmp_path: Path) -> 
     assert stats["requests_received"] == 0
 
 
+@pytest.mark.slow  # about 10 s on 2 cores
+def test_a_budget_the_embeddings_exceed_stops_the_job_before_any_llm_spend(
+    tmp_path: Path,
+) -> None:
+    table(tmp_path, 200)
+    with emulator() as server:
+        stopped = enrich(tmp_path, server, "--budget", "0")
+        stats = server.stats()
+    assert stopped.returncode == 4, stopped.stderr[-2000:]
+    assert "stopped:" in stopped.stderr and "distill:" not in stopped.stderr
+    assert stats["requests_billed"] == 0
+
+
 @pytest.mark.slow  # about 25 s on 2 cores
 def test_distill_answers_most_of_20000_rows_without_the_llm(tmp_path: Path) -> None:
     table(tmp_path, 20_000)
