@@ -153,7 +153,8 @@ class DistilledRun:
             return None
         pairs = sorted({(keys[i], labelled[keys[i]]) for i in taught}, key=str)
         model = spec.distill_embedding_model
-        version = classifier_version(model, spec.distill_dimensions, pairs)
+        target = spec.distill_agreement
+        version = classifier_version(model, spec.distill_dimensions, target, pairs)
         key = self.paths.classifier(version)
         if self.storage.exists(key):
             return Classifier.from_json(self.storage.read_bytes(key))

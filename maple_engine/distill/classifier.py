@@ -58,10 +58,10 @@ class Classifier:
 
 
 def classifier_version(
-    embedding_model: str, dimensions: int | None, sample: list[tuple[str, Any]]
+    embedding_model: str, dimensions: int | None, target: float, sample: list[tuple[str, Any]]
 ) -> str:
-    """The content address of a classifier trained on ``sample`` (row key, label) pairs."""
-    payload = orjson.dumps(
-        {"model": embedding_model, "dimensions": dimensions, "sample": sorted(sample, key=str)}
-    )
+    """The content address of a classifier trained on ``sample`` (row key, label) pairs, its
+    threshold chosen for the agreement ``target``."""
+    fields = {"model": embedding_model, "dimensions": dimensions, "target": target}
+    payload = orjson.dumps(fields | {"sample": sorted(sample, key=str)})
     return "logreg-" + hashlib.sha256(payload).hexdigest()[:16]

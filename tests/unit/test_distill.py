@@ -72,10 +72,11 @@ def test_the_classifier_round_trips_and_is_addressed_by_its_sample() -> None:
     again = Classifier.from_json(classifier.to_json())
     assert again == classifier and again.score(vectors)[0] == classifier.score(vectors)[0]
     assert set(again.classes) == {True, False}
-    one = classifier_version("emb", 256, [("k1", "a"), ("k2", "b")])
-    assert one == classifier_version("emb", 256, [("k2", "b"), ("k1", "a")])
-    assert one != classifier_version("emb", 256, [("k1", "a"), ("k2", "a")])
-    assert one != classifier_version("other", 256, [("k1", "a"), ("k2", "b")])
+    one = classifier_version("emb", 256, 0.95, [("k1", "a"), ("k2", "b")])
+    assert one == classifier_version("emb", 256, 0.95, [("k2", "b"), ("k1", "a")])
+    assert one != classifier_version("emb", 256, 0.95, [("k1", "a"), ("k2", "a")])
+    assert one != classifier_version("other", 256, 0.95, [("k1", "a"), ("k2", "b")])
+    assert one != classifier_version("emb", 256, 0.9, [("k1", "a"), ("k2", "b")])
 
 
 def test_the_sample_is_chosen_by_the_prompts_content() -> None:
