@@ -20,6 +20,7 @@ Points, in the order a job meets them:
     mid_merge         merge: the first shard is written to the partial output file
     distill_embedded  --distill: every row embedded, no sample sent yet
     distill_trained   --distill: the classifier stored, the unsure rows not sent yet
+    distill_unsure    --distill: the LLM job's input holds the unsure rows, none sent yet
 """
 
 import os
@@ -39,6 +40,7 @@ POINTS = (
     "mid_merge",
     "distill_embedded",
     "distill_trained",
+    "distill_unsure",
 )
 
 

@@ -108,7 +108,7 @@ class DistilledRun:
         classifier = self.classifier(field, answers, keys.to_list(), vectors, taught)
         decision = decide(classifier, vectors, present, sample)
         crash_point("distill_trained")
-        answers, second = self.llm(rows.filter(pl.Series(~decision.distilled)))
+        answers, second = self.llm(rows.filter(pl.Series(~decision.distilled)), "distill_unsure")
         version = classifier.version if classifier is not None else None
         table = distilled_output(rows, answers, field, decision, version)
         source = str(spec.source) if str(spec.source).endswith(".parquet") else None
@@ -127,10 +127,13 @@ class DistilledRun:
         sent = self.storage.read_parquet(self.paths.llm_input, [ROW_KEY])[ROW_KEY]
         return keys.is_in(sent.implode()).to_numpy()
 
-    def llm(self, rows: pl.DataFrame) -> tuple[pl.DataFrame, Result]:
-        """Run the LLM job ``NAME`` over ``rows``; its output and result."""
+    def llm(self, rows: pl.DataFrame, point: str = "") -> tuple[pl.DataFrame, Result]:
+        """Run the LLM job ``NAME`` over ``rows``; its output and result (``point``: the crash
+        point between writing its input and running it)."""
         storage, paths = self.storage, self.paths
         storage.write_parquet(paths.llm_input, rows)
+        if point:
+            crash_point(point)
         budget = self.spec.budget_usd
         if budget is not None:  # one budget for the whole job: what the embeddings left
             budget = max(0.0, budget - self.spent(embedding_job(self.spec.name)))

@@ -93,7 +93,7 @@ def test_a_budget_the_embeddings_exceed_stops_the_job_before_any_llm_spend(
     assert stats["requests_billed"] == 0
 
 
-@pytest.mark.slow  # about 25 s on 2 cores
+@pytest.mark.slow  # about 45 s on 2 cores
 def test_distill_answers_most_of_20000_rows_without_the_llm(tmp_path: Path) -> None:
     table(tmp_path, 20_000)
     with emulator() as server:
@@ -123,7 +123,7 @@ def test_distill_answers_most_of_20000_rows_without_the_llm(tmp_path: Path) -> N
     assert "items-embeddings" in costs.stdout and "every_row_usd" in costs.stdout
 
 
-@pytest.mark.slow  # about 15 s on 2 cores
+@pytest.mark.slow  # about 20 s on 2 cores
 def test_the_python_api_returns_the_distillations_figures(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -145,7 +145,7 @@ def test_the_python_api_returns_the_distillations_figures(
     assert figures["agreement"] >= 0.9 and figures["refused"] == ""
 
 
-@pytest.mark.slow  # about 20 s on 2 cores
+@pytest.mark.slow  # about 40 s on 2 cores
 def test_an_edited_row_is_embedded_and_scored_again_not_relabelled(tmp_path: Path) -> None:
     path = table(tmp_path, 3000)
     with emulator() as server:
@@ -164,7 +164,7 @@ def test_an_edited_row_is_embedded_and_scored_again_not_relabelled(tmp_path: Pat
     assert out["llm_parsed"].struct.field("aisle").to_list() == ["dairy"] * 20
 
 
-@pytest.mark.slow  # about 15 s on 2 cores
+@pytest.mark.slow  # about 20 s on 2 cores
 def test_without_a_learnable_rule_the_gate_sends_every_row_to_the_llm(tmp_path: Path) -> None:
     table(tmp_path, 2000)
     with emulator(rule="first") as server:
@@ -178,8 +178,10 @@ def test_without_a_learnable_rule_the_gate_sends_every_row_to_the_llm(tmp_path: 
     assert out["llm_source"].unique().to_list() == ["llm"]
 
 
-@pytest.mark.slow  # about 25 s a point on 2 cores
-@pytest.mark.parametrize("point", ["after_create", "distill_embedded", "distill_trained"])
+@pytest.mark.slow  # 45-85 s a point on 2 cores
+@pytest.mark.parametrize(
+    "point", ["after_create", "distill_embedded", "distill_trained", "distill_unsure"]
+)
 def test_kill_9_at_a_stage_then_rerun_pays_nothing_twice(tmp_path: Path, point: str) -> None:
     base, crash = tmp_path / "base", tmp_path / "crash"
     base.mkdir()
