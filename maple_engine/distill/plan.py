@@ -25,7 +25,7 @@ def vectors_of(embeddings: pl.DataFrame) -> tuple[Vectors, np.ndarray]:
     width = column.dtype.size if isinstance(column.dtype, pl.Array) else 0
     vectors = np.zeros((len(column), width))
     if present.any():
-        vectors[present] = np.asarray(column.filter(column.is_not_null()).to_list(), dtype=float)
+        vectors[present] = column.filter(column.is_not_null()).to_numpy().astype(float)
     return vectors, present
 
 

@@ -8,7 +8,7 @@ import pytest
 from maple_engine.distill.classifier import Classifier, classifier_version
 from maple_engine.distill.gate import choose_threshold
 from maple_engine.distill.output import distilled_output
-from maple_engine.distill.plan import Decision, decide
+from maple_engine.distill.plan import Decision, decide, vectors_of
 from maple_engine.distill.sample import ROW_KEY, row_keys, sample_rows
 from maple_engine.distill.train import train
 from maple_engine.errors import ConfigError
@@ -111,6 +111,15 @@ def test_distilled_rows_are_answered_by_the_classifier_the_rest_by_the_llm() -> 
     assert table["llm_failure_class"].to_list() == [None, None, "not_sent"]
     assert table["llm_attempts"].to_list() == [1, 0, None]
     assert table["llm_confidence"].to_list() == [0.4, 0.99, None]
+
+
+def test_the_embedding_outputs_vectors_are_read_with_their_gaps() -> None:
+    column = pl.Series(
+        "llm_embedding", [[1.0, 2.0], None, [3.0, 4.0]], dtype=pl.Array(pl.Float32, 2)
+    )
+    vectors, present = vectors_of(pl.DataFrame([column]))
+    assert vectors.tolist() == [[1.0, 2.0], [0.0, 0.0], [3.0, 4.0]]
+    assert present.tolist() == [True, False, True]
 
 
 def test_rows_without_a_vector_or_in_the_sample_are_never_distilled() -> None:
