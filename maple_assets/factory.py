@@ -105,6 +105,7 @@ def enrichment(
     endpoint: Literal["chat", "responses"] = DEFAULTS.endpoint,
     distill: bool = DEFAULTS.distill,
     distill_embedding_model: str = DEFAULTS.distill_embedding_model,
+    distill_provider: str | None = DEFAULTS.distill_provider,
     distill_dimensions: int | None = DEFAULTS.distill_dimensions,
     distill_sample: int = DEFAULTS.distill_sample,
     distill_agreement: float = DEFAULTS.distill_agreement,

@@ -87,6 +87,7 @@ CHAT = Kind(
         "endpoint",
         "distill",
         "distill_embedding_model",
+        "distill_provider",
         "distill_dimensions",
         "distill_sample",
         "distill_agreement",

@@ -273,7 +273,12 @@ class JobSpec(BaseModel):
     )
     distill_embedding_model: str = Field(
         default="text-embedding-3-small",
-        description="With --distill: the embedding model, on the job's provider.",
+        description="With --distill: the embedding model.",
+    )
+    distill_provider: str | None = Field(
+        default=None,
+        description="With --distill: the provider of the embeddings (one with kind embeddings "
+        "in `maple providers`); default: the job's.",
     )
     distill_dimensions: int | None = Field(
         default=256,

@@ -92,7 +92,7 @@ class DistilledRun:
         rows = scan(str(spec.source)).collect()
         rows = rows.with_columns(row_keys(rows, str(spec.prompt)))
         embed = embedding_spec(spec, storage.uri(paths.embeddings))
-        embedded_run = self.drive(prepare(self._with(embed), self.emulator))
+        embedded_run = self.drive(prepare(self._embedding_options(embed), self.emulator))
         if embedded_run.status == "stopped":  # budget, quota, cancel: nothing more is sent
             return embedded_run, _stopped(len(rows))
         crash_point("distill_embedded")
@@ -119,6 +119,16 @@ class DistilledRun:
 
     def _with(self, spec: JobSpec) -> EnrichOptions:
         return self.opts.model_copy(update={"spec": spec})
+
+    def _embedding_options(self, embed: JobSpec) -> EnrichOptions:
+        """The embedding job's command options: ``--distill-base-url``, or the job's own
+        provider settings when it embeds through the job's provider."""
+        opts = self.opts
+        if embed.provider == self.spec.provider:
+            base_url = opts.distill_base_url or opts.base_url
+            return opts.model_copy(update={"spec": embed, "base_url": base_url})
+        update = {"spec": embed, "base_url": opts.distill_base_url, "completion_window": None}
+        return opts.model_copy(update=update)
 
     def earlier_llm_rows(self, keys: pl.Series) -> np.ndarray:
         """The rows an earlier run gave the LLM job (kept, so its batches are never dropped)."""
@@ -208,7 +218,8 @@ def embedding_spec(spec: JobSpec, output: str) -> JobSpec:
     fields: dict[str, Any] = {
         "name": embedding_job(spec.name), "kind": "embedding", "text": spec.prompt,
         "model": spec.distill_embedding_model, "dimensions": spec.distill_dimensions,
-        "provider": spec.provider, "team": spec.team, "source": spec.source, "output": output,
+        "provider": spec.distill_provider or spec.provider, "team": spec.team,
+        "source": spec.source, "output": output,
         "allow_untracked_cost": spec.allow_untracked_cost, "headers": spec.headers,
         "extra_body": spec.extra_body, "max_requests_per_batch": spec.max_requests_per_batch,
         "max_batch_bytes": spec.max_batch_bytes, "deadline_s": spec.deadline_s,

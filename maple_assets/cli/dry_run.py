@@ -108,7 +108,7 @@ def _distill_rows(
     embed = embedding_spec(spec, Storage(storage).uri(DistillPaths(spec.name).embeddings))
     plan, _ = estimate_sends(embed, provider, Storage(storage))
     price = PriceBook(Settings.load(storage=storage).prices).price(
-        embed.model, spec.provider, allow_untracked=spec.allow_untracked_cost
+        embed.model, embed.provider, allow_untracked=spec.allow_untracked_cost
     )
     embedded = plan.cost(price, provider.mode == "batch" or provider.capabilities.batch_prices)
     sample = min(spec.distill_sample, rows) / max(1, rows)
