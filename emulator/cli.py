@@ -9,6 +9,7 @@ from emulator.config import (
     parse_organizations,
     parse_workspaces,
 )
+from emulator.core.labels import RULES
 
 
 @click.command("emulator")
@@ -181,6 +182,23 @@ from emulator.config import (
     "that does not shorten vectors (or a gateway that drops the field) does.",
 )
 @click.option(
+    "--label-rule",
+    type=click.Choice(RULES),
+    default="first",
+    show_default=True,
+    help="How a reply of one enum or boolean field is chosen: first (the first enum value, "
+    "true) or keywords (the first enum value whose words are in the prompt; a boolean: the "
+    "field name's words are in the prompt).",
+)
+@click.option(
+    "--label-noise",
+    type=click.FloatRange(0, 1),
+    default=0.0,
+    show_default=True,
+    metavar="FRACTION",
+    help="Flip this share of --label-rule keywords answers, the same prompts every time.",
+)
+@click.option(
     "--no-usage",
     "omit_usage",
     is_flag=True,
@@ -243,6 +261,8 @@ def emulator_command(
     latency: str,
     server_slots: int,
     ignore_dimensions: bool,
+    label_rule: str,
+    label_noise: float,
     omit_usage: bool,
     required_headers: tuple[str, ...],
     required_body_fields: tuple[str, ...],
@@ -279,6 +299,8 @@ def emulator_command(
             server_slots=server_slots,
             omit_usage=omit_usage,
             ignore_dimensions=ignore_dimensions,
+            label_rule=label_rule,
+            label_noise=label_noise,
             required_headers=required_headers,
             required_body_fields=required_body_fields,
             gateway_nulls=gateway_nulls,

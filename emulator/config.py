@@ -3,6 +3,8 @@
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from emulator.core.labels import RULES
+
 #: Fault classes accepted by ``--fail CLASS=RATE``; see ``emulator.core.faults`` for their wire
 #: shapes.
 FAULT_CLASSES: tuple[str, ...] = (
@@ -119,6 +121,11 @@ class EmulatorConfig:
     #: The ``completion_window`` values an OpenAI-compatible batch create accepts (OpenAI: 24h;
     #: an OpenAI-compatible vendor's profile may take others).
     completion_windows: tuple[str, ...] = ("24h",)
+    #: How a reply of one enum or boolean field is chosen (``emulator.core.labels``): ``first``
+    #: (the first enum value, true) or ``keywords`` (by the words of the prompt), and the share
+    #: of those answers flipped, chosen by the prompt.
+    label_rule: str = "first"
+    label_noise: float = 0.0
 
     def __post_init__(self) -> None:
         for name, rate in self.fail.items():
@@ -127,6 +134,7 @@ class EmulatorConfig:
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be at least 1, got {value}")
+        _check_labels(self.label_rule, self.label_noise)
         for name in ("batch_seconds", "batch_seconds_per_1k", "batch_seconds_spread"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
@@ -156,6 +164,13 @@ class EmulatorConfig:
         if self.control_fail is not None:
             return self.control_fail
         return self.fail.get("server_error", 0.0) / 4
+
+
+def _check_labels(rule: str, noise: float) -> None:
+    if rule not in RULES:
+        raise ValueError(f"label_rule must be one of {', '.join(RULES)}, got {rule}")
+    if not 0.0 <= noise <= 1.0:
+        raise ValueError(f"label_noise must be between 0 and 1, got {noise}")
 
 
 def _check_fault(name: str, rate: float) -> None:

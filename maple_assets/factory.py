@@ -30,6 +30,7 @@ from maple_assets.graph.checks import build_checks
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.observed import file_watch, observed_file
 from maple_assets.graph.sensors import enrichment_sensor
+from maple_engine.errors import ConfigError
 from maple_engine.model import EMBEDDING
 from maple_engine.policy import RetryPolicy
 from maple_engine.spec import DEFAULTS, JobSpec, build_spec
@@ -102,6 +103,12 @@ def enrichment(
     canary_min_success: float = DEFAULTS.canary_min_success,
     cache: Literal["auto", "off"] = DEFAULTS.cache,
     endpoint: Literal["chat", "responses"] = DEFAULTS.endpoint,
+    distill: bool = DEFAULTS.distill,
+    distill_embedding_model: str = DEFAULTS.distill_embedding_model,
+    distill_provider: str | None = DEFAULTS.distill_provider,
+    distill_dimensions: int | None = DEFAULTS.distill_dimensions,
+    distill_sample: int = DEFAULTS.distill_sample,
+    distill_agreement: float = DEFAULTS.distill_agreement,
     headers: dict[str, str] | None = None,
     extra_body: dict[str, Any] | None = None,
 ) -> Enrichment:
@@ -160,6 +167,12 @@ def _declare(source: Any, poll_interval_s: int, **options: Any) -> Enrichment:
     options by name) over ``source`` (a path, or an upstream asset: no source in the spec),
     checked, and its asset graph, sensor and checks."""
     spec = build_spec(source=source if isinstance(source, str) else None, **options)
+    if spec.distill:
+        raise ConfigError(
+            f"{spec.name}: distill=True runs through `maple enrich --distill` and "
+            "maple_assets.enrich(distill=True); the asset graph does not run a distilled job "
+            "yet: declare it without distill, or run it from the command line or the Python API."
+        )
     return graph_of(declare_job(spec), source, poll_interval_s, declared_at(2))
 
 

@@ -20,6 +20,7 @@ import dagster as dg
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from maple_assets.api.distill import drive_job
 from maple_assets.api.driver import drive, emulator_url, prepare
 from maple_assets.api.errors import UsageError, one_line, typed_usage_errors
 from maple_assets.api.jobs import enrich_options
@@ -120,7 +121,8 @@ def run_from_config(context: dg.OpExecutionContext, config: dict[str, Any]) -> d
                 # the job's own stage runs go to a private in-memory instance: in the
                 # deployment's they were unowned assets in the Catalog and untargeted runs
                 # (this run, its tags and figures are what the deployment shows)
-                result = drive(ready, dg.DagsterInstance.ephemeral(), driver="dagster")
+                stages = dg.DagsterInstance.ephemeral()
+                result = drive_job(ready, url, lambda step: drive(step, stages, driver="dagster"))
     except UsageError as exc:  # the CLI's one line, and no traceback
         line = one_line(exc)
         instance.add_run_tags(run_id, {ERROR: line[:4000]})

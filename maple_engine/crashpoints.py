@@ -18,6 +18,9 @@ Points, in the order a job meets them:
                       store, pending ones to results-n), cost and retry plan not yet
     before_summary    collect: retry plan written, summary not yet
     mid_merge         merge: the first shard is written to the partial output file
+    distill_embedded  --distill: every row embedded, no sample sent yet
+    distill_trained   --distill: the classifier stored, the unsure rows not sent yet
+    distill_unsure    --distill: the LLM job's input holds the unsure rows, none sent yet
 """
 
 import os
@@ -35,6 +38,9 @@ POINTS = (
     "after_results",
     "before_summary",
     "mid_merge",
+    "distill_embedded",
+    "distill_trained",
+    "distill_unsure",
 )
 
 

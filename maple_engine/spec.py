@@ -31,6 +31,7 @@ from pydantic import (
 
 from maple_engine.durations import parse_duration
 from maple_engine.errors import ConfigError
+from maple_engine.label_field import label_field
 from maple_engine.model import CHAT, INTERNAL_COLUMNS, KINDS, OUTPUT_COLUMNS, Kind, kind_named
 from maple_engine.policy import UNLIMITED, check_retries, parse_retry_options
 from maple_engine.providers.attribution import AttributionMap
@@ -263,6 +264,48 @@ class JobSpec(BaseModel):
         description="The canary's least share of rows that succeed (and, with a response "
         "schema, of replies that match it) for the job to go on.",
     )
+
+    distill: bool = Field(
+        default=False,
+        description="Answer most rows of a one-field enum or boolean classification without "
+        "the LLM: embed every row's prompt, send a sample to the LLM, train a classifier on "
+        "it and answer the rows it is sure of (--distill-agreement); the rest go to the LLM.",
+    )
+    distill_embedding_model: str = Field(
+        default="text-embedding-3-small",
+        description="With --distill: the embedding model.",
+    )
+    distill_provider: str | None = Field(
+        default=None,
+        description="With --distill: the provider of the embeddings (one with kind embeddings "
+        "in `maple providers`); default: the job's.",
+    )
+    distill_dimensions: int | None = Field(
+        default=256,
+        ge=1,
+        description="With --distill: the length of each vector.",
+    )
+    distill_sample: int = Field(
+        default=2000,
+        ge=20,
+        description="With --distill: how many rows the LLM labels to teach and measure the "
+        "classifier (30% of them are held out to measure it).",
+    )
+    distill_agreement: float = Field(
+        default=0.95,
+        gt=0,
+        le=1,
+        description="With --distill: the least agreement with the LLM, measured on held-out "
+        "sample rows, of the rows the classifier answers; none reachable: every row goes to "
+        "the LLM.",
+    )
+
+    @model_validator(mode="after")
+    def _distill_has_a_label(self) -> "JobSpec":
+        """A distilled job answers one enum or boolean field."""
+        if self.distill:
+            label_field(self.response_schema)
+        return self
 
     @field_validator("name")
     @classmethod

@@ -165,7 +165,7 @@ def _finish(state: State, batch: AnthropicBatch, at: float, done: int, unrun: st
     stats["batch_lines_processed"] += len(requests)
     stats["message_batches_ended"] += 1
     state.stats.merge(stats)
-    state.stats.bill(billed)
+    state.stats.bill(billed, "chat")
     batch.ended = Ended(at, counts, path)
 
 

@@ -5,6 +5,7 @@ from typing import Any
 import orjson
 
 from emulator.core.faults import FaultDrawer, body_key
+from emulator.core.labels import LabelRule
 from emulator.core.outcome import Outcome, new_id
 from emulator.core.replies import echo_text, has_image, instance_for_schema, invalid_instance
 from emulator.core.tokens import count_tokens, prompt_tokens
@@ -163,6 +164,7 @@ class AnthropicEngine:
 
     def __init__(self, drawer: FaultDrawer) -> None:
         self.drawer = drawer
+        self.label = LabelRule()  # how a one-field enum or boolean reply is chosen
 
     def run(
         self,
@@ -199,7 +201,7 @@ class AnthropicEngine:
             value = (
                 invalid_instance(schema, text)
                 if fault == "invalid_output"
-                else instance_for_schema(schema, text)
+                else instance_for_schema(schema, text, self.label)
             )
             text = orjson.dumps(value).decode()
         stop_reason = "end_turn"

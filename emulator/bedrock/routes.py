@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from emulator.bedrock import jobs as bj
+from emulator.bedrock.titan import is_titan_embedding
 from emulator.core.faults import body_key
 from emulator.core.http_common import JSONResponse, control_fault, state_of
 from emulator.core.line_fates import LineFates
@@ -112,7 +113,7 @@ def _end(state: State, job: bj.BedrockJob, at: float, status: str, done: int | N
         job.counts.update(processed=len(run), success=counts["ok"], error=len(run) - counts["ok"])
         stats["bedrock_jobs_ended"] += 1
         state.stats.merge(stats)
-        state.stats.bill(billed)
+        state.stats.bill(billed, "embedding" if is_titan_embedding(job.model) else "chat")
     job.status, job.ended_at = status, at
 
 

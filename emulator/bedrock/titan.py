@@ -51,4 +51,4 @@ def run_titan(drawer: FaultDrawer, model_input: Any, key: int) -> Outcome:
             return outcome
     tokens = count_tokens(text)
     body = {"embedding": embedding_vector(text, dims), "inputTextTokenCount": tokens}
-    return Outcome(200, body, tokens, 0)
+    return Outcome(200, body, tokens, 0, kind="embedding")

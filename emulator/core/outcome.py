@@ -13,6 +13,10 @@ def new_id(prefix: str) -> str:
     return f"{prefix}emu{next(_ids):012x}"
 
 
+#: The counter of each kind's billed work, beside ``requests_billed`` (which counts both).
+BILLED_BY_KIND = {"chat": "chat_requests_billed", "embedding": "embedding_inputs_billed"}
+
+
 @dataclass(slots=True)
 class Outcome:
     """Result of running one request body: HTTP status, JSON body, token usage, fault class."""
@@ -23,3 +27,5 @@ class Outcome:
     completion_tokens: int = 0
     fault: str | None = None
     units: int = 1  # what ``requests_billed`` counts for a 200: one per input text embedded
+    #: what a 200 bills: a chat request (``chat``) or ``units`` embedding inputs (``embedding``)
+    kind: str = "chat"

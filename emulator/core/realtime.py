@@ -81,7 +81,7 @@ def account(
     if outcome.status == 429:
         stats.add("realtime_429")
     if outcome.status == 200:
-        stats.bill([hash((_RT_PREFIX, key, unit)) for unit in range(outcome.units)])
+        stats.bill([hash((_RT_PREFIX, key, unit)) for unit in range(outcome.units)], outcome.kind)
         model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
         tokens = (outcome.prompt_tokens, outcome.completion_tokens)
         project = project_of(request, "openai_project_requests") if family == "openai" else None

@@ -2,11 +2,13 @@
 vectors."""
 
 import base64
+import functools
 import hashlib
 from typing import Any
 
 import numpy as np
 
+from emulator.core.labels import LabelRule, words
 from emulator.core.tokens import content_text
 
 ECHO_PREFIX = "echo: "
@@ -51,8 +53,12 @@ def has_image(messages: Any) -> bool:
     return False
 
 
-def instance_for_schema(schema: Any, text: str) -> Any:
-    """A JSON value that validates against ``schema``, with strings filled by ``text``."""
+def instance_for_schema(schema: Any, text: str, label: LabelRule | None = None) -> Any:
+    """A JSON value that validates against ``schema``, with strings filled by ``text``; an
+    object of one enum or boolean field answered by ``label``'s rule where it has one."""
+    labelled = label.answer(schema, text) if label is not None else None
+    if labelled is not None:
+        return labelled
     root = schema if isinstance(schema, dict) else {}
     return _instance(root, root, text, 0)
 
@@ -145,19 +151,33 @@ def invalid_instance(schema: Any, text: str) -> Any:
 def embedding_vector(text: str, dims: int, as_base64: bool = False) -> list[float] | str:
     """The emulator's embedding of ``text``: a documented, deterministic function of the text
     and the dimension, the same in real-time calls and in batches, and through every provider's
-    embedding routes (OpenAI's, Gemini's, Bedrock Titan's).
+    embedding routes (OpenAI's, Gemini's, Bedrock Titan's). Texts that share words lie close, as
+    a real model's do: the vector is the normalized sum of one vector per word.
 
-    Bytes: BLAKE2b-512 of ``text`` (UTF-8) followed by a 4-byte little-endian counter 0, 1, 2,
-    ... concatenated until there are ``2 * dims`` bytes. Value i: the i-th 2-byte little-endian
-    unsigned integer u, as ``u / 32767.5 - 1`` (in [-1, 1]). The vector is then divided by its
-    Euclidean norm (unit length) and each value rounded to 6 decimals; ``base64`` is those
-    values packed as little-endian float32.
+    Words: the lower-cased runs of letters and digits of ``text`` (``emulator.core.labels``'s
+    ``words``), each counted as often as it occurs; a text without any is the one word ``""``.
+    A word's vector: BLAKE2b-512 of the word (UTF-8) followed by a 4-byte little-endian counter
+    0, 1, 2, ... concatenated until there are ``2 * dims`` bytes; value i is the i-th 2-byte
+    little-endian unsigned integer u, as ``u / 32767.5 - 1`` (in [-1, 1]). The text's vector:
+    the sum of its words' vectors divided by its Euclidean norm (unit length), each value
+    rounded to 6 decimals; ``base64`` is those values packed as little-endian float32.
     """
-    data = text.encode()
-    blocks = -(-dims * 2 // 64)  # BLAKE2b-512 gives 64 bytes a block
-    raw = b"".join(hashlib.blake2b(data + i.to_bytes(4, "little")).digest() for i in range(blocks))
-    values = np.frombuffer(raw[: dims * 2], dtype="<u2") / 32767.5 - 1.0
-    values = np.round(values / (float(np.linalg.norm(values)) or 1.0), 6)
+    total = np.zeros(dims)
+    for word in words(text) or [""]:
+        total += _word_vector(word, dims)
+    values = np.round(total / (float(np.linalg.norm(total)) or 1.0), 6)
     if as_base64:
         return base64.b64encode(values.astype("<f4").tobytes()).decode()
     return [float(v) for v in values]
+
+
+@functools.lru_cache(maxsize=65536)
+def _word_vector(word: str, dims: int) -> "np.ndarray[Any, np.dtype[np.float64]]":
+    data = word.encode()
+    blocks = -(-dims * 2 // 64)  # BLAKE2b-512 gives 64 bytes a block
+    raw = b"".join(hashlib.blake2b(data + i.to_bytes(4, "little")).digest() for i in range(blocks))
+    vector: np.ndarray[Any, np.dtype[np.float64]] = (
+        np.frombuffer(raw[: dims * 2], dtype="<u2") / 32767.5 - 1.0
+    )
+    vector.flags.writeable = False
+    return vector

@@ -20,7 +20,8 @@ from emulator.core.durations import BatchDurations
 from emulator.core.faults import FaultDrawer
 from emulator.core.finisher import Finisher
 from emulator.core.flex import FlexTier
-from emulator.core.outcome import new_id
+from emulator.core.labels import LabelRule
+from emulator.core.outcome import BILLED_BY_KIND, new_id
 from emulator.core.prompt_cache import CacheUse, PromptCache
 from emulator.core.ratelimit import RateLimiter
 from emulator.gemini.batches import GeminiStore
@@ -33,6 +34,8 @@ _STAT_NAMES = (
     "batches_created",
     "requests_received",
     "requests_billed",
+    "chat_requests_billed",
+    "embedding_inputs_billed",
     "bodies_billed_twice",
     "realtime_requests",
     "realtime_429",
@@ -121,16 +124,20 @@ class Stats:
         with self._lock:
             self._counts.update(counts)
 
-    def bill(self, keys: Iterable[int]) -> None:
-        """Record successful (billed) requests; a key billed before counts as paid twice."""
+    def bill(self, keys: Iterable[int], kind: str) -> None:
+        """Record successful (billed) requests of ``kind`` (``chat``: one a request,
+        ``embedding``: one a text embedded); a key billed before counts as paid twice."""
         with self._lock:
             billed, twice = self._billed, self._twice
+            count = 0
             for key in keys:
                 if key in billed:
                     twice.add(key)
                 else:
                     billed.add(key)
-                self._counts["requests_billed"] += 1
+                count += 1
+            self._counts["requests_billed"] += count
+            self._counts[BILLED_BY_KIND[kind]] += count
             self._counts["bodies_billed_twice"] = len(twice)
 
     def cached(self, use: CacheUse) -> None:
@@ -179,6 +186,8 @@ class State:
         self.gemini_engine = GeminiEngine(
             self.drawer, config.embedding_dimensions, config.omit_usage
         )
+        label = LabelRule(config.label_rule, config.label_noise)
+        self.openai.label = self.anthropic.label = self.gemini_engine.label = label
         self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_seconds)
         self.durations = BatchDurations(config, self.stats)
         self.prompt_cache = PromptCache()

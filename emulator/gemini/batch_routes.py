@@ -293,7 +293,8 @@ async def embed_contents(request: Request) -> Response:
     _received(state, outcome)
     if outcome.status != 200:
         return JSONResponse({"error": outcome.body}, outcome.status)
-    state.stats.bill([hash(("gemini-realtime", key, unit)) for unit in range(outcome.units)])
+    units = range(outcome.units)
+    state.stats.bill([hash(("gemini-realtime", key, unit)) for unit in units], "embedding")
     return JSONResponse(outcome.body)
 
 
@@ -319,6 +320,6 @@ async def generate_content(request: Request) -> Response:
         use = state.prompt_cache.gemini(gemini_organisation(request), _model(request), payload)
         gemini_usage(outcome.body, use)
         state.stats.cached(use)
-        state.stats.bill([hash(("gemini-realtime", key))])
+        state.stats.bill([hash(("gemini-realtime", key))], "chat")
         return JSONResponse(outcome.body)
     return JSONResponse({"error": outcome.body}, outcome.status)

@@ -196,7 +196,7 @@ class Sink:
     def add_result_file(self, batch: GeminiBatch, path: Path) -> str:
         raise NotImplementedError
 
-    def account(self, stats: Counter[str], billed: list[int]) -> None:
+    def account(self, stats: Counter[str], billed: list[int], kind: str) -> None:
         raise NotImplementedError
 
     def cached(self, org: str, model: str, request: dict[str, Any]) -> CacheUse:
@@ -252,7 +252,7 @@ def _finish(engine: GeminiEngine, batch: GeminiBatch, at: float, done: int, sink
     stats["requests_received"] += ok + lost + failed
     stats["batch_lines_processed"] += len(requests)
     stats["gemini_batches_ended"] += 1
-    sink.account(stats, billed)
+    sink.account(stats, billed, "embedding" if batch.kind == EMBED else "chat")
     batch.output = _output(batch, results, sink)
     batch.ended_at = at
 

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from emulator.core.faults import FaultDrawer, body_key
+from emulator.core.labels import LabelRule
 from emulator.core.outcome import Outcome
 from emulator.core.replies import (
     ECHO_PREFIX,
@@ -170,6 +171,7 @@ class GeminiEngine:
         self.drawer = drawer
         self.dimensions = embedding_dimensions
         self.omit_usage = omit_usage  # embedding replies without ``usageMetadata``
+        self.label = LabelRule()  # how a one-field enum or boolean reply is chosen
 
     def embed(self, requests: Any, key: int, grpc: bool = False) -> Outcome:
         """``{"embeddings": [{"values"}], "usageMetadata"}`` for a list of EmbedContentRequests
@@ -199,7 +201,7 @@ class GeminiEngine:
         body = {"embeddings": embeddings, "usageMetadata": usage}
         if self.omit_usage:
             del body["usageMetadata"]
-        return Outcome(200, body, tokens, 0, units=len(requests))
+        return Outcome(200, body, tokens, 0, units=len(requests), kind="embedding")
 
     def run(self, request: Any, model: str, key: int | None = None, grpc: bool = False) -> Outcome:
         """A GenerateContentResponse (status 200) or an error Status for ``request``."""
@@ -223,8 +225,12 @@ class GeminiEngine:
         users = [c for c in request["contents"] if _get(c, "role", "role") in (None, "user")]
         text = ECHO_PREFIX + (_parts_text(users[-1]) if users else "")
         if schema is not None and fault != "refused":
-            maker = invalid_instance if fault == "invalid_output" else instance_for_schema
-            text = orjson.dumps(maker(schema, text)).decode()
+            value = (
+                invalid_instance(schema, text)
+                if fault == "invalid_output"
+                else instance_for_schema(schema, text, self.label)
+            )
+            text = orjson.dumps(value).decode()
         prompt = _prompt_tokens(request)
         if fault == "refused":
             candidate: dict[str, Any] = {"finishReason": "SAFETY", "index": 0}

@@ -44,9 +44,9 @@ class _StateSink(gb.Sink):
             self.state.gemini.files[name] = stored
         return name
 
-    def account(self, stats: Counter[str], billed: list[int]) -> None:
+    def account(self, stats: Counter[str], billed: list[int], kind: str) -> None:
         self.state.stats.merge(stats)
-        self.state.stats.bill(billed)
+        self.state.stats.bill(billed, kind)
 
     def cached(self, org: str, model: str, request: dict[str, Any]) -> CacheUse:
         use = self.state.prompt_cache.gemini(org, model, request)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 MAX_REPORTED_ERRORS = 1000
 CHAT = "/v1/chat/completions"
+EMBEDDINGS = "/v1/embeddings"
 UNRUN_MESSAGES = {
     "batch_expired": "This request could not be executed before the completion window expired.",
     "batch_cancelled": "This request was not executed because the batch was cancelled.",
@@ -62,6 +63,8 @@ class PassResult:
     unrun: int = 0
     #: per successful line of several embedding inputs: (index, inputs beyond the first)
     extra_units: list[tuple[int, int]] = field(default_factory=list)
+    #: what its lines bill: chat requests, or embedding inputs (the batch's endpoint)
+    kind: str = "chat"
     #: prompt tokens of every valid line (what OpenAI's enqueued-token limit counts)
     prompt_tokens: int = 0
     #: answered lines left out of the output (``--drop-lines``): (index, custom id); and the
@@ -198,6 +201,7 @@ class BatchPass:
         raw_lines, result = size_problem(path, config.openai_max_bytes, config.openai_max_requests)
         if result.errors:
             return result
+        result.kind = "embedding" if self.endpoint == EMBEDDINGS else "chat"
         cutoff = result.total // 2 if expire else result.total
         out, err = Writer(self.state.new_path()), Writer(self.state.new_path())
         drop = 0.0 if expire else config.drop_lines  # a completed batch loses lines

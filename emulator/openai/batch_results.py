@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from emulator.core.outcome import BILLED_BY_KIND
 from emulator.openai.batch_lines import PassResult, Writer, unrun_line
 
 if TYPE_CHECKING:
@@ -28,9 +29,11 @@ def commit(state: "State", result: PassResult, done: int) -> tuple[int, int, tup
     stats["lines_duplicated"] += sum(1 for index in result.duplicated if index < done)
     stats["requests_received"] += len(ok) + len(failed) + dropped
     stats["batch_lines_processed"] += result.total
-    stats["requests_billed"] += sum(extra for index, extra in result.extra_units if index < done)
+    extra = sum(extra for index, extra in result.extra_units if index < done)
+    stats["requests_billed"] += extra
+    stats[BILLED_BY_KIND[result.kind]] += extra
     state.stats.merge(stats)
-    state.stats.bill(entry[1] for entry in ok)
+    state.stats.bill((entry[1] for entry in ok), result.kind)
     tokens = (sum(e[2] for e in ok), sum(e[3] for e in ok), sum(e[4] for e in ok))
     return len(ok) + dropped, len(failed), tokens
 

@@ -6,6 +6,7 @@ from typing import Any
 import orjson
 
 from emulator.core.faults import FaultDrawer, body_key
+from emulator.core.labels import LabelRule
 from emulator.core.outcome import Outcome, new_id
 from emulator.core.replies import (
     echo_text,
@@ -138,6 +139,7 @@ class OpenAIEngine:
         self.dimensions = embedding_dimensions
         self.omit_usage = omit_usage  # answer without ``usage`` (billing still counts it)
         self.ignore_dimensions = ignore_dimensions  # every vector at ``dimensions``'s length
+        self.label = LabelRule()  # how a one-field enum or boolean reply is chosen
 
     def run(self, url: str, body: Any, key: int | None = None) -> Outcome:
         """Run ``body`` as a request to ``url`` (``/v1/chat/completions``, ``/v1/responses`` or
@@ -202,7 +204,7 @@ class OpenAIEngine:
             value = (
                 invalid_instance(schema, text)
                 if fault == "invalid_output"
-                else instance_for_schema(schema, text)
+                else instance_for_schema(schema, text, self.label)
             )
             content = orjson.dumps(value).decode()
         finish = "stop"
@@ -276,7 +278,7 @@ class OpenAIEngine:
             "model": body["model"],
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
-        return Outcome(200, result, tokens, 0, units=len(items))
+        return Outcome(200, result, tokens, 0, units=len(items), kind="embedding")
 
 
 def chat_usage(prompt: int, completion: int, cached: int = 0, reasoning: int = 0) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from typing import Any
 import dagster as dg
 from pydantic import ValidationError
 
+from maple_assets.api.distill import drive_job
 from maple_assets.api.driver import Ready, drive, emulator_url, job_spec, prepare
 from maple_assets.api.errors import InvalidJob, typed_usage_errors, usage_error
 from maple_assets.api.options import CommandOptions, EnrichOptions
@@ -73,7 +74,8 @@ def run(
     """Check the job, then run it to its end (``UsageError`` if it cannot start)."""
     settings = Settings.load(storage=opts.storage_root)
     with typed_usage_errors(), emulator_url(opts, settings) as url:
-        return drive(prepare(opts, url), instance, driver)
+        ready = prepare(opts, url)  # every check of the job before anything is spent
+        return drive_job(ready, url, lambda step: drive(step, instance, driver))
 
 
 def enrich(
@@ -156,7 +158,7 @@ class JobHandle:
                 with emulator_url(self.opts, settings) as url:
                     self._ready = prepare(self.opts, url)
                     self._checked.set()
-                    self._result = drive(self._ready, driver="api")
+                    self._result = drive_job(self._ready, url, lambda s: drive(s, driver="api"))
         except BaseException as exc:  # noqa: BLE001 - handed to the caller by wait()
             self._error = exc
         finally:

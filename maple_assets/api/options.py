@@ -40,6 +40,11 @@ class CommandOptions(BaseModel):
         description="The provider API's base URL (for an OpenAI-compatible API, the prefix "
         "before /files and /batches); default: the provider's <NAME>_BASE_URL, else its own.",
     )
+    distill_base_url: str | None = Field(
+        default=None,
+        description="With --distill: the embedding provider's base URL (as --base-url is the "
+        "job's); default: --base-url when the embeddings go through the job's provider.",
+    )
     completion_window: str | None = Field(
         default=None,
         description="Batch APIs: the window a batch must finish in, one the provider accepts "

@@ -68,6 +68,9 @@ class Result:
     lines_missing: int = 0
     lines_duplicated: int = 0
     lines_unknown: int = 0
+    #: with --distill: rows distilled, the agreement measured and its sample, the costs
+    #: (``maple_assets.api.distill.DistillReport``)
+    distill: dict[str, Any] | None = None
 
     def metadata(self) -> dict[str, Any]:
         """The figures as Dagster metadata values (no secrets: paths, counts and money)."""
@@ -76,6 +79,7 @@ class Result:
         figures["stopped"] = self.stopped or ""
         figures["deadline"] = dict(self.deadline or {})
         figures["lines"] = describe(self.lines)
+        figures["distill"] = dict(self.distill or {})
         return figures
 
 

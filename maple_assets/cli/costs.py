@@ -16,9 +16,11 @@ import click
 from sqlalchemy.engine import make_url
 
 from maple_assets.cli.tables import render
+from maple_engine.distill.reports import DistillReport, read_reports
 from maple_engine.errors import ConfigError
 from maple_engine.ledger.costs import CostLedger, GroupBy
 from maple_engine.settings import COST_DB_ENV, Settings
+from maple_engine.storage.storage import Storage
 
 FORMATS = ("table", "csv", "json")
 _NUMBERS = ("requests", "input_tokens", "cached_input_tokens", "output_tokens")
@@ -99,6 +101,10 @@ def costs_command(
         click.echo(render_csv(by, rows), nl=False)
     else:
         click.echo(render_table(by, rows))
+        distilled = read_reports(Storage(settings.storage_root))
+        if distilled:
+            click.echo("")
+            click.echo(render_distilled(distilled))
 
 
 def render_csv(by: str, rows: list[dict[str, Any]]) -> str:
@@ -121,6 +127,22 @@ def render_table(by: str, rows: list[dict[str, Any]]) -> str:
         total[name] = sum(row[name] for row in rows)
     body = [[_cell(name, row[name]) for name in header] for row in rows]
     return render(header, body, footer=[_cell(name, total[name]) for name in header])
+
+
+def render_distilled(reports: dict[str, DistillReport]) -> str:
+    """The distilled jobs of the storage root (``--distill``): rows the classifier answered,
+    its agreement with the LLM on held-out sample rows, and what the job spent (embeddings and
+    LLM, every run) against sending every row to the LLM."""
+    header = ["distilled job", "rows", "distilled", "agreement", "held_out", "spent_usd",
+              "every_row_usd"]  # fmt: skip
+    body = [
+        [
+            job, f"{r.rows:,d}", f"{r.distilled:,d}", f"{r.agreement:.1%}", f"{r.held_out:,d}",
+            f"{r.embedding_cost_usd + r.llm_cost_usd:,.6f}", f"{r.all_llm_cost_usd:,.6f}",
+        ]
+        for job, r in reports.items()
+    ]  # fmt: skip
+    return render(header, body)
 
 
 def _cell(name: str, value: Any) -> str:

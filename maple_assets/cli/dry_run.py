@@ -6,8 +6,10 @@ from typing import Any
 
 import click
 
+from maple_assets.api.distill import embedding_spec
 from maple_engine.inputs.tokens import MAX_TOKEN_PARAMS, output_tokens_per_request
 from maple_engine.job import Job
+from maple_engine.ledger.price_book import PriceBook
 from maple_engine.ledger.pricing import ModelPrice
 from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.plan.dry_plan import SendPlan
@@ -17,8 +19,10 @@ from maple_engine.plan.turnaround import Sizing, choose_size
 from maple_engine.providers.registry import Built
 from maple_engine.report.batch_stats import duration_text
 from maple_engine.send.lane import lane_of
+from maple_engine.settings import Settings
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
+from maple_engine.storage.layout import DistillPaths
 from maple_engine.storage.storage import Storage
 from maple_engine.submit.sizing import plan_size
 
@@ -80,6 +84,11 @@ def dry_run(
     thinks = _reasoning_note(spec, provider, entries, plan.requests, price)
     if thinks:
         rows.insert(next(i for i, r in enumerate(rows) if r[0] == "prompt cache"), thinks)
+    if spec.distill and spec.source is not None:
+        priced = (
+            batch if provider.mode == "batch" or provider.capabilities.batch_prices else realtime
+        )
+        rows.extend(_distill_rows(spec, provider, storage, priced, sends.rows))
     if spec.budget_usd is not None:
         priced_as_batch = provider.mode == "batch" or provider.capabilities.batch_prices
         expected = batch if priced_as_batch else realtime
@@ -89,6 +98,31 @@ def dry_run(
     for label, value in rows:
         click.echo(f"{label:<15}{value}")
     return 0
+
+
+def _distill_rows(
+    spec: JobSpec, provider: Built, storage: str, llm_usd: float, rows: int
+) -> list[tuple[str, str]]:
+    """With --distill: the cost with distillation (every row embedded, the sample and the rows
+    the classifier is unsure of sent to the LLM) beside the cost of sending every row."""
+    embed = embedding_spec(spec, Storage(storage).uri(DistillPaths(spec.name).embeddings))
+    plan, _ = estimate_sends(embed, provider, Storage(storage))
+    price = PriceBook(Settings.load(storage=storage).prices).price(
+        embed.model, embed.provider, allow_untracked=spec.allow_untracked_cost
+    )
+    embedded = plan.cost(price, provider.mode == "batch" or provider.capabilities.batch_prices)
+    sample = min(spec.distill_sample, rows) / max(1, rows)
+    least, most = embedded + llm_usd * sample, embedded + llm_usd
+    return [
+        (
+            "with --distill",
+            f"~{least:.6f} to ~{most:.6f} USD: embeddings ~{embedded:.6f} ({embed.model}, "
+            f"{plan.requests:,} to send) plus the LLM on the {min(spec.distill_sample, rows):,}"
+            "-row sample and on the rows the classifier is unsure of (every row if the gate "
+            "refuses)",
+        ),
+        ("without", f"~{llm_usd:.6f} USD: every row through the LLM"),
+    ]
 
 
 def _sizing(spec: JobSpec, provider: Built, storage: str, requests: int) -> Sizing | None:

@@ -3,7 +3,8 @@ summary and exit with the code of the README's table."""
 
 import click
 
-from maple_assets.api.driver import drive, emulator_url, prepare
+from maple_assets.api.distill import run_distilled
+from maple_assets.api.driver import Ready, drive, emulator_url, prepare
 from maple_assets.api.options import EnrichOptions
 from maple_assets.api.result import Result
 from maple_assets.cli.dry_run import dry_run, percent
@@ -27,6 +28,16 @@ def run_enrich(opts: EnrichOptions, settings: Settings) -> int:
             settle_startup_objects()  # no Dagster run follows: the collector runs from here
             spec, root = ready.spec, opts.storage_root
             return dry_run(spec, ready.provider, ready.price, root, opts.retry_failed)
+        if opts.spec.distill:
+            with engine_warnings_on_stderr():
+                result, report = run_distilled(opts, url, _quiet_drive)
+            finished = result.status != "stopped"  # else the summary says why it stopped
+            if finished and report.refused:
+                click.echo(report.refused, err=True)
+            print_summary(result, ready.spec, ready.price.source)
+            for line in report.lines() if finished else []:
+                click.echo(line)
+            return EXIT_CODES[result.status]
         with engine_warnings_on_stderr():
             result = drive(
                 ready,
@@ -37,6 +48,11 @@ def run_enrich(opts: EnrichOptions, settings: Settings) -> int:
     print_summary(result, ready.spec, ready.price.source)
     print_canary(ready.spec, opts.storage_root)
     return EXIT_CODES[result.status]
+
+
+def _quiet_drive(ready: Ready) -> Result:
+    """One step of a distilled job, run as ``maple enrich`` runs a job."""
+    return drive(ready, resuming=lambda line: click.echo(line, err=True))
 
 
 def print_canary(spec: JobSpec, root: str) -> None:

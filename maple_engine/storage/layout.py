@@ -248,6 +248,43 @@ def run_worker_folder(run_id: str) -> str:
     return join("_runs", run_id, "worker")
 
 
+DISTILL = "_distill"
+
+
+@dataclasses.dataclass(frozen=True)
+class DistillPaths:
+    """The files of one distilled job ``NAME`` (``--distill``) under the storage root:
+    ``_distill/NAME/llm_input.parquet`` (the rows the LLM job ``NAME`` answers: the input's
+    columns and ``distill_key``), ``llm_output.parquet`` (its output), ``embeddings.parquet``
+    (the embedding job ``NAME-embeddings``' output), ``classifiers/VERSION.json`` and
+    ``report.json`` (the last run's figures)."""
+
+    job: str
+
+    @property
+    def folder(self) -> str:
+        return join(DISTILL, self.job)
+
+    @property
+    def embeddings(self) -> str:
+        return f"{self.folder}/embeddings.parquet"
+
+    @property
+    def llm_input(self) -> str:
+        return f"{self.folder}/llm_input.parquet"
+
+    @property
+    def llm_output(self) -> str:
+        return f"{self.folder}/llm_output.parquet"
+
+    @property
+    def report(self) -> str:
+        return f"{self.folder}/report.json"
+
+    def classifier(self, version: str) -> str:
+        return f"{self.folder}/classifiers/{version}.json"
+
+
 def job_names(listed: list[str]) -> list[str]:
     """The job folders among the root's listed keys."""
     return [n for n in (last_part(k) for k in listed) if n]

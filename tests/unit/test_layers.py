@@ -105,6 +105,7 @@ def test_only_settings_reads_the_environment() -> None:
 ENGINE_FLOORS: tuple[tuple[str, ...], ...] = (
     # the ground: shared records and settings that import nothing else of the engine
     ("model", "errors", "durations", "failures", "policy", "settings", "crashpoints", "memory"),
+    ("label_field",),  # a response schema's one enum or boolean field (the spec checks it)
     ("deployment", "report"),
     ("storage",),
     ("providers",),
@@ -121,6 +122,7 @@ ENGINE_FLOORS: tuple[tuple[str, ...], ...] = (
     ("merge",),
     ("steps",),
     ("canary",),
+    ("distill",),  # sample, train, gate, score: over a chat job's and an embedding job's output
 )
 #: Imports allowed to run up the order, each with its reason (none today).
 ENGINE_EXCEPTIONS: dict[tuple[str, str], str] = {}

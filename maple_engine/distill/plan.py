@@ -1,0 +1,78 @@
+"""Which rows the LLM answers in a distilled job, and what the job measured: the pure part of
+``--distill``, between reading the embeddings and the LLM's answers and writing the output
+(its files under the storage root: `maple_engine.storage.layout.DistillPaths`)."""
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from maple_engine.distill.classifier import Classifier, Vectors
+from maple_engine.distill.gate import MIN_COVERAGE
+from maple_engine.distill.sample import ROW_KEY
+
+
+def embedding_job(job: str) -> str:
+    """The name of a distilled job's embedding job."""
+    return f"{job}-embeddings"
+
+
+def vectors_of(embeddings: pl.DataFrame) -> tuple[Vectors, np.ndarray]:
+    """The embedding output's vectors (zeros where it failed) and which rows have one."""
+    column = embeddings["llm_embedding"]
+    present = column.is_not_null().to_numpy()
+    width = column.dtype.size if isinstance(column.dtype, pl.Array) else 0
+    vectors = np.zeros((len(column), width))
+    if present.any():
+        vectors[present] = column.filter(column.is_not_null()).to_numpy().astype(float)
+    return vectors, present
+
+
+def sample_labels(answers: pl.DataFrame, field: str) -> dict[str, Any]:
+    """The LLM's label of each answered row key (succeeded rows of the LLM job's output)."""
+    ok = answers.filter(pl.col("llm_status") == "succeeded")
+    labels = ok.select(ROW_KEY, pl.col("llm_parsed").struct.field(field).alias("label"))
+    labels = labels.filter(pl.col("label").is_not_null()).unique(ROW_KEY, keep="first")
+    return dict(zip(labels[ROW_KEY].to_list(), labels["label"].to_list(), strict=True))
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    """What the classifier answers: each row's label and confidence, and the rows it answers."""
+
+    labels: list[Any] | None
+    confidence: np.ndarray | None
+    distilled: np.ndarray  # rows answered by the classifier
+
+
+def decide(
+    classifier: Classifier | None, vectors: Vectors, present: np.ndarray, in_sample: np.ndarray
+) -> Decision:
+    """The rows the classifier answers: those with a vector, outside the sample, whose
+    confidence is at or over the threshold (none when the gate refused)."""
+    none = np.zeros(len(present), dtype=bool)
+    if classifier is None or not classifier.weights:
+        return Decision(None, None, none)
+    labels, confidence = classifier.score(vectors)
+    confidence = np.where(present, confidence, np.nan)
+    if classifier.threshold is None:
+        return Decision(labels, confidence, none)
+    sure = present & ~in_sample & (np.nan_to_num(confidence) >= classifier.threshold)
+    return Decision(labels, confidence, sure)
+
+
+def gate_line(classifier: Classifier, target: float) -> str:
+    """The one line that says why the job is not distilled."""
+    if not classifier.weights:
+        return (
+            f"distill: not distilling: the LLM gave the {classifier.trained_on:,} sample rows "
+            "fewer than two labels, nothing to learn; every row goes to the LLM"
+        )
+    return (
+        f"distill: not distilling: the classifier agrees with the LLM on "
+        f"{classifier.agreement:.1%} of {classifier.held_out:,} held-out sample rows and no "
+        f"confidence threshold reaches {target:.1%} on at least {MIN_COVERAGE:.0%} of them; "
+        "every row goes to the LLM (try a larger --distill-sample, a lower "
+        "--distill-agreement, or another --distill-embedding-model)"
+    )
