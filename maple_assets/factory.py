@@ -84,6 +84,7 @@ def enrichment(
     max_batch_bytes: int = DEFAULTS.max_batch_bytes,
     response_schema: Any = DEFAULTS.response_schema,
     image_column: str | None = DEFAULTS.image_column,
+    file_columns: tuple[str, ...] = DEFAULTS.file_columns,
     output: str | None = DEFAULTS.output,
     retries: dict[str, int] | None = None,
     budget_usd: float | None = DEFAULTS.budget_usd,

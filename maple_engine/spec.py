@@ -150,6 +150,12 @@ class JobSpec(BaseModel):
     image_column: str | None = Field(
         default=None, description="Column holding an image URL sent with each prompt."
     )
+    file_columns: tuple[str, ...] = Field(
+        default=(),
+        description="Column whose cells are files sent with each prompt (a local path, s3:// "
+        "key or http(s) URL of a PDF, PNG/JPEG/WebP/GIF image, or WAV/MP3 recording), "
+        "repeatable.",
+    )
     retries: dict[str, int] = Field(
         default_factory=dict, description="Retry policy override CLASS=N|unlimited."
     )
@@ -368,6 +374,8 @@ class JobSpec(BaseModel):
             fields["cache"] = self.cache
         if self.endpoint != "chat":  # as --cache: chat jobs keep the versions they had
             fields["endpoint"] = self.endpoint
+        if self.file_columns:  # as --cache: jobs without files keep their versions
+            fields["file_columns"] = list(self.file_columns)
         payload = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(payload).hexdigest()[:16]
 
@@ -580,5 +588,11 @@ def validate_columns(columns: list[str], spec: JobSpec) -> None:
     if spec.image_column and spec.image_column not in columns:
         raise ConfigError(
             f"--image-column {spec.image_column!r} is not a column of the input. "
+            f"Available columns: {columns}."
+        )
+    missing = [c for c in spec.file_columns if c not in columns]
+    if missing:
+        raise ConfigError(
+            f"--file-column {missing[0]!r} is not a column of the input. "
             f"Available columns: {columns}."
         )

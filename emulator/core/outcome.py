@@ -23,3 +23,4 @@ class Outcome:
     completion_tokens: int = 0
     fault: str | None = None
     units: int = 1  # what ``requests_billed`` counts for a 200: one per input text embedded
+    file_parts: int = 0  # the files the request carried (``file_parts`` in the stats)

@@ -48,6 +48,7 @@ _STAT_NAMES = (
     "flex_429",
     "priority_requests",
     "realtime_max_in_flight",
+    "file_parts",
 )
 
 

@@ -227,6 +227,7 @@ def _finish(engine: GeminiEngine, batch: GeminiBatch, at: float, done: int, sink
             gemini_usage(outcome.body, sink.cached(batch.org, batch.model, request))
             results.append({"key": key, "response": outcome.body})
             billed.append(billing_key("gemini", key, body))
+            stats["file_parts"] += outcome.file_parts
         else:
             results.append({"key": key, "error": outcome.body})
     ok = sum(1 for r in results if "response" in r)

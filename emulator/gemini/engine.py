@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from emulator.core.faults import FaultDrawer, body_key
+from emulator.core.files import RULES, FileProblem, Received, files_billed, reply_note
 from emulator.core.outcome import Outcome
 from emulator.core.replies import (
     ECHO_PREFIX,
@@ -206,6 +207,11 @@ class GeminiEngine:
         problem = check_request(request)
         if problem is not None:
             return Outcome(400, error_status(400, problem, grpc))
+        try:
+            files = files_billed(request["contents"], RULES["gemini"])
+        except FileProblem as exc:
+            lead = "Unable to process input image: " if exc.fetch else "Invalid file: "
+            return Outcome(400, error_status(400, lead + str(exc), grpc))
         schema = _schema(request)
         fault = None
         if self.drawer.active:
@@ -215,17 +221,22 @@ class GeminiEngine:
             if fault in _FAULTS:
                 status, message = _FAULTS[fault]
                 return Outcome(status, error_status(status, message, grpc), fault=fault)
-        return self._response(request, model, schema, fault)
+        return self._response(request, model, schema, fault, files)
 
     def _response(
-        self, request: dict[str, Any], model: str, schema: Any, fault: str | None
+        self,
+        request: dict[str, Any],
+        model: str,
+        schema: Any,
+        fault: str | None,
+        files: tuple[list[Received], int] = ([], 0),
     ) -> Outcome:
         users = [c for c in request["contents"] if _get(c, "role", "role") in (None, "user")]
-        text = ECHO_PREFIX + (_parts_text(users[-1]) if users else "")
+        text = ECHO_PREFIX + (_parts_text(users[-1]) if users else "") + reply_note(files[0])
         if schema is not None and fault != "refused":
             maker = invalid_instance if fault == "invalid_output" else instance_for_schema
             text = orjson.dumps(maker(schema, text)).decode()
-        prompt = _prompt_tokens(request)
+        prompt = _prompt_tokens(request) + files[1]
         if fault == "refused":
             candidate: dict[str, Any] = {"finishReason": "SAFETY", "index": 0}
             completion = 0
@@ -246,4 +257,4 @@ class GeminiEngine:
             "usageMetadata": usage,
             "modelVersion": model.removeprefix("models/"),
         }
-        return Outcome(200, body, prompt, completion + thoughts, fault)
+        return Outcome(200, body, prompt, completion + thoughts, fault, file_parts=len(files[0]))

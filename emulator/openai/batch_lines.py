@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from emulator.core.faults import billing_key, bytes_key
+from emulator.core.files import RULES, FileProblem, carries_files, files_billed
 from emulator.core.prompt_cache import CacheUse, has_openai_prefix, openai_usage
 from emulator.core.tokens import content_text, count_tokens, prompt_tokens
 from emulator.openai import responses as responses_api
@@ -154,6 +155,8 @@ def fast_chat(body: dict[str, Any]) -> tuple[bytes, int, int] | None:
         if type(message) is not dict:
             return None
         content = message.get("content")
+        if type(content) is not str and carries_files(content):
+            return None
         text = content if type(content) is str else content_text(content)
         prompt += max(1, (len(text) + 3) // 4) + 3
         if message.get("role") == "user":
@@ -307,6 +310,8 @@ class BatchPass:
                 out.add(dumps(record))
                 tokens = (outcome.prompt_tokens, outcome.completion_tokens, use.read)
                 ok_append((index, key, *tokens))
+                if outcome.file_parts:
+                    self.state.stats.add("file_parts", outcome.file_parts)
                 if outcome.units > 1:
                     result.extra_units.append((index, outcome.units - 1))
             else:
@@ -318,11 +323,14 @@ class BatchPass:
 
 
 def line_tokens(body: dict[str, Any], endpoint: str = CHAT) -> int:
-    """Prompt tokens of one request body to ``endpoint``: chat messages, a Responses input, or
-    embedding inputs."""
+    """Prompt tokens of one request body to ``endpoint``: chat messages (their files' tokens
+    too), a Responses input, or embedding inputs."""
     messages = body.get("messages")
     if isinstance(messages, list):
-        return prompt_tokens(messages)
+        try:
+            return prompt_tokens(messages) + files_billed(messages, RULES["openai"])[1]
+        except FileProblem:
+            return prompt_tokens(messages)  # refused when the line runs
     if endpoint == responses_api.PATH:
         return responses_api.request_prompt_tokens(body)
     items = body.get("input")

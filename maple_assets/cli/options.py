@@ -19,9 +19,9 @@ from pydantic.fields import FieldInfo
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# The one flag that is not ``--name`` (``--no-name`` for a bool that is on) of a field's name or
-# alias: it says what turning the option off skips.
-FLAG_NAMES = {"check_images": "--no-image-check"}
+# The flags that are not ``--name`` (``--no-name`` for a bool that is on) of a field's name or
+# alias: one says what turning the option off skips, a repeatable one names one value.
+FLAG_NAMES = {"check_images": "--no-image-check", "file_columns": "--file-column"}
 
 
 def flag_name(field: str, info: FieldInfo) -> str:

@@ -26,10 +26,10 @@ import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import iter_blocks
-from maple_engine.inputs.templates import parse_template, template_columns
 from maple_engine.inputs.tokens import (
     output_tokens_per_request,
     prompt_tokens_expr,
+    token_columns,
 )
 from maple_engine.ledger.pricing import ModelPrice, TokenUsage, cost_usd
 from maple_engine.model import CUSTOM_ID, ROW_ID, ShardInfo
@@ -82,7 +82,7 @@ def frame_estimate(frame: pl.DataFrame, spec: JobSpec, provider: str) -> Estimat
 
 
 def _shard_columns(spec: JobSpec) -> list[str]:
-    return [CUSTOM_ID, *template_columns(parse_template(spec.template))]
+    return [CUSTOM_ID, *token_columns(spec)]
 
 
 def rows_estimate(

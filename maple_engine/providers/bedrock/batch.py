@@ -154,7 +154,13 @@ class BedrockBatchProvider(BatchProviderBasics, ProviderModel):
         return BedrockCalls(self.region, self.max_retries, self.extra_headers)
 
     # -- encoding ---------------------------------------------------------------------------
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
         return wire.body_expr(spec, user, image)
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:

@@ -84,7 +84,11 @@ def response_format(schema: Any, name: str, schema_format: str = JSON_SCHEMA) ->
 
 
 def chat_body_expr(
-    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, schema_format: str = JSON_SCHEMA
+    spec: RequestSpec,
+    user: pl.Expr,
+    image: pl.Expr | None,
+    schema_format: str = JSON_SCHEMA,
+    files: pl.Expr | None = None,
 ) -> pl.Expr:
     """The encoded ``/chat/completions`` body of every row (a response schema in
     ``schema_format``: `response_format`)."""
@@ -103,16 +107,23 @@ def chat_body_expr(
     body = pl.concat_str(
         [
             pl.lit('{"messages":[' + system + '{"role":"user","content":'),
-            user_content_expr(user, image, IMAGE_PART),
+            user_content_expr(user, image, IMAGE_PART, files=files),
             pl.lit("}]}"),
         ]
     )
     return splice_params(body, head)
 
 
-def responses_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+def responses_body_expr(
+    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, files: pl.Expr | None = None
+) -> pl.Expr:
     """The encoded ``/responses`` body of every row: the prompt as the input's one user
-    message, the system prompt as ``instructions``, a response schema as ``text.format``."""
+    message, the system prompt as ``instructions``, a response schema as ``text.format``
+    (files go to chat completions only: their parts are chat's)."""
+    if files is not None:
+        raise ConfigError(
+            "--file-column sends files as chat completion parts: drop --endpoint responses."
+        )
     head: dict[str, Any] = {"model": spec.model, **spec.params}
     if spec.system is not None:
         head["instructions"] = spec.system
@@ -138,15 +149,19 @@ def responses_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None)
 
 
 def body_expr(
-    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, schema_format: str = JSON_SCHEMA
+    spec: RequestSpec,
+    user: pl.Expr,
+    image: pl.Expr | None,
+    schema_format: str = JSON_SCHEMA,
+    files: pl.Expr | None = None,
 ) -> pl.Expr:
     """The encoded body of every row: a chat completion (or a Responses request), or an
-    embedding of the text."""
+    embedding of the text; ``files``: the row's encoded file parts (`file_parts`)."""
     if spec.kind == EMBEDDING:
         return embedding_body_expr(spec, user)
     if spec.endpoint == "responses":
-        return responses_body_expr(spec, user, image)
-    return chat_body_expr(spec, user, image, schema_format)
+        return responses_body_expr(spec, user, image, files)
+    return chat_body_expr(spec, user, image, schema_format, files)
 
 
 def embedding_body_expr(
