@@ -150,8 +150,8 @@ class JobSpec(BaseModel):
     image_column: str | None = Field(
         default=None, description="Column holding an image URL sent with each prompt."
     )
-    file_columns: tuple[str, ...] = Field(
-        default=(),
+    file_columns: list[str] = Field(
+        default_factory=list,
         description="Column whose cells are files sent with each prompt (a local path, s3:// "
         "key or http(s) URL of a PDF, PNG/JPEG/WebP/GIF image, or WAV/MP3 recording), "
         "repeatable.",
@@ -161,8 +161,8 @@ class JobSpec(BaseModel):
     )
     check_images: bool = Field(
         default=True,
-        description="Check image URLs before retrying invalid_image (--no-image-check: retry "
-        "without checking).",
+        description="Check image and file URLs before retrying invalid_image or invalid_file "
+        "(--no-image-check: retry without checking).",
     )
     budget_usd: float | None = Field(
         default=None,
@@ -291,6 +291,14 @@ class JobSpec(BaseModel):
     def _json_params(cls, params: dict[str, Any]) -> dict[str, Any]:
         check_param_values(params)
         return params
+
+    @field_validator("file_columns", mode="before")
+    @classmethod
+    def _columns_as_given(cls, columns: Any) -> Any:
+        """None for none, one column's name, or several."""
+        if columns is None:
+            return []
+        return [columns] if isinstance(columns, str) else list(columns)
 
     @field_validator("headers", mode="before")
     @classmethod

@@ -164,6 +164,7 @@ class AnthropicEngine:
 
     def __init__(self, drawer: FaultDrawer) -> None:
         self.drawer = drawer
+        self.fetch_urls = False  # fetch the URLs of file parts (``EmulatorConfig.fetch_urls``)
 
     def run(
         self,
@@ -183,7 +184,7 @@ class AnthropicEngine:
             return _invalid(problem)
         messages = params["messages"]
         try:
-            files = files_billed(messages, RULES["anthropic"])
+            files = files_billed(messages, RULES["anthropic"], self.fetch_urls)
         except FileProblem as exc:
             where = "messages.0.content: Unable to download the image" if exc.fetch else "file"
             return _invalid(f"{where}: {exc}")

@@ -11,10 +11,12 @@ The parts read (one list serves every dialect, since no two share a part type):
 - Gemini: ``{"inlineData":{"mimeType","data"}}`` (or ``inline_data``/``mime_type``) and
   ``{"fileData":{"fileUri","mimeType"?}}``.
 
-A URL is fetched here, as the provider would (short timeout); one that cannot be fetched is a
-failed request the provider's way (`FileRule.fetch_error`). The reply names every file the
-request carried, in order: `` [file <kind> <sha256 of its bytes, 12 hex digits>]``, so a test
-can tell which file reached which row.
+With ``EmulatorConfig.fetch_urls``, a URL is fetched here as the provider would (short timeout;
+a file served without a usable type is typed by its bytes); one that cannot be fetched is a
+failed request the provider's way (`FileProblem` with ``fetch``). Without it, URLs are left
+alone and cost nothing. The reply names every file the request carried, in order:
+`` [file <kind> <sha256 of its bytes, 12 hex digits>]``, so a test can tell which file reached
+which row.
 
 Tokens, per the provider's documented rule (`RULES`): a PDF's pages (its ``/Type /Page``
 objects) times the page rate, a recording's seconds times the audio rate (a WAV read with the
@@ -128,7 +130,20 @@ def fetch(url: str) -> tuple[str, bytes]:
     if response.status_code != 200:
         raise FileProblem(f"could not fetch {url}: HTTP {response.status_code}", fetch=True)
     mime = response.headers.get("content-type", "").split(";")[0].strip()
-    return mime, response.content
+    return (mime if _kind(mime) != "unknown" else _typed(response.content)), response.content
+
+
+def _typed(data: bytes) -> str:
+    """The MIME type of fetched bytes served without a usable one, as a provider reads it."""
+    if data.startswith(b"%PDF"):
+        return "application/pdf"
+    if data[8:12] == b"WAVE":
+        return "audio/wav"
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            return f"image/{(image.format or '').lower()}"
+    except (OSError, ValueError):
+        return "application/octet-stream"
 
 
 def _linked(url: str) -> tuple[str, bytes, str | None]:
@@ -137,8 +152,26 @@ def _linked(url: str) -> tuple[str, bytes, str | None]:
     return (*fetch(url), url)
 
 
-def _part_file(part: dict[str, Any]) -> tuple[str, bytes, str | None] | None:  # noqa: PLR0911
-    """(MIME type, bytes, URL or None) of one file part, None for a part that is no file."""
+def _part_file(part: dict[str, Any], fetching: bool) -> tuple[str, bytes, str | None] | None:
+    """(MIME type, bytes, URL or None) of one file part, None for a part that is no file (or
+    a URL, unless ``fetching``)."""
+    if not fetching and _url_of(part) is not None:
+        return None
+    return _inline_or_fetched(part)
+
+
+def _url_of(part: dict[str, Any]) -> str | None:
+    """The http(s) URL a part links to, else None."""
+    image, source = part.get("image_url"), part.get("source")
+    linked = part.get("fileData") or part.get("file_data")
+    for holder, key in ((image, "url"), (source, "url"), (linked, "fileUri")):
+        url = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(url, str) and url.startswith(("http://", "https://")):
+            return url
+    return None
+
+
+def _inline_or_fetched(part: dict[str, Any]) -> tuple[str, bytes, str | None] | None:  # noqa: PLR0911
     kind = part.get("type")
     if kind == "file":
         return (*_data_url(str((part.get("file") or {}).get("file_data", ""))), None)
@@ -174,12 +207,12 @@ def _parts(container: Any) -> Iterator[dict[str, Any]]:
                 yield part
 
 
-def received_files(messages: Any) -> list[Received]:
+def received_files(messages: Any, fetching: bool = False) -> list[Received]:
     """The files of a message list (or Gemini ``contents``), in order; `FileProblem` for a
-    file part that cannot be read."""
+    file part that cannot be read (``fetching`` False: URLs left out, not fetched)."""
     files: list[Received] = []
     for part in _parts(messages):
-        found = _part_file(part)
+        found = _part_file(part, fetching)
         if found is not None:
             mime, data, url = found
             files.append(Received(_kind(mime), data, url))
@@ -247,8 +280,11 @@ def check_files(files: list[Received], rule: FileRule) -> None:
         )
 
 
-def files_billed(messages: Any, rule: FileRule) -> tuple[list[Received], int]:
-    """The request's files, checked, and the tokens they cost (`FileProblem` if refused)."""
-    files = received_files(messages)
+def files_billed(
+    messages: Any, rule: FileRule, fetching: bool = False
+) -> tuple[list[Received], int]:
+    """The request's files, checked, and the tokens they cost (`FileProblem` if refused;
+    ``fetching`` False: its inline files only, no URL fetched)."""
+    files = received_files(messages, fetching)
     check_files(files, rule)
     return files, sum(file_tokens(f, rule) for f in files)

@@ -168,7 +168,9 @@ class State:
         self.openai = OpenAIEngine(
             self.drawer, config.embedding_dimensions, config.omit_usage, config.ignore_dimensions
         )
+        self.openai.fetch_urls = config.fetch_urls
         self.anthropic = AnthropicEngine(self.drawer)
+        self.anthropic.fetch_urls = config.fetch_urls
         self.gemini = GeminiStore()
         self.bedrock_jobs: dict[str, Any] = {}
         # Bedrock's OpenAI batches: the S3 input of each, and the result objects written
@@ -178,6 +180,7 @@ class State:
         self.gemini_engine = GeminiEngine(
             self.drawer, config.embedding_dimensions, config.omit_usage
         )
+        self.gemini_engine.fetch_urls = config.fetch_urls
         self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_seconds)
         self.durations = BatchDurations(config, self.stats)
         self.prompt_cache = PromptCache()

@@ -171,6 +171,7 @@ class GeminiEngine:
         self.drawer = drawer
         self.dimensions = embedding_dimensions
         self.omit_usage = omit_usage  # embedding replies without ``usageMetadata``
+        self.fetch_urls = False  # fetch the URLs of file parts (``EmulatorConfig.fetch_urls``)
 
     def embed(self, requests: Any, key: int, grpc: bool = False) -> Outcome:
         """``{"embeddings": [{"values"}], "usageMetadata"}`` for a list of EmbedContentRequests
@@ -208,7 +209,7 @@ class GeminiEngine:
         if problem is not None:
             return Outcome(400, error_status(400, problem, grpc))
         try:
-            files = files_billed(request["contents"], RULES["gemini"])
+            files = files_billed(request["contents"], RULES["gemini"], self.fetch_urls)
         except FileProblem as exc:
             lead = "Unable to process input image: " if exc.fetch else "Invalid file: "
             return Outcome(400, error_status(400, lead + str(exc), grpc))

@@ -328,7 +328,8 @@ def line_tokens(body: dict[str, Any], endpoint: str = CHAT) -> int:
     messages = body.get("messages")
     if isinstance(messages, list):
         try:
-            return prompt_tokens(messages) + files_billed(messages, RULES["openai"])[1]
+            inline = files_billed(messages, RULES["openai"], fetching=False)[1]
+            return prompt_tokens(messages) + inline  # enqueued: no URL fetched for it
         except FileProblem:
             return prompt_tokens(messages)  # refused when the line runs
     if endpoint == responses_api.PATH:

@@ -149,6 +149,7 @@ class OpenAIEngine:
         self.dimensions = embedding_dimensions
         self.omit_usage = omit_usage  # answer without ``usage`` (billing still counts it)
         self.ignore_dimensions = ignore_dimensions  # every vector at ``dimensions``'s length
+        self.fetch_urls = False  # fetch the URLs of file parts (``EmulatorConfig.fetch_urls``)
 
     def run(self, url: str, body: Any, key: int | None = None) -> Outcome:
         """Run ``body`` as a request to ``url`` (``/v1/chat/completions``, ``/v1/responses`` or
@@ -192,7 +193,7 @@ class OpenAIEngine:
             return refused
         messages = body["messages"]
         try:
-            files = files_billed(messages, RULES["openai"])
+            files = files_billed(messages, RULES["openai"], self.fetch_urls)
         except FileProblem as exc:
             return file_refusal(exc)
         schema = response_schema(body)

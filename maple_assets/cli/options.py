@@ -4,8 +4,8 @@ field's, so each option of ``maple enrich`` is defined once.
 A field ``max_batch_bytes`` becomes ``--max-batch-bytes``, a field with an alias its alias
 (``budget_usd``: ``--budget``, ``maple_engine.spec.ALIASES``); a bool defaulting to False is a
 flag, one defaulting to True a ``--no-...`` flag that turns it off; ``ge``/``gt``/``le``/``lt``
-become an ``IntRange`` or ``FloatRange``; a ``Literal`` a choice; ``tuple[str, ...]`` a
-repeatable option.
+become an ``IntRange`` or ``FloatRange``; a ``Literal`` a choice; ``tuple[str, ...]`` and
+``list[str]`` a repeatable option.
 """
 
 import types
@@ -62,7 +62,7 @@ def field_option(
     annotation = _optional_inner(info.annotation)
     if annotation is bool:
         settings |= {"flag_value": not info.default, "default": info.default}
-    elif get_origin(annotation) is tuple:
+    elif get_origin(annotation) in (tuple, list):
         settings |= {"multiple": True}
     else:
         settings["type"] = param_type or field_type(annotation, info)

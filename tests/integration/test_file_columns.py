@@ -1,0 +1,282 @@
+"""``--file-column`` through ``maple enrich``: PDFs, images and audio from local disk, moto's S3
+and URLs on 127.0.0.1 reach the emulator as each provider's own parts, every row is answered
+from its own file (the emulator names each file by a digest of the bytes it got), the dry run's
+tokens match what the emulator bills, and each bad input is one line before anything is sent."""
+
+import hashlib
+import http.server
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import boto3
+import polars as pl
+import pytest
+from click.testing import CliRunner, Result
+
+from emulator.config import EmulatorConfig
+from emulator.server import EmulatorServer
+from maple_assets.cli.commands import main
+from maple_engine.collect.responses import FILE_GONE
+from scripts.make_file_samples import image_bytes, pdf_bytes, wav_bytes
+from tests.conftest import BUCKET
+
+MODELS = {
+    "openai": "gpt-4o-mini",
+    "anthropic": "claude-3-5-haiku-latest",
+    "gemini": "gemini-2.5-flash",
+}
+
+
+class _Files(http.server.BaseHTTPRequestHandler):
+    """Serves ``FILES`` by path; ``/flaky-*`` answers 500 the first time, then the file."""
+
+    files: ClassVar[dict[str, bytes]] = {}
+    seen: ClassVar[set[str]] = set()
+
+    def _answer(self, body: bool) -> None:
+        data = self.files.get(self.path)
+        flaky = self.path.startswith("/flaky-") and self.path not in self.seen
+        self.seen.add(self.path)
+        status = 404 if data is None else 500 if flaky else 200
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(data or b"") if status == 200 else 0))
+        self.end_headers()
+        if body and status == 200 and data is not None:
+            self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._answer(body=True)
+
+    def do_HEAD(self) -> None:
+        self._answer(body=False)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+@pytest.fixture
+def file_host() -> Iterator[tuple[str, dict[str, bytes]]]:
+    files: dict[str, bytes] = {}
+    handler = type("Handler", (_Files,), {"files": files, "seen": set()})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", files
+    server.shutdown()
+    server.server_close()
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:12]
+
+
+def local(tmp_path: Path, name: str, data: bytes) -> str:
+    path = tmp_path / "files" / name
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(data)
+    return str(path)
+
+
+def mixed_rows(
+    tmp_path: Path, *, audio: bool, s3: bool, host: tuple[str, dict[str, bytes]] | None
+) -> pl.DataFrame:
+    """A table of rows each with its own file: PDFs, four image formats, WAVs (``audio``),
+    some on S3 (``s3``: moto's bucket) and some images as URLs on ``host``; ``expect`` holds
+    the digest the row's reply must name."""
+    rows: list[dict[str, str]] = []
+
+    def add(name: str, kind: str, data: bytes, where: str) -> None:
+        rows.append(
+            {"title": f"item {len(rows)}", "file": where, "expect": f"[file {kind} {digest(data)}]"}
+        )
+
+    for i in range(2):
+        data = pdf_bytes([f"Spec sheet {i}, page {p}" for p in range(i + 1)])
+        add(f"p{i}.pdf", "pdf", data, local(tmp_path, f"p{i}.pdf", data))
+    for i, fmt in enumerate(("PNG", "JPEG", "WEBP", "GIF")):
+        data = image_bytes(fmt, (40 + i, 30), i)
+        add(f"i{i}", "image", data, local(tmp_path, f"i{i}.{fmt.lower()}", data))
+    if audio:
+        data = wav_bytes(1.0 + 0.5, 330)
+        add("a0.wav", "audio", data, local(tmp_path, "a0.wav", data))
+    if s3:
+        client = boto3.client("s3")
+        for i, data in enumerate((pdf_bytes(["On S3"]), image_bytes("PNG", (20, 20), 9))):
+            client.put_object(Bucket=BUCKET, Key=f"files/s{i}", Body=data)
+            add(f"s{i}", "pdf" if i == 0 else "image", data, f"s3://{BUCKET}/files/s{i}")
+    if host is not None:
+        url, files = host
+        for i in range(2):
+            data = image_bytes("PNG", (24, 24), 20 + i)
+            files[f"/u{i}.png"] = data
+            add(f"u{i}", "image", data, f"{url}/u{i}.png")
+    return pl.DataFrame(rows)
+
+
+def enrich(
+    table: pl.DataFrame,
+    tmp_path: Path,
+    provider: str,
+    *extra: str,
+    env: dict[str, str] | None = None,
+) -> tuple[Result, Path]:
+    source, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    table.write_csv(source)
+    family = next((f for f in MODELS if provider.startswith(f)), "openai")
+    args = [
+        "enrich", str(source), "--prompt", "Describe {title}", "--model", MODELS[family],
+        "--provider", provider, "--file-column", "file", "--storage", str(tmp_path / "store"),
+        "--output", str(out), "--poll-interval", "0.05", "--job", "files", *extra,
+    ]  # fmt: skip
+    return CliRunner().invoke(main, args, env=env), out
+
+
+@pytest.fixture
+def server() -> Iterator[EmulatorServer]:
+    with EmulatorServer(EmulatorConfig(batch_seconds=0.05, fetch_urls=True)) as running:
+        yield running
+
+
+def provider_env(server: EmulatorServer) -> dict[str, str]:
+    return {
+        "MAPLE_EMULATOR_URL": server.url,
+        "OPENAI_BASE_URL": f"{server.url}/v1",
+        "OPENAI_API_KEY": "k",
+        "ANTHROPIC_BASE_URL": server.url,
+        "ANTHROPIC_API_KEY": "k",
+        "GEMINI_BASE_URL": server.url,
+        "GEMINI_API_KEY": "k",
+    }
+
+
+def dry_run_tokens(result: Result) -> int:
+    found = re.search(r"input tokens\s+~([\d,]+)", result.output)
+    assert found is not None, result.output
+    return int(found.group(1).replace(",", ""))
+
+
+@pytest.mark.parametrize(
+    ("provider", "audio"),
+    [
+        ("emulator", True),  # OpenAI's batch API
+        ("openai-realtime", True),
+        ("anthropic", False),  # Claude takes no audio
+        ("gemini", True),
+        pytest.param("anthropic-realtime", False, marks=pytest.mark.slow),
+        pytest.param("gemini-realtime", True, marks=pytest.mark.slow),
+    ],
+)
+def test_each_row_is_answered_from_its_own_file(  # noqa: PLR0917  (parameters and fixtures)
+    provider: str,
+    audio: bool,
+    tmp_path: Path,
+    s3: dict[str, str],
+    file_host: tuple[str, dict[str, bytes]],
+    server: EmulatorServer,
+) -> None:
+    table = mixed_rows(tmp_path, audio=audio, s3=True, host=file_host)
+    result, out = enrich(table, tmp_path, provider, "--quiet", env=provider_env(server))
+    assert result.exit_code == 0, result.output
+    frame = pl.read_csv(out)
+    assert frame["llm_status"].to_list() == ["succeeded"] * table.height
+    for response, expect in zip(frame["llm_response"], table["expect"], strict=True):
+        assert response.endswith(expect), (response, expect)  # its own file, and only it
+    stats = server.stats()
+    assert stats["file_parts"] == table.height
+    assert stats["bodies_billed_twice"] == 0
+
+
+@pytest.mark.parametrize(
+    ("provider", "audio"), [("emulator", True), ("anthropic", False), ("gemini", True)]
+)
+def test_the_dry_run_counts_the_files_tokens_the_emulator_bills(
+    provider: str, audio: bool, tmp_path: Path, s3: dict[str, str], server: EmulatorServer
+) -> None:
+    """Files read (local and S3) are estimated by the provider's own rule, as billed; a URL,
+    not read up front, is estimated as a 1024 x 1024 image."""
+    table = mixed_rows(tmp_path, audio=audio, s3=True, host=None)
+    dry, _ = enrich(table, tmp_path, provider, "--dry-run", env=provider_env(server))
+    assert dry.exit_code == 0, dry.output
+    assert server.stats()["requests_received"] == 0
+    result, out = enrich(table, tmp_path, provider, "--quiet", env=provider_env(server))
+    assert result.exit_code == 0, result.output
+    billed = int(pl.read_csv(out)["llm_input_tokens"].sum())
+    assert abs(dry_run_tokens(dry) - billed) <= 0.1 * billed, (dry.output, billed)
+
+
+def bad_run(
+    tmp_path: Path,
+    server: EmulatorServer,
+    table: pl.DataFrame,
+    provider: str = "emulator",
+    *extra: str,
+) -> str:
+    result, _ = enrich(table, tmp_path, provider, "--quiet", *extra, env=provider_env(server))
+    assert result.exit_code == 2, result.output
+    stats = server.stats()
+    assert stats["requests_received"] == 0 and stats["files_uploaded"] == 0, stats
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def test_each_bad_file_is_one_line_before_anything_is_sent(
+    tmp_path: Path, s3: dict[str, str], server: EmulatorServer
+) -> None:
+    pdf = local(tmp_path, "ok.pdf", pdf_bytes(["fine"]))
+    text = local(tmp_path, "notes.txt", b"just some text, not a file Maple sends")
+    wav = local(tmp_path, "call.wav", wav_bytes(0.5, 200))
+    cases: list[tuple[str, list[str], tuple[str, ...]]] = [
+        (
+            "emulator",
+            [pdf, str(tmp_path / "missing.pdf")],
+            ("Row 1", "missing.pdf", "cannot be read"),
+        ),
+        ("emulator", [pdf, f"s3://{BUCKET}/no/such.pdf"], ("Row 1", "s3://", "cannot be read")),
+        ("emulator", [text], ("Row 0", "notes.txt", "is not a PDF")),
+        ("anthropic", [pdf, wav], ("Row 1", "call.wav", "does not take", "openai")),
+        ("mistral", [pdf], ("--provider mistral", "use openai")),
+    ]
+    for provider, files, words in cases:
+        table = pl.DataFrame({"title": [f"t{i}" for i in range(len(files))], "file": files})
+        line = bad_run(tmp_path, server, table, provider)
+        assert all(word in line for word in words), (line, words)
+
+
+def test_files_over_the_limits_are_refused_before_anything_is_sent(
+    tmp_path: Path, server: EmulatorServer
+) -> None:
+    big = local(tmp_path, "big.wav", wav_bytes(0.1, 200) + b"\0" * 9_000_000)  # 12 MB encoded
+    over = bad_run(
+        tmp_path,
+        server,
+        pl.DataFrame({"title": ["a"], "file": [big]}),
+        "emulator",
+        "--max-batch-bytes",
+        "5000000",
+    )
+    assert "Row 0" in over and "big.wav" in over and "5,000,000 bytes" in over, over
+    table = pl.DataFrame({"title": ["a"], "file": [big], "more": [big]})
+    both = bad_run(tmp_path, server, table, "gemini", "--file-column", "more")
+    assert "Row 0" in both and "20,000,000 bytes per request" in both, both
+
+
+def test_a_file_url_that_fails_is_invalid_file_and_checked_before_its_retry(
+    tmp_path: Path, file_host: tuple[str, dict[str, bytes]], server: EmulatorServer
+) -> None:
+    url, files = file_host
+    files["/flaky-1.png"] = image_bytes("PNG", (8, 8), 1)
+    table = pl.DataFrame(
+        {"title": ["gone", "flaky"], "file": [f"{url}/gone-0.png", f"{url}/flaky-1.png"]}
+    )
+    result, out = enrich(table, tmp_path, "emulator", "--quiet", env=provider_env(server))
+    assert result.exit_code == 3, result.output
+    frame = pl.read_csv(out)
+    gone, flaky = frame.row(0, named=True), frame.row(1, named=True)
+    assert (gone["llm_failure_class"], gone["llm_attempts"]) == ("invalid_file", 1)
+    assert gone["llm_error"].startswith(FILE_GONE) and "HTTP 404" in gone["llm_error"]
+    assert (flaky["llm_status"], flaky["llm_attempts"]) == ("succeeded", 2)
+    assert flaky["llm_response"].endswith(f"[file image {digest(files['/flaky-1.png'])}]")
