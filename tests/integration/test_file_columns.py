@@ -22,6 +22,7 @@ from maple_assets.cli.commands import main
 from maple_engine.collect.responses import FILE_GONE
 from scripts.make_file_samples import image_bytes, pdf_bytes, wav_bytes
 from tests.conftest import BUCKET
+from tests.e2e.cli import maple
 
 MODELS = {
     "openai": "gpt-4o-mini",
@@ -280,3 +281,97 @@ def test_a_file_url_that_fails_is_invalid_file_and_checked_before_its_retry(
     assert gone["llm_error"].startswith(FILE_GONE) and "HTTP 404" in gone["llm_error"]
     assert (flaky["llm_status"], flaky["llm_attempts"]) == ("succeeded", 2)
     assert flaky["llm_response"].endswith(f"[file image {digest(files['/flaky-1.png'])}]")
+
+
+def many_rows(
+    tmp_path: Path, count: int, *, audio: bool, host: tuple[str, dict[str, bytes]]
+) -> pl.DataFrame:
+    """``count`` rows, each with a file of its own: local PDFs, images and WAVs (``audio``),
+    PDFs and images on moto's S3, and images as URLs on ``host``."""
+    client = boto3.client("s3")
+    url, served = host
+    rows: list[dict[str, str]] = []
+    for i in range(count):
+        slot = i % (5 if audio else 4)
+        if slot == 0:
+            data, kind = pdf_bytes([f"Sheet {i}"] * (1 + i % 3)), "pdf"
+        elif slot == 4:
+            data, kind = wav_bytes(0.25 + (i % 4) / 4, 200 + i), "audio"
+        else:
+            data, kind = (
+                image_bytes(("PNG", "JPEG", "WEBP")[slot - 1], (16 + i % 9, 12), i),
+                "image",
+            )
+        if i % 7 == 3:
+            client.put_object(Bucket=BUCKET, Key=f"many/{i}", Body=data)
+            where = f"s3://{BUCKET}/many/{i}"
+        elif i % 11 == 5 and kind == "image":
+            served[f"/many-{i}"] = data
+            where = f"{url}/many-{i}"
+        else:
+            where = local(tmp_path, f"many-{i}", data)
+        rows.append(
+            {"title": f"item {i}", "file": where, "expect": f"[file {kind} {digest(data)}]"}
+        )
+    return pl.DataFrame(rows)
+
+
+def answered_from_own_files(out: Path, table: pl.DataFrame) -> None:
+    frame = pl.read_csv(out) if out.suffix == ".csv" else pl.read_parquet(out)
+    assert frame["llm_status"].to_list() == ["succeeded"] * table.height
+    for response, expect in zip(frame["llm_response"], table["expect"], strict=True):
+        assert response.endswith(expect), (response, expect)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("point", ["after_create", "after_results"])
+def test_a_job_with_files_killed_and_rerun_pays_nothing_twice(
+    point: str, tmp_path: Path, s3: dict[str, str], file_host: tuple[str, dict[str, bytes]]
+) -> None:
+    table = many_rows(tmp_path, 200, audio=True, host=file_host)
+    source, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    table.write_csv(source)
+    args = (
+        "enrich", str(source), "--prompt", "Describe {title}", "--model", "gpt-4o-mini",
+        "--provider", "emulator", "--file-column", "file", "--storage", str(tmp_path / "store"),
+        "--output", str(out), "--poll-interval", "0.05", "--job", "files",
+        "--max-requests-per-batch", "80", "--quiet",
+    )  # fmt: skip
+    with EmulatorServer(EmulatorConfig(batch_seconds=0.2, fetch_urls=True)) as server:
+        killed = maple(*args, url=server.url, MAPLE_CRASH_AT=point)
+        assert killed.returncode == -9, killed.stderr
+        again = maple(*args, url=server.url)
+        assert again.returncode == 0, again.stderr
+        stats = server.stats()
+    assert stats["bodies_billed_twice"] == 0
+    assert stats["requests_billed"] == table.height
+    assert stats["file_parts"] == table.height
+    answered_from_own_files(out, table)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("provider", "audio"),
+    [
+        ("emulator", True),
+        ("openai-realtime", True),
+        ("anthropic", False),
+        ("anthropic-realtime", False),
+        ("gemini", True),
+        ("gemini-realtime", True),
+    ],
+)
+def test_two_hundred_rows_of_files_on_every_provider_that_takes_them(  # noqa: PLR0917
+    provider: str,
+    audio: bool,
+    tmp_path: Path,
+    s3: dict[str, str],
+    file_host: tuple[str, dict[str, bytes]],
+    server: EmulatorServer,
+) -> None:
+    table = many_rows(tmp_path, 200, audio=audio, host=file_host)
+    result, out = enrich(table, tmp_path, provider, "--quiet", env=provider_env(server))
+    assert result.exit_code == 0, result.output
+    answered_from_own_files(out, table)
+    stats = server.stats()
+    assert (stats["file_parts"], stats["bodies_billed_twice"]) == (table.height, 0)
