@@ -76,11 +76,12 @@ def attached(row: int, column: str, cell: str, spec: JobSpec, files: FileInputs)
             f"{one_of(lambda c: c.files is not None and kind.kind in c.files.kinds)}."
         )
     file = AttachedFile(name=cell.rstrip("/").rsplit("/", 1)[-1], type=kind, data=data)
-    if file.encoded_bytes > files.max_file_bytes:
+    limit = files.max_bytes(kind.kind)
+    if file.encoded_bytes > limit:
         raise ConfigError(
             f"{where} is {file.encoded_bytes:,} bytes encoded, over --provider "
-            f"{spec.provider}'s limit of {files.max_file_bytes:,} bytes per file "
-            f"({files.docs}): shrink or split the file."
+            f"{spec.provider}'s limit of {limit:,} bytes per file ({KIND_NAMES[kind.kind]}; "
+            f"{files.docs}): shrink or split the file."
         )
     return file
 

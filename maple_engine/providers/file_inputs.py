@@ -53,7 +53,8 @@ class FileInputs:
     ``max_request_bytes`` of files (base64-encoded) in one request; ``part`` makes the
     provider's content part of one file, ``url_part`` that of a URL the provider fetches itself
     (None: it fetches none). Tokens: ``pdf_page_tokens`` per page, ``audio_tokens_per_s`` per
-    second, ``image_tokens(width, height)`` per image (``url_tokens`` for a URL, unread)."""
+    second, ``image_tokens(width, height)`` per image (``url_tokens`` for a URL, unread);
+    ``kind_limits``: a kind's own smaller per-file limit, where the provider documents one."""
 
     kinds: frozenset[FileKind]
     max_file_bytes: int
@@ -64,6 +65,11 @@ class FileInputs:
     audio_tokens_per_s: float
     image_tokens: Callable[[int, int], int]
     docs: str  # the vendor's page on file inputs
+    kind_limits: tuple[tuple[FileKind, int], ...] = ()
+
+    def max_bytes(self, kind: FileKind) -> int:
+        """The most bytes (base64-encoded) one file of ``kind`` may be."""
+        return dict(self.kind_limits).get(kind, self.max_file_bytes)
 
     @property
     def url_tokens(self) -> int:

@@ -23,6 +23,9 @@ from maple_engine.collect.responses import FILE_GONE
 from scripts.make_file_samples import image_bytes, pdf_bytes, wav_bytes
 from tests.conftest import BUCKET
 from tests.e2e.cli import maple
+from tests.integration.test_bedrock_batch import BUCKET as BEDROCK_BUCKET
+from tests.integration.test_bedrock_batch import MODEL as BEDROCK_MODEL
+from tests.integration.test_bedrock_batch import bedrock_emulator, s3_url  # noqa: F401  (a fixture)
 
 MODELS = {
     "openai": "gpt-4o-mini",
@@ -375,3 +378,31 @@ def test_two_hundred_rows_of_files_on_every_provider_that_takes_them(  # noqa: P
     answered_from_own_files(out, table)
     stats = server.stats()
     assert (stats["file_parts"], stats["bodies_billed_twice"]) == (table.height, 0)
+
+
+@pytest.mark.slow  # a Bedrock job end to end on moto's S3 (at least 100 records a batch)
+def test_bedrock_takes_pdfs_and_images_as_claudes_blocks(
+    s3_url: str,  # noqa: F811  (the fixture imported above)
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rows: list[dict[str, str]] = []
+    for i in range(100):
+        data = pdf_bytes([f"Sheet {i}"]) if i % 2 else image_bytes("PNG", (10 + i % 5, 10), i)
+        kind = "pdf" if i % 2 else "image"
+        path = local(tmp_path, f"b{i}", data)
+        rows.append({"title": f"t{i}", "file": path, "expect": f"[file {kind} {digest(data)}]"})
+    table = pl.DataFrame(rows)
+    source, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    table.write_csv(source)
+    with bedrock_emulator(s3_url, monkeypatch) as server:
+        args = [
+            "enrich", str(source), "--prompt", "Name {title}", "--model", BEDROCK_MODEL,
+            "--provider", "bedrock", "--file-column", "file", "--storage", f"s3://{BEDROCK_BUCKET}/root",
+            "--output", str(out), "--poll-interval", "0.1", "--quiet",
+        ]  # fmt: skip
+        result = CliRunner().invoke(main, args, catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+        stats = server.stats()
+    answered_from_own_files(out, table)
+    assert (stats["file_parts"], stats["bodies_billed_twice"]) == (100, 0)

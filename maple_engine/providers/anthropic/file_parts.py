@@ -7,11 +7,12 @@
   Maple counts 1,600.
 - An image (JPEG, PNG, GIF, WebP) is an ``image`` block with a base64 source, a URL cell an
   ``image`` block with a ``url`` source that Anthropic fetches
-  (https://docs.anthropic.com/en/docs/build-with-claude/vision); tokens are width x height /
-  750 once the long side fits 1,568 pixels.
+  (https://docs.anthropic.com/en/docs/build-with-claude/vision), at most 5 MB each; tokens
+  are width x height / 750 once the long side fits 1,568 pixels.
 - Audio: the Messages API takes none; a job that sends it is refused before anything is read.
 """
 
+import dataclasses
 import math
 from typing import Any
 
@@ -46,4 +47,17 @@ FILES = FileInputs(
     audio_tokens_per_s=0,
     image_tokens=image_tokens,
     docs="https://docs.anthropic.com/en/docs/build-with-claude/pdf-support",
+    kind_limits=(("image", 5 * MB),),
+)
+
+#: Claude on Bedrock (batch inference records carry its native body): the same blocks, base64
+#: only (Bedrock fetches no URL), each image at most 3.75 MB and each document 4.5 MB
+#: (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ImageBlock.html,
+#: https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_DocumentBlock.html).
+BEDROCK_FILES = dataclasses.replace(
+    FILES,
+    max_file_bytes=4_500_000,
+    url_part=None,
+    kind_limits=(("image", 3_750_000),),
+    docs="https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_DocumentBlock.html",
 )
