@@ -168,7 +168,7 @@ def dry_run_tokens(result: Result) -> int:
         ("emulator", True),  # OpenAI's batch API
         ("openai-realtime", True),
         ("anthropic", False),  # Claude takes no audio
-        ("gemini", True),
+        pytest.param("gemini", True, marks=pytest.mark.slow),
         pytest.param("anthropic-realtime", False, marks=pytest.mark.slow),
         pytest.param("gemini-realtime", True, marks=pytest.mark.slow),
     ],
@@ -194,7 +194,12 @@ def test_each_row_is_answered_from_its_own_file(  # noqa: PLR0917  (parameters a
 
 
 @pytest.mark.parametrize(
-    ("provider", "audio"), [("emulator", True), ("anthropic", False), ("gemini", True)]
+    ("provider", "audio"),
+    [
+        ("emulator", True),
+        pytest.param("anthropic", False, marks=pytest.mark.slow),
+        pytest.param("gemini", True, marks=pytest.mark.slow),
+    ],
 )
 def test_the_dry_run_counts_the_files_tokens_the_emulator_bills(
     provider: str, audio: bool, tmp_path: Path, s3: dict[str, str], server: EmulatorServer
@@ -406,3 +411,28 @@ def test_bedrock_takes_pdfs_and_images_as_claudes_blocks(
         stats = server.stats()
     answered_from_own_files(out, table)
     assert (stats["file_parts"], stats["bodies_billed_twice"]) == (100, 0)
+
+
+@pytest.mark.slow  # ~12 s: a budget stop, then a canary and the job
+def test_the_budget_and_the_canary_count_the_files(tmp_path: Path, server: EmulatorServer) -> None:
+    """20-page PDFs: about 15,300 tokens a row at OpenAI's page rate; a budget that the text
+    alone fits stops the job before anything is sent; the canary's rows are not paid again."""
+    files = [
+        local(tmp_path, f"long{i}.pdf", pdf_bytes([f"row {i} page {p}" for p in range(20)]))
+        for i in range(4)
+    ]
+    table = pl.DataFrame({"title": [f"t{i}" for i in range(4)], "file": files})
+    stopped, _ = enrich(table, tmp_path, "emulator", "--budget", "0.002", env=provider_env(server))
+    assert stopped.exit_code == 4, stopped.output
+    assert server.stats()["requests_received"] == 0
+    result, out = enrich(table, tmp_path, "emulator", "--canary", "2", env=provider_env(server))
+    assert result.exit_code == 0, result.output
+    frame = pl.read_csv(out)
+    assert frame["llm_status"].to_list() == ["succeeded"] * 4
+    assert (frame["llm_input_tokens"] > 20 * 765).all()
+    stats = server.stats()
+    assert (stats["file_parts"], stats["requests_billed"], stats["bodies_billed_twice"]) == (
+        4,
+        4,
+        0,
+    )
