@@ -20,6 +20,7 @@ import orjson
 import polars as pl
 
 from maple_engine.errors import ConfigError
+from maple_engine.inputs.sources import BLOCK_ROWS
 from maple_engine.model import FILE_TOKENS, ROW_ID
 from maple_engine.providers.file_inputs import AttachedFile, FileInputs
 from maple_engine.providers.file_types import HEAD_BYTES, KIND_NAMES, sniff
@@ -28,8 +29,17 @@ from maple_engine.spec import JobSpec
 from maple_engine.storage.storage import filesystem_for
 
 FILE_PARTS = "_maple_file_parts"
+#: Rows a block of a job with files holds while its requests are encoded (the files' bytes are
+#: in them, base64): `block_rows`.
+FILE_BLOCK_ROWS = 256
 URL_PREFIXES = ("http://", "https://")
 KNOWN_TYPES = "a PDF, a PNG, JPEG, WebP or GIF image, or a WAV or MP3 recording"
+
+
+def block_rows(spec: JobSpec) -> int:
+    """Rows of the input read at once to encode ``spec``'s requests: fewer for a job with
+    files, whose requests carry them."""
+    return FILE_BLOCK_ROWS if spec.file_columns else BLOCK_ROWS
 
 
 def provider_files(spec: JobSpec) -> FileInputs:

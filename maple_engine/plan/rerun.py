@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from maple_engine.errors import ConfigError
+from maple_engine.inputs.files import block_rows
 from maple_engine.inputs.sources import iter_blocks, row_count
 from maple_engine.job import Job
 from maple_engine.model import ShardInfo, StopKind, Version
@@ -165,7 +166,7 @@ def _cut(
         shards = write_shards(
             storage,
             job.spec,
-            iter_blocks(source, s3=storage.s3),
+            iter_blocks(source, block_rows(job.spec), storage.s3),
             job.wire,
             key_for=version.shard_key,
             on_block=on_block,

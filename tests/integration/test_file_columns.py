@@ -436,3 +436,34 @@ def test_the_budget_and_the_canary_count_the_files(tmp_path: Path, server: Emula
         4,
         0,
     )
+
+
+@pytest.mark.slow  # ~11 s: three batches
+def test_shards_are_cut_by_bytes_with_the_files_inside(
+    tmp_path: Path, server: EmulatorServer
+) -> None:
+    """Six rows of a 1-second WAV each (about 21 KB encoded): batches of 50,000 bytes hold
+    two of them, so the job is three batches."""
+    files = [local(tmp_path, f"w{i}.wav", wav_bytes(1.0, 100 + i)) for i in range(6)]
+    table = pl.DataFrame({"title": [f"t{i}" for i in range(6)], "file": files})
+    dry, _ = enrich(
+        table,
+        tmp_path,
+        "emulator",
+        "--dry-run",
+        "--max-batch-bytes",
+        "50000",
+        env=provider_env(server),
+    )
+    assert re.search(r"^shards\s+3$", dry.output, re.MULTILINE), dry.output
+    result, _ = enrich(
+        table,
+        tmp_path,
+        "emulator",
+        "--quiet",
+        "--max-batch-bytes",
+        "50000",
+        env=provider_env(server),
+    )
+    assert result.exit_code == 0, result.output
+    assert server.stats()["batches_created"] == 3
