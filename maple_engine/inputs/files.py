@@ -13,6 +13,7 @@ Each row gets its encoded parts (``FILE_PARTS``: every part preceded by a comma,
 and the tokens the provider bills for them (``FILE_TOKENS``, by its own rule).
 """
 
+import hashlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,12 +21,13 @@ import orjson
 import polars as pl
 
 from maple_engine.errors import ConfigError
-from maple_engine.inputs.sources import BLOCK_ROWS
+from maple_engine.inputs.sources import BLOCK_ROWS, iter_blocks
 from maple_engine.model import FILE_TOKENS, ROW_ID
 from maple_engine.providers.file_inputs import AttachedFile, FileInputs
 from maple_engine.providers.file_types import HEAD_BYTES, KIND_NAMES, sniff
 from maple_engine.providers.registry import capabilities, one_of
 from maple_engine.spec import JobSpec
+from maple_engine.storage.s3 import S3Settings
 from maple_engine.storage.storage import filesystem_for
 
 FILE_PARTS = "_maple_file_parts"
@@ -40,6 +42,31 @@ def block_rows(spec: JobSpec) -> int:
     """Rows of the input read at once to encode ``spec``'s requests: fewer for a job with
     files, whose requests carry them."""
     return FILE_BLOCK_ROWS if spec.file_columns else BLOCK_ROWS
+
+
+def files_stamp(source: Any, spec: JobSpec, s3: S3Settings | None = None) -> str:
+    """A digest of what the input's file cells point at: each local or S3 file's path, size
+    and modification time (or ETag), each URL as written. A job's version changes with it, so
+    a file changed under the same path is sent again (its request holds the new bytes)."""
+    digest = hashlib.sha256()
+    columns = list(dict.fromkeys(spec.file_columns))
+    for block in iter_blocks(source, BLOCK_ROWS, s3):
+        for row in block.select(columns).iter_rows():
+            for value in row:
+                digest.update(_identity("" if value is None else str(value).strip(), s3))
+    return digest.hexdigest()[:32]
+
+
+def _identity(cell: str, s3: S3Settings | None) -> bytes:
+    if not cell or cell.startswith(URL_PREFIXES):
+        return cell.encode() + b"\0"
+    try:
+        fs, path = filesystem_for(cell, s3)
+        info = fs.info(path)
+    except (OSError, ValueError):  # missing: the encoding says so, in its one line
+        return cell.encode() + b":missing\0"
+    tag = info.get("ETag") or info.get("etag") or info.get("mtime") or info.get("LastModified")
+    return f"{cell}:{info.get('size')}:{tag}".encode() + b"\0"
 
 
 def provider_files(spec: JobSpec) -> FileInputs:

@@ -467,3 +467,26 @@ def test_shards_are_cut_by_bytes_with_the_files_inside(
     )
     assert result.exit_code == 0, result.output
     assert server.stats()["batches_created"] == 3
+
+
+@pytest.mark.slow  # ~8 s: three runs of one job
+def test_a_rerun_sends_only_the_rows_whose_file_changed(
+    tmp_path: Path, server: EmulatorServer
+) -> None:
+    """A request holds its file's bytes: the same path with new bytes is a new request (the
+    row is sent again), unchanged files are answered from the response store."""
+    files = [local(tmp_path, f"r{i}.pdf", pdf_bytes([f"version 1 of {i}"])) for i in range(3)]
+    table = pl.DataFrame({"title": [f"t{i}" for i in range(3)], "file": files})
+    first, _ = enrich(table, tmp_path, "emulator", "--quiet", env=provider_env(server))
+    assert first.exit_code == 0, first.output
+    again, _ = enrich(table, tmp_path, "emulator", "--quiet", env=provider_env(server))
+    assert again.exit_code == 0, again.output
+    assert server.stats()["requests_billed"] == 3
+    changed = pdf_bytes(["version 2 of 1"])
+    Path(files[1]).write_bytes(changed)
+    last, out = enrich(table, tmp_path, "emulator", "--quiet", env=provider_env(server))
+    assert last.exit_code == 0, last.output
+    frame = pl.read_csv(out)
+    assert frame["llm_reused"].to_list() == [True, False, True]
+    assert frame["llm_response"][1].endswith(f"[file pdf {digest(changed)}]")
+    assert server.stats()["requests_billed"] == 4
