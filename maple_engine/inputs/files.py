@@ -79,6 +79,11 @@ def provider_files(spec: JobSpec) -> FileInputs:
             f"(--file-column {spec.file_columns[0]}): use "
             f"{one_of(lambda c: c.files is not None)}."
         )
+    if spec.endpoint != "chat":
+        raise ConfigError(
+            f"--file-column {spec.file_columns[0]} sends files as chat completion parts: drop "
+            f"--endpoint {spec.endpoint}."
+        )
     return files
 
 

@@ -18,8 +18,10 @@ from click.testing import CliRunner, Result
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
+from maple_assets import enrichment
 from maple_assets.cli.commands import main
 from maple_engine.collect.responses import FILE_GONE
+from maple_engine.errors import ConfigError
 from scripts.make_file_samples import image_bytes, pdf_bytes, wav_bytes
 from tests.conftest import BUCKET
 from tests.e2e.cli import maple
@@ -490,3 +492,19 @@ def test_a_rerun_sends_only_the_rows_whose_file_changed(
     assert frame["llm_reused"].to_list() == [True, False, True]
     assert frame["llm_response"][1].endswith(f"[file pdf {digest(changed)}]")
     assert server.stats()["requests_billed"] == 4
+
+
+def test_a_provider_or_endpoint_without_files_is_refused_where_the_job_is_declared(
+    tmp_path: Path,
+) -> None:
+    source = tmp_path / "in.csv"
+    pl.DataFrame({"title": ["a"], "file": ["a.pdf"]}).write_csv(source)
+    for provider, endpoint, words in (
+        ("mistral", "chat", "use openai"),
+        ("openai", "responses", "drop --endpoint responses"),
+    ):
+        with pytest.raises(ConfigError, match=words):
+            enrichment(
+                name="sheets", source=str(source), prompt="{title}", model="gpt-4o-mini",
+                provider=provider, endpoint=endpoint, file_columns=["file"],
+            )  # fmt: skip

@@ -114,16 +114,9 @@ def chat_body_expr(
     return splice_params(body, head)
 
 
-def responses_body_expr(
-    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, files: pl.Expr | None = None
-) -> pl.Expr:
+def responses_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
     """The encoded ``/responses`` body of every row: the prompt as the input's one user
-    message, the system prompt as ``instructions``, a response schema as ``text.format``
-    (files go to chat completions only: their parts are chat's)."""
-    if files is not None:
-        raise ConfigError(
-            "--file-column sends files as chat completion parts: drop --endpoint responses."
-        )
+    message, the system prompt as ``instructions``, a response schema as ``text.format``."""
     head: dict[str, Any] = {"model": spec.model, **spec.params}
     if spec.system is not None:
         head["instructions"] = spec.system
@@ -156,11 +149,12 @@ def body_expr(
     files: pl.Expr | None = None,
 ) -> pl.Expr:
     """The encoded body of every row: a chat completion (or a Responses request), or an
-    embedding of the text; ``files``: the row's encoded file parts (`file_parts`)."""
+    embedding of the text; ``files``: the row's encoded file parts (`file_parts`; a chat
+    completion's: a job with files is refused on the Responses API where it is declared)."""
     if spec.kind == EMBEDDING:
         return embedding_body_expr(spec, user)
     if spec.endpoint == "responses":
-        return responses_body_expr(spec, user, image, files)
+        return responses_body_expr(spec, user, image)
     return chat_body_expr(spec, user, image, schema_format, files)
 
 
