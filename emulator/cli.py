@@ -162,6 +162,13 @@ from emulator.config import (
     "that does not shorten vectors (or a gateway that drops the field) does.",
 )
 @click.option(
+    "--fetch-urls",
+    is_flag=True,
+    help="Fetch the http(s) URLs of image and file parts as a provider does: the reply names "
+    "the file by a digest of its bytes, its tokens are billed, and one that cannot be fetched "
+    "fails its request.",
+)
+@click.option(
     "--no-usage",
     "omit_usage",
     is_flag=True,
@@ -222,6 +229,7 @@ def emulator_command(
     latency: str,
     server_slots: int,
     ignore_dimensions: bool,
+    fetch_urls: bool,
     omit_usage: bool,
     required_headers: tuple[str, ...],
     required_body_fields: tuple[str, ...],
@@ -256,6 +264,7 @@ def emulator_command(
             server_slots=server_slots,
             omit_usage=omit_usage,
             ignore_dimensions=ignore_dimensions,
+            fetch_urls=fetch_urls,
             required_headers=required_headers,
             required_body_fields=required_body_fields,
             gateway_nulls=gateway_nulls,
