@@ -199,6 +199,13 @@ from emulator.core.labels import RULES
     help="Flip this share of --label-rule keywords answers, the same prompts every time.",
 )
 @click.option(
+    "--fetch-urls",
+    is_flag=True,
+    help="Fetch the http(s) URLs of image and file parts as a provider does: the reply names "
+    "the file by a digest of its bytes, its tokens are billed, and one that cannot be fetched "
+    "fails its request.",
+)
+@click.option(
     "--no-usage",
     "omit_usage",
     is_flag=True,
@@ -263,6 +270,7 @@ def emulator_command(
     ignore_dimensions: bool,
     label_rule: str,
     label_noise: float,
+    fetch_urls: bool,
     omit_usage: bool,
     required_headers: tuple[str, ...],
     required_body_fields: tuple[str, ...],
@@ -301,6 +309,7 @@ def emulator_command(
             ignore_dimensions=ignore_dimensions,
             label_rule=label_rule,
             label_noise=label_noise,
+            fetch_urls=fetch_urls,
             required_headers=required_headers,
             required_body_fields=required_body_fields,
             gateway_nulls=gateway_nulls,

@@ -110,6 +110,11 @@ class EmulatorConfig:
     #: ``output_dimension``) asks, as an OpenAI-compatible server that does not shorten vectors
     #: does, and a gateway that drops the field.
     ignore_dimensions: bool = False
+    #: Fetch the http(s) URLs of image and file parts as the provider would: a reply names the
+    #: file fetched, its tokens are billed, and a URL that cannot be fetched (or decoded) fails
+    #: its request the provider's way (``emulator.core.files``). Off: URLs are not fetched, and
+    #: cost nothing (inline files are read either way).
+    fetch_urls: bool = False
     #: An AI gateway in front (``emulator.core.gateway``): headers every provider call must carry
     #: (400 naming the first missing), and batch/file objects re-shaped as LiteLLM's proxy
     #: returns them (``null`` for absent optional fields, extra fields).

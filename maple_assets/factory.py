@@ -85,6 +85,7 @@ def enrichment(
     max_batch_bytes: int = DEFAULTS.max_batch_bytes,
     response_schema: Any = DEFAULTS.response_schema,
     image_column: str | None = DEFAULTS.image_column,
+    file_columns: list[str] | None = None,
     output: str | None = DEFAULTS.output,
     retries: dict[str, int] | None = None,
     budget_usd: float | None = DEFAULTS.budget_usd,
@@ -115,9 +116,10 @@ def enrichment(
     """Declare an enrichment: ``source`` is an upstream asset or a CSV/Parquet path or URI.
 
     The keywords are the job options of ``maple_engine.spec.JobSpec`` by name (defaults, bounds
-    and help there; a test holds this signature to it): ``params`` and ``retries`` take None for
-    empty, ``headers`` (a gateway's, on every request; never stored) and ``extra_body`` (a
-    gateway's fields of the batch control calls; never stored) None for none,
+    and help there; a test holds this signature to it): ``params``, ``retries`` and
+    ``file_columns`` take None for empty, ``headers`` (a gateway's, on every request; never
+    stored) and ``extra_body`` (a gateway's fields of the batch control calls; never stored)
+    None for none,
     ``deadline`` ("6h", seconds or a timedelta) is ``deadline_s``'s alias,
     ``response_schema`` a dict, a pydantic model class or a JSON file's path.
     ``poll_interval_s`` is the sensor's minimum interval."""

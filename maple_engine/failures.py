@@ -16,6 +16,7 @@ class FailureClass(enum.StrEnum):
     SERVER_ERROR = "server_error"
     REFUSED = "refused"
     INVALID_IMAGE = "invalid_image"
+    INVALID_FILE = "invalid_file"  # a --file-column URL the provider could not fetch
     INVALID_OUTPUT = "invalid_output"
     INVALID_REQUEST = "invalid_request"
     INSUFFICIENT_QUOTA = "insufficient_quota"

@@ -15,7 +15,8 @@ ROW_ID = "_maple_row_id"
 CUSTOM_ID = "_maple_custom_id"
 REQUEST = "_maple_request"
 KEY = "_maple_key"  # the request key (maple_engine.storage.response_store)
-INTERNAL_COLUMNS = (ROW_ID, CUSTOM_ID, REQUEST, KEY)
+FILE_TOKENS = "_maple_file_tokens"  # the prompt tokens of a row's files (maple_engine.inputs.files)
+INTERNAL_COLUMNS = (ROW_ID, CUSTOM_ID, REQUEST, KEY, FILE_TOKENS)
 
 OUTPUT_COLUMNS = (
     "llm_response",
@@ -82,6 +83,7 @@ CHAT = Kind(
         "system",
         "response_schema",
         "image_column",
+        "file_columns",
         "check_images",
         "cache",
         "endpoint",

@@ -14,6 +14,7 @@ DEFAULT_RETRIES: dict[str, int] = {
     FailureClass.SERVER_ERROR: 5,
     FailureClass.REFUSED: 1,  # 0 when sampling is deterministic: see `job_policy`
     FailureClass.INVALID_IMAGE: 1,
+    FailureClass.INVALID_FILE: 1,
     FailureClass.INVALID_OUTPUT: 2,
     FailureClass.INVALID_REQUEST: 0,
     FailureClass.INSUFFICIENT_QUOTA: 0,

@@ -151,13 +151,19 @@ class JobSpec(BaseModel):
     image_column: str | None = Field(
         default=None, description="Column holding an image URL sent with each prompt."
     )
+    file_columns: list[str] = Field(
+        default_factory=list,
+        description="Column whose cells are files sent with each prompt (a local path, s3:// "
+        "key or http(s) URL of a PDF, PNG/JPEG/WebP/GIF image, or WAV/MP3 recording), "
+        "repeatable.",
+    )
     retries: dict[str, int] = Field(
         default_factory=dict, description="Retry policy override CLASS=N|unlimited."
     )
     check_images: bool = Field(
         default=True,
-        description="Check image URLs before retrying invalid_image (--no-image-check: retry "
-        "without checking).",
+        description="Check image and file URLs before retrying invalid_image or invalid_file "
+        "(--no-image-check: retry without checking).",
     )
     budget_usd: float | None = Field(
         default=None,
@@ -329,6 +335,14 @@ class JobSpec(BaseModel):
         check_param_values(params)
         return params
 
+    @field_validator("file_columns", mode="before")
+    @classmethod
+    def _columns_as_given(cls, columns: Any) -> Any:
+        """None for none, one column's name, or several."""
+        if columns is None:
+            return []
+        return [columns] if isinstance(columns, str) else list(columns)
+
     @field_validator("headers", mode="before")
     @classmethod
     def _headers_as_given(cls, headers: Any) -> Any:
@@ -411,6 +425,8 @@ class JobSpec(BaseModel):
             fields["cache"] = self.cache
         if self.endpoint != "chat":  # as --cache: chat jobs keep the versions they had
             fields["endpoint"] = self.endpoint
+        if self.file_columns:  # as --cache: jobs without files keep their versions
+            fields["file_columns"] = list(self.file_columns)
         payload = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS)
         return hashlib.sha256(payload).hexdigest()[:16]
 
@@ -623,5 +639,11 @@ def validate_columns(columns: list[str], spec: JobSpec) -> None:
     if spec.image_column and spec.image_column not in columns:
         raise ConfigError(
             f"--image-column {spec.image_column!r} is not a column of the input. "
+            f"Available columns: {columns}."
+        )
+    missing = [c for c in spec.file_columns if c not in columns]
+    if missing:
+        raise ConfigError(
+            f"--file-column {missing[0]!r} is not a column of the input. "
             f"Available columns: {columns}."
         )

@@ -12,8 +12,8 @@ import polars as pl
 
 from maple_engine.collect.accounting import tally_lines
 from maple_engine.collect.estimates import text_estimate
+from maple_engine.collect.gone_urls import check_urls
 from maple_engine.collect.responses import (
-    IMAGE_GONE,
     attempt_results,
     combine_attempts,
     fit_vectors,
@@ -26,7 +26,6 @@ from maple_engine.collect.shard_responses import final_before
 from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError, QuotaExhausted
 from maple_engine.failures import FailureClass, batch_too_large
-from maple_engine.inputs.images import missing_images
 from maple_engine.job import Job
 from maple_engine.ledger.attempt_cost import AttemptCost
 from maple_engine.ledger.pricing import ModelPrice
@@ -195,7 +194,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
     if misfit is not None:  # the rows are sent again on the rerun after the fix, not now
         job.state.stop(misfit, kind=StopKind.REPLY)
     earlier = [job.state.results(shard, attempt - 1)] if attempt > 1 else []
-    results = check_images(job, shard, results, earlier)
+    results = check_urls(job, shard, results, earlier)
     combined = combine_attempts([*earlier, results])  # every row not final before this attempt
     decision = plan_retries(combined, job.policy)
     keep_answers(job, (shard, attempt), combined, decision.retry_ids)
@@ -295,49 +294,6 @@ def _attempt_cap(previous: ShardSummary | None, state: BatchState, sent: int) ->
     if state.status == "failed" and sent > 1 and batch_too_large(state.error_codes, state.errors):
         cap = max(1, (min(cap, sent) if cap else sent) // 2)
     return cap
-
-
-def check_images(
-    job: Job, shard: str, results: pl.DataFrame, earlier: list[pl.DataFrame]
-) -> pl.DataFrame:
-    """Before an ``invalid_image`` retry, fail at once the rows whose image URL is gone: marked
-    ``resendable`` False, so no later attempt sends them.
-
-    Runs only on rows the policy would send again, so never before a row's first send.
-    """
-    column = job.spec.image_column
-    if column is None or not job.policy.check_images:
-        return results
-    is_image = (pl.col("status") == "failed") & (
-        pl.col("failure_class") == FailureClass.INVALID_IMAGE.value
-    )
-    candidates = results.filter(is_image)
-    if candidates.is_empty():
-        return results
-    sends = combine_attempts([*earlier, candidates]).select(ROW_ID, "attempts")
-    allowed = sends.filter(
-        pl.Series([job.policy.allows(FailureClass.INVALID_IMAGE, n) for n in sends["attempts"]])
-    )
-    if allowed.is_empty():
-        return results
-    urls = job.state.shard_frame(shard, columns=[ROW_ID, column]).join(
-        allowed.select(ROW_ID), on=ROW_ID, how="semi"
-    )
-    gone = missing_images(str(u) for u in urls[column].drop_nulls())
-    problems = urls.select(
-        ROW_ID,
-        pl.col(column)
-        .cast(pl.String)
-        .replace_strict(gone, default=None, return_dtype=pl.String)
-        .alias("gone"),
-    ).filter(pl.col("gone").is_not_null())
-    joined = results.join(problems, on=ROW_ID, how="left", maintain_order="left")
-    message = pl.concat_str([pl.lit(IMAGE_GONE), pl.col("gone")])
-    gone_now = pl.col("gone").is_not_null()
-    return joined.with_columns(
-        pl.when(gone_now).then(message).otherwise(pl.col("error")).alias("error"),
-        pl.when(gone_now).then(False).otherwise(pl.col("resendable")).alias("resendable"),
-    ).drop("gone")
 
 
 def _mode(job: Job, submission: Submission) -> Literal["batch", "realtime"]:

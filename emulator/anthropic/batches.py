@@ -144,6 +144,7 @@ def _finish(state: State, batch: AnthropicBatch, at: float, done: int, unrun: st
                     state.stats.cached(use)
                     result = {"type": "succeeded", "message": outcome.body}
                     billed.append(billing_key("anthropic", custom_id, body))
+                    stats["file_parts"] += outcome.file_parts
                     tokens = (outcome.prompt_tokens, outcome.completion_tokens)
                     model = str(params.get("model", ""))
                     state.billing.charge(

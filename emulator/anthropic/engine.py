@@ -5,6 +5,7 @@ from typing import Any
 import orjson
 
 from emulator.core.faults import FaultDrawer, body_key
+from emulator.core.files import RULES, FileProblem, Received, files_billed, reply_note
 from emulator.core.labels import LabelRule
 from emulator.core.outcome import Outcome, new_id
 from emulator.core.replies import echo_text, has_image, instance_for_schema, invalid_instance
@@ -165,6 +166,7 @@ class AnthropicEngine:
     def __init__(self, drawer: FaultDrawer) -> None:
         self.drawer = drawer
         self.label = LabelRule()  # how a one-field enum or boolean reply is chosen
+        self.fetch_urls = False  # fetch the URLs of file parts (``EmulatorConfig.fetch_urls``)
 
     def run(
         self,
@@ -183,6 +185,11 @@ class AnthropicEngine:
         if problem is not None:
             return _invalid(problem)
         messages = params["messages"]
+        try:
+            files = files_billed(messages, RULES["anthropic"], self.fetch_urls)
+        except FileProblem as exc:
+            where = "messages.0.content: Unable to download the image" if exc.fetch else "file"
+            return _invalid(f"{where}: {exc}")
         schema = output_schema(params)
         fault = None
         if self.drawer.active:
@@ -191,12 +198,18 @@ class AnthropicEngine:
             if fault in _FAULTS:
                 status, message = _FAULTS[fault]
                 return Outcome(status, error_body(status, message), fault=fault)
-        return self._message(params, messages, schema, fault, service_tier)
+        return self._message(params, messages, schema, fault, service_tier, files)
 
-    def _message(
-        self, params: dict[str, Any], messages: list[Any], schema: Any, fault: str | None, tier: str
+    def _message(  # noqa: PLR0917  (the request, its fault, its tier and its files)
+        self,
+        params: dict[str, Any],
+        messages: list[Any],
+        schema: Any,
+        fault: str | None,
+        tier: str,
+        files: tuple[list[Received], int] = ([], 0),
     ) -> Outcome:
-        text = echo_text(messages)
+        text = echo_text(messages) + reply_note(files[0])
         if schema is not None and fault != "refused":
             value = (
                 invalid_instance(schema, text)
@@ -214,7 +227,7 @@ class AnthropicEngine:
         elif count_tokens(text) > params["max_tokens"]:
             content[0]["text"] = text[: params["max_tokens"] * 4]
             stop_reason = "max_tokens"
-        prompt = prompt_tokens(messages, params.get("system"))
+        prompt = prompt_tokens(messages, params.get("system")) + files[1]
         completion = count_tokens(content[0]["text"]) if content else 0
         message = {
             "id": new_id("msg_"),
@@ -233,4 +246,4 @@ class AnthropicEngine:
                 "service_tier": tier,
             },
         }
-        return Outcome(200, message, prompt, completion, fault)
+        return Outcome(200, message, prompt, completion, fault, file_parts=len(files[0]))

@@ -177,6 +177,7 @@ def run_records(
             output = {k: v for k, v in outcome.body.items() if k != "model"}
             line["modelOutput"] = output
             billed.append(billing_key("bedrock", record_id, body))
+            stats["file_parts"] += outcome.file_parts
             counts["ok"] += 1
             counts["in"] += outcome.prompt_tokens
             counts["out"] += outcome.completion_tokens

@@ -29,3 +29,4 @@ class Outcome:
     units: int = 1  # what ``requests_billed`` counts for a 200: one per input text embedded
     #: what a 200 bills: a chat request (``chat``) or ``units`` embedding inputs (``embedding``)
     kind: str = "chat"
+    file_parts: int = 0  # the files the request carried (``file_parts`` in the stats)

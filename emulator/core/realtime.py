@@ -82,6 +82,7 @@ def account(
         stats.add("realtime_429")
     if outcome.status == 200:
         stats.bill([hash((_RT_PREFIX, key, unit)) for unit in range(outcome.units)], outcome.kind)
+        stats.add("file_parts", outcome.file_parts)
         model = str(payload.get("model", "")) if isinstance(payload, dict) else ""
         tokens = (outcome.prompt_tokens, outcome.completion_tokens)
         project = project_of(request, "openai_project_requests") if family == "openai" else None

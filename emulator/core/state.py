@@ -53,6 +53,7 @@ _STAT_NAMES = (
     "realtime_max_in_flight",
     "lines_dropped",
     "lines_duplicated",
+    "file_parts",
 )
 
 
@@ -176,7 +177,9 @@ class State:
         self.openai = OpenAIEngine(
             self.drawer, config.embedding_dimensions, config.omit_usage, config.ignore_dimensions
         )
+        self.openai.fetch_urls = config.fetch_urls
         self.anthropic = AnthropicEngine(self.drawer)
+        self.anthropic.fetch_urls = config.fetch_urls
         self.gemini = GeminiStore()
         self.bedrock_jobs: dict[str, Any] = {}
         # Bedrock's OpenAI batches: the S3 input of each, and the result objects written
@@ -188,6 +191,7 @@ class State:
         )
         label = LabelRule(config.label_rule, config.label_noise)
         self.openai.label = self.anthropic.label = self.gemini_engine.label = label
+        self.gemini_engine.fetch_urls = config.fetch_urls
         self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_seconds)
         self.durations = BatchDurations(config, self.stats)
         self.prompt_cache = PromptCache()

@@ -321,5 +321,6 @@ async def generate_content(request: Request) -> Response:
         gemini_usage(outcome.body, use)
         state.stats.cached(use)
         state.stats.bill([hash(("gemini-realtime", key))], "chat")
+        state.stats.add("file_parts", outcome.file_parts)
         return JSONResponse(outcome.body)
     return JSONResponse({"error": outcome.body}, outcome.status)

@@ -243,6 +243,7 @@ def _finish(engine: GeminiEngine, batch: GeminiBatch, at: float, done: int, sink
             gemini_usage(outcome.body, sink.cached(batch.org, batch.model, request))
             results.append({"key": key, "response": outcome.body})
             billed.append(billing_key("gemini", key, body))
+            stats["file_parts"] += outcome.file_parts
         else:
             results.append({"key": key, "error": outcome.body})
     results = [copy for r in results for copy in ([r, r] if r["key"] in repeated else [r])]

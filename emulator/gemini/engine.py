@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from emulator.core.faults import FaultDrawer, body_key
+from emulator.core.files import RULES, FileProblem, Received, files_billed, reply_note
 from emulator.core.labels import LabelRule
 from emulator.core.outcome import Outcome
 from emulator.core.replies import (
@@ -172,6 +173,7 @@ class GeminiEngine:
         self.dimensions = embedding_dimensions
         self.omit_usage = omit_usage  # embedding replies without ``usageMetadata``
         self.label = LabelRule()  # how a one-field enum or boolean reply is chosen
+        self.fetch_urls = False  # fetch the URLs of file parts (``EmulatorConfig.fetch_urls``)
 
     def embed(self, requests: Any, key: int, grpc: bool = False) -> Outcome:
         """``{"embeddings": [{"values"}], "usageMetadata"}`` for a list of EmbedContentRequests
@@ -208,6 +210,11 @@ class GeminiEngine:
         problem = check_request(request)
         if problem is not None:
             return Outcome(400, error_status(400, problem, grpc))
+        try:
+            files = files_billed(request["contents"], RULES["gemini"], self.fetch_urls)
+        except FileProblem as exc:
+            lead = "Unable to process input image: " if exc.fetch else "Invalid file: "
+            return Outcome(400, error_status(400, lead + str(exc), grpc))
         schema = _schema(request)
         fault = None
         if self.drawer.active:
@@ -217,13 +224,18 @@ class GeminiEngine:
             if fault in _FAULTS:
                 status, message = _FAULTS[fault]
                 return Outcome(status, error_status(status, message, grpc), fault=fault)
-        return self._response(request, model, schema, fault)
+        return self._response(request, model, schema, fault, files)
 
     def _response(
-        self, request: dict[str, Any], model: str, schema: Any, fault: str | None
+        self,
+        request: dict[str, Any],
+        model: str,
+        schema: Any,
+        fault: str | None,
+        files: tuple[list[Received], int] = ([], 0),
     ) -> Outcome:
         users = [c for c in request["contents"] if _get(c, "role", "role") in (None, "user")]
-        text = ECHO_PREFIX + (_parts_text(users[-1]) if users else "")
+        text = ECHO_PREFIX + (_parts_text(users[-1]) if users else "") + reply_note(files[0])
         if schema is not None and fault != "refused":
             value = (
                 invalid_instance(schema, text)
@@ -231,7 +243,7 @@ class GeminiEngine:
                 else instance_for_schema(schema, text, self.label)
             )
             text = orjson.dumps(value).decode()
-        prompt = _prompt_tokens(request)
+        prompt = _prompt_tokens(request) + files[1]
         if fault == "refused":
             candidate: dict[str, Any] = {"finishReason": "SAFETY", "index": 0}
             completion = 0
@@ -252,4 +264,4 @@ class GeminiEngine:
             "usageMetadata": usage,
             "modelVersion": model.removeprefix("models/"),
         }
-        return Outcome(200, body, prompt, completion + thoughts, fault)
+        return Outcome(200, body, prompt, completion + thoughts, fault, file_parts=len(files[0]))

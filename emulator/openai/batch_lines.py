@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from emulator.core.faults import billing_key, bytes_key
+from emulator.core.files import RULES, FileProblem, carries_files, files_billed
 from emulator.core.line_fates import LineFates
 from emulator.core.prompt_cache import CacheUse, has_openai_prefix, openai_usage
 from emulator.core.tokens import content_text, count_tokens, prompt_tokens
@@ -162,6 +163,8 @@ def fast_chat(body: dict[str, Any]) -> tuple[bytes, int, int] | None:
         if type(message) is not dict:
             return None
         content = message.get("content")
+        if type(content) is not str and carries_files(content):
+            return None
         text = content if type(content) is str else content_text(content)
         prompt += max(1, (len(text) + 3) // 4) + 3
         if message.get("role") == "user":
@@ -326,6 +329,8 @@ class BatchPass:
                     writer.add(dumps(record))
                 tokens = (outcome.prompt_tokens, outcome.completion_tokens, use.read)
                 ok_append((index, key, *tokens))
+                if outcome.file_parts:
+                    self.state.stats.add("file_parts", outcome.file_parts)
                 if outcome.units > 1:
                     result.extra_units.append((index, outcome.units - 1))
             else:
@@ -347,11 +352,15 @@ def _lost_or_twice(result: PassResult, written: int, index: int, custom_id: str)
 
 
 def line_tokens(body: dict[str, Any], endpoint: str = CHAT) -> int:
-    """Prompt tokens of one request body to ``endpoint``: chat messages, a Responses input, or
-    embedding inputs."""
+    """Prompt tokens of one request body to ``endpoint``: chat messages (their files' tokens
+    too), a Responses input, or embedding inputs."""
     messages = body.get("messages")
     if isinstance(messages, list):
-        return prompt_tokens(messages)
+        try:
+            inline = files_billed(messages, RULES["openai"], fetching=False)[1]
+            return prompt_tokens(messages) + inline  # enqueued: no URL fetched for it
+        except FileProblem:
+            return prompt_tokens(messages)  # refused when the line runs
     if endpoint == responses_api.PATH:
         return responses_api.request_prompt_tokens(body)
     items = body.get("input")

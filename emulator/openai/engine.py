@@ -6,6 +6,7 @@ from typing import Any
 import orjson
 
 from emulator.core.faults import FaultDrawer, body_key
+from emulator.core.files import RULES, FileProblem, Received, files_billed, reply_note
 from emulator.core.labels import LabelRule
 from emulator.core.outcome import Outcome, new_id
 from emulator.core.replies import (
@@ -58,6 +59,16 @@ def fault_outcome(fault: str, model: str) -> Outcome | None:
             fault=fault,
         )
     return None
+
+
+def file_refusal(problem: FileProblem) -> Outcome:
+    """OpenAI's 400 for a file part it cannot use: an image URL it could not download
+    (``invalid_image_url``), or a file it refuses."""
+    if problem.fetch:
+        message = f"Error while downloading the image URL: {problem}."
+        body = error_body(message, "invalid_request_error", "messages", "invalid_image_url")
+        return Outcome(400, body)
+    return Outcome(400, error_body(f"Invalid file: {problem}.", "invalid_request_error"))
 
 
 def _missing(param: str) -> Outcome:
@@ -140,6 +151,7 @@ class OpenAIEngine:
         self.omit_usage = omit_usage  # answer without ``usage`` (billing still counts it)
         self.ignore_dimensions = ignore_dimensions  # every vector at ``dimensions``'s length
         self.label = LabelRule()  # how a one-field enum or boolean reply is chosen
+        self.fetch_urls = False  # fetch the URLs of file parts (``EmulatorConfig.fetch_urls``)
 
     def run(self, url: str, body: Any, key: int | None = None) -> Outcome:
         """Run ``body`` as a request to ``url`` (``/v1/chat/completions``, ``/v1/responses`` or
@@ -182,6 +194,10 @@ class OpenAIEngine:
         if refused is not None:
             return refused
         messages = body["messages"]
+        try:
+            files = files_billed(messages, RULES["openai"], self.fetch_urls)
+        except FileProblem as exc:
+            return file_refusal(exc)
         schema = response_schema(body)
         fault = None
         if self.drawer.active:
@@ -190,12 +206,17 @@ class OpenAIEngine:
             failed = fault_outcome(fault, body["model"]) if fault else None
             if failed is not None:
                 return failed
-        return self._completion(body, messages, schema, fault)
+        return self._completion(body, messages, schema, fault, files)
 
     def _completion(
-        self, body: dict[str, Any], messages: list[Any], schema: Any, fault: str | None
+        self,
+        body: dict[str, Any],
+        messages: list[Any],
+        schema: Any,
+        fault: str | None,
+        files: tuple[list[Received], int] = ([], 0),
     ) -> Outcome:
-        text = echo_text(messages)
+        text = echo_text(messages) + reply_note(files[0])
         content: str | None = text
         refusal = None
         if fault == "refused":
@@ -215,7 +236,7 @@ class OpenAIEngine:
             content, thought, cut = fit_to_limit(content, thought, limit)
             finish = "length" if cut else finish
             reply = content
-        prompt = prompt_tokens(messages)
+        prompt = prompt_tokens(messages) + files[1]
         # an answer the reasoning left no room for is no tokens (else at least one, as ever)
         completion = (0 if thought and not reply else count_tokens(reply or "")) + thought
         result = {
@@ -240,7 +261,7 @@ class OpenAIEngine:
             "service_tier": "default",
             "system_fingerprint": "fp_emulator",
         }
-        return Outcome(200, result, prompt, completion, fault)
+        return Outcome(200, result, prompt, completion, fault, file_parts=len(files[0]))
 
     def embeddings(self, body: dict[str, Any], key: int | None = None) -> Outcome:
         """A ``list`` of embeddings for ``body["input"]``."""

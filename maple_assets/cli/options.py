@@ -4,8 +4,8 @@ field's, so each option of ``maple enrich`` is defined once.
 A field ``max_batch_bytes`` becomes ``--max-batch-bytes``, a field with an alias its alias
 (``budget_usd``: ``--budget``, ``maple_engine.spec.ALIASES``); a bool defaulting to False is a
 flag, one defaulting to True a ``--no-...`` flag that turns it off; ``ge``/``gt``/``le``/``lt``
-become an ``IntRange`` or ``FloatRange``; a ``Literal`` a choice; ``tuple[str, ...]`` a
-repeatable option.
+become an ``IntRange`` or ``FloatRange``; a ``Literal`` a choice; ``tuple[str, ...]`` and
+``list[str]`` a repeatable option.
 """
 
 import types
@@ -19,9 +19,9 @@ from pydantic.fields import FieldInfo
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# The one flag that is not ``--name`` (``--no-name`` for a bool that is on) of a field's name or
-# alias: it says what turning the option off skips.
-FLAG_NAMES = {"check_images": "--no-image-check"}
+# The flags that are not ``--name`` (``--no-name`` for a bool that is on) of a field's name or
+# alias: one says what turning the option off skips, a repeatable one names one value.
+FLAG_NAMES = {"check_images": "--no-image-check", "file_columns": "--file-column"}
 
 
 def flag_name(field: str, info: FieldInfo) -> str:
@@ -62,7 +62,7 @@ def field_option(
     annotation = _optional_inner(info.annotation)
     if annotation is bool:
         settings |= {"flag_value": not info.default, "default": info.default}
-    elif get_origin(annotation) is tuple:
+    elif get_origin(annotation) in (tuple, list):
         settings |= {"multiple": True}
     else:
         settings["type"] = param_type or field_type(annotation, info)

@@ -10,7 +10,18 @@ import click
 from maple_assets.cli.tables import render
 from maple_engine.providers.registry import ProviderInfo, describe
 
-HEADER = ("name", "family", "kinds", "lanes", "discount", "requests", "bytes", "retention", "env")
+HEADER = (
+    "name",
+    "family",
+    "kinds",
+    "files",
+    "lanes",
+    "discount",
+    "requests",
+    "bytes",
+    "retention",
+    "env",
+)
 REGENERATE = "maple providers --format markdown > docs/providers.md"
 
 _INTRO = f"""# Providers
@@ -33,6 +44,11 @@ _LEGEND = (
         "`emulator`: the local emulator, no key)",
     ),
     ("`kinds`", "`chat` (`maple enrich`) and/or `embeddings` (`maple embed`)"),
+    (
+        "`files`",
+        "the files a chat job may send it with `--file-column`: `pdf`, `image` (PNG, JPEG, "
+        "WebP, GIF), `audio` (WAV, MP3); `-`: none, the job is refused before anything is read",
+    ),
     (
         "`lanes`",
         "the lane the name itself sends on, then those a `--deadline` takes through its twins: "
@@ -77,7 +93,7 @@ _LEGEND = (
     help="A readable table, a JSON list of objects, or the Markdown of docs/providers.md.",
 )
 def providers_command(output_format: str) -> None:
-    """Every --provider name: its family, kinds, lanes, batch discount, limits per batch, how
+    """Every --provider name: its family, kinds, files, lanes, batch discount, limits per batch, how
     long its batch results stay downloadable, and the environment variables it reads."""
     infos = describe()
     if output_format == "json":
@@ -106,6 +122,7 @@ def _cells(info: ProviderInfo) -> list[str]:
         info.name,
         info.family,
         ",".join(info.kinds),
+        ",".join(info.files) or "-",
         ",".join(info.lanes),
         _percent(info.batch_discount),
         f"{info.max_requests_per_batch:,}",
@@ -118,7 +135,8 @@ def _cells(info: ProviderInfo) -> list[str]:
 def _markdown_cells(info: ProviderInfo) -> list[str]:
     cells = _cells(info)
     cells[0] = f"`{info.name}`"
-    cells[2], cells[3] = ", ".join(info.kinds), ", ".join(info.lanes)
+    cells[2], cells[3] = ", ".join(info.kinds), ", ".join(info.files) or "-"
+    cells[4] = ", ".join(info.lanes)
     cells[-1] = ", ".join(f"`{name}`" for name in info.env) or "-"
     return cells
 

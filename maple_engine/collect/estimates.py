@@ -8,8 +8,7 @@ from collections.abc import Callable
 
 import polars as pl
 
-from maple_engine.inputs.templates import parse_template, template_columns
-from maple_engine.inputs.tokens import prompt_tokens_expr, text_tokens_expr
+from maple_engine.inputs.tokens import prompt_tokens_expr, text_tokens_expr, token_columns
 from maple_engine.model import ROW_ID
 from maple_engine.spec import JobSpec
 
@@ -23,7 +22,7 @@ def text_estimate(spec: JobSpec, read: Callable[[list[str]], pl.DataFrame]) -> E
     ``ROW_ID``) of the rows the attempt sent (a shard's, a canary's sample)."""
 
     def estimate(rows: pl.DataFrame) -> pl.DataFrame:
-        columns = [ROW_ID, *template_columns(parse_template(spec.template))]
+        columns = [ROW_ID, *token_columns(spec)]
         source = read(columns).join(rows.select(ROW_ID), on=ROW_ID, how="semi")
         prompt = source.select(ROW_ID, prompt_tokens_expr(spec, spec.provider).alias("in"))
         replies = rows.select(

@@ -240,6 +240,8 @@ def with_final(final: pl.DataFrame | None, pending: pl.DataFrame) -> pl.DataFram
 #: The start of the error of an ``invalid_image`` row whose image was checked and found gone
 #: (for people: the row is marked ``resendable`` False, which is what keeps it from a resend).
 IMAGE_GONE = "not resent: the image is gone: "
+#: The same for an ``invalid_file`` row whose file URL was found gone.
+FILE_GONE = "not resent: the file is gone: "
 
 
 @dataclasses.dataclass(frozen=True)

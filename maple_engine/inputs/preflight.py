@@ -17,10 +17,12 @@ import polars as pl
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.api_params import check_api_params
 from maple_engine.inputs.checks import check_input_schema
+from maple_engine.inputs.files import provider_files
 from maple_engine.inputs.schema_checks import check_response_schema
 from maple_engine.inputs.sources import input_schema
 from maple_engine.inputs.templates import parse_template, template_columns
 from maple_engine.inputs.tokens import prompt_tokens_expr
+from maple_engine.model import FILE_TOKENS
 from maple_engine.providers.base import ModelFamily
 from maple_engine.providers.registry import capabilities, known_capabilities, one_of
 from maple_engine.spec import JobSpec
@@ -34,6 +36,8 @@ ANSWER_TYPES = {"text": "reply's text", "vector": "fixed-size float32 list"}  # 
 def check_declaration(spec: JobSpec, schema_source: str = "response_schema") -> None:
     """The checks on the job's settings alone (no I/O)."""
     check_kind(spec)
+    if spec.file_columns:
+        provider_files(spec)
     check_api_params(spec)
     check_response_schema(spec.response_schema, spec.provider, schema_source)
     check_queue_limit(spec)
@@ -47,6 +51,7 @@ def check_queue_limit(spec: JobSpec) -> None:
         return
     columns = template_columns(parse_template(spec.template))
     empty = pl.DataFrame({c: [""] for c in columns}) if columns else pl.DataFrame({"_": [""]})
+    empty = empty.with_columns(pl.lit(0, pl.Int64).alias(FILE_TOKENS))  # files' least: none
     least = int(empty.select(prompt_tokens_expr(spec, spec.provider)).item())
     if least > limit:
         raise ConfigError(

@@ -4,9 +4,9 @@ from typing import Any
 
 import polars as pl
 
-from maple_engine.inputs.templates import parse_template, render_expr
+from maple_engine.inputs.templates import parse_template, render_expr, template_columns
 from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
-from maple_engine.model import CHAT, Kind
+from maple_engine.model import CHAT, FILE_TOKENS, Kind
 from maple_engine.providers.registry import known_capabilities
 from maple_engine.spec import JobSpec
 
@@ -42,10 +42,18 @@ def system_tokens(system: str | None, provider: str) -> int:
     return estimate_tokens(system) + MESSAGE_OVERHEAD
 
 
+def token_columns(spec: JobSpec) -> list[str]:
+    """The columns `prompt_tokens_expr` reads: the template's, and the tokens of a row's files
+    (``FILE_TOKENS``, counted when its request was encoded: `maple_engine.inputs.files`)."""
+    columns = template_columns(parse_template(spec.template))
+    return [*columns, FILE_TOKENS] if spec.file_columns else columns
+
+
 def prompt_tokens_expr(spec: JobSpec, provider: str) -> pl.Expr:
     """Estimated prompt tokens of each row's request, over the input columns (a kind with no
-    reply, an embedding, sends its text alone: no messages)."""
+    reply, an embedding, sends its text alone: no messages), with its files' tokens."""
     if not spec.kind.replies:
         return text_tokens_expr(render_expr(parse_template(spec.template)))
     user = text_tokens_expr(render_expr(parse_template(spec.template))) + MESSAGE_OVERHEAD
-    return user + (REPLY_PRIMING + system_tokens(spec.system, provider))
+    files = pl.col(FILE_TOKENS) if spec.file_columns else pl.lit(0, pl.Int64)
+    return user + files + (REPLY_PRIMING + system_tokens(spec.system, provider))

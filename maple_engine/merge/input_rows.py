@@ -18,7 +18,7 @@ from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
 from maple_engine.model import REUSED, ROW_ID, ShardInfo, Version
 from maple_engine.plan.copied_answers import PreviousAnswers
-from maple_engine.plan.versions import input_digest, shard_fills
+from maple_engine.plan.versions import job_input_digest, shard_fills
 from maple_engine.state import JobState
 
 #: An input block with its row ids, its sent rows' responses and its filled rows' records.
@@ -35,7 +35,7 @@ def input_pieces(
     """The input of ``version`` in blocks, in order, each with its answers (``previous``: the
     answers of unchanged rows, copied from the last merged output)."""
     storage = job.state.storage
-    if input_digest(source, storage.s3) != version.input_digest:
+    if job_input_digest(source, job.spec, storage.s3) != version.input_digest:
         raise ConfigError(
             f"The input {source!r} of job {job.spec.name!r} changed after its shards were cut "
             f"(version {version.number}), so its rows no longer match the answers. Run "

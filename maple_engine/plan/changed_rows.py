@@ -28,6 +28,7 @@ import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.checks import check_context_window, check_input_schema
+from maple_engine.inputs.files import block_rows
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
 from maple_engine.model import ROW_ID, ShardInfo, Version
@@ -167,7 +168,7 @@ def _spill_changed(
     aligned = AlignedDigests(job.state.storage, spec.name, earlier.number) if earlier else None
     offset, carried = 0, []
     try:
-        for block in iter_blocks(source, s3=job.state.storage.s3):
+        for block in iter_blocks(source, block_rows(job.spec), job.state.storage.s3):
             if offset == 0:
                 check_input_schema(block.schema, spec)
                 if earlier is not None and stamp(spec, block.schema)["columns"] != earlier.columns:
@@ -215,7 +216,7 @@ def cut_sent_rows(
 
 def _sent_blocks(job: Job, source: str, send: Mask) -> Iterator[pl.DataFrame]:
     offset = 0
-    for block in iter_blocks(source, s3=job.state.storage.s3):
+    for block in iter_blocks(source, block_rows(job.spec), job.state.storage.s3):
         picked = send[offset : offset + block.height]
         if np.any(picked):
             ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64, eager=True)

@@ -25,11 +25,12 @@ import numpy as np
 import polars as pl
 
 from maple_engine.errors import ConfigError
+from maple_engine.inputs.files import block_rows
 from maple_engine.inputs.sources import iter_blocks
-from maple_engine.inputs.templates import parse_template, template_columns
 from maple_engine.inputs.tokens import (
     output_tokens_per_request,
     prompt_tokens_expr,
+    token_columns,
 )
 from maple_engine.ledger.pricing import ModelPrice, TokenUsage, cost_usd
 from maple_engine.model import CUSTOM_ID, ROW_ID, ShardInfo
@@ -82,7 +83,7 @@ def frame_estimate(frame: pl.DataFrame, spec: JobSpec, provider: str) -> Estimat
 
 
 def _shard_columns(spec: JobSpec) -> list[str]:
-    return [CUSTOM_ID, *template_columns(parse_template(spec.template))]
+    return [CUSTOM_ID, *token_columns(spec)]
 
 
 def rows_estimate(
@@ -184,7 +185,7 @@ def estimate_sends(
     if spec.source is None:
         raise ConfigError(f"Job {spec.name!r} has no input path to estimate from.")
     cutter = _cutter(spec, provider)
-    rows = _prepared(spec, provider, iter_blocks(spec.source, s3=storage.s3), cutter)
+    rows = _prepared(spec, provider, iter_blocks(spec.source, block_rows(spec), storage.s3), cutter)
     plan = plan_sends(
         storage,
         spec.name,
@@ -204,5 +205,5 @@ def estimate_job(state: JobState, spec: JobSpec, provider: Wire) -> Estimate:
         return estimate_shards(state, spec, provider.provider_name)
     if spec.source is None:
         raise ConfigError(f"Job {spec.name!r} has no input path and no shards to estimate yet.")
-    blocks = iter_blocks(spec.source, s3=state.storage.s3)
+    blocks = iter_blocks(spec.source, block_rows(spec), state.storage.s3)
     return estimate_input(spec, provider, blocks)

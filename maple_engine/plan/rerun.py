@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from maple_engine.errors import ConfigError
+from maple_engine.inputs.files import block_rows
 from maple_engine.inputs.sources import iter_blocks, row_count
 from maple_engine.job import Job
 from maple_engine.model import ShardInfo, StopKind, Version
@@ -26,7 +27,7 @@ from maple_engine.plan.copied_answers import plan_copies
 from maple_engine.plan.row_digests import DigestWriter, row_digests
 from maple_engine.plan.sharding import with_text, write_shards
 from maple_engine.plan.turnaround import Sizing
-from maple_engine.plan.versions import KeySpill, Mask, VersionPlan, attempt_one, input_digest
+from maple_engine.plan.versions import KeySpill, Mask, VersionPlan, attempt_one, job_input_digest
 from maple_engine.plan.versions import plan_version as plan_rows
 from maple_engine.state import ShardSummary
 from maple_engine.storage.claims import sharding_lease
@@ -66,7 +67,7 @@ def _shard_input(
     wanted = Version(
         number=0,
         fingerprint=job.spec.fingerprint(),
-        input_digest=input_digest(source, job.state.storage.s3),
+        input_digest=job_input_digest(source, job.spec, job.state.storage.s3),
         reuse=job.spec.reuse,
         retry_failed=retry_failed,
         created_at=time.time(),
@@ -165,7 +166,7 @@ def _cut(
         shards = write_shards(
             storage,
             job.spec,
-            iter_blocks(source, s3=storage.s3),
+            iter_blocks(source, block_rows(job.spec), storage.s3),
             job.wire,
             key_for=version.shard_key,
             on_block=on_block,

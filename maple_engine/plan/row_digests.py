@@ -45,8 +45,8 @@ LOOK_BACK = 8
 def digest_columns(spec: JobSpec) -> list[str]:
     """The input columns a row's request is rendered from."""
     columns = template_columns(parse_template(spec.template))
-    image = spec.image_column
-    return [*columns, image] if image and image not in columns else columns  # a column once
+    more = [c for c in (spec.image_column, *spec.file_columns) if c and c not in columns]
+    return [*columns, *dict.fromkeys(more)]  # a column once
 
 
 def row_digests(block: pl.DataFrame, columns: list[str]) -> Digests:
@@ -110,7 +110,10 @@ class Earlier:
 
 def earlier_digests(storage: Storage, spec: JobSpec, number: int) -> Earlier | None:
     """The latest of the ``LOOK_BACK`` versions before ``number`` with digests, if made with
-    these settings and this polars."""
+    these settings and this polars; never for a job with files (a file's bytes may change
+    under the same path, so every row is rendered again)."""
+    if spec.file_columns:
+        return None
     layout = JobLayout(spec.name)
     for earlier in range(number - 1, max(number - 1 - LOOK_BACK, 0), -1):
         key = layout.version_digests(earlier)

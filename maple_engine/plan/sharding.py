@@ -1,6 +1,7 @@
 """input_shards: render one request per row and cut the stream into shard Parquet files."""
 
 from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -8,6 +9,7 @@ import polars as pl
 from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.checks import check_context_window, check_input_schema
+from maple_engine.inputs.files import FILE_PARTS, with_files
 from maple_engine.inputs.templates import parse_template, render_expr
 from maple_engine.model import CUSTOM_ID, KEY, REQUEST, ROW_ID, ShardInfo, shard_key
 from maple_engine.plan.cache_layout import cache_layout
@@ -43,11 +45,14 @@ def prepare_rows(block: pl.DataFrame, spec: JobSpec, provider: Wire) -> pl.DataF
     """`prepare_block` for rows that carry their row id already (``ROW_ID``)."""
     parts = parse_template(spec.template)
     image = pl.col(spec.image_column).cast(pl.String) if spec.image_column else None
-    body = provider.body_expr(request_spec(spec), render_expr(parts), image)
-    framed = block.with_columns(
+    files = pl.col(FILE_PARTS) if spec.file_columns else None
+    body = provider.body_expr(request_spec(spec), render_expr(parts), image, files)
+    framed = with_files(block, spec).with_columns(
         pl.concat_str([pl.lit("r"), pl.col(ROW_ID).cast(pl.String)]).alias(CUSTOM_ID),
         body.alias(REQUEST),
     )
+    if spec.file_columns:
+        framed = framed.drop(FILE_PARTS)
     return framed.with_columns(
         request_key(spec.provider, pl.col(REQUEST)).alias(KEY),
         provider.line_bytes_expr(pl.col(CUSTOM_ID), pl.col(REQUEST)).cast(pl.Int64).alias("_size"),
@@ -71,8 +76,16 @@ def check_block(block: pl.DataFrame, spec: JobSpec, limit: int) -> None:
         raise ConfigError(
             f"Row {row[ROW_ID]} renders a request of {row['_size']:,} bytes, over the batch "
             f"file limit of {limit:,} bytes ({too_big.height} such row(s) in this block). "
-            "Shorten the prompt or the row's text."
+            + _shorten(spec, row)
         )
+
+
+def _shorten(spec: JobSpec, row: dict[str, Any]) -> str:
+    """What makes the row smaller: its text, or its files (named)."""
+    files = [str(row[c]) for c in spec.file_columns if row.get(c)]
+    if files:
+        return f"Its files ({', '.join(files)[:300]}) are too large: send smaller ones."
+    return "Shorten the prompt or the row's text."
 
 
 def checked_blocks(

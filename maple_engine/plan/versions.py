@@ -27,7 +27,9 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from maple_engine.inputs.files import files_stamp
 from maple_engine.model import CUSTOM_ID, KEY, ROW_ID, Version
+from maple_engine.spec import JobSpec
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.response_store import BUCKETS, ResponseStore, by_bucket
 from maple_engine.storage.s3 import S3Settings
@@ -60,6 +62,16 @@ def input_digest(source: Any, s3: S3Settings | None = None) -> str:
         for batch in table.to_batches(max_chunksize=65_536):
             writer.write_batch(batch)
     return sink.hash.hexdigest()[:32]
+
+
+def job_input_digest(source: Any, spec: JobSpec, s3: S3Settings | None = None) -> str:
+    """`input_digest`, and for a job with files the digest of what its cells point at too
+    (`maple_engine.inputs.files.files_stamp`)."""
+    digest = input_digest(source, s3)
+    if not spec.file_columns:
+        return digest
+    both = f"{digest}:{files_stamp(source, spec, s3)}"
+    return hashlib.sha256(both.encode()).hexdigest()[:32]
 
 
 class _HashSink:

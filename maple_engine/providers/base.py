@@ -35,6 +35,7 @@ from maple_engine.providers.attribution import (
     given_attribution,
 )
 from maple_engine.providers.decorations import NO_DECORATIONS, CallDecorations
+from maple_engine.providers.file_inputs import FileInputs
 from maple_engine.providers.reply_fit import ANY_REPLY, ReplyFit
 from maple_engine.providers.rules import NO_RULES, RequestRules
 
@@ -270,6 +271,8 @@ class ProviderCapabilities:
     # What its API refuses in a job's settings (parameters, the response schema's subset),
     # checked before anything is uploaded (`maple_engine.providers.rules`).
     rules: RequestRules = NO_RULES
+    # The files it takes beside a prompt (``--file-column``); None: none.
+    files: FileInputs | None = None
 
     def variable(self, setting: Literal["api_key", "base_url", "version"]) -> str:
         """The variable ``setting`` is read from (``OPENAI_API_KEY``, ``AZURE_OPENAI_ENDPOINT``)."""
@@ -492,7 +495,16 @@ class Wire(Protocol):
         """The attempt's requests as the provider receives them (its content hash)."""
         ...
 
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr: ...
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
+        """Each row's encoded request body: ``user`` the rendered prompt, ``image`` an image
+        URL, ``files`` the row's encoded file parts (`FileInputs.part`), each after a comma."""
+        ...
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr: ...
 
@@ -618,26 +630,29 @@ def json_string_expr(value: pl.Expr) -> pl.Expr:
 
 
 def user_content_expr(
-    user: pl.Expr, image: pl.Expr | None, image_part: str, text_part: str = "text"
+    user: pl.Expr,
+    image: pl.Expr | None,
+    image_part: str,
+    text_part: str = "text",
+    files: pl.Expr | None = None,
 ) -> pl.Expr:
-    """Encoded content of the user message: a string, or text plus an image part.
+    """Encoded content of the user message: a string, or text plus an image part and the
+    row's file parts.
 
     ``image_part`` is the provider's image block with ``{url}`` standing for the encoded URL,
-    ``text_part`` the type of its text block.
+    ``text_part`` the type of its text block; ``files`` the row's file parts, encoded, each
+    preceded by a comma ("" for none: `maple_engine.inputs.files`).
     """
     text = json_string_expr(user)
-    if image is None:
+    if image is None and files is None:
         return text
-    before, after = image_part.split("{url}")
-    return pl.concat_str(
-        [
-            pl.lit('[{"type":' + json_literal(text_part) + ',"text":'),
-            text,
-            pl.lit("}," + before),
-            json_string_expr(image),
-            pl.lit(after + "]"),
-        ]
-    )
+    pieces = [pl.lit('[{"type":' + json_literal(text_part) + ',"text":'), text, pl.lit("}")]
+    if image is not None:
+        before, after = image_part.split("{url}")
+        pieces += [pl.lit("," + before), json_string_expr(image), pl.lit(after)]
+    if files is not None:
+        pieces.append(files)
+    return pl.concat_str([*pieces, pl.lit("]")])
 
 
 def splice_params(encoded: pl.Expr, params: dict[str, Any]) -> pl.Expr:

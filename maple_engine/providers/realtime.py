@@ -31,6 +31,7 @@ from maple_engine.providers.base import (
     ProviderModel,
     RequestSpec,
 )
+from maple_engine.providers.file_inputs import FileInputs
 from maple_engine.providers.http import retry_after_seconds
 from maple_engine.providers.rules import NO_RULES, RequestRules
 from maple_engine.settings import DEFAULT_STORAGE
@@ -57,6 +58,7 @@ def realtime_capabilities(
     takes_api_version: bool = False,
     attribution: Attribution | None = None,
     rules: RequestRules = NO_RULES,
+    files: FileInputs | None = None,
 ) -> ProviderCapabilities:
     """What every real-time provider shares: shard attempts run at once, nothing queues, and a
     rerun resumes from the row checkpoints (no orphans)."""
@@ -78,6 +80,7 @@ def realtime_capabilities(
         base_url_env=base_url_env,
         version_env=version_env,
         takes_api_version=takes_api_version,
+        files=files,
         attribution=attribution,
         rules=rules,
     )
@@ -189,7 +192,13 @@ class RealtimeProvider(ProviderModel):
         """The URL of a request to the API path ``path`` (one with a query appends it)."""
         return self.resolved_base_url().rstrip("/") + path
 
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
         raise NotImplementedError
 
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> Row:

@@ -188,6 +188,7 @@ class ProviderInfo:
     name: str
     family: str  # whose API and credentials it speaks: names of one family share a key
     kinds: tuple[str, ...]  # chat, embeddings
+    files: tuple[str, ...]  # the kinds of file a chat job may send it (--file-column)
     lanes: tuple[Lane, ...]  # its own lane, then those a --deadline reaches through its twins
     batch_discount: float | None  # the share taken off the real-time price; None: not batch-priced
     max_requests_per_batch: int  # per batch file (a real-time name: per shard attempt)
@@ -216,6 +217,7 @@ def describe_one(name: str) -> ProviderInfo:
         name=name,
         family=family(caps),
         kinds=tuple(label for kind, label in KIND_LABELS.items() if kind in _kind_names(caps)),
+        files=tuple(k for k in ("pdf", "image", "audio") if caps.files and k in caps.files.kinds),
         lanes=lanes(name),
         batch_discount=round(1 - share, 6) if own in ("batch", "flex") else None,
         max_requests_per_batch=caps.limits.max_requests,

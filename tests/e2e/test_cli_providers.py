@@ -40,6 +40,7 @@ def test_the_table_and_the_markdown() -> None:
     assert table.returncode == 0, table.stderr
     rows = {line.split()[0]: line.split() for line in table.stdout.splitlines()[2:]}
     assert list(rows) == list(PROVIDERS)
-    assert rows["groq"][4] == "25%"
+    assert rows["groq"][3:6] == ["-", "batch,realtime", "25%"]  # files, lanes, discount
+    assert rows["gemini"][3] == "pdf,image,audio"
     docs = maple("providers", "--format", "markdown")
     assert docs.stdout == (ROOT / "docs" / "providers.md").read_text(encoding="utf-8")

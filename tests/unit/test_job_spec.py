@@ -115,7 +115,8 @@ EMPTY_AS_NONE = {
     "retries",
     "headers",
     "extra_body",
-}  # None for none; the spec reads it as its default, {}
+    "file_columns",
+}  # None for none; the spec reads it as its default, {} (or [])
 BY_ALIAS = {"deadline_s"}  # ``deadline=`` ("6h", seconds, a timedelta), the spec's alias
 
 

@@ -22,6 +22,7 @@ KEYS = [
     "name",
     "family",
     "kinds",
+    "files",
     "lanes",
     "batch_discount",
     "max_requests_per_batch",
@@ -41,7 +42,9 @@ def test_the_json_object_has_exactly_the_contracts_keys(name: str) -> None:
     assert list(as_json) == KEYS
     assert set(as_json["kinds"]) <= {"chat", "embeddings"} and as_json["kinds"]
     assert as_json["lanes"] and set(as_json["lanes"]) <= set(LANES)
-    assert all(isinstance(as_json[key], list) for key in ("kinds", "lanes", "env"))
+    assert set(as_json["files"]) <= {"pdf", "image", "audio"}
+    assert bool(as_json["files"]) == (capabilities(name).files is not None)
+    assert all(isinstance(as_json[key], list) for key in ("kinds", "files", "lanes", "env"))
 
 
 def test_openai_reaches_every_lane_and_its_tiers_one_each() -> None:

@@ -36,6 +36,7 @@ from pydantic import Field, PrivateAttr
 from maple_engine.errors import AuthError, ProviderError, QueueFull, QuotaExhausted
 from maple_engine.model import BatchState, Submission
 from maple_engine.providers.anthropic import billing, params
+from maple_engine.providers.anthropic.file_parts import FILES
 from maple_engine.providers.anthropic.messages import (
     ANTHROPIC_VERSION,
     ONE_HOUR,
@@ -97,6 +98,7 @@ CAPABILITIES = ProviderCapabilities(
     caching=claude_caching(ONE_HOUR),  # a batch runs for up to 24 h: Anthropic advises 1 h
     takes_api_version=True,
     attribution="workspace-key",
+    files=FILES,
     # Results stay downloadable for 29 days after the batch is created (the batch processing
     # guide, https://platform.claude.com/docs/en/build-with-claude/batch-processing).
     results_retention_s=29 * 24 * 3600,
@@ -164,9 +166,15 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, WorkspaceKeys)
         return make_client(anthropic_base_url(self.base_url), headers, self.timeout_s)
 
     # -- encoding ---------------------------------------------------------------------------
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
         check_version_params(self.api_version, spec.params)
-        return message_body_expr(spec, user, image, cache_ttl_s=ONE_HOUR)
+        return message_body_expr(spec, user, image, cache_ttl_s=ONE_HOUR, files=files)
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
         return wrapped_bytes_expr(custom_id, request, _HEAD, _MID)

@@ -122,8 +122,11 @@ def message_body_expr(
     image: pl.Expr | None,
     lead: dict[str, Any] | None = None,
     cache_ttl_s: int | None = None,
+    *,
+    files: pl.Expr | None = None,
 ) -> pl.Expr:
-    """``{"messages":[...],"model","max_tokens","system"?,"output_config"?, params...}``.
+    """``{"messages":[...],"model","max_tokens","system"?,"output_config"?, params...}``;
+    ``files``: the row's encoded file blocks (`file_parts`).
 
     ``lead`` replaces ``model`` with other leading members (Bedrock's ``anthropic_version``).
     With ``spec.cache`` and a ``cache_ttl_s``, the system prompt (the shared prefix: it comes
@@ -138,7 +141,7 @@ def message_body_expr(
         head["system"] = cached_system(spec.system, cache_ttl_s or 0) if cached else spec.system
     if spec.response_schema is not None:
         head["output_config"] = {"format": {"type": "json_schema", "schema": spec.response_schema}}
-    content = user_content_expr(user, image, IMAGE_PART)
+    content = user_content_expr(user, image, IMAGE_PART, files=files)
     body = pl.concat_str([pl.lit('{"messages":[{"role":"user","content":'), content, pl.lit("}]}")])
     return splice_params(body, head)
 

@@ -16,6 +16,7 @@ from pydantic import Field
 
 from maple_engine.failures import FailureClass
 from maple_engine.providers.anthropic import params
+from maple_engine.providers.anthropic.file_parts import FILES
 from maple_engine.providers.anthropic.messages import (
     ANTHROPIC_VERSION,
     anthropic_base_url,
@@ -64,6 +65,7 @@ class AnthropicRealtimeProvider(WorkspaceKeys, RealtimeProvider):
         ),
         takes_api_version=True,
         attribution="workspace-key",
+        files=FILES,
     )
 
     name: str = Field(default="anthropic-realtime", description="Provider name in costs/output.")
@@ -84,9 +86,15 @@ class AnthropicRealtimeProvider(WorkspaceKeys, RealtimeProvider):
     def read_limits(self, headers: Mapping[str, str], now_epoch: float) -> RateLimits:
         return read_limit_headers(headers, LIMIT_HEADERS, now_epoch)
 
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
         check_version_params(self.api_version, spec.params)
-        return message_body_expr(spec, user, image, cache_ttl_s=CACHING.ttl_s)
+        return message_body_expr(spec, user, image, cache_ttl_s=CACHING.ttl_s, files=files)
 
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return parse_message(custom_id, body)

@@ -27,6 +27,7 @@ from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError, ProviderError
 from maple_engine.model import CHAT, EMBEDDING, BatchState, Submission
 from maple_engine.providers.anthropic import params as anthropic_params
+from maple_engine.providers.anthropic.file_parts import BEDROCK_FILES
 from maple_engine.providers.base import (
     BATCH_FILE_LIMITS,
     Dialect,
@@ -95,6 +96,7 @@ CAPABILITIES = ProviderCapabilities(
         ModelFamily("titan-embed", EMBEDDING, max_dimensions=wire.TITAN_DIMENSIONS[-1]),
         ModelFamily("anthropic.", CHAT),
     ),
+    files=BEDROCK_FILES,
 )
 
 
@@ -154,8 +156,14 @@ class BedrockBatchProvider(BatchProviderBasics, ProviderModel):
         return BedrockCalls(self.region, self.max_retries, self.extra_headers)
 
     # -- encoding ---------------------------------------------------------------------------
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return wire.body_expr(spec, user, image)
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
+        return wire.body_expr(spec, user, image, files)
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
         fixed = len(wire.HEAD) + len(wire.MID) + 1 + 1  # closing brace and newline

@@ -36,11 +36,14 @@ def check_model(model: str) -> None:
         )
 
 
-def body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-    """A record's ``modelInput``: Claude's for a chat job, Titan's for an embedding job."""
+def body_expr(
+    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, files: pl.Expr | None = None
+) -> pl.Expr:
+    """A record's ``modelInput``: Claude's for a chat job (``files``: its file blocks,
+    `maple_engine.providers.anthropic.file_parts`), Titan's for an embedding job."""
     if spec.kind == EMBEDDING:
         return titan_body_expr(spec, user)
-    return claude_body_expr(spec, user, image)
+    return claude_body_expr(spec, user, image, files)
 
 
 def titan_body_expr(spec: RequestSpec, text: pl.Expr) -> pl.Expr:
@@ -61,7 +64,9 @@ def titan_body_expr(spec: RequestSpec, text: pl.Expr) -> pl.Expr:
     return pl.concat_str([pl.lit('{"inputText":'), json_string_expr(text), pl.lit(tail)])
 
 
-def claude_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+def claude_body_expr(
+    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, files: pl.Expr | None = None
+) -> pl.Expr:
     """Claude's native Bedrock body (the Messages API without ``model``)."""
     check_model(spec.model)
     if image is not None:
@@ -69,7 +74,8 @@ def claude_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) ->
             "--provider bedrock cannot send image URLs: Claude on Bedrock takes images as "
             "base64 data only. Drop --image-column or use --provider anthropic."
         )
-    return message_body_expr(spec, user, None, {"anthropic_version": BEDROCK_ANTHROPIC_VERSION})
+    lead = {"anthropic_version": BEDROCK_ANTHROPIC_VERSION}
+    return message_body_expr(spec, user, None, lead, files=files)
 
 
 def record_lines(requests: pl.DataFrame) -> bytes:

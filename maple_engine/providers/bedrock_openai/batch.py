@@ -63,6 +63,7 @@ CAPABILITIES = dataclasses.replace(
     # the OpenAI batch API, nor a minimum of records per batch (its model invocation jobs'
     # 100 is not said of it, so none is applied)
     batch_price_share=0.5,
+    files=None,  # Bedrock's OpenAI models take text here
 )
 
 

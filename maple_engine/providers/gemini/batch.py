@@ -42,6 +42,7 @@ from maple_engine.providers.base import (
 from maple_engine.providers.batch_api import BatchProviderBasics, jsonl, wrapped_bytes_expr
 from maple_engine.providers.gemini import params
 from maple_engine.providers.gemini.api import get_batch, list_batches, request, upload_file
+from maple_engine.providers.gemini.file_parts import FILES
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
     CACHING,
@@ -81,6 +82,7 @@ CAPABILITIES = ProviderCapabilities(
     kinds=frozenset({CHAT, EMBEDDING}),
     input_limits=INPUT_LIMITS,
     models=MODELS,
+    files=FILES,
 )
 
 
@@ -124,8 +126,14 @@ class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
         return make_client(gemini_base_url(self.base_url), headers, self.timeout_s)
 
     # -- encoding ---------------------------------------------------------------------------
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return gemini_body_expr(spec, user, image)
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
+        return gemini_body_expr(spec, user, image, files=files)
 
     def line_bytes_expr(self, custom_id: pl.Expr, request: pl.Expr) -> pl.Expr:
         return wrapped_bytes_expr(custom_id, request, _HEAD, _MID)

@@ -19,6 +19,7 @@ from maple_engine.model import BATCH_PRICED_PREFIX, CHAT, EMBEDDING
 from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
 from maple_engine.providers.gemini import params
 from maple_engine.providers.gemini.api import retry_wait
+from maple_engine.providers.gemini.file_parts import FILES
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
     CACHING,
@@ -61,6 +62,7 @@ class GeminiRealtimeProvider(RealtimeProvider):
             rules=params.RULES,
         ),
         input_limits=INPUT_LIMITS,
+        files=FILES,
     )
 
     name: str = Field(default="gemini-realtime", description="Provider name in costs/output.")
@@ -83,8 +85,14 @@ class GeminiRealtimeProvider(RealtimeProvider):
     def auth_headers(self) -> dict[str, str]:
         return {"x-goog-api-key": gemini_api_key(self.api_key)}
 
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return gemini_body_expr(spec, user, image)
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
+        return gemini_body_expr(spec, user, image, files=files)
 
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return parse_generate_response(custom_id, body)
@@ -145,8 +153,14 @@ class GeminiFlexProvider(GeminiRealtimeProvider):
         default=12, description="Sends per request within one attempt (flex 429s, 5xx, timeouts)."
     )
 
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return gemini_body_expr(spec, user, image, service_tier=FLEX)
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
+        return gemini_body_expr(spec, user, image, service_tier=FLEX, files=files)
 
     def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
         """Rows on the flex tier, whoever encoded them (a batch's rows under a deadline)."""

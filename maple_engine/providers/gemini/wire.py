@@ -98,16 +98,24 @@ def generation_config(spec: RequestSpec) -> dict[str, Any]:
 
 
 def gemini_body_expr(
-    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, service_tier: str | None = None
+    spec: RequestSpec,
+    user: pl.Expr,
+    image: pl.Expr | None,
+    service_tier: str | None = None,
+    files: pl.Expr | None = None,
 ) -> pl.Expr:
     """``{"contents":[{"role":"user","parts":[...]}],"systemInstruction"?,"generationConfig"?,
-    "serviceTier"?}``, or an embedding job's ``EmbedContentRequest``."""
+    "serviceTier"?}``, or an embedding job's ``EmbedContentRequest``; ``files``: the row's
+    encoded ``inlineData`` parts (`file_parts`), each after a comma."""
     if spec.kind == EMBEDDING:
         return embed_body_expr(spec, user)
     parts = [pl.lit('{"contents":[{"role":"user","parts":[{"text":'), json_string_expr(user)]
     if image is not None:
         parts += [pl.lit('},{"fileData":{"fileUri":'), json_string_expr(image), pl.lit("}")]
-    tail = "}]}]"
+    parts.append(pl.lit("}"))
+    if files is not None:
+        parts.append(files)
+    tail = "]}]"
     if spec.system is not None:
         tail += ',"systemInstruction":{"parts":[{"text":' + json_literal(spec.system) + "}]}"
     config = generation_config(spec)

@@ -86,7 +86,13 @@ class MistralBatchProvider(OpenAIBatchProvider):
         super().check_credentials()
 
     # -- encoding ---------------------------------------------------------------------------
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
         return wire.body_expr(spec, user, image)
 
     def _line_prefix(self, endpoint: str) -> tuple[str, str]:

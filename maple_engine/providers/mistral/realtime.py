@@ -52,5 +52,11 @@ class MistralRealtimeProvider(OpenAIRealtimeProvider):
     def auth_headers(self) -> dict[str, str]:
         return wire.bearer(self.api_key)
 
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
         return wire.body_expr(spec, user, image)

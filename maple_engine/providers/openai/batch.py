@@ -35,6 +35,7 @@ from maple_engine.providers.extra_body import form_fields
 from maple_engine.providers.http import LOOKUP_DEPTH, download, make_client, request
 from maple_engine.providers.lost import LOST
 from maple_engine.providers.openai import billing, wire
+from maple_engine.providers.openai.file_parts import FILES
 from maple_engine.providers.openai.lines import parse_result_file
 from maple_engine.providers.openai.params import RULES
 from maple_engine.settings import api_key_env
@@ -71,6 +72,7 @@ CAPABILITIES = ProviderCapabilities(
     # Output and error files are deleted 30 days after the batch completes (the Batch guide,
     # https://platform.openai.com/docs/guides/batch; Maple sends no ``output_expires_after``).
     results_retention_s=30 * 24 * 3600,
+    files=FILES,
 )
 
 
@@ -147,8 +149,14 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
         return make_client(self.resolved_base_url(), headers, self.timeout_s, params=params)
 
     # -- encoding ---------------------------------------------------------------------------
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return wire.body_expr(spec, user, image)
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
+        return wire.body_expr(spec, user, image, files=files)
 
     def _endpoint(self, requests: pl.DataFrame | None) -> str:
         path = wire.path_of(requests) if requests is not None else wire.CHAT_PATH

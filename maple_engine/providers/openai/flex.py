@@ -41,9 +41,15 @@ class OpenAIFlexProvider(OpenAIRealtimeProvider):
         default=12, description="Sends per request within one attempt (flex 429s, 5xx, timeouts)."
     )
 
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
         flex = dataclasses.replace(spec, params={**spec.params, **SERVICE_TIER})
-        return wire.body_expr(flex, user, image)
+        return wire.body_expr(flex, user, image, files=files)
 
     def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
         """Chat rows on the flex tier, whoever encoded them (a batch's rows under a deadline)."""

@@ -32,9 +32,15 @@ class OpenAIPriorityProvider(OpenAIRealtimeProvider):
 
     name: str = Field(default="openai-priority", description="Provider name in costs/output.")
 
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
         priority = dataclasses.replace(spec, params={**spec.params, **SERVICE_TIER})
-        return wire.body_expr(priority, user, image)
+        return wire.body_expr(priority, user, image, files=files)
 
     def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
         """Chat rows on the priority tier, whoever encoded them (a batch's rows under a

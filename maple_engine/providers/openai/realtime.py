@@ -17,6 +17,7 @@ from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
 from maple_engine.providers.http import error_detail, is_quota_error
 from maple_engine.providers.openai import params, wire
+from maple_engine.providers.openai.file_parts import FILES
 from maple_engine.providers.realtime import (
     Group,
     LimitHeaders,
@@ -52,6 +53,7 @@ class OpenAIRealtimeProvider(RealtimeProvider):
         reasoning_models=wire.REASONING_MODELS,
         attribution="project-header",
         rules=params.RULES,
+        files=FILES,
     )
 
     name: str = Field(default="openai-realtime", description="Provider name in costs/output.")
@@ -74,8 +76,14 @@ class OpenAIRealtimeProvider(RealtimeProvider):
     def read_limits(self, headers: Mapping[str, str], now_epoch: float) -> RateLimits:
         return read_limit_headers(headers, LIMIT_HEADERS, now_epoch)
 
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
-        return wire.body_expr(spec, user, image)
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
+        return wire.body_expr(spec, user, image, files=files)
 
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return wire.parse_reply(custom_id, body)

@@ -77,9 +77,15 @@ class OpenAIServerProvider(OpenAIRealtimeProvider):
     def bound_to(self, model: str) -> "OpenAIServerProvider":
         return self if self.model == model else self.model_copy(update={"model": model})
 
-    def body_expr(self, spec: RequestSpec, user: pl.Expr, image: pl.Expr | None) -> pl.Expr:
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
         form = wire.JSON_SCHEMA if self.schema_format == AUTO else self.schema_format
-        return wire.body_expr(spec, user, image, form)
+        return wire.body_expr(spec, user, image, form, files)
 
     def settle_schema_format(self, schema: dict[str, Any]) -> Self:
         """This provider with the ``response_format`` form the server takes for ``schema``: the

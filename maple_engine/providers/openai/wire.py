@@ -84,7 +84,11 @@ def response_format(schema: Any, name: str, schema_format: str = JSON_SCHEMA) ->
 
 
 def chat_body_expr(
-    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, schema_format: str = JSON_SCHEMA
+    spec: RequestSpec,
+    user: pl.Expr,
+    image: pl.Expr | None,
+    schema_format: str = JSON_SCHEMA,
+    files: pl.Expr | None = None,
 ) -> pl.Expr:
     """The encoded ``/chat/completions`` body of every row (a response schema in
     ``schema_format``: `response_format`)."""
@@ -103,7 +107,7 @@ def chat_body_expr(
     body = pl.concat_str(
         [
             pl.lit('{"messages":[' + system + '{"role":"user","content":'),
-            user_content_expr(user, image, IMAGE_PART),
+            user_content_expr(user, image, IMAGE_PART, files=files),
             pl.lit("}]}"),
         ]
     )
@@ -138,15 +142,20 @@ def responses_body_expr(spec: RequestSpec, user: pl.Expr, image: pl.Expr | None)
 
 
 def body_expr(
-    spec: RequestSpec, user: pl.Expr, image: pl.Expr | None, schema_format: str = JSON_SCHEMA
+    spec: RequestSpec,
+    user: pl.Expr,
+    image: pl.Expr | None,
+    schema_format: str = JSON_SCHEMA,
+    files: pl.Expr | None = None,
 ) -> pl.Expr:
     """The encoded body of every row: a chat completion (or a Responses request), or an
-    embedding of the text."""
+    embedding of the text; ``files``: the row's encoded file parts (`file_parts`; a chat
+    completion's: a job with files is refused on the Responses API where it is declared)."""
     if spec.kind == EMBEDDING:
         return embedding_body_expr(spec, user)
     if spec.endpoint == "responses":
         return responses_body_expr(spec, user, image)
-    return chat_body_expr(spec, user, image, schema_format)
+    return chat_body_expr(spec, user, image, schema_format, files)
 
 
 def embedding_body_expr(

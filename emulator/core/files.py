@@ -1,0 +1,290 @@
+"""Files in requests: each provider's file parts read back to their bytes, held to the
+provider's limits, billed by its token rule, and named in the reply by a digest of their bytes.
+
+The parts read (one list serves every dialect, since no two share a part type):
+
+- OpenAI chat: ``{"type":"file","file":{"filename","file_data":"data:<mime>;base64,..."}}``,
+  ``{"type":"image_url","image_url":{"url": data URL or http(s) URL}}``,
+  ``{"type":"input_audio","input_audio":{"data": base64,"format":"wav"|"mp3"}}``;
+- Anthropic: ``{"type":"document"|"image","source":{"type":"base64","media_type","data"}}``
+  or ``"source":{"type":"url","url"}``;
+- Gemini: ``{"inlineData":{"mimeType","data"}}`` (or ``inline_data``/``mime_type``) and
+  ``{"fileData":{"fileUri","mimeType"?}}``.
+
+With ``EmulatorConfig.fetch_urls``, a URL is fetched here as the provider would (short timeout;
+a file served without a usable type is typed by its bytes); one that cannot be fetched is a
+failed request the provider's way (`FileProblem` with ``fetch``). Without it, URLs are left
+alone and cost nothing. The reply names every file the request carried, in order:
+`` [file <kind> <sha256 of its bytes, 12 hex digits>]``, so a test can tell which file reached
+which row.
+
+Tokens, per the provider's documented rule (`RULES`): a PDF's pages (its ``/Type /Page``
+objects) times the page rate, a recording's seconds times the audio rate (a WAV read with the
+``wave`` module, an MP3 by its first frame's bit rate), an image by its size (read with Pillow).
+"""
+
+import base64
+import binascii
+import dataclasses
+import hashlib
+import io
+import math
+import re
+import wave
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+from PIL import Image
+
+MB = 1_000_000
+FETCH_TIMEOUT_S = 5.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Received:
+    """One file a request carried: its kind (``pdf``, ``image``, ``audio``), its bytes, and
+    the URL it came from (None: inline)."""
+
+    kind: str
+    data: bytes
+    url: str | None = None
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()[:12]
+
+
+class FileProblem(Exception):
+    """A file part the provider refuses: ``fetch`` True when a URL could not be fetched."""
+
+    def __init__(self, message: str, *, fetch: bool = False) -> None:
+        super().__init__(message)
+        self.fetch = fetch
+
+
+def _tiles(width: int, height: int, side: int) -> int:
+    return math.ceil(width / side) * math.ceil(height / side)
+
+
+def _openai_image(width: int, height: int) -> int:
+    fit = min(1.0, 2048 / max(width, height, 1))
+    wide, high = width * fit, height * fit
+    short = min(1.0, 768 / max(min(wide, high), 1))
+    return 85 + 170 * _tiles(math.ceil(wide * short), math.ceil(high * short), 512)
+
+
+def _anthropic_image(width: int, height: int) -> int:
+    fit = min(1.0, 1568 / max(width, height, 1))
+    return max(1, math.ceil(width * fit * height * fit / 750))
+
+
+def _gemini_image(width: int, height: int) -> int:
+    if width <= 384 and height <= 384:
+        return 258
+    return 258 * _tiles(width, height, 768)
+
+
+@dataclasses.dataclass(frozen=True)
+class FileRule:
+    """One provider's file billing and limits (bytes are base64-encoded sizes)."""
+
+    page_tokens: int
+    audio_tokens_per_s: float
+    image_tokens: Callable[[int, int], int]
+    max_file_bytes: int
+    max_request_bytes: int
+
+
+RULES = {
+    "openai": FileRule(765, 10, _openai_image, 50 * MB, 50 * MB),
+    "anthropic": FileRule(1_600, 0, _anthropic_image, 32 * MB, 32 * MB),
+    "gemini": FileRule(258, 32, _gemini_image, 20 * MB, 20 * MB),
+}
+
+
+def _data_url(url: str) -> tuple[str, bytes]:
+    head, _, data = url.partition(",")
+    return head.removeprefix("data:").split(";")[0], _b64(data)
+
+
+def _b64(data: Any) -> bytes:
+    try:
+        return base64.b64decode(str(data), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise FileProblem(f"file data is not valid base64 ({exc})") from None
+
+
+def _kind(mime: str) -> str:
+    if mime == "application/pdf":
+        return "pdf"
+    return mime.split("/", maxsplit=1)[0] if mime.startswith(("image/", "audio/")) else "unknown"
+
+
+def fetch(url: str) -> tuple[str, bytes]:
+    """(MIME type, bytes) of ``url``; `FileProblem` (``fetch``) when it cannot be had."""
+    try:
+        response = httpx.get(url, timeout=FETCH_TIMEOUT_S, follow_redirects=True)
+    except httpx.HTTPError as exc:
+        raise FileProblem(f"could not fetch {url}: {type(exc).__name__}", fetch=True) from None
+    if response.status_code != 200:
+        raise FileProblem(f"could not fetch {url}: HTTP {response.status_code}", fetch=True)
+    mime = response.headers.get("content-type", "").split(";")[0].strip()
+    return (mime if _kind(mime) != "unknown" else _typed(response.content)), response.content
+
+
+def _typed(data: bytes) -> str:
+    """The MIME type of fetched bytes served without a usable one, as a provider reads it."""
+    if data.startswith(b"%PDF"):
+        return "application/pdf"
+    if data[8:12] == b"WAVE":
+        return "audio/wav"
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            return f"image/{(image.format or '').lower()}"
+    except (OSError, ValueError):
+        return "application/octet-stream"
+
+
+def _linked(url: str) -> tuple[str, bytes, str | None]:
+    if url.startswith("data:"):
+        return (*_data_url(url), None)
+    return (*fetch(url), url)
+
+
+def _part_file(part: dict[str, Any], fetching: bool) -> tuple[str, bytes, str | None] | None:
+    """(MIME type, bytes, URL or None) of one file part, None for a part that is no file (or
+    a URL, unless ``fetching``)."""
+    if not fetching and _url_of(part) is not None:
+        return None
+    return _inline_or_fetched(part)
+
+
+def _url_of(part: dict[str, Any]) -> str | None:
+    """The http(s) URL a part links to, else None."""
+    image, source = part.get("image_url"), part.get("source")
+    linked = part.get("fileData") or part.get("file_data")
+    for holder, key in ((image, "url"), (source, "url"), (linked, "fileUri")):
+        url = holder.get(key) if isinstance(holder, dict) else None
+        if isinstance(url, str) and url.startswith(("http://", "https://")):
+            return url
+    return None
+
+
+def _inline_or_fetched(part: dict[str, Any]) -> tuple[str, bytes, str | None] | None:  # noqa: PLR0911
+    kind = part.get("type")
+    if kind == "file":
+        return (*_data_url(str((part.get("file") or {}).get("file_data", ""))), None)
+    if kind == "image_url":
+        image = part.get("image_url")
+        return _linked(str(image.get("url", "") if isinstance(image, dict) else image))
+    if kind == "input_audio":
+        audio = part.get("input_audio") or {}
+        return "audio/" + str(audio.get("format")), _b64(audio.get("data")), None
+    if kind in ("document", "image"):
+        source = part.get("source") or {}
+        if source.get("type") == "url":
+            return _linked(str(source.get("url", "")))
+        return str(source.get("media_type", "")), _b64(source.get("data")), None
+    inline = part.get("inlineData") or part.get("inline_data")
+    if isinstance(inline, dict):
+        mime = inline.get("mimeType") or inline.get("mime_type") or ""
+        return str(mime), _b64(inline.get("data")), None
+    linked = part.get("fileData") or part.get("file_data")
+    if isinstance(linked, dict):
+        return _linked(str(linked.get("fileUri") or linked.get("file_uri") or ""))
+    return None
+
+
+def _parts(container: Any) -> Iterator[dict[str, Any]]:
+    """Every content part of a message list or a Gemini ``contents`` list."""
+    for message in container if isinstance(container, list) else []:
+        if not isinstance(message, dict):
+            continue
+        content = message.get("content", message.get("parts"))
+        for part in content if isinstance(content, list) else []:
+            if isinstance(part, dict):
+                yield part
+
+
+def received_files(messages: Any, fetching: bool = False) -> list[Received]:
+    """The files of a message list (or Gemini ``contents``), in order; `FileProblem` for a
+    file part that cannot be read (``fetching`` False: URLs left out, not fetched)."""
+    files: list[Received] = []
+    for part in _parts(messages):
+        found = _part_file(part, fetching)
+        if found is not None:
+            mime, data, url = found
+            files.append(Received(_kind(mime), data, url))
+    return files
+
+
+def carries_files(content: Any) -> bool:
+    """Whether a message content list holds a part that is not text."""
+    return isinstance(content, list) and any(
+        isinstance(part, dict) and part.get("type") not in (None, "text") for part in content
+    )
+
+
+def reply_note(files: list[Received]) -> str:
+    """What the reply adds for the files: `` [file <kind> <digest>]`` each."""
+    return "".join(f" [file {f.kind} {f.digest}]" for f in files)
+
+
+_PAGE = re.compile(rb"/Type\s*/Page\b(?!s)")
+
+
+def _seconds(file: Received) -> float:
+    if file.data[8:12] == b"WAVE":
+        with wave.open(io.BytesIO(file.data)) as recording:
+            return float(recording.getnframes() / recording.getframerate())
+    rates = (0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320)
+    start = file.data.find(b"\xff\xfb")  # an MPEG-1 layer III frame
+    kbps = rates[file.data[start + 2] >> 4] if 0 <= start < len(file.data) - 2 else 0
+    return (len(file.data) - start) * 8 / (kbps * 1000) if kbps else 0.0
+
+
+def file_tokens(file: Received, rule: FileRule) -> int:
+    """The prompt tokens ``file`` costs under ``rule``."""
+    if file.kind == "pdf":
+        return rule.page_tokens * max(1, len(_PAGE.findall(file.data)))
+    if file.kind == "audio":
+        return math.ceil(rule.audio_tokens_per_s * _seconds(file))
+    try:
+        with Image.open(io.BytesIO(file.data)) as image:
+            width, height = image.size
+    except (OSError, ValueError):
+        raise FileProblem("the image could not be decoded") from None
+    return rule.image_tokens(width, height)
+
+
+def _encoded(file: Received) -> int:
+    return 4 * math.ceil(len(file.data) / 3)
+
+
+def check_files(files: list[Received], rule: FileRule) -> None:
+    """`FileProblem` for a file of an unknown kind or over the per-file or per-request limit."""
+    for file in files:
+        if file.kind == "unknown":
+            raise FileProblem("the file is not a PDF, an image or audio")
+        if _encoded(file) > rule.max_file_bytes:
+            raise FileProblem(
+                f"a file of {_encoded(file):,} bytes is over the limit of "
+                f"{rule.max_file_bytes:,} bytes per file"
+            )
+    total = sum(_encoded(f) for f in files if f.url is None)
+    if total > rule.max_request_bytes:
+        raise FileProblem(
+            f"the request's files are {total:,} bytes, over the limit of "
+            f"{rule.max_request_bytes:,} bytes per request"
+        )
+
+
+def files_billed(
+    messages: Any, rule: FileRule, fetching: bool = False
+) -> tuple[list[Received], int]:
+    """The request's files, checked, and the tokens they cost (`FileProblem` if refused;
+    ``fetching`` False: its inline files only, no URL fetched)."""
+    files = received_files(messages, fetching)
+    check_files(files, rule)
+    return files, sum(file_tokens(f, rule) for f in files)

@@ -1,0 +1,184 @@
+"""The files a row sends (``--file-column``): each cell read, typed by its first bytes, checked
+against what the provider takes, and made into the provider's own content part.
+
+A cell is a local path, an ``s3://`` key (read with the job's S3 settings from the
+environment) or an ``http(s)://`` URL. Local and S3 files are read when the row's request is
+encoded, before anything is uploaded: a file that cannot be read, is of no type Maple sends, is
+of a kind the provider does not take, or is over the provider's limits stops the job there with
+one line naming the row, the file and the limit. A URL is not fetched: it goes as the
+provider's URL part (`FileInputs.url_part`) and the provider fetches it; one that fails fails
+its row (``invalid_file``), checked again only before a retry (`maple_engine.inputs.images`).
+
+Each row gets its encoded parts (``FILE_PARTS``: every part preceded by a comma, "" for none)
+and the tokens the provider bills for them (``FILE_TOKENS``, by its own rule).
+"""
+
+import hashlib
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import polars as pl
+
+from maple_engine.errors import ConfigError
+from maple_engine.inputs.sources import BLOCK_ROWS, iter_blocks
+from maple_engine.model import FILE_TOKENS, ROW_ID
+from maple_engine.providers.file_inputs import AttachedFile, FileInputs
+from maple_engine.providers.file_types import HEAD_BYTES, KIND_NAMES, sniff
+from maple_engine.providers.registry import capabilities, one_of
+from maple_engine.spec import JobSpec
+from maple_engine.storage.s3 import S3Settings
+from maple_engine.storage.storage import filesystem_for
+
+FILE_PARTS = "_maple_file_parts"
+#: Rows a block of a job with files holds while its requests are encoded (the files' bytes are
+#: in them, base64): `block_rows`.
+FILE_BLOCK_ROWS = 256
+URL_PREFIXES = ("http://", "https://")
+KNOWN_TYPES = "a PDF, a PNG, JPEG, WebP or GIF image, or a WAV or MP3 recording"
+
+
+def block_rows(spec: JobSpec) -> int:
+    """Rows of the input read at once to encode ``spec``'s requests: fewer for a job with
+    files, whose requests carry them."""
+    return FILE_BLOCK_ROWS if spec.file_columns else BLOCK_ROWS
+
+
+def files_stamp(source: Any, spec: JobSpec, s3: S3Settings | None = None) -> str:
+    """A digest of what the input's file cells point at: each local or S3 file's path, size
+    and modification time (or ETag), each URL as written. A job's version changes with it, so
+    a file changed under the same path is sent again (its request holds the new bytes)."""
+    digest = hashlib.sha256()
+    columns = list(dict.fromkeys(spec.file_columns))
+    for block in iter_blocks(source, BLOCK_ROWS, s3):
+        for row in block.select(columns).iter_rows():
+            for value in row:
+                digest.update(_identity("" if value is None else str(value).strip(), s3))
+    return digest.hexdigest()[:32]
+
+
+def _identity(cell: str, s3: S3Settings | None) -> bytes:
+    if not cell or cell.startswith(URL_PREFIXES):
+        return cell.encode() + b"\0"
+    try:
+        fs, path = filesystem_for(cell, s3)
+        info = fs.info(path)
+    except (OSError, ValueError):  # missing: the encoding says so, in its one line
+        return cell.encode() + b":missing\0"
+    tag = info.get("ETag") or info.get("etag") or info.get("mtime") or info.get("LastModified")
+    return f"{cell}:{info.get('size')}:{tag}".encode() + b"\0"
+
+
+def provider_files(spec: JobSpec) -> FileInputs:
+    """What the job's provider takes as files; one that takes none is refused, naming those
+    that do."""
+    files = capabilities(spec.provider).files
+    if files is None:
+        raise ConfigError(
+            f"--provider {spec.provider} sends text and image URLs only, not files "
+            f"(--file-column {spec.file_columns[0]}): use "
+            f"{one_of(lambda c: c.files is not None)}."
+        )
+    if spec.endpoint != "chat":
+        raise ConfigError(
+            f"--file-column {spec.file_columns[0]} sends files as chat completion parts: drop "
+            f"--endpoint {spec.endpoint}."
+        )
+    return files
+
+
+def read_file(cell: str) -> bytes:
+    """The bytes of a local path or ``s3://`` key."""
+    fs, path = filesystem_for(cell)
+    with fs.open(path, "rb") as handle:
+        data: bytes = handle.read()
+    return data
+
+
+def attached(row: int, column: str, cell: str, spec: JobSpec, files: FileInputs) -> AttachedFile:
+    """The file of one cell, read and checked (`ConfigError` naming the row and the file)."""
+    where = f"Row {row}, --file-column {column}: {cell[:200]}"
+    try:
+        data = read_file(cell)
+    except (OSError, ValueError) as exc:  # missing, unreadable, no such bucket or key
+        raise ConfigError(
+            f"{where} cannot be read ({type(exc).__name__}: {str(exc)[:200]}): fix the path "
+            "or the file, or clear the cell."
+        ) from None
+    kind = sniff(data)
+    if kind is None:
+        raise ConfigError(
+            f"{where} is not {KNOWN_TYPES} (it begins {data[:HEAD_BYTES]!r}): send one of "
+            "those, or clear the cell."
+        )
+    if kind.kind not in files.kinds:
+        raise ConfigError(
+            f"{where} is {KIND_NAMES[kind.kind]} ({kind.mime}), which --provider "
+            f"{spec.provider} does not take: use "
+            f"{one_of(lambda c: c.files is not None and kind.kind in c.files.kinds)}."
+        )
+    file = AttachedFile(name=cell.rstrip("/").rsplit("/", 1)[-1], type=kind, data=data)
+    limit = files.max_bytes(kind.kind)
+    if file.encoded_bytes > limit:
+        raise ConfigError(
+            f"{where} is {file.encoded_bytes:,} bytes encoded, over --provider "
+            f"{spec.provider}'s limit of {limit:,} bytes per file ({KIND_NAMES[kind.kind]}; "
+            f"{files.docs}): shrink or split the file."
+        )
+    return file
+
+
+def row_parts(row: int, cells: dict[str, Any], spec: JobSpec, files: FileInputs) -> tuple[str, int]:
+    """One row's encoded parts (each preceded by a comma) and their tokens."""
+    parts: list[dict[str, Any]] = []
+    tokens = encoded = 0
+    for column, value in cells.items():
+        cell = "" if value is None else str(value).strip()
+        if not cell:
+            continue
+        if cell.startswith(URL_PREFIXES):
+            parts.append(url_part(row, column, cell, spec, files))
+            tokens += files.url_tokens
+            continue
+        file = attached(row, column, cell, spec, files)
+        parts.append(files.part(file))
+        tokens += files.tokens(file)
+        encoded += file.encoded_bytes
+    if encoded > files.max_request_bytes:
+        raise ConfigError(
+            f"Row {row}'s files ({', '.join(str(v) for v in cells.values() if v)[:300]}) add "
+            f"up to {encoded:,} bytes encoded, over --provider {spec.provider}'s limit of "
+            f"{files.max_request_bytes:,} bytes per request ({files.docs}): send fewer or "
+            "smaller files per row."
+        )
+    encoded_parts = "".join("," + orjson.dumps(part).decode() for part in parts)
+    return encoded_parts, tokens
+
+
+def url_part(row: int, column: str, cell: str, spec: JobSpec, files: FileInputs) -> dict[str, Any]:
+    """A URL cell's part: the provider fetches it."""
+    if files.url_part is None:
+        raise ConfigError(
+            f"Row {row}, --file-column {column}: {cell[:200]} is a URL, and --provider "
+            f"{spec.provider} fetches none: give a local path or an s3:// key, or use "
+            f"{one_of(lambda c: c.files is not None and c.files.url_part is not None)}."
+        )
+    return files.url_part(cell)
+
+
+def _rows(block: pl.DataFrame, columns: list[str]) -> Iterator[dict[str, Any]]:
+    return block.select(ROW_ID, *columns).iter_rows(named=True)
+
+
+def with_files(block: pl.DataFrame, spec: JobSpec) -> pl.DataFrame:
+    """``block`` (with ``ROW_ID``) plus each row's encoded file parts and their tokens; the
+    block as it is for a job without file columns."""
+    if not spec.file_columns:
+        return block
+    files = provider_files(spec)
+    columns = list(dict.fromkeys(spec.file_columns))
+    made = [row_parts(row.pop(ROW_ID), row, spec, files) for row in _rows(block, columns)]
+    return block.with_columns(
+        pl.Series(FILE_PARTS, [parts for parts, _ in made], dtype=pl.String),
+        pl.Series(FILE_TOKENS, [tokens for _, tokens in made], dtype=pl.Int64),
+    )

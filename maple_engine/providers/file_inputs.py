@@ -1,0 +1,86 @@
+"""What a provider takes as files beside a prompt (``--file-column``): the kinds, the limits,
+the part each file becomes in its request, and how its tokens are counted.
+
+A provider that takes files carries a `FileInputs` record on its capabilities
+(``ProviderCapabilities.files``); one without takes none, and a job that sends it files is
+refused before anything is read. The token rule is the provider's documented one, applied to
+what `maple_engine.providers.file_types` measures (a PDF's pages, an image's pixels, a
+recording's seconds); the emulator bills by the same rules.
+"""
+
+import base64
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+from maple_engine.providers.file_types import FileKind, FileType, audio_seconds, image_size
+from maple_engine.providers.file_types import pdf_pages as count_pages
+
+MB = 1_000_000
+
+
+@dataclasses.dataclass(frozen=True)
+class AttachedFile:
+    """One file of a row, read and typed: its name (the cell's last path part), type, bytes."""
+
+    name: str
+    type: FileType
+    data: bytes
+
+    @property
+    def base64(self) -> str:
+        return base64.b64encode(self.data).decode("ascii")
+
+    @property
+    def data_url(self) -> str:
+        return f"data:{self.type.mime};base64,{self.base64}"
+
+    @property
+    def encoded_bytes(self) -> int:
+        """Its size once base64-encoded into a request."""
+        return 4 * math.ceil(len(self.data) / 3)
+
+
+def tiles(width: int, height: int, side: int) -> int:
+    """Tiles of ``side`` pixels covering the image."""
+    return math.ceil(width / side) * math.ceil(height / side)
+
+
+@dataclasses.dataclass(frozen=True)
+class FileInputs:
+    """The files a provider takes: ``kinds``, at most ``max_file_bytes`` each and
+    ``max_request_bytes`` of files (base64-encoded) in one request; ``part`` makes the
+    provider's content part of one file, ``url_part`` that of a URL the provider fetches itself
+    (None: it fetches none). Tokens: ``pdf_page_tokens`` per page, ``audio_tokens_per_s`` per
+    second, ``image_tokens(width, height)`` per image (``url_tokens`` for a URL, unread);
+    ``kind_limits``: a kind's own smaller per-file limit, where the provider documents one."""
+
+    kinds: frozenset[FileKind]
+    max_file_bytes: int
+    max_request_bytes: int
+    part: Callable[[AttachedFile], dict[str, Any]]
+    url_part: Callable[[str], dict[str, Any]] | None
+    pdf_page_tokens: int
+    audio_tokens_per_s: float
+    image_tokens: Callable[[int, int], int]
+    docs: str  # the vendor's page on file inputs
+    kind_limits: tuple[tuple[FileKind, int], ...] = ()
+
+    def max_bytes(self, kind: FileKind) -> int:
+        """The most bytes (base64-encoded) one file of ``kind`` may be."""
+        return dict(self.kind_limits).get(kind, self.max_file_bytes)
+
+    @property
+    def url_tokens(self) -> int:
+        """A URL's tokens: those of a 1024 x 1024 image (the URL is not read up front)."""
+        return self.image_tokens(1024, 1024)
+
+    def tokens(self, file: AttachedFile) -> int:
+        """The prompt tokens the provider bills for ``file``."""
+        if file.type.kind == "pdf":
+            return self.pdf_page_tokens * count_pages(file.data)
+        if file.type.kind == "audio":
+            return math.ceil(self.audio_tokens_per_s * audio_seconds(file.data, file.type))
+        size = image_size(file.data, file.type) or (1024, 1024)
+        return self.image_tokens(*size)

@@ -1,0 +1,51 @@
+"""The files a Gemini request takes beside its prompt, as ``inlineData`` parts.
+
+Each file is a part ``{"inlineData":{"mimeType":...,"data": base64}}`` (the REST API's JSON
+names; ``inline_data``/``mime_type`` in its snake-case form); a URL cell is a
+``{"fileData":{"fileUri": url}}`` part that Gemini fetches. The whole request must stay under
+20 MB with its inline files (https://ai.google.dev/gemini-api/docs/file-input-methods); larger
+media go through the Files API, which Maple does not use yet.
+
+Tokens (https://ai.google.dev/gemini-api/docs/tokens): an image both of whose sides are at most
+384 pixels is 258 tokens, a larger one 258 per 768 x 768 tile; a PDF page is 258
+(https://ai.google.dev/gemini-api/docs/document-processing); audio 32 a second
+(https://ai.google.dev/gemini-api/docs/audio; WAV as ``audio/wav``, MP3 as ``audio/mp3``).
+"""
+
+from typing import Any
+
+from maple_engine.providers.file_inputs import MB, AttachedFile, FileInputs, tiles
+
+#: The MIME types Gemini documents where they differ from the file's own.
+MIME_TYPES = {"audio/mpeg": "audio/mp3"}
+
+
+def file_part(file: AttachedFile) -> dict[str, Any]:
+    """The ``inlineData`` part of one file."""
+    mime = MIME_TYPES.get(file.type.mime, file.type.mime)
+    return {"inlineData": {"mimeType": mime, "data": file.base64}}
+
+
+def url_part(url: str) -> dict[str, Any]:
+    """A URL cell: a file Gemini fetches."""
+    return {"fileData": {"fileUri": url}}
+
+
+def image_tokens(width: int, height: int) -> int:
+    """258 for a small image (both sides <= 384), else 258 per 768-pixel tile."""
+    if width <= 384 and height <= 384:
+        return 258
+    return 258 * tiles(width, height, 768)
+
+
+FILES = FileInputs(
+    kinds=frozenset({"pdf", "image", "audio"}),
+    max_file_bytes=20 * MB,
+    max_request_bytes=20 * MB,
+    part=file_part,
+    url_part=url_part,
+    pdf_page_tokens=258,
+    audio_tokens_per_s=32,
+    image_tokens=image_tokens,
+    docs="https://ai.google.dev/gemini-api/docs/file-input-methods",
+)

@@ -1,0 +1,52 @@
+"""f. A job whose rows carry files (``--file-column``: a PDF or an image each, on local disk)
+runs to its end on every name whose provider takes them, each row answered from its own file;
+a name that takes none refuses the job in one line, exit 2, before anything is sent."""
+
+import hashlib
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from emulator.server import EmulatorServer
+from maple_engine.providers.registry import capabilities
+from scripts.make_file_samples import image_bytes, pdf_bytes
+from tests.conformance.cases import CASES, Case
+from tests.conformance.jobs import job_args, ok, output, run, with_known_failure
+from tests.e2e.hostile import one_line
+
+
+def with_files(case: Case, work: Path) -> tuple[list[str], list[str]]:
+    """The case's job with a file per row, and what each row's reply must end with."""
+    args = job_args(case, work, "enrich", "--file-column", "file")
+    expect, paths = [], []
+    for i in range(case.rows):
+        data = pdf_bytes([f"thing {i}"]) if i % 2 else image_bytes("PNG", (8 + i % 5, 8), i)
+        path = work / f"file-{i}"
+        path.write_bytes(data)
+        paths.append(str(path))
+        expect.append(
+            f"[file {'pdf' if i % 2 else 'image'} {hashlib.sha256(data).hexdigest()[:12]}]"
+        )
+    table = work / "items.parquet"
+    pl.read_parquet(table).with_columns(pl.Series("file", paths)).write_parquet(table)
+    return args, expect
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [with_known_failure(c, "files") for c in CASES])
+def test_a_job_with_files_runs_where_the_provider_takes_them(
+    case: Case, server: EmulatorServer, s3_url: str, tmp_path: Path
+) -> None:
+    args, expect = with_files(case, tmp_path)
+    done = run(case, server.url, s3_url, *args)
+    stats = server.stats()
+    if capabilities(case.provider).files is None:
+        assert done.returncode == 2, done.stderr[-3000:]
+        assert "--file-column" in one_line(done.stderr), done.stderr
+        assert stats["requests_received"] == 0 and stats["files_uploaded"] == 0, stats
+        return
+    ok(done)
+    replies = output(tmp_path)["llm_response"].to_list()
+    assert all(r.endswith(e) for r, e in zip(replies, expect, strict=True)), replies
+    assert (stats["file_parts"], stats["bodies_billed_twice"]) == (case.rows, 0), stats
