@@ -57,6 +57,8 @@ def config_type(annotation: Any) -> Any:
         return _SCALARS[type(get_args(annotation)[0])]
     if annotation is Kind:
         return dg.String  # its name; JobSpec says which are valid
+    if get_origin(annotation) is list:  # columns: --file-column
+        return dg.Array(config_type(get_args(annotation)[0]))
     if get_args(annotation) == (str, str):  # headers: a value may be {"env": "VAR"}, a secret
         return dg.Map(str, dg.StringSource)  # type: ignore[no-untyped-call]
     if annotation is dict or get_origin(annotation) is dict:
