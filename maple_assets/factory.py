@@ -187,7 +187,7 @@ def graph_of(
             input_shards_asset(spec, policy, pdef, keys, upstream),
             submissions_asset(spec, policy, pdef, keys),
             raw_responses_asset(spec, policy, pdef, keys),
-            merged_asset(spec, policy, keys),
+            merged_asset(spec, policy, keys, poll_interval_s),
         ]
         formats = ["parquet"] * 3 + [spec.output_format()]  # merged is the output file
         assets = [

@@ -314,7 +314,7 @@ def shard_checks(
     chosen = [e for e in evaluations if e.asset_check_key in selected]
     yield from (on_latest(context.instance, e) for e in chosen)
     for name, spec in context.assets_def.check_specs_by_output_name.items():
-        if chosen and spec.key == chosen[0].asset_check_key:
+        if spec.key in selected:  # none evaluated: every shard of the run superseded
             yield dg.Output(None, output_name=name)
 
 
