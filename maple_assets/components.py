@@ -42,13 +42,13 @@ from maple_engine.providers.registry import capabilities
 from maple_engine.spec import (
     DEFAULTS,
     JobSpec,
+    error_message,
     file_format,
     job_options,
     option_help,
     validate_name,
     validate_output,
     validate_source,
-    validation_message,
 )
 from maple_engine.storage.storage import is_remote
 
@@ -169,25 +169,53 @@ class JobComponent(dg.Component, dg.Resolvable):
                 return f"{position}: attributes.{field}" if position else f"attributes.{field}"
 
             component.where = where
-        component.check()
+        problems = component.problems()
+        if problems:  # raised here: the one frame of ours under Dagster's "Stack Trace:"
+            raise AttributeProblem("\n".join(problems))
         return component
 
     def check(self) -> None:
-        """The job's checks, as the CLI runs them, each failure raised against its attribute."""
-        options = self.options()
+        """The job's checks, as the CLI runs them, every failure named against its attribute:
+        one line each (``FILE:LINE: attributes.FIELD: reason``), all in one error."""
+        problems = self.problems()
+        if problems:
+            raise AttributeProblem("\n".join(problems))
+
+    def problems(self) -> list[str]:
+        """What is wrong with the attributes, one line per problem, in the order ``maple
+        enrich`` checks them; a check that needs an attribute found wrong is left out."""
+        fields = self._spec_fields(self.options())
+        problems: list[str] = []
+        wrong: set[str] = set()
         try:
-            spec = JobSpec(kind=self.kind, **self._spec_fields(options))
+            spec = JobSpec(kind=self.kind, **fields)
         except ValidationError as exc:
-            raise self._problem(_field_of(exc, self.kind), validation_message(exc)) from None
+            for error in exc.errors():
+                problems.append(self._problem(_field_of(error, self.kind), error_message(error)))
+                wrong.add(str(error["loc"][0]) if error["loc"] else TEMPLATE)
+            if wrong & REQUIRED:
+                return problems
+            try:  # the other checks, over the attributes that passed (the others at default)
+                spec = JobSpec(
+                    kind=self.kind, **{k: v for k, v in fields.items() if k not in wrong}
+                )
+            except ValidationError:
+                return problems
         for field, step in _CHECKS:
+            if field in _NEEDS and _NEEDS[field] & wrong:
+                continue
             try:
                 step(spec)
             except ConfigError as exc:
                 attribute = self.kind.template_field if field == TEMPLATE else keyword(field)
-                raise self._problem(attribute, str(exc)) from None
+                problems.append(self._problem(attribute, str(exc)))
+                wrong.add(field)
+                if field == "provider":  # every later check asks the provider
+                    break
+        return problems
 
-    def _problem(self, field: str, reason: str) -> ConfigError:
-        return AttributeProblem(f"{self.where(field)}: {reason}")
+    def _problem(self, field: str, reason: str) -> str:
+        return f"{self.where(field)}: {reason}"
 
     def options(self) -> dict[str, Any]:
         """The factory's keywords: the attributes, a relative path read from the YAML's folder."""
@@ -251,10 +279,10 @@ def _is_path(source: str) -> bool:
     return is_remote(source) or file_format(source, strict=False) is not None
 
 
-def _field_of(exc: ValidationError, kind: Kind) -> str:
-    """The attribute a spec's validation error is about (its template, for the kind's own
-    check)."""
-    loc = exc.errors()[0]["loc"]
+def _field_of(error: Any, kind: Kind) -> str:
+    """The attribute one error of a spec's validation is about (its template, for the kind's
+    own check)."""
+    loc = error["loc"]
     return keyword(str(loc[0])) if loc else kind.template_field
 
 
@@ -265,6 +293,11 @@ def _check_columns(spec: JobSpec) -> None:
 
 
 TEMPLATE = "template"  # the kind's template field: prompt or text
+# Attributes without a default: a check of the others needs them right.
+REQUIRED = {"name", "source", "model", TEMPLATE, "prompt", "text"}
+# A check left out when an attribute it reads was found wrong (the template's columns are
+# looked up in the source file).
+_NEEDS = {TEMPLATE: {"source"}}
 # The declaration's checks that read one attribute each, in the order ``maple enrich`` runs
 # them; ``enrichment()`` runs all of its own again as the component builds.
 _CHECKS: tuple[tuple[str, Callable[[JobSpec], object]], ...] = (
