@@ -58,6 +58,8 @@ FIELDS = {keyword: field for field, keyword in KEYWORDS.items()}
 # The factories' own keyword, not a job option: the sensor's minimum interval.
 POLL_INTERVAL = "poll_interval_s"
 POLL_INTERVAL_DEFAULT = 30
+# The factories' keywords of how the graph shows in Dagster, not job options.
+GRAPH_OPTIONS = {POLL_INTERVAL, "group", "blocking"}
 # What YAML writes where the spec reads a Python value: a retry count may be "unlimited", a
 # deadline a duration ("6h"), a response schema a file's path as well as a mapping.
 YAML_TYPES: dict[str, Any] = {
@@ -88,6 +90,18 @@ def attributes_model(kind: Kind) -> type[BaseModel]:
             default=POLL_INTERVAL_DEFAULT,
             description="The sensor's minimum interval between polls of the provider, seconds.",
             json_schema_extra={"minimum": 1},
+        ),
+    )
+    fields["group"] = (
+        str | None,
+        Field(default=None, description="The assets' group in Dagster (default: the name)."),
+    )
+    fields["blocking"] = (
+        bool | str,
+        Field(
+            default=False,
+            description="merged's failed_rows check blocks: a failure at ERROR (over "
+            "error_failed_share) stops merged's downstream assets in the same run.",
         ),
     )
     model: type[BaseModel] = create_model(
@@ -228,6 +242,8 @@ class JobComponent(dg.Component, dg.Resolvable):
             options["response_schema"] = self._path(schema, read=True)
         if isinstance(options.get("output"), str):
             options["output"] = self._path(options["output"])
+        if isinstance(options.get("blocking"), str):  # a template renders text
+            options["blocking"] = options["blocking"].strip().lower() in ("true", "yes", "1")
         return options
 
     def _path(self, path: str, read: bool = False) -> str:
@@ -246,7 +262,7 @@ class JobComponent(dg.Component, dg.Resolvable):
 
     @staticmethod
     def _spec_fields(options: Mapping[str, Any]) -> dict[str, Any]:
-        fields = {FIELDS.get(k, k): v for k, v in options.items() if k != POLL_INTERVAL}
+        fields = {FIELDS.get(k, k): v for k, v in options.items() if k not in GRAPH_OPTIONS}
         source = fields.get("source")
         fields["source"] = source if isinstance(source, str) and _is_path(source) else None
         return fields

@@ -15,7 +15,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 # runs of a stage by it); public only as that function's behaviour.
 from dagster._core.definitions.materialize import EPHEMERAL_JOB_NAME
 
-# The states of a backfill: partitions.shards keeps a superseded shard partition while an
+# The states of a backfill: maple_assets.graph.shard_partitions keeps a superseded shard partition while an
 # unfinished backfill targets it (Dagster fails a backfill whose targeted partitions were
 # deleted); the instance's get_backfills takes them, and Dagster exports no public enum.
 from dagster._core.execution.backfill import BulkActionStatus

@@ -17,7 +17,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from maple_assets.binding import IO_MANAGER_KEY, job_for
-from maple_assets.graph.card import table_metadata
+from maple_assets.graph.card import column_lineage, table_metadata
 from maple_assets.graph.checks import (
     on_latest,
     reused_shard_failed_rows,
@@ -28,6 +28,7 @@ from maple_assets.graph.checks import (
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.per_shard import per_shard
 from maple_assets.graph.shard_options import ShardRunOptions
+from maple_assets.graph.shard_partitions import current_partitions
 from maple_assets.graph.tags import tag_run
 from maple_engine.canary import last_canary, run_canary
 from maple_engine.collect.responses import summarize
@@ -48,11 +49,13 @@ from maple_engine.submit.escalation import all_late
 from maple_engine.submit.eta import fit_for, job_eta, planned_eta
 from maple_engine.submit.sizing import size_shards
 from maple_engine.work import Work, pending_work
-from partitions.shards import current_partitions
 from resources.dagster_private import ASSET_PARTITION_RANGE_START_TAG as RANGE_START
 from resources.dagster_private import BACKFILL_ID_TAG
 
 SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
+# Token figures merged reports as numbers under the keys each shard's raw_responses has (what
+# this version sent), for Dagster+ Insights (docs/components.md, "Metadata keys").
+INSIGHTS_TOKENS = ("input_tokens", "output_tokens", "reasoning_tokens")
 
 
 class InputShardsConfig(dg.Config, ShardRunOptions):
@@ -188,12 +191,16 @@ def mark_reused_shards(
         summary = job.state.summary(shard.key)
         if summary is None or summary.attempt != 0 or not summary.final:
             continue
-        for stage in ("submissions", "raw_responses"):
+        # nothing spent, under the keys a collected shard's raw_responses has (Insights)
+        answered = summary.succeeded + summary.failed  # as a collected shard counts its rows
+        spent = {"rows": answered, "rows_failed": summary.failed, "cost_usd": 0.0}
+        spent |= dict.fromkeys(INSIGHTS_TOKENS, 0)
+        for stage, more in (("submissions", {}), ("raw_responses", spent)):
             yield dg.AssetMaterialization(
                 asset_key=asset_key(name, stage),
                 partition=shard.key,
                 description="Every row of this shard was answered from the response store.",
-                metadata={"requests": 0, "reused": shard.rows},
+                metadata={"requests": 0, "reused": shard.rows, **more},
             )
         yield on_latest(context.instance, reused_shard_failed_rows(job.spec, job.state, shard.key))
 
@@ -345,6 +352,7 @@ def _responses_metadata(job: Job, shard: str, combined: pl.DataFrame) -> dict[st
     summary = job.state.summary(shard)
     return {
         **{k: v for k, v in info.items() if k != "failed_by_class"},
+        "rows_failed": info["failed"],  # the key merged has too (docs/components.md)
         "cost_usd": round(info["cost_usd"], 6),  # micro-dollars
         "failed_by_class": dg.MetadataValue.json(info["failed_by_class"]),
         "failed_share": round(info["failed"] / info["rows"], 6) if info["rows"] else 0.0,
@@ -354,7 +362,11 @@ def _responses_metadata(job: Job, shard: str, combined: pl.DataFrame) -> dict[st
 
 
 def merged_asset(
-    spec: JobSpec, policy: RetryPolicy, keys: set[str], poll_interval_s: float = 30
+    spec: JobSpec,
+    policy: RetryPolicy,
+    keys: set[str],
+    poll_interval_s: float = 30,
+    upstream: dg.AssetKey | None = None,
 ) -> dg.AssetsDefinition:
     @dg.asset(
         key=asset_key(spec.name, "merged"),
@@ -383,9 +395,17 @@ def merged_asset(
         totals = _totals(job)
         s3 = context.resources.maple_storage.s3_settings()
         schema = scan_output(table.path, s3).collect_schema()
-        metadata = {"path": table.path, "rows": table.rows, **totals, **planned_eta(job.state)}
+        metadata = {
+            "path": table.path,
+            "rows": table.rows,
+            **totals,
+            **row_figures(job, table.path, table.rows, s3),
+            **planned_eta(job.state),
+        }
+        lineage = column_lineage(spec, schema, upstream) if upstream is not None else {}
         yield dg.Output(
-            table, metadata={**metadata, **table_metadata(schema, table.rows, table.path)}
+            table,
+            metadata={**metadata, **table_metadata(schema, table.rows, table.path), **lineage},
         )
 
     return merged
@@ -410,6 +430,23 @@ def wait_for_shards(context: dg.AssetExecutionContext, job: Job, interval_s: flo
         time.sleep(max(1.0, interval_s))
 
 
+def row_figures(job: Job, path: str, rows: int, s3: Any) -> dict[str, int]:
+    """merged's failed rows, and how its rows reconcile with its shards': ``rows`` = the
+    shards' ``rows`` (their requests' answers, as each shard's raw_responses counts them) +
+    ``repeat_and_reused_rows`` (rows with no request of their own in this version's shards: a
+    repeat of another row's request, an answer reused from the store); the same for failed."""
+    failed = scan_output(path, s3).select((pl.col("llm_status") == "failed").sum()).collect()
+    rows_failed = int(failed.item() or 0)
+    summaries = [job.state.summary(s.key) for s in job.state.manifest() or []]
+    answered = sum(s.succeeded + s.failed for s in summaries if s is not None)
+    failed_in_shards = sum(s.failed for s in summaries if s is not None)
+    return {
+        "rows_failed": rows_failed,
+        "repeat_and_reused_rows": rows - answered,
+        "repeat_and_reused_rows_failed": rows_failed - failed_in_shards,
+    }
+
+
 def _totals(job: Job) -> dict[str, Any]:
     """The run's totals as the merge counted them (cost: this run's new spend)."""
     merged = job.state.merged_record() or {}
@@ -421,6 +458,7 @@ def _totals(job: Job) -> dict[str, Any]:
         "sent": int(totals.get("sent", 0)),
         "reused": int(totals.get("reused", 0)),
         "cost_usd": round(float(totals.get("cost_usd", 0.0)), 6),
+        **{name: int(totals.get(name, 0)) for name in INSIGHTS_TOKENS},
         **ledger_totals(job.costs, job.spec.name, shards),
         **({"budget_usd": job.spec.budget_usd} if job.spec.budget_usd is not None else {}),
         **(

@@ -19,6 +19,7 @@ from maple_assets.graph.listed import ListedStorage
 from maple_assets.graph.names import dagster_name
 from maple_assets.graph.revive import revive
 from maple_assets.graph.sensor_cursor import collecting, fresh_requests, merging
+from maple_assets.graph.shard_partitions import backfill_will_run, current_partitions
 from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job
 from maple_engine.policy import RetryPolicy
@@ -27,8 +28,6 @@ from maple_engine.state import JobState
 from maple_engine.submit import queue
 from maple_engine.submit.budget import resume_budget_stop
 from maple_engine.work import generation, merged_for, only_left, pending_work
-from partitions.backfills import backfill_will_run
-from partitions.shards import current_partitions
 from resources.dagster_private import (
     ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
 )
