@@ -42,13 +42,13 @@ from maple_engine.providers.registry import capabilities
 from maple_engine.spec import (
     DEFAULTS,
     JobSpec,
+    error_message,
     file_format,
     job_options,
     option_help,
     validate_name,
     validate_output,
     validate_source,
-    validation_message,
 )
 from maple_engine.storage.storage import is_remote
 
@@ -58,6 +58,8 @@ FIELDS = {keyword: field for field, keyword in KEYWORDS.items()}
 # The factories' own keyword, not a job option: the sensor's minimum interval.
 POLL_INTERVAL = "poll_interval_s"
 POLL_INTERVAL_DEFAULT = 30
+# The factories' keywords of how the graph shows in Dagster, not job options.
+GRAPH_OPTIONS = {POLL_INTERVAL, "group", "blocking"}
 # What YAML writes where the spec reads a Python value: a retry count may be "unlimited", a
 # deadline a duration ("6h"), a response schema a file's path as well as a mapping.
 YAML_TYPES: dict[str, Any] = {
@@ -88,6 +90,18 @@ def attributes_model(kind: Kind) -> type[BaseModel]:
             default=POLL_INTERVAL_DEFAULT,
             description="The sensor's minimum interval between polls of the provider, seconds.",
             json_schema_extra={"minimum": 1},
+        ),
+    )
+    fields["group"] = (
+        str | None,
+        Field(default=None, description="The assets' group in Dagster (default: the name)."),
+    )
+    fields["blocking"] = (
+        bool | str,
+        Field(
+            default=False,
+            description="merged's failed_rows check blocks: a failure at ERROR (over "
+            "error_failed_share) stops merged's downstream assets in the same run.",
         ),
     )
     model: type[BaseModel] = create_model(
@@ -169,25 +183,53 @@ class JobComponent(dg.Component, dg.Resolvable):
                 return f"{position}: attributes.{field}" if position else f"attributes.{field}"
 
             component.where = where
-        component.check()
+        problems = component.problems()
+        if problems:  # raised here: the one frame of ours under Dagster's "Stack Trace:"
+            raise AttributeProblem("\n".join(problems))
         return component
 
     def check(self) -> None:
-        """The job's checks, as the CLI runs them, each failure raised against its attribute."""
-        options = self.options()
+        """The job's checks, as the CLI runs them, every failure named against its attribute:
+        one line each (``FILE:LINE: attributes.FIELD: reason``), all in one error."""
+        problems = self.problems()
+        if problems:
+            raise AttributeProblem("\n".join(problems))
+
+    def problems(self) -> list[str]:
+        """What is wrong with the attributes, one line per problem, in the order ``maple
+        enrich`` checks them; a check that needs an attribute found wrong is left out."""
+        fields = self._spec_fields(self.options())
+        problems: list[str] = []
+        wrong: set[str] = set()
         try:
-            spec = JobSpec(kind=self.kind, **self._spec_fields(options))
+            spec = JobSpec(kind=self.kind, **fields)
         except ValidationError as exc:
-            raise self._problem(_field_of(exc, self.kind), validation_message(exc)) from None
+            for error in exc.errors():
+                problems.append(self._problem(_field_of(error, self.kind), error_message(error)))
+                wrong.add(str(error["loc"][0]) if error["loc"] else TEMPLATE)
+            if wrong & REQUIRED:
+                return problems
+            try:  # the other checks, over the attributes that passed (the others at default)
+                spec = JobSpec(
+                    kind=self.kind, **{k: v for k, v in fields.items() if k not in wrong}
+                )
+            except ValidationError:
+                return problems
         for field, step in _CHECKS:
+            if field in _NEEDS and _NEEDS[field] & wrong:
+                continue
             try:
                 step(spec)
             except ConfigError as exc:
                 attribute = self.kind.template_field if field == TEMPLATE else keyword(field)
-                raise self._problem(attribute, str(exc)) from None
+                problems.append(self._problem(attribute, str(exc)))
+                wrong.add(field)
+                if field == "provider":  # every later check asks the provider
+                    break
+        return problems
 
-    def _problem(self, field: str, reason: str) -> ConfigError:
-        return AttributeProblem(f"{self.where(field)}: {reason}")
+    def _problem(self, field: str, reason: str) -> str:
+        return f"{self.where(field)}: {reason}"
 
     def options(self) -> dict[str, Any]:
         """The factory's keywords: the attributes, a relative path read from the YAML's folder."""
@@ -200,6 +242,8 @@ class JobComponent(dg.Component, dg.Resolvable):
             options["response_schema"] = self._path(schema, read=True)
         if isinstance(options.get("output"), str):
             options["output"] = self._path(options["output"])
+        if isinstance(options.get("blocking"), str):  # a template renders text
+            options["blocking"] = options["blocking"].strip().lower() in ("true", "yes", "1")
         return options
 
     def _path(self, path: str, read: bool = False) -> str:
@@ -218,7 +262,7 @@ class JobComponent(dg.Component, dg.Resolvable):
 
     @staticmethod
     def _spec_fields(options: Mapping[str, Any]) -> dict[str, Any]:
-        fields = {FIELDS.get(k, k): v for k, v in options.items() if k != POLL_INTERVAL}
+        fields = {FIELDS.get(k, k): v for k, v in options.items() if k not in GRAPH_OPTIONS}
         source = fields.get("source")
         fields["source"] = source if isinstance(source, str) and _is_path(source) else None
         return fields
@@ -251,10 +295,10 @@ def _is_path(source: str) -> bool:
     return is_remote(source) or file_format(source, strict=False) is not None
 
 
-def _field_of(exc: ValidationError, kind: Kind) -> str:
-    """The attribute a spec's validation error is about (its template, for the kind's own
-    check)."""
-    loc = exc.errors()[0]["loc"]
+def _field_of(error: Any, kind: Kind) -> str:
+    """The attribute one error of a spec's validation is about (its template, for the kind's
+    own check)."""
+    loc = error["loc"]
     return keyword(str(loc[0])) if loc else kind.template_field
 
 
@@ -265,6 +309,11 @@ def _check_columns(spec: JobSpec) -> None:
 
 
 TEMPLATE = "template"  # the kind's template field: prompt or text
+# Attributes without a default: a check of the others needs them right.
+REQUIRED = {"name", "source", "model", TEMPLATE, "prompt", "text"}
+# A check left out when an attribute it reads was found wrong (the template's columns are
+# looked up in the source file).
+_NEEDS = {TEMPLATE: {"source"}}
 # The declaration's checks that read one attribute each, in the order ``maple enrich`` runs
 # them; ``enrichment()`` runs all of its own again as the component builds.
 _CHECKS: tuple[tuple[str, Callable[[JobSpec], object]], ...] = (

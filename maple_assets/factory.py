@@ -94,6 +94,8 @@ def enrichment(
     error_failed_share: float = DEFAULTS.error_failed_share,
     check_images: bool = DEFAULTS.check_images,
     poll_interval_s: int = 30,
+    group: str | None = None,
+    blocking: bool = False,
     reuse: bool = DEFAULTS.reuse,
     max_enqueued_tokens: int | None = DEFAULTS.max_enqueued_tokens,
     priority: int = DEFAULTS.priority,
@@ -122,7 +124,9 @@ def enrichment(
     None for none,
     ``deadline`` ("6h", seconds or a timedelta) is ``deadline_s``'s alias,
     ``response_schema`` a dict, a pydantic model class or a JSON file's path.
-    ``poll_interval_s`` is the sensor's minimum interval."""
+    ``poll_interval_s`` is the sensor's minimum interval, ``group`` the assets' group (the job's
+    name by default), ``blocking`` makes merged's ``failed_rows`` check a blocking one (a
+    failure at ERROR stops merged's downstream assets in the same run)."""
     return _declare(**locals())
 
 
@@ -145,6 +149,8 @@ def embedding(
     max_failed_share: float = DEFAULTS.max_failed_share,
     error_failed_share: float = DEFAULTS.error_failed_share,
     poll_interval_s: int = 30,
+    group: str | None = None,
+    blocking: bool = False,
     reuse: bool = DEFAULTS.reuse,
     max_enqueued_tokens: int | None = DEFAULTS.max_enqueued_tokens,
     priority: int = DEFAULTS.priority,
@@ -164,7 +170,9 @@ def embedding(
     return _declare(kind=EMBEDDING, **locals())
 
 
-def _declare(source: Any, poll_interval_s: int, **options: Any) -> Enrichment:
+def _declare(
+    source: Any, poll_interval_s: int, group: str | None, blocking: bool, **options: Any
+) -> Enrichment:
     """A job's spec from the keywords of ``enrichment()`` or ``embedding()`` (their job
     options by name) over ``source`` (a path, or an upstream asset: no source in the spec),
     checked, and its asset graph, sensor and checks."""
@@ -175,23 +183,36 @@ def _declare(source: Any, poll_interval_s: int, **options: Any) -> Enrichment:
             "maple_assets.enrich(distill=True); the asset graph does not run a distilled job "
             "yet: declare it without distill, or run it from the command line or the Python API."
         )
-    return graph_of(declare_job(spec), source, poll_interval_s, declared_at(2))
+    shown = GraphOptions(poll_interval_s, group, blocking)
+    return graph_of(declare_job(spec), source, shown, declared_at(2))
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphOptions:
+    """How the job's graph shows in Dagster, beside the job's own options: the sensor's
+    minimum interval, the assets' group (None: the job's Dagster name), whether merged's
+    failed_rows check blocks."""
+
+    poll_interval_s: int = 30
+    group: str | None = None
+    blocking: bool = False
 
 
 def graph_of(
     job: Declared,
     source: Any,
-    poll_interval_s: int = 30,
+    options: GraphOptions = GraphOptions(),
     metadata: Mapping[str, Any] | None = None,
 ) -> Enrichment:
     """The asset graph, sensor and checks of a checked job over ``source``; ``metadata``: more
     definition metadata of its assets (the code reference of its declaration)."""
     spec, policy = job.spec, job.policy
     name = spec.name
+    group = options.group or dagster_name(name)
     pdef = shard_partitions(dagster_name(name))
     keys = resource_keys(spec.provider)
     observed = (
-        [observed_file(asset_key(name, "input_file"), source, dagster_name(name))]
+        [observed_file(asset_key(name, "input_file"), source, group)]
         if isinstance(source, str)
         else []
     )
@@ -202,15 +223,16 @@ def graph_of(
             input_shards_asset(spec, policy, pdef, keys, upstream),
             submissions_asset(spec, policy, pdef, keys),
             raw_responses_asset(spec, policy, pdef, keys),
-            merged_asset(spec, policy, keys),
+            merged_asset(spec, policy, keys, options.poll_interval_s, upstream),
         ]
         formats = ["parquet"] * 3 + [spec.output_format()]  # merged is the output file
         assets = [
-            _carded(asset, spec, fmt, metadata or {})
+            _carded(asset, spec, fmt, metadata or {}, group)
             for asset, fmt in zip(built, formats, strict=True)
         ]
-    sensor = enrichment_sensor(spec, policy, assets, keys, poll_interval_s)
-    checks = build_checks(spec, keys, None if observed else upstream)
+        assets[-1] = assets[-1].map_asset_specs(lambda s: _fresh(s, spec))
+    sensor = enrichment_sensor(spec, policy, assets, keys, options.poll_interval_s)
+    checks = build_checks(spec, keys, None if observed else upstream, options.blocking)
     watch = (
         file_watch(upstream, source, f"{dagster_name(name)}_watch")
         if isinstance(source, str)
@@ -220,14 +242,30 @@ def graph_of(
 
 
 def _carded(
-    asset: dg.AssetsDefinition, spec: JobSpec, stored_as: str, metadata: Mapping[str, Any]
+    asset: dg.AssetsDefinition,
+    spec: JobSpec,
+    stored_as: str,
+    metadata: Mapping[str, Any],
+    group: str,
 ) -> dg.AssetsDefinition:
-    """``asset`` with the job's kinds, owner and more definition metadata."""
+    """``asset`` with the job's kinds, owner, group and more definition metadata."""
 
     def merged(asset_spec: dg.AssetSpec) -> dg.AssetSpec:
-        return asset_spec.merge_attributes(**card(spec, stored_as), metadata=metadata)
+        carded = asset_spec.merge_attributes(**card(spec, stored_as), metadata=metadata)
+        return carded.replace_attributes(group_name=group)
 
     return asset.map_asset_specs(merged)
+
+
+def _fresh(asset_spec: dg.AssetSpec, spec: JobSpec) -> dg.AssetSpec:
+    """merged with a freshness policy from the job's deadline, where it has one: merged
+    more than the deadline old shows as failing its freshness (overdue) in the UI."""
+    if spec.deadline_s is None:
+        return asset_spec
+    window = timedelta(seconds=spec.deadline_s)
+    return asset_spec.replace_attributes(
+        freshness_policy=dg.FreshnessPolicy.time_window(fail_window=window)
+    )
 
 
 def _source_key(source: Any) -> dg.AssetKey:

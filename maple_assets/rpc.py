@@ -51,12 +51,12 @@ def config_type(annotation: Any) -> Any:
     if get_origin(annotation) in (Union, types.UnionType):
         inner = [a for a in get_args(annotation) if a is not type(None)]
         return dg.Noneable(config_type(inner[0]))
+    if get_origin(annotation) is Literal:  # one of a few words: JobSpec says which are valid
+        annotation = type(get_args(annotation)[0])
+    if annotation is Kind:
+        annotation = str  # its name; JobSpec says which are valid
     if annotation in _SCALARS:
         return _SCALARS[annotation]
-    if get_origin(annotation) is Literal:  # one of a few words: JobSpec says which are valid
-        return _SCALARS[type(get_args(annotation)[0])]
-    if annotation is Kind:
-        return dg.String  # its name; JobSpec says which are valid
     if get_origin(annotation) is list:  # columns: --file-column
         return dg.Array(config_type(get_args(annotation)[0]))
     if get_args(annotation) == (str, str):  # headers: a value may be {"env": "VAR"}, a secret

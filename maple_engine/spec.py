@@ -509,7 +509,11 @@ def build_spec(**fields: Any) -> JobSpec:
 def validation_message(exc: ValidationError) -> str:
     """The first error of a validation as one line: a check's own message (it names what it
     checks), else ``field=value: what is wrong``."""
-    error = exc.errors()[0]
+    return error_message(exc.errors()[0])
+
+
+def error_message(error: Any) -> str:
+    """One error of a validation (pydantic's error dict) as one line (`validation_message`)."""
     message = str(error["msg"]).removeprefix("Value error, ")
     if not error["loc"] or error["type"] == "value_error":
         return message if message.endswith(".") else f"{message}."

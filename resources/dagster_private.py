@@ -15,6 +15,12 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 # runs of a stage by it); public only as that function's behaviour.
 from dagster._core.definitions.materialize import EPHEMERAL_JOB_NAME
 
+# The states of a backfill: maple_assets.graph.shard_partitions keeps a superseded shard
+# partition while an unfinished backfill targets it (Dagster fails a backfill whose targeted
+# partitions were deleted); the instance's get_backfills takes them, and Dagster exports no
+# public enum.
+from dagster._core.execution.backfill import BulkActionStatus
+
 # The reference to a Dagster instance (its dagster.yaml's storage settings), which
 # maple_assets.api.dagster_home reads to reject a storage the CLI cannot share; dg.DagsterInstance
 # exposes no public constructor from a config dict.
@@ -40,12 +46,14 @@ from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
 # Run tags Dagster itself writes and reads: the sensor's run key, the retry of a failed run and
 # its "will retry" mark (maple_assets.graph.revive re-launches what Dagster gave up on), and the
 # two ends of a partition-range run (maple_assets.api.runner launches single-run backfills),
-# and the partition of a one-partition run (tests/e2e/test_crash.py reads it).
+# and the partition of a one-partition run (tests/e2e/test_crash.py reads it), and the backfill
+# a run belongs to (maple_assets.graph.assets: merged waits for the sensor in a backfill).
 # Dagster exports no constants for them; the strings are its contract with its own daemon.
 from dagster._core.storage.tags import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
     AUTO_RETRY_RUN_ID_TAG,
+    BACKFILL_ID_TAG,
     PARTITION_NAME_TAG,
     RUN_KEY_TAG,
     WILL_RETRY_TAG,
@@ -55,6 +63,7 @@ __all__ = [
     "ASSET_PARTITION_RANGE_END_TAG",
     "ASSET_PARTITION_RANGE_START_TAG",
     "AUTO_RETRY_RUN_ID_TAG",
+    "BACKFILL_ID_TAG",
     "EPHEMERAL_JOB_NAME",
     "INDEX_SHARD_NAME",
     "PARTITION_NAME_TAG",
@@ -62,6 +71,7 @@ __all__ = [
     "SQLITE_BUSY_TIMEOUT_SECONDS",
     "WILL_RETRY_TAG",
     "AssetCheckEvaluationTargetMaterializationData",
+    "BulkActionStatus",
     "CheckRunHealthResult",
     "InstanceRef",
     "LaunchRunContext",

@@ -6,6 +6,7 @@ only: a shard's state and answers live under the storage root, and ``merged`` re
 """
 
 import dataclasses
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,7 +17,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from maple_assets.binding import IO_MANAGER_KEY, job_for
-from maple_assets.graph.card import table_metadata
+from maple_assets.graph.card import column_lineage, table_metadata
 from maple_assets.graph.checks import (
     on_latest,
     reused_shard_failed_rows,
@@ -31,6 +32,7 @@ from maple_assets.graph.line_checks import (
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.per_shard import per_shard
 from maple_assets.graph.shard_options import ShardRunOptions
+from maple_assets.graph.shard_partitions import current_partitions
 from maple_assets.graph.tags import tag_run
 from maple_engine.canary import last_canary, run_canary
 from maple_engine.collect.accounting import describe, missing_for_good
@@ -52,10 +54,14 @@ from maple_engine.submit.deadline import deadline_split
 from maple_engine.submit.escalation import all_late
 from maple_engine.submit.eta import fit_for, job_eta, planned_eta
 from maple_engine.submit.sizing import size_shards
-from maple_engine.work import pending_work
+from maple_engine.work import Work, pending_work
 from resources.dagster_private import ASSET_PARTITION_RANGE_START_TAG as RANGE_START
+from resources.dagster_private import BACKFILL_ID_TAG
 
 SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
+# Token figures merged reports as numbers under the keys each shard's raw_responses has (what
+# this version sent), for Dagster+ Insights (docs/components.md, "Metadata keys").
+INSIGHTS_TOKENS = ("input_tokens", "output_tokens", "reasoning_tokens")
 
 
 class InputShardsConfig(dg.Config, ShardRunOptions):
@@ -98,7 +104,8 @@ def input_shards_asset(
             )
         except CanaryFailed as exc:  # the run fails before any submission: the UI shows why
             raise dg.Failure(str(exc), metadata=canary_metadata(job), allow_retries=False) from exc
-        current_partitions(context.instance, pdef.name or "", [s.key for s in shards])
+        stages = [asset_key(spec.name, stage) for stage in ("submissions", "raw_responses")]
+        current_partitions(context.instance, pdef.name or "", [s.key for s in shards], stages)
         manifest = pl.DataFrame([dataclasses.asdict(s) for s in shards])
         warnings.filterwarnings("ignore", category=dg.BetaWarning)  # data_version is Beta
         yield dg.Output(
@@ -180,20 +187,6 @@ def canary_metadata(job: Job) -> dict[str, Any]:
     return report.metadata() if report is not None else {}
 
 
-def current_partitions(instance: dg.DagsterInstance, name: str, keys: list[str]) -> None:
-    """The shard partitions are the current version's: new ones added, an earlier version's
-    removed (their answers live on in the response store, and a version cut again re-adds
-    its keys), so the partition count is the current version's shard count."""
-    existing = instance.get_dynamic_partitions(name)
-    wanted = set(keys)
-    new = [k for k in keys if k not in set(existing)]
-    if new:
-        instance.add_dynamic_partitions(name, new)
-    for old in existing:
-        if old not in wanted:
-            instance.delete_dynamic_partition(name, old)
-
-
 def mark_reused_shards(
     context: dg.AssetExecutionContext, job: Job, shards: list[Any], name: str
 ) -> Iterator[Any]:
@@ -204,16 +197,33 @@ def mark_reused_shards(
         summary = job.state.summary(shard.key)
         if summary is None or summary.attempt != 0 or not summary.final:
             continue
-        for stage in ("submissions", "raw_responses"):
+        # nothing spent, under the keys a collected shard's raw_responses has (Insights)
+        answered = summary.succeeded + summary.failed  # as a collected shard counts its rows
+        spent = {"rows": answered, "rows_failed": summary.failed, "cost_usd": 0.0}
+        spent |= dict.fromkeys(INSIGHTS_TOKENS, 0)
+        for stage, more in (("submissions", {}), ("raw_responses", spent)):
             yield dg.AssetMaterialization(
                 asset_key=asset_key(name, stage),
                 partition=shard.key,
                 description="Every row of this shard was answered from the response store.",
-                metadata={"requests": 0, "reused": shard.rows},
+                metadata={"requests": 0, "reused": shard.rows, **more},
             )
         yield on_latest(context.instance, reused_shard_failed_rows(job.spec, job.state, shard.key))
         nothing_sent = shard_missing_lines(name, shard.key, {}, LineTally(), for_good=0)
         yield on_latest(context.instance, nothing_sent)
+
+
+def current_shards(job: Job) -> set[str]:
+    """The shard keys of the job's current version."""
+    return {s.key for s in job.state.manifest() or []}
+
+
+def superseded(job: Job, **figures: int) -> dict[str, Any]:
+    """The metadata of a run's partition that is a shard of an earlier version (kept while a
+    backfill targets it, `partitions.shards`): nothing is sent or collected for it; the sensor
+    runs the current version's shards."""
+    version = job.state.version()
+    return {**figures, "superseded_by_version": version.number if version else 0}
 
 
 def _shard_asset(
@@ -255,10 +265,14 @@ def submissions_asset(
         job = job_for(spec, policy, context.resources)
         tag_run(context, spec, job.state)
         job.prepare_submissions()
+        current = current_shards(job)
+        keys = [k for k in context.partition_keys if k in current]
         wait = config.wait_for_validation_s
-        chain = queue.Chain(wait, context.partition_keys) if wait and job.mode == "batch" else None
+        chain = queue.Chain(wait, keys) if wait and job.mode == "batch" else None
 
         def one(shard: str) -> dict[str, Any]:
+            if shard not in current:
+                return superseded(job, requests=0)
             submit_shard(job, shard, chain)
             subs = job.state.submissions(shard)  # the record is state/<shard>/submission-<n>
             return {
@@ -272,7 +286,7 @@ def submissions_asset(
         # A chain sends in order, each shard after the one before it passed validation.
         # So do the shards a deadline sends through real time: senders side by side in one
         # process would first wait to count each other (`maple_engine.send.rate_shares`).
-        late = job.mode == "batch" and all_late(job, context.partition_keys)
+        late = job.mode == "batch" and all_late(job, keys)
         serial = spec.budget_usd is not None or job.mode == "realtime" or chain is not None
         parallel = 1 if serial or late else SUBMIT_PARALLELISM
         try:
@@ -305,13 +319,16 @@ def raw_responses_asset(
     def raw_responses(context: dg.AssetExecutionContext) -> Iterator[Any]:
         job = job_for(spec, policy, context.resources)
         tag_run(context, spec, job.state)
-        waiting = [job.state.progress(k).submission for k in context.partition_keys]
+        current = current_shards(job)
+        waiting = [job.state.progress(k).submission for k in context.partition_keys if k in current]
         subs = [s for s in waiting if s is not None]
         states = job.poll(subs)
         checked: dict[str, dg.AssetCheckEvaluation] = {}
         accounted: dict[str, dg.AssetCheckEvaluation] = {}
 
         def one(shard: str) -> dict[str, Any]:
+            if shard not in current:
+                return superseded(job, rows=0)
             progress = job.state.progress(shard)
             if progress.action == "wait" and progress.submission is not None:
                 state = states[progress.submission.batch_id]
@@ -335,8 +352,8 @@ def raw_responses_asset(
             return metadata
 
         yield per_shard(context, one, parallel=spec.kind.collect_parallelism)
-        evaluations = [checked[shard] for shard in context.partition_keys]
-        evaluations += [accounted[shard] for shard in context.partition_keys]
+        keys = [k for k in context.partition_keys if k in checked]
+        evaluations = [checked[k] for k in keys] + [accounted[k] for k in keys]
         yield from shard_checks(context, evaluations)
 
     return raw_responses
@@ -354,6 +371,7 @@ def _responses_metadata(job: Job, shard: str, combined: pl.DataFrame) -> dict[st
         **{k: v for k, v in info.items() if k != "failed_by_class"},
         "lines": describe(info),  # sent N, answered A, failed F, missing M
         **_tally(job, shard).figures(),
+        "rows_failed": info["failed"],  # the key merged has too (docs/components.md)
         "cost_usd": round(info["cost_usd"], 6),  # micro-dollars
         "failed_by_class": dg.MetadataValue.json(info["failed_by_class"]),
         "failed_share": round(info["failed"] / info["rows"], 6) if info["rows"] else 0.0,
@@ -362,7 +380,13 @@ def _responses_metadata(job: Job, shard: str, combined: pl.DataFrame) -> dict[st
     }
 
 
-def merged_asset(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.AssetsDefinition:
+def merged_asset(
+    spec: JobSpec,
+    policy: RetryPolicy,
+    keys: set[str],
+    poll_interval_s: float = 30,
+    upstream: dg.AssetKey | None = None,
+) -> dg.AssetsDefinition:
     @dg.asset(
         key=asset_key(spec.name, "merged"),
         group_name=dagster_name(spec.name),
@@ -382,17 +406,64 @@ def merged_asset(spec: JobSpec, policy: RetryPolicy, keys: set[str]) -> dg.Asset
             if RANGE_START in context.run.tags:  # the shards' last collect run, merging after
                 context.log.info(f"{left}: retries to come; merged waits for them")
                 return  # the sensor asks for merged when they are final
-            raise dg.Failure(f"{left} yet; the sensor materializes merged once every shard is.")
+            if BACKFILL_ID_TAG in context.run.tags:  # "Materialize all": wait for the sensor
+                work = wait_for_shards(context, job, poll_interval_s)
+            if not work.finished:
+                raise dg.Failure(f"{left} yet; the sensor materializes merged once every shard is.")
         table = merge_job(job)
         totals = _totals(job)
         s3 = context.resources.maple_storage.s3_settings()
         schema = scan_output(table.path, s3).collect_schema()
-        metadata = {"path": table.path, "rows": table.rows, **totals, **planned_eta(job.state)}
+        metadata = {
+            "path": table.path,
+            "rows": table.rows,
+            **totals,
+            **row_figures(job, table.path, table.rows, s3),
+            **planned_eta(job.state),
+        }
+        lineage = column_lineage(spec, schema, upstream) if upstream is not None else {}
         yield dg.Output(
-            table, metadata={**metadata, **table_metadata(schema, table.rows, table.path)}
+            table,
+            metadata={**metadata, **table_metadata(schema, table.rows, table.path), **lineage},
         )
 
     return merged
+
+
+def wait_for_shards(context: dg.AssetExecutionContext, job: Job, interval_s: float) -> Work:
+    """In a backfill ("Materialize all"), merged waits while the enrichment's sensor sends and
+    collects the current version's shards (the version the backfill's own input_shards cut,
+    whose partitions the backfill, stored before, does not target), then merges: the backfill
+    ends with merged materialized. Progress goes to the run's log once a minute."""
+    said = 0.0
+    while True:
+        work = pending_work(job)
+        if work.finished or work.total == 0 or job.state.stop_reason() is not None:
+            return work
+        if time.monotonic() - said >= 60:
+            context.log.info(
+                f"{work.done} of {work.total} shards of {job.spec.name} final; waiting for "
+                f"{dagster_name(job.spec.name)}_sensor to bring the rest (it must be running)"
+            )
+            said = time.monotonic()
+        time.sleep(max(1.0, interval_s))
+
+
+def row_figures(job: Job, path: str, rows: int, s3: Any) -> dict[str, int]:
+    """merged's failed rows, and how its rows reconcile with its shards': ``rows`` = the
+    shards' ``rows`` (their requests' answers, as each shard's raw_responses counts them) +
+    ``repeat_and_reused_rows`` (rows with no request of their own in this version's shards: a
+    repeat of another row's request, an answer reused from the store); the same for failed."""
+    failed = scan_output(path, s3).select((pl.col("llm_status") == "failed").sum()).collect()
+    rows_failed = int(failed.item() or 0)
+    summaries = [job.state.summary(s.key) for s in job.state.manifest() or []]
+    answered = sum(s.succeeded + s.failed for s in summaries if s is not None)
+    failed_in_shards = sum(s.failed for s in summaries if s is not None)
+    return {
+        "rows_failed": rows_failed,
+        "repeat_and_reused_rows": rows - answered,
+        "repeat_and_reused_rows_failed": rows_failed - failed_in_shards,
+    }
 
 
 def _totals(job: Job) -> dict[str, Any]:
@@ -406,6 +477,7 @@ def _totals(job: Job) -> dict[str, Any]:
         "sent": int(totals.get("sent", 0)),
         "reused": int(totals.get("reused", 0)),
         "cost_usd": round(float(totals.get("cost_usd", 0.0)), 6),
+        **{name: int(totals.get(name, 0)) for name in INSIGHTS_TOKENS},
         **ledger_totals(job.costs, job.spec.name, shards),
         **({"budget_usd": job.spec.budget_usd} if job.spec.budget_usd is not None else {}),
         **(

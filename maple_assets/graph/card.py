@@ -11,6 +11,7 @@ from typing import Any
 import dagster as dg
 import polars as pl
 
+from maple_engine.inputs.templates import parse_template, template_columns
 from maple_engine.model import OUTPUT_COLUMNS
 from maple_engine.spec import JobSpec
 from maple_engine.storage.storage import is_remote
@@ -78,3 +79,25 @@ def table_metadata(schema: pl.Schema, rows: int, path: str) -> dict[str, Any]:
             path if is_remote(path) else Path(path).resolve().as_uri()
         ),
     }
+
+
+def column_lineage(spec: JobSpec, schema: pl.Schema, upstream: dg.AssetKey) -> dict[str, Any]:
+    """``dagster/column_lineage`` of merged: each input column passes through from
+    ``upstream``; the answer columns (``llm_response``, ``llm_parsed``, ``llm_embedding``) come
+    from the template's columns (and the image column); the other ``llm_*`` columns from none."""
+    used = template_columns(parse_template(spec.template))
+    if spec.kind.template_field == "prompt" and spec.image_column:
+        used = [*used, spec.image_column]
+    fed = [dg.TableColumnDep(asset_key=upstream, column_name=column) for column in used]
+    deps = {
+        name: [dg.TableColumnDep(asset_key=upstream, column_name=name)]
+        for name in schema
+        if name not in COLUMN_MEANINGS
+    }
+    deps |= {name: fed for name in ANSWERS if name in schema}
+    lineage = dg.TableColumnLineage(deps_by_column=deps)
+    return {"dagster/column_lineage": dg.MetadataValue.column_lineage(lineage)}
+
+
+# The output columns that hold the answer, made from the template's columns.
+ANSWERS = ("llm_response", "llm_parsed", "llm_embedding")

@@ -37,10 +37,11 @@ def _state(spec: JobSpec, context: dg.AssetCheckExecutionContext) -> JobState:
 
 
 def build_checks(
-    spec: JobSpec, keys: set[str], table_key: dg.AssetKey | None = None
+    spec: JobSpec, keys: set[str], table_key: dg.AssetKey | None = None, blocking: bool = False
 ) -> list[dg.AssetChecksDefinition]:
     """The job's checks; ``table_key``: the upstream asset whose table is the input (None when
-    the input is the file ``spec.source``)."""
+    the input is the file ``spec.source``); ``blocking``: merged's ``failed_rows`` failing at
+    ERROR stops merged's downstream assets in the same run."""
     merged_key = asset_key(spec.name, "merged")
     shards_key = asset_key(spec.name, "input_shards")
     same_rows = same_rows_check(spec, keys, merged_key, table_key)
@@ -84,6 +85,7 @@ def build_checks(
     @dg.asset_check(
         asset=merged_key,
         name="failed_rows",
+        blocking=blocking,
         description="The share of failed rows stays within max_failed_share (WARN) and "
         "error_failed_share (ERROR); the result names the failure classes and their counts. "
         + UNTIL_MERGED,
@@ -256,6 +258,7 @@ def failed_verdict(spec: JobSpec, rows: int, by_class: dict[str, int]) -> dict[s
         "metadata": {
             "rows": rows,
             "failed": failed,
+            "rows_failed": failed,  # the materializations' key (docs/components.md)
             "failed_share": round(share, 6),
             "max_failed_share": spec.max_failed_share,
             "top_failure_classes": top or "none",
@@ -325,9 +328,8 @@ def shard_checks(
     selected = context.selected_asset_check_keys
     chosen = [e for e in evaluations if e.asset_check_key in selected]
     yield from (on_latest(context.instance, e) for e in chosen)
-    evaluated = {e.asset_check_key for e in chosen}
     for name, spec in context.assets_def.check_specs_by_output_name.items():
-        if spec.key in evaluated:
+        if spec.key in selected:  # none evaluated: every shard of the run superseded
             yield dg.Output(None, output_name=name)
 
 

@@ -19,6 +19,7 @@ from maple_assets.graph.listed import ListedStorage
 from maple_assets.graph.names import dagster_name
 from maple_assets.graph.revive import revive
 from maple_assets.graph.sensor_cursor import collecting, fresh_requests, merging
+from maple_assets.graph.shard_partitions import backfill_will_run, current_partitions
 from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job
 from maple_engine.policy import RetryPolicy
@@ -71,6 +72,8 @@ def enrichment_sensor(
             context.log.info(f"budget raised to {spec.budget_usd}: resuming ({lifted})")
         instance = _instance(context)
         order = instance.get_dynamic_partitions(pdef_name) if instance and pdef_name else None
+        if instance and pdef_name and order:
+            order = _drop_superseded(job, instance, pdef_name, order, [submissions_key, raw_key])
         wanted = run_requests(job, submissions_key, raw_key, merged_key, order)
         # Under the daemon the job's last collect run materializes merged too (the CLI's driver
         # collects and merges itself): maple_assets.graph.collect_ranges.
@@ -81,6 +84,8 @@ def enrichment_sensor(
         busy = [k for k in merging(context.cursor) if in_flight(instance, [k])]
         busy += [k for k, record in ranges.items() if "then" in record and k not in busy]
         if daemon and (busy or merged_for(job)):  # merged by a collect run, or soon
+            wanted = [r for r in wanted if r.asset_selection != [merged_key]]
+        if instance and backfill_will_run(instance, merged_key):  # it merges once all are final
             wanted = [r for r in wanted if r.asset_selection != [merged_key]]
         wanted, revived = revive(instance, wanted)  # runs that died for good
         for line in revived:
@@ -97,6 +102,23 @@ def enrichment_sensor(
         return dg.SensorResult(run_requests=fresh, cursor=cursor, skip_reason=skip)
 
     return enrichment_sensor
+
+
+def _drop_superseded(
+    job: Job,
+    instance: dg.DagsterInstance,
+    pdef_name: str,
+    order: Sequence[str],
+    stages: list[dg.AssetKey],
+) -> Sequence[str]:
+    """The shard partitions once an earlier version's, kept for a backfill that targeted them
+    (`partitions.shards`), are gone where no unfinished backfill targets them any more."""
+    manifest = job.state.manifest()
+    current = [s.key for s in manifest or []]
+    if manifest is None or set(order) <= set(current):
+        return order
+    current_partitions(instance, pdef_name, current, stages)
+    return instance.get_dynamic_partitions(pdef_name)
 
 
 def _last_collects(job: Job, requests: list[dg.RunRequest], raw_key: dg.AssetKey) -> bool:

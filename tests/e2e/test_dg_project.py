@@ -220,3 +220,27 @@ def test_a_new_dg_project_declares_checks_lists_and_runs_a_yaml_enrichment(
         f"echo: {PROMPT.format(title=t, description=d or '')}"
         for t, d in items.select("title", "description").iter_rows()
     ]
+
+
+@pytest.mark.slow  # dg check defs loads the project: ~12 s
+def test_dg_check_defs_names_every_bad_attribute_on_its_own_line(tmp_path: Path) -> None:
+    project = new_project(tmp_path)
+    pl.DataFrame({"title": ["a"]}).write_csv(project / "data" / "items.csv")
+    folder = project / PACKAGE / "defs" / JOB
+    folder.mkdir()
+    defs_yaml = folder / "defs.yaml"
+    text = (
+        "type: maple_assets.EnrichmentComponent\nattributes:\n  name: tags\n"
+        "  source: data/items.csv\n  prompt: 'Tag {missing}'\n  model: gpt-4o-mini\n"
+        "  provider: emulator\n  deadline: soon\n"
+    )
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path), "NO_COLOR": "1", "COLUMNS": "200"}
+    output = check_fails(project, defs_yaml, text, env)
+    prefix = "maple_assets.components.AttributeProblem: "  # Dagster names the error's class
+    rows = [row.removeprefix(prefix) for row in output.splitlines()]
+    rows = [row for row in rows if row.startswith(f"{defs_yaml}:")]
+    assert [row.split(": ", 2)[:2] for row in rows] == [
+        [f"{defs_yaml}:8", "attributes.deadline"],
+        [f"{defs_yaml}:5", "attributes.prompt"],
+    ], output
+    assert "'missing'" in rows[1] and "'soon' is not a duration" in rows[0]

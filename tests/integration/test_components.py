@@ -346,3 +346,21 @@ def test_a_source_typed_from_the_project_root_is_found_there(tmp_path: Path) -> 
     (folder / "data").mkdir()
     pl.DataFrame({"title": ["b"]}).write_csv(folder / "data" / "items.csv")
     assert load(path).options()["source"] == str(folder / "data" / "items.csv")
+
+
+def test_every_bad_attribute_is_its_own_line(tmp_path: Path) -> None:
+    """Three bad attributes: three lines, each naming its line, its attribute and the CLI's
+    reason, in the order `maple enrich` checks them (the spec's own fields first)."""
+    path = write_yaml(
+        tmp_path,
+        "  name: j\n  source: gone.csv\n  prompt: '{t}'\n  model: m\n  provider: anthropic\n"
+        "  endpoint: responses\n  deadline: soon\n",
+    )
+    lines = load_error(path).splitlines()
+    assert lines == [
+        f"{path}:9: attributes.deadline: " + cli_reason(prompt="{t}", deadline="soon"),
+        f"{path}:4: attributes.source: "
+        f"Input file {str(tmp_path / 'gone.csv')!r} does not exist or is not a file.",
+        f"{path}:8: attributes.endpoint: "
+        + cli_reason(prompt="{t}", provider="anthropic", endpoint="responses"),
+    ]

@@ -103,7 +103,11 @@ def test_bounds_are_the_fields(field: str) -> None:
 # ``enrichment()`` and ``embedding()``: one factory per kind, whose keywords are the job options
 # of its kind (``job_options``) by name, each with the field's default. The exceptions, and why:
 FACTORIES = {CHAT: enrichment, EMBEDDING: embedding}
-NOT_JOB_OPTIONS = {"poll_interval_s": "the sensor's minimum interval, not the job's"}
+NOT_JOB_OPTIONS = {
+    "poll_interval_s": "the sensor's minimum interval, not the job's",
+    "group": "the assets' group in Dagster",
+    "blocking": "whether merged's failed_rows check blocks its downstream assets",
+}
 POSITIONAL = {
     "name": "required (the spec's too): the job's name",
     "source": "required: an upstream asset or a path (the spec holds a path, None for an asset)",
