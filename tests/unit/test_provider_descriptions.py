@@ -55,7 +55,7 @@ def test_openai_reaches_every_lane_and_its_tiers_one_each() -> None:
 
 def test_batch_discount_is_what_comes_off_the_real_time_price() -> None:
     assert describe_one("openai").batch_discount == 0.5
-    assert describe_one("groq").batch_discount == 0.25  # its batch costs 75% of real time
+    assert describe_one("groq").batch_discount == 0.5  # its batch costs half of real time
     assert describe_one("openai-flex").batch_discount == 0.5  # flex: billed at batch prices
     assert describe_one("openai-realtime").batch_discount is None
     assert describe_one("openai-priority").batch_discount is None
