@@ -173,6 +173,8 @@ class State:
         # Bedrock's OpenAI batches: the S3 input of each, and the result objects written
         self.bedrock_openai_inputs: dict[str, str] = {}
         self.bedrock_openai_written: set[str] = set()
+        # OpenRouter's batches (OpenAI batches underneath), in creation order: id -> model
+        self.openrouter_batches: dict[str, str] = {}
         self.s3 = S3Access(config.s3_endpoint)
         self.gemini_engine = GeminiEngine(
             self.drawer, config.embedding_dimensions, config.omit_usage

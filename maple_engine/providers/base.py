@@ -270,6 +270,9 @@ class ProviderCapabilities:
     # What its API refuses in a job's settings (parameters, the response schema's subset),
     # checked before anything is uploaded (`maple_engine.providers.rules`).
     rules: RequestRules = NO_RULES
+    # Its batch API takes text only: a row with an image is refused before anything is sent,
+    # naming the row and its ``realtime_twin`` (whose API takes images).
+    text_only: bool = False
 
     def variable(self, setting: Literal["api_key", "base_url", "version"]) -> str:
         """The variable ``setting`` is read from (``OPENAI_API_KEY``, ``AZURE_OPENAI_ENDPOINT``)."""
