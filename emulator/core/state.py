@@ -183,6 +183,7 @@ class State:
         self.durations = BatchDurations(config, self.stats)
         self.prompt_cache = PromptCache()
         self.flex = FlexTier(config.seed, config.flex_unavailable)
+        self.gemini_priority_served = 0  # Gemini priority requests served at priority
         self.latency = random.Random(config.seed)
         self.in_flight = 0  # real-time answers being worked on or waiting for a server slot
         self.slots: asyncio.Semaphore | None = None  # made on the serving loop (server_slots)

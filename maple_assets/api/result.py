@@ -58,6 +58,9 @@ class Result:
     cache_saved_usd: float = 0.0  # what this run's cache reads and writes saved
     uncached_cost_usd: float = 0.0  # this run's tokens at prices without the cache
     reasoning_tokens: int = 0  # of output_tokens, those the model spent reasoning
+    # rows this run's provider served at the standard tier though another was asked (a
+    # priority request over its limit), billed at the standard price
+    downgraded: int = 0
 
     def metadata(self) -> dict[str, Any]:
         """The figures as Dagster metadata values (no secrets: paths, counts and money)."""
@@ -145,6 +148,7 @@ def job_result(
         cache_saved_usd=float(uncached - paid),
         uncached_cost_usd=float(uncached),
         reasoning_tokens=sum(int(f.get("reasoning_tokens", 0)) for f in this_run),
+        downgraded=sum(e.downgraded_requests for e in ours),
     )
 
 

@@ -62,6 +62,10 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "tokens_estimated": pl.Boolean(),
     "batch_id": pl.String(),
     "sends": pl.Int64(),  # how often the attempt sent the request (null: once; real time retries)
+    # The service tier the answer says it was served on (Gemini's ``x-gemini-service-tier``:
+    # ``standard`` for a priority request over its limit); null: the tier the attempt asked.
+    # A row served at ``standard`` is billed at the standard real-time price.
+    "served_tier": pl.String(),
 }
 
 #: A column a real-time lane's results may have beside RESULT_SCHEMA's: the sends of the row

@@ -239,5 +239,10 @@ class RealtimeProvider(ProviderModel):
         """How long the server asks a client to wait before sending again, in seconds."""
         return retry_after_seconds(response)
 
+    def served_tier(self, headers: Mapping[str, str]) -> str | None:
+        """The service tier an answer says it was served on, where the API says (Gemini's
+        ``x-gemini-service-tier``); None: the tier asked for."""
+        return None
+
     def check_endpoint(self) -> None:
         """Nothing here: the first request's answer tells (a dead endpoint fails its rows)."""

@@ -25,7 +25,11 @@ from maple_engine.providers.bedrock.batch import BedrockBatchProvider
 from maple_engine.providers.bedrock_openai.batch import BedrockOpenAIBatchProvider
 from maple_engine.providers.bedrock_openai.realtime import BedrockOpenAIRealtimeProvider
 from maple_engine.providers.gemini.batch import GeminiBatchProvider
-from maple_engine.providers.gemini.realtime import GeminiFlexProvider, GeminiRealtimeProvider
+from maple_engine.providers.gemini.realtime import (
+    GeminiFlexProvider,
+    GeminiPriorityProvider,
+    GeminiRealtimeProvider,
+)
 from maple_engine.providers.http import check_base_url
 from maple_engine.providers.mistral.batch import MistralBatchProvider
 from maple_engine.providers.mistral.realtime import MistralRealtimeProvider
@@ -107,6 +111,7 @@ _REGISTRY: dict[str, Registered] = {
     "anthropic-realtime": _of(AnthropicRealtimeProvider, "checkpoint_root"),
     "gemini-realtime": _of(GeminiRealtimeProvider, "checkpoint_root"),
     "gemini-flex": _of(GeminiFlexProvider, "checkpoint_root"),
+    "gemini-priority": _of(GeminiPriorityProvider, "checkpoint_root"),
     "azure-openai-realtime": _of(AzureOpenAIRealtimeProvider, "checkpoint_root"),
     "mistral-realtime": _of(MistralRealtimeProvider, "checkpoint_root"),
     "bedrock-openai-realtime": _of(BedrockOpenAIRealtimeProvider, "checkpoint_root"),

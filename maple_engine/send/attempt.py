@@ -135,6 +135,8 @@ class Sender(Protocol):
     def read_limits(self, headers: Mapping[str, str], now_epoch: float) -> RateLimits: ...
     def retry_wait(self, response: httpx.Response) -> float | None: ...
 
+    def served_tier(self, headers: Mapping[str, str]) -> str | None: ...
+
 
 class _Retry(Exception):
     """A send that may be retried: its failure class, message and the server's wait;
@@ -541,7 +543,9 @@ class AttemptRun:
         self.pacer.learn(self.p.read_limits(headers, time.time()), time.monotonic(), started)
         self._adapt(raw, status == 200)
         if status == 200:
-            return self._succeeded(custom_ids, content, raw), None
+            rows = self._succeeded(custom_ids, content, raw)
+            tier = self.p.served_tier(headers)
+            return ([{**row, "served_tier": tier} for row in rows] if tier else rows), None
         row = self._outcome(self._response(status, headers, content), custom_ids[0])
         failure = (str(row["failure_class"]), str(row["error"]))
         return [row], None if row["failure_class"] == FailureClass.INSUFFICIENT_QUOTA else failure

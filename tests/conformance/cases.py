@@ -154,6 +154,7 @@ CASES: list[Case] = [
     Case("gemini", GEMINI, GEMINI_CHAT, "GEMINI_API_KEY", GEMINI_EMBED),
     Case("gemini-realtime", GEMINI, GEMINI_CHAT, "GEMINI_API_KEY", GEMINI_EMBED),
     Case("gemini-flex", GEMINI, GEMINI_CHAT, "GEMINI_API_KEY"),
+    Case("gemini-priority", GEMINI, GEMINI_CHAT, "GEMINI_API_KEY"),
     Case("azure-openai", AZURE, "gpt-4o-mini", "AZURE_OPENAI_API_KEY"),
     Case("azure-openai-realtime", AZURE, "gpt-4o-mini", "AZURE_OPENAI_API_KEY", EMBED_3),
     Case("azure-openai", azure_v1, "gpt-4o-mini", "AZURE_OPENAI_API_KEY", variant="v1"),

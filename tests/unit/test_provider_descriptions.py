@@ -49,7 +49,8 @@ def test_openai_reaches_every_lane_and_its_tiers_one_each() -> None:
     assert describe_one("openai-flex").lanes == ("flex",)
     assert describe_one("openai-realtime").lanes == ("realtime",)
     assert describe_one("openai-priority").lanes == ("priority",)
-    assert describe_one("gemini").lanes == ("batch", "realtime", "flex")
+    assert describe_one("gemini").lanes == ("batch", "realtime", "flex", "priority")
+    assert describe_one("gemini-priority").lanes == ("priority",)
     assert describe_one("bedrock").lanes == ("batch",)
 
 
