@@ -155,9 +155,19 @@ CASES: list[Case] = [
     Case("gemini-realtime", GEMINI, GEMINI_CHAT, "GEMINI_API_KEY", GEMINI_EMBED),
     Case("gemini-flex", GEMINI, GEMINI_CHAT, "GEMINI_API_KEY"),
     Case("gemini-priority", GEMINI, GEMINI_CHAT, "GEMINI_API_KEY"),
-    Case("azure-openai", AZURE, "gpt-4o-mini", "AZURE_OPENAI_API_KEY"),
+    Case(
+        "azure-openai",
+        AZURE,
+        "gpt-4o-mini",
+        "AZURE_OPENAI_API_KEY",
+        EMBED_3,
+        known_failures={
+            "embed": "Azure's dated batch API takes chat lines only: maple embed is refused "
+            "before upload, naming AZURE_OPENAI_API_VERSION=v1 (the v1 row embeds)"
+        },
+    ),
     Case("azure-openai-realtime", AZURE, "gpt-4o-mini", "AZURE_OPENAI_API_KEY", EMBED_3),
-    Case("azure-openai", azure_v1, "gpt-4o-mini", "AZURE_OPENAI_API_KEY", variant="v1"),
+    Case("azure-openai", azure_v1, "gpt-4o-mini", "AZURE_OPENAI_API_KEY", EMBED_3, variant="v1"),
     Case(
         "azure-openai-realtime",
         azure_v1,
