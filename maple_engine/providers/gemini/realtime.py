@@ -40,6 +40,7 @@ from maple_engine.providers.realtime import (
     Group,
     RealtimeProvider,
     Row,
+    off_tier,
     on_tier,
     realtime_capabilities,
 )
@@ -160,6 +161,11 @@ class GeminiFlexProvider(GeminiRealtimeProvider):
     def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
         """Rows on the flex tier, whoever encoded them (a batch's rows under a deadline)."""
         return super().requests_of(on_tier(rows, "serviceTier", FLEX))
+
+    def shed_fallback(self, body: str) -> str | None:
+        """A request flex shed until its sends ran out goes to standard real time (the same
+        ``generateContent`` without ``serviceTier``), billed at the standard price."""
+        return off_tier(body, "serviceTier")
 
 
 class GeminiPriorityProvider(GeminiRealtimeProvider):
