@@ -20,6 +20,7 @@ from emulator.core.state import State
 from emulator.gemini import routes as gemini
 from emulator.mistral import routes as mistral
 from emulator.openai import routes as openai
+from emulator.openrouter import routes as openrouter
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ ROUTES = [
     *gemini.ROUTES,
     *bedrock.ROUTES,
     *bedrock_openai.ROUTES,
+    *openrouter.ROUTES,
     *mistral.ROUTES,
     *openai.ROUTES,
     *anthropic.ROUTES,

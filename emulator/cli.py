@@ -159,6 +159,16 @@ from emulator.core.labels import RULES
     "FACTOR (billed at twice the standard price).",
 )
 @click.option(
+    "--gemini-priority-limit",
+    "gemini_priority_limit",
+    type=click.IntRange(0),
+    default=None,
+    metavar="N",
+    help='Gemini priority tier: serve the first N "serviceTier": "priority" requests at '
+    "priority and the later ones at standard (x-gemini-service-tier: standard), as Gemini "
+    "does over a project's priority limit (default: no limit).",
+)
+@click.option(
     "--latency",
     default="0",
     show_default=True,
@@ -265,6 +275,7 @@ def emulator_command(
     flex_unavailable: float,
     gemini_batch_slots: int | None,
     priority_speedup: float,
+    gemini_priority_limit: int | None,
     latency: str,
     server_slots: int,
     ignore_dimensions: bool,
@@ -302,6 +313,7 @@ def emulator_command(
             workspaces=parse_workspaces(workspaces),
             flex_unavailable=flex_unavailable,
             priority_speedup=priority_speedup,
+            gemini_priority_limit=gemini_priority_limit,
             gemini_batch_slots=gemini_batch_slots,
             realtime_latency_s=parse_latency(latency),
             server_slots=server_slots,

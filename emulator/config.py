@@ -95,6 +95,10 @@ class EmulatorConfig:
     #: OpenAI's priority tier (``emulator.core.flex``): its answers take the real-time latency
     #: (``realtime_latency_s``) divided by this.
     priority_speedup: float = 4.0
+    #: Gemini's priority tier: the ``"serviceTier": "priority"`` requests served at priority
+    #: before the project's priority limit is reached; the later ones are served at standard,
+    #: which only the ``x-gemini-service-tier`` response header says (None: no limit).
+    gemini_priority_limit: int | None = None
     #: Seconds a real-time answer (chat completions, embeddings, messages) takes beyond the
     #: limiter, drawn uniformly from (low, high): a real API's latency.
     realtime_latency_s: tuple[float, float] = (0.0, 0.0)

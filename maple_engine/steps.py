@@ -185,6 +185,7 @@ def collect_shard(job: Job, shard: str, state: BatchState) -> pl.DataFrame:
         attempt=attempt,
         price=attempt_price(job, submission.batch_id),
         batch_pricing=batch_priced(submission.batch_id),
+        standard=job.price(),
         schema=job.spec.response_schema,
         estimate=text_estimate(job.spec, lambda columns: job.state.shard_frame(shard, columns)),
     )

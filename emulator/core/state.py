@@ -185,6 +185,8 @@ class State:
         # Bedrock's OpenAI batches: the S3 input of each, and the result objects written
         self.bedrock_openai_inputs: dict[str, str] = {}
         self.bedrock_openai_written: set[str] = set()
+        # OpenRouter's batches (OpenAI batches underneath), in creation order: id -> model
+        self.openrouter_batches: dict[str, str] = {}
         self.s3 = S3Access(config.s3_endpoint)
         self.gemini_engine = GeminiEngine(
             self.drawer, config.embedding_dimensions, config.omit_usage
@@ -196,6 +198,7 @@ class State:
         self.durations = BatchDurations(config, self.stats)
         self.prompt_cache = PromptCache()
         self.flex = FlexTier(config.seed, config.flex_unavailable)
+        self.gemini_priority_served = 0  # Gemini priority requests served at priority
         self.latency = random.Random(config.seed)
         self.in_flight = 0  # real-time answers being worked on or waiting for a server slot
         self.slots: asyncio.Semaphore | None = None  # made on the serving loop (server_slots)

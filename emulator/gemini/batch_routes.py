@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from emulator.core.faults import body_key, bytes_key
-from emulator.core.flex import FLEX, RETRY_AFTER_S
+from emulator.core.flex import FLEX, PRIORITY, RETRY_AFTER_S
 from emulator.core.http_common import JSONResponse, state_of
 from emulator.core.outcome import Outcome, new_id
 from emulator.core.prompt_cache import gemini_usage, organisation
@@ -19,6 +19,9 @@ from emulator.core.state import State
 from emulator.gemini import batches as gb
 from emulator.gemini.engine import RETRY_INFO, error_status
 from emulator.gemini.file_routes import _guard, _observe, gemini_error
+
+SERVED_TIER = "x-gemini-service-tier"
+STANDARD = "standard"
 
 
 def _model(request: Request) -> str:
@@ -322,5 +325,22 @@ async def generate_content(request: Request) -> Response:
         state.stats.cached(use)
         state.stats.bill([hash(("gemini-realtime", key))], "chat")
         state.stats.add("file_parts", outcome.file_parts)
-        return JSONResponse(outcome.body)
+        return JSONResponse(outcome.body, headers={SERVED_TIER: served_tier(state, payload)})
     return JSONResponse({"error": outcome.body}, outcome.status)
+
+
+def served_tier(state: State, payload: Any) -> str:
+    """The tier an answered request was served on: flex, priority, or standard (a priority
+    request past ``gemini_priority_limit`` too: Gemini downgrades it and says so only in the
+    ``x-gemini-service-tier`` header, https://ai.google.dev/gemini-api/docs/priority-inference)."""
+    asked = payload.get("serviceTier") if isinstance(payload, dict) else None
+    if asked == FLEX:
+        return FLEX
+    if asked != PRIORITY:
+        return STANDARD
+    limit = state.config.gemini_priority_limit
+    with state.lock:
+        served = limit is None or state.gemini_priority_served < limit
+        state.gemini_priority_served += int(served)
+    state.stats.add("priority_requests" if served else "priority_downgraded")
+    return PRIORITY if served else STANDARD

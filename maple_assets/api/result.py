@@ -71,6 +71,9 @@ class Result:
     #: with --distill: rows distilled, the agreement measured and its sample, the costs
     #: (``maple_assets.api.distill.DistillReport``)
     distill: dict[str, Any] | None = None
+    # rows this run's provider served at the standard tier though another was asked (a
+    # priority request over its limit), billed at the standard price
+    downgraded: int = 0
 
     def metadata(self) -> dict[str, Any]:
         """The figures as Dagster metadata values (no secrets: paths, counts and money)."""
@@ -165,6 +168,7 @@ def job_result(
         lines_missing=tally.missing,
         lines_duplicated=tally.duplicated,
         lines_unknown=tally.unknown,
+        downgraded=sum(e.downgraded_requests for e in ours),
     )
 
 

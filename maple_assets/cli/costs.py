@@ -27,7 +27,8 @@ _NUMBERS = ("requests", "input_tokens", "cached_input_tokens", "output_tokens")
 _MONEY = ("cost_usd", "savings_usd", "cache_savings_usd")
 #: Of the output tokens, those spent reasoning: beside them in the table, last in the CSV (a
 #: column added after the others, so tools reading by position read what they did), before
-#: ``estimated_tokens`` (of all tokens, those of replies that reported no usage; CSV and JSON).
+#: ``estimated_tokens`` (of all tokens, those of replies that reported no usage; CSV and JSON)
+#: and ``downgraded_requests`` (served at the standard tier though another was asked).
 _REASONING = "reasoning_tokens"
 
 
@@ -110,7 +111,7 @@ def costs_command(
 def render_csv(by: str, rows: list[dict[str, Any]]) -> str:
     """The report as CSV with a header line."""
     out = io.StringIO()
-    fields = [by, *_NUMBERS, *_MONEY, _REASONING, "estimated_tokens"]
+    fields = [by, *_NUMBERS, *_MONEY, _REASONING, "estimated_tokens", "downgraded_requests"]
     writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)

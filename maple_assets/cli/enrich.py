@@ -122,6 +122,12 @@ def print_summary(
             f"{percent(result.reasoning_tokens, result.output_tokens)} of output spent "
             "reasoning (billed as output)"
         )
+    if result.downgraded:  # a priority tier over its limit, a shed flex row (none: no line)
+        click.echo(
+            f"{'downgraded':<15}{result.downgraded:,}  (served at the standard tier though "
+            "another was asked: priority over its limit, or flex shed; billed at the standard "
+            "price)"
+        )
     unpriced = f"  ({SELF_HOSTED})" if price_source == SELF_HOSTED else ""
     click.echo(f"{'cost USD':<15}{result.cost_usd:.6f}{unpriced}")
     share = percent(result.saved_usd, result.realtime_cost_usd)

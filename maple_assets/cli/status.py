@@ -26,16 +26,16 @@ from maple_assets.wiring import cost_ledger, job_eta_now, ledger_exists
 from maple_engine.canary import last_canary
 from maple_engine.collect.accounting import describe, line_figures
 from maple_engine.collect.responses import summarize
-from maple_engine.collect.retention import Expiring, expiring
+from maple_engine.collect.retention import in_flight, job_expiring
 from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
-from maple_engine.model import LineTally, Submission
+from maple_engine.model import LineTally
 from maple_engine.plan.turnaround import history_fit
 from maple_engine.providers.base import Lane
 from maple_engine.providers.headers import parse_headers
-from maple_engine.providers.registry import Built, known_capabilities
+from maple_engine.providers.registry import Built
 from maple_engine.send.lane import lane_of
 from maple_engine.settings import Settings
 from maple_engine.spec import DEFAULTS
@@ -130,7 +130,7 @@ def job_status(storage: Storage, job: str) -> dict[str, Any]:
         "output": merged["path"] if merged is not None else None,
         "queue": job_queue_note(storage, job) or None,
         "stalled": [_stall_json(st) for st in _stalls(state, spec["spec"])],
-        "expiring": [e.describe() for e in _expiring(state, spec["spec"])],
+        "expiring": [e.describe() for e in job_expiring(state, str(spec["spec"].get("provider")))],
         "eta": job_eta_now(state).to_json(),
         "sizing": (state.manifest_record() or {}).get("sizing"),
         "shards": shards,
@@ -152,7 +152,7 @@ def _stall_json(stall: Stall) -> dict[str, Any]:
 def _stalls(state: JobState, spec: dict[str, Any]) -> list[Stall]:
     """The job's batches in flight longer than their provider and model's turnaround
     percentile in the batch history (none without a ledger or enough history)."""
-    subs = _in_flight(state)
+    subs = in_flight(state)
     if not subs or not ledger_exists(state.storage.root):
         return []
     percentile = float(spec.get("stall_percentile") or 95)
@@ -161,23 +161,6 @@ def _stalls(state: JobState, spec: dict[str, Any]) -> list[Stall]:
         limit = turnaround_limit(costs, subs[0].provider, model, percentile)
         fit = history_fit(costs, subs[0].provider, model) if limit is not None else None
     return stalled(subs, limit, percentile, fit=fit)
-
-
-def _expiring(state: JobState, spec: dict[str, Any]) -> list[Expiring]:
-    """The job's batches in flight whose results may expire within the hour (their provider's
-    results retention from their submission on)."""
-    caps = known_capabilities(str(spec.get("provider")))
-    return expiring(_in_flight(state), caps.results_retention_s if caps is not None else None)
-
-
-def _in_flight(state: JobState) -> list[Submission]:
-    """The job's batches in flight: the latest attempt of each shard that waits on one."""
-    flying = [
-        p.submission
-        for s in state.manifest() or []
-        if (p := state.progress(s.key)).action == "wait"
-    ]
-    return [sub for sub in flying if sub is not None]
 
 
 def _failed_canary(state: JobState) -> str | None:

@@ -21,6 +21,7 @@ from maple_assets.graph.revive import revive
 from maple_assets.graph.sensor_cursor import collecting, fresh_requests, merging
 from maple_assets.graph.shard_partitions import backfill_will_run, current_partitions
 from maple_assets.graph.tags import run_tags
+from maple_engine.collect.retention import job_expiring
 from maple_engine.job import Job
 from maple_engine.policy import RetryPolicy
 from maple_engine.spec import JobSpec
@@ -95,6 +96,8 @@ def enrichment_sensor(
         )
         if any(RANGE_START in r.tags and r.asset_selection == [submissions_key] for r in fresh):
             job.state.hold_chain(time.time() + CHAIN_LAUNCH_S)  # until its first shard holds
+        for expiring in job_expiring(job.state, spec.provider):  # collect them before they go
+            context.log.warning(f"{spec.name}: {expiring.describe()}")
         waiting = wait_message(wait_note(job))
         if waiting and context.log_key:  # the daemon keeps tick logs; the CLI has its own line
             context.log.info(f"{spec.name}: {waiting}")

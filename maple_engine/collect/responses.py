@@ -8,15 +8,19 @@ import polars as pl
 from maple_engine.collect.accounting import RAN_EVERY_REQUEST, accounting, one_line_each
 from maple_engine.collect.estimates import Estimate, with_estimates
 from maple_engine.failures import SERVICE_FAILURE_CODES, FailureClass, batch_too_large
-from maple_engine.ledger.pricing import ModelPrice, cost_expr
+from maple_engine.ledger.pricing import ModelPrice, cost_expr, served_standard
 from maple_engine.model import CUSTOM_ID, REUSED, ROW_ID, BatchState
 from maple_engine.policy import RetryPolicy
 from maple_engine.providers.base import RESULT_SCHEMA
 from maple_engine.providers.reply_fit import SCHEMA_STRIKES, SchemaCheck, schema_ignored
 from maple_engine.providers.vectors import base64_length, misfit_reason, vector_values
 
-_LINE = [c for c in RESULT_SCHEMA if c != "sends"]  # a row's sends become its ``attempts``
-ATTEMPT_COLUMNS = [ROW_ID, CUSTOM_ID, *_LINE, "cost_usd", "parsed", "attempt", "attempts"]
+# A row's sends become its ``attempts``; the tier it was served on prices its attempt (and is
+# booked with it), not kept with its answer.
+_LINE = [c for c in RESULT_SCHEMA if c not in {"sends", "served_tier"}]
+ATTEMPT_COLUMNS = [
+    ROW_ID, CUSTOM_ID, *_LINE, "cost_usd", "parsed", "attempt", "attempts", "served_tier"
+]  # fmt: skip
 #: A shard's responses: each row's latest attempt, how often it was sent, the cost of all sends.
 RESPONSE_COLUMNS = [ROW_ID, CUSTOM_ID, *_LINE, "parsed", "attempt", "attempts", "cost_usd"]
 #: Columns a frame made before they existed lacks (the ``results-n`` of a shard an older Maple
@@ -90,10 +94,15 @@ def attempt_results(
     batch_pricing: bool,
     schema: dict[str, Any] | None,
     estimate: Estimate | None = None,
+    standard: ModelPrice | None = None,
 ) -> pl.DataFrame:
     """One row per planned request: the provider's line, or an 'unrun' failure if it has none.
-    A billed reply that reported no usage gets its tokens from ``estimate`` (and is marked)."""
+    A billed reply that reported no usage gets its tokens from ``estimate`` (and is marked).
+    A row the provider says it served at the ``standard`` tier (``served_tier``: a priority
+    request over its limit) costs the ``standard`` real-time price (default ``price``)."""
     lines = with_added(one_line_each(lines))
+    if "served_tier" not in lines.columns:  # lines a provider built before the column
+        lines = lines.with_columns(pl.lit(None, pl.String).alias("served_tier"))
     cls, message = unrun_failure(state, can_split=plan.height > 1)
     joined = plan.join(
         lines, left_on=CUSTOM_ID, right_on="custom_id", how="left", maintain_order="left"
@@ -112,7 +121,13 @@ def attempt_results(
         *(pl.col(c).fill_null(0) for c in _TOKENS),
     ).with_columns(pl.col(CUSTOM_ID).alias("custom_id"))
     frame = validate_structured(frame, schema)
-    cost = pl.when(pl.col("billed")).then(cost_expr(price, batch=batch_pricing)).otherwise(0.0)
+    cost = (
+        pl.when(pl.col("billed") & served_standard())
+        .then(cost_expr(standard or price, batch=False))
+        .when(pl.col("billed"))
+        .then(cost_expr(price, batch=batch_pricing))
+        .otherwise(0.0)
+    )
     sends = pl.col("sends") if "sends" in frame.columns else pl.lit(None, pl.Int64)
     return frame.with_columns(
         cost.alias("cost_usd"),

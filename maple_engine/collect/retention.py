@@ -13,7 +13,9 @@ import dataclasses
 import time
 
 from maple_engine.model import Submission
+from maple_engine.providers.registry import known_capabilities
 from maple_engine.report.batch_stats import duration_text
+from maple_engine.state import JobState
 from maple_engine.submit.stalls import submitted_at
 
 WARN_WITHIN_S = 3600.0
@@ -39,6 +41,24 @@ class Expiring:
             f"({sub.provider} keeps them {duration_text(self.retention_s)}): run the job's "
             "command again to collect them"
         )
+
+
+def in_flight(state: JobState) -> list[Submission]:
+    """The job's batches in flight: the latest attempt of each shard that waits on one."""
+    flying = [
+        p.submission
+        for s in state.manifest() or []
+        if (p := state.progress(s.key)).action == "wait"
+    ]
+    return [sub for sub in flying if sub is not None]
+
+
+def job_expiring(state: JobState, provider: str) -> list[Expiring]:
+    """The job's batches in flight whose results may expire within the hour (``provider``'s
+    results retention from their submission on): ``maple status`` and the sensor's tick say
+    so."""
+    caps = known_capabilities(provider)
+    return expiring(in_flight(state), caps.results_retention_s if caps is not None else None)
 
 
 def expiring(

@@ -12,6 +12,7 @@ from maple_engine.inputs.templates import JSON_SUFFIX, Placeholder, check_column
 from maple_engine.inputs.tokens import MAX_TOKEN_PARAMS, prompt_tokens_expr
 from maple_engine.ledger.price_book import context_window
 from maple_engine.model import ROW_ID
+from maple_engine.providers.registry import capabilities
 from maple_engine.spec import JobSpec, validate_columns
 
 
@@ -49,6 +50,30 @@ def check_output_types(schema: pl.Schema, spec: JobSpec) -> None:
             f"Input column(s) {nested} hold list, struct or binary values, which a CSV output "
             f"({spec.output or 'the default output'}) cannot hold: write a Parquet output "
             "instead (--output NAME.parquet)."
+        )
+
+
+def check_rows(frame: pl.DataFrame, spec: JobSpec) -> None:
+    """The checks on every row of a prepared block (`check_text_only`, `check_context_window`)."""
+    check_text_only(frame, spec)
+    check_context_window(frame, spec)
+
+
+def check_text_only(frame: pl.DataFrame, spec: JobSpec) -> None:
+    """On a provider whose batch API takes text only, fail on the first row with an image,
+    naming the lane that takes it (the provider's real-time twin)."""
+    able, column = capabilities(spec.provider), spec.image_column
+    if not able.text_only or column is None or column not in frame.columns:
+        return
+    image = pl.col(column).cast(pl.String)
+    with_image = frame.filter(image.is_not_null() & (image.str.strip_chars() != ""))
+    if with_image.height:
+        row, count = with_image.row(0, named=True)[ROW_ID], with_image.height
+        lane = f"--provider {able.realtime_twin}" if able.realtime_twin else "another provider"
+        raise ConfigError(
+            f"Row {row} has an image (--image-column {column}), and {spec.provider}'s batch API "
+            f"takes text only ({count} such row(s) in this block): send the job with {lane}, "
+            "whose API takes images, or drop --image-column."
         )
 
 

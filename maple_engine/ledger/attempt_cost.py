@@ -6,7 +6,7 @@ from typing import Literal, get_args
 
 import polars as pl
 
-from maple_engine.ledger.pricing import ModelPrice, cost_expr
+from maple_engine.ledger.pricing import ModelPrice, cost_expr, served_standard
 from maple_engine.ledger.schema import TOKENS
 
 Mode = Literal["batch", "realtime"]
@@ -39,6 +39,9 @@ class AttemptCost:
     reasoning_tokens: int = 0
     # Of the input and output tokens, those of replies that reported no usage (estimated).
     estimated_tokens: int = 0
+    # Of the requests, those the provider served at the standard tier though the attempt asked
+    # for another (a priority request over its limit): billed at the standard price.
+    downgraded_requests: int = 0
 
     def __post_init__(self) -> None:
         if self.mode not in get_args(Mode):
@@ -48,6 +51,7 @@ class AttemptCost:
             self.requests,
             self.reasoning_tokens,
             self.estimated_tokens,
+            self.downgraded_requests,
             *(getattr(self, t) for t in TOKENS),
         )
         if min(counts) < 0:
@@ -77,16 +81,28 @@ class AttemptCost:
         prices when ``batch_prices`` (default: when ``mode`` is batch; a flex attempt is
         real-time at batch prices), at the priority tier's when ``priority``
         (``realtime_cost_usd`` stays the standard real-time price: the difference is the
-        tier's premium)."""
+        tier's premium). A row the provider says it served at the standard tier (its
+        ``served_tier``) is priced at the standard real-time price and counted downgraded."""
         batch = mode == "batch" if batch_prices is None else batch_prices
         paid = price.at_priority() if priority else price
+        standard = _standard(rows)
+
+        def priced(cached: bool) -> pl.Expr:
+            asked = cost_expr(paid, batch=batch and not priority, cached=cached)
+            return (
+                pl.when(standard)
+                .then(cost_expr(price, batch=False, cached=cached))
+                .otherwise(asked)
+            )
+
         sums = rows.select(
             *(pl.col(t).sum().cast(pl.Int64) for t in TOKENS),
-            cost_expr(paid, batch=batch and not priority).sum().alias("cost"),
+            priced(cached=True).sum().alias("cost"),
             cost_expr(price, batch=False).sum().alias("realtime"),
-            cost_expr(paid, batch=batch and not priority, cached=False).sum().alias("uncached"),
+            priced(cached=False).sum().alias("uncached"),
             _reasoning(rows).sum().cast(pl.Int64).alias("reasoning_tokens"),
             _estimated(rows).sum().cast(pl.Int64).alias("estimated_tokens"),
+            standard.sum().cast(pl.Int64).alias("downgraded"),
         ).row(0, named=True)
         return cls(
             job=job,
@@ -107,7 +123,14 @@ class AttemptCost:
             uncached_cost_usd=float(sums["uncached"] or 0.0),
             reasoning_tokens=int(sums["reasoning_tokens"] or 0),
             estimated_tokens=int(sums["estimated_tokens"] or 0),
+            downgraded_requests=int(sums["downgraded"] or 0),
         )
+
+
+def _standard(rows: pl.DataFrame) -> pl.Expr:
+    """The rows served at the standard tier though another was asked (none without the
+    column)."""
+    return served_standard() if "served_tier" in rows.columns else pl.lit(False)
 
 
 def _estimated(rows: pl.DataFrame) -> pl.Expr:

@@ -290,6 +290,7 @@ def _report_row(by: str, row: Any) -> dict[str, Any]:
         "output_tokens": int(row["output_tokens"]),
         "reasoning_tokens": int(row["reasoning_tokens"] or 0),
         "estimated_tokens": int(row["estimated_tokens"] or 0),
+        "downgraded_requests": int(row["downgraded_requests"] or 0),
         "cost_usd": round(cost, 10),
         "savings_usd": round(realtime - cost, 10),
         "cache_savings_usd": round(float(row["uncached_cost_usd"]) - cost, 10),

@@ -159,6 +159,16 @@ def uncached_cost_usd(price: ModelPrice, usage: TokenUsage, batch: bool) -> floa
     return cost_usd(price, TokenUsage(usage.input_tokens, output_tokens=usage.output_tokens), batch)
 
 
+#: the tier a provider names when it served a request at the standard price (Gemini's
+#: ``x-gemini-service-tier: standard``: a priority request over its limit)
+STANDARD_TIER = "standard"
+
+
+def served_standard() -> pl.Expr:
+    """The rows a provider says it served at the standard tier (their ``served_tier``)."""
+    return pl.col("served_tier").fill_null("") == STANDARD_TIER
+
+
 def cost_expr(price: ModelPrice, batch: bool, *, cached: bool = True) -> pl.Expr:
     """`cost_usd` as a polars expression over the `input_tokens`, `cached_input_tokens`,
     `cache_write_tokens` and `output_tokens` columns; bit-identical to `cost_usd` per row.

@@ -26,8 +26,9 @@ if TYPE_CHECKING:  # alembic (with mako and pygments, ~0.2 s) loads when a ledge
     from alembic.script import ScriptDirectory
 
 TOKENS = ("input_tokens", "cached_input_tokens", "cache_write_tokens", "output_tokens")
-#: Counts within those: of the output, reasoning; of all, the estimated (no usage reported).
-EXTRA_TOKENS = ("reasoning_tokens", "estimated_tokens")
+#: Counts within those: of the output, reasoning; of all, the estimated (no usage reported);
+#: of the requests, those served at the standard tier though another was asked (downgraded).
+EXTRA_TOKENS = ("reasoning_tokens", "estimated_tokens", "downgraded_requests")
 _PG_MIGRATION_LOCK = 0x6D61706C  # "mapl": pg_advisory_xact_lock id for schema migrations
 
 MIGRATIONS = Path(__file__).with_name("migrations")

@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from maple_engine.errors import ConfigError
-from maple_engine.inputs.checks import check_context_window, check_input_schema
+from maple_engine.inputs.checks import check_input_schema, check_rows
 from maple_engine.inputs.files import block_rows
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.job import Job
@@ -183,7 +183,7 @@ def _spill_changed(
             if changed.height:
                 prepared = prepare_rows(changed, spec, job.wire)
                 check_block(prepared, spec, max_bytes)
-                check_context_window(prepared, spec)
+                check_rows(prepared, spec)
                 spill.add(with_text(prepared, spec))
                 if kept is not None:
                     kept.add(prepared)

@@ -8,7 +8,7 @@ import polars as pl
 
 from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError
-from maple_engine.inputs.checks import check_context_window, check_input_schema
+from maple_engine.inputs.checks import check_input_schema, check_rows
 from maple_engine.inputs.files import FILE_PARTS, with_files
 from maple_engine.inputs.templates import parse_template, render_expr
 from maple_engine.model import CUSTOM_ID, KEY, REQUEST, ROW_ID, ShardInfo, shard_key
@@ -101,7 +101,7 @@ def checked_blocks(
             continue
         prepared = prepare_block(block, offset, spec, provider)
         check_block(prepared, spec, max_bytes)
-        check_context_window(prepared, spec)
+        check_rows(prepared, spec)
         yield offset, prepared
         offset += block.height
 

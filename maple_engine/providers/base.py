@@ -63,6 +63,10 @@ RESULT_SCHEMA: dict[str, pl.DataType] = {
     "tokens_estimated": pl.Boolean(),
     "batch_id": pl.String(),
     "sends": pl.Int64(),  # how often the attempt sent the request (null: once; real time retries)
+    # The service tier the answer says it was served on (Gemini's ``x-gemini-service-tier``:
+    # ``standard`` for a priority request over its limit); null: the tier the attempt asked.
+    # A row served at ``standard`` is billed at the standard real-time price.
+    "served_tier": pl.String(),
 }
 
 #: A column a real-time lane's results may have beside RESULT_SCHEMA's: the sends of the row
@@ -273,6 +277,9 @@ class ProviderCapabilities:
     rules: RequestRules = NO_RULES
     # The files it takes beside a prompt (``--file-column``); None: none.
     files: FileInputs | None = None
+    # Its batch API takes text only: a row with an image is refused before anything is sent,
+    # naming the row and its ``realtime_twin`` (whose API takes images).
+    text_only: bool = False
 
     def variable(self, setting: Literal["api_key", "base_url", "version"]) -> str:
         """The variable ``setting`` is read from (``OPENAI_API_KEY``, ``AZURE_OPENAI_ENDPOINT``)."""

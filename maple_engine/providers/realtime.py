@@ -133,6 +133,13 @@ def on_tier(rows: list[tuple[str, str]], field: str, tier: str) -> list[tuple[st
     return [(custom_id, _with(body, field, tier, marked)) for custom_id, body in rows]
 
 
+def off_tier(body: str, field: str) -> str:
+    """``body`` without its ``field`` (a service tier): the request at the standard tier."""
+    held = orjson.loads(body)
+    held.pop(field, None)
+    return orjson.dumps(held).decode()
+
+
 def _with(body: str, field: str, tier: str, marked: str) -> str:
     if marked in body:  # encoded by the flex provider itself
         return body
@@ -247,6 +254,17 @@ class RealtimeProvider(ProviderModel):
     def retry_wait(self, response: httpx.Response) -> float | None:
         """How long the server asks a client to wait before sending again, in seconds."""
         return retry_after_seconds(response)
+
+    def shed_fallback(self, body: str) -> str | None:
+        """The request ``body`` in the next lane, where this provider's tier may shed it (a
+        429 of capacity: flex) and the same API serves it at the standard tier; None: no next
+        lane here (the row's retries decide)."""
+        return None
+
+    def served_tier(self, headers: Mapping[str, str]) -> str | None:
+        """The service tier an answer says it was served on, where the API says (Gemini's
+        ``x-gemini-service-tier``); None: the tier asked for."""
+        return None
 
     def check_endpoint(self) -> None:
         """Nothing here: the first request's answer tells (a dead endpoint fails its rows)."""

@@ -25,7 +25,11 @@ from maple_engine.providers.bedrock.batch import BedrockBatchProvider
 from maple_engine.providers.bedrock_openai.batch import BedrockOpenAIBatchProvider
 from maple_engine.providers.bedrock_openai.realtime import BedrockOpenAIRealtimeProvider
 from maple_engine.providers.gemini.batch import GeminiBatchProvider
-from maple_engine.providers.gemini.realtime import GeminiFlexProvider, GeminiRealtimeProvider
+from maple_engine.providers.gemini.realtime import (
+    GeminiFlexProvider,
+    GeminiPriorityProvider,
+    GeminiRealtimeProvider,
+)
 from maple_engine.providers.http import check_base_url
 from maple_engine.providers.mistral.batch import MistralBatchProvider
 from maple_engine.providers.mistral.realtime import MistralRealtimeProvider
@@ -41,6 +45,8 @@ from maple_engine.providers.openai.flex import OpenAIFlexProvider
 from maple_engine.providers.openai.priority import OpenAIPriorityProvider
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.openai.server import OpenAIServerProvider
+from maple_engine.providers.openrouter.batch import OpenRouterBatchProvider
+from maple_engine.providers.openrouter.realtime import OpenRouterRealtimeProvider
 from maple_engine.providers.realtime import RealtimeProvider
 from maple_engine.settings import (
     BEDROCK_ROLE_ENV,
@@ -60,6 +66,7 @@ _BATCH: tuple[type[BatchProvider], ...] = (
     BedrockBatchProvider,
     MistralBatchProvider,
     BedrockOpenAIBatchProvider,
+    OpenRouterBatchProvider,
 )
 
 
@@ -96,6 +103,7 @@ _REGISTRY: dict[str, Registered] = {
     "azure-openai": _of(AzureOpenAIBatchProvider),
     "mistral": _of(MistralBatchProvider),
     "bedrock-openai": _of(BedrockOpenAIBatchProvider, "storage_root"),
+    "openrouter": _of(OpenRouterBatchProvider, "intent_root"),
     "openai-realtime": _of(OpenAIRealtimeProvider, "checkpoint_root"),
     "openai-flex": _of(OpenAIFlexProvider, "checkpoint_root"),
     "openai-priority": _of(OpenAIPriorityProvider, "checkpoint_root"),
@@ -103,9 +111,11 @@ _REGISTRY: dict[str, Registered] = {
     "anthropic-realtime": _of(AnthropicRealtimeProvider, "checkpoint_root"),
     "gemini-realtime": _of(GeminiRealtimeProvider, "checkpoint_root"),
     "gemini-flex": _of(GeminiFlexProvider, "checkpoint_root"),
+    "gemini-priority": _of(GeminiPriorityProvider, "checkpoint_root"),
     "azure-openai-realtime": _of(AzureOpenAIRealtimeProvider, "checkpoint_root"),
     "mistral-realtime": _of(MistralRealtimeProvider, "checkpoint_root"),
     "bedrock-openai-realtime": _of(BedrockOpenAIRealtimeProvider, "checkpoint_root"),
+    "openrouter-realtime": _of(OpenRouterRealtimeProvider, "checkpoint_root"),
     # and their real-time twins: the same API's chat completions, one request per row
     **{p.realtime_name: _of(realtime_class(p), "checkpoint_root") for p in PROFILES},
 }

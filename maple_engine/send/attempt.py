@@ -49,7 +49,7 @@ import orjson
 
 from maple_engine.errors import AuthError, BreakerOpen, MapleError, ReplyMismatch, SetupRefused
 from maple_engine.failures import FailureClass
-from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, estimate_tokens
+from maple_engine.ledger.pricing import DEFAULT_OUTPUT_ESTIMATE, STANDARD_TIER, estimate_tokens
 from maple_engine.policy import SendBudget
 from maple_engine.providers.base import failed_row
 from maple_engine.providers.gateways import gateway_exception
@@ -134,6 +134,10 @@ class Sender(Protocol):
     def classify(self, response: httpx.Response) -> tuple[str, str]: ...
     def read_limits(self, headers: Mapping[str, str], now_epoch: float) -> RateLimits: ...
     def retry_wait(self, response: httpx.Response) -> float | None: ...
+
+    def served_tier(self, headers: Mapping[str, str]) -> str | None: ...
+
+    def shed_fallback(self, body: str) -> str | None: ...
 
 
 class _Retry(Exception):
@@ -370,6 +374,7 @@ class AttemptRun:
         raw = estimate_tokens(body)
         sends, previous, served = 0, None, self.successes
         outage = _Outage()
+        lane_sends = 0  # sends made before the request moved to the next lane (flex shed)
         while True:
             if self.halted or DRAIN.requested.is_set():  # stopped before it went (again): unsent
                 return [], None
@@ -393,7 +398,14 @@ class AttemptRun:
                     failed = failed_row(None, retry.failure_class, message, resendable=False)
                     return self._rows(custom_ids, [failed], sends), retry.failure
                 previous, served = retry.answer, self.successes
-                if sends >= self._sends_allowed(retry.failure_class, custom_ids):
+                if sends - lane_sends >= self._sends_allowed(retry.failure_class, custom_ids):
+                    fallback = self.p.shed_fallback(body) if retry.capacity else None
+                    if fallback is not None and not lane_sends:  # shed: the next lane takes it
+                        log.warning(
+                            "%s: shed %d time(s); sent at standard: %s", self.p.name, sends, retry
+                        )
+                        body, lane_sends = fallback, sends
+                        continue
                     failed = failed_row(None, retry.failure_class, f"{retry} (after {sends} sends)")
                     return self._rows(custom_ids, [failed], sends), retry.failure
                 self._say_retrying(retry)
@@ -403,6 +415,8 @@ class AttemptRun:
                 return [], None
             sends += 1
             self._watch(failure, None)
+            if lane_sends:  # answered in the next lane: at the standard tier, as billed
+                rows = [{"served_tier": STANDARD_TIER, **row} for row in rows]
             return self._rows(custom_ids, rows, sends), failure
 
     def _retry_wait(self, retry: _Retry, sends: int, custom_ids: tuple[str, ...]) -> float:
@@ -541,7 +555,9 @@ class AttemptRun:
         self.pacer.learn(self.p.read_limits(headers, time.time()), time.monotonic(), started)
         self._adapt(raw, status == 200)
         if status == 200:
-            return self._succeeded(custom_ids, content, raw), None
+            rows = self._succeeded(custom_ids, content, raw)
+            tier = self.p.served_tier(headers)
+            return ([{**row, "served_tier": tier} for row in rows] if tier else rows), None
         row = self._outcome(self._response(status, headers, content), custom_ids[0])
         failure = (str(row["failure_class"]), str(row["error"]))
         return [row], None if row["failure_class"] == FailureClass.INSUFFICIENT_QUOTA else failure

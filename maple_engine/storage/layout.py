@@ -41,6 +41,7 @@ Layout of one job ``<job>``::
         <key>/summary.json              after each collection: attempt, retries pending, final,
                                         max requests per attempt after a too-large rejection
         anthropic-intents/<key>-<n>.json  an Anthropic batch about to be created
+        openrouter-intents/<key>-<n>.json  an OpenRouter batch about to be created
         versions/<n>/keys/<b>.parquet   row id and request key of every row, by key bucket
         versions/<n>/digests.parquet    a digest per row of its template's columns, in row order
         versions/<n>/copy.json          the last merged output its unchanged rows' answers are
@@ -183,7 +184,8 @@ class JobLayout:
 
     # -- provider-side records (``folder`` is the provider's own) ---------------------------
     def provider_state(self, folder: str, *parts: str) -> str:
-        """A provider's records among the job's state (Anthropic's create intents)."""
+        """A provider's records among the job's state (Anthropic's and OpenRouter's create
+        intents)."""
         return self.state(folder, *parts)
 
     def provider_files(self, folder: str, *parts: str) -> str:

@@ -41,6 +41,11 @@ def bedrock(url: str) -> dict[str, str]:
     return {"AWS_ENDPOINT_URL_BEDROCK": url, "MAPLE_BEDROCK_ROLE_ARN": ROLE}
 
 
+def openrouter(url: str) -> dict[str, str]:
+    """The emulator as OpenRouter's API (served under ``/openrouter/api/v1``) and its key."""
+    return {"OPENROUTER_BASE_URL": f"{url}/openrouter/api/v1", "OPENROUTER_API_KEY": KEY}
+
+
 def bedrock_openai(url: str) -> dict[str, str]:
     """The emulator as Bedrock's Runtime OpenAI API (served under ``/bedrock-runtime``), the
     Bedrock API key and the batch service role; S3 is moto's, as for ``bedrock``."""
@@ -101,6 +106,7 @@ EMBED_3 = "text-embedding-3-small"
 GEMINI_CHAT, GEMINI_EMBED = "gemini-2.5-flash", "gemini-embedding-001"
 CLAUDE = "claude-haiku-4-5"
 MISTRAL_CHAT, MISTRAL_EMBED = "mistral-small-latest", "mistral-embed"
+OPENROUTER_CHAT = "openai/gpt-4o-mini"  # a model genai-prices' openrouter prices
 GPT_OSS = "openai.gpt-oss-20b-1:0"  # an OpenAI model on Bedrock (the suite's price file)
 # the OpenAI-compatible vendor profiles: name, variables' prefix, chat model, embedding model
 PROFILES = [
@@ -148,9 +154,20 @@ CASES: list[Case] = [
     Case("gemini", GEMINI, GEMINI_CHAT, "GEMINI_API_KEY", GEMINI_EMBED),
     Case("gemini-realtime", GEMINI, GEMINI_CHAT, "GEMINI_API_KEY", GEMINI_EMBED),
     Case("gemini-flex", GEMINI, GEMINI_CHAT, "GEMINI_API_KEY"),
-    Case("azure-openai", AZURE, "gpt-4o-mini", "AZURE_OPENAI_API_KEY"),
+    Case("gemini-priority", GEMINI, GEMINI_CHAT, "GEMINI_API_KEY"),
+    Case(
+        "azure-openai",
+        AZURE,
+        "gpt-4o-mini",
+        "AZURE_OPENAI_API_KEY",
+        EMBED_3,
+        known_failures={
+            "embed": "Azure's dated batch API takes chat lines only: maple embed is refused "
+            "before upload, naming AZURE_OPENAI_API_VERSION=v1 (the v1 row embeds)"
+        },
+    ),
     Case("azure-openai-realtime", AZURE, "gpt-4o-mini", "AZURE_OPENAI_API_KEY", EMBED_3),
-    Case("azure-openai", azure_v1, "gpt-4o-mini", "AZURE_OPENAI_API_KEY", variant="v1"),
+    Case("azure-openai", azure_v1, "gpt-4o-mini", "AZURE_OPENAI_API_KEY", EMBED_3, variant="v1"),
     Case(
         "azure-openai-realtime",
         azure_v1,
@@ -163,6 +180,18 @@ CASES: list[Case] = [
     Case("mistral-realtime", MISTRAL, MISTRAL_CHAT, "MISTRAL_API_KEY", MISTRAL_EMBED),
     Case("bedrock-openai", bedrock_openai, GPT_OSS, "AWS_BEARER_TOKEN_BEDROCK", on_s3=True),
     Case("bedrock-openai-realtime", bedrock_openai, GPT_OSS, "AWS_BEARER_TOKEN_BEDROCK"),
+    Case(
+        "openrouter",
+        openrouter,
+        OPENROUTER_CHAT,
+        "OPENROUTER_API_KEY",
+        known_failures={
+            "lost_create": "an inline batch holds no metadata: a batch whose create answered "
+            "500 is matched by its size and time, and two shards of one size created at once "
+            "cannot be told apart, so the create is sent again"
+        },
+    ),
+    Case("openrouter-realtime", openrouter, OPENROUTER_CHAT, "OPENROUTER_API_KEY"),
     Case(
         "bedrock",
         bedrock,

@@ -42,7 +42,7 @@ from tests.e2e.hostile import one_line
 
 #: the developer's settings a run in this process must not see
 SETTINGS = ("AWS_", "MAPLE_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "MISTRAL_", "AZURE_", "GROQ_")
-SETTINGS += ("TOGETHER_", "XAI_", "DOUBLEWORD_")
+SETTINGS += ("TOGETHER_", "XAI_", "DOUBLEWORD_", "DEEPINFRA_", "OPENROUTER_")
 
 
 def cases(promise: str, cheap: bool = False) -> list[object]:

@@ -135,17 +135,17 @@ def test_the_dry_run_says_azure_batches_do_not_expire_and_queue_per_deployment(
     assert stats["files_uploaded"] == 0 and stats["requests_received"] == 0
 
 
-def test_batch_embeddings_on_azure_are_refused_naming_the_real_time_provider(
+def test_batch_embeddings_on_azures_dated_api_are_refused_naming_v1_and_real_time(
     tmp_path: Path,
 ) -> None:
-    """Azure's batch documentation names chat lines only: ``maple embed --provider
-    azure-openai`` is refused by the command's choices, which name the providers that embed
-    (Azure's real-time one, Mistral's batch), nothing sent."""
+    """Azure's dated batch API takes chat lines only (its v1 API embeds: the conformance
+    suite's v1 row runs ``maple embed``): ``maple embed --provider azure-openai`` on the dated
+    API is one line and exit 2 naming ``AZURE_OPENAI_API_VERSION=v1`` and Azure's real-time
+    provider, nothing sent."""
     with EmulatorServer(EmulatorConfig(batch_seconds=0, control_fail=0)) as server:
         run = maple(*job(tmp_path, "embed", "azure-openai"), **AZURE, **azure(server.url))
         stats = server.stats()
     assert run.returncode == 2, run.stderr
     said = run.stderr.replace("\n", " ")
-    assert "Invalid value for '--provider': 'azure-openai' is not one of" in said, said
-    assert "'azure-openai-realtime'" in said and "'mistral'" in said
+    assert "AZURE_OPENAI_API_VERSION=v1" in said and "azure-openai-realtime" in said, said
     assert stats["files_uploaded"] == 0 and stats["requests_received"] == 0

@@ -24,9 +24,8 @@ def test_json_lists_every_name_with_the_contracts_keys() -> None:
         0.5,
     )
     assert by_name["mistral"]["results_retention_s"] == 86400
-    # the vendors' own pages: Groq's batch is 25% off (not the 50% a third party gives),
-    # DeepInfra's 20% with its own variables
-    assert by_name["groq"]["batch_discount"] == 0.25
+    # the vendors' own pages: Groq's batch is 50% off, DeepInfra's 20% with its own variables
+    assert by_name["groq"]["batch_discount"] == 0.5
     deepinfra = by_name["deepinfra"]
     assert (deepinfra["batch_discount"], deepinfra["env"]) == (
         0.2,
@@ -40,7 +39,7 @@ def test_the_table_and_the_markdown() -> None:
     assert table.returncode == 0, table.stderr
     rows = {line.split()[0]: line.split() for line in table.stdout.splitlines()[2:]}
     assert list(rows) == list(PROVIDERS)
-    assert rows["groq"][3:6] == ["-", "batch,realtime", "25%"]  # files, lanes, discount
+    assert rows["groq"][3:6] == ["-", "batch,realtime", "50%"]  # files, lanes, discount
     assert rows["gemini"][3] == "pdf,image,audio"
     docs = maple("providers", "--format", "markdown")
     assert docs.stdout == (ROOT / "docs" / "providers.md").read_text(encoding="utf-8")

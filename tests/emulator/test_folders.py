@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "emulator"
-PROVIDERS = ("openai", "anthropic", "gemini", "bedrock", "azure", "mistral", "bedrock_openai")
+PROVIDERS = (
+    "openai",
+    "anthropic",
+    "gemini",
+    "bedrock",
+    "azure",
+    "mistral",
+    "bedrock_openai",
+    "openrouter",
+)
 #: the provider folders each may import besides its own and ``core``
 SERVED_BY = {
     "openai": {"azure"},  # an Azure batch names Azure's endpoints
@@ -18,6 +27,7 @@ SERVED_BY = {
     "azure": set(),
     "mistral": {"openai"},  # Mistral's jobs run on the OpenAI batch engine
     "bedrock_openai": {"openai"},  # Bedrock's OpenAI batches run on the OpenAI batch engine
+    "openrouter": {"openai"},  # OpenRouter's inline batches run on the OpenAI batch engine
 }
 #: the modules of ``core`` that hold every provider's pieces
 CORE_KNOWS_PROVIDERS = {"state", "http_common", "queue_limits"}

@@ -194,6 +194,7 @@ def test_reports_by_every_key_and_since(pg_url: str) -> None:
             "output_tokens": 400,
             "reasoning_tokens": 0,
             "estimated_tokens": 0,
+            "downgraded_requests": 0,
             "cost_usd": 1.0,
             "savings_usd": 1.0,
             "cache_savings_usd": 0.0,

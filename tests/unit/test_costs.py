@@ -253,6 +253,7 @@ def test_report_by_team(tracker: CostLedger) -> None:
             "output_tokens": 400,
             "reasoning_tokens": 0,
             "estimated_tokens": 0,
+            "downgraded_requests": 0,
             "cost_usd": 1.0,
             "savings_usd": 1.0,
             "cache_savings_usd": 0.0,
@@ -265,6 +266,7 @@ def test_report_by_team(tracker: CostLedger) -> None:
             "output_tokens": 300,
             "reasoning_tokens": 0,
             "estimated_tokens": 0,
+            "downgraded_requests": 0,
             "cost_usd": 2.25,
             "savings_usd": 2.0,
             "cache_savings_usd": 0.0,
@@ -374,6 +376,7 @@ def test_a_ledger_from_before_the_revisions_is_stamped_and_carried_on(tmp_path: 
             conn.exec_driver_sql("ALTER TABLE attempt_costs DROP COLUMN uncached_cost_usd")
             conn.exec_driver_sql("ALTER TABLE attempt_costs DROP COLUMN reasoning_tokens")
             conn.exec_driver_sql("ALTER TABLE attempt_costs DROP COLUMN estimated_tokens")
+            conn.exec_driver_sql("ALTER TABLE attempt_costs DROP COLUMN downgraded_requests")
             conn.exec_driver_sql("CREATE TABLE schema_version (version INTEGER NOT NULL)")
             conn.exec_driver_sql("INSERT INTO schema_version VALUES (2)")
     finally:

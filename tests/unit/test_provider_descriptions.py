@@ -52,13 +52,14 @@ def test_openai_reaches_every_lane_and_its_tiers_one_each() -> None:
     assert describe_one("openai-flex").lanes == ("flex",)
     assert describe_one("openai-realtime").lanes == ("realtime",)
     assert describe_one("openai-priority").lanes == ("priority",)
-    assert describe_one("gemini").lanes == ("batch", "realtime", "flex")
+    assert describe_one("gemini").lanes == ("batch", "realtime", "flex", "priority")
+    assert describe_one("gemini-priority").lanes == ("priority",)
     assert describe_one("bedrock").lanes == ("batch",)
 
 
 def test_batch_discount_is_what_comes_off_the_real_time_price() -> None:
     assert describe_one("openai").batch_discount == 0.5
-    assert describe_one("groq").batch_discount == 0.25  # its batch costs 75% of real time
+    assert describe_one("groq").batch_discount == 0.5  # its batch costs half of real time
     assert describe_one("openai-flex").batch_discount == 0.5  # flex: billed at batch prices
     assert describe_one("openai-realtime").batch_discount is None
     assert describe_one("openai-priority").batch_discount is None

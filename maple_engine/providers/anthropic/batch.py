@@ -1,27 +1,10 @@
 """Anthropic Message Batches provider: one JSON body of ``{custom_id, params}`` per shard.
 
 Anthropic batches carry no metadata, so ``find_orphans`` cannot ask the provider "which batches
-are job J's". Instead the provider keeps a durable *intent* per create call, under the storage
-root at ``<job>/state/anthropic-intents/<shard>-<attempt>.json``:
-
-1. before ``POST /v1/messages/batches``: ``{shard, attempt, hash, count, at}``;
-2. right after the create answers: the same record plus ``batch_id``.
-
-A crash after step 2 (before the submission is recorded) is recovered exactly: the intent names
-the batch. A crash between the create and step 2 leaves an intent without a batch id; it is
-matched to the newest-first batch list by request count (``request_counts`` always sums to the
-total) and ``created_at`` within [intent time - ``clock_skew_s``, + ``orphan_window_s``],
-skipping batches other intents already claim. Only a unique match is adopted. A create whose
-answer is lost (a 5xx, a timeout) is looked up the same way before it is sent again, so shards of
-one size created one after another are told apart by the batch ids their intents recorded.
-Residual risk: in that window another client of the same workspace creates a batch with
-exactly the same number of requests, and this one never reached the provider; then the other
-batch would be adopted (its results would not carry our custom ids, so every row comes back
-"not run" and is resubmitted - nothing is lost, and nothing is paid twice by us). If several
-candidates match, none is adopted and the shard is submitted again (the risk is then paying
-twice for that one shard).
-Listing stops at the first batch older than the oldest unmatched intent, so the common case
-(no crash) costs no list call at all.
+are job J's": the provider keeps a create intent per create call under the storage root, at
+``<job>/state/anthropic-intents/<shard>-<attempt>.json``, and finds its batches by them
+(`maple_engine.providers.create_intents`: a batch a create made is matched by its request count
+and creation time).
 """
 
 import time
@@ -65,6 +48,7 @@ from maple_engine.providers.batch_api import (
     wrapped_bytes_expr,
     wrapped_requests,
 )
+from maple_engine.providers.create_intents import CreateIntents, IntentSettings, iso_epoch
 from maple_engine.providers.http import (
     RETRYABLE_STATUS,
     Retryable,
@@ -75,9 +59,6 @@ from maple_engine.providers.http import (
     request,
 )
 from maple_engine.providers.lost import LOST
-from maple_engine.settings import DEFAULT_STORAGE
-from maple_engine.storage.layout import JobLayout
-from maple_engine.storage.storage import Storage
 
 BATCHES = "/v1/messages/batches"
 _HEAD = '{"custom_id":'
@@ -105,15 +86,7 @@ CAPABILITIES = ProviderCapabilities(
 )
 
 
-def _epoch(value: Any) -> float:
-    text = str(value or "").replace("Z", "+00:00")
-    try:
-        return datetime.fromisoformat(text).timestamp()
-    except ValueError:
-        return 0.0
-
-
-class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, WorkspaceKeys):
+class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, WorkspaceKeys, IntentSettings):
     """Runs shards through Anthropic's Message Batches API: create, poll, download results."""
 
     capabilities: ClassVar[ProviderCapabilities] = CAPABILITIES
@@ -131,10 +104,6 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, WorkspaceKeys)
         default=None,
         description="API base URL without /v1; default: Anthropic's.",
     )
-    intent_root: str = Field(
-        default=DEFAULT_STORAGE,
-        description="Storage root for create intents (crash recovery); the job's storage root.",
-    )
     timeout_s: float = Field(default=120.0, description="HTTP timeout per call, seconds.")
     max_retries: int = Field(default=6, description="Retries of a control call on 429/5xx.")
     max_requests: int = Field(
@@ -142,12 +111,6 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, WorkspaceKeys)
     )
     max_bytes: int = Field(
         default=CAPABILITIES.limits.max_bytes, description="Provider limit: bytes per batch."
-    )
-    clock_skew_s: float = Field(
-        default=60.0, description="Orphan matching: tolerated clock difference with the provider."
-    )
-    orphan_window_s: float = Field(
-        default=900.0, description="Orphan matching: how long after an intent a batch may appear."
     )
 
     api_version: str = Field(
@@ -185,37 +148,22 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, WorkspaceKeys)
         return ('{"requests":[' + ",".join(items) + "]}").encode()
 
     # -- intents ----------------------------------------------------------------------------
-    def _intents(self) -> Storage:
-        return Storage(self.intent_root)
-
-    @staticmethod
-    def _intent_key(job: str, shard: str, attempt: int) -> str:
-        return JobLayout(job).provider_state(INTENTS, f"{shard}-{attempt}.json")
-
-    def _write_intent(self, payload: ShardPayload, record: dict[str, Any]) -> None:
-        key = self._intent_key(payload.job, payload.shard, payload.attempt)
-        self._intents().write_json(key, record)
-
-    def _read_intents(self, job: str) -> list[dict[str, Any]]:
-        storage = self._intents()
-        keys = storage.list_keys(JobLayout(job).provider_state(INTENTS))
-        return [dict(storage.read_json(k)) for k in keys if k.endswith(".json")]
+    def _intents(self) -> CreateIntents:
+        return self.intents(
+            INTENTS,
+            count=lambda batch: sum(int(v) for v in (batch.get("request_counts") or {}).values()),
+            created=lambda batch: iso_epoch(batch.get("created_at")),
+        )
 
     # -- lifecycle --------------------------------------------------------------------------
     def submit(self, payload: ShardPayload) -> Submission:
         data, digest = payload.encoded(self.encode)
-        intent = {
-            "shard": payload.shard,
-            "attempt": payload.attempt,
-            "hash": digest,
-            "count": payload.requests.height,
-            "at": time.time(),
-        }
-        self._write_intent(payload, intent)
+        intents = self._intents()
+        intent = intents.opened(payload, digest)
         what = f"create batch for job {payload.job} shard {payload.shard} attempt {payload.attempt}"
         with self._client() as client:
             batch = self._create(client, data, intent, what, payload.job)
-        self._write_intent(payload, {**intent, "batch_id": batch["id"]})
+        intents.write(payload, {**intent, "batch_id": batch["id"]})
         return payload.submission(self.name, str(batch["id"]), digest)
 
     def _create(
@@ -230,12 +178,10 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, WorkspaceKeys)
             for attempt in control_retrying(self.max_retries, 0.0, time.monotonic()):
                 with attempt:
                     if ambiguous:
-                        claimed = {
-                            str(i["batch_id"]) for i in self._read_intents(job) if i.get("batch_id")
-                        }
-                        found = self._match(client, [intent], claimed)
-                        if _ikey(intent) in found:
-                            return found[_ikey(intent)]
+                        listing = self._batches().listing(client)
+                        found = self._intents().lookup(listing, intent, job)
+                        if found is not None:
+                            return found
                     ambiguous = True
                     response = client.post(BATCHES, content=data, headers=headers)
                     ambiguous = response.status_code != 429
@@ -252,52 +198,9 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, WorkspaceKeys)
             pass
         raise ProviderError(f"{what}: POST {BATCHES} kept failing after {self.max_retries} retries")
 
-    def _match(
-        self, client: httpx.Client, open_intents: list[dict[str, Any]], claimed: set[str]
-    ) -> dict[str, dict[str, Any]]:
-        """Batches (newest first) that match each intent uniquely, keyed by ``shard-attempt``."""
-        oldest = min(float(i["at"]) for i in open_intents) - self.clock_skew_s
-        candidates: dict[str, list[dict[str, Any]]] = {_ikey(i): [] for i in open_intents}
-        for batch in self._batches().listing(client):
-            created = _epoch(batch.get("created_at"))
-            if created < oldest:
-                break
-            if batch["id"] in claimed:
-                continue
-            total = sum(int(v) for v in (batch.get("request_counts") or {}).values())
-            for intent in open_intents:
-                start = float(intent["at"]) - self.clock_skew_s
-                if total == intent["count"] and start <= created <= start + self.orphan_window_s:
-                    candidates[_ikey(intent)].append(batch)
-        return {key: found[0] for key, found in candidates.items() if len(found) == 1}
-
     def find_orphans(self, job: str) -> list[Submission]:
-        intents = self._read_intents(job)
-        known = [i for i in intents if i.get("batch_id")]
-        found = [(i, str(i["batch_id"]), _epoch_iso(i["at"])) for i in known]
-        open_intents = [i for i in intents if not i.get("batch_id")]
-        if open_intents:
-            claimed = {str(i["batch_id"]) for i in known}
-            with self._client() as client:
-                matches = self._match(client, open_intents, claimed)
-            for intent in open_intents:
-                batch = matches.get(_ikey(intent))
-                if batch is not None:
-                    found.append((intent, str(batch["id"]), str(batch.get("created_at", ""))))
-        return [
-            Submission(
-                provider=self.name,
-                job=job,
-                shard=str(intent["shard"]),
-                attempt=int(intent["attempt"]),
-                batch_id=batch_id,
-                request_count=int(intent["count"]),
-                content_hash=str(intent["hash"]),
-                submitted_at=at,
-                adopted=True,
-            )
-            for intent, batch_id, at in found
-        ]
+        with self._client() as client:
+            return self._intents().orphans(job, self.name, lambda: self._batches().listing(client))
 
     def _state(self, batch: dict[str, Any]) -> BatchState:
         counts = {k: int(v) for k, v in (batch.get("request_counts") or {}).items()}
@@ -349,14 +252,6 @@ def raise_for_status(response: httpx.Response, what: str, call: str) -> None:
     if response.status_code in {401, 403}:
         raise AuthError(f"{detail}. Check the API key.", response.status_code)
     raise ProviderError(detail, response.status_code)
-
-
-def _ikey(intent: dict[str, Any]) -> str:
-    return f"{intent['shard']}-{intent['attempt']}"
-
-
-def _epoch_iso(epoch: Any) -> str:
-    return datetime.fromtimestamp(float(epoch)).astimezone().isoformat(timespec="seconds")
 
 
 def _queue_full(response: httpx.Response) -> bool:

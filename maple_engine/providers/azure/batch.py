@@ -5,9 +5,12 @@ The files, batches, JSONL lines and answers are OpenAI's; Azure's URLs, ``api-ke
 is data in `CAPABILITIES`: 100,000 requests and 200 MB per file; the 24-hour window is a target,
 and a batch that takes longer is not expired (``windows_expire=False``); the enqueued-token quota
 is per deployment (``queue_scope="deployment"``); prices are OpenAI's models' (a deployment named
-after its model prices; another needs ``MAPLE_PRICES`` or ``--allow-untracked-cost``). Chat
-only: Azure's batch documentation names chat deployments and ``/chat/completions`` lines, not
-embeddings, so ``maple embed`` runs on ``azure-openai-realtime``.
+after its model prices; another needs ``MAPLE_PRICES`` or ``--allow-untracked-cost``).
+Embeddings on the v1 API only: its batch create takes ``/v1/embeddings`` beside
+``/v1/chat/completions`` (https://learn.microsoft.com/en-us/azure/foundry/reference/rest/batches-create-batch),
+while the dated API's batch documentation names chat deployments and ``/chat/completions`` lines
+only; an embedding job on the dated API is refused before upload, pointing at
+``AZURE_OPENAI_API_VERSION=v1`` and ``azure-openai-realtime``.
 """
 
 import dataclasses
@@ -16,9 +19,10 @@ from typing import ClassVar
 import polars as pl
 from pydantic import Field
 
-from maple_engine.model import CHAT
+from maple_engine.errors import ConfigError
+from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.providers.azure import wire
-from maple_engine.providers.base import BATCH_FILE_LIMITS, ProviderCapabilities
+from maple_engine.providers.base import BATCH_FILE_LIMITS, ProviderCapabilities, RequestSpec
 from maple_engine.providers.openai.batch import CAPABILITIES as OPENAI
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
 
@@ -27,7 +31,7 @@ CAPABILITIES = dataclasses.replace(
     OPENAI,
     limits=dataclasses.replace(BATCH_FILE_LIMITS, max_requests=wire.MAX_REQUESTS_PER_FILE),
     price_families=("openai",),
-    kinds=frozenset({CHAT}),
+    kinds=frozenset({CHAT, EMBEDDING}),  # embeddings on the v1 API only (the module's doc)
     realtime_twin="azure-openai-realtime",
     flex_twin=None,
     priority_twin=None,  # OpenAI's priority tier is not Azure's API (it takes no api_version)
@@ -78,6 +82,21 @@ class AzureOpenAIBatchProvider(OpenAIBatchProvider):
 
     def resolved_base_url(self) -> str:
         return wire.control_url(self.base_url, self.api_version)
+
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
+        if spec.kind == EMBEDDING and self.api_version != wire.V1:
+            raise ConfigError(
+                f"--provider {self.name} batches embeddings on Azure's v1 API only (api-version "
+                f"{self.api_version}'s batches take chat lines): set {wire.VERSION_ENV}=v1, or "
+                "embed with --provider azure-openai-realtime."
+            )
+        return super().body_expr(spec, user, image, files)
 
     def _endpoint(self, requests: pl.DataFrame | None) -> str:
         return wire.batch_endpoint(super()._endpoint(requests), self.api_version)

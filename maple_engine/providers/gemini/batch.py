@@ -77,6 +77,7 @@ CAPABILITIES = ProviderCapabilities(
     orphans="name-labels",
     realtime_twin="gemini-realtime",
     flex_twin="gemini-flex",
+    priority_twin="gemini-priority",
     credentials="gemini",
     caching=CACHING,
     kinds=frozenset({CHAT, EMBEDDING}),

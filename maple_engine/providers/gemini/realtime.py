@@ -7,6 +7,7 @@ copy of the resource bound to the payload's model.
 """
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import httpx
@@ -15,7 +16,7 @@ import polars as pl
 from pydantic import Field
 
 from maple_engine.failures import FailureClass
-from maple_engine.model import BATCH_PRICED_PREFIX, CHAT, EMBEDDING
+from maple_engine.model import BATCH_PRICED_PREFIX, CHAT, EMBEDDING, PRIORITY_PREFIX
 from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
 from maple_engine.providers.gemini import params
 from maple_engine.providers.gemini.api import retry_wait
@@ -40,11 +41,16 @@ from maple_engine.providers.realtime import (
     Group,
     RealtimeProvider,
     Row,
+    off_tier,
     on_tier,
     realtime_capabilities,
 )
 
 FLEX = "flex"
+PRIORITY = "priority"
+#: the tier a Gemini answer was served on (https://ai.google.dev/gemini-api/docs/priority-inference:
+#: a priority request over the project's priority limit is served, and billed, at ``standard``)
+SERVED_TIER_HEADER = "x-gemini-service-tier"
 
 
 class GeminiRealtimeProvider(RealtimeProvider):
@@ -120,6 +126,10 @@ class GeminiRealtimeProvider(RealtimeProvider):
     def retry_wait(self, response: httpx.Response) -> float | None:
         return retry_wait(response)
 
+    def served_tier(self, headers: Mapping[str, str]) -> str | None:
+        """The tier the answer says it was served on (``x-gemini-service-tier``)."""
+        return headers.get(SERVED_TIER_HEADER)
+
     def classify(self, response: httpx.Response) -> tuple[str, str]:
         message, _, _ = error_detail(response)
         try:
@@ -165,3 +175,38 @@ class GeminiFlexProvider(GeminiRealtimeProvider):
     def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
         """Rows on the flex tier, whoever encoded them (a batch's rows under a deadline)."""
         return super().requests_of(on_tier(rows, "serviceTier", FLEX))
+
+    def shed_fallback(self, body: str) -> str | None:
+        """A request flex shed until its sends ran out goes to standard real time (the same
+        ``generateContent`` without ``serviceTier``), billed at the standard price."""
+        return off_tier(body, "serviceTier")
+
+
+class GeminiPriorityProvider(GeminiRealtimeProvider):
+    """Gemini ``generateContent`` on the priority tier (``"serviceTier": "priority"``, Tier 2
+    and 3 projects, https://ai.google.dev/gemini-api/docs/priority-inference): one request per
+    row, served before standard and flex traffic at a premium (the price file's
+    ``priority_multiple``, 2x standard unless it says otherwise). Over the project's priority
+    limit a request is served at standard instead, and says so only in the
+    ``x-gemini-service-tier`` header: that row is billed at the standard price."""
+
+    capabilities: ClassVar[ProviderCapabilities] = dataclasses.replace(
+        GeminiRealtimeProvider.capabilities,
+        kinds=frozenset({CHAT}),  # the priority tier serves generateContent only
+    )
+    batch_id_prefix: ClassVar[str] = PRIORITY_PREFIX
+
+    name: str = Field(default="gemini-priority", description="Provider name in costs/output.")
+
+    def body_expr(
+        self,
+        spec: RequestSpec,
+        user: pl.Expr,
+        image: pl.Expr | None,
+        files: pl.Expr | None = None,
+    ) -> pl.Expr:
+        return gemini_body_expr(spec, user, image, service_tier=PRIORITY, files=files)
+
+    def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
+        """Rows on the priority tier, whoever encoded them (a batch's rows under a deadline)."""
+        return super().requests_of(on_tier(rows, "serviceTier", PRIORITY))

@@ -114,9 +114,7 @@ PROFILES: tuple[Profile, ...] = (
         file_purpose="batch-api",
     ),
     # Groq's batch API (https://console.groq.com/docs/batch): OpenAI's files + batches, chat
-    # lines, windows of 24 hours to 7 days, "25% lower cost" than the synchronous API. A later
-    # version of that page states no discount; the 50% a third-party summary gives is not on
-    # Groq's page, so the profile keeps 25%.
+    # lines, windows of 24 hours to 7 days, "50% lower cost" than the synchronous API.
     Profile(
         name="groq",
         credentials="groq",
@@ -124,7 +122,7 @@ PROFILES: tuple[Profile, ...] = (
         limits=_100_MB,
         windows=("24h", "48h", "72h", *_DAYS),
         price_families=("groq",),
-        batch_price_share=0.75,  # 25% off real time (console.groq.com/docs/batch)
+        batch_price_share=0.5,  # 50% off real time (console.groq.com/docs/batch)
     ),
     Profile(
         name="xai",

@@ -138,6 +138,7 @@ def _successes(lines: pl.DataFrame, batch_id: str) -> pl.DataFrame:
         pl.lit(None, pl.Boolean).alias("tokens_estimated"),  # the collection decides
         pl.lit(batch_id).alias("batch_id"),
         pl.lit(None, pl.Int64).alias("sends"),  # a batch sends each request once
+        pl.lit(None, pl.String).alias("served_tier"),  # on the tier the batch asked
     ).cast(RESULT_SCHEMA)  # type: ignore[arg-type]
 
 

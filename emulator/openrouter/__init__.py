@@ -1,0 +1,1 @@
+"""OpenRouter's inline batches, served by the OpenAI batch engine."""
