@@ -43,7 +43,7 @@ import polars as pl
 
 from maple_engine.failures import classify_http, classify_line_error
 from maple_engine.model import ENDED_STATES, BatchState
-from maple_engine.providers.base import MB, ProviderLimits, json_literal
+from maple_engine.providers.base import BATCH_FILE_LIMITS, ProviderLimits, json_literal
 from maple_engine.providers.batch_api import wrapped_bytes_expr, wrapped_requests
 from maple_engine.providers.lost import LOST
 from maple_engine.providers.openai import wire as openai_wire
@@ -51,7 +51,8 @@ from maple_engine.providers.openai import wire as openai_wire
 CREDENTIALS = "openrouter"  # OPENROUTER_API_KEY, OPENROUTER_BASE_URL
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 CHAT_ENDPOINT = "/v1/chat/completions"
-LIMITS = ProviderLimits(max_requests=5_000, max_bytes=200 * MB)
+#: 5,000 requests a batch; a body up to the same 200 MB as an OpenAI batch file
+LIMITS = ProviderLimits(max_requests=5_000, max_bytes=BATCH_FILE_LIMITS.max_bytes)
 #: how long a finished batch's result pages are kept (the 30-day artifact retention window)
 RESULTS_RETENTION_S = 30 * 86_400
 #: the statuses (OpenAI's words), read case-blind
