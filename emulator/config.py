@@ -114,6 +114,10 @@ class EmulatorConfig:
     #: The ``completion_window`` values an OpenAI-compatible batch create accepts (OpenAI: 24h;
     #: an OpenAI-compatible vendor's profile may take others).
     completion_windows: tuple[str, ...] = ("24h",)
+    #: Where OpenAI-style batch events are pushed when a batch ends (``emulator.core.webhooks``),
+    #: signed with ``webhook_secret`` (``whsec_`` + base64, as OpenAI's dashboard gives one).
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
 
     def __post_init__(self) -> None:
         for name, rate in self.fail.items():
@@ -126,6 +130,7 @@ class EmulatorConfig:
             raise ValueError(
                 f"flex_unavailable must be between 0 and 1, got {self.flex_unavailable}"
             )
+        _check_webhook(self.webhook_url, self.webhook_secret)
         if self.batch_seconds < 0:
             raise ValueError(f"batch_seconds must be >= 0, got {self.batch_seconds}")
         if self.batch_seconds_per_1k < 0:
@@ -206,3 +211,8 @@ def _key_pairs(specs: Iterable[str], what: str, form: str) -> dict[str, str]:
             raise ValueError(f"{what} {spec!r} must look like {form}")
         found[key.strip()] = value.strip()
     return found
+
+
+def _check_webhook(url: str | None, secret: str | None) -> None:
+    if (url is None) != (secret is None):
+        raise ValueError("--webhook-url and --webhook-secret go together: give both")
