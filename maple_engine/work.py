@@ -1,5 +1,6 @@
 """What a job needs next, as the sensor and the CLI driver see it: shards to submit, batches to
-collect (one provider poll for all), and a tag of the collected results for merged run keys."""
+collect (one provider poll for all), the batches a pushed event says ended, and a tag of the
+collected results for merged run keys."""
 
 import dataclasses
 from collections.abc import Collection
@@ -8,6 +9,7 @@ from maple_engine.job import Job
 from maple_engine.model import BatchState, Submission
 from maple_engine.providers.base import content_hash
 from maple_engine.state import ShardSummary
+from maple_engine.storage.batch_events import BatchEvents
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,13 +43,43 @@ def pending_work(job: Job) -> Work:
             waiting.append(progress.submission)
         else:
             done += 1
+    events = pushed_events(job)
+    noticed = events.among({s.batch_id for s in waiting}) if events is not None else set()
     states = job.poll(waiting)
+    if events is not None and noticed:  # polled since they came (listed before the poll)
+        events.consume(noticed)
     ended = [(s.shard, s, states[s.batch_id]) for s in waiting if states[s.batch_id].ended]
     if job.state.stop_reason() is not None:
         done += len(submit)
         submit = []
     polled = [(s, states[s.batch_id]) for s in waiting]
     return Work(submit, ended, len(waiting) - len(ended), done, len(manifest), polled)
+
+
+def pushed_events(job: Job) -> BatchEvents | None:
+    """The events the job's provider pushes (None: it pushes none; its batches are polled)."""
+    provider = job.wire.capabilities.webhooks
+    if provider is None or job.mode != "batch":
+        return None
+    return BatchEvents(job.state.storage, provider)
+
+
+def pushed(job: Job) -> set[str]:
+    """The batches the job waits for whose end an event announced: one listing of the events,
+    and the job's state read only when there are some."""
+    events = pushed_events(job)
+    listed = events.waiting() if events is not None else set()
+    return listed & set(waiting_batches(job)) if listed else set()
+
+
+def waiting_batches(job: Job) -> list[str]:
+    """The ids of the batches the job waits for."""
+    found = []
+    for shard in job.state.manifest() or []:
+        progress = job.state.progress(shard.key)
+        if progress.action == "wait" and progress.submission is not None:
+            found.append(progress.submission.batch_id)
+    return found
 
 
 def generation(job: Job) -> str:

@@ -23,7 +23,7 @@ from maple_engine.merge.merge import OutputTable
 from maple_engine.plan.turnaround import TurnaroundFit
 from maple_engine.state import JobState
 from maple_engine.submit.eta import fit_for, job_eta
-from maple_engine.work import merged_for, only_left
+from maple_engine.work import merged_for, only_left, pushed_events, waiting_batches
 from resources.dagster_private import (
     ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
 )
@@ -38,6 +38,11 @@ from resources.dagster_private import (
 def instance_for(storage_root: str) -> dg.DagsterInstance:
     """``DAGSTER_HOME`` if set, else a persistent instance under the (local) storage root."""
     return dagster_home.instance_for(storage_root)
+
+
+#: How often a driver waiting for its poll interval looks for pushed batch events (one listing
+#: of the provider's events folder under the storage root; no provider call).
+EVENT_CHECK_S = 1.0
 
 
 class Runner:
@@ -282,8 +287,20 @@ class Runner:
             self._update()
             if not requests:
                 started, cpu = time.monotonic(), time.process_time()
-                time.sleep(self.poll_interval_s)
+                self._wait()
                 self._spent("waiting", started, cpu)
+
+    def _wait(self) -> None:
+        """Sleep the poll interval, or until an event pushed for a batch the job waits for is
+        recorded (`maple webhooks`): the next tick then polls and collects it at once."""
+        job = self.job()
+        events = pushed_events(job)
+        batches = set(waiting_batches(job)) if events is not None else set()
+        end = time.monotonic() + self.poll_interval_s
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(EVENT_CHECK_S, left) if batches else left)
+            if events is not None and batches and events.among(batches):
+                return
 
     def _update(self) -> None:
         job = self.job()

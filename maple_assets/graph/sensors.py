@@ -1,4 +1,9 @@
-"""The sensor of one enrichment: polls the provider and requests the runs each shard needs."""
+"""The sensor of one enrichment: polls the provider and requests the runs each shard needs.
+
+For a provider that pushes batch events (`maple webhooks`), the sensor ticks every
+``EVENT_TICK_S`` but polls the provider only when its poll interval has passed since it last
+did, or when an event was recorded for a batch the job waits for: that tick polls and asks for
+the batch's collect run at once. The other ticks read one listing of the events and skip."""
 
 import time
 from collections.abc import Sequence
@@ -18,15 +23,16 @@ from maple_assets.graph.engine_log import engine_log_to
 from maple_assets.graph.listed import ListedStorage
 from maple_assets.graph.names import dagster_name
 from maple_assets.graph.revive import revive
-from maple_assets.graph.sensor_cursor import collecting, fresh_requests, merging
+from maple_assets.graph.sensor_cursor import collecting, fresh_requests, merging, polled_at
 from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job
 from maple_engine.policy import RetryPolicy
+from maple_engine.providers.registry import known_capabilities
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.submit import queue
 from maple_engine.submit.budget import resume_budget_stop
-from maple_engine.work import generation, merged_for, only_left, pending_work
+from maple_engine.work import generation, merged_for, only_left, pending_work, pushed
 from resources.dagster_private import (
     ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
 )
@@ -37,6 +43,9 @@ from resources.dagster_private import (
 #: How long the sensor holds the shards of a chained run it asked for until that run's first
 #: shard holds them itself (the run's launch: a run worker, a code server's answer).
 CHAIN_LAUNCH_S = 60.0
+#: How often the sensor of a provider that pushes batch events looks for them (a listing under
+#: the storage root, no provider call).
+EVENT_TICK_S = 5
 
 
 def enrichment_sensor(
@@ -49,10 +58,14 @@ def enrichment_sensor(
     submissions_key, raw_key, merged_key = (a.key for a in assets[1:])
     pdef = assets[1].partitions_def
     pdef_name = pdef.name if isinstance(pdef, dg.DynamicPartitionsDefinition) else None
+    capabilities = known_capabilities(spec.provider)
+    pushes = (
+        capabilities is not None and capabilities.mode == "batch" and bool(capabilities.webhooks)
+    )
 
     @dg.sensor(
         name=f"{dagster_name(spec.name)}_sensor",
-        minimum_interval_seconds=interval,
+        minimum_interval_seconds=min(interval, EVENT_TICK_S) if pushes else interval,
         asset_selection=[submissions_key, raw_key, merged_key],
         required_resource_keys=keys,
         default_status=dg.DefaultSensorStatus.RUNNING,
@@ -64,6 +77,9 @@ def enrichment_sensor(
 
     def _tick(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         job = job_for(spec, policy, context.resources)
+        last = polled_at(context.cursor)
+        if pushes and last is not None and time.time() - last < interval - 1 and not pushed(job):
+            return dg.SensorResult(cursor=context.cursor, skip_reason="no batch event yet")
         # One listing of the job's state answers the tick's reads (maple_assets.graph.listed).
         job.state = JobState(ListedStorage(job.state.storage, job.state.paths.state()), spec.name)
         lifted = resume_budget_stop(job.state, spec.budget_usd)
@@ -85,9 +101,8 @@ def enrichment_sensor(
         wanted, revived = revive(instance, wanted)  # runs that died for good
         for line in revived:
             context.log.warning(f"{spec.name}: {line}")
-        fresh, cursor = fresh_requests(
-            wanted, context.cursor, {"collecting": ranges, "merging": busy}
-        )
+        keep = {"collecting": ranges, "merging": busy, "polled_at": time.time() if pushes else 0}
+        fresh, cursor = fresh_requests(wanted, context.cursor, keep)
         if any(RANGE_START in r.tags and r.asset_selection == [submissions_key] for r in fresh):
             job.state.hold_chain(time.time() + CHAIN_LAUNCH_S)  # until its first shard holds
         waiting = wait_message(wait_note(job))

@@ -43,6 +43,7 @@ CAPABILITIES = dataclasses.replace(
     billing_report=None,
     caching=wire.CACHING,
     results_retention_s=None,  # not OpenAI's 30 days: Azure's batch docs state none
+    webhooks=None,  # OpenAI's project webhooks are not Azure's
 )
 
 

@@ -71,6 +71,8 @@ CAPABILITIES = ProviderCapabilities(
     # Output and error files are deleted 30 days after the batch completes (the Batch guide,
     # https://platform.openai.com/docs/guides/batch; Maple sends no ``output_expires_after``).
     results_retention_s=30 * 24 * 3600,
+    # batch.completed, .failed, .expired, .cancelled (maple_engine.providers.openai.webhooks)
+    webhooks="openai",
 )
 
 
