@@ -23,14 +23,18 @@ class Work:
     total: int
     #: every batch still out at the last poll, with its state (the queue budget reads it)
     states: list[tuple[Submission, BatchState]] = dataclasses.field(default_factory=list)
+    #: only the batches an event announced were polled: ``states`` holds those alone
+    partial: bool = False
 
     @property
     def finished(self) -> bool:
         return self.total > 0 and self.done == self.total
 
 
-def pending_work(job: Job) -> Work:
-    """Shards to submit, batches that ended (one provider poll for all), shards done."""
+def pending_work(job: Job, only: Collection[str] | None = None) -> Work:
+    """Shards to submit, batches that ended (one provider poll for all), shards done.
+    ``only``: poll just these batches (those a pushed event announced) unless a shard is to be
+    submitted (its admission reads every batch's state)."""
     manifest = job.state.manifest() or []
     submit: list[str] = []
     waiting: list[Submission] = []
@@ -43,17 +47,19 @@ def pending_work(job: Job) -> Work:
             waiting.append(progress.submission)
         else:
             done += 1
-    events = pushed_events(job)
-    noticed = events.among({s.batch_id for s in waiting}) if events is not None else set()
-    states = job.poll(waiting)
-    if events is not None and noticed:  # polled since they came (listed before the poll)
-        events.consume(noticed)
-    ended = [(s.shard, s, states[s.batch_id]) for s in waiting if states[s.batch_id].ended]
     if job.state.stop_reason() is not None:
         done += len(submit)
         submit = []
-    polled = [(s, states[s.batch_id]) for s in waiting]
-    return Work(submit, ended, len(waiting) - len(ended), done, len(manifest), polled)
+    partial = only is not None and not submit
+    asked = [s for s in waiting if s.batch_id in (only or ())] if partial else waiting
+    events = pushed_events(job)
+    noticed = events.among({s.batch_id for s in asked}) if events is not None else set()
+    states = job.poll(asked) if asked else {}
+    if events is not None and noticed:  # polled since they came (listed before the poll)
+        events.consume(noticed)
+    ended = [(s.shard, s, states[s.batch_id]) for s in asked if states[s.batch_id].ended]
+    polled = [(s, states[s.batch_id]) for s in asked]
+    return Work(submit, ended, len(waiting) - len(ended), done, len(manifest), polled, partial)
 
 
 def pushed_events(job: Job) -> BatchEvents | None:
@@ -66,10 +72,17 @@ def pushed_events(job: Job) -> BatchEvents | None:
 
 def pushed(job: Job) -> set[str]:
     """The batches the job waits for whose end an event announced: one listing of the events,
-    and the job's state read only when there are some."""
+    and the job's state read only when there are some. The events of the job's batches it no
+    longer waits for (collected after an earlier poll) are consumed."""
     events = pushed_events(job)
     listed = events.waiting() if events is not None else set()
-    return listed & set(waiting_batches(job)) if listed else set()
+    if events is None or not listed:
+        return set()
+    waiting = set(waiting_batches(job))
+    manifest = job.state.manifest() or []
+    ours = {s.batch_id for shard in manifest for s in job.state.submissions(shard.key)}
+    events.consume((listed & ours) - waiting)
+    return listed & waiting
 
 
 def waiting_batches(job: Job) -> list[str]:

@@ -15,6 +15,7 @@ from maple_assets.api.interrupts import interrupts_seen
 from maple_assets.api.progress import Counts, Progress
 from maple_assets.binding import COSTS_KEY, job_for
 from maple_assets.factory import Enrichment
+from maple_assets.graph.sensor_cursor import only_polled_at
 from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job
 from maple_engine.ledger.costs import CostLedger
@@ -70,6 +71,9 @@ class Runner:
         self._fit: TurnaroundFit | None = None
         self._fitted_at: int | None = None  # the finished shards when the fit was read
         self._interrupted: Callable[[], bool] = lambda: False
+        # The sensor's cursor as this driver keeps it: when the last tick polled every batch
+        # (its other keys are the daemon's; this driver dedupes its runs itself).
+        self._polled: str | None = None
         self.executed: set[str] = set()
         self.timings: dict[str, float] = {}
         self.cpu: dict[str, float] = {}  # process CPU (every thread) per stage
@@ -230,10 +234,14 @@ class Runner:
         with (
             dg.partition_loading_context(dynamic_partitions_store=self.instance),
             dg.build_sensor_context(
-                instance=self.instance, resources=self.resources, definitions=self.definitions
+                instance=self.instance,
+                resources=self.resources,
+                definitions=self.definitions,
+                cursor=self._polled,
             ) as context,
         ):
             result = self.enrichment.sensor.evaluate_tick(context)
+        self._polled = only_polled_at(result.cursor)
         return [r for r in result.run_requests or [] if r.run_key not in self.executed]
 
     def run(self, adopt: list[str] | None = None) -> OutputTable:

@@ -39,6 +39,13 @@ def polled_at(cursor: str | None) -> float | None:
     return float(value) if value is not None else None
 
 
+def only_polled_at(cursor: str | None) -> str | None:
+    """A cursor holding only when every batch was last polled (what the command line's driver
+    carries from tick to tick), or None."""
+    at = polled_at(cursor)
+    return orjson.dumps({"polled_at": at}).decode() if at is not None else None
+
+
 def merging(cursor: str | None) -> list[str]:
     """The run keys of collect ranges that also materialize ``merged``, still to be seen end."""
     return list(orjson.loads(cursor).get("merging", [])) if cursor else []

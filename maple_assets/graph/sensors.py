@@ -1,9 +1,10 @@
 """The sensor of one enrichment: polls the provider and requests the runs each shard needs.
 
 For a provider that pushes batch events (`maple webhooks`), the sensor ticks every
-``EVENT_TICK_S`` but polls the provider only when its poll interval has passed since it last
-did, or when an event was recorded for a batch the job waits for: that tick polls and asks for
-the batch's collect run at once. The other ticks read one listing of the events and skip."""
+``EVENT_TICK_S`` (under the daemon) but polls every batch only when its poll interval has
+passed since it last did, or when a shard is to be submitted; a tick in between polls only the
+batches whose end an event announced, and asks for their collect runs at once (or polls nothing
+and skips). A poll interval shorter than ``EVENT_TICK_S`` polls every batch on every tick."""
 
 import time
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ import dagster as dg
 from maple_assets.binding import job_for
 from maple_assets.graph.admission import (
     CHAIN_WAIT_S,
+    Admitted,
     chain_after,
     plan_submissions,
     wait_message,
@@ -32,7 +34,7 @@ from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.submit import queue
 from maple_engine.submit.budget import resume_budget_stop
-from maple_engine.work import generation, merged_for, only_left, pending_work, pushed
+from maple_engine.work import Work, generation, merged_for, only_left, pending_work, pushed
 from resources.dagster_private import (
     ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
 )
@@ -78,8 +80,7 @@ def enrichment_sensor(
     def _tick(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         job = job_for(spec, policy, context.resources)
         last = polled_at(context.cursor)
-        if pushes and last is not None and time.time() - last < interval - 1 and not pushed(job):
-            return dg.SensorResult(cursor=context.cursor, skip_reason="no batch event yet")
+        due = last is None or time.time() - last >= interval - EVENT_TICK_S / 2
         # One listing of the job's state answers the tick's reads (maple_assets.graph.listed).
         job.state = JobState(ListedStorage(job.state.storage, job.state.paths.state()), spec.name)
         lifted = resume_budget_stop(job.state, spec.budget_usd)
@@ -87,7 +88,8 @@ def enrichment_sensor(
             context.log.info(f"budget raised to {spec.budget_usd}: resuming ({lifted})")
         instance = _instance(context)
         order = instance.get_dynamic_partitions(pdef_name) if instance and pdef_name else None
-        wanted = run_requests(job, submissions_key, raw_key, merged_key, order)
+        work = pending_work(job, None if due or not pushes else pushed(job))
+        wanted = run_requests(job, submissions_key, raw_key, merged_key, order, work=work)
         # Under the daemon the job's last collect run materializes merged too (the CLI's driver
         # collects and merges itself): maple_assets.graph.collect_ranges.
         daemon = bool(context.log_key)
@@ -101,7 +103,8 @@ def enrichment_sensor(
         wanted, revived = revive(instance, wanted)  # runs that died for good
         for line in revived:
             context.log.warning(f"{spec.name}: {line}")
-        keep = {"collecting": ranges, "merging": busy, "polled_at": time.time() if pushes else 0}
+        polled = (last if work.partial else time.time()) if pushes else None
+        keep = {"collecting": ranges, "merging": busy, "polled_at": polled}
         fresh, cursor = fresh_requests(wanted, context.cursor, keep)
         if any(RANGE_START in r.tags and r.asset_selection == [submissions_key] for r in fresh):
             job.state.hold_chain(time.time() + CHAIN_LAUNCH_S)  # until its first shard holds
@@ -135,13 +138,17 @@ def run_requests(
     raw_key: dg.AssetKey,
     merged_key: dg.AssetKey,
     order: Sequence[str] | None = None,
+    *,
+    work: Work | None = None,
 ) -> list[dg.RunRequest]:
     """The runs a job needs now; run keys are deterministic so a request is never doubled.
-    ``order``: the shard partitions in order (None: no chained run, each shard its own)."""
-    work = pending_work(job)
+    ``order``: the shard partitions in order (None: no chained run, each shard its own);
+    ``work``: what the job needs, polled already (default: every batch polled now)."""
+    work = work or pending_work(job)
     name = job.spec.name
     tags = run_tags(job.spec, job.state)
-    admitted = plan_submissions(job, work)  # the queue's room and the deadline decide
+    # the queue's room and the deadline decide, from every batch's state
+    admitted = Admitted({}, []) if work.partial else plan_submissions(job, work)
     # a chain follows the last shard admitted into the queue (late ones take no queue room)
     shards = [s for s, ticket in admitted.tickets.items() if ticket != queue.LATE]
     chained = chain_after(shards, admitted.validating, list(order or []))
