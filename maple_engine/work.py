@@ -3,6 +3,7 @@ collect (one provider poll for all), the batches a pushed event says ended, and 
 collected results for merged run keys."""
 
 import dataclasses
+import time
 from collections.abc import Collection
 
 from maple_engine.job import Job
@@ -34,7 +35,7 @@ class Work:
 def pending_work(job: Job, only: Collection[str] | None = None) -> Work:
     """Shards to submit, batches that ended (one provider poll for all), shards done.
     ``only``: poll just these batches (those a pushed event announced) unless a shard is to be
-    submitted (its admission reads every batch's state)."""
+    admitted now (`_admits_now`)."""
     manifest = job.state.manifest() or []
     submit: list[str] = []
     waiting: list[Submission] = []
@@ -50,7 +51,7 @@ def pending_work(job: Job, only: Collection[str] | None = None) -> Work:
     if job.state.stop_reason() is not None:
         done += len(submit)
         submit = []
-    partial = only is not None and not submit
+    partial = only is not None and not _admits_now(job, submit)
     asked = [s for s in waiting if s.batch_id in (only or ())] if partial else waiting
     events = pushed_events(job)
     noticed = events.among({s.batch_id for s in asked}) if events is not None else set()
@@ -60,6 +61,14 @@ def pending_work(job: Job, only: Collection[str] | None = None) -> Work:
     ended = [(s.shard, s, states[s.batch_id]) for s in asked if states[s.batch_id].ended]
     polled = [(s, states[s.batch_id]) for s in asked]
     return Work(submit, ended, len(waiting) - len(ended), done, len(manifest), polled, partial)
+
+
+def _admits_now(job: Job, submit: list[str]) -> bool:
+    """Whether shards are to be submitted now, their admission reading every batch's state:
+    not those that wait for queue room or for a chained run (the next full poll admits them)."""
+    if not submit or job.state.queue_wait_record() is not None:
+        return False
+    return not job.state.chain_held(time.time())
 
 
 def pushed_events(job: Job) -> BatchEvents | None:

@@ -10,15 +10,20 @@ from pathlib import Path
 
 import dagster as dg
 import httpx
+import orjson
 import pytest
 import uvicorn
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.cli.webhooks import build_app, receivers
+from maple_assets.graph.sensor_cursor import only_polled_at
 from maple_engine.settings import Settings
+from maple_engine.state import JobState
+from maple_engine.storage.batch_events import BatchEvents
 from maple_engine.storage.storage import Storage
 from tests.e2e.webhook_server import SECRET, delivery
+from tests.integration.test_graph import run_graph
 from tests.integration.test_sensor_cursor import small_job, tick
 
 
@@ -80,3 +85,23 @@ def test_the_sensor_polls_between_intervals_only_for_pushed_events(
     )
     assert after > before
     assert not list((root / "_webhooks/openai/events").iterdir())  # consumed by that poll
+
+
+@pytest.mark.slow
+def test_an_event_of_a_batch_already_collected_is_consumed_without_a_poll(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with EmulatorServer(EmulatorConfig(batch_seconds=0.2)) as server, dg.instance_for_test() as i:
+        monkeypatch.setenv("MAPLE_EMULATOR_URL", server.url)
+        en, resources = small_job(tmp_path, "late")
+        run_graph(en, [], resources, i)  # polled, collected and merged without any event
+        (batch,) = [s.batch_id for s in JobState(Storage(str(tmp_path / "store")), "late")
+                    .submissions("s00000")]  # fmt: skip
+        events = BatchEvents(Storage(str(tmp_path / "store")), "openai")
+        assert events.record("wh_late", batch, "batch.completed")
+        before = _polls(server)
+        cursor = only_polled_at(orjson.dumps({"polled_at": time.time()}).decode())
+        late = tick(en, i, resources, cursor)
+        after = _polls(server)
+    assert not [r for r in late.run_requests or [] if ":collect:" in str(r.run_key)]
+    assert after == before and events.waiting() == set()
