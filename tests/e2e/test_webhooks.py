@@ -2,6 +2,7 @@
 process, and ``maple enrich`` with a poll interval of 600 s collects each batch as its event
 comes; forged, stale and replayed deliveries change nothing and leave no secret in the log."""
 
+import socket
 import time
 from pathlib import Path
 
@@ -74,3 +75,19 @@ def test_forged_stale_and_replayed_deliveries_change_nothing(tmp_path: Path) -> 
     assert "no v1 signature matches" in lines and "stale" in lines and "replay" in lines
     for body, headers in (forged, stale, genuine):  # neither payloads nor signatures logged
         assert headers["webhook-signature"] not in lines and body.decode() not in lines
+
+
+def test_a_bad_setup_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    missing = maple("webhooks", "--port", "0", "--storage", str(tmp_path), clean=True)
+    malformed = maple("webhooks", "--port", "0", "--storage", str(tmp_path),
+                      OPENAI_WEBHOOK_SECRET="whsec_not base64!")  # fmt: skip
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = str(taken.getsockname()[1])
+        busy = maple("webhooks", "--port", port, "--storage", str(tmp_path),
+                     OPENAI_WEBHOOK_SECRET=SECRET)  # fmt: skip
+    for done, says in ((missing, "OPENAI_WEBHOOK_SECRET"), (malformed, "not base64"),
+                       (busy, "pick another --port")):  # fmt: skip
+        assert done.returncode == 2 and says in done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "not base64!" not in malformed.stderr  # the secret itself is never echoed
