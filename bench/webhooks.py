@@ -88,9 +88,12 @@ def main() -> None:
     parser.add_argument("--rows-per-batch", type=int, default=2)
     parser.add_argument("--batch-seconds", type=float, default=60.0)
     parser.add_argument("--spread", type=float, default=0.5)
+    parser.add_argument("--ways", default="2,30,pushed", help="which ways, of 2, 30 and pushed")
     args = parser.parse_args()
     ways = [("polled every 2 s", 2.0, False), ("polled every 30 s", 30.0, False),
             ("pushed, --poll-interval 600", 600.0, True)]  # fmt: skip
+    chosen = args.ways.split(",")
+    ways = [w for w, key in zip(ways, ("2", "30", "pushed"), strict=True) if key in chosen]
     print(f"{args.batches} batches of {args.rows_per_batch} rows, {args.batch_seconds} s "
           f"(spread {args.spread}); load {os.getloadavg()[0]:.1f}")  # fmt: skip
     head = ("way", "wall s", "list pages", "retrievals", "polls", "uploads", "creates", "events")
