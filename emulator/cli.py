@@ -252,6 +252,17 @@ from emulator.core.labels import RULES
     metavar="W",
     help="A completion_window OpenAI-compatible batch creates accept (repeatable; default 24h).",
 )
+@click.option(
+    "--webhook-url",
+    metavar="URL",
+    help="Push a signed OpenAI batch event (batch.completed, .failed, .expired, .cancelled) "
+    "to URL when an OpenAI batch ends, as OpenAI's webhooks do.",
+)
+@click.option(
+    "--webhook-secret",
+    metavar="SECRET",
+    help="The signing secret of --webhook-url's events (whsec_ + base64, like OpenAI's).",
+)
 def emulator_command(
     *,
     host: str,
@@ -287,6 +298,8 @@ def emulator_command(
     required_body_fields: tuple[str, ...],
     gateway_nulls: bool,
     completion_windows: tuple[str, ...],
+    webhook_url: str | None,
+    webhook_secret: str | None,
 ) -> None:
     """Serve a local emulator of the OpenAI (and Azure OpenAI), Anthropic, Gemini and Bedrock
     batch APIs."""
@@ -326,6 +339,8 @@ def emulator_command(
             required_body_fields=required_body_fields,
             gateway_nulls=gateway_nulls,
             completion_windows=completion_windows or ("24h",),
+            webhook_url=webhook_url,
+            webhook_secret=webhook_secret,
         )
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from exc

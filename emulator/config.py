@@ -135,6 +135,10 @@ class EmulatorConfig:
     #: of those answers flipped, chosen by the prompt.
     label_rule: str = "first"
     label_noise: float = 0.0
+    #: Where OpenAI-style batch events are pushed when a batch ends (``emulator.core.webhooks``),
+    #: signed with ``webhook_secret`` (``whsec_`` + base64, as OpenAI's dashboard gives one).
+    webhook_url: str | None = None
+    webhook_secret: str | None = None
 
     def __post_init__(self) -> None:
         for name, rate in self.fail.items():
@@ -147,6 +151,7 @@ class EmulatorConfig:
         for name in ("batch_seconds", "batch_seconds_per_1k", "batch_seconds_spread"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        _check_webhook(self.webhook_url, self.webhook_secret)
         if not 0.0 <= self.stall <= 1.0 or self.stall_factor < 1:
             raise ValueError(
                 f"stall must be in [0, 1] and stall_factor >= 1, got {self.stall}, "
@@ -231,3 +236,8 @@ def _key_pairs(specs: Iterable[str], what: str, form: str) -> dict[str, str]:
             raise ValueError(f"{what} {spec!r} must look like {form}")
         found[key.strip()] = value.strip()
     return found
+
+
+def _check_webhook(url: str | None, secret: str | None) -> None:
+    if (url is None) != (secret is None):
+        raise ValueError("--webhook-url and --webhook-secret go together: give both")

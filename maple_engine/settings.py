@@ -19,6 +19,7 @@ access without an ``S3Resource``.
 | ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY`` | provider API keys |
 | ``OPENAI_BASE_URL``, ``ANTHROPIC_BASE_URL``, ``GEMINI_BASE_URL`` | provider base URLs |
 | ``OPENAI_ADMIN_KEY``, ``ANTHROPIC_ADMIN_KEY`` | admin keys (usage and cost reports) |
+| ``OPENAI_WEBHOOK_SECRET`` | the signing secret of the provider's webhooks (``maple webhooks``) |
 | ``ANTHROPIC_VERSION`` | the ``anthropic-version`` sent (default 2023-06-01; or 2026-10-21) |
 | ``<FAMILY>_ENDPOINT`` | a base URL where a provider's docs name it so (its capabilities) |
 | ``MAPLE_BASE_URL``, ``MAPLE_API_KEY`` | your own server's API and key (``openai-server``) |
@@ -61,11 +62,17 @@ VERSION_SUFFIX = "_VERSION"  # the API version a provider sends (ANTHROPIC_VERSI
 ENDPOINT_SUFFIX = "_ENDPOINT"
 ADMIN_SUFFIX = "_ADMIN_KEY"  # an organisation's admin key (usage and cost reports)
 WORKSPACE_KEYS_SUFFIX = "_WORKSPACE_KEYS"  # API keys by workspace id (ANTHROPIC_WORKSPACE_KEYS)
+WEBHOOK_SECRET_SUFFIX = "_WEBHOOK_SECRET"  # a provider's webhook signing secret
 
 
 def api_key_env(family: str) -> str:
     """The variable holding ``family``'s API key (``OPENAI_API_KEY``, ...)."""
     return f"{family.upper()}_API_KEY"
+
+
+def webhook_secret_env(family: str) -> str:
+    """The variable holding ``family``'s webhook signing secret (``OPENAI_WEBHOOK_SECRET``)."""
+    return f"{family.upper()}{WEBHOOK_SECRET_SUFFIX}"
 
 
 def workspace_keys_env(family: str) -> str:
@@ -120,6 +127,7 @@ class Settings(BaseSettings):
                         VERSION_SUFFIX,
                         ENDPOINT_SUFFIX,
                         WORKSPACE_KEYS_SUFFIX,
+                        WEBHOOK_SECRET_SUFFIX,
                     )
                 )
                 or k in NAMED_KEYS
@@ -166,6 +174,11 @@ class Settings(BaseSettings):
         """``<FAMILY>_WORKSPACE_KEYS`` if set: API keys by workspace id, JSON text."""
         keys = self.provider_api.get(workspace_keys_env(family))
         return keys.get_secret_value() if keys else None
+
+    def webhook_secret(self, family: str) -> str | None:
+        """``<FAMILY>_WEBHOOK_SECRET`` if set: the signing secret of its pushed events."""
+        secret = self.provider_api.get(webhook_secret_env(family))
+        return secret.get_secret_value() if secret else None
 
     def has_api_key(self, family: str, key_env: str | None = None) -> bool:
         return "api_key" in self.api(family, key_env=key_env)

@@ -1,13 +1,16 @@
 """What a job needs next, as the sensor and the CLI driver see it: shards to submit, batches to
-collect (one provider poll for all), and a tag of the collected results for merged run keys."""
+collect (one provider poll for all), the batches a pushed event says ended, and a tag of the
+collected results for merged run keys."""
 
 import dataclasses
+import time
 from collections.abc import Collection
 
 from maple_engine.job import Job
 from maple_engine.model import BatchState, Submission
 from maple_engine.providers.base import content_hash
 from maple_engine.state import ShardSummary
+from maple_engine.storage.batch_events import BatchEvents
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,14 +24,18 @@ class Work:
     total: int
     #: every batch still out at the last poll, with its state (the queue budget reads it)
     states: list[tuple[Submission, BatchState]] = dataclasses.field(default_factory=list)
+    #: only the batches an event announced were polled: ``states`` holds those alone
+    partial: bool = False
 
     @property
     def finished(self) -> bool:
         return self.total > 0 and self.done == self.total
 
 
-def pending_work(job: Job) -> Work:
-    """Shards to submit, batches that ended (one provider poll for all), shards done."""
+def pending_work(job: Job, only: Collection[str] | None = None) -> Work:
+    """Shards to submit, batches that ended (one provider poll for all), shards done.
+    ``only``: poll just these batches (those a pushed event announced) unless a shard is to be
+    admitted now (`_admits_now`)."""
     manifest = job.state.manifest() or []
     submit: list[str] = []
     waiting: list[Submission] = []
@@ -41,13 +48,60 @@ def pending_work(job: Job) -> Work:
             waiting.append(progress.submission)
         else:
             done += 1
-    states = job.poll(waiting)
-    ended = [(s.shard, s, states[s.batch_id]) for s in waiting if states[s.batch_id].ended]
     if job.state.stop_reason() is not None:
         done += len(submit)
         submit = []
-    polled = [(s, states[s.batch_id]) for s in waiting]
-    return Work(submit, ended, len(waiting) - len(ended), done, len(manifest), polled)
+    partial = only is not None and not _admits_now(job, submit)
+    asked = [s for s in waiting if s.batch_id in (only or ())] if partial else waiting
+    events = pushed_events(job)
+    noticed = events.among({s.batch_id for s in asked}) if events is not None else set()
+    states = job.poll(asked) if asked else {}
+    if events is not None and noticed:  # polled since they came (listed before the poll)
+        events.consume(noticed)
+    ended = [(s.shard, s, states[s.batch_id]) for s in asked if states[s.batch_id].ended]
+    polled = [(s, states[s.batch_id]) for s in asked]
+    return Work(submit, ended, len(waiting) - len(ended), done, len(manifest), polled, partial)
+
+
+def _admits_now(job: Job, submit: list[str]) -> bool:
+    """Whether shards are to be submitted now, their admission reading every batch's state:
+    not those that wait for queue room or for a chained run (the next full poll admits them)."""
+    if not submit or job.state.queue_wait_record() is not None:
+        return False
+    return not job.state.chain_held(time.time())
+
+
+def pushed_events(job: Job) -> BatchEvents | None:
+    """The events the job's provider pushes (None: it pushes none; its batches are polled)."""
+    provider = job.wire.capabilities.webhooks
+    if provider is None or job.mode != "batch":
+        return None
+    return BatchEvents(job.state.storage, provider)
+
+
+def pushed(job: Job) -> set[str]:
+    """The batches the job waits for whose end an event announced: one listing of the events,
+    and the job's state read only when there are some. The events of the job's batches it no
+    longer waits for (collected after an earlier poll) are consumed."""
+    events = pushed_events(job)
+    listed = events.waiting() if events is not None else set()
+    if events is None or not listed:
+        return set()
+    waiting = set(waiting_batches(job))
+    manifest = job.state.manifest() or []
+    ours = {s.batch_id for shard in manifest for s in job.state.submissions(shard.key)}
+    events.consume((listed & ours) - waiting)
+    return listed & waiting
+
+
+def waiting_batches(job: Job) -> list[str]:
+    """The ids of the batches the job waits for."""
+    found = []
+    for shard in job.state.manifest() or []:
+        progress = job.state.progress(shard.key)
+        if progress.action == "wait" and progress.submission is not None:
+            found.append(progress.submission.batch_id)
+    return found
 
 
 def generation(job: Job) -> str:

@@ -24,6 +24,7 @@ from emulator.core.labels import LabelRule
 from emulator.core.outcome import BILLED_BY_KIND, new_id
 from emulator.core.prompt_cache import CacheUse, PromptCache
 from emulator.core.ratelimit import RateLimiter
+from emulator.core.webhooks import WebhookSender
 from emulator.gemini.batches import GeminiStore
 from emulator.gemini.engine import GeminiEngine
 from emulator.openai.engine import OpenAIEngine
@@ -54,6 +55,10 @@ _STAT_NAMES = (
     "lines_dropped",
     "lines_duplicated",
     "file_parts",
+    "batch_retrievals",
+    "batch_list_pages",
+    "webhooks_sent",
+    "webhooks_failed",
 )
 
 
@@ -163,6 +168,11 @@ class State:
         self.root = Path(tempfile.mkdtemp(prefix="maple-emulator-"))
         self.lock = threading.RLock()
         self.finisher = Finisher()
+        self.webhooks = (
+            WebhookSender(config.webhook_url, config.webhook_secret, self._count)
+            if config.webhook_url and config.webhook_secret
+            else None
+        )
         self._fresh()
 
     def _fresh(self) -> None:
@@ -203,6 +213,9 @@ class State:
         self.in_flight = 0  # real-time answers being worked on or waiting for a server slot
         self.slots: asyncio.Semaphore | None = None  # made on the serving loop (server_slots)
 
+    def _count(self, name: str) -> None:
+        self.stats.add(name)  # the stats of now: ``reset`` replaces them
+
     def reset(self) -> None:
         """Forget every file, batch, counter and attempt."""
         with self.lock:
@@ -212,8 +225,10 @@ class State:
             self._fresh()
 
     def close(self) -> None:
-        """Stop the finisher thread and delete the temporary directory."""
+        """Stop the finisher and webhook threads and delete the temporary directory."""
         self.finisher.stop()
+        if self.webhooks is not None:
+            self.webhooks.stop()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def new_path(self, suffix: str = ".jsonl") -> Path:

@@ -27,7 +27,20 @@ TERMINAL = frozenset({"completed", "failed", "expired", "cancelled"})
 
 
 def advance(state: State, batch: OpenAIBatch, now: float) -> None:
-    """Do whatever ``now`` requires: run the single pass once, end the batch once."""
+    """Do whatever ``now`` requires: run the single pass once, end the batch once (and push
+    its event, with ``--webhook-url``: an OpenAI batch's, not a Mistral job's)."""
+    if batch.final is not None:
+        return
+    _advance(state, batch, now)
+    final = batch.final
+    if final is not None and state.webhooks is not None and batch.job_model is None:
+        with batch.lock:
+            told, batch.told = batch.told, True
+        if not told:
+            state.webhooks.batch_ended(batch.id, final.status, final.at)
+
+
+def _advance(state: State, batch: OpenAIBatch, now: float) -> None:
     with batch.lock:
         if batch.final is not None:
             return

@@ -48,6 +48,7 @@ class OpenAIBatch:
     # takes this one (None: an OpenAI batch, each line naming its own).
     job_model: str | None = None
     project: str | None = None  # the ``OpenAI-Project`` it was created with: billed to it
+    told: bool = False  # its end's webhook event was queued
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property

@@ -332,6 +332,7 @@ async def get_batch(request: Request) -> Response:
     batch = _batch_or_404(request, request.path_params["batch_id"])
     if isinstance(batch, Response):
         return batch
+    state.stats.add("batch_retrievals")
     return openai_json(await run_in_threadpool(openai_batches.observe, state, batch))
 
 
@@ -343,6 +344,7 @@ async def list_batches(request: Request) -> Response:
     if isinstance(limit, Response):
         return limit
     state = state_of(request)
+    state.stats.add("batch_list_pages")
     project = project_of(request)
     batches = [
         b

@@ -15,6 +15,7 @@ from maple_assets.api.interrupts import interrupts_seen
 from maple_assets.api.progress import Counts, Progress
 from maple_assets.binding import COSTS_KEY, job_for
 from maple_assets.factory import Enrichment
+from maple_assets.graph.sensor_cursor import only_polled_at
 from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job
 from maple_engine.ledger.costs import CostLedger
@@ -23,7 +24,7 @@ from maple_engine.merge.merge import OutputTable
 from maple_engine.plan.turnaround import TurnaroundFit
 from maple_engine.state import JobState
 from maple_engine.submit.eta import fit_for, job_eta
-from maple_engine.work import merged_for, only_left
+from maple_engine.work import merged_for, only_left, pushed_events, waiting_batches
 from resources.dagster_private import (
     ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
 )
@@ -38,6 +39,11 @@ from resources.dagster_private import (
 def instance_for(storage_root: str) -> dg.DagsterInstance:
     """``DAGSTER_HOME`` if set, else a persistent instance under the (local) storage root."""
     return dagster_home.instance_for(storage_root)
+
+
+#: How often a driver waiting for its poll interval looks for pushed batch events (one listing
+#: of the provider's events folder under the storage root; no provider call).
+EVENT_CHECK_S = 1.0
 
 
 class Runner:
@@ -65,6 +71,9 @@ class Runner:
         self._fit: TurnaroundFit | None = None
         self._fitted_at: int | None = None  # the finished shards when the fit was read
         self._interrupted: Callable[[], bool] = lambda: False
+        # The sensor's cursor as this driver keeps it: when the last tick polled every batch
+        # (its other keys are the daemon's; this driver dedupes its runs itself).
+        self._polled: str | None = None
         self.executed: set[str] = set()
         self.timings: dict[str, float] = {}
         self.cpu: dict[str, float] = {}  # process CPU (every thread) per stage
@@ -225,10 +234,14 @@ class Runner:
         with (
             dg.partition_loading_context(dynamic_partitions_store=self.instance),
             dg.build_sensor_context(
-                instance=self.instance, resources=self.resources, definitions=self.definitions
+                instance=self.instance,
+                resources=self.resources,
+                definitions=self.definitions,
+                cursor=self._polled,
             ) as context,
         ):
             result = self.enrichment.sensor.evaluate_tick(context)
+        self._polled = only_polled_at(result.cursor)
         return [r for r in result.run_requests or [] if r.run_key not in self.executed]
 
     def run(self, adopt: list[str] | None = None) -> OutputTable:
@@ -282,8 +295,20 @@ class Runner:
             self._update()
             if not requests:
                 started, cpu = time.monotonic(), time.process_time()
-                time.sleep(self.poll_interval_s)
+                self._wait()
                 self._spent("waiting", started, cpu)
+
+    def _wait(self) -> None:
+        """Sleep the poll interval, or until an event pushed for a batch the job waits for is
+        recorded (`maple webhooks`): the next tick then polls and collects it at once."""
+        job = self.job()
+        events = pushed_events(job)
+        batches = set(waiting_batches(job)) if events is not None else set()
+        end = time.monotonic() + self.poll_interval_s
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(EVENT_CHECK_S, left) if batches else left)
+            if events is not None and batches and events.among(batches):
+                return
 
     def _update(self) -> None:
         job = self.job()

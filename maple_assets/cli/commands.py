@@ -1,4 +1,5 @@
-"""The ``maple`` command line: enrich, embed, status, cancel, costs, emulator, dev, providers."""
+"""The ``maple`` command line: enrich, embed, status, cancel, costs, emulator, dev, providers,
+webhooks."""
 
 import importlib
 import sys
@@ -29,6 +30,7 @@ LAZY_COMMANDS = {
     "cancel": "maple_assets.cli.status:cancel_command",
     "dev": "maple_assets.cli.dev:dev_command",
     "providers": "maple_assets.cli.providers:providers_command",
+    "webhooks": "maple_assets.cli.webhooks:webhooks_command",
 }
 
 

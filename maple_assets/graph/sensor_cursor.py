@@ -6,7 +6,8 @@ completed" at INFO, so a sensor that asks for the same runs on every tick (a fin
 cursor keeps the run keys of the last tick's requests; a request already in it is not sent
 again. The cursor holds only what the job still asks for, so it stays small, and it is cleared
 of keys the job no longer asks for on the next tick. It also keeps the collect ranges asked for
-(``maple_assets.graph.collect_ranges``) while their shards are still to collect.
+(``maple_assets.graph.collect_ranges``) while their shards are still to collect, and, for a
+provider that pushes batch events, when the sensor last polled every batch.
 """
 
 from typing import Any
@@ -30,6 +31,19 @@ def fresh_requests(
 def collecting(cursor: str | None) -> dict[str, Any]:
     """The collect ranges the last tick asked for."""
     return dict(orjson.loads(cursor).get("collecting", {})) if cursor else {}
+
+
+def polled_at(cursor: str | None) -> float | None:
+    """When the last tick polled every batch the job waited for (None: not known)."""
+    value = orjson.loads(cursor).get("polled_at") if cursor else None
+    return float(value) if value is not None else None
+
+
+def only_polled_at(cursor: str | None) -> str | None:
+    """A cursor holding only when every batch was last polled (what the command line's driver
+    carries from tick to tick), or None."""
+    at = polled_at(cursor)
+    return orjson.dumps({"polled_at": at}).decode() if at is not None else None
 
 
 def merging(cursor: str | None) -> list[str]:

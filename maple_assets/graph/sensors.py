@@ -1,4 +1,10 @@
-"""The sensor of one enrichment: polls the provider and requests the runs each shard needs."""
+"""The sensor of one enrichment: polls the provider and requests the runs each shard needs.
+
+For a provider that pushes batch events (`maple webhooks`), the sensor ticks every
+``EVENT_TICK_S`` (under the daemon) but polls every batch only when its poll interval has
+passed since it last did, or when a shard is to be submitted; a tick in between polls only the
+batches whose end an event announced, and asks for their collect runs at once (or polls nothing
+and skips). A poll interval shorter than ``EVENT_TICK_S`` polls every batch on every tick."""
 
 import time
 from collections.abc import Sequence
@@ -8,6 +14,7 @@ import dagster as dg
 from maple_assets.binding import job_for
 from maple_assets.graph.admission import (
     CHAIN_WAIT_S,
+    Admitted,
     chain_after,
     plan_submissions,
     wait_message,
@@ -18,17 +25,18 @@ from maple_assets.graph.engine_log import engine_log_to
 from maple_assets.graph.listed import ListedStorage
 from maple_assets.graph.names import dagster_name
 from maple_assets.graph.revive import revive
-from maple_assets.graph.sensor_cursor import collecting, fresh_requests, merging
+from maple_assets.graph.sensor_cursor import collecting, fresh_requests, merging, polled_at
 from maple_assets.graph.shard_partitions import backfill_will_run, current_partitions
 from maple_assets.graph.tags import run_tags
 from maple_engine.collect.retention import job_expiring
 from maple_engine.job import Job
 from maple_engine.policy import RetryPolicy
+from maple_engine.providers.registry import known_capabilities
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.submit import queue
 from maple_engine.submit.budget import resume_budget_stop
-from maple_engine.work import generation, merged_for, only_left, pending_work
+from maple_engine.work import Work, generation, merged_for, only_left, pending_work, pushed
 from resources.dagster_private import (
     ASSET_PARTITION_RANGE_END_TAG as RANGE_END,
 )
@@ -39,6 +47,9 @@ from resources.dagster_private import (
 #: How long the sensor holds the shards of a chained run it asked for until that run's first
 #: shard holds them itself (the run's launch: a run worker, a code server's answer).
 CHAIN_LAUNCH_S = 60.0
+#: How often the sensor of a provider that pushes batch events looks for them (a listing under
+#: the storage root, no provider call).
+EVENT_TICK_S = 5
 
 
 def enrichment_sensor(
@@ -51,10 +62,14 @@ def enrichment_sensor(
     submissions_key, raw_key, merged_key = (a.key for a in assets[1:])
     pdef = assets[1].partitions_def
     pdef_name = pdef.name if isinstance(pdef, dg.DynamicPartitionsDefinition) else None
+    capabilities = known_capabilities(spec.provider)
+    pushes = (
+        capabilities is not None and capabilities.mode == "batch" and bool(capabilities.webhooks)
+    )
 
     @dg.sensor(
         name=f"{dagster_name(spec.name)}_sensor",
-        minimum_interval_seconds=interval,
+        minimum_interval_seconds=min(interval, EVENT_TICK_S) if pushes else interval,
         asset_selection=[submissions_key, raw_key, merged_key],
         required_resource_keys=keys,
         default_status=dg.DefaultSensorStatus.RUNNING,
@@ -66,6 +81,8 @@ def enrichment_sensor(
 
     def _tick(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         job = job_for(spec, policy, context.resources)
+        last = polled_at(context.cursor)
+        due = last is None or time.time() - last >= interval - EVENT_TICK_S / 2
         # One listing of the job's state answers the tick's reads (maple_assets.graph.listed).
         job.state = JobState(ListedStorage(job.state.storage, job.state.paths.state()), spec.name)
         lifted = resume_budget_stop(job.state, spec.budget_usd)
@@ -75,7 +92,8 @@ def enrichment_sensor(
         order = instance.get_dynamic_partitions(pdef_name) if instance and pdef_name else None
         if instance and pdef_name and order:
             order = _drop_superseded(job, instance, pdef_name, order, [submissions_key, raw_key])
-        wanted = run_requests(job, submissions_key, raw_key, merged_key, order)
+        work = pending_work(job, None if due or not pushes else pushed(job))
+        wanted = run_requests(job, submissions_key, raw_key, merged_key, order, work=work)
         # Under the daemon the job's last collect run materializes merged too (the CLI's driver
         # collects and merges itself): maple_assets.graph.collect_ranges.
         daemon = bool(context.log_key)
@@ -91,9 +109,9 @@ def enrichment_sensor(
         wanted, revived = revive(instance, wanted)  # runs that died for good
         for line in revived:
             context.log.warning(f"{spec.name}: {line}")
-        fresh, cursor = fresh_requests(
-            wanted, context.cursor, {"collecting": ranges, "merging": busy}
-        )
+        polled = (last if work.partial else time.time()) if pushes else None
+        keep = {"collecting": ranges, "merging": busy, "polled_at": polled}
+        fresh, cursor = fresh_requests(wanted, context.cursor, keep)
         if any(RANGE_START in r.tags and r.asset_selection == [submissions_key] for r in fresh):
             job.state.hold_chain(time.time() + CHAIN_LAUNCH_S)  # until its first shard holds
         for expiring in job_expiring(job.state, spec.provider):  # collect them before they go
@@ -145,13 +163,17 @@ def run_requests(
     raw_key: dg.AssetKey,
     merged_key: dg.AssetKey,
     order: Sequence[str] | None = None,
+    *,
+    work: Work | None = None,
 ) -> list[dg.RunRequest]:
     """The runs a job needs now; run keys are deterministic so a request is never doubled.
-    ``order``: the shard partitions in order (None: no chained run, each shard its own)."""
-    work = pending_work(job)
+    ``order``: the shard partitions in order (None: no chained run, each shard its own);
+    ``work``: what the job needs, polled already (default: every batch polled now)."""
+    work = work or pending_work(job)
     name = job.spec.name
     tags = run_tags(job.spec, job.state)
-    admitted = plan_submissions(job, work)  # the queue's room and the deadline decide
+    # the queue's room and the deadline decide, from every batch's state
+    admitted = Admitted({}, []) if work.partial else plan_submissions(job, work)
     # a chain follows the last shard admitted into the queue (late ones take no queue room)
     shards = [s for s, ticket in admitted.tickets.items() if ticket != queue.LATE]
     chained = chain_after(shards, admitted.validating, list(order or []))

@@ -249,6 +249,11 @@ class ProviderCapabilities:
     # How long the provider keeps a finished batch's results downloadable, in seconds; None:
     # without a documented end (or no batch results: a real-time API).
     results_retention_s: int | None = None
+    # The provider whose pushed batch events (webhooks) tell this one's batches ended: the
+    # folder `maple webhooks` records them in and the path it serves them at
+    # (``/webhooks/<name>``, `maple_engine.storage.batch_events`); None: it pushes none, it is
+    # polled.
+    webhooks: str | None = None
     # The variables its API key, base URL and API version are read from, where its
     # documentation names others than ``<CREDENTIALS>_API_KEY``, ``<CREDENTIALS>_BASE_URL`` and
     # ``<CREDENTIALS>_VERSION`` (Bedrock's API key: ``AWS_BEARER_TOKEN_BEDROCK``).

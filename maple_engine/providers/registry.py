@@ -45,8 +45,10 @@ from maple_engine.providers.openai.flex import OpenAIFlexProvider
 from maple_engine.providers.openai.priority import OpenAIPriorityProvider
 from maple_engine.providers.openai.realtime import OpenAIRealtimeProvider
 from maple_engine.providers.openai.server import OpenAIServerProvider
+from maple_engine.providers.openai.webhooks import WIRE as OPENAI_EVENTS
 from maple_engine.providers.openrouter.batch import OpenRouterBatchProvider
 from maple_engine.providers.openrouter.realtime import OpenRouterRealtimeProvider
+from maple_engine.providers.pushed import EventWire
 from maple_engine.providers.realtime import RealtimeProvider
 from maple_engine.settings import (
     BEDROCK_ROLE_ENV,
@@ -120,6 +122,11 @@ _REGISTRY: dict[str, Registered] = {
     **{p.realtime_name: _of(realtime_class(p), "checkpoint_root") for p in PROFILES},
 }
 DEFAULT_PROVIDER = "openai"
+
+
+#: The providers that push batch events, under their capabilities' ``webhooks`` name: how
+#: `maple webhooks` verifies and reads a delivery at ``/webhooks/<name>``.
+PUSHED_EVENTS: dict[str, EventWire] = {"openai": OPENAI_EVENTS}
 
 
 def names(where: Callable[[ProviderCapabilities], bool] = lambda _: True) -> tuple[str, ...]:

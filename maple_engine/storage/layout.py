@@ -57,6 +57,9 @@ Layout of one job ``<job>``::
     _ratelimits/<provider>/<account>/<model>/<sender>~<expiry>.json
                                         real-time senders' heartbeats (their share of a limit)
     _queues/<provider>/<model>.json     a provider queue's limit, configured, learned or probed
+    _webhooks/<provider>/events/<batch id>.json, ids/<sha256>
+                                        pushed batch events not yet polled, and the delivery
+                                        ids recorded (`maple_engine.storage.batch_events`)
     _reports/batch_stats/<day>.html, .csv  the maple_batch_stats asset's report and batches
     costs.sqlite                        the default cost ledger of a local root
 """

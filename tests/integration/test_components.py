@@ -95,7 +95,7 @@ def test_a_yaml_enrichment_is_the_python_one(tmp_path: Path, monkeypatch: Any) -
     properties: {tags: {type: array, items: {type: string}}}
     required: [tags]
     additionalProperties: false
-  poll_interval_s: 10
+  poll_interval_s: 3
 """,
     )
     component = load(path)
@@ -116,7 +116,7 @@ def test_a_yaml_enrichment_is_the_python_one(tmp_path: Path, monkeypatch: Any) -
             "required": ["tags"],
             "additionalProperties": False,
         },
-        poll_interval_s=10,
+        poll_interval_s=3,
     )
     assert declared.spec == same.spec and declared.spec.fingerprint() == same.spec.fingerprint()
     assert declared.policy == same.policy
@@ -124,7 +124,8 @@ def test_a_yaml_enrichment_is_the_python_one(tmp_path: Path, monkeypatch: Any) -
     assert graph_shape(built) == graph_shape(dg.Definitions.merge(python_defs(same), UPSTREAM))
     shards = built.resolve_asset_graph().get(dg.AssetKey(["tags", "input_shards"]))
     assert {k.to_user_string() for k in shards.parent_keys} == {"raw/items"}  # a real dependency
-    assert built.resolve_sensor_def("tags_sensor").minimum_interval_seconds == 10
+    # under 5 s (a provider that pushes batch events ticks at most every 5 s, polls at its own)
+    assert built.resolve_sensor_def("tags_sensor").minimum_interval_seconds == 3
     assert {"maple_storage", "maple_costs", "maple_io_manager"} <= set(built.resources or {})
 
 

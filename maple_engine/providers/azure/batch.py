@@ -48,6 +48,7 @@ CAPABILITIES = dataclasses.replace(
     caching=wire.CACHING,
     results_retention_s=None,  # not OpenAI's 30 days: Azure's batch docs state none
     files=None,  # OpenAI's file parts are not documented for Azure's batches
+    webhooks=None,  # OpenAI's project webhooks are not Azure's
 )
 
 

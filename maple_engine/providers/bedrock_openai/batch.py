@@ -58,6 +58,7 @@ CAPABILITIES = dataclasses.replace(
     sdk_env=tuple(v for v in BEDROCK.sdk_env if v != "AWS_ENDPOINT_URL_BEDROCK"),
     # the results stay in the user's bucket: no retention of Bedrock's own
     results_retention_s=None,
+    webhooks=None,
     # "Batch: 50% cost savings vs on-demand" (https://docs.aws.amazon.com/bedrock/latest/
     # userguide/capacity-limits-cost-optimization.html); AWS's pages state no other share for
     # the OpenAI batch API, nor a minimum of records per batch (its model invocation jobs'

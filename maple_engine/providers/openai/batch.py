@@ -73,6 +73,8 @@ CAPABILITIES = ProviderCapabilities(
     # https://platform.openai.com/docs/guides/batch; Maple sends no ``output_expires_after``).
     results_retention_s=30 * 24 * 3600,
     files=FILES,
+    # batch.completed, .failed, .expired, .cancelled (maple_engine.providers.openai.webhooks)
+    webhooks="openai",
 )
 
 
