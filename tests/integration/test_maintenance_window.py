@@ -25,12 +25,21 @@ def _resources(tmp_path: Path) -> dict[str, Any]:
 
 
 def test_only_the_enrichments_shards_are_partitioned() -> None:
-    """The global "Materialize all" opens a picker of time partitions when any asset has them."""
+    """The global "Materialize all" (Dagster 1.13's ``LaunchAssetExecutionButton``) offers a
+    picker of the partitions of the graph's partitioned root assets when they share one
+    definition (the two daily maintenance assets did: 341 days), else a backfill of all
+    partitions; no root is partitioned now, and no asset needs config (no launchpad)."""
     graph = defs.resolve_asset_graph()
-    partitioned = {k for k in graph.get_all_asset_keys() if graph.get(k).partitions_def}
+    keys = graph.get_all_asset_keys()
+    partitioned = {k for k in keys if graph.get(k).partitions_def}
     assert partitioned and not partitioned & MAINTENANCE
     for key in partitioned:
         assert isinstance(graph.get(key).partitions_def, dg.DynamicPartitionsDefinition), key
+    roots = {k for k in keys if not graph.get(k).parent_keys & keys}
+    assert roots >= MAINTENANCE and not roots & partitioned
+    for assets in defs.assets or []:
+        if isinstance(assets, dg.AssetsDefinition) and set(assets.keys) & MAINTENANCE:
+            assert not assets.op.config_schema.as_field().is_required
 
 
 def test_the_maintenance_group_materializes_without_a_partition(
