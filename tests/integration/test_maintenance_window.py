@@ -11,7 +11,7 @@ import dagster as dg
 import pytest
 
 from maple_assets.definitions import defs
-from maple_assets.graph.batch_stats import BATCH_STATS
+from maple_assets.graph.batch_stats import BATCH_STATS, batch_stats_asset
 from maple_assets.graph.reconcile import RECONCILE
 from maple_assets.wiring import billing_resource, maple_resources
 from maple_engine.settings import Settings
@@ -97,3 +97,21 @@ def test_a_bad_window_is_one_line(tmp_path: Path, config: dict[str, Any], messag
         dg.materialize(
             [stats], instance=instance, resources=_resources(tmp_path), run_config=run_config
         )
+
+
+def test_the_automation_asks_once_a_night(tmp_path: Path) -> None:
+    """Dagster's automation evaluator: nothing before 01:00 UTC, one request after it passes,
+    none at the next evaluation that night."""
+    location = dg.Definitions(assets=[batch_stats_asset()], resources=_resources(tmp_path))
+    night = datetime(2026, 3, 2, 0, 30, tzinfo=UTC)
+    with dg.instance_for_test() as instance:
+        asked = []
+        cursor = None
+        for minutes in (0, 40, 50):
+            result = dg.evaluate_automation_conditions(
+                defs=location, instance=instance, cursor=cursor,
+                evaluation_time=night + timedelta(minutes=minutes),
+            )  # fmt: skip
+            asked.append(result.total_requested)
+            cursor = result.cursor
+    assert asked == [0, 1, 0]
