@@ -119,6 +119,8 @@ def near_duplicates(vectors: pl.LazyFrame) -> pl.DataFrame:
 
 
 ENRICHMENTS = [product_attributes, catalog_vectors]
+# The two maintenance assets are not partitioned, so the global "Materialize all" needs no
+# choice of days: each run covers yesterday and today (maple_assets/graph/recent_days.py).
 # Daily batch statistics (turnaround, tasks/s, charts) from the ledger's batch history.
 maple_batch_stats = batch_stats_asset()
 # Daily: the ledger against OpenAI's own usage and cost reports, automated only when the code

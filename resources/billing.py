@@ -43,8 +43,9 @@ class BillingReports(dg.ConfigurableResource):  # type: ignore[type-arg]
             "organisation to reconcile with (until then the reconciliation is skipped)."
         )
 
-    def reconcile(self, ledger: CostLedger, day: date) -> pl.DataFrame:
-        """Ledger vs provider for one UTC day (`maple_engine.ledger.reconcile.compare`)."""
+    def reconcile(self, ledger: CostLedger, days: tuple[date, date]) -> pl.DataFrame:
+        """Ledger vs provider per UTC day from ``days[0]`` to ``days[1]`` (both included;
+        `maple_engine.ledger.reconcile.compare`)."""
         if not self.admin_key:
             raise ConfigError(self.not_configured())
         teams = given_attribution(self.team_attribution) if self.team_attribution else None
@@ -53,7 +54,7 @@ class BillingReports(dg.ConfigurableResource):  # type: ignore[type-arg]
             self.provider,
             admin_key=self.admin_key,
             base_url=self.base_url,
-            days=(day, day),
+            days=days,
             tolerance=Tolerance(self.tolerance_pct, self.tolerance_usd),
             teams=teams,
         )

@@ -55,6 +55,7 @@ from dagster._core.storage.tags import (
     AUTO_RETRY_RUN_ID_TAG,
     BACKFILL_ID_TAG,
     PARTITION_NAME_TAG,
+    RETRY_ON_ASSET_OR_OP_FAILURE_TAG,
     RUN_KEY_TAG,
     WILL_RETRY_TAG,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "EPHEMERAL_JOB_NAME",
     "INDEX_SHARD_NAME",
     "PARTITION_NAME_TAG",
+    "RETRY_ON_ASSET_OR_OP_FAILURE_TAG",
     "RUN_KEY_TAG",
     "SQLITE_BUSY_TIMEOUT_SECONDS",
     "WILL_RETRY_TAG",

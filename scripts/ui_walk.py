@@ -53,9 +53,12 @@ EXECUTIONS = """query($path: [String!]!, $name: String!) {
   assetCheckExecutions(assetKey: {path: $path}, checkName: $name, limit: 50) {
     status partition evaluation { severity description } } }"""
 LATEST = """query($path: [String!]!) { assetNodeOrError(assetKey: {path: $path}) {
-  ... on AssetNode { assetMaterializations(limit: 1) { runId partition timestamp
+  ... on AssetNode { EVENTS(limit: 1) { runId partition timestamp
     metadataEntries { label ... on IntMetadataEntry { intValue }
       ... on FloatMetadataEntry { floatValue } ... on TextMetadataEntry { text } } } } } }"""
+PARTITIONS = """query($path: [String!]!) { assetNodeOrError(assetKey: {path: $path}) {
+  ... on AssetNode { assetPartitionStatuses { ... on DefaultPartitionStatuses {
+    materializedPartitions failedPartitions materializingPartitions } } } } }"""
 STALE = """query($path: [String!]!) { assetNodeOrError(assetKey: {path: $path}) {
   ... on AssetNode { staleStatus staleCauses { reason } } } }"""
 RUNS = """{ runsOrError(limit: 100) { ... on Runs { results { runId status tags { key value }
@@ -102,9 +105,13 @@ def executions(base: str, path: list[str], name: str) -> list[dict[str, Any]]:
     return graphql(base, EXECUTIONS, path=path, name=name)["assetCheckExecutions"]  # type: ignore[no-any-return]
 
 
-def latest(base: str, path: list[str]) -> dict[str, Any] | None:
-    """The asset's newest materialization: its run, partition and metadata as a dict."""
-    found = graphql(base, LATEST, path=path)["assetNodeOrError"]["assetMaterializations"]
+def latest(
+    base: str, path: list[str], events: str = "assetMaterializations"
+) -> dict[str, Any] | None:
+    """The asset's newest materialization (or observation, ``events="assetObservations"``):
+    its run, partition and metadata as a dict."""
+    query = LATEST.replace("EVENTS", events)
+    found = graphql(base, query, path=path)["assetNodeOrError"][events]
     if not found:
         return None
     entries = found[0]["metadataEntries"]
@@ -257,7 +264,11 @@ def after(camera: Camera) -> None:
     merged, raw = [*JOB, "merged"], [*JOB, "raw_responses"]
     seen["checks_after"] = {"merged": checks(base, merged), "raw_responses": checks(base, raw)}
     seen["shard_checks"] = executions(base, raw, "failed_rows")
-    seen["shard_latest"] = latest(base, raw)
+    # a shard past error_failed_share is not materialized: its figures are an observation
+    seen["shard_latest"] = latest(base, raw) or latest(base, raw, "assetObservations")
+    seen["shard_partitions"] = graphql(base, PARTITIONS, path=raw)["assetNodeOrError"][
+        "assetPartitionStatuses"
+    ]
     shards = "/assets/product_attributes/raw_responses"
     for name, path in (
         ("03_runs", "/runs"),

@@ -15,6 +15,7 @@ from maple_assets.api.interrupts import interrupts_seen
 from maple_assets.api.progress import Counts, Progress
 from maple_assets.binding import COSTS_KEY, job_for
 from maple_assets.factory import Enrichment
+from maple_assets.graph.failed_shards import DRIVER_TAG
 from maple_assets.graph.sensor_cursor import only_polled_at
 from maple_assets.graph.tags import run_tags
 from maple_engine.job import Job
@@ -117,7 +118,7 @@ class Runner:
         """One in-process run of ``key``: unpartitioned, one shard, or the shards first..last;
         ``then``: an unpartitioned asset the same run materializes after them (a range run
         then, even of one shard: ``merged`` skips itself in one if retries are planned)."""
-        tags = {"maple/driver": self.driver, **run_tags(self.enrichment.spec, self.job().state)}
+        tags = {DRIVER_TAG: self.driver, **run_tags(self.enrichment.spec, self.job().state)}
         if first is not None and last is not None and (first != last or then is not None):
             tags |= {RANGE_START: first, RANGE_END: last}
             first = None

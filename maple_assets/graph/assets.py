@@ -25,6 +25,12 @@ from maple_assets.graph.checks import (
     shard_failed_rows,
     shard_failed_rows_spec,
 )
+from maple_assets.graph.failed_shards import (
+    DRIVER_TAG,
+    failed_for_good,
+    failed_shards,
+    failed_shards_failure,
+)
 from maple_assets.graph.line_checks import (
     shard_missing_lines,
     shard_missing_lines_spec,
@@ -325,6 +331,7 @@ def raw_responses_asset(
         states = job.poll(subs)
         checked: dict[str, dg.AssetCheckEvaluation] = {}
         accounted: dict[str, dg.AssetCheckEvaluation] = {}
+        figures: dict[str, dict[str, Any]] = {}
 
         def one(shard: str) -> dict[str, Any]:
             if shard not in current:
@@ -349,12 +356,20 @@ def raw_responses_asset(
             for_good = missing_for_good(combined, job.policy, job.state.is_stopped())
             tally = _tally(job, shard)
             accounted[shard] = shard_missing_lines(spec.name, shard, metadata, tally, for_good)
+            figures[shard] = metadata
             return metadata
 
-        yield per_shard(context, one, parallel=spec.kind.collect_parallelism)
+        outcome = per_shard(context, one, parallel=spec.kind.collect_parallelism)
         keys = [k for k in context.partition_keys if k in checked]
         evaluations = [checked[k] for k in keys] + [accounted[k] for k in keys]
+        failed = [] if DRIVER_TAG in context.run.tags else failed_for_good(checked, figures)
+        if not failed:
+            yield outcome
+            yield from shard_checks(context, evaluations)
+            return
+        yield from failed_shards(context, key, figures, failed)
         yield from shard_checks(context, evaluations)
+        raise failed_shards_failure(context, failed, checked)
 
     return raw_responses
 

@@ -1,11 +1,13 @@
-"""``maple_reconcile``: one UTC day of the cost ledger against the provider's own bill.
+"""``maple_reconcile``: the recent UTC days of the cost ledger against the provider's own bill.
 
-Each partition runs what ``maple reconcile --since DAY --until DAY`` runs (the
-``maple_billing`` resource holds the provider, its admin key and the tolerance): the table of
-ledger vs provider per model (per team, project or workspace and model when the resource has
-a ``team_attribution`` map) in Markdown metadata, the totals, and the ``within_tolerance``
-asset check, which fails (severity ERROR) naming every model that drifted and every project the
-map does not know.
+Not partitioned (``maple_assets.graph.recent_days``): each materialization covers a window of
+UTC days (default yesterday and today, as providers' reports fill in late) and runs what
+``maple reconcile --since FIRST --until LAST`` runs (the ``maple_billing`` resource holds the
+provider, its admin key and the tolerance): the table of ledger vs provider per day and model
+(per day, team, project or workspace and model when the resource has a ``team_attribution``
+map) in Markdown metadata, the totals, and the ``within_tolerance`` asset check, which fails
+(severity ERROR) naming every day and model that drifted and every project the map does not
+know.
 
 Without an admin key (the emulator's sample, a deployment that has none) there is nothing to
 compare: a run skips the asset with one line naming the variable to set (the step succeeds,
@@ -14,14 +16,13 @@ its automation, so nothing turns red every night for a setting no one gave.
 """
 
 from collections.abc import Iterator
-from datetime import date
 from typing import Any
 
 import dagster as dg
 import polars as pl
 
-from maple_assets.graph.batch_stats import daily_refresh
 from maple_assets.graph.checks import not_yet_evaluated
+from maple_assets.graph.recent_days import RecentDays, daily_refresh
 
 RECONCILE = dg.AssetKey("maple_reconcile")
 CHECK = "within_tolerance"
@@ -32,27 +33,25 @@ _SHOWN = [
 ]  # fmt: skip
 
 
-def reconcile_asset(
-    start_date: str = "2026-01-01", cron: str = "0 2 * * *", automate: bool = True
-) -> dg.AssetsDefinition:
-    """The asset, partitioned by UTC day from ``start_date`` up to today; with ``automate``, at
-    ``cron`` (UTC) the automation sensor reconciles yesterday and today again (providers'
-    reports fill in late)."""
+def reconcile_asset(cron: str = "0 2 * * *", automate: bool = True) -> dg.AssetsDefinition:
+    """The asset; with ``automate``, at ``cron`` (UTC) the automation sensor reconciles
+    yesterday and today (again: providers' reports fill in late); a run's config (``days``,
+    ``until``) covers other days."""
     spec = dg.AssetSpec(
         RECONCILE,
-        partitions_def=dg.DailyPartitionsDefinition(start_date=start_date, end_offset=1),
         group_name="maple_operations",
         automation_condition=daily_refresh(cron) if automate else None,
         skippable=True,  # no admin key: skipped, not failed
-        description="The cost ledger against the provider's own usage and cost reports for that "
-        "UTC day, per model: tokens and dollars on both sides and the drift. Needs the "
-        "provider's admin key (OPENAI_ADMIN_KEY); without one a run skips it.",
+        description="The cost ledger against the provider's own usage and cost reports for each "
+        "of the recent UTC days (default yesterday and today), per day and model: tokens and "
+        "dollars on both sides and the drift. Needs the provider's admin key "
+        "(OPENAI_ADMIN_KEY); without one a run skips it.",
     )
     check = dg.AssetCheckSpec(
         CHECK,
         asset=RECONCILE,
         description="Every model's ledger cost within the tolerance of the provider's own bill "
-        "for the day; a failure names each model that drifted and by how much. "
+        "for each day; a failure names each day and model that drifted and by how much. "
         + not_yet_evaluated("as a day is reconciled with the admin key (OPENAI_ADMIN_KEY)"),
     )
 
@@ -62,13 +61,13 @@ def reconcile_asset(
         can_subset=True,
         required_resource_keys={"maple_costs", "maple_billing"},
     )
-    def maple_reconcile(context: dg.AssetExecutionContext) -> Iterator[Any]:
+    def maple_reconcile(context: dg.AssetExecutionContext, config: RecentDays) -> Iterator[Any]:
         billing = context.resources.maple_billing
         if not billing.admin_key:
             context.log.warning(billing.not_configured())
             return
-        day = date.fromisoformat(context.partition_key)
-        table = billing.reconcile(context.resources.maple_costs, day)
+        window = config.window()
+        table = billing.reconcile(context.resources.maple_costs, (window[0], window[-1]))
         drifted = billing.drift_lines(table)
         totals = {
             f"{side}_usd": float(table[f"{side}_cost_usd"].sum()) for side in ("ledger", "provider")
@@ -83,7 +82,8 @@ def reconcile_asset(
         yield dg.MaterializeResult(
             asset_key=RECONCILE,
             metadata={
-                "models": table.height,
+                "days": f"{window[0]} to {window[-1]}",
+                "models": table["model"].n_unique(),
                 "drifted": len(drifted),
                 **totals,
                 "table": dg.MetadataValue.md(_markdown(table)),
@@ -96,9 +96,9 @@ def reconcile_asset(
 
 def _markdown(table: pl.DataFrame) -> str:
     if table.is_empty():
-        return "No spend in the ledger or the provider's reports that day."
+        return "No spend in the ledger or the provider's reports those days."
     teams = [c for c in ("team", "account") if c in table.columns]
-    shown = table.select(*teams, *_SHOWN)
+    shown = table.select("day", *teams, *_SHOWN)
     lines = ["| " + " | ".join(shown.columns) + " |", "|" + "---|" * shown.width]
     lines += ["| " + " | ".join(map(str, row)) + " |" for row in shown.iter_rows()]
     return "\n".join(lines)

@@ -1,9 +1,10 @@
 """The UI walk (``scripts/ui_walk.py``): ``dagster dev`` and the emulator driven through headless
 Chromium as a person would, over a copy of the project. Asserts on what it saw: every page
 loaded, the checks read "Not evaluated" (and say so) before anything ran, each shard's
-``failed_rows`` check failed naming the failure class and count, the merged output's figures,
-``input_shards`` stale after the sample's edit, no failed run, and the repository's sample
-unchanged.
+``failed_rows`` check failed naming the failure class and count, each shard past
+``error_failed_share`` a failed partition of ``raw_responses``, the merged output's figures,
+``input_shards`` stale after the sample's edit, no failed run but the collects naming those
+shards, and the repository's sample unchanged.
 
 Playwright is a test-only program in its own virtualenv (``.ci/run`` installs it, pinned):
 ``MAPLE_TEST_PLAYWRIGHT_PYTHON`` names that Python; the browser is Debian's ``/usr/bin/chromium``.
@@ -140,6 +141,20 @@ def test_one_click_reaches_merged_in_a_few_runs(seen: dict[str, Any]) -> None:
 
 
 def test_the_edit_shows_stale_and_no_run_failed(seen: dict[str, Any]) -> None:
+    """No run failed but the collects of shards past error_failed_share, which name them."""
     assert seen["stale_after_edit"] is True
-    statuses = {run["status"] for run in seen["runs"]}
-    assert statuses == {"SUCCESS"}, [r for r in seen["runs"] if r["status"] != "SUCCESS"]
+    failed = [r for r in seen["runs"] if r["status"] != "SUCCESS"]
+    named = [r for r in failed if any(t["key"] == "maple/failed_shards" for t in r["tags"])]
+    assert failed == named, failed
+
+
+def test_shards_past_the_threshold_are_failed_partitions(seen: dict[str, Any]) -> None:
+    """A fifth of the rows fail: each shard past error_failed_share (10%; its check ERROR) is
+    Failed (red) on raw_responses' Partitions tab, not materialized (green)."""
+    statuses = seen["shard_partitions"]
+    latest: dict[str, dict[str, Any]] = {}
+    for execution in seen["shard_checks"]:  # newest first
+        latest.setdefault(execution["partition"], execution)
+    past = sorted(s for s, e in latest.items() if e["evaluation"]["severity"] == "ERROR")
+    assert past and sorted(statuses["failedPartitions"]) == past, statuses
+    assert not set(past) & set(statuses["materializedPartitions"]), statuses

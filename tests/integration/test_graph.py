@@ -17,17 +17,24 @@ def run_graph(
     extra_assets: list[Any],
     resources: dict[str, Any],
     instance: dg.DagsterInstance,
+    *,
+    shard_config: dict[str, Any] | None = None,
+    failed: list[dg.ExecuteInProcessResult] | None = None,
 ) -> list[str]:
-    """Drive the graph as the daemon would: tick the sensor, launch what it requests."""
+    """Drive the graph as the daemon would: tick the sensor, launch what it requests.
+    ``shard_config``: the ``input_shards`` run's config; ``failed``: collects the runs that
+    failed (without it, every run must succeed)."""
     assets = [*extra_assets, *en.assets]
     defs = dg.Definitions(
         assets=assets, asset_checks=en.checks, sensors=en.sensors, resources=resources
     )
+    op = "__".join(en.key("input_shards").path)
     first = dg.materialize(
         assets,
         selection=[*(a.key for a in extra_assets), en.key("input_shards")],
         instance=instance,
         resources=resources,
+        run_config={"ops": {op: {"config": shard_config}}} if shard_config else None,
     )
     assert first.success
     launched: list[str] = []
@@ -49,8 +56,11 @@ def run_graph(
                 resources=resources,
                 tags=request.tags,  # a chained submissions run: its partition range
                 run_config=request.run_config,
+                raise_on_error=failed is None,
             )
-            assert outcome.success
+            if failed is not None and not outcome.success:
+                failed.append(outcome)
+            assert outcome.success or failed is not None
             launched.append(str(request.run_key))
         if any(key.startswith(f"{en.spec.name}:merged:") for key in launched):
             return launched

@@ -1,7 +1,7 @@
 """``maple_reconcile`` through Dagster's machinery: an OpenAI enrichment billed through the
-emulator, then today's partition with its ``within_tolerance`` check; spend from another key of
-the organisation makes the check fail naming the model; without an admin key a run skips the
-asset, naming the variable, and the code location does not automate it."""
+emulator, then a run over yesterday and today with its ``within_tolerance`` check; spend from
+another key of the organisation makes the check fail naming the model; without an admin key
+a run skips the asset, naming the variable, and the code location does not automate it."""
 
 from datetime import UTC, datetime
 from typing import Any
@@ -50,7 +50,7 @@ def test_the_days_reconciliation_and_its_check(
     today = str(datetime.now(UTC).date())
     with dg.instance_for_test() as instance:
         run_graph(en, [items], resources, instance)
-        calm = dg.materialize([asset], partition_key=today, instance=instance, resources=resources)
+        calm = dg.materialize([asset], instance=instance, resources=resources)
         assert calm.success and _check(calm).passed
         [mat] = calm.asset_materializations_for_node("maple_reconcile")
         assert mat.metadata["models"] == dg.IntMetadataValue(1)
@@ -62,7 +62,7 @@ def test_the_days_reconciliation_and_its_check(
         headers = {"Authorization": "Bearer sk-colleague"}
         sent = httpx.post(f"{emulator_server.url}/v1/chat/completions", json=body, headers=headers)
         assert sent.status_code == 200
-        drift = dg.materialize([asset], partition_key=today, instance=instance, resources=resources)
+        drift = dg.materialize([asset], instance=instance, resources=resources)
         evaluation = _check(drift)
         assert not evaluation.passed and evaluation.severity == dg.AssetCheckSeverity.ERROR
         lines = str(evaluation.metadata["lines"].value)
@@ -77,21 +77,20 @@ def test_a_missing_admin_key_skips_the_asset_naming_the_variable(
     resources = maple_resources([], storage_root=str(tmp_path))
     resources["maple_billing"] = billing_resource(OPENAI, Settings.load())
     with dg.instance_for_test() as instance:
-        result = dg.materialize(
-            [reconcile_asset()], partition_key="2026-02-01", resources=resources, instance=instance
-        )
+        result = dg.materialize([reconcile_asset()], resources=resources, instance=instance)
         logs = [entry.user_message for entry in instance.all_logs(result.run_id)]
     assert result.success
     assert result.asset_materializations_for_node("maple_reconcile") == []
     assert result.get_asset_check_evaluations() == []  # not evaluated, not passed
     assert any(m.startswith("OPENAI_ADMIN_KEY is not set") for m in logs), logs
     with pytest.raises(ConfigError, match="OPENAI_ADMIN_KEY is not set"):  # `maple reconcile`
-        resources["maple_billing"].reconcile(None, datetime.now(UTC).date())
+        today = datetime.now(UTC).date()
+        resources["maple_billing"].reconcile(None, (today, today))
 
 
-def test_the_code_location_has_the_daily_asset_and_check() -> None:
+def test_the_code_location_has_the_nightly_asset_and_check() -> None:
     node = defs.resolve_asset_graph().get(RECONCILE)
-    assert isinstance(node.partitions_def, dg.DailyPartitionsDefinition)
+    assert node.partitions_def is None  # the global "Materialize all" picks no days
     assert dg.AssetCheckKey(RECONCILE, CHECK) in defs.resolve_asset_graph().asset_check_keys
     check = defs.resolve_asset_graph().get_check_spec(dg.AssetCheckKey(RECONCILE, CHECK))
     assert "drifted" in (check.description or "")

@@ -51,7 +51,6 @@ def test_a_resource_configured_map_puts_the_job_on_its_project(
     (tmp_path / "teams.json").write_bytes(orjson.dumps(MAP))
     monkeypatch.setenv("MAPLE_TEAM_ATTRIBUTION", str(tmp_path / "teams.json"))
     resources["maple_billing"] = billing_resource("openai", Settings.load(), by_team=True)
-    today = str(datetime.now(UTC).date())
     with dg.instance_for_test() as instance:
         run_graph(en, [items], resources, instance)
         stats = emulator_server.stats()
@@ -61,15 +60,13 @@ def test_a_resource_configured_map_puts_the_job_on_its_project(
         assert stats["batches_created"] == batches  # every batch on the project
 
         asset = reconcile_asset()
-        calm = dg.materialize([asset], partition_key=today, instance=instance, resources=resources)
+        calm = dg.materialize([asset], instance=instance, resources=resources)
         [evaluation] = calm.get_asset_check_evaluations()
         assert calm.success and evaluation.passed
         [mat] = calm.asset_materializations_for_node("maple_reconcile")
         assert "| bakery | proj_bakery | gpt-4o-mini |" in str(mat.metadata["table"].value)
         _chat(emulator_server, {"Authorization": "Bearer sk-maple", "OpenAI-Project": "proj_x"})
-        flagged = dg.materialize(
-            [asset], partition_key=today, instance=instance, resources=resources
-        )
+        flagged = dg.materialize([asset], instance=instance, resources=resources)
         [evaluation] = flagged.get_asset_check_evaluations()
         assert not evaluation.passed
         assert str(evaluation.metadata["lines"].value).startswith("unknown project: ")
