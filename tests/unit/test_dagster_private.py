@@ -22,6 +22,7 @@ PRIVATE = {
     "BACKFILL_ID_TAG": TAGS,
     "BulkActionStatus": "dagster._core.execution.backfill",
     "PARTITION_NAME_TAG": TAGS,
+    "RETRY_ON_ASSET_OR_OP_FAILURE_TAG": TAGS,
     "RUN_KEY_TAG": TAGS,
     "WILL_RETRY_TAG": TAGS,
     "EPHEMERAL_JOB_NAME": "dagster._core.definitions.materialize",
