@@ -9,7 +9,6 @@ before Dagster loads, and the Dagster runs then adopt what was sent.
 import contextlib
 import dataclasses
 import functools
-import math
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -153,12 +152,10 @@ class Ready:
 
     @functools.cached_property
     def enrichment(self) -> "Enrichment":
-        """The job's asset graph (Dagster loads here), its sensor polling every batch at this
-        driver's own poll interval (between them, only the batches a pushed event announced)."""
-        from maple_assets.factory import GraphOptions, graph_of
+        """The job's asset graph (Dagster loads here)."""
+        from maple_assets.factory import graph_of
 
-        interval = max(1, math.ceil(self.opts.poll_interval))
-        return graph_of(self.job, self.opts.input_path, GraphOptions(poll_interval_s=interval))
+        return graph_of(self.job, self.opts.input_path)
 
 
 def prepare(opts: EnrichOptions, emulator: str | None) -> Ready:

@@ -73,8 +73,12 @@ class Runner:
         self._fitted_at: int | None = None  # the finished shards when the fit was read
         self._interrupted: Callable[[], bool] = lambda: False
         # The sensor's cursor as this driver keeps it: when the last tick polled every batch
-        # (its other keys are the daemon's; this driver dedupes its runs itself).
+        # (its other keys are the daemon's; this driver dedupes its runs itself). It is handed
+        # to the next tick only when a pushed event woke the driver before its own poll
+        # interval passed (that tick polls the announced batches alone); otherwise every tick
+        # polls every batch, at this driver's interval, not the sensor's.
         self._polled: str | None = None
+        self._woken_early = False
         self.executed: set[str] = set()
         self.timings: dict[str, float] = {}
         self.cpu: dict[str, float] = {}  # process CPU (every thread) per stage
@@ -238,11 +242,11 @@ class Runner:
                 instance=self.instance,
                 resources=self.resources,
                 definitions=self.definitions,
-                cursor=self._polled,
+                cursor=self._polled if self._woken_early else None,
             ) as context,
         ):
             result = self.enrichment.sensor.evaluate_tick(context)
-        self._polled = only_polled_at(result.cursor)
+        self._polled, self._woken_early = only_polled_at(result.cursor), False
         return [r for r in result.run_requests or [] if r.run_key not in self.executed]
 
     def run(self, adopt: list[str] | None = None) -> OutputTable:
@@ -309,6 +313,7 @@ class Runner:
         while (left := end - time.monotonic()) > 0:
             time.sleep(min(EVENT_CHECK_S, left) if batches else left)
             if events is not None and batches and events.among(batches):
+                self._woken_early = True
                 return
 
     def _update(self) -> None:
