@@ -60,6 +60,7 @@ def start(
     )  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("provider", ["emulator", "anthropic"])
 def test_lost_batches_are_confirmed_then_their_rows_resent(tmp_path: Path, provider: str) -> None:
     with EmulatorServer(EmulatorConfig(batch_seconds=3.0)) as server:

@@ -36,6 +36,7 @@ def titles(path: Path, count: int, start: int = 0) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_passing_canary_is_not_paid_again_nor_rerun(tmp_path: Path) -> None:
     store = tmp_path / "store"
     source = titles(tmp_path / "in.csv", ROWS)

@@ -144,6 +144,7 @@ def test_an_over_long_text_is_named_in_pre_flight(tmp_path: Path) -> None:
     assert stats["files_uploaded"] == 0 and stats["requests_billed"] == 0
 
 
+@pytest.mark.slow
 def test_a_rerun_after_editing_rows_sends_only_those(tmp_path: Path) -> None:
     table = make_table(tmp_path / "items.parquet")
     with emulator() as server:

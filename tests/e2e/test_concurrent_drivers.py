@@ -93,6 +93,7 @@ def test_two_drivers_started_together_both_print_the_result(tmp_path: Path, stor
     assert out["llm_status"].to_list() == ["succeeded"] * ROWS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("second_waits", [False, True])
 def test_a_staggered_second_driver_exits_at_once_or_waits(
     tmp_path: Path, store: str, second_waits: bool

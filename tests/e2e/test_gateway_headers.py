@@ -33,6 +33,7 @@ def files_holding(root: Path, needle: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("command", "provider"),
     [("enrich", "openai"), ("embed", "openai"), ("enrich", "openai-realtime")],
@@ -121,6 +122,7 @@ def test_a_malformed_header_is_one_line_and_exit_2_before_any_call(
     assert stats["files_uploaded"] == 0 and stats["requests_received"] == 0
 
 
+@pytest.mark.slow
 def test_maple_cancel_takes_the_headers_the_gateway_requires(tmp_path: Path) -> None:
     """The job's state keeps no header: ``maple cancel`` is given them again, as the job was;
     without them the gateway's refusal is one line, exit 2, and nothing is cancelled."""

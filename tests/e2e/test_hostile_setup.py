@@ -19,6 +19,7 @@ MESSAGES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("command", "provider", "refusal"),
     [

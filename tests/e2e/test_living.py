@@ -82,6 +82,7 @@ def server() -> Iterator[EmulatorServer]:
         yield live
 
 
+@pytest.mark.slow
 def test_edit_append_delete_sends_only_new_and_changed_rows(
     server: EmulatorServer, tmp_path: Path
 ) -> None:

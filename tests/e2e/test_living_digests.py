@@ -31,6 +31,7 @@ def first_run(server: EmulatorServer, tmp_path: Path, table: pl.DataFrame) -> tu
     return source, storage
 
 
+@pytest.mark.slow
 def test_only_template_column_edits_are_sent_and_every_edit_shows(
     server: EmulatorServer, tmp_path: Path
 ) -> None:

@@ -103,6 +103,7 @@ def test_a_server_with_a_knee_gets_its_capacity_not_a_runaway_queue(tmp_path: Pa
     assert 4 <= stats["realtime_max_in_flight"] <= 16, stats["realtime_max_in_flight"]
 
 
+@pytest.mark.slow
 def test_first_contact_names_a_model_the_server_does_not_serve_and_a_dead_url(
     server: EmulatorServer, tmp_path: Path
 ) -> None:

@@ -96,6 +96,7 @@ def test_anthropic_queue_limit(tmp_path: Path) -> None:
     assert stats["bodies_billed_twice"] == 0
 
 
+@pytest.mark.slow
 def test_while_the_limit_is_learned_one_run_sends_the_shards_one_after_another(
     tmp_path: Path,
 ) -> None:

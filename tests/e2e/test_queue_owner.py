@@ -122,6 +122,7 @@ def _second_job_runs_at_once(tmp_path: Path, emulator: str, **more: str) -> None
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.slow
 def test_a_job_whose_upload_failed_holds_no_queue_room(
     tmp_path: Path, proxy: tuple[str, str]
 ) -> None:
@@ -174,6 +175,7 @@ def test_a_job_killed_before_its_batch_was_created_holds_no_queue_room(
         _second_job_runs_at_once(tmp_path, emulator)
 
 
+@pytest.mark.slow
 def test_a_live_job_is_waited_for_and_named_until_it_is_gone(
     tmp_path: Path, proxy: tuple[str, str]
 ) -> None:

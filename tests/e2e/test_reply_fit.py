@@ -54,6 +54,7 @@ def test_vectors_of_another_length_stop_the_job_at_the_first_and_the_rerun_sends
     assert sent["requests_billed"] >= 1 and sent["bodies_billed_twice"] == 0
 
 
+@pytest.mark.slow
 def test_a_batch_of_vectors_of_another_length_stops_the_job_and_the_rerun_sends_its_rows(
     tmp_path: Path,
 ) -> None:

@@ -239,6 +239,7 @@ AS_A_SHELL_STARTS_IT = (
 )
 
 
+@pytest.mark.slow
 def test_ctrl_c_is_one_line_exit_130_and_the_rerun_resumes(table: Path, tmp_path: Path) -> None:
     with EmulatorServer(EmulatorConfig(batch_seconds=4)) as server:
         args = [sys.executable, "-c", AS_A_SHELL_STARTS_IT]

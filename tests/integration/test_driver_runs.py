@@ -6,6 +6,7 @@ from pathlib import Path
 
 import dagster as dg
 import polars as pl
+import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
@@ -62,6 +63,7 @@ def test_the_last_collect_run_merges_too(emulator_server: EmulatorServer, tmp_pa
     assert out["llm_status"].to_list() == ["succeeded"] * 12
 
 
+@pytest.mark.slow
 def test_retries_planned_by_the_last_collection_are_merged_in_a_later_run(
     tmp_path: Path,
 ) -> None:

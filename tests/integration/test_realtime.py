@@ -122,6 +122,7 @@ def test_the_limit_learned_at_first_contact_paces_the_rest(
     assert elapsed < 10
 
 
+@pytest.mark.slow
 def test_server_errors_and_rate_limit_faults_are_retried(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -157,6 +157,7 @@ def test_resume_after_kill_with_state_on_s3(
     assert out["llm_attempts"].to_list() == [1] * 6
 
 
+@pytest.mark.slow
 def test_cli_with_everything_on_s3(
     s3_store: dict[str, str], tmp_path: Path, tricky_table: pl.DataFrame
 ) -> None:
