@@ -71,6 +71,10 @@ class GeminiRealtimeProvider(RealtimeProvider):
         files=FILES,
     )
 
+    #: the ``serviceTier`` every request goes on (flex, priority), whoever encoded it; None:
+    #: standard
+    service_tier: ClassVar[str | None] = None
+
     name: str = Field(default="gemini-realtime", description="Provider name in costs/output.")
     model: str | None = Field(
         default=None, description="Model in the URL; set from each shard's payload when None."
@@ -98,14 +102,17 @@ class GeminiRealtimeProvider(RealtimeProvider):
         image: pl.Expr | None,
         files: pl.Expr | None = None,
     ) -> pl.Expr:
-        return gemini_body_expr(spec, user, image, files=files)
+        return gemini_body_expr(spec, user, image, service_tier=self.service_tier, files=files)
 
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return parse_generate_response(custom_id, body)
 
     def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
         """Chat rows one per request; embedding rows up to ``inputs_per_request`` per
-        ``batchEmbedContents`` request, each ``EmbedContentRequest`` naming the model."""
+        ``batchEmbedContents`` request, each ``EmbedContentRequest`` naming the model. On a
+        tier, chat rows go on it, whoever encoded them (a batch's rows under a deadline)."""
+        if self.service_tier is not None:
+            return super().requests_of(on_tier(rows, "serviceTier", self.service_tier))
         if not rows or not rows[0][1].startswith(EMBED_HEAD):
             return super().requests_of(rows)
         model = model_path(self.model or "")
@@ -154,6 +161,7 @@ class GeminiFlexProvider(GeminiRealtimeProvider):
         kinds=frozenset({CHAT}),  # the flex tier serves generateContent only
     )
     batch_id_prefix: ClassVar[str] = BATCH_PRICED_PREFIX
+    service_tier: ClassVar[str | None] = FLEX
 
     name: str = Field(default="gemini-flex", description="Provider name in costs/output.")
     timeout_s: float = Field(
@@ -162,19 +170,6 @@ class GeminiFlexProvider(GeminiRealtimeProvider):
     max_attempts: int = Field(
         default=12, description="Sends per request within one attempt (flex 429s, 5xx, timeouts)."
     )
-
-    def body_expr(
-        self,
-        spec: RequestSpec,
-        user: pl.Expr,
-        image: pl.Expr | None,
-        files: pl.Expr | None = None,
-    ) -> pl.Expr:
-        return gemini_body_expr(spec, user, image, service_tier=FLEX, files=files)
-
-    def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
-        """Rows on the flex tier, whoever encoded them (a batch's rows under a deadline)."""
-        return super().requests_of(on_tier(rows, "serviceTier", FLEX))
 
     def shed_fallback(self, body: str) -> str | None:
         """A request flex shed until its sends ran out goes to standard real time (the same
@@ -195,18 +190,6 @@ class GeminiPriorityProvider(GeminiRealtimeProvider):
         kinds=frozenset({CHAT}),  # the priority tier serves generateContent only
     )
     batch_id_prefix: ClassVar[str] = PRIORITY_PREFIX
+    service_tier: ClassVar[str | None] = PRIORITY
 
     name: str = Field(default="gemini-priority", description="Provider name in costs/output.")
-
-    def body_expr(
-        self,
-        spec: RequestSpec,
-        user: pl.Expr,
-        image: pl.Expr | None,
-        files: pl.Expr | None = None,
-    ) -> pl.Expr:
-        return gemini_body_expr(spec, user, image, service_tier=PRIORITY, files=files)
-
-    def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
-        """Rows on the priority tier, whoever encoded them (a batch's rows under a deadline)."""
-        return super().requests_of(on_tier(rows, "serviceTier", PRIORITY))
