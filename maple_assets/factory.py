@@ -257,12 +257,16 @@ def _carded(
     return asset.map_asset_specs(merged)
 
 
+_SHORTEST_FRESHNESS_WINDOW_S = 60.0  # FreshnessPolicy.time_window refuses a fail_window < 1 min
+
+
 def _fresh(asset_spec: dg.AssetSpec, spec: JobSpec) -> dg.AssetSpec:
     """merged with a freshness policy from the job's deadline, where it has one: merged
-    more than the deadline old shows as failing its freshness (overdue) in the UI."""
+    more than the deadline old shows as failing its freshness (overdue) in the UI. Dagster's
+    window is at least a minute, so a shorter deadline is shown as a one-minute window."""
     if spec.deadline_s is None:
         return asset_spec
-    window = timedelta(seconds=spec.deadline_s)
+    window = timedelta(seconds=max(spec.deadline_s, _SHORTEST_FRESHNESS_WINDOW_S))
     return asset_spec.replace_attributes(
         freshness_policy=dg.FreshnessPolicy.time_window(fail_window=window)
     )

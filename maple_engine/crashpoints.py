@@ -38,10 +38,8 @@ POINTS = (
     "after_results",
     "before_summary",
     "mid_merge",
-    "distill_embedded",
-    "distill_trained",
-    "distill_unsure",
 )
+DISTILL_POINTS = ("distill_embedded", "distill_trained", "distill_unsure")  # --distill jobs only
 
 
 class CrashPointReached(RuntimeError):

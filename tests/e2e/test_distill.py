@@ -15,6 +15,7 @@ from polars.testing import assert_frame_equal
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
+from maple_engine.crashpoints import DISTILL_POINTS
 from tests.e2e.cli import maple
 from tests.e2e.distill_table import PROMPT, SYSTEM, rule_label, write_items, write_schema
 
@@ -179,9 +180,7 @@ def test_without_a_learnable_rule_the_gate_sends_every_row_to_the_llm(tmp_path: 
 
 
 @pytest.mark.slow  # 45-85 s a point on 2 cores
-@pytest.mark.parametrize(
-    "point", ["after_create", "distill_embedded", "distill_trained", "distill_unsure"]
-)
+@pytest.mark.parametrize("point", ["after_create", *DISTILL_POINTS])
 def test_kill_9_at_a_stage_then_rerun_pays_nothing_twice(tmp_path: Path, point: str) -> None:
     base, crash = tmp_path / "base", tmp_path / "crash"
     base.mkdir()

@@ -226,3 +226,19 @@ def test_a_job_kind_takes_its_own_template_and_options() -> None:
             build_spec(name="e", model="m", **fields)
     assert "dimensions" in job_options(EMBEDDING)
     assert "prompt" not in job_options(EMBEDDING)
+
+
+@pytest.mark.parametrize(("deadline", "seconds"), [("8s", 60), ("90s", 90), ("6h", 6 * 3600)])
+def test_merged_is_overdue_after_the_deadline_or_a_minute_at_least(
+    deadline: str, seconds: int, tmp_path: Path
+) -> None:
+    """Dagster refuses a freshness window under a minute; a deadline of seconds still loads."""
+    import dagster as dg
+
+    source = tmp_path / "in.csv"
+    source.write_text("t\na\n")
+    en = enrichment("fresh", str(source), "{t}", "gpt-4o-mini", deadline=deadline)
+    specs = [s for a in en.assets if isinstance(a, dg.AssetsDefinition) for s in a.specs]
+    policy = next(s for s in specs if s.key == en.merged_key).freshness_policy
+    assert policy is not None
+    assert policy.fail_window.to_timedelta().total_seconds() == seconds  # type: ignore[attr-defined]
