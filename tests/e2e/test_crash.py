@@ -169,6 +169,7 @@ def test_random_sigkills_of_the_process_group(
     assert stats["requests_billed"] == baseline["stats"]["requests_billed"]
 
 
+@pytest.mark.slow  # shares the kill -9 baseline (30 s to build) with the long pass
 def test_a_failed_dagster_run_re_executed_gives_the_same_output(
     baseline: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

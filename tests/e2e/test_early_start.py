@@ -163,6 +163,7 @@ def test_the_first_request_leaves_before_dagster_loads_and_the_job_ends_as_throu
     assert materialized(early)["submissions"] == ["s00000", "s00001", "s00002"]
 
 
+@pytest.mark.slow  # a kill -9 variant; the long pass (the default suite stays under 10 min)
 def test_a_sigkill_before_dagster_loads_then_a_rerun_bills_no_row_twice(tmp_path: Path) -> None:
     source = table(tmp_path / "in.parquet")
     work = tmp_path / "work"

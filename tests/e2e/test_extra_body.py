@@ -26,7 +26,9 @@ def files_holding(root: Path, needle: str) -> list[str]:
     return [str(p) for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
 
 
-@pytest.mark.parametrize("provider", ["openai", "azure-openai"])
+@pytest.mark.parametrize(
+    "provider", ["openai", pytest.param("azure-openai", marks=pytest.mark.slow)]
+)
 def test_the_fields_reach_the_gateway_on_the_create_and_the_upload(
     tmp_path: Path, provider: str
 ) -> None:

@@ -107,8 +107,8 @@ def test_a_bad_setting_is_one_line_and_exit_2_before_anything_is_sent(
     assert stats["files_uploaded"] == 0 and stats["requests_received"] == 0
 
 
-@pytest.mark.parametrize(  # after_create: conformance
-    "point", [pytest.param("after_upload", marks=pytest.mark.slow), "mid_download"]
+@pytest.mark.parametrize(  # after_create: conformance (default suite); these: the long pass
+    "point", [pytest.param(p, marks=pytest.mark.slow) for p in ("after_upload", "mid_download")]
 )
 def test_a_kill_9_then_the_same_command_resumes_the_generic_profile_paying_nothing_twice(
     tmp_path: Path, point: str

@@ -140,8 +140,8 @@ def test_a_job_whose_upload_failed_holds_no_queue_room(
     ("how", "roots"),
     [
         (signal.SIGKILL, "one root"),
-        (signal.SIGINT, "one root"),
-        pytest.param(signal.SIGKILL, "two roots", id="SIGKILL-two-roots"),
+        pytest.param(signal.SIGINT, "one root", marks=pytest.mark.slow),
+        pytest.param(signal.SIGKILL, "two roots", id="SIGKILL-two-roots", marks=pytest.mark.slow),
     ],
 )
 def test_a_job_killed_before_its_batch_was_created_holds_no_queue_room(

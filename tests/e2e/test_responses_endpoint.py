@@ -113,7 +113,9 @@ def test_responses_in_real_time_and_flex(
     assert stats["flex_requests"] == (ROWS if provider == "openai-flex" else 0)
 
 
-@pytest.mark.parametrize("point", ["after_create", "after_results"])
+@pytest.mark.parametrize(
+    "point", ["after_create", pytest.param("after_results", marks=pytest.mark.slow)]
+)
 def test_a_responses_batch_killed_and_rerun_pays_nothing_twice(point: str, tmp_path: Path) -> None:
     source = table(tmp_path / "in.parquet")
     with EmulatorServer(EmulatorConfig(batch_seconds=0.1)) as server:
