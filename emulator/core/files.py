@@ -11,6 +11,11 @@ The parts read (one list serves every dialect, since no two share a part type):
 - Gemini: ``{"inlineData":{"mimeType","data"}}`` (or ``inline_data``/``mime_type``) and
   ``{"fileData":{"fileUri","mimeType"?}}``.
 
+Each part takes its own kind, as the APIs do: an OpenAI ``file`` part a PDF as base64
+``file_data`` (Chat Completions fetches no file URL), an ``image_url`` or Claude ``image`` an
+image, a Claude ``document`` a PDF; a fetched URL of another kind is refused (`FileProblem`
+with ``linked``).
+
 With ``EmulatorConfig.fetch_urls``, a URL is fetched here as the provider would (short timeout;
 a file served without a usable type is typed by its bytes); one that cannot be fetched is a
 failed request the provider's way (`FileProblem` with ``fetch``). Without it, URLs are left
@@ -56,11 +61,13 @@ class Received:
 
 
 class FileProblem(Exception):
-    """A file part the provider refuses: ``fetch`` True when a URL could not be fetched."""
+    """A file part the provider refuses: ``fetch`` True when a URL could not be fetched,
+    ``linked`` True when a fetched URL is of a kind its part does not take."""
 
-    def __init__(self, message: str, *, fetch: bool = False) -> None:
+    def __init__(self, message: str, *, fetch: bool = False, linked: bool = False) -> None:
         super().__init__(message)
         self.fetch = fetch
+        self.linked = linked
 
 
 def _tiles(width: int, height: int, side: int) -> int:
@@ -171,20 +178,46 @@ def _url_of(part: dict[str, Any]) -> str | None:
     return None
 
 
+Found = tuple[str, bytes, str | None]  # a file part's MIME type, bytes and URL (None: inline)
+
+
+def _of_kind(found: Found, kind: str, part: str) -> Found:
+    """``found`` if its MIME type is of ``kind``; else the refusal of a part that takes only
+    that kind (an ``image_url`` or Claude ``image`` that links a PDF, a ``document`` that
+    links an image)."""
+    if _kind(found[0]) != kind:
+        message = f"a {part} part takes {kind} files, and this one is {found[0]}"
+        raise FileProblem(message, linked=found[2] is not None)
+    return found
+
+
+def _openai_file(file: dict[str, Any]) -> Found:
+    """A chat ``file`` part's PDF: base64 ``file_data`` only. Chat Completions takes no file
+    URL (https://developers.openai.com/api/docs/guides/file-inputs: external file URL "Not
+    supported" for Chat Completions), so a ``file_url``, or a URL as ``file_data``, is
+    refused."""
+    data = str(file.get("file_data", ""))
+    if "file_url" in file or not data.startswith("data:"):
+        raise FileProblem("a chat file part takes base64 file_data or a file_id, not a URL")
+    return _of_kind((*_data_url(data), None), "pdf", "file")
+
+
 def _inline_or_fetched(part: dict[str, Any]) -> tuple[str, bytes, str | None] | None:  # noqa: PLR0911
     kind = part.get("type")
     if kind == "file":
-        return (*_data_url(str((part.get("file") or {}).get("file_data", ""))), None)
+        return _openai_file(part.get("file") or {})
     if kind == "image_url":
         image = part.get("image_url")
-        return _linked(str(image.get("url", "") if isinstance(image, dict) else image))
+        url = str(image.get("url", "") if isinstance(image, dict) else image)
+        return _of_kind(_linked(url), "image", "image_url")
     if kind == "input_audio":
         audio = part.get("input_audio") or {}
         return "audio/" + str(audio.get("format")), _b64(audio.get("data")), None
     if kind in ("document", "image"):
         source = part.get("source") or {}
-        if source.get("type") == "url":
-            return _linked(str(source.get("url", "")))
+        if source.get("type") == "url":  # a PDF for a document, an image for an image
+            wanted = "pdf" if kind == "document" else "image"
+            return _of_kind(_linked(str(source.get("url", ""))), wanted, kind)
         return str(source.get("media_type", "")), _b64(source.get("data")), None
     inline = part.get("inlineData") or part.get("inline_data")
     if isinstance(inline, dict):

@@ -63,10 +63,15 @@ def fault_outcome(fault: str, model: str) -> Outcome | None:
 
 def file_refusal(problem: FileProblem) -> Outcome:
     """OpenAI's 400 for a file part it cannot use: an image URL it could not download
-    (``invalid_image_url``), or a file it refuses."""
+    (``invalid_image_url``) or that is no image (``invalid_image_format``), or a file it
+    refuses."""
     if problem.fetch:
         message = f"Error while downloading the image URL: {problem}."
         body = error_body(message, "invalid_request_error", "messages", "invalid_image_url")
+        return Outcome(400, body)
+    if problem.linked:
+        message = f"Invalid image: {problem}."
+        body = error_body(message, "invalid_request_error", "messages", "invalid_image_format")
         return Outcome(400, body)
     return Outcome(400, error_body(f"Invalid file: {problem}.", "invalid_request_error"))
 

@@ -5,9 +5,12 @@ A cell is a local path, an ``s3://`` key (read with the job's S3 settings from t
 environment) or an ``http(s)://`` URL. Local and S3 files are read when the row's request is
 encoded, before anything is uploaded: a file that cannot be read, is of no type Maple sends, is
 of a kind the provider does not take, or is over the provider's limits stops the job there with
-one line naming the row, the file and the limit. A URL is not fetched: it goes as the
-provider's URL part (`FileInputs.url_part`) and the provider fetches it; one that fails fails
-its row (``invalid_file``), checked again only before a retry (`maple_engine.inputs.images`).
+one line naming the row, the file and the limit. A URL is not fetched: it is typed by its
+path's extension (`maple_engine.providers.file_types.url_type`; one without a known extension
+is taken for an image) and goes as the provider's URL part for that kind
+(`FileInputs.url_part`), which the provider fetches; a kind the provider fetches no URL of
+stops the job the same way. A URL that fails fails its row (``invalid_file``), checked again
+only before a retry (`maple_engine.inputs.images`).
 
 Each row gets its encoded parts (``FILE_PARTS``: every part preceded by a comma, "" for none)
 and the tokens the provider bills for them (``FILE_TOKENS``, by its own rule).
@@ -24,7 +27,7 @@ from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import BLOCK_ROWS, iter_blocks
 from maple_engine.model import FILE_TOKENS, ROW_ID
 from maple_engine.providers.file_inputs import AttachedFile, FileInputs
-from maple_engine.providers.file_types import HEAD_BYTES, KIND_NAMES, sniff
+from maple_engine.providers.file_types import HEAD_BYTES, KIND_NAMES, FileKind, sniff, url_type
 from maple_engine.providers.registry import capabilities, one_of
 from maple_engine.spec import JobSpec
 from maple_engine.storage.s3 import S3Settings
@@ -137,8 +140,9 @@ def row_parts(row: int, cells: dict[str, Any], spec: JobSpec, files: FileInputs)
         if not cell:
             continue
         if cell.startswith(URL_PREFIXES):
-            parts.append(url_part(row, column, cell, spec, files))
-            tokens += files.url_tokens
+            part, kind = url_part(row, column, cell, spec, files)
+            parts.append(part)
+            tokens += files.url_tokens(kind)
             continue
         file = attached(row, column, cell, spec, files)
         parts.append(files.part(file))
@@ -155,15 +159,28 @@ def row_parts(row: int, cells: dict[str, Any], spec: JobSpec, files: FileInputs)
     return encoded_parts, tokens
 
 
-def url_part(row: int, column: str, cell: str, spec: JobSpec, files: FileInputs) -> dict[str, Any]:
-    """A URL cell's part: the provider fetches it."""
+def url_part(
+    row: int, column: str, cell: str, spec: JobSpec, files: FileInputs
+) -> tuple[dict[str, Any], FileKind]:
+    """A URL cell's part, which the provider fetches, and the kind its extension names (an
+    image without a known one)."""
+    where = f"Row {row}, --file-column {column}: {cell[:200]}"
     if files.url_part is None:
         raise ConfigError(
-            f"Row {row}, --file-column {column}: {cell[:200]} is a URL, and --provider "
-            f"{spec.provider} fetches none: give a local path or an s3:// key, or use "
+            f"{where} is a URL, and --provider {spec.provider} fetches none: give a local path "
+            "or an s3:// key, or use "
             f"{one_of(lambda c: c.files is not None and c.files.url_part is not None)}."
         )
-    return files.url_part(cell)
+    type_ = url_type(cell)
+    kind: FileKind = "image" if type_ is None else type_.kind
+    if kind not in files.url_kinds:
+        raise ConfigError(
+            f"{where} is a URL of {KIND_NAMES[kind]} (by its extension), and --provider "
+            f"{spec.provider} fetches no URL of {KIND_NAMES[kind]} ({files.docs}): give a "
+            "local path or an s3:// key (Maple sends the bytes), or use "
+            f"{one_of(lambda c: c.files is not None and kind in c.files.url_kinds)}."
+        )
+    return files.url_part(cell, type_), kind
 
 
 def _rows(block: pl.DataFrame, columns: list[str]) -> Iterator[dict[str, Any]]:

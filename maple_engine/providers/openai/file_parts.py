@@ -10,7 +10,10 @@
   fit 2048 x 2048, then its short side to 768, 170 per 512-pixel tile plus 85.
 - Audio is an ``input_audio`` part, ``{"data": base64, "format": "wav" | "mp3"}``, for the
   audio models (gpt-4o-audio-preview) (https://platform.openai.com/docs/guides/audio), billed
-  about 10 tokens a second (one per 100 ms).
+  about 10 tokens a second (one per 100 ms). The part holds the bytes only: no audio URL.
+- So the only URLs Chat Completions fetches are images': the file-inputs page lists an
+  external file URL (``file_url``) as "Not supported" for Chat Completions, and
+  ``input_audio`` has no URL field. A PDF or audio URL is refused before anything is sent.
 - Files may add up to 50 MB to one request, and one file may be that large
   (https://developers.openai.com/api/docs/guides/file-inputs); a batch file is still 200 MB.
 """
@@ -19,6 +22,7 @@ import math
 from typing import Any
 
 from maple_engine.providers.file_inputs import MB, AttachedFile, FileInputs, tiles
+from maple_engine.providers.file_types import FileType
 
 
 def file_part(file: AttachedFile) -> dict[str, Any]:
@@ -33,8 +37,8 @@ def file_part(file: AttachedFile) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": file.data_url}}
 
 
-def url_part(url: str) -> dict[str, Any]:
-    """A URL cell: an image OpenAI fetches."""
+def url_part(url: str, _type: FileType | None) -> dict[str, Any]:
+    """A URL cell: an image OpenAI fetches (the only kind it fetches, ``url_kinds``)."""
     return {"type": "image_url", "image_url": {"url": url}}
 
 
@@ -55,4 +59,5 @@ FILES = FileInputs(
     audio_tokens_per_s=10,
     image_tokens=image_tokens,
     docs="https://developers.openai.com/api/docs/guides/file-inputs",
+    url_kinds=frozenset({"image"}),
 )
