@@ -94,19 +94,37 @@ def _gemini_image(width: int, height: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class FileRule:
-    """One provider's file billing and limits (bytes are base64-encoded sizes)."""
+    """One provider's file billing and limits (bytes are base64-encoded sizes): per file and
+    per request, and where it documents them, per file of a kind (``kind_bytes``) and files of
+    a kind per request (``kind_counts``); ``urls`` False: it fetches no URL."""
 
     page_tokens: int
     audio_tokens_per_s: float
     image_tokens: Callable[[int, int], int]
     max_file_bytes: int
     max_request_bytes: int
+    kind_bytes: tuple[tuple[str, int], ...] = ()
+    kind_counts: tuple[tuple[str, int], ...] = ()
+    urls: bool = True
 
 
 RULES = {
     "openai": FileRule(765, 10, _openai_image, 50 * MB, 50 * MB),
-    "anthropic": FileRule(1_600, 0, _anthropic_image, 32 * MB, 32 * MB),
+    "anthropic": FileRule(1_600, 0, _anthropic_image, 32 * MB, 32 * MB, (("image", 5 * MB),)),
     "gemini": FileRule(258, 32, _gemini_image, 20 * MB, 20 * MB),
+    # Claude on Bedrock, held to Bedrock's own limits, not Anthropic's: at most 20 images of
+    # 3.75 MB and 5 documents of 4.5 MB a message, and no URL source
+    # (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Message.html)
+    "bedrock": FileRule(
+        1_600,
+        0,
+        _anthropic_image,
+        4_500_000,
+        32 * MB,
+        kind_bytes=(("image", 3_750_000), ("pdf", 4_500_000)),
+        kind_counts=(("image", 20), ("pdf", 5)),
+        urls=False,
+    ),
 }
 
 
@@ -296,15 +314,22 @@ def _encoded(file: Received) -> int:
 
 
 def check_files(files: list[Received], rule: FileRule) -> None:
-    """`FileProblem` for a file of an unknown kind or over the per-file or per-request limit."""
+    """`FileProblem` for a file of an unknown kind, over the per-file limit (its kind's, if
+    the rule has one), more files of a kind than the rule takes, or files over the
+    per-request limit."""
     for file in files:
         if file.kind == "unknown":
             raise FileProblem("the file is not a PDF, an image or audio")
-        if _encoded(file) > rule.max_file_bytes:
+        limit = dict(rule.kind_bytes).get(file.kind, rule.max_file_bytes)
+        if _encoded(file) > limit:
             raise FileProblem(
-                f"a file of {_encoded(file):,} bytes is over the limit of "
-                f"{rule.max_file_bytes:,} bytes per file"
+                f"a file of {_encoded(file):,} bytes is over the limit of {limit:,} bytes per "
+                f"file ({file.kind})"
             )
+    for kind, most in rule.kind_counts:
+        count = sum(f.kind == kind for f in files)
+        if count > most:
+            raise FileProblem(f"{count} files of kind {kind} are over the limit of {most}")
     total = sum(_encoded(f) for f in files if f.url is None)
     if total > rule.max_request_bytes:
         raise FileProblem(
@@ -318,6 +343,8 @@ def files_billed(
 ) -> tuple[list[Received], int]:
     """The request's files, checked, and the tokens they cost (`FileProblem` if refused;
     ``fetching`` False: its inline files only, no URL fetched)."""
+    if not rule.urls and any(_url_of(part) is not None for part in _parts(messages)):
+        raise FileProblem("a file part links a URL, and this API takes file bytes only")
     files = received_files(messages, fetching)
     check_files(files, rule)
     return files, sum(file_tokens(f, rule) for f in files)

@@ -17,6 +17,7 @@ and the tokens the provider bills for them (``FILE_TOKENS``, by its own rule).
 """
 
 import hashlib
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -135,6 +136,7 @@ def row_parts(row: int, cells: dict[str, Any], spec: JobSpec, files: FileInputs)
     """One row's encoded parts (each preceded by a comma) and their tokens."""
     parts: list[dict[str, Any]] = []
     tokens = encoded = 0
+    counts: Counter[FileKind] = Counter()
     for column, value in cells.items():
         cell = "" if value is None else str(value).strip()
         if not cell:
@@ -143,8 +145,10 @@ def row_parts(row: int, cells: dict[str, Any], spec: JobSpec, files: FileInputs)
             part, kind = url_part(row, column, cell, spec, files)
             parts.append(part)
             tokens += files.url_tokens(kind)
+            counts[kind] += 1
             continue
         file = attached(row, column, cell, spec, files)
+        counts[file.type.kind] += 1
         parts.append(files.part(file))
         tokens += files.tokens(file)
         encoded += file.encoded_bytes
@@ -155,6 +159,13 @@ def row_parts(row: int, cells: dict[str, Any], spec: JobSpec, files: FileInputs)
             f"{files.max_request_bytes:,} bytes per request ({files.docs}): send fewer or "
             "smaller files per row."
         )
+    for kind, most in files.kind_counts:
+        if counts[kind] > most:
+            raise ConfigError(
+                f"Row {row} has {counts[kind]} {KIND_NAMES[kind]}, over --provider "
+                f"{spec.provider}'s limit of {most} a request ({files.docs}): send fewer per "
+                "row."
+            )
     encoded_parts = "".join("," + orjson.dumps(part).decode() for part in parts)
     return encoded_parts, tokens
 

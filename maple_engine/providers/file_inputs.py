@@ -58,7 +58,8 @@ class FileInputs:
     ``url_kinds`` it fetches (``url_part`` None: it fetches none). Tokens: ``pdf_page_tokens``
     per page, ``audio_tokens_per_s`` per second, ``image_tokens(width, height)`` per image
     (``url_tokens`` for a URL, unread); ``kind_limits``: a kind's own smaller per-file limit,
-    where the provider documents one."""
+    and ``kind_counts`` the most files of a kind in one request, where the provider documents
+    them."""
 
     kinds: frozenset[FileKind]
     max_file_bytes: int
@@ -70,6 +71,7 @@ class FileInputs:
     image_tokens: Callable[[int, int], int]
     docs: str  # the vendor's page on file inputs
     kind_limits: tuple[tuple[FileKind, int], ...] = ()
+    kind_counts: tuple[tuple[FileKind, int], ...] = ()
     url_kinds: frozenset[FileKind] = frozenset({"image"})
 
     def max_bytes(self, kind: FileKind) -> int:

@@ -23,6 +23,9 @@ from maple_assets import enrichment
 from maple_assets.cli.commands import main
 from maple_engine.collect.responses import FILE_GONE
 from maple_engine.errors import ConfigError
+from maple_engine.inputs.files import with_files
+from maple_engine.model import FILE_TOKENS, ROW_ID
+from maple_engine.spec import JobSpec
 from scripts.make_file_samples import image_bytes, pdf_bytes, wav_bytes
 from tests.conftest import BUCKET
 from tests.e2e.cli import maple
@@ -604,3 +607,19 @@ def test_the_emulator_refuses_a_link_to_a_kind_the_part_does_not_take(
         },
     )
     assert claude.status_code == 400 and "application/pdf" in claude.text
+
+
+def test_claude_on_bedrock_takes_at_most_five_documents_a_request(tmp_path: Path) -> None:
+    """Bedrock's own limit, not Anthropic's: six PDF columns of one row are refused when the
+    row is encoded, naming the row and the limit."""
+    columns = [f"f{i}" for i in range(6)]
+    spec = JobSpec(
+        name="sheets", prompt="{title}", model=BEDROCK_MODEL, provider="bedrock",
+        file_columns=columns,
+    )  # fmt: skip
+    pdf = local(tmp_path, "one.pdf", pdf_bytes(["one page"]))
+    block = pl.DataFrame({ROW_ID: [0], "title": ["a"], **{c: [pdf] for c in columns}})
+    with pytest.raises(ConfigError, match=r"Row 0 has 6 PDFs, over .*limit of 5 a request"):
+        with_files(block, spec)
+    five = spec.model_copy(update={"file_columns": columns[:5]})
+    assert with_files(block.drop(columns[-1]), five)[FILE_TOKENS].to_list() == [5 * 1_600]

@@ -58,8 +58,8 @@ FILES = FileInputs(
 )
 
 #: Claude on Bedrock (batch inference records carry its native body): the same blocks, base64
-#: only (Bedrock fetches no URL), each image at most 3.75 MB and each document 4.5 MB
-#: (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_ImageBlock.html,
+#: only (Bedrock fetches no URL), at most 20 images of 3.75 MB and 5 documents of 4.5 MB a
+#: message (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Message.html,
 #: https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_DocumentBlock.html).
 BEDROCK_FILES = dataclasses.replace(
     FILES,
@@ -67,5 +67,6 @@ BEDROCK_FILES = dataclasses.replace(
     url_part=None,
     url_kinds=frozenset(),
     kind_limits=(("image", 3_750_000),),
+    kind_counts=(("image", 20), ("pdf", 5)),
     docs="https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_DocumentBlock.html",
 )
