@@ -73,6 +73,34 @@ def _identity(cell: str, s3: S3Settings | None) -> bytes:
     return f"{cell}:{info.get('size')}:{tag}".encode() + b"\0"
 
 
+def content_identities(block: pl.DataFrame, spec: JobSpec) -> pl.DataFrame:
+    """``block`` with each file cell replaced by what its request part is made from: a local
+    or S3 file's name (the last path part, which OpenAI's part names it by) and a digest of
+    its bytes, a URL as written. A row's digest over these (`maple_engine.plan.row_digests`)
+    is unchanged while its files' bytes are, whatever their paths or modification times; a
+    file that cannot be read is its cell (its row is rendered, and refused there)."""
+    if not spec.file_columns:
+        return block
+    columns = list(dict.fromkeys(spec.file_columns))
+    seen: dict[str, str] = {}
+
+    def identity(value: Any) -> str | None:
+        cell = None if value is None else str(value).strip()
+        if not cell or cell.startswith(URL_PREFIXES):
+            return cell
+        if cell not in seen:
+            try:
+                digest = hashlib.sha256(read_file(cell)).hexdigest()
+            except (OSError, ValueError):
+                digest = "unreadable"
+            seen[cell] = f"{cell.rstrip('/').rsplit('/', 1)[-1]}:{digest}"
+        return seen[cell]
+
+    return block.with_columns(
+        pl.Series(c, [identity(v) for v in block.get_column(c)], dtype=pl.String) for c in columns
+    )
+
+
 def provider_files(spec: JobSpec) -> FileInputs:
     """What the job's provider takes as files; one that takes none is refused, naming those
     that do."""

@@ -175,7 +175,7 @@ def _spill_changed(
                     aligned = None  # the columns' types changed: every row is rendered
             if block.height == 0:
                 continue
-            found = row_digests(block, digests.columns)
+            found = row_digests(block, digests.columns, spec)
             digests.add(block, found)
             same = unchanged(found, aligned.take(block.height) if aligned else None)
             ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64, eager=True)
