@@ -3,7 +3,8 @@ provider's limits, billed by its token rule, and named in the reply by a digest 
 
 The parts read (one list serves every dialect, since no two share a part type):
 
-- OpenAI chat: ``{"type":"file","file":{"filename","file_data":"data:<mime>;base64,..."}}``,
+- OpenAI chat: ``{"type":"file","file":{"filename","file_data":"data:<mime>;base64,..."}}``
+  or ``{"type":"file","file":{"file_id"}}`` (a PDF uploaded with purpose ``user_data``),
   ``{"type":"image_url","image_url":{"url": data URL or http(s) URL}}``,
   ``{"type":"input_audio","input_audio":{"data": base64,"format":"wav"|"mp3"}}``;
 - Anthropic: ``{"type":"document"|"image","source":{"type":"base64","media_type","data"}}``
@@ -68,6 +69,11 @@ class FileProblem(Exception):
         super().__init__(message)
         self.fetch = fetch
         self.linked = linked
+
+
+Found = tuple[str, bytes, str | None]  # a file part's MIME type, bytes and URL (None: inline)
+#: The bytes of an uploaded file by its id (None: no such file); None: no uploads are held.
+Uploaded = Callable[[str], bytes | None] | None
 
 
 def _tiles(width: int, height: int, side: int) -> int:
@@ -177,12 +183,14 @@ def _linked(url: str) -> tuple[str, bytes, str | None]:
     return (*fetch(url), url)
 
 
-def _part_file(part: dict[str, Any], fetching: bool) -> tuple[str, bytes, str | None] | None:
+def _part_file(
+    part: dict[str, Any], fetching: bool, uploaded: Uploaded
+) -> tuple[str, bytes, str | None] | None:
     """(MIME type, bytes, URL or None) of one file part, None for a part that is no file (or
     a URL, unless ``fetching``)."""
     if not fetching and _url_of(part) is not None:
         return None
-    return _inline_or_fetched(part)
+    return _inline_or_fetched(part, uploaded)
 
 
 def _url_of(part: dict[str, Any]) -> str | None:
@@ -196,9 +204,6 @@ def _url_of(part: dict[str, Any]) -> str | None:
     return None
 
 
-Found = tuple[str, bytes, str | None]  # a file part's MIME type, bytes and URL (None: inline)
-
-
 def _of_kind(found: Found, kind: str, part: str) -> Found:
     """``found`` if its MIME type is of ``kind``; else the refusal of a part that takes only
     that kind (an ``image_url`` or Claude ``image`` that links a PDF, a ``document`` that
@@ -209,21 +214,30 @@ def _of_kind(found: Found, kind: str, part: str) -> Found:
     return found
 
 
-def _openai_file(file: dict[str, Any]) -> Found:
-    """A chat ``file`` part's PDF: base64 ``file_data`` only. Chat Completions takes no file
-    URL (https://developers.openai.com/api/docs/guides/file-inputs: external file URL "Not
+def _openai_file(file: dict[str, Any], uploaded: Uploaded) -> Found:
+    """A chat ``file`` part's PDF: base64 ``file_data`` or the ``file_id`` of an uploaded
+    file (``uploaded`` reads it: None for an unknown id). Chat Completions takes no file URL
+    (https://developers.openai.com/api/docs/guides/file-inputs: external file URL "Not
     supported" for Chat Completions), so a ``file_url``, or a URL as ``file_data``, is
     refused."""
+    if "file_id" in file:
+        file_id = str(file["file_id"])
+        held = uploaded(file_id) if uploaded is not None else None
+        if held is None:
+            raise FileProblem(f"no uploaded file has the id {file_id!r}")
+        return _of_kind((_typed(held), held, None), "pdf", "file")
     data = str(file.get("file_data", ""))
     if "file_url" in file or not data.startswith("data:"):
         raise FileProblem("a chat file part takes base64 file_data or a file_id, not a URL")
     return _of_kind((*_data_url(data), None), "pdf", "file")
 
 
-def _inline_or_fetched(part: dict[str, Any]) -> tuple[str, bytes, str | None] | None:  # noqa: PLR0911
+def _inline_or_fetched(  # noqa: PLR0911
+    part: dict[str, Any], uploaded: Uploaded
+) -> tuple[str, bytes, str | None] | None:
     kind = part.get("type")
     if kind == "file":
-        return _openai_file(part.get("file") or {})
+        return _openai_file(part.get("file") or {}, uploaded)
     if kind == "image_url":
         image = part.get("image_url")
         url = str(image.get("url", "") if isinstance(image, dict) else image)
@@ -258,12 +272,14 @@ def _parts(container: Any) -> Iterator[dict[str, Any]]:
                 yield part
 
 
-def received_files(messages: Any, fetching: bool = False) -> list[Received]:
+def received_files(
+    messages: Any, fetching: bool = False, uploaded: Uploaded = None
+) -> list[Received]:
     """The files of a message list (or Gemini ``contents``), in order; `FileProblem` for a
     file part that cannot be read (``fetching`` False: URLs left out, not fetched)."""
     files: list[Received] = []
     for part in _parts(messages):
-        found = _part_file(part, fetching)
+        found = _part_file(part, fetching, uploaded)
         if found is not None:
             mime, data, url = found
             files.append(Received(_kind(mime), data, url))
@@ -339,12 +355,12 @@ def check_files(files: list[Received], rule: FileRule) -> None:
 
 
 def files_billed(
-    messages: Any, rule: FileRule, fetching: bool = False
+    messages: Any, rule: FileRule, fetching: bool = False, uploaded: Uploaded = None
 ) -> tuple[list[Received], int]:
     """The request's files, checked, and the tokens they cost (`FileProblem` if refused;
     ``fetching`` False: its inline files only, no URL fetched)."""
     if not rule.urls and any(_url_of(part) is not None for part in _parts(messages)):
         raise FileProblem("a file part links a URL, and this API takes file bytes only")
-    files = received_files(messages, fetching)
+    files = received_files(messages, fetching, uploaded)
     check_files(files, rule)
     return files, sum(file_tokens(f, rule) for f in files)

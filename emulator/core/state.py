@@ -188,6 +188,7 @@ class State:
             self.drawer, config.embedding_dimensions, config.omit_usage, config.ignore_dimensions
         )
         self.openai.fetch_urls = config.fetch_urls
+        self.openai.uploaded = self.uploaded_bytes
         self.anthropic = AnthropicEngine(self.drawer)
         self.anthropic.fetch_urls = config.fetch_urls
         self.gemini = GeminiStore()
@@ -252,6 +253,15 @@ class State:
         with self.lock:
             self.files[stored.id] = stored
         return stored
+
+    def uploaded_bytes(self, file_id: str) -> bytes | None:
+        """The bytes of the file ``file_id`` uploaded for use in requests (purpose
+        ``user_data``, ``assistants`` or ``vision``), None when there is none."""
+        with self.lock:
+            stored = self.files.get(file_id)
+        if stored is None or stored.purpose not in ("user_data", "assistants", "vision"):
+            return None
+        return stored.path.read_bytes()
 
     def delete_file(self, file_id: str) -> bool:
         """Remove a file; False when it does not exist."""

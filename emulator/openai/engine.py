@@ -6,7 +6,14 @@ from typing import Any
 import orjson
 
 from emulator.core.faults import FaultDrawer, body_key
-from emulator.core.files import RULES, FileProblem, Received, files_billed, reply_note
+from emulator.core.files import (
+    RULES,
+    FileProblem,
+    Received,
+    Uploaded,
+    files_billed,
+    reply_note,
+)
 from emulator.core.labels import LabelRule
 from emulator.core.outcome import Outcome, new_id
 from emulator.core.replies import (
@@ -157,6 +164,7 @@ class OpenAIEngine:
         self.ignore_dimensions = ignore_dimensions  # every vector at ``dimensions``'s length
         self.label = LabelRule()  # how a one-field enum or boolean reply is chosen
         self.fetch_urls = False  # fetch the URLs of file parts (``EmulatorConfig.fetch_urls``)
+        self.uploaded: Uploaded = None  # an uploaded file's bytes by id (a chat file_id part)
 
     def run(self, url: str, body: Any, key: int | None = None) -> Outcome:
         """Run ``body`` as a request to ``url`` (``/v1/chat/completions``, ``/v1/responses`` or
@@ -200,7 +208,7 @@ class OpenAIEngine:
             return refused
         messages = body["messages"]
         try:
-            files = files_billed(messages, RULES["openai"], self.fetch_urls)
+            files = files_billed(messages, RULES["openai"], self.fetch_urls, self.uploaded)
         except FileProblem as exc:
             return file_refusal(exc)
         schema = response_schema(body)
