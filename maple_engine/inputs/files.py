@@ -26,6 +26,7 @@ import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import BLOCK_ROWS, iter_blocks
+from maple_engine.inputs.uploads import FileUploads
 from maple_engine.model import FILE_TOKENS, ROW_ID
 from maple_engine.providers.file_inputs import AttachedFile, FileInputs
 from maple_engine.providers.file_types import HEAD_BYTES, KIND_NAMES, FileKind, sniff, url_type
@@ -160,8 +161,11 @@ def attached(row: int, column: str, cell: str, spec: JobSpec, files: FileInputs)
     return file
 
 
-def row_parts(row: int, cells: dict[str, Any], spec: JobSpec, files: FileInputs) -> tuple[str, int]:
-    """One row's encoded parts (each preceded by a comma) and their tokens."""
+def row_parts(
+    row: int, cells: dict[str, Any], spec: JobSpec, files: FileInputs, uploads: FileUploads | None
+) -> tuple[str, int]:
+    """One row's encoded parts (each preceded by a comma) and their tokens; a file the
+    provider takes by id goes up through ``uploads`` where given."""
     parts: list[dict[str, Any]] = []
     tokens = encoded = 0
     counts: Counter[FileKind] = Counter()
@@ -177,7 +181,10 @@ def row_parts(row: int, cells: dict[str, Any], spec: JobSpec, files: FileInputs)
             continue
         file = attached(row, column, cell, spec, files)
         counts[file.type.kind] += 1
-        parts.append(files.part(file))
+        if uploads is not None and files.id_part is not None and files.sent_by_id(file):
+            parts.append(files.id_part(uploads.file_id(file)))
+        else:
+            parts.append(files.part(file))
         tokens += files.tokens(file)
         encoded += file.encoded_bytes
     if encoded > files.max_request_bytes:
@@ -226,14 +233,17 @@ def _rows(block: pl.DataFrame, columns: list[str]) -> Iterator[dict[str, Any]]:
     return block.select(ROW_ID, *columns).iter_rows(named=True)
 
 
-def with_files(block: pl.DataFrame, spec: JobSpec) -> pl.DataFrame:
-    """``block`` (with ``ROW_ID``) plus each row's encoded file parts and their tokens; the
+def with_files(
+    block: pl.DataFrame, spec: JobSpec, uploads: FileUploads | None = None
+) -> pl.DataFrame:
+    """``block`` (with ``ROW_ID``) plus each row's encoded file parts and their tokens (the
+    files the provider takes by id uploaded through ``uploads``; None: every file inline); the
     block as it is for a job without file columns."""
     if not spec.file_columns:
         return block
     files = provider_files(spec)
     columns = list(dict.fromkeys(spec.file_columns))
-    made = [row_parts(row.pop(ROW_ID), row, spec, files) for row in _rows(block, columns)]
+    made = [row_parts(row.pop(ROW_ID), row, spec, files, uploads) for row in _rows(block, columns)]
     return block.with_columns(
         pl.Series(FILE_PARTS, [parts for parts, _ in made], dtype=pl.String),
         pl.Series(FILE_TOKENS, [tokens for _, tokens in made], dtype=pl.Int64),

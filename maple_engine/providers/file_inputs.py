@@ -59,7 +59,7 @@ class FileInputs:
     per page, ``audio_tokens_per_s`` per second, ``image_tokens(width, height)`` per image
     (``url_tokens`` for a URL, unread); ``kind_limits``: a kind's own smaller per-file limit,
     and ``kind_counts`` the most files of a kind in one request, where the provider documents
-    them."""
+    them; ``upload_over``: PDFs larger go by id (``id_part``)."""
 
     kinds: frozenset[FileKind]
     max_file_bytes: int
@@ -73,6 +73,14 @@ class FileInputs:
     kind_limits: tuple[tuple[FileKind, int], ...] = ()
     kind_counts: tuple[tuple[FileKind, int], ...] = ()
     url_kinds: frozenset[FileKind] = frozenset({"image"})
+    upload_over: int | None = None
+    id_part: Callable[[str], dict[str, Any]] | None = None
+
+    def sent_by_id(self, file: AttachedFile) -> bool:
+        """Whether ``file`` is a PDF over ``upload_over`` bytes (encoded), uploaded and sent by
+        its id (``id_part``) where the provider uploads."""
+        over = self.upload_over is not None and file.encoded_bytes > self.upload_over
+        return over and file.type.kind == "pdf" and self.id_part is not None
 
     def max_bytes(self, kind: FileKind) -> int:
         """The most bytes (base64-encoded) one file of ``kind`` may be."""

@@ -16,6 +16,9 @@
   ``input_audio`` has no URL field. A PDF or audio URL is refused before anything is sent.
 - Files may add up to 50 MB to one request, and one file may be that large
   (https://developers.openai.com/api/docs/guides/file-inputs); a batch file is still 200 MB.
+- A PDF over `UPLOAD_OVER` goes up once by the Files API (purpose ``user_data``) and is sent
+  by its ``file_id`` (the same page: "Uploaded file ID (file_id)", PDF only for Chat
+  Completions), where the provider uploads (`maple_engine.inputs.uploads`).
 """
 
 import math
@@ -35,6 +38,17 @@ def file_part(file: AttachedFile) -> dict[str, Any]:
             "input_audio": {"data": file.base64, "format": file.type.format},
         }
     return {"type": "image_url", "image_url": {"url": file.data_url}}
+
+
+#: PDFs over this many bytes (base64-encoded) are uploaded and sent by id, not inline: a 200 MB
+#: batch file holds fewer than 20 requests carrying one, and every retry of the row would send
+#: its bytes again; below it, inline saves an upload and a file left in the account.
+UPLOAD_OVER = 10 * MB
+
+
+def id_part(file_id: str) -> dict[str, Any]:
+    """The chat content part of an uploaded PDF."""
+    return {"type": "file", "file": {"file_id": file_id}}
 
 
 def url_part(url: str, _type: FileType | None) -> dict[str, Any]:
@@ -60,4 +74,6 @@ FILES = FileInputs(
     image_tokens=image_tokens,
     docs="https://developers.openai.com/api/docs/guides/file-inputs",
     url_kinds=frozenset({"image"}),
+    upload_over=UPLOAD_OVER,
+    id_part=id_part,
 )
