@@ -2,7 +2,7 @@
 ``UPLOAD_OVER``): each distinct file uploaded once.
 
 A file's id is kept under the storage root by a digest of its bytes
-(``uploads/<provider>/<sha256>.json``), so every row, job and rerun that sends the same bytes
+(``_uploads/<provider>/<sha256>.json``), so every row, job and rerun that sends the same bytes
 sends the same id, and its request key stays the same. The upload is named by that digest
 (``maple-<digest>.pdf``) and looked up by name before anything goes up, so a run killed between
 the upload and the record does not upload it again. A dry run uploads nothing: it sends a
@@ -21,7 +21,7 @@ from maple_engine.crashpoints import crash_point
 from maple_engine.providers.file_inputs import AttachedFile
 from maple_engine.storage.storage import Storage
 
-UPLOADS = "uploads"
+UPLOADS = "_uploads"  # beside the jobs, which no job name can be
 
 
 @runtime_checkable
