@@ -559,6 +559,7 @@ def test_a_url_of_a_kind_the_provider_fetches_no_url_of_is_refused_naming_a_lane
     for provider, cell, words in (
         ("emulator", f"{url}/sheet.pdf", ("Row 1", "sheet.pdf", "PDFs", "anthropic")),
         ("openai-realtime", f"{url}/call.mp3", ("Row 1", "call.mp3", "audio", "use gemini")),
+        ("anthropic", f"{url}/call.wav", ("Row 1", "call.wav", "audio", "use gemini")),
     ):
         table = pl.DataFrame({"title": ["a", "b"], "file": [f"{url}/ok.png", cell]})
         line = bad_run(tmp_path, server, table, provider)
