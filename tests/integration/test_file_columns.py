@@ -537,7 +537,8 @@ def url_rows(host: tuple[str, dict[str, bytes]], *, audio: bool) -> pl.DataFrame
 @pytest.mark.parametrize(
     ("provider", "audio"),
     [
-        ("anthropic", False),  # a PDF URL as a document block with a url source
+        # a PDF URL as a document block with a url source (~5-12 s: a batch)
+        pytest.param("anthropic", False, marks=pytest.mark.slow),
         pytest.param("gemini-realtime", True, marks=pytest.mark.slow),  # fileData, mimeType
     ],
 )
