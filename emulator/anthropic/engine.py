@@ -5,14 +5,7 @@ from typing import Any
 import orjson
 
 from emulator.core.faults import FaultDrawer, body_key
-from emulator.core.files import (
-    RULES,
-    FileProblem,
-    FileRule,
-    Received,
-    files_billed,
-    reply_note,
-)
+from emulator.core.files import RULES, FileProblem, FileRule, Received, files_billed, reply_note
 from emulator.core.labels import LabelRule
 from emulator.core.outcome import Outcome, new_id
 from emulator.core.replies import echo_text, has_image, instance_for_schema, invalid_instance

@@ -10,7 +10,8 @@ The parts read (one list serves every dialect, since no two share a part type):
 - Anthropic: ``{"type":"document"|"image","source":{"type":"base64","media_type","data"}}``
   or ``"source":{"type":"url","url"}``;
 - Gemini: ``{"inlineData":{"mimeType","data"}}`` (or ``inline_data``/``mime_type``) and
-  ``{"fileData":{"fileUri","mimeType"?}}``.
+  ``{"fileData":{"fileUri","mimeType"?}}`` (a file uploaded here by the Files API is read
+  from the store, a URL fetched as below).
 
 Each part takes its own kind, as the APIs do: an OpenAI ``file`` part a PDF as base64
 ``file_data`` (Chat Completions fetches no file URL), an ``image_url`` or Claude ``image`` an
@@ -188,16 +189,34 @@ def _part_file(
 ) -> tuple[str, bytes, str | None] | None:
     """(MIME type, bytes, URL or None) of one file part, None for a part that is no file (or
     a URL, unless ``fetching``)."""
+    held = _uploaded_file(part, uploaded)
+    if held is not None:
+        return held
     if not fetching and _url_of(part) is not None:
         return None
     return _inline_or_fetched(part, uploaded)
+
+
+def _uploaded_file(part: dict[str, Any], uploaded: Uploaded) -> Found | None:
+    """A Gemini ``fileData`` part naming a file uploaded by the Files API (its ``uri``, or
+    its ``files/<id>`` name): that file's bytes, typed by the part's ``mimeType`` or read."""
+    linked = part.get("fileData") or part.get("file_data")
+    if uploaded is None or not isinstance(linked, dict):
+        return None
+    uri = str(linked.get("fileUri") or linked.get("file_uri") or "")
+    held = uploaded(uri)
+    if held is None:
+        return None
+    mime = linked.get("mimeType") or linked.get("mime_type")
+    return (str(mime) if mime else _typed(held)), held, None
 
 
 def _url_of(part: dict[str, Any]) -> str | None:
     """The http(s) URL a part links to, else None."""
     image, source = part.get("image_url"), part.get("source")
     linked = part.get("fileData") or part.get("file_data")
-    for holder, key in ((image, "url"), (source, "url"), (linked, "fileUri")):
+    holders = ((image, "url"), (source, "url"), (linked, "fileUri"), (linked, "file_uri"))
+    for holder, key in holders:
         url = holder.get(key) if isinstance(holder, dict) else None
         if isinstance(url, str) and url.startswith(("http://", "https://")):
             return url

@@ -205,6 +205,7 @@ class State:
         label = LabelRule(config.label_rule, config.label_noise)
         self.openai.label = self.anthropic.label = self.gemini_engine.label = label
         self.gemini_engine.fetch_urls = config.fetch_urls
+        self.gemini_engine.uploaded = self.gemini_upload
         self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_seconds)
         self.durations = BatchDurations(config, self.stats)
         self.prompt_cache = PromptCache()
@@ -253,6 +254,14 @@ class State:
         with self.lock:
             self.files[stored.id] = stored
         return stored
+
+    def gemini_upload(self, uri: str) -> bytes | None:
+        """The bytes of the Gemini file a ``fileData`` part names (its ``uri``, ending in
+        ``files/<id>``), None when it names none uploaded here."""
+        name = "files/" + uri.rsplit("files/", 1)[-1] if "files/" in uri else ""
+        with self.gemini.lock:
+            stored = self.gemini.files.get(name)
+        return stored.path.read_bytes() if stored is not None else None
 
     def uploaded_bytes(self, file_id: str) -> bytes | None:
         """The bytes of the file ``file_id`` uploaded for use in requests (purpose

@@ -6,14 +6,7 @@ from typing import Any
 import orjson
 
 from emulator.core.faults import FaultDrawer, body_key
-from emulator.core.files import (
-    RULES,
-    FileProblem,
-    Received,
-    Uploaded,
-    files_billed,
-    reply_note,
-)
+from emulator.core.files import RULES, FileProblem, Received, Uploaded, files_billed, reply_note
 from emulator.core.labels import LabelRule
 from emulator.core.outcome import Outcome, new_id
 from emulator.core.replies import (
