@@ -10,6 +10,8 @@ dict lookup.
 
 Points, in the order a job meets them:
 
+    file_uploaded     sharding, --file-column: a file sent by id is uploaded, its id not
+                      yet recorded under the storage root
     shard_written     sharding: a shard file is written, the manifest is not
     after_upload      submit: the JSONL file is uploaded, no batch created yet
     after_create      submit: the batch exists at the provider, not yet recorded
@@ -40,6 +42,7 @@ POINTS = (
     "mid_merge",
 )
 DISTILL_POINTS = ("distill_embedded", "distill_trained", "distill_unsure")  # --distill jobs only
+FILE_POINTS = ("file_uploaded",)  # jobs sending files by id only
 
 
 class CrashPointReached(RuntimeError):

@@ -5,7 +5,7 @@ from typing import Any
 import orjson
 
 from emulator.core.faults import FaultDrawer, body_key
-from emulator.core.files import RULES, FileProblem, Received, files_billed, reply_note
+from emulator.core.files import RULES, FileProblem, FileRule, Received, files_billed, reply_note
 from emulator.core.labels import LabelRule
 from emulator.core.outcome import Outcome, new_id
 from emulator.core.replies import echo_text, has_image, instance_for_schema, invalid_instance
@@ -174,8 +174,10 @@ class AnthropicEngine:
         key: int | None = None,
         service_tier: str = "standard",
         version: str = DEFAULT_VERSION,
+        files_rule: FileRule = RULES["anthropic"],
     ) -> Outcome:
-        """A ``message`` (or an error envelope) for ``params`` under API ``version``."""
+        """A ``message`` (or an error envelope) for ``params`` under API ``version``, its
+        files held to ``files_rule`` (Bedrock's own for Claude on Bedrock)."""
         problem = check_params(params, version)
         if problem is None:
             # checked when the request runs: in a batch, the request's own ``errored`` result
@@ -186,7 +188,7 @@ class AnthropicEngine:
             return _invalid(problem)
         messages = params["messages"]
         try:
-            files = files_billed(messages, RULES["anthropic"], self.fetch_urls)
+            files = files_billed(messages, files_rule, self.fetch_urls)
         except FileProblem as exc:
             where = "messages.0.content: Unable to download the image" if exc.fetch else "file"
             return _invalid(f"{where}: {exc}")

@@ -23,6 +23,7 @@ import orjson
 from emulator.anthropic.engine import AnthropicEngine
 from emulator.bedrock.titan import is_titan_embedding, run_titan
 from emulator.core.faults import billing_key, bytes_key, canonical
+from emulator.core.files import RULES
 from emulator.core.line_fates import LineFates
 
 ACTIVE = frozenset({"Submitted", "Validating", "Scheduled", "InProgress", "Stopping"})
@@ -163,7 +164,8 @@ def run_records(
         if titan:
             outcome = run_titan(engine.drawer, params, bytes_key(body))
         else:
-            outcome = engine.run({**params, "model": job.model}, bytes_key(body), "batch")
+            model = {**params, "model": job.model}
+            outcome = engine.run(model, bytes_key(body), "batch", files_rule=RULES["bedrock"])
         if outcome.fault is not None:
             stats[f"fault_{outcome.fault}"] += 1
         copies = fates.copies() if outcome.status == 200 else 1

@@ -3,13 +3,20 @@ provider's limits, billed by its token rule, and named in the reply by a digest 
 
 The parts read (one list serves every dialect, since no two share a part type):
 
-- OpenAI chat: ``{"type":"file","file":{"filename","file_data":"data:<mime>;base64,..."}}``,
+- OpenAI chat: ``{"type":"file","file":{"filename","file_data":"data:<mime>;base64,..."}}``
+  or ``{"type":"file","file":{"file_id"}}`` (a PDF uploaded with purpose ``user_data``),
   ``{"type":"image_url","image_url":{"url": data URL or http(s) URL}}``,
   ``{"type":"input_audio","input_audio":{"data": base64,"format":"wav"|"mp3"}}``;
 - Anthropic: ``{"type":"document"|"image","source":{"type":"base64","media_type","data"}}``
   or ``"source":{"type":"url","url"}``;
 - Gemini: ``{"inlineData":{"mimeType","data"}}`` (or ``inline_data``/``mime_type``) and
-  ``{"fileData":{"fileUri","mimeType"?}}``.
+  ``{"fileData":{"fileUri","mimeType"?}}`` (a file uploaded here by the Files API is read
+  from the store, a URL fetched as below).
+
+Each part takes its own kind, as the APIs do: an OpenAI ``file`` part a PDF as base64
+``file_data`` (Chat Completions fetches no file URL), an ``image_url`` or Claude ``image`` an
+image, a Claude ``document`` a PDF; a fetched URL of another kind is refused (`FileProblem`
+with ``linked``).
 
 With ``EmulatorConfig.fetch_urls``, a URL is fetched here as the provider would (short timeout;
 a file served without a usable type is typed by its bytes); one that cannot be fetched is a
@@ -56,11 +63,18 @@ class Received:
 
 
 class FileProblem(Exception):
-    """A file part the provider refuses: ``fetch`` True when a URL could not be fetched."""
+    """A file part the provider refuses: ``fetch`` True when a URL could not be fetched,
+    ``linked`` True when a fetched URL is of a kind its part does not take."""
 
-    def __init__(self, message: str, *, fetch: bool = False) -> None:
+    def __init__(self, message: str, *, fetch: bool = False, linked: bool = False) -> None:
         super().__init__(message)
         self.fetch = fetch
+        self.linked = linked
+
+
+Found = tuple[str, bytes, str | None]  # a file part's MIME type, bytes and URL (None: inline)
+#: The bytes of an uploaded file by its id (None: no such file); None: no uploads are held.
+Uploaded = Callable[[str], bytes | None] | None
 
 
 def _tiles(width: int, height: int, side: int) -> int:
@@ -87,19 +101,37 @@ def _gemini_image(width: int, height: int) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class FileRule:
-    """One provider's file billing and limits (bytes are base64-encoded sizes)."""
+    """One provider's file billing and limits (bytes are base64-encoded sizes): per file and
+    per request, and where it documents them, per file of a kind (``kind_bytes``) and files of
+    a kind per request (``kind_counts``); ``urls`` False: it fetches no URL."""
 
     page_tokens: int
     audio_tokens_per_s: float
     image_tokens: Callable[[int, int], int]
     max_file_bytes: int
     max_request_bytes: int
+    kind_bytes: tuple[tuple[str, int], ...] = ()
+    kind_counts: tuple[tuple[str, int], ...] = ()
+    urls: bool = True
 
 
 RULES = {
     "openai": FileRule(765, 10, _openai_image, 50 * MB, 50 * MB),
-    "anthropic": FileRule(1_600, 0, _anthropic_image, 32 * MB, 32 * MB),
+    "anthropic": FileRule(1_600, 0, _anthropic_image, 32 * MB, 32 * MB, (("image", 5 * MB),)),
     "gemini": FileRule(258, 32, _gemini_image, 20 * MB, 20 * MB),
+    # Claude on Bedrock, held to Bedrock's own limits, not Anthropic's: at most 20 images of
+    # 3.75 MB and 5 documents of 4.5 MB a message, and no URL source
+    # (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Message.html)
+    "bedrock": FileRule(
+        1_600,
+        0,
+        _anthropic_image,
+        4_500_000,
+        32 * MB,
+        kind_bytes=(("image", 3_750_000), ("pdf", 4_500_000)),
+        kind_counts=(("image", 20), ("pdf", 5)),
+        urls=False,
+    ),
 }
 
 
@@ -152,39 +184,91 @@ def _linked(url: str) -> tuple[str, bytes, str | None]:
     return (*fetch(url), url)
 
 
-def _part_file(part: dict[str, Any], fetching: bool) -> tuple[str, bytes, str | None] | None:
+def _part_file(
+    part: dict[str, Any], fetching: bool, uploaded: Uploaded
+) -> tuple[str, bytes, str | None] | None:
     """(MIME type, bytes, URL or None) of one file part, None for a part that is no file (or
     a URL, unless ``fetching``)."""
+    held = _uploaded_file(part, uploaded)
+    if held is not None:
+        return held
     if not fetching and _url_of(part) is not None:
         return None
-    return _inline_or_fetched(part)
+    return _inline_or_fetched(part, uploaded)
+
+
+def _uploaded_file(part: dict[str, Any], uploaded: Uploaded) -> Found | None:
+    """A Gemini ``fileData`` part naming a file uploaded by the Files API (its ``uri``, or
+    its ``files/<id>`` name): that file's bytes, typed by the part's ``mimeType`` or read."""
+    linked = part.get("fileData") or part.get("file_data")
+    if uploaded is None or not isinstance(linked, dict):
+        return None
+    uri = str(linked.get("fileUri") or linked.get("file_uri") or "")
+    held = uploaded(uri)
+    if held is None:
+        return None
+    mime = linked.get("mimeType") or linked.get("mime_type")
+    return (str(mime) if mime else _typed(held)), held, None
 
 
 def _url_of(part: dict[str, Any]) -> str | None:
     """The http(s) URL a part links to, else None."""
     image, source = part.get("image_url"), part.get("source")
     linked = part.get("fileData") or part.get("file_data")
-    for holder, key in ((image, "url"), (source, "url"), (linked, "fileUri")):
+    holders = ((image, "url"), (source, "url"), (linked, "fileUri"), (linked, "file_uri"))
+    for holder, key in holders:
         url = holder.get(key) if isinstance(holder, dict) else None
         if isinstance(url, str) and url.startswith(("http://", "https://")):
             return url
     return None
 
 
-def _inline_or_fetched(part: dict[str, Any]) -> tuple[str, bytes, str | None] | None:  # noqa: PLR0911
+def _of_kind(found: Found, kind: str, part: str) -> Found:
+    """``found`` if its MIME type is of ``kind``; else the refusal of a part that takes only
+    that kind (an ``image_url`` or Claude ``image`` that links a PDF, a ``document`` that
+    links an image)."""
+    if _kind(found[0]) != kind:
+        message = f"a {part} part takes {kind} files, and this one is {found[0]}"
+        raise FileProblem(message, linked=found[2] is not None)
+    return found
+
+
+def _openai_file(file: dict[str, Any], uploaded: Uploaded) -> Found:
+    """A chat ``file`` part's PDF: base64 ``file_data`` or the ``file_id`` of an uploaded
+    file (``uploaded`` reads it: None for an unknown id). Chat Completions takes no file URL
+    (https://developers.openai.com/api/docs/guides/file-inputs: external file URL "Not
+    supported" for Chat Completions), so a ``file_url``, or a URL as ``file_data``, is
+    refused."""
+    if "file_id" in file:
+        file_id = str(file["file_id"])
+        held = uploaded(file_id) if uploaded is not None else None
+        if held is None:
+            raise FileProblem(f"no uploaded file has the id {file_id!r}")
+        return _of_kind((_typed(held), held, None), "pdf", "file")
+    data = str(file.get("file_data", ""))
+    if "file_url" in file or not data.startswith("data:"):
+        raise FileProblem("a chat file part takes base64 file_data or a file_id, not a URL")
+    return _of_kind((*_data_url(data), None), "pdf", "file")
+
+
+def _inline_or_fetched(  # noqa: PLR0911
+    part: dict[str, Any], uploaded: Uploaded
+) -> tuple[str, bytes, str | None] | None:
     kind = part.get("type")
     if kind == "file":
-        return (*_data_url(str((part.get("file") or {}).get("file_data", ""))), None)
+        return _openai_file(part.get("file") or {}, uploaded)
     if kind == "image_url":
         image = part.get("image_url")
-        return _linked(str(image.get("url", "") if isinstance(image, dict) else image))
+        url = str(image.get("url", "") if isinstance(image, dict) else image)
+        return _of_kind(_linked(url), "image", "image_url")
     if kind == "input_audio":
         audio = part.get("input_audio") or {}
         return "audio/" + str(audio.get("format")), _b64(audio.get("data")), None
     if kind in ("document", "image"):
         source = part.get("source") or {}
-        if source.get("type") == "url":
-            return _linked(str(source.get("url", "")))
+        if source.get("type") == "url":  # a PDF for a document, an image for an image
+            wanted = "pdf" if kind == "document" else "image"
+            return _of_kind(_linked(str(source.get("url", ""))), wanted, kind)
         return str(source.get("media_type", "")), _b64(source.get("data")), None
     inline = part.get("inlineData") or part.get("inline_data")
     if isinstance(inline, dict):
@@ -207,12 +291,14 @@ def _parts(container: Any) -> Iterator[dict[str, Any]]:
                 yield part
 
 
-def received_files(messages: Any, fetching: bool = False) -> list[Received]:
+def received_files(
+    messages: Any, fetching: bool = False, uploaded: Uploaded = None
+) -> list[Received]:
     """The files of a message list (or Gemini ``contents``), in order; `FileProblem` for a
     file part that cannot be read (``fetching`` False: URLs left out, not fetched)."""
     files: list[Received] = []
     for part in _parts(messages):
-        found = _part_file(part, fetching)
+        found = _part_file(part, fetching, uploaded)
         if found is not None:
             mime, data, url = found
             files.append(Received(_kind(mime), data, url))
@@ -263,15 +349,22 @@ def _encoded(file: Received) -> int:
 
 
 def check_files(files: list[Received], rule: FileRule) -> None:
-    """`FileProblem` for a file of an unknown kind or over the per-file or per-request limit."""
+    """`FileProblem` for a file of an unknown kind, over the per-file limit (its kind's, if
+    the rule has one), more files of a kind than the rule takes, or files over the
+    per-request limit."""
     for file in files:
         if file.kind == "unknown":
             raise FileProblem("the file is not a PDF, an image or audio")
-        if _encoded(file) > rule.max_file_bytes:
+        limit = dict(rule.kind_bytes).get(file.kind, rule.max_file_bytes)
+        if _encoded(file) > limit:
             raise FileProblem(
-                f"a file of {_encoded(file):,} bytes is over the limit of "
-                f"{rule.max_file_bytes:,} bytes per file"
+                f"a file of {_encoded(file):,} bytes is over the limit of {limit:,} bytes per "
+                f"file ({file.kind})"
             )
+    for kind, most in rule.kind_counts:
+        count = sum(f.kind == kind for f in files)
+        if count > most:
+            raise FileProblem(f"{count} files of kind {kind} are over the limit of {most}")
     total = sum(_encoded(f) for f in files if f.url is None)
     if total > rule.max_request_bytes:
         raise FileProblem(
@@ -281,10 +374,12 @@ def check_files(files: list[Received], rule: FileRule) -> None:
 
 
 def files_billed(
-    messages: Any, rule: FileRule, fetching: bool = False
+    messages: Any, rule: FileRule, fetching: bool = False, uploaded: Uploaded = None
 ) -> tuple[list[Received], int]:
     """The request's files, checked, and the tokens they cost (`FileProblem` if refused;
     ``fetching`` False: its inline files only, no URL fetched)."""
-    files = received_files(messages, fetching)
+    if not rule.urls and any(_url_of(part) is not None for part in _parts(messages)):
+        raise FileProblem("a file part links a URL, and this API takes file bytes only")
+    files = received_files(messages, fetching, uploaded)
     check_files(files, rule)
     return files, sum(file_tokens(f, rule) for f in files)

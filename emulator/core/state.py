@@ -188,6 +188,7 @@ class State:
             self.drawer, config.embedding_dimensions, config.omit_usage, config.ignore_dimensions
         )
         self.openai.fetch_urls = config.fetch_urls
+        self.openai.uploaded = self.uploaded_bytes
         self.anthropic = AnthropicEngine(self.drawer)
         self.anthropic.fetch_urls = config.fetch_urls
         self.gemini = GeminiStore()
@@ -204,6 +205,7 @@ class State:
         label = LabelRule(config.label_rule, config.label_noise)
         self.openai.label = self.anthropic.label = self.gemini_engine.label = label
         self.gemini_engine.fetch_urls = config.fetch_urls
+        self.gemini_engine.uploaded = self.gemini_upload
         self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_seconds)
         self.durations = BatchDurations(config, self.stats)
         self.prompt_cache = PromptCache()
@@ -252,6 +254,23 @@ class State:
         with self.lock:
             self.files[stored.id] = stored
         return stored
+
+    def gemini_upload(self, uri: str) -> bytes | None:
+        """The bytes of the Gemini file a ``fileData`` part names (its ``uri``, ending in
+        ``files/<id>``), None when it names none uploaded here."""
+        name = "files/" + uri.rsplit("files/", 1)[-1] if "files/" in uri else ""
+        with self.gemini.lock:
+            stored = self.gemini.files.get(name)
+        return stored.path.read_bytes() if stored is not None else None
+
+    def uploaded_bytes(self, file_id: str) -> bytes | None:
+        """The bytes of the file ``file_id`` uploaded for use in requests (purpose
+        ``user_data``, ``assistants`` or ``vision``), None when there is none."""
+        with self.lock:
+            stored = self.files.get(file_id)
+        if stored is None or stored.purpose not in ("user_data", "assistants", "vision"):
+            return None
+        return stored.path.read_bytes()
 
     def delete_file(self, file_id: str) -> bool:
         """Remove a file; False when it does not exist."""

@@ -12,7 +12,7 @@ from typing import Any
 import orjson
 
 from emulator.core.faults import FaultDrawer, body_key
-from emulator.core.files import RULES, FileProblem, Received, files_billed, reply_note
+from emulator.core.files import RULES, FileProblem, Received, Uploaded, files_billed, reply_note
 from emulator.core.labels import LabelRule
 from emulator.core.outcome import Outcome
 from emulator.core.replies import (
@@ -174,6 +174,7 @@ class GeminiEngine:
         self.omit_usage = omit_usage  # embedding replies without ``usageMetadata``
         self.label = LabelRule()  # how a one-field enum or boolean reply is chosen
         self.fetch_urls = False  # fetch the URLs of file parts (``EmulatorConfig.fetch_urls``)
+        self.uploaded: Uploaded = None  # a Files API file's bytes by its uri (a fileData part)
 
     def embed(self, requests: Any, key: int, grpc: bool = False) -> Outcome:
         """``{"embeddings": [{"values"}], "usageMetadata"}`` for a list of EmbedContentRequests
@@ -211,7 +212,8 @@ class GeminiEngine:
         if problem is not None:
             return Outcome(400, error_status(400, problem, grpc))
         try:
-            files = files_billed(request["contents"], RULES["gemini"], self.fetch_urls)
+            contents = request["contents"]
+            files = files_billed(contents, RULES["gemini"], self.fetch_urls, self.uploaded)
         except FileProblem as exc:
             lead = "Unable to process input image: " if exc.fetch else "Invalid file: "
             return Outcome(400, error_status(400, lead + str(exc), grpc))

@@ -6,7 +6,7 @@ from typing import Any
 import orjson
 
 from emulator.core.faults import FaultDrawer, body_key
-from emulator.core.files import RULES, FileProblem, Received, files_billed, reply_note
+from emulator.core.files import RULES, FileProblem, Received, Uploaded, files_billed, reply_note
 from emulator.core.labels import LabelRule
 from emulator.core.outcome import Outcome, new_id
 from emulator.core.replies import (
@@ -63,10 +63,15 @@ def fault_outcome(fault: str, model: str) -> Outcome | None:
 
 def file_refusal(problem: FileProblem) -> Outcome:
     """OpenAI's 400 for a file part it cannot use: an image URL it could not download
-    (``invalid_image_url``), or a file it refuses."""
+    (``invalid_image_url``) or that is no image (``invalid_image_format``), or a file it
+    refuses."""
     if problem.fetch:
         message = f"Error while downloading the image URL: {problem}."
         body = error_body(message, "invalid_request_error", "messages", "invalid_image_url")
+        return Outcome(400, body)
+    if problem.linked:
+        message = f"Invalid image: {problem}."
+        body = error_body(message, "invalid_request_error", "messages", "invalid_image_format")
         return Outcome(400, body)
     return Outcome(400, error_body(f"Invalid file: {problem}.", "invalid_request_error"))
 
@@ -152,6 +157,7 @@ class OpenAIEngine:
         self.ignore_dimensions = ignore_dimensions  # every vector at ``dimensions``'s length
         self.label = LabelRule()  # how a one-field enum or boolean reply is chosen
         self.fetch_urls = False  # fetch the URLs of file parts (``EmulatorConfig.fetch_urls``)
+        self.uploaded: Uploaded = None  # an uploaded file's bytes by id (a chat file_id part)
 
     def run(self, url: str, body: Any, key: int | None = None) -> Outcome:
         """Run ``body`` as a request to ``url`` (``/v1/chat/completions``, ``/v1/responses`` or
@@ -195,7 +201,7 @@ class OpenAIEngine:
             return refused
         messages = body["messages"]
         try:
-            files = files_billed(messages, RULES["openai"], self.fetch_urls)
+            files = files_billed(messages, RULES["openai"], self.fetch_urls, self.uploaded)
         except FileProblem as exc:
             return file_refusal(exc)
         schema = response_schema(body)

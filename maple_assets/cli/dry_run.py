@@ -16,6 +16,7 @@ from maple_engine.plan.dry_plan import SendPlan
 from maple_engine.plan.estimate import estimate_job, estimate_sends
 from maple_engine.plan.sharding import shard_limits
 from maple_engine.plan.turnaround import Sizing, choose_size
+from maple_engine.providers.file_inputs import URL_ESTIMATE
 from maple_engine.providers.registry import Built
 from maple_engine.report.batch_stats import duration_text
 from maple_engine.send.lane import lane_of
@@ -54,7 +55,7 @@ def dry_run(
         ("shards", f"{plan.shards:,}"),
         ("requests", requests),
         ("bytes", f"{plan.bytes:,}"),
-        ("input tokens", f"~{plan.input_tokens:,} (estimated: about 4 characters per token)"),
+        ("input tokens", f"~{plan.input_tokens:,} ({_input_note(spec)})"),
         *(
             [("output tokens", f"<= {plan.output_tokens:,} ({_output_note(spec, per_request)})")]
             if per_request
@@ -98,6 +99,15 @@ def dry_run(
     for label, value in rows:
         click.echo(f"{label:<15}{value}")
     return 0
+
+
+def _input_note(spec: JobSpec) -> str:
+    """How the input tokens are estimated: text by characters; files, with --file-column, by
+    the provider's rule, and a URL file (not fetched up front) by its kind's stand-in."""
+    note = "estimated: about 4 characters per token"
+    if spec.file_columns:
+        note += f"; files by the provider's rule, a URL unread: {URL_ESTIMATE}"
+    return note
 
 
 def _distill_rows(

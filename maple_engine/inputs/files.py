@@ -5,15 +5,19 @@ A cell is a local path, an ``s3://`` key (read with the job's S3 settings from t
 environment) or an ``http(s)://`` URL. Local and S3 files are read when the row's request is
 encoded, before anything is uploaded: a file that cannot be read, is of no type Maple sends, is
 of a kind the provider does not take, or is over the provider's limits stops the job there with
-one line naming the row, the file and the limit. A URL is not fetched: it goes as the
-provider's URL part (`FileInputs.url_part`) and the provider fetches it; one that fails fails
-its row (``invalid_file``), checked again only before a retry (`maple_engine.inputs.images`).
+one line naming the row, the file and the limit. A URL is not fetched: it is typed by its
+path's extension (`maple_engine.providers.file_types.url_type`; one without a known extension
+is taken for an image) and goes as the provider's URL part for that kind
+(`FileInputs.url_part`), which the provider fetches; a kind the provider fetches no URL of
+stops the job the same way. A URL that fails fails its row (``invalid_file``), checked again
+only before a retry (`maple_engine.inputs.images`).
 
 Each row gets its encoded parts (``FILE_PARTS``: every part preceded by a comma, "" for none)
 and the tokens the provider bills for them (``FILE_TOKENS``, by its own rule).
 """
 
 import hashlib
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,9 +26,10 @@ import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.sources import BLOCK_ROWS, iter_blocks
+from maple_engine.inputs.uploads import FileUploads
 from maple_engine.model import FILE_TOKENS, ROW_ID
 from maple_engine.providers.file_inputs import AttachedFile, FileInputs
-from maple_engine.providers.file_types import HEAD_BYTES, KIND_NAMES, sniff
+from maple_engine.providers.file_types import HEAD_BYTES, KIND_NAMES, FileKind, sniff, url_type
 from maple_engine.providers.registry import capabilities, one_of
 from maple_engine.spec import JobSpec
 from maple_engine.storage.s3 import S3Settings
@@ -67,6 +72,34 @@ def _identity(cell: str, s3: S3Settings | None) -> bytes:
         return cell.encode() + b":missing\0"
     tag = info.get("ETag") or info.get("etag") or info.get("mtime") or info.get("LastModified")
     return f"{cell}:{info.get('size')}:{tag}".encode() + b"\0"
+
+
+def content_identities(block: pl.DataFrame, spec: JobSpec) -> pl.DataFrame:
+    """``block`` with each file cell replaced by what its request part is made from: a local
+    or S3 file's name (the last path part, which OpenAI's part names it by) and a digest of
+    its bytes, a URL as written. A row's digest over these (`maple_engine.plan.row_digests`)
+    is unchanged while its files' bytes are, whatever their paths or modification times; a
+    file that cannot be read is its cell (its row is rendered, and refused there)."""
+    if not spec.file_columns:
+        return block
+    columns = list(dict.fromkeys(spec.file_columns))
+    seen: dict[str, str] = {}
+
+    def identity(value: Any) -> str | None:
+        cell = None if value is None else str(value).strip()
+        if not cell or cell.startswith(URL_PREFIXES):
+            return cell
+        if cell not in seen:
+            try:
+                digest = hashlib.sha256(read_file(cell)).hexdigest()
+            except (OSError, ValueError):
+                digest = "unreadable"
+            seen[cell] = f"{cell.rstrip('/').rsplit('/', 1)[-1]}:{digest}"
+        return seen[cell]
+
+    return block.with_columns(
+        pl.Series(c, [identity(v) for v in block.get_column(c)], dtype=pl.String) for c in columns
+    )
 
 
 def provider_files(spec: JobSpec) -> FileInputs:
@@ -128,20 +161,30 @@ def attached(row: int, column: str, cell: str, spec: JobSpec, files: FileInputs)
     return file
 
 
-def row_parts(row: int, cells: dict[str, Any], spec: JobSpec, files: FileInputs) -> tuple[str, int]:
-    """One row's encoded parts (each preceded by a comma) and their tokens."""
+def row_parts(
+    row: int, cells: dict[str, Any], spec: JobSpec, files: FileInputs, uploads: FileUploads | None
+) -> tuple[str, int]:
+    """One row's encoded parts (each preceded by a comma) and their tokens; a file the
+    provider takes by id goes up through ``uploads`` where given."""
     parts: list[dict[str, Any]] = []
     tokens = encoded = 0
+    counts: Counter[FileKind] = Counter()
     for column, value in cells.items():
         cell = "" if value is None else str(value).strip()
         if not cell:
             continue
         if cell.startswith(URL_PREFIXES):
-            parts.append(url_part(row, column, cell, spec, files))
-            tokens += files.url_tokens
+            part, kind = url_part(row, column, cell, spec, files)
+            parts.append(part)
+            tokens += files.url_tokens(kind)
+            counts[kind] += 1
             continue
         file = attached(row, column, cell, spec, files)
-        parts.append(files.part(file))
+        counts[file.type.kind] += 1
+        if uploads is not None and files.id_part is not None and files.sent_by_id(file):
+            parts.append(files.id_part(uploads.file_id(file)))
+        else:
+            parts.append(files.part(file))
         tokens += files.tokens(file)
         encoded += file.encoded_bytes
     if encoded > files.max_request_bytes:
@@ -151,33 +194,56 @@ def row_parts(row: int, cells: dict[str, Any], spec: JobSpec, files: FileInputs)
             f"{files.max_request_bytes:,} bytes per request ({files.docs}): send fewer or "
             "smaller files per row."
         )
+    for kind, most in files.kind_counts:
+        if counts[kind] > most:
+            raise ConfigError(
+                f"Row {row} has {counts[kind]} {KIND_NAMES[kind]}, over --provider "
+                f"{spec.provider}'s limit of {most} a request ({files.docs}): send fewer per "
+                "row."
+            )
     encoded_parts = "".join("," + orjson.dumps(part).decode() for part in parts)
     return encoded_parts, tokens
 
 
-def url_part(row: int, column: str, cell: str, spec: JobSpec, files: FileInputs) -> dict[str, Any]:
-    """A URL cell's part: the provider fetches it."""
+def url_part(
+    row: int, column: str, cell: str, spec: JobSpec, files: FileInputs
+) -> tuple[dict[str, Any], FileKind]:
+    """A URL cell's part, which the provider fetches, and the kind its extension names (an
+    image without a known one)."""
+    where = f"Row {row}, --file-column {column}: {cell[:200]}"
     if files.url_part is None:
         raise ConfigError(
-            f"Row {row}, --file-column {column}: {cell[:200]} is a URL, and --provider "
-            f"{spec.provider} fetches none: give a local path or an s3:// key, or use "
+            f"{where} is a URL, and --provider {spec.provider} fetches none: give a local path "
+            "or an s3:// key, or use "
             f"{one_of(lambda c: c.files is not None and c.files.url_part is not None)}."
         )
-    return files.url_part(cell)
+    type_ = url_type(cell)
+    kind: FileKind = "image" if type_ is None else type_.kind
+    if kind not in files.url_kinds:
+        raise ConfigError(
+            f"{where} is a URL of {KIND_NAMES[kind]} (by its extension), and --provider "
+            f"{spec.provider} fetches no URL of {KIND_NAMES[kind]} ({files.docs}): give a "
+            "local path or an s3:// key (Maple sends the bytes), or use "
+            f"{one_of(lambda c: c.files is not None and kind in c.files.url_kinds)}."
+        )
+    return files.url_part(cell, type_), kind
 
 
 def _rows(block: pl.DataFrame, columns: list[str]) -> Iterator[dict[str, Any]]:
     return block.select(ROW_ID, *columns).iter_rows(named=True)
 
 
-def with_files(block: pl.DataFrame, spec: JobSpec) -> pl.DataFrame:
-    """``block`` (with ``ROW_ID``) plus each row's encoded file parts and their tokens; the
+def with_files(
+    block: pl.DataFrame, spec: JobSpec, uploads: FileUploads | None = None
+) -> pl.DataFrame:
+    """``block`` (with ``ROW_ID``) plus each row's encoded file parts and their tokens (the
+    files the provider takes by id uploaded through ``uploads``; None: every file inline); the
     block as it is for a job without file columns."""
     if not spec.file_columns:
         return block
     files = provider_files(spec)
     columns = list(dict.fromkeys(spec.file_columns))
-    made = [row_parts(row.pop(ROW_ID), row, spec, files) for row in _rows(block, columns)]
+    made = [row_parts(row.pop(ROW_ID), row, spec, files, uploads) for row in _rows(block, columns)]
     return block.with_columns(
         pl.Series(FILE_PARTS, [parts for parts, _ in made], dtype=pl.String),
         pl.Series(FILE_TOKENS, [tokens for _, tokens in made], dtype=pl.Int64),

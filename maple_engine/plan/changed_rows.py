@@ -30,6 +30,7 @@ from maple_engine.errors import ConfigError
 from maple_engine.inputs.checks import check_input_schema, check_rows
 from maple_engine.inputs.files import block_rows
 from maple_engine.inputs.sources import iter_blocks
+from maple_engine.inputs.uploads import file_uploads
 from maple_engine.job import Job
 from maple_engine.model import ROW_ID, ShardInfo, Version
 from maple_engine.plan.row_digests import (
@@ -166,6 +167,7 @@ def _spill_changed(
     spill, kept = into
     _, max_bytes = shard_limits(spec, job.wire)
     aligned = AlignedDigests(job.state.storage, spec.name, earlier.number) if earlier else None
+    uploads = file_uploads(job.state.storage, spec.provider, job.wire)
     offset, carried = 0, []
     try:
         for block in iter_blocks(source, block_rows(job.spec), job.state.storage.s3):
@@ -175,13 +177,13 @@ def _spill_changed(
                     aligned = None  # the columns' types changed: every row is rendered
             if block.height == 0:
                 continue
-            found = row_digests(block, digests.columns)
+            found = row_digests(block, digests.columns, spec)
             digests.add(block, found)
             same = unchanged(found, aligned.take(block.height) if aligned else None)
             ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64, eager=True)
             changed = block.with_columns(ids.alias(ROW_ID)).filter(pl.Series(~same))
             if changed.height:
-                prepared = prepare_rows(changed, spec, job.wire)
+                prepared = prepare_rows(changed, spec, job.wire, uploads)
                 check_block(prepared, spec, max_bytes)
                 check_rows(prepared, spec)
                 spill.add(with_text(prepared, spec))
@@ -215,11 +217,12 @@ def cut_sent_rows(
 
 
 def _sent_blocks(job: Job, source: str, send: Mask) -> Iterator[pl.DataFrame]:
+    uploads = file_uploads(job.state.storage, job.spec.provider, job.wire)
     offset = 0
     for block in iter_blocks(source, block_rows(job.spec), job.state.storage.s3):
         picked = send[offset : offset + block.height]
         if np.any(picked):
             ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64, eager=True)
             rows = block.with_columns(ids.alias(ROW_ID)).filter(pl.Series(picked))
-            yield prepare_rows(rows, job.spec, job.wire)
+            yield prepare_rows(rows, job.spec, job.wire, uploads)
         offset += block.height

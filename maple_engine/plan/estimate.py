@@ -32,6 +32,7 @@ from maple_engine.inputs.tokens import (
     prompt_tokens_expr,
     token_columns,
 )
+from maple_engine.inputs.uploads import FileUploads, file_uploads
 from maple_engine.ledger.pricing import ModelPrice, TokenUsage, cost_usd
 from maple_engine.model import CUSTOM_ID, ROW_ID, ShardInfo
 from maple_engine.plan.dry_plan import TOKENS, SendPlan, plan_sends
@@ -139,13 +140,17 @@ def kept_estimate(
 
 
 def _prepared(
-    spec: JobSpec, provider: Wire, blocks: Iterator[pl.DataFrame], cutter: ShardCutter
+    spec: JobSpec,
+    provider: Wire,
+    blocks: Iterator[pl.DataFrame],
+    cutter: ShardCutter,
+    uploads: FileUploads | None = None,
 ) -> Iterator[pl.DataFrame]:
     """The input's rows as the job would encode them (row id, key, ``_size``), with each row's
     estimated prompt tokens (``_tokens``); checked as sharding checks them, and cut into the
     same shard plan (by request count and encoded bytes) in ``cutter``."""
     rows = 0
-    for _, prepared in checked_blocks(blocks, spec, provider, cutter.max_bytes):
+    for _, prepared in checked_blocks(blocks, spec, provider, cutter.max_bytes, uploads):
         sizes = prepared.get_column("_size").to_numpy().astype(np.int64)
         for _ in cutter.feed(sizes):
             pass
@@ -185,7 +190,9 @@ def estimate_sends(
     if spec.source is None:
         raise ConfigError(f"Job {spec.name!r} has no input path to estimate from.")
     cutter = _cutter(spec, provider)
-    rows = _prepared(spec, provider, iter_blocks(spec.source, block_rows(spec), storage.s3), cutter)
+    uploads = file_uploads(storage, spec.provider, provider, dry_run=True)  # stand-in ids
+    blocks = iter_blocks(spec.source, block_rows(spec), storage.s3)
+    rows = _prepared(spec, provider, blocks, cutter, uploads)
     plan = plan_sends(
         storage,
         spec.name,

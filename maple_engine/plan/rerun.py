@@ -161,7 +161,7 @@ def _cut(
         def on_block(block: pl.DataFrame) -> None:
             spill.add(with_text(block, job.spec))
             if isinstance(source, str):  # only a file's next version reads them
-                digests.add(block, row_digests(block, digests.columns))
+                digests.add(block, row_digests(block, digests.columns, job.spec))
 
         shards = write_shards(
             storage,

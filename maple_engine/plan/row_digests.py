@@ -1,7 +1,9 @@
 """A digest per input row of the columns its request is made from, kept by each version.
 
 A version cut from a file writes ``versions/<n>/digests.parquet``: one 64-bit digest per input
-row, in row order, of the values of the template's columns (and the image column). The next
+row, in row order, of the values of the template's columns (and the image column; a file
+column's by its files' names and bytes, not their paths, so a file rewritten with the same
+bytes leaves its row's digest as it was). The next
 version of the same settings compares its rows with those at the same row ids: a row whose
 digest is unchanged has the request, and so the request key, it had then, so its key is taken
 from the earlier version's key spill instead of rendering and hashing the row again. Only the
@@ -24,6 +26,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from maple_engine.inputs.files import content_identities
 from maple_engine.inputs.templates import parse_template, template_columns
 from maple_engine.model import ROW_ID
 from maple_engine.plan.versions import Mask, marked
@@ -49,10 +52,14 @@ def digest_columns(spec: JobSpec) -> list[str]:
     return [*columns, *dict.fromkeys(more)]  # a column once
 
 
-def row_digests(block: pl.DataFrame, columns: list[str]) -> Digests:
-    """One 64-bit digest per row of ``block``'s ``columns`` (nulls and types included)."""
+def row_digests(block: pl.DataFrame, columns: list[str], spec: JobSpec | None = None) -> Digests:
+    """One 64-bit digest per row of ``block``'s ``columns`` (nulls and types included); with
+    ``spec``'s file columns, of its files' names and bytes, not their paths
+    (`maple_engine.inputs.files.content_identities`)."""
     if not columns:
         return np.zeros(block.height, np.uint64)
+    if spec is not None:
+        block = content_identities(block, spec)
     return block.select(pl.struct(columns).hash(seed=0)).to_series().to_numpy()
 
 
@@ -110,10 +117,7 @@ class Earlier:
 
 def earlier_digests(storage: Storage, spec: JobSpec, number: int) -> Earlier | None:
     """The latest of the ``LOOK_BACK`` versions before ``number`` with digests, if made with
-    these settings and this polars; never for a job with files (a file's bytes may change
-    under the same path, so every row is rendered again)."""
-    if spec.file_columns:
-        return None
+    these settings and this polars."""
     layout = JobLayout(spec.name)
     for earlier in range(number - 1, max(number - 1 - LOOK_BACK, 0), -1):
         key = layout.version_digests(earlier)

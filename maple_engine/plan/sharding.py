@@ -11,6 +11,7 @@ from maple_engine.errors import ConfigError
 from maple_engine.inputs.checks import check_input_schema, check_rows
 from maple_engine.inputs.files import FILE_PARTS, with_files
 from maple_engine.inputs.templates import parse_template, render_expr
+from maple_engine.inputs.uploads import FileUploads, file_uploads
 from maple_engine.model import CUSTOM_ID, KEY, REQUEST, ROW_ID, ShardInfo, shard_key
 from maple_engine.plan.cache_layout import cache_layout
 from maple_engine.plan.shards import ShardCutter
@@ -35,19 +36,28 @@ def request_spec(spec: JobSpec) -> RequestSpec:
     )
 
 
-def prepare_block(block: pl.DataFrame, offset: int, spec: JobSpec, provider: Wire) -> pl.DataFrame:
-    """Add row id, custom id, the encoded request, its request key and its size (``_size``)."""
+def prepare_block(
+    block: pl.DataFrame,
+    offset: int,
+    spec: JobSpec,
+    provider: Wire,
+    uploads: FileUploads | None = None,
+) -> pl.DataFrame:
+    """Add row id, custom id, the encoded request, its request key and its size (``_size``);
+    files the provider takes by id go up through ``uploads`` (`maple_engine.inputs.uploads`)."""
     ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64)
-    return prepare_rows(block.with_columns(ids.alias(ROW_ID)), spec, provider)
+    return prepare_rows(block.with_columns(ids.alias(ROW_ID)), spec, provider, uploads)
 
 
-def prepare_rows(block: pl.DataFrame, spec: JobSpec, provider: Wire) -> pl.DataFrame:
+def prepare_rows(
+    block: pl.DataFrame, spec: JobSpec, provider: Wire, uploads: FileUploads | None = None
+) -> pl.DataFrame:
     """`prepare_block` for rows that carry their row id already (``ROW_ID``)."""
     parts = parse_template(spec.template)
     image = pl.col(spec.image_column).cast(pl.String) if spec.image_column else None
     files = pl.col(FILE_PARTS) if spec.file_columns else None
     body = provider.body_expr(request_spec(spec), render_expr(parts), image, files)
-    framed = with_files(block, spec).with_columns(
+    framed = with_files(block, spec, uploads).with_columns(
         pl.concat_str([pl.lit("r"), pl.col(ROW_ID).cast(pl.String)]).alias(CUSTOM_ID),
         body.alias(REQUEST),
     )
@@ -89,17 +99,22 @@ def _shorten(spec: JobSpec, row: dict[str, Any]) -> str:
 
 
 def checked_blocks(
-    blocks: Iterable[pl.DataFrame], spec: JobSpec, provider: Wire, max_bytes: int
+    blocks: Iterable[pl.DataFrame],
+    spec: JobSpec,
+    provider: Wire,
+    max_bytes: int,
+    uploads: FileUploads | None = None,
 ) -> Iterator[tuple[int, pl.DataFrame]]:
-    """Each non-empty input block as the job encodes it (``prepare_block``), with its first
-    row's offset, after the checks that must pass before anything is uploaded."""
+    """Each non-empty input block as the job encodes it (``prepare_block``, its files taken by
+    id through ``uploads``), with its first row's offset, after the checks that must pass
+    before anything is uploaded."""
     offset = 0
     for block in blocks:
         if offset == 0:
             check_input_schema(block.schema, spec)
         if block.height == 0:
             continue
-        prepared = prepare_block(block, offset, spec, provider)
+        prepared = prepare_block(block, offset, spec, provider, uploads)
         check_block(prepared, spec, max_bytes)
         check_rows(prepared, spec)
         yield offset, prepared
@@ -121,7 +136,9 @@ def write_shards(
     ``key_for`` names the shard at an index; ``on_block`` sees every prepared block; ``size``
     caps the requests per shard below the limits (`maple_engine.submit.sizing`)."""
     _, max_bytes = shard_limits(spec, provider)
-    prepared = (block for _, block in checked_blocks(blocks, spec, provider, max_bytes))
+    uploads = file_uploads(storage, spec.provider, provider)
+    checked = checked_blocks(blocks, spec, provider, max_bytes, uploads)
+    prepared = (block for _, block in checked)
     seen = prepared if on_block is None else _seen(prepared, on_block)
     shards = cut_shards(storage, spec, seen, provider, key_for=key_for, size=size)
     if not shards:

@@ -18,6 +18,8 @@ from maple_engine.providers.file_types import FileKind, FileType, audio_seconds,
 from maple_engine.providers.file_types import pdf_pages as count_pages
 
 MB = 1_000_000
+#: How a URL file's tokens are estimated (`FileInputs.url_tokens`), as the dry run says.
+URL_ESTIMATE = "an image as 1024 x 1024, a PDF as one page, audio as a minute"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,29 +53,46 @@ def tiles(width: int, height: int, side: int) -> int:
 class FileInputs:
     """The files a provider takes: ``kinds``, at most ``max_file_bytes`` each and
     ``max_request_bytes`` of files (base64-encoded) in one request; ``part`` makes the
-    provider's content part of one file, ``url_part`` that of a URL the provider fetches itself
-    (None: it fetches none). Tokens: ``pdf_page_tokens`` per page, ``audio_tokens_per_s`` per
-    second, ``image_tokens(width, height)`` per image (``url_tokens`` for a URL, unread);
-    ``kind_limits``: a kind's own smaller per-file limit, where the provider documents one."""
+    provider's content part of one file, ``url_part`` that of a URL the provider fetches itself,
+    given the type its extension names (None: no known extension, sent as an image), for the
+    ``url_kinds`` it fetches (``url_part`` None: it fetches none). Tokens: ``pdf_page_tokens``
+    per page, ``audio_tokens_per_s`` per second, ``image_tokens(width, height)`` per image
+    (``url_tokens`` for a URL, unread); ``kind_limits``: a kind's own smaller per-file limit,
+    and ``kind_counts`` the most files of a kind in one request, where the provider documents
+    them; ``upload_over``: PDFs larger go by id (``id_part``)."""
 
     kinds: frozenset[FileKind]
     max_file_bytes: int
     max_request_bytes: int
     part: Callable[[AttachedFile], dict[str, Any]]
-    url_part: Callable[[str], dict[str, Any]] | None
+    url_part: Callable[[str, FileType | None], dict[str, Any]] | None
     pdf_page_tokens: int
     audio_tokens_per_s: float
     image_tokens: Callable[[int, int], int]
     docs: str  # the vendor's page on file inputs
     kind_limits: tuple[tuple[FileKind, int], ...] = ()
+    kind_counts: tuple[tuple[FileKind, int], ...] = ()
+    url_kinds: frozenset[FileKind] = frozenset({"image"})
+    upload_over: int | None = None
+    id_part: Callable[[str], dict[str, Any]] | None = None
+
+    def sent_by_id(self, file: AttachedFile) -> bool:
+        """Whether ``file`` is a PDF over ``upload_over`` bytes (encoded), uploaded and sent by
+        its id (``id_part``) where the provider uploads."""
+        over = self.upload_over is not None and file.encoded_bytes > self.upload_over
+        return over and file.type.kind == "pdf" and self.id_part is not None
 
     def max_bytes(self, kind: FileKind) -> int:
         """The most bytes (base64-encoded) one file of ``kind`` may be."""
         return dict(self.kind_limits).get(kind, self.max_file_bytes)
 
-    @property
-    def url_tokens(self) -> int:
-        """A URL's tokens: those of a 1024 x 1024 image (the URL is not read up front)."""
+    def url_tokens(self, kind: FileKind) -> int:
+        """A URL's tokens, estimated since it is not read up front (`URL_ESTIMATE`): an image
+        as 1024 x 1024, a PDF as one page, a recording as a minute."""
+        if kind == "pdf":
+            return self.pdf_page_tokens
+        if kind == "audio":
+            return math.ceil(self.audio_tokens_per_s * 60)
         return self.image_tokens(1024, 1024)
 
     def tokens(self, file: AttachedFile) -> int:

@@ -1,9 +1,14 @@
 """What a file is, read from its first bytes (never its name), and how much of it there is:
-a PDF's pages, an image's pixels, an audio recording's seconds. No I/O: bytes in, facts out."""
+a PDF's pages, an image's pixels, an audio recording's seconds. No I/O: bytes in, facts out.
+
+A URL, which Maple does not fetch, is typed by the extension its path ends with instead
+(`url_type`)."""
 
 import dataclasses
+import posixpath
 import re
 import struct
+import urllib.parse
 from typing import Literal
 
 FileKind = Literal["pdf", "image", "audio"]
@@ -28,6 +33,18 @@ GIF = FileType("image", "image/gif", "gif")
 WEBP = FileType("image", "image/webp", "webp")
 WAV = FileType("audio", "audio/wav", "wav")
 MP3 = FileType("audio", "audio/mpeg", "mp3")
+
+#: Each type by the extension a URL's path ends with (case aside).
+URL_EXTENSIONS: dict[str, FileType] = {
+    ".pdf": PDF,
+    ".png": PNG,
+    ".jpg": JPEG,
+    ".jpeg": JPEG,
+    ".webp": WEBP,
+    ".gif": GIF,
+    ".wav": WAV,
+    ".mp3": MP3,
+}
 
 #: Bytes enough to tell every type apart.
 HEAD_BYTES = 16
@@ -55,6 +72,13 @@ def sniff(data: bytes) -> FileType | None:
     if len(head) > 1 and head[0] == 0xFF and head[1] & 0xE0 == 0xE0:  # an MP3 frame's sync
         return MP3
     return None
+
+
+def url_type(url: str) -> FileType | None:
+    """The type a URL's path names by its extension (``.pdf``, ``.png``, ``.jpg``/``.jpeg``,
+    ``.webp``, ``.gif``, ``.wav``, ``.mp3``; the query string aside), None for any other."""
+    path = urllib.parse.urlsplit(url).path
+    return URL_EXTENSIONS.get(posixpath.splitext(path)[1].lower())
 
 
 _PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")

@@ -1,6 +1,7 @@
 """boto3's ``bedrock`` client against the emulator, which reads inputs from and writes outputs to
 moto's S3 server on 127.0.0.1 (``--s3-endpoint``)."""
 
+import base64
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -175,3 +176,44 @@ def test_a_titan_embedding_job_gives_the_real_time_vectors(s3_url: str) -> None:
     assert got[2]["error"]["errorCode"] == 400 and "inputText" in got[2]["error"]["errorMessage"]
     assert "256, 512, 1024" in got[4]["error"]["errorMessage"]
     assert stats["requests_billed"] == 3  # one per text embedded
+
+
+def test_claude_on_bedrock_is_held_to_bedrocks_file_limits_not_anthropics(s3_url: str) -> None:
+    """A 3.9 MB image (under Anthropic's 5 MB), six PDFs (Bedrock takes five a message) and a
+    URL source (Bedrock fetches none) each fail their record; one small PDF is answered."""
+    png = b"\x89PNG\r\n\x1a\n" + b"\0" * 2_900_000  # about 3.9 MB base64-encoded
+    pdf = b"%PDF-1.4\n1 0 obj << /Type /Page >> endobj\n%%EOF\n"
+
+    def block(kind: str, mime: str, data: bytes) -> dict[str, Any]:
+        encoded = base64.b64encode(data).decode()
+        return {"type": kind, "source": {"type": "base64", "media_type": mime, "data": encoded}}
+
+    contents = {
+        "big-image": [block("image", "image/png", png)],
+        "six-pdfs": [block("document", "application/pdf", pdf)] * 6,
+        "a-url": [{"type": "image", "source": {"type": "url", "url": "https://x.test/a.png"}}],
+        "one-pdf": [block("document", "application/pdf", pdf)],
+    }
+    records = []
+    for record_id, parts in contents.items():
+        body = record(record_id, "")
+        body["modelInput"]["messages"][0]["content"] = [*parts, {"type": "text", "text": "x"}]
+        records.append(body)
+    lines = b"".join(orjson.dumps(r) + b"\n" for r in records)
+    boto3.client("s3", endpoint_url=s3_url).put_object(Bucket=BUCKET, Key="in/f.jsonl", Body=lines)
+    config = EmulatorConfig(batch_seconds=0.1, s3_endpoint=s3_url, bedrock_min_records=2)
+    with EmulatorServer(config) as server:
+        client = bedrock(server)
+        arn = create(client, f"s3://{BUCKET}/in/f.jsonl")
+        wait(client, arn)
+    job_id = arn.rsplit("/", 1)[-1]
+    s3 = boto3.client("s3", endpoint_url=s3_url)
+    out = s3.get_object(Bucket=BUCKET, Key=f"out/{job_id}/f.jsonl.out")["Body"].read()
+    errors = {
+        line["recordId"]: (line.get("error") or {}).get("errorMessage", "")
+        for line in map(orjson.loads, out.splitlines())
+    }
+    assert "3,750,000 bytes per file" in errors["big-image"], errors
+    assert "over the limit of 5" in errors["six-pdfs"], errors
+    assert "file bytes only" in errors["a-url"], errors
+    assert errors["one-pdf"] == "", errors

@@ -1,5 +1,6 @@
 """The official google-genai client against the emulator's Gemini API, unchanged."""
 
+import hashlib
 import io
 import time
 from collections.abc import Iterator
@@ -204,3 +205,23 @@ def test_an_embedding_batch_from_a_file_and_its_limits(emulator: EmulatorServer)
         gemini.models.embed_content(
             model=EMBED_MODEL, contents="x", config={"output_dimensionality": 4000}
         )
+
+
+def test_a_file_part_takes_a_files_api_upload_by_its_uri(gemini: genai.Client) -> None:
+    """A PDF uploaded by the Files API goes in ``generateContent`` as a ``fileData`` part by
+    its ``uri``: the reply names its bytes and its page is billed; a URI naming no upload is
+    left alone (not fetched, no file)."""
+    pdf = b"%PDF-1.4\n1 0 obj << /Type /Page >> endobj\n%%EOF\n"
+    uploaded = gemini.files.upload(
+        file=io.BytesIO(pdf), config=types.UploadFileConfig(mime_type="application/pdf")
+    )
+    assert uploaded.uri is not None and uploaded.mime_type == "application/pdf"
+    part = types.Part.from_uri(file_uri=uploaded.uri, mime_type="application/pdf")
+    reply = gemini.models.generate_content(model=MODEL, contents=["Summarise", part])
+    assert reply.text is not None
+    assert reply.text.endswith(f"[file pdf {hashlib.sha256(pdf).hexdigest()[:12]}]")
+    assert reply.usage_metadata is not None
+    assert (reply.usage_metadata.prompt_token_count or 0) >= 258  # the page
+    other = types.Part.from_uri(file_uri=uploaded.uri + "-gone", mime_type="application/pdf")
+    missing = gemini.models.generate_content(model=MODEL, contents=["Summarise", other])
+    assert missing.text is not None and "[file" not in missing.text

@@ -1,7 +1,9 @@
 """The official OpenAI SDK against the emulator, with responses checked against OpenAI's spec."""
 
 import base64
+import hashlib
 import struct
+from typing import Any
 
 import httpx
 import openai
@@ -295,3 +297,33 @@ def test_auth_required(emulator: EmulatorServer) -> None:
     response = httpx.post(f"{emulator.url}/v1/chat/completions", json=chat_body("x"))
     assert response.status_code == 401
     assert set(response.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_a_chat_file_part_takes_an_uploaded_pdfs_file_id(oai: openai.OpenAI) -> None:
+    """A PDF uploaded with purpose ``user_data`` goes in a chat ``file`` part by its
+    ``file_id``, and the reply names its bytes; an unknown id, a batch file's id, or a file
+    URL in the part is refused."""
+    pdf = b"%PDF-1.4\n1 0 obj << /Type /Page >> endobj\n%%EOF\n"
+    uploaded = oai.files.create(file=("sheet.pdf", pdf), purpose="user_data")
+    batch_file = _upload(oai, [chat_line("r0", "x")])
+
+    def ask(file: dict[str, str]) -> Any:
+        part = {"type": "file", "file": file}
+        return oai.chat.completions.create(
+            model="gpt-4o-mini",
+            messages=[{"role": "user", "content": [{"type": "text", "text": "x"}, part]}],  # type: ignore[list-item]
+        )
+
+    reply = ask({"file_id": uploaded.id})
+    assert reply.choices[0].message.content is not None
+    assert reply.choices[0].message.content.endswith(
+        f"[file pdf {hashlib.sha256(pdf).hexdigest()[:12]}]"
+    )
+    assert reply.usage is not None and reply.usage.prompt_tokens >= 765  # one page
+    for refused in (
+        {"file_id": "file-nope"},
+        {"file_id": batch_file},
+        {"filename": "s.pdf", "file_data": "https://example.com/s.pdf"},
+    ):
+        with pytest.raises(openai.BadRequestError):
+            ask(refused)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import boto3
+import httpx
 import polars as pl
 import pytest
 from click.testing import CliRunner, Result
@@ -22,6 +23,9 @@ from maple_assets import enrichment
 from maple_assets.cli.commands import main
 from maple_engine.collect.responses import FILE_GONE
 from maple_engine.errors import ConfigError
+from maple_engine.inputs.files import with_files
+from maple_engine.model import FILE_TOKENS, ROW_ID
+from maple_engine.spec import JobSpec
 from scripts.make_file_samples import image_bytes, pdf_bytes, wav_bytes
 from tests.conftest import BUCKET
 from tests.e2e.cli import maple
@@ -37,13 +41,14 @@ MODELS = {
 
 
 class _Files(http.server.BaseHTTPRequestHandler):
-    """Serves ``FILES`` by path; ``/flaky-*`` answers 500 the first time, then the file."""
+    """Serves ``FILES`` by path (the query aside); ``/flaky-*`` answers 500 the first time,
+    then the file."""
 
     files: ClassVar[dict[str, bytes]] = {}
     seen: ClassVar[set[str]] = set()
 
     def _answer(self, body: bool) -> None:
-        data = self.files.get(self.path)
+        data = self.files.get(self.path.split("?")[0])
         flaky = self.path.startswith("/flaky-") and self.path not in self.seen
         self.seen.add(self.path)
         status = 404 if data is None else 500 if flaky else 200
@@ -212,6 +217,7 @@ def test_the_dry_run_counts_the_files_tokens_the_emulator_bills(
     dry, _ = enrich(table, tmp_path, provider, "--dry-run", env=provider_env(server))
     assert dry.exit_code == 0, dry.output
     assert server.stats()["requests_received"] == 0
+    assert "a URL unread: an image as 1024 x 1024, a PDF as one page" in dry.output
     result, out = enrich(table, tmp_path, provider, "--quiet", env=provider_env(server))
     assert result.exit_code == 0, result.output
     billed = int(pl.read_csv(out)["llm_input_tokens"].sum())
@@ -508,3 +514,156 @@ def test_a_provider_or_endpoint_without_files_is_refused_where_the_job_is_declar
                 name="sheets", source=str(source), prompt="{title}", model="gpt-4o-mini",
                 provider=provider, endpoint=endpoint, file_columns=["file"],
             )  # fmt: skip
+
+
+def url_rows(host: tuple[str, dict[str, bytes]], *, audio: bool) -> pl.DataFrame:
+    """Rows of URL cells on ``host``: a PDF, a JPEG at ``.JPG?size=large``, an image without
+    an extension (sent as an image), and (``audio``) a WAV."""
+    url, served = host
+    rows: list[dict[str, str]] = []
+    files = [
+        ("/sheet.pdf", "pdf", pdf_bytes(["Spec sheet by URL", "page 2"])),
+        ("/photo.JPG?size=large", "image", image_bytes("JPEG", (30, 20), 4)),
+        ("/thumbnail", "image", image_bytes("PNG", (10, 10), 5)),
+    ]
+    if audio:
+        files.append(("/call.wav", "audio", wav_bytes(0.5, 250)))
+    for path, kind, data in files:
+        served[path.split("?")[0]] = data
+        rows.append({"title": path, "file": url + path, "expect": f"[file {kind} {digest(data)}]"})
+    return pl.DataFrame(rows)
+
+
+@pytest.mark.parametrize(
+    ("provider", "audio"),
+    [
+        # a PDF URL as a document block with a url source (~5-12 s: a batch)
+        pytest.param("anthropic", False, marks=pytest.mark.slow),
+        pytest.param("gemini-realtime", True, marks=pytest.mark.slow),  # fileData, mimeType
+    ],
+)
+def test_url_cells_are_typed_by_extension_and_sent_as_that_kinds_part(
+    provider: str, audio: bool, tmp_path: Path, file_host: tuple[str, dict[str, bytes]]
+) -> None:
+    table = url_rows(file_host, audio=audio)
+    with EmulatorServer(EmulatorConfig(batch_seconds=0.05, fetch_urls=True)) as server:
+        result, out = enrich(table, tmp_path, provider, "--quiet", env=provider_env(server))
+        assert result.exit_code == 0, result.output
+        assert server.stats()["file_parts"] == table.height
+    answered_from_own_files(out, table)
+
+
+def test_a_url_of_a_kind_the_provider_fetches_no_url_of_is_refused_naming_a_lane(
+    tmp_path: Path, file_host: tuple[str, dict[str, bytes]], server: EmulatorServer
+) -> None:
+    url, _ = file_host
+    for provider, cell, words in (
+        ("emulator", f"{url}/sheet.pdf", ("Row 1", "sheet.pdf", "PDFs", "anthropic")),
+        ("openai-realtime", f"{url}/call.mp3", ("Row 1", "call.mp3", "audio", "use gemini")),
+        ("anthropic", f"{url}/call.wav", ("Row 1", "call.wav", "audio", "use gemini")),
+    ):
+        table = pl.DataFrame({"title": ["a", "b"], "file": [f"{url}/ok.png", cell]})
+        line = bad_run(tmp_path, server, table, provider)
+        assert all(word in line for word in words), (line, words)
+
+
+def test_the_emulator_refuses_a_link_to_a_kind_the_part_does_not_take(
+    file_host: tuple[str, dict[str, bytes]], server: EmulatorServer
+) -> None:
+    """A URL without an extension that serves a PDF goes as an image part; the provider, as
+    the emulator, refuses it: the row fails, it is not answered as a PDF."""
+    url, served = file_host
+    served["/no-extension"] = pdf_bytes(["not an image"])
+    link = f"{url}/no-extension"
+    openai_reply = httpx.post(
+        f"{server.url}/v1/chat/completions",
+        headers={"Authorization": "Bearer k"},
+        json={
+            "model": "gpt-4o-mini",
+            "messages": [
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": link}}]}
+            ],
+        },
+    )
+    assert openai_reply.status_code == 400 and "application/pdf" in openai_reply.text
+    assert openai_reply.json()["error"]["code"] == "invalid_image_format"
+    as_file = {"type": "file", "file": {"filename": "s.pdf", "file_data": link}}
+    refused = httpx.post(
+        f"{server.url}/v1/chat/completions",
+        headers={"Authorization": "Bearer k"},
+        json={"model": "gpt-4o-mini", "messages": [{"role": "user", "content": [as_file]}]},
+    )
+    assert refused.status_code == 400 and "not a URL" in refused.text
+    claude = httpx.post(
+        f"{server.url}/v1/messages",
+        headers={"x-api-key": "k", "anthropic-version": "2023-06-01"},
+        json={
+            "model": "claude-3-5-haiku-latest",
+            "max_tokens": 10,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [{"type": "image", "source": {"type": "url", "url": link}}],
+                }
+            ],
+        },
+    )
+    assert claude.status_code == 400 and "application/pdf" in claude.text
+
+
+def test_claude_on_bedrock_takes_at_most_five_documents_a_request(tmp_path: Path) -> None:
+    """Bedrock's own limit, not Anthropic's: six PDF columns of one row are refused when the
+    row is encoded, naming the row and the limit."""
+    columns = [f"f{i}" for i in range(6)]
+    spec = JobSpec(
+        name="sheets", prompt="{title}", model=BEDROCK_MODEL, provider="bedrock",
+        file_columns=columns,
+    )  # fmt: skip
+    pdf = local(tmp_path, "one.pdf", pdf_bytes(["one page"]))
+    block = pl.DataFrame({ROW_ID: [0], "title": ["a"], **{c: [pdf] for c in columns}})
+    with pytest.raises(ConfigError, match=r"Row 0 has 6 PDFs, over .*limit of 5 a request"):
+        with_files(block, spec)
+    five = spec.model_copy(update={"file_columns": columns[:5]})
+    assert with_files(block.drop(columns[-1]), five)[FILE_TOKENS].to_list() == [5 * 1_600]
+
+
+@pytest.mark.slow  # ~30 s: three maple processes (a dry run, a kill, a rerun) on 8 MB PDFs
+def test_large_pdfs_go_up_once_and_are_sent_by_file_id(tmp_path: Path) -> None:
+    """A PDF over 10 MB encoded is uploaded (purpose ``user_data``) and sent by ``file_id``:
+    once however many rows send it, and once across a kill after the upload, before its id
+    was recorded; a small PDF stays inline. Each row is answered from its own file."""
+    big = pdf_bytes(["a large spec sheet"]) + b"%" + b"0" * 8_000_000
+    small = pdf_bytes(["a small one"])
+    big_path, small_path = local(tmp_path, "big.pdf", big), local(tmp_path, "small.pdf", small)
+    table = pl.DataFrame(
+        {
+            "title": ["a", "b", "c"],
+            "file": [big_path, small_path, big_path],
+            "expect": [f"[file pdf {digest(d)}]" for d in (big, small, big)],
+        }
+    )
+    source, out = tmp_path / "in.csv", tmp_path / "out.csv"
+    table.write_csv(source)
+    args = (
+        "enrich", str(source), "--prompt", "Describe {title}", "--model", "gpt-4o-mini",
+        "--provider", "emulator", "--file-column", "file", "--storage", str(tmp_path / "store"),
+        "--output", str(out), "--poll-interval", "0.05", "--job", "big", "--quiet",
+    )  # fmt: skip
+    with EmulatorServer(EmulatorConfig(batch_seconds=0.05)) as server:
+        dry = maple(*args, "--dry-run", url=server.url)
+        assert dry.returncode == 0, dry.stderr
+        assert server.stats()["files_uploaded"] == 0  # a dry run uploads nothing
+        killed = maple(*args, url=server.url, MAPLE_CRASH_AT="file_uploaded")
+        assert killed.returncode == -9, killed.stderr
+        again = maple(*args, url=server.url)
+        assert again.returncode == 0, again.stderr
+        stats = server.stats()
+        listed = httpx.get(
+            f"{server.url}/v1/files",
+            params={"purpose": "user_data"},
+            headers={"Authorization": "Bearer k"},
+        ).json()["data"]
+    assert [f["filename"] for f in listed] == [f"maple-{hashlib.sha256(big).hexdigest()[:32]}.pdf"]
+    assert stats["files_uploaded"] == 2  # the PDF once, and the batch file
+    assert (stats["file_parts"], stats["requests_billed"]) == (3, 3)
+    answered_from_own_files(out, table)

@@ -1,4 +1,5 @@
-"""Files typed by their bytes, measured, and made into each provider's own part (no I/O)."""
+"""Files typed by their bytes (URLs by their extension), measured, and made into each provider's own
+part (no I/O)."""
 
 import base64
 
@@ -18,6 +19,7 @@ from maple_engine.providers.file_types import (
     image_size,
     pdf_pages,
     sniff,
+    url_type,
 )
 from maple_engine.providers.gemini.file_parts import FILES as GEMINI
 from maple_engine.providers.openai.file_parts import FILES as OPENAI
@@ -93,6 +95,27 @@ def test_anthropic_and_gemini_parts() -> None:
     assert GEMINI.part(attached(mp3))["inlineData"]["mimeType"] == "audio/mp3"
 
 
+def test_urls_are_typed_by_their_extension_and_sent_as_that_kinds_part() -> None:
+    assert url_type("https://x.test/a/Sheet.PDF?sig=1#p2") == PDF
+    assert url_type("https://x.test/photo.jpg") == url_type("https://x.test/b.jpeg") == JPEG
+    assert url_type("https://x.test/call.mp3") == MP3
+    assert url_type("https://x.test/image") is None  # no known extension: sent as an image
+    assert url_type("https://x.test/a.pdf/view") is None  # the path's end, not any part
+    pdf = "https://x.test/s.pdf"
+    assert ANTHROPIC.url_part is not None and GEMINI.url_part is not None
+    assert ANTHROPIC.url_part(pdf, PDF) == {
+        "type": "document",
+        "source": {"type": "url", "url": pdf},
+    }
+    assert ANTHROPIC.url_part(pdf, None)["type"] == "image"
+    assert GEMINI.url_part(pdf, PDF) == {
+        "fileData": {"fileUri": pdf, "mimeType": "application/pdf"}
+    }
+    assert GEMINI.url_part("https://x.test/c.mp3", MP3)["fileData"]["mimeType"] == "audio/mp3"
+    assert OPENAI.url_kinds == {"image"}  # Chat Completions fetches no PDF or audio URL
+    assert ANTHROPIC.url_kinds == {"pdf", "image"}
+
+
 @pytest.mark.parametrize(
     ("files", "pdf", "small", "large", "url", "second"),
     [
@@ -108,6 +131,8 @@ def test_tokens_follow_each_providers_rule(  # noqa: PLR0917  (one rule per row)
     assert files.tokens(attached(pdf_bytes(["a", "b"]))) == 2 * pdf
     assert files.tokens(attached(image_bytes("PNG", (40, 30), 0))) == small
     assert files.tokens(attached(image_bytes("GIF", (800, 800), 0))) == large
-    assert files.url_tokens == url
+    assert files.url_tokens("image") == url
+    assert files.url_tokens("pdf") == pdf  # a PDF URL, unread, counts as one page
     if "audio" in files.kinds:
         assert files.tokens(attached(wav_bytes(2.0, 100))) == 2 * second
+        assert files.url_tokens("audio") == 60 * second  # and a recording as a minute

@@ -19,6 +19,7 @@ from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from maple_engine.storage.layout import JobLayout
 from maple_engine.storage.storage import Storage
+from scripts.make_file_samples import pdf_bytes
 
 PROMPT = "Brand of {title}: {description}"
 POISON = "f" * 32  # a key no rendered row has: a row showing it kept the earlier version's key
@@ -176,3 +177,33 @@ def test_a_version_that_failed_while_cut_leaves_the_last_complete_digests(tmp_pa
     keys = cut(job, first, tmp_path / "in.parquet", 3)
     assert keys.filter(pl.col(KEY) != POISON).is_empty()
     assert keys[ROW_ID].to_list() == list(range(20))
+
+
+def test_a_file_row_is_digested_by_its_files_bytes_not_their_paths(tmp_path: Path) -> None:
+    """A file rewritten with the same bytes, or moved under the same name, keeps its row's
+    earlier key (its request would be the same); a file with new bytes is rendered again."""
+    folder = tmp_path / "files"
+    folder.mkdir()
+    paths = [folder / f"sheet{i}.pdf" for i in range(5)]
+    for i, path in enumerate(paths):
+        path.write_bytes(pdf_bytes([f"sheet {i}"]))
+    spec = spec_for("Summarise {title}").model_copy(update={"file_columns": ["file"]})
+    job = job_at(tmp_path, spec)
+    first = pl.DataFrame({"title": [f"t{i}" for i in range(5)], "file": [str(p) for p in paths]})
+    before = rendered(job, first)
+    assert cut(job, first, tmp_path / "in.parquet", 1, group=2).equals(before)
+    poison(job, 1)
+
+    paths[0].write_bytes(paths[0].read_bytes())  # same bytes, a new modification time
+    paths[1].write_bytes(pdf_bytes(["sheet 1, revised"]))
+    moved = tmp_path / "elsewhere" / "sheet2.pdf"
+    moved.parent.mkdir()
+    paths[2].rename(moved)
+    second = first.with_columns(
+        pl.Series("file", [str(paths[0]), str(paths[1]), str(moved), *map(str, paths[3:])])
+    )
+    keys = cut(job, second, tmp_path / "in.parquet", 2, group=2)
+    assert keys.filter(pl.col(KEY) == POISON)[ROW_ID].to_list() == [0, 2, 3, 4]
+    again = rendered(job, second)  # the carried rows' requests are indeed those of before
+    assert again.filter(pl.col(ROW_ID) != 1).equals(before.filter(pl.col(ROW_ID) != 1))
+    assert keys.filter(pl.col(ROW_ID) == 1).equals(again.filter(pl.col(ROW_ID) == 1))

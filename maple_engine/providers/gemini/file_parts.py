@@ -2,9 +2,12 @@
 
 Each file is a part ``{"inlineData":{"mimeType":...,"data": base64}}`` (the REST API's JSON
 names; ``inline_data``/``mime_type`` in its snake-case form); a URL cell is a
-``{"fileData":{"fileUri": url}}`` part that Gemini fetches. The whole request must stay under
-20 MB with its inline files (https://ai.google.dev/gemini-api/docs/file-input-methods); larger
-media go through the Files API, which Maple does not use yet.
+``{"fileData":{"fileUri": url, "mimeType": ...}}`` part that Gemini fetches, PDFs, images and
+audio alike (the file-input-methods page below), its ``mimeType`` (a field the API's
+``FileData`` type marks required) the one its extension names, none for a URL without a
+known extension. The whole request must stay under 20 MB with its inline files
+(https://ai.google.dev/gemini-api/docs/file-input-methods); larger media go through the Files
+API, which Maple does not use yet.
 
 Tokens (https://ai.google.dev/gemini-api/docs/tokens): an image both of whose sides are at most
 384 pixels is 258 tokens, a larger one 258 per 768 x 768 tile; a PDF page is 258
@@ -15,6 +18,7 @@ Tokens (https://ai.google.dev/gemini-api/docs/tokens): an image both of whose si
 from typing import Any
 
 from maple_engine.providers.file_inputs import MB, AttachedFile, FileInputs, tiles
+from maple_engine.providers.file_types import FileType
 
 #: The MIME types Gemini documents where they differ from the file's own.
 MIME_TYPES = {"audio/mpeg": "audio/mp3"}
@@ -26,9 +30,11 @@ def file_part(file: AttachedFile) -> dict[str, Any]:
     return {"inlineData": {"mimeType": mime, "data": file.base64}}
 
 
-def url_part(url: str) -> dict[str, Any]:
-    """A URL cell: a file Gemini fetches."""
-    return {"fileData": {"fileUri": url}}
+def url_part(url: str, type_: FileType | None) -> dict[str, Any]:
+    """A URL cell: a file Gemini fetches, of the MIME type its extension names."""
+    if type_ is None:
+        return {"fileData": {"fileUri": url}}
+    return {"fileData": {"fileUri": url, "mimeType": MIME_TYPES.get(type_.mime, type_.mime)}}
 
 
 def image_tokens(width: int, height: int) -> int:
@@ -48,4 +54,5 @@ FILES = FileInputs(
     audio_tokens_per_s=32,
     image_tokens=image_tokens,
     docs="https://ai.google.dev/gemini-api/docs/file-input-methods",
+    url_kinds=frozenset({"pdf", "image", "audio"}),
 )

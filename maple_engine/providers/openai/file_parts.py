@@ -10,15 +10,22 @@
   fit 2048 x 2048, then its short side to 768, 170 per 512-pixel tile plus 85.
 - Audio is an ``input_audio`` part, ``{"data": base64, "format": "wav" | "mp3"}``, for the
   audio models (gpt-4o-audio-preview) (https://platform.openai.com/docs/guides/audio), billed
-  about 10 tokens a second (one per 100 ms).
+  about 10 tokens a second (one per 100 ms). The part holds the bytes only: no audio URL.
+- So the only URLs Chat Completions fetches are images': the file-inputs page lists an
+  external file URL (``file_url``) as "Not supported" for Chat Completions, and
+  ``input_audio`` has no URL field. A PDF or audio URL is refused before anything is sent.
 - Files may add up to 50 MB to one request, and one file may be that large
   (https://developers.openai.com/api/docs/guides/file-inputs); a batch file is still 200 MB.
+- A PDF over `UPLOAD_OVER` goes up once by the Files API (purpose ``user_data``) and is sent
+  by its ``file_id`` (the same page: "Uploaded file ID (file_id)", PDF only for Chat
+  Completions), where the provider uploads (`maple_engine.inputs.uploads`).
 """
 
 import math
 from typing import Any
 
 from maple_engine.providers.file_inputs import MB, AttachedFile, FileInputs, tiles
+from maple_engine.providers.file_types import FileType
 
 
 def file_part(file: AttachedFile) -> dict[str, Any]:
@@ -33,8 +40,19 @@ def file_part(file: AttachedFile) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": file.data_url}}
 
 
-def url_part(url: str) -> dict[str, Any]:
-    """A URL cell: an image OpenAI fetches."""
+#: PDFs over this many bytes (base64-encoded) are uploaded and sent by id, not inline: a 200 MB
+#: batch file holds fewer than 20 requests carrying one, and every retry of the row would send
+#: its bytes again; below it, inline saves an upload and a file left in the account.
+UPLOAD_OVER = 10 * MB
+
+
+def id_part(file_id: str) -> dict[str, Any]:
+    """The chat content part of an uploaded PDF."""
+    return {"type": "file", "file": {"file_id": file_id}}
+
+
+def url_part(url: str, _type: FileType | None) -> dict[str, Any]:
+    """A URL cell: an image OpenAI fetches (the only kind it fetches, ``url_kinds``)."""
     return {"type": "image_url", "image_url": {"url": url}}
 
 
@@ -55,4 +73,7 @@ FILES = FileInputs(
     audio_tokens_per_s=10,
     image_tokens=image_tokens,
     docs="https://developers.openai.com/api/docs/guides/file-inputs",
+    url_kinds=frozenset({"image"}),
+    upload_over=UPLOAD_OVER,
+    id_part=id_part,
 )

@@ -5,6 +5,7 @@ The real-time core's settings and hooks are `maple_engine.providers.realtime.Rea
 (sending is `maple_engine.send`); this module is OpenAI's wire format and rate-limit headers.
 """
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -24,6 +25,7 @@ from maple_engine.providers.realtime import (
     RateLimits,
     RealtimeProvider,
     Row,
+    on_tier,
     read_limit_headers,
     realtime_capabilities,
 )
@@ -56,6 +58,10 @@ class OpenAIRealtimeProvider(RealtimeProvider):
         files=FILES,
     )
 
+    #: the ``service_tier`` every chat request goes on (flex, priority), whoever encoded it (a
+    #: batch's rows under a deadline); None: the project's default
+    service_tier: ClassVar[str | None] = None
+
     name: str = Field(default="openai-realtime", description="Provider name in costs/output.")
     inputs_per_request: int = Field(
         default=wire.INPUTS_PER_REQUEST,
@@ -83,17 +89,22 @@ class OpenAIRealtimeProvider(RealtimeProvider):
         image: pl.Expr | None,
         files: pl.Expr | None = None,
     ) -> pl.Expr:
+        if self.service_tier is not None:
+            tier = {"service_tier": self.service_tier}
+            spec = dataclasses.replace(spec, params={**spec.params, **tier})
         return wire.body_expr(spec, user, image, files=files)
 
     def parse_body(self, custom_id: str, body: dict[str, Any]) -> dict[str, Any]:
         return wire.parse_reply(custom_id, body)
 
     def requests_of(self, rows: list[tuple[str, str]]) -> tuple[str, list[Group]]:
-        """Chat and Responses rows one per request (to the API their bodies are for);
-        embedding rows several per ``/embeddings`` request."""
+        """Chat and Responses rows one per request (to the API their bodies are for), on the
+        provider's tier if it has one; embedding rows several per ``/embeddings`` request."""
         path = wire.path_of_body(rows[0][1]) if rows else wire.CHAT_PATH
         if path == wire.EMBEDDINGS_PATH:
             return path, wire.embedding_groups(rows, self.inputs_per_request)
+        if self.service_tier is not None:
+            rows = on_tier(rows, "service_tier", self.service_tier)
         return path, [((custom_id,), body) for custom_id, body in rows]
 
     def parse_group(self, custom_ids: tuple[str, ...], body: dict[str, Any]) -> list[Row]:
