@@ -11,8 +11,10 @@ lists) goes through the per-line Python parser, as do failed lines, usually few,
 Responses API replies (their output a list of typed items).
 """
 
-from collections.abc import Callable
-from typing import Any
+import io
+import itertools
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 
 import msgspec
 import orjson
@@ -71,6 +73,7 @@ class _Line(msgspec.Struct, gc=False):
 
 _LINE = msgspec.json.Decoder(_Line)
 _REFUSED = FailureClass.REFUSED.value
+_BLOCK = 8_192
 
 LineParser = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -78,21 +81,28 @@ LineParser = Callable[[dict[str, Any]], dict[str, Any]]
 def parse_result_file(source: bytes | str, batch_id: str, parse_line: LineParser) -> pl.DataFrame:
     """All lines of one output or error file (its bytes, or the path of a downloaded file) as
     result rows: the chat completions and embeddings that succeeded first, then the rest, each
-    in file order."""
-    raw = _lines(source)
-    if not raw:
-        return result_frame({})
-    decoded = _decoded(raw)
+    in file order. A file is read ``_BLOCK`` lines at a time: only the rows are held."""
     good: dict[str, list[Any]] = {name: [] for name in _FAST_COLUMNS}
     rest: list[bytes] = []
-    for line, typed in zip(raw, decoded, strict=True):
-        if typed is None or not _add_success(typed, good):
-            rest.append(line)
-    del raw, decoded
+    with _opened(source) as handle:
+        for raw in _blocks(handle):
+            for line, typed in zip(raw, _decoded(raw), strict=True):
+                if typed is None or not _add_success(typed, good):
+                    rest.append(line)
     frame = _frame(good, batch_id)
     if not rest:
         return frame
     return pl.concat([frame, _parsed(rest, batch_id, parse_line)])
+
+
+def _opened(source: bytes | str) -> IO[bytes]:
+    return io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")
+
+
+def _blocks(handle: IO[bytes]) -> Iterator[list[bytes]]:
+    """The file's non-blank lines, ``_BLOCK`` at a time."""
+    while block := list(itertools.islice(handle, _BLOCK)):
+        yield [line for line in block if line.strip()]
 
 
 def _decoded(raw: list[bytes]) -> list[_Line | None]:
@@ -187,10 +197,8 @@ def _slow(source: bytes | str, batch_id: str, parse_line: LineParser) -> pl.Data
 
 def _lines(source: bytes | str) -> list[bytes]:
     """The non-blank lines of a file's bytes, or of the file at a path."""
-    if isinstance(source, str):
-        with open(source, "rb") as handle:
-            source = handle.read()
-    return [line for line in source.split(b"\n") if line.strip()]
+    with _opened(source) as handle:
+        return [line for block in _blocks(handle) for line in block]
 
 
 def _parsed(raw: list[bytes], batch_id: str, parse_line: LineParser) -> pl.DataFrame:
