@@ -8,7 +8,8 @@ tools the project uses, and its CPU is timed on its own:
 - ``submissions``: build the provider's JSONL request lines (polars expressions, as the product
   does) and the SHA-256 content hash of each file;
 - ``raw_responses``: decode reply lines shaped exactly as the emulator writes them (every field
-  it sends, not only the kept ones) and write the kept fields as zstd Parquet;
+  it sends, not only the kept ones) into msgspec structs of the kept fields, and write those
+  as zstd Parquet;
 - ``merged``: join the answers back to the rows and write the output Parquet.
 
 No orchestration, no storage of intermediate state beyond those files, no HTTP, no retries.
@@ -19,22 +20,20 @@ Reply lines are built before the clock starts (the provider writes them, not the
 
 import argparse
 import hashlib
-import io
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import msgspec
 import orjson
 import polars as pl
-import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.inputs.templates import parse_template, render_expr
 from maple_engine.providers.base import RequestSpec, json_string_expr
 from maple_engine.providers.openai.batch import OpenAIBatchProvider
-from maple_engine.providers.openai.lines import LINE_SCHEMA
 
 SHARD_ROWS = 50_000
 # An emulator reply line around its two variable parts (custom_id and the answer).
@@ -50,8 +49,36 @@ REPLY_TAIL = (
     '"audio_tokens":0,"accepted_prediction_tokens":0,"rejected_prediction_tokens":0}},'
     '"service_tier":"default","system_fingerprint":"fp_emulator"}},"error":null}'
 )
-_PARSE = pajson.ParseOptions(explicit_schema=LINE_SCHEMA, unexpected_field_behavior="ignore")
-_READ = pajson.ReadOptions(use_threads=False)
+
+
+class _Message(msgspec.Struct, gc=False):
+    content: str
+
+
+class _Choice(msgspec.Struct, gc=False):
+    message: _Message
+
+
+class _Usage(msgspec.Struct, gc=False):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class _Body(msgspec.Struct, gc=False):
+    choices: list[_Choice]
+    usage: _Usage
+
+
+class _Response(msgspec.Struct, gc=False):
+    body: _Body
+
+
+class _Line(msgspec.Struct, gc=False):
+    custom_id: str
+    response: _Response
+
+
+_DECODE = msgspec.json.Decoder(_Line).decode
 
 
 class Clock:
@@ -86,17 +113,15 @@ def replies(frame: pl.DataFrame) -> bytes:
 
 
 def decode(content: bytes) -> pl.DataFrame:
-    table = pl.DataFrame(
-        pajson.read_json(io.BytesIO(content), read_options=_READ, parse_options=_PARSE)
-    )
-    body = pl.col("response").struct.field("body")
-    message = body.struct.field("choices").list.first().struct.field("message")
-    usage = body.struct.field("usage")
-    return table.select(
-        "custom_id",
-        message.struct.field("content").alias("llm_response"),
-        usage.struct.field("prompt_tokens").alias("input_tokens"),
-        usage.struct.field("completion_tokens").alias("output_tokens"),
+    lines = [_DECODE(raw) for raw in content.splitlines()]
+    bodies = [line.response.body for line in lines]
+    return pl.DataFrame(
+        {
+            "custom_id": [line.custom_id for line in lines],
+            "llm_response": [body.choices[0].message.content for body in bodies],
+            "input_tokens": [body.usage.prompt_tokens for body in bodies],
+            "output_tokens": [body.usage.completion_tokens for body in bodies],
+        }
     )
 
 

@@ -4,8 +4,6 @@ the held-out part of the sample (split stratified by label, so rare labels are m
 from typing import Any
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import train_test_split
 
 from maple_engine.distill.classifier import Classifier, Vectors
 from maple_engine.distill.gate import choose_threshold
@@ -23,6 +21,10 @@ def train(
     target: float,
 ) -> Classifier:
     """A classifier fitted on part of the sample, its threshold chosen on the rest."""
+    # scikit-learn (and scipy) take about a second to import: only a distilled job loads them
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import train_test_split
+
     y = np.array([_key(label) for label in labels], dtype=object)
     classes = sorted(set(y.tolist()), key=str)
     if len(classes) < 2:  # one label throughout: nothing to learn, the gate refuses

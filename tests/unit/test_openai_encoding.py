@@ -162,3 +162,19 @@ def test_vectorised_parse_equals_the_line_parser() -> None:
     assert_frame_equal(fast, slow)
     assert fast["status"].to_list() == ["succeeded", "succeeded", "failed", "failed", "failed"]
     assert fast["failure_class"].to_list() == [None, None, "refused", "server_error", "expired"]
+
+
+def test_a_line_the_typed_decoder_refuses_is_parsed_alone() -> None:
+    from maple_engine.providers.openai.lines import parse_result_file
+    from maple_engine.providers.vectors import vector_base64
+
+    def embedding(i: int, vector: object) -> dict:
+        body = {"object": "list", "data": [{"embedding": vector}], "usage": {"prompt_tokens": 3}}
+        return {"custom_id": f"r{i}", "response": {"status_code": 200, "body": body}}
+
+    lines = [embedding(0, "AAAAPw=="), embedding(1, [0.5, 0.25]), embedding(2, "AACAPg==")]
+    content = b"\n\n".join(orjson.dumps(line) for line in lines)  # a blank line between
+    rows = parse_result_file(content, "b", _parse_line).sort("custom_id")
+    assert rows["response"].to_list() == ["AAAAPw==", vector_base64([0.5, 0.25]), "AACAPg=="]
+    assert rows["status"].to_list() == ["succeeded"] * 3
+    assert rows["input_tokens"].to_list() == [3, 3, 3]
