@@ -35,7 +35,7 @@ from maple_assets.graph.line_checks import (
     shard_missing_lines,
     shard_missing_lines_spec,
 )
-from maple_assets.graph.names import asset_key, dagster_name
+from maple_assets.graph.names import JobKeys, dagster_name
 from maple_assets.graph.per_shard import per_shard
 from maple_assets.graph.shard_options import ShardRunOptions
 from maple_assets.graph.shard_partitions import current_partitions
@@ -93,6 +93,8 @@ def input_shards_asset(
     pdef: dg.DynamicPartitionsDefinition,
     keys: set[str],
     upstream: dg.AssetKey | None,
+    *,
+    key_of: JobKeys,
 ) -> dg.AssetsDefinition:
     def body(
         context: dg.AssetExecutionContext, config: InputShardsConfig, table: Any
@@ -110,7 +112,7 @@ def input_shards_asset(
             )
         except CanaryFailed as exc:  # the run fails before any submission: the UI shows why
             raise dg.Failure(str(exc), metadata=canary_metadata(job), allow_retries=False) from exc
-        stages = [asset_key(spec.name, stage) for stage in ("submissions", "raw_responses")]
+        stages = [key_of(stage) for stage in ("submissions", "raw_responses")]
         current_partitions(context.instance, pdef.name or "", [s.key for s in shards], stages)
         manifest = pl.DataFrame([dataclasses.asdict(s) for s in shards])
         warnings.filterwarnings("ignore", category=dg.BetaWarning)  # data_version is Beta
@@ -133,9 +135,9 @@ def input_shards_asset(
             },
         )
         # after this materialization, so the reused shards' read as up to date with it
-        yield from mark_reused_shards(context, job, shards, spec.name)
+        yield from mark_reused_shards(context, job, shards, key_of)
 
-    key = asset_key(spec.name, "input_shards")
+    key = key_of("input_shards")
     description = (
         f"Input of {spec.name} rendered into provider requests and cut into shards; rows whose "
         "request has a stored answer are filled from the response store, not sent."
@@ -194,7 +196,7 @@ def canary_metadata(job: Job) -> dict[str, Any]:
 
 
 def mark_reused_shards(
-    context: dg.AssetExecutionContext, job: Job, shards: list[Any], name: str
+    context: dg.AssetExecutionContext, job: Job, shards: list[Any], key_of: JobKeys
 ) -> Iterator[Any]:
     """A shard whose rows were all answered from the response store sends nothing: its
     submissions and raw_responses partitions are recorded as materialized (0 requests), not
@@ -209,13 +211,15 @@ def mark_reused_shards(
         spent |= dict.fromkeys(INSIGHTS_TOKENS, 0)
         for stage, more in (("submissions", {}), ("raw_responses", spent)):
             yield dg.AssetMaterialization(
-                asset_key=asset_key(name, stage),
+                asset_key=key_of(stage),
                 partition=shard.key,
                 description="Every row of this shard was answered from the response store.",
                 metadata={"requests": 0, "reused": shard.rows, **more},
             )
-        yield on_latest(context.instance, reused_shard_failed_rows(job.spec, job.state, shard.key))
-        nothing_sent = shard_missing_lines(name, shard.key, {}, LineTally(), for_good=0)
+        raw_key = key_of("raw_responses")
+        reused = reused_shard_failed_rows(job.spec, job.state, raw_key, shard.key)
+        yield on_latest(context.instance, reused)
+        nothing_sent = shard_missing_lines(raw_key, shard.key, {}, LineTally(), for_good=0)
         yield on_latest(context.instance, nothing_sent)
 
 
@@ -239,16 +243,17 @@ def _shard_asset(
     parts: tuple[dg.DynamicPartitionsDefinition, set[str]],
     description: str,
     *,
+    key_of: JobKeys,
     check_specs: list[dg.AssetCheckSpec] | None = None,
 ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
     """The decorator of a per-shard asset of the job: its key and upstream, the shard partitions
     and resources (``parts``), the job's IO manager, one run per backfill, the spec's version."""
     pdef, keys = parts
     return dg.asset(
-        key=asset_key(spec.name, name),
+        key=key_of(name),
         group_name=dagster_name(spec.name),
         partitions_def=pdef,
-        deps=[asset_key(spec.name, upstream)],
+        deps=[key_of(upstream)],
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         backfill_policy=dg.BackfillPolicy.single_run(),
@@ -259,11 +264,16 @@ def _shard_asset(
 
 
 def submissions_asset(
-    spec: JobSpec, policy: RetryPolicy, pdef: dg.DynamicPartitionsDefinition, keys: set[str]
+    spec: JobSpec,
+    policy: RetryPolicy,
+    pdef: dg.DynamicPartitionsDefinition,
+    keys: set[str],
+    key_of: JobKeys,
 ) -> dg.AssetsDefinition:
     @_shard_asset(
         spec, "submissions", "input_shards", (pdef, keys),
         "The provider batch of each shard attempt, recorded before the next starts.",
+        key_of=key_of,
     )  # fmt: skip
     def submissions(
         context: dg.AssetExecutionContext, config: SubmissionsConfig
@@ -312,14 +322,19 @@ def submissions_asset(
 
 
 def raw_responses_asset(
-    spec: JobSpec, policy: RetryPolicy, pdef: dg.DynamicPartitionsDefinition, keys: set[str]
+    spec: JobSpec,
+    policy: RetryPolicy,
+    pdef: dg.DynamicPartitionsDefinition,
+    keys: set[str],
+    key_of: JobKeys,
 ) -> dg.AssetsDefinition:
-    key = asset_key(spec.name, "raw_responses")
+    key = key_of("raw_responses")
 
     @_shard_asset(
         spec, "raw_responses", "submissions", (pdef, keys),
         "The shard's batch collected: final answers into the response store, retries planned; "
         "metadata: outcomes, tokens, cost (the answers are not copied by the IO manager).",
+        key_of=key_of,
         check_specs=[shard_failed_rows_spec(spec, key, pdef), shard_missing_lines_spec(key, pdef)],
     )  # fmt: skip
     def raw_responses(context: dg.AssetExecutionContext) -> Iterator[Any]:
@@ -352,10 +367,12 @@ def raw_responses_asset(
                 combined = shard_responses(job.state, shard)
             metadata = _responses_metadata(job, shard, combined)
             by_class, pending = metadata["failed_by_class"].value, metadata["pending_retry"]
-            checked[shard] = shard_failed_rows(spec, shard, metadata["rows"], by_class, pending)
+            checked[shard] = shard_failed_rows(
+                spec, key, shard, metadata["rows"], by_class, pending=pending
+            )
             for_good = missing_for_good(combined, job.policy, job.state.is_stopped())
             tally = _tally(job, shard)
-            accounted[shard] = shard_missing_lines(spec.name, shard, metadata, tally, for_good)
+            accounted[shard] = shard_missing_lines(key, shard, metadata, tally, for_good)
             figures[shard] = metadata
             return metadata
 
@@ -399,13 +416,15 @@ def merged_asset(
     spec: JobSpec,
     policy: RetryPolicy,
     keys: set[str],
+    key_of: JobKeys,
+    *,
     poll_interval_s: float = 30,
     upstream: dg.AssetKey | None = None,
 ) -> dg.AssetsDefinition:
     @dg.asset(
-        key=asset_key(spec.name, "merged"),
+        key=key_of("merged"),
         group_name=dagster_name(spec.name),
-        deps=[asset_key(spec.name, "raw_responses")],
+        deps=[key_of("raw_responses")],
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         code_version=spec.fingerprint(),
