@@ -49,8 +49,9 @@ from maple_engine.inputs.sources import scan_output
 from maple_engine.job import Job
 from maple_engine.memory import give_back
 from maple_engine.merge.output import merge_job
-from maple_engine.model import LineTally
+from maple_engine.model import ROW_ID, LineTally
 from maple_engine.plan.rerun import shard_input
+from maple_engine.plan.versions import filled_failures
 from maple_engine.policy import RetryPolicy
 from maple_engine.spec import JobSpec
 from maple_engine.steps import collect_shard, submit_shard
@@ -200,27 +201,46 @@ def mark_reused_shards(
 ) -> Iterator[Any]:
     """A shard whose rows were all answered from the response store sends nothing: its
     submissions and raw_responses partitions are recorded as materialized (0 requests), not
-    left Missing to invite a pointless "Materialize missing"."""
-    for shard in shards:
-        summary = job.state.summary(shard.key)
-        if summary is None or summary.attempt != 0 or not summary.final:
-            continue
+    left Missing to invite a pointless "Materialize missing". Its ``failed_rows`` check reads
+    its rows' stored answers; past ``error_failed_share`` (nothing left to retry) its
+    raw_responses is observed, not materialized, as a collected shard past it is
+    (`maple_assets.graph.failed_shards`): not green, and a run of the partition fails it."""
+    reused = [shard for shard in shards if wholly_reused(job, shard.key)]
+    if not reused:
+        return
+    failures = version_failures(job)
+    raw_key = key_of("raw_responses")
+    for shard in reused:
+        checked = reused_shard_failed_rows(job.spec, raw_key, shard, failures)
         # nothing spent, under the keys a collected shard's raw_responses has (Insights)
-        answered = summary.succeeded + summary.failed  # as a collected shard counts its rows
-        spent = {"rows": answered, "rows_failed": summary.failed, "cost_usd": 0.0}
+        spent = {"rows": 0, "rows_failed": 0, "cost_usd": 0.0}  # no request of its own
         spent |= dict.fromkeys(INSIGHTS_TOKENS, 0)
+        failed = failed_for_good({shard.key: checked}, {shard.key: {"pending_retry": 0}})
         for stage, more in (("submissions", {}), ("raw_responses", spent)):
-            yield dg.AssetMaterialization(
+            event = dg.AssetObservation if failed and stage == "raw_responses" else None
+            yield (event or dg.AssetMaterialization)(
                 asset_key=key_of(stage),
                 partition=shard.key,
                 description="Every row of this shard was answered from the response store.",
                 metadata={"requests": 0, "reused": shard.rows, **more},
             )
-        raw_key = key_of("raw_responses")
-        reused = reused_shard_failed_rows(job.spec, job.state, raw_key, shard.key)
-        yield on_latest(context.instance, reused)
+        yield on_latest(context.instance, checked)
         nothing_sent = shard_missing_lines(raw_key, shard.key, {}, LineTally(), for_good=0)
         yield on_latest(context.instance, nothing_sent)
+
+
+def wholly_reused(job: Job, shard: str) -> bool:
+    """Whether every row of ``shard`` was answered from the response store (nothing sent)."""
+    summary = job.state.summary(shard)
+    return summary is not None and summary.attempt == 0 and summary.final
+
+
+def version_failures(job: Job) -> pl.DataFrame:
+    """The current version's rows filled from the store whose stored outcome failed."""
+    version = job.state.version()
+    if version is None:
+        return pl.DataFrame(schema={ROW_ID: pl.Int64, "failure_class": pl.String})
+    return filled_failures(job.state.storage, job.state.job, version.number)
 
 
 def current_shards(job: Job) -> set[str]:
@@ -344,6 +364,10 @@ def raw_responses_asset(
         waiting = [job.state.progress(k).submission for k in context.partition_keys if k in current]
         subs = [s for s in waiting if s is not None]
         states = job.poll(subs)
+        wanted = set(context.partition_keys)
+        shards = [s for s in job.state.manifest() or [] if s.key in wanted]
+        reused = {s.key: s for s in shards if wholly_reused(job, s.key)}
+        failures = version_failures(job) if reused else None
         checked: dict[str, dg.AssetCheckEvaluation] = {}
         accounted: dict[str, dg.AssetCheckEvaluation] = {}
         figures: dict[str, dict[str, Any]] = {}
@@ -367,9 +391,13 @@ def raw_responses_asset(
                 combined = shard_responses(job.state, shard)
             metadata = _responses_metadata(job, shard, combined)
             by_class, pending = metadata["failed_by_class"].value, metadata["pending_retry"]
-            checked[shard] = shard_failed_rows(
-                spec, key, shard, metadata["rows"], by_class, pending=pending
-            )
+            if failures is not None and shard in reused:  # nothing sent: its stored answers
+                checked[shard] = reused_shard_failed_rows(spec, key, reused[shard], failures)
+            else:
+                rows = metadata["rows"]
+                checked[shard] = shard_failed_rows(
+                    spec, key, shard, rows, by_class, pending=pending
+                )
             for_good = missing_for_good(combined, job.policy, job.state.is_stopped())
             tally = _tally(job, shard)
             accounted[shard] = shard_missing_lines(key, shard, metadata, tally, for_good)

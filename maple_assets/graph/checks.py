@@ -11,9 +11,8 @@ import numpy as np
 import polars as pl
 
 from maple_assets.graph.names import JobKeys
-from maple_engine.collect.responses import summarize
-from maple_engine.collect.shard_responses import shard_responses
 from maple_engine.inputs.sources import scan
+from maple_engine.model import ROW_ID, ShardInfo
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from resources.dagster_private import AssetCheckEvaluationTargetMaterializationData
@@ -308,27 +307,30 @@ def shard_failed_rows(
     by_class: dict[str, int],
     *,
     pending: int = 0,
+    reused: bool = False,
 ) -> dg.AssetCheckEvaluation:
     """The per-shard ``failed_rows`` evaluation of partition ``shard`` of ``raw_responses``
-    (``key``): ``rows`` rows, the failed ones per class, ``pending`` of them to be retried."""
+    (``key``): ``rows`` rows, the failed ones per class, ``pending`` of them to be retried;
+    ``reused``: every answer of the shard came from the response store."""
     verdict = failed_verdict(spec, rows, by_class)
     if pending:
         verdict["description"] += f" ({pending:,} to be retried)"
+    if reused:
+        verdict["description"] += " (every answer reused from the response store)"
     return dg.AssetCheckEvaluation(
         asset_key=key, check_name=FAILED_ROWS, partition=shard, **verdict
     )
 
 
 def reused_shard_failed_rows(
-    spec: JobSpec, state: JobState, key: dg.AssetKey, shard: str
+    spec: JobSpec, key: dg.AssetKey, shard: ShardInfo, failures: pl.DataFrame
 ) -> dg.AssetCheckEvaluation:
-    """The evaluation of a shard answered wholly from the response store (nothing collected):
-    its stored answers' failed rows, read only when it has any."""
-    summary = state.summary(shard)
-    failed = summary.failed if summary is not None else 0
-    rows = failed + (summary.succeeded if summary is not None else 0)
-    by_class = summarize(shard_responses(state, shard))["failed_by_class"] if failed else {}
-    return shard_failed_rows(spec, key, shard, rows, by_class)
+    """The evaluation of a shard answered wholly from the response store (nothing sent): its
+    rows' stored answers, the failed ones by class (``failures``: the version's filled rows
+    whose stored outcome failed, `maple_engine.plan.versions.filled_failures`)."""
+    mine = failures.filter(pl.col(ROW_ID).is_between(shard.first_row, shard.last_row))
+    by_class = dict(mine.group_by("failure_class").len().iter_rows())
+    return shard_failed_rows(spec, key, shard.key, shard.rows, by_class, reused=True)
 
 
 def shard_checks(
