@@ -31,6 +31,7 @@ from maple_assets.graph.failed_shards import (
     failed_shards,
     failed_shards_failure,
 )
+from maple_assets.graph.history import earlier_versions
 from maple_assets.graph.line_checks import (
     shard_missing_lines,
     shard_missing_lines_spec,
@@ -128,6 +129,7 @@ def input_shards_asset(
                 "reused": counts.reused + counts.duplicates,
                 "reused_repeats": counts.duplicates,
                 "version": version.number,
+                **earlier_versions(spec.name, version.number),
                 "shards": len(shards),
                 "bytes": int(manifest["bytes"].sum()),
                 "max_shard_rows": int(manifest.select(pl.col("rows").max()).item()),
