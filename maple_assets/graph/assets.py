@@ -64,7 +64,7 @@ from maple_engine.submit.eta import fit_for, job_eta, planned_eta
 from maple_engine.submit.sizing import size_shards
 from maple_engine.work import Work, pending_work
 from resources.dagster_private import ASSET_PARTITION_RANGE_START_TAG as RANGE_START
-from resources.dagster_private import BACKFILL_ID_TAG
+from resources.dagster_private import BACKFILL_ID_TAG, PARTITION_NAME_TAG
 
 SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
 # Token figures merged reports as numbers under the keys each shard's raw_responses has (what
@@ -470,7 +470,9 @@ def merged_asset(
             if RANGE_START in context.run.tags:  # the shards' last collect run, merging after
                 context.log.info(f"{left}: retries to come; merged waits for them")
                 return  # the sensor asks for merged when they are final
-            if BACKFILL_ID_TAG in context.run.tags:  # "Materialize all": wait for the sensor
+            # "Materialize all": a backfill, or a run of one partition (a stand-in or an earlier
+            # version's, shard_partitions) with merged: wait for the sensor
+            if BACKFILL_ID_TAG in context.run.tags or PARTITION_NAME_TAG in context.run.tags:
                 work = wait_for_shards(context, job, poll_interval_s)
             if not work.finished:
                 raise dg.Failure(f"{left} yet; the sensor materializes merged once every shard is.")
@@ -495,10 +497,10 @@ def merged_asset(
 
 
 def wait_for_shards(context: dg.AssetExecutionContext, job: Job, interval_s: float) -> Work:
-    """In a backfill ("Materialize all"), merged waits while the enrichment's sensor sends and
-    collects the current version's shards (the version the backfill's own input_shards cut,
-    whose partitions the backfill, stored before, does not target), then merges: the backfill
-    ends with merged materialized. Progress goes to the run's log once a minute."""
+    """In a backfill or a run of one partition ("Materialize all"), merged waits while the
+    enrichment's sensor sends and collects the current version's shards (the version the run's
+    own input_shards cut, whose partitions the run, stored before, does not target), then
+    merges: the run ends with merged materialized. Progress goes to the run's log once a minute."""
     said = 0.0
     while True:
         work = pending_work(job)
