@@ -211,20 +211,27 @@ class Camera:
         self.seen["pages"][name] = {"url": self.page.url, "text": text}
 
 
+def open_ui(pw: Any, base: str) -> tuple[Any, Any]:
+    """Debian's Chromium, headless, on the UI's lineage page past Dagster's first-visit modal:
+    the browser and its page."""
+    browser = pw.chromium.launch(
+        executable_path="/usr/bin/chromium",
+        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+    )
+    page = browser.new_page(viewport={"width": 1500, "height": 950})
+    page.goto(base + "/asset-groups")
+    page.wait_for_timeout(3000)
+    skip = page.get_by_role("button", name="Skip")  # Dagster's first-visit newsletter modal
+    if skip.count():
+        skip.first.click()
+    return browser, page
+
+
 def walk(out: Path, catalog: Path, base: str, seen: dict[str, Any]) -> None:
     from playwright.sync_api import sync_playwright  # type: ignore[import-not-found]  # test-only
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium",
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        page = browser.new_page(viewport={"width": 1500, "height": 950})
-        page.goto(base + "/asset-groups")
-        page.wait_for_timeout(3000)
-        skip = page.get_by_role("button", name="Skip")  # Dagster's first-visit newsletter modal
-        if skip.count():
-            skip.first.click()
+        browser, page = open_ui(pw, base)
         camera = Camera(page, base, out, seen)
         before(camera)
         click_materialize(page, "/assets/grocery_catalog", base)

@@ -33,6 +33,7 @@ from ui_walk import (  # the sample's walk, beside this script
     executions,
     graphql,
     latest,
+    open_ui,
     project_copy,
     serving,
     wait_for,
@@ -176,16 +177,7 @@ def walk(out: Path, project: Path, base: str, seen: dict[str, Any]) -> None:
 
     raw = [JOB, "raw_responses"]
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium",
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        page = browser.new_page(viewport={"width": 1500, "height": 950})
-        page.goto(base + "/asset-groups")
-        page.wait_for_timeout(3000)
-        skip = page.get_by_role("button", name="Skip")  # Dagster's first-visit newsletter modal
-        if skip.count():
-            skip.first.click()
+        browser, page = open_ui(pw, base)
         camera = Camera(page, base, out, seen)
         camera.shoot("21_dg_lineage", "/asset-groups")
         first = materialize_all(camera, "22_dg_materialize_all_dialog")

@@ -19,11 +19,13 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.test_ui_walk import PYTHON
+from tests.e2e.test_ui_walk import _missing as sample_walk_missing
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # the walk: ~5 min, once
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "ui_walk_dg.py"
-PYTHON = os.environ.get("MAPLE_TEST_PLAYWRIGHT_PYTHON", "")
 CREATE = os.environ.get("MAPLE_TEST_CREATE_DAGSTER", "")
 SHOTS = {
     "21_dg_lineage",
@@ -40,13 +42,9 @@ SHOTS = {
 
 
 def _missing() -> str:
-    if not PYTHON or not Path(PYTHON).exists():
-        return "Playwright's Python is not installed (MAPLE_TEST_PLAYWRIGHT_PYTHON names it)"
     if not CREATE or not Path(CREATE).exists():
         return "no create-dagster (MAPLE_TEST_CREATE_DAGSTER names it)"
-    if not Path("/usr/bin/chromium").exists():
-        return "no /usr/bin/chromium (apt-get install chromium)"
-    return ""
+    return sample_walk_missing()  # Playwright's Python and Debian's chromium
 
 
 @pytest.fixture(scope="module")
