@@ -59,7 +59,7 @@ FIELDS = {keyword: field for field, keyword in KEYWORDS.items()}
 POLL_INTERVAL = "poll_interval_s"
 POLL_INTERVAL_DEFAULT = 30
 # The factories' keywords of how the graph shows in Dagster, not job options.
-GRAPH_OPTIONS = {POLL_INTERVAL, "group", "blocking"}
+GRAPH_OPTIONS = {POLL_INTERVAL, "group", "key_prefix", "blocking"}
 # What YAML writes where the spec reads a Python value: a retry count may be "unlimited", a
 # deadline a duration ("6h"), a response schema a file's path as well as a mapping.
 YAML_TYPES: dict[str, Any] = {
@@ -95,6 +95,14 @@ def attributes_model(kind: Kind) -> type[BaseModel]:
     fields["group"] = (
         str | None,
         Field(default=None, description="The assets' group in Dagster (default: the name)."),
+    )
+    fields["key_prefix"] = (
+        list[str] | None,
+        Field(
+            default=None,
+            description="Path elements before every asset key of the job, e.g. [catalog, llm] "
+            "makes catalog/llm/NAME/merged (default: none, NAME/merged).",
+        ),
     )
     fields["blocking"] = (
         bool | str,

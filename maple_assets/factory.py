@@ -27,7 +27,7 @@ from maple_assets.graph.assets import (
 )
 from maple_assets.graph.card import card, declared_at
 from maple_assets.graph.checks import build_checks
-from maple_assets.graph.names import asset_key, dagster_name
+from maple_assets.graph.names import JobKeys, dagster_name
 from maple_assets.graph.observed import file_watch, observed_file
 from maple_assets.graph.sensors import enrichment_sensor
 from maple_engine.errors import ConfigError
@@ -47,6 +47,7 @@ class Enrichment:
     checks: list[dg.AssetChecksDefinition]
     partitions_def: dg.DynamicPartitionsDefinition
     policy: RetryPolicy
+    key_of: JobKeys  # the asset keys of the job's graph
     watch: dg.SensorDefinition | None = None  # records the input file's changes (a file)
 
     @property
@@ -57,10 +58,10 @@ class Enrichment:
 
     @property
     def merged_key(self) -> dg.AssetKey:
-        return asset_key(self.spec.name, "merged")
+        return self.key_of("merged")
 
     def key(self, asset: str) -> dg.AssetKey:
-        return asset_key(self.spec.name, asset)
+        return self.key_of(asset)
 
     @property
     def sensors(self) -> list[dg.SensorDefinition]:
@@ -95,6 +96,7 @@ def enrichment(
     check_images: bool = DEFAULTS.check_images,
     poll_interval_s: int = 30,
     group: str | None = None,
+    key_prefix: list[str] | None = None,
     blocking: bool = False,
     reuse: bool = DEFAULTS.reuse,
     max_enqueued_tokens: int | None = DEFAULTS.max_enqueued_tokens,
@@ -125,7 +127,8 @@ def enrichment(
     ``deadline`` ("6h", seconds or a timedelta) is ``deadline_s``'s alias,
     ``response_schema`` a dict, a pydantic model class or a JSON file's path.
     ``poll_interval_s`` is the sensor's minimum interval, ``group`` the assets' group (the job's
-    name by default), ``blocking`` makes merged's ``failed_rows`` check a blocking one (a
+    name by default), ``key_prefix`` path elements before every asset key of the job (None: the
+    keys are ``[name, asset]``), ``blocking`` makes merged's ``failed_rows`` check a blocking one (a
     failure at ERROR stops merged's downstream assets in the same run)."""
     return _declare(**locals())
 
@@ -150,6 +153,7 @@ def embedding(
     error_failed_share: float = DEFAULTS.error_failed_share,
     poll_interval_s: int = 30,
     group: str | None = None,
+    key_prefix: list[str] | None = None,
     blocking: bool = False,
     reuse: bool = DEFAULTS.reuse,
     max_enqueued_tokens: int | None = DEFAULTS.max_enqueued_tokens,
@@ -171,7 +175,12 @@ def embedding(
 
 
 def _declare(
-    source: Any, poll_interval_s: int, group: str | None, blocking: bool, **options: Any
+    source: Any,
+    poll_interval_s: int,
+    group: str | None,
+    key_prefix: list[str] | None,
+    blocking: bool,
+    **options: Any,
 ) -> Enrichment:
     """A job's spec from the keywords of ``enrichment()`` or ``embedding()`` (their job
     options by name) over ``source`` (a path, or an upstream asset: no source in the spec),
@@ -183,7 +192,7 @@ def _declare(
             "maple_assets.enrich(distill=True); the asset graph does not run a distilled job "
             "yet: declare it without distill, or run it from the command line or the Python API."
         )
-    shown = GraphOptions(poll_interval_s, group, blocking)
+    shown = GraphOptions(poll_interval_s, group, blocking, tuple(key_prefix or ()))
     return graph_of(declare_job(spec), source, shown, declared_at(2))
 
 
@@ -191,11 +200,12 @@ def _declare(
 class GraphOptions:
     """How the job's graph shows in Dagster, beside the job's own options: the sensor's
     minimum interval, the assets' group (None: the job's Dagster name), whether merged's
-    failed_rows check blocks."""
+    failed_rows check blocks, the path elements before every asset key of the job."""
 
     poll_interval_s: int = 30
     group: str | None = None
     blocking: bool = False
+    key_prefix: tuple[str, ...] = ()
 
 
 def graph_of(
@@ -211,19 +221,25 @@ def graph_of(
     group = options.group or dagster_name(name)
     pdef = shard_partitions(dagster_name(name))
     keys = resource_keys(spec.provider)
+    key_of = JobKeys(name, options.key_prefix)
     observed = (
-        [observed_file(asset_key(name, "input_file"), source, group)]
-        if isinstance(source, str)
-        else []
+        [observed_file(key_of("input_file"), source, group)] if isinstance(source, str) else []
     )
     upstream = observed[0].key if observed else _source_key(source)
     with warnings.catch_warnings():  # single-run backfill policies are Beta in dagster 1.13
         warnings.simplefilter("ignore", dg.BetaWarning)
         built = [
-            input_shards_asset(spec, policy, pdef, keys, upstream),
-            submissions_asset(spec, policy, pdef, keys),
-            raw_responses_asset(spec, policy, pdef, keys),
-            merged_asset(spec, policy, keys, options.poll_interval_s, upstream),
+            input_shards_asset(spec, policy, pdef, keys, upstream, key_of=key_of),
+            submissions_asset(spec, policy, pdef, keys, key_of),
+            raw_responses_asset(spec, policy, pdef, keys, key_of),
+            merged_asset(
+                spec,
+                policy,
+                keys,
+                key_of,
+                poll_interval_s=options.poll_interval_s,
+                upstream=upstream,
+            ),
         ]
         formats = ["parquet"] * 3 + [spec.output_format()]  # merged is the output file
         assets = [
@@ -232,13 +248,13 @@ def graph_of(
         ]
         assets[-1] = assets[-1].map_asset_specs(lambda s: _fresh(s, spec))
     sensor = enrichment_sensor(spec, policy, assets, keys, options.poll_interval_s)
-    checks = build_checks(spec, keys, None if observed else upstream, options.blocking)
+    checks = build_checks(spec, keys, key_of, None if observed else upstream, options.blocking)
     watch = (
         file_watch(upstream, source, f"{dagster_name(name)}_watch")
         if isinstance(source, str)
         else None
     )
-    return Enrichment(spec, [*observed, *assets], sensor, checks, pdef, policy, watch)
+    return Enrichment(spec, [*observed, *assets], sensor, checks, pdef, policy, key_of, watch)
 
 
 def _carded(

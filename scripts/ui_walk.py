@@ -211,20 +211,27 @@ class Camera:
         self.seen["pages"][name] = {"url": self.page.url, "text": text}
 
 
+def open_ui(pw: Any, base: str) -> tuple[Any, Any]:
+    """Debian's Chromium, headless, on the UI's lineage page past Dagster's first-visit modal:
+    the browser and its page."""
+    browser = pw.chromium.launch(
+        executable_path="/usr/bin/chromium",
+        args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+    )
+    page = browser.new_page(viewport={"width": 1500, "height": 950})
+    page.goto(base + "/asset-groups")
+    page.wait_for_timeout(3000)
+    skip = page.get_by_role("button", name="Skip")  # Dagster's first-visit newsletter modal
+    if skip.count():
+        skip.first.click()
+    return browser, page
+
+
 def walk(out: Path, catalog: Path, base: str, seen: dict[str, Any]) -> None:
     from playwright.sync_api import sync_playwright  # type: ignore[import-not-found]  # test-only
 
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path="/usr/bin/chromium",
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
-        )
-        page = browser.new_page(viewport={"width": 1500, "height": 950})
-        page.goto(base + "/asset-groups")
-        page.wait_for_timeout(3000)
-        skip = page.get_by_role("button", name="Skip")  # Dagster's first-visit newsletter modal
-        if skip.count():
-            skip.first.click()
+        browser, page = open_ui(pw, base)
         camera = Camera(page, base, out, seen)
         before(camera)
         click_materialize(page, "/assets/grocery_catalog", base)
@@ -308,24 +315,44 @@ def dev_stack(work: Path, bin_dir: Path, emulator_args: list[str]) -> Iterator[t
     # the instance `dagster dev` makes from the project folder's dagster.yaml, kept after it stops
     instance = (REPO / "dagster.yaml").read_text() + "\ntelemetry:\n  enabled: false\n"
     (work / "home" / "dagster.yaml").write_text(instance)
+    dev = [str(bin_dir / "maple"), "dev", "-h", "127.0.0.1", "-p"]
+    copy = {"PYTHONPATH": str(project)}  # the copy, not the installed repository
+    with serving(work, bin_dir, emulator_args, dev, cwd=project, more_env=copy) as base:
+        yield project, base
+
+
+@contextlib.contextmanager
+def serving(
+    work: Path,
+    bin_dir: Path,
+    emulator_args: list[str],
+    dev_command: list[str],
+    *,
+    cwd: Path,
+    more_env: dict[str, str],
+) -> Iterator[str]:
+    """The emulator and ``dev_command`` (its port appended) run in ``cwd`` on the instance in
+    ``work/home`` and the storage root ``work/store``, with no provider key and ``more_env``:
+    yields the UI's base URL once it answers; stops both on the way out (the dev command's
+    whole process group: its code servers too; their logs stay in ``work``)."""
     emulator_port, ui_port = free_port(), free_port()
     env = {
         **os.environ,
         "DAGSTER_HOME": str(work / "home"),
         "MAPLE_STORAGE": str(work / "store"),
         "MAPLE_EMULATOR_URL": f"http://127.0.0.1:{emulator_port}",
-        "PYTHONPATH": str(project),  # the copy, not the installed repository
+        **more_env,
     }
     for key in ("OPENAI_API_KEY", "OPENAI_ADMIN_KEY"):
         env.pop(key, None)
     with open(work / "emulator.log", "w") as elog, open(work / "dev.log", "w") as dlog:
         emulator = subprocess.Popen(
             [bin_dir / "maple", "emulator", "--port", str(emulator_port), *emulator_args],
-            cwd=project, env=env, stdout=elog, stderr=subprocess.STDOUT,
+            cwd=cwd, env=env, stdout=elog, stderr=subprocess.STDOUT,
         )  # fmt: skip
         dev = subprocess.Popen(
-            [bin_dir / "maple", "dev", "-h", "127.0.0.1", "-p", str(ui_port)],
-            cwd=project, env=env, stdout=dlog, stderr=subprocess.STDOUT, start_new_session=True,
+            [*dev_command, str(ui_port)],
+            cwd=cwd, env=env, stdout=dlog, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         base = f"http://127.0.0.1:{ui_port}"
         try:
@@ -335,7 +362,7 @@ def dev_stack(work: Path, bin_dir: Path, emulator_args: list[str]) -> Iterator[t
                     break
                 except OSError:
                     time.sleep(0.5)
-            yield project, base
+            yield base
         finally:
             os.killpg(dev.pid, signal.SIGTERM)
             emulator.terminate()

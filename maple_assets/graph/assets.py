@@ -31,11 +31,12 @@ from maple_assets.graph.failed_shards import (
     failed_shards,
     failed_shards_failure,
 )
+from maple_assets.graph.history import earlier_versions
 from maple_assets.graph.line_checks import (
     shard_missing_lines,
     shard_missing_lines_spec,
 )
-from maple_assets.graph.names import asset_key, dagster_name
+from maple_assets.graph.names import JobKeys, dagster_name
 from maple_assets.graph.per_shard import per_shard
 from maple_assets.graph.shard_options import ShardRunOptions
 from maple_assets.graph.shard_partitions import current_partitions
@@ -49,8 +50,9 @@ from maple_engine.inputs.sources import scan_output
 from maple_engine.job import Job
 from maple_engine.memory import give_back
 from maple_engine.merge.output import merge_job
-from maple_engine.model import LineTally
+from maple_engine.model import ROW_ID, LineTally
 from maple_engine.plan.rerun import shard_input
+from maple_engine.plan.versions import filled_failures
 from maple_engine.policy import RetryPolicy
 from maple_engine.spec import JobSpec
 from maple_engine.steps import collect_shard, submit_shard
@@ -62,7 +64,7 @@ from maple_engine.submit.eta import fit_for, job_eta, planned_eta
 from maple_engine.submit.sizing import size_shards
 from maple_engine.work import Work, pending_work
 from resources.dagster_private import ASSET_PARTITION_RANGE_START_TAG as RANGE_START
-from resources.dagster_private import BACKFILL_ID_TAG
+from resources.dagster_private import BACKFILL_ID_TAG, PARTITION_NAME_TAG
 
 SUBMIT_PARALLELISM = 2  # concurrent uploads in a multi-shard submissions run
 # Token figures merged reports as numbers under the keys each shard's raw_responses has (what
@@ -93,6 +95,8 @@ def input_shards_asset(
     pdef: dg.DynamicPartitionsDefinition,
     keys: set[str],
     upstream: dg.AssetKey | None,
+    *,
+    key_of: JobKeys,
 ) -> dg.AssetsDefinition:
     def body(
         context: dg.AssetExecutionContext, config: InputShardsConfig, table: Any
@@ -110,7 +114,7 @@ def input_shards_asset(
             )
         except CanaryFailed as exc:  # the run fails before any submission: the UI shows why
             raise dg.Failure(str(exc), metadata=canary_metadata(job), allow_retries=False) from exc
-        stages = [asset_key(spec.name, stage) for stage in ("submissions", "raw_responses")]
+        stages = [key_of(stage) for stage in ("submissions", "raw_responses")]
         current_partitions(context.instance, pdef.name or "", [s.key for s in shards], stages)
         manifest = pl.DataFrame([dataclasses.asdict(s) for s in shards])
         warnings.filterwarnings("ignore", category=dg.BetaWarning)  # data_version is Beta
@@ -125,6 +129,7 @@ def input_shards_asset(
                 "reused": counts.reused + counts.duplicates,
                 "reused_repeats": counts.duplicates,
                 "version": version.number,
+                **earlier_versions(spec.name, version.number),
                 "shards": len(shards),
                 "bytes": int(manifest["bytes"].sum()),
                 "max_shard_rows": int(manifest.select(pl.col("rows").max()).item()),
@@ -133,9 +138,9 @@ def input_shards_asset(
             },
         )
         # after this materialization, so the reused shards' read as up to date with it
-        yield from mark_reused_shards(context, job, shards, spec.name)
+        yield from mark_reused_shards(context, job, shards, key_of)
 
-    key = asset_key(spec.name, "input_shards")
+    key = key_of("input_shards")
     description = (
         f"Input of {spec.name} rendered into provider requests and cut into shards; rows whose "
         "request has a stored answer are filled from the response store, not sent."
@@ -194,29 +199,50 @@ def canary_metadata(job: Job) -> dict[str, Any]:
 
 
 def mark_reused_shards(
-    context: dg.AssetExecutionContext, job: Job, shards: list[Any], name: str
+    context: dg.AssetExecutionContext, job: Job, shards: list[Any], key_of: JobKeys
 ) -> Iterator[Any]:
     """A shard whose rows were all answered from the response store sends nothing: its
     submissions and raw_responses partitions are recorded as materialized (0 requests), not
-    left Missing to invite a pointless "Materialize missing"."""
-    for shard in shards:
-        summary = job.state.summary(shard.key)
-        if summary is None or summary.attempt != 0 or not summary.final:
-            continue
+    left Missing to invite a pointless "Materialize missing". Its ``failed_rows`` check reads
+    its rows' stored answers; past ``error_failed_share`` (nothing left to retry) its
+    raw_responses is observed, not materialized, as a collected shard past it is
+    (`maple_assets.graph.failed_shards`): not green, and a run of the partition fails it."""
+    reused = [shard for shard in shards if wholly_reused(job, shard.key)]
+    if not reused:
+        return
+    failures = version_failures(job)
+    raw_key = key_of("raw_responses")
+    for shard in reused:
+        checked = reused_shard_failed_rows(job.spec, raw_key, shard, failures)
         # nothing spent, under the keys a collected shard's raw_responses has (Insights)
-        answered = summary.succeeded + summary.failed  # as a collected shard counts its rows
-        spent = {"rows": answered, "rows_failed": summary.failed, "cost_usd": 0.0}
+        spent = {"rows": 0, "rows_failed": 0, "cost_usd": 0.0}  # no request of its own
         spent |= dict.fromkeys(INSIGHTS_TOKENS, 0)
+        failed = failed_for_good({shard.key: checked}, {shard.key: {"pending_retry": 0}})
         for stage, more in (("submissions", {}), ("raw_responses", spent)):
-            yield dg.AssetMaterialization(
-                asset_key=asset_key(name, stage),
+            event = dg.AssetObservation if failed and stage == "raw_responses" else None
+            yield (event or dg.AssetMaterialization)(
+                asset_key=key_of(stage),
                 partition=shard.key,
                 description="Every row of this shard was answered from the response store.",
                 metadata={"requests": 0, "reused": shard.rows, **more},
             )
-        yield on_latest(context.instance, reused_shard_failed_rows(job.spec, job.state, shard.key))
-        nothing_sent = shard_missing_lines(name, shard.key, {}, LineTally(), for_good=0)
+        yield on_latest(context.instance, checked)
+        nothing_sent = shard_missing_lines(raw_key, shard.key, {}, LineTally(), for_good=0)
         yield on_latest(context.instance, nothing_sent)
+
+
+def wholly_reused(job: Job, shard: str) -> bool:
+    """Whether every row of ``shard`` was answered from the response store (nothing sent)."""
+    summary = job.state.summary(shard)
+    return summary is not None and summary.attempt == 0 and summary.final
+
+
+def version_failures(job: Job) -> pl.DataFrame:
+    """The current version's rows filled from the store whose stored outcome failed."""
+    version = job.state.version()
+    if version is None:
+        return pl.DataFrame(schema={ROW_ID: pl.Int64, "failure_class": pl.String})
+    return filled_failures(job.state.storage, job.state.job, version.number)
 
 
 def current_shards(job: Job) -> set[str]:
@@ -239,16 +265,17 @@ def _shard_asset(
     parts: tuple[dg.DynamicPartitionsDefinition, set[str]],
     description: str,
     *,
+    key_of: JobKeys,
     check_specs: list[dg.AssetCheckSpec] | None = None,
 ) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
     """The decorator of a per-shard asset of the job: its key and upstream, the shard partitions
     and resources (``parts``), the job's IO manager, one run per backfill, the spec's version."""
     pdef, keys = parts
     return dg.asset(
-        key=asset_key(spec.name, name),
+        key=key_of(name),
         group_name=dagster_name(spec.name),
         partitions_def=pdef,
-        deps=[asset_key(spec.name, upstream)],
+        deps=[key_of(upstream)],
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         backfill_policy=dg.BackfillPolicy.single_run(),
@@ -259,11 +286,16 @@ def _shard_asset(
 
 
 def submissions_asset(
-    spec: JobSpec, policy: RetryPolicy, pdef: dg.DynamicPartitionsDefinition, keys: set[str]
+    spec: JobSpec,
+    policy: RetryPolicy,
+    pdef: dg.DynamicPartitionsDefinition,
+    keys: set[str],
+    key_of: JobKeys,
 ) -> dg.AssetsDefinition:
     @_shard_asset(
         spec, "submissions", "input_shards", (pdef, keys),
         "The provider batch of each shard attempt, recorded before the next starts.",
+        key_of=key_of,
     )  # fmt: skip
     def submissions(
         context: dg.AssetExecutionContext, config: SubmissionsConfig
@@ -312,14 +344,19 @@ def submissions_asset(
 
 
 def raw_responses_asset(
-    spec: JobSpec, policy: RetryPolicy, pdef: dg.DynamicPartitionsDefinition, keys: set[str]
+    spec: JobSpec,
+    policy: RetryPolicy,
+    pdef: dg.DynamicPartitionsDefinition,
+    keys: set[str],
+    key_of: JobKeys,
 ) -> dg.AssetsDefinition:
-    key = asset_key(spec.name, "raw_responses")
+    key = key_of("raw_responses")
 
     @_shard_asset(
         spec, "raw_responses", "submissions", (pdef, keys),
         "The shard's batch collected: final answers into the response store, retries planned; "
         "metadata: outcomes, tokens, cost (the answers are not copied by the IO manager).",
+        key_of=key_of,
         check_specs=[shard_failed_rows_spec(spec, key, pdef), shard_missing_lines_spec(key, pdef)],
     )  # fmt: skip
     def raw_responses(context: dg.AssetExecutionContext) -> Iterator[Any]:
@@ -329,6 +366,10 @@ def raw_responses_asset(
         waiting = [job.state.progress(k).submission for k in context.partition_keys if k in current]
         subs = [s for s in waiting if s is not None]
         states = job.poll(subs)
+        wanted = set(context.partition_keys)
+        shards = [s for s in job.state.manifest() or [] if s.key in wanted]
+        reused = {s.key: s for s in shards if wholly_reused(job, s.key)}
+        failures = version_failures(job) if reused else None
         checked: dict[str, dg.AssetCheckEvaluation] = {}
         accounted: dict[str, dg.AssetCheckEvaluation] = {}
         figures: dict[str, dict[str, Any]] = {}
@@ -352,10 +393,16 @@ def raw_responses_asset(
                 combined = shard_responses(job.state, shard)
             metadata = _responses_metadata(job, shard, combined)
             by_class, pending = metadata["failed_by_class"].value, metadata["pending_retry"]
-            checked[shard] = shard_failed_rows(spec, shard, metadata["rows"], by_class, pending)
+            if failures is not None and shard in reused:  # nothing sent: its stored answers
+                checked[shard] = reused_shard_failed_rows(spec, key, reused[shard], failures)
+            else:
+                rows = metadata["rows"]
+                checked[shard] = shard_failed_rows(
+                    spec, key, shard, rows, by_class, pending=pending
+                )
             for_good = missing_for_good(combined, job.policy, job.state.is_stopped())
             tally = _tally(job, shard)
-            accounted[shard] = shard_missing_lines(spec.name, shard, metadata, tally, for_good)
+            accounted[shard] = shard_missing_lines(key, shard, metadata, tally, for_good)
             figures[shard] = metadata
             return metadata
 
@@ -399,13 +446,15 @@ def merged_asset(
     spec: JobSpec,
     policy: RetryPolicy,
     keys: set[str],
+    key_of: JobKeys,
+    *,
     poll_interval_s: float = 30,
     upstream: dg.AssetKey | None = None,
 ) -> dg.AssetsDefinition:
     @dg.asset(
-        key=asset_key(spec.name, "merged"),
+        key=key_of("merged"),
         group_name=dagster_name(spec.name),
-        deps=[asset_key(spec.name, "raw_responses")],
+        deps=[key_of("raw_responses")],
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         code_version=spec.fingerprint(),
@@ -421,7 +470,9 @@ def merged_asset(
             if RANGE_START in context.run.tags:  # the shards' last collect run, merging after
                 context.log.info(f"{left}: retries to come; merged waits for them")
                 return  # the sensor asks for merged when they are final
-            if BACKFILL_ID_TAG in context.run.tags:  # "Materialize all": wait for the sensor
+            # "Materialize all": a backfill, or a run of one partition (a stand-in or an earlier
+            # version's, shard_partitions) with merged: wait for the sensor
+            if BACKFILL_ID_TAG in context.run.tags or PARTITION_NAME_TAG in context.run.tags:
                 work = wait_for_shards(context, job, poll_interval_s)
             if not work.finished:
                 raise dg.Failure(f"{left} yet; the sensor materializes merged once every shard is.")
@@ -446,10 +497,10 @@ def merged_asset(
 
 
 def wait_for_shards(context: dg.AssetExecutionContext, job: Job, interval_s: float) -> Work:
-    """In a backfill ("Materialize all"), merged waits while the enrichment's sensor sends and
-    collects the current version's shards (the version the backfill's own input_shards cut,
-    whose partitions the backfill, stored before, does not target), then merges: the backfill
-    ends with merged materialized. Progress goes to the run's log once a minute."""
+    """In a backfill or a run of one partition ("Materialize all"), merged waits while the
+    enrichment's sensor sends and collects the current version's shards (the version the run's
+    own input_shards cut, whose partitions the run, stored before, does not target), then
+    merges: the run ends with merged materialized. Progress goes to the run's log once a minute."""
     said = 0.0
     while True:
         work = pending_work(job)

@@ -10,10 +10,9 @@ import dagster as dg
 import numpy as np
 import polars as pl
 
-from maple_assets.graph.names import asset_key
-from maple_engine.collect.responses import summarize
-from maple_engine.collect.shard_responses import shard_responses
+from maple_assets.graph.names import JobKeys
 from maple_engine.inputs.sources import scan
+from maple_engine.model import ROW_ID, ShardInfo
 from maple_engine.spec import JobSpec
 from maple_engine.state import JobState
 from resources.dagster_private import AssetCheckEvaluationTargetMaterializationData
@@ -37,13 +36,17 @@ def _state(spec: JobSpec, context: dg.AssetCheckExecutionContext) -> JobState:
 
 
 def build_checks(
-    spec: JobSpec, keys: set[str], table_key: dg.AssetKey | None = None, blocking: bool = False
+    spec: JobSpec,
+    keys: set[str],
+    key_of: JobKeys,
+    table_key: dg.AssetKey | None = None,
+    blocking: bool = False,
 ) -> list[dg.AssetChecksDefinition]:
     """The job's checks; ``table_key``: the upstream asset whose table is the input (None when
     the input is the file ``spec.source``); ``blocking``: merged's ``failed_rows`` failing at
     ERROR stops merged's downstream assets in the same run."""
-    merged_key = asset_key(spec.name, "merged")
-    shards_key = asset_key(spec.name, "input_shards")
+    merged_key = key_of("merged")
+    shards_key = key_of("input_shards")
     same_rows = same_rows_check(spec, keys, merged_key, table_key)
 
     @dg.asset_check(
@@ -297,27 +300,37 @@ def shard_check_spec(
 
 
 def shard_failed_rows(
-    spec: JobSpec, shard: str, rows: int, by_class: dict[str, int], pending: int = 0
+    spec: JobSpec,
+    key: dg.AssetKey,
+    shard: str,
+    rows: int,
+    by_class: dict[str, int],
+    *,
+    pending: int = 0,
+    reused: bool = False,
 ) -> dg.AssetCheckEvaluation:
-    """The per-shard ``failed_rows`` evaluation of partition ``shard`` of ``raw_responses``:
-    ``rows`` rows, the failed ones per class, ``pending`` of them to be retried."""
+    """The per-shard ``failed_rows`` evaluation of partition ``shard`` of ``raw_responses``
+    (``key``): ``rows`` rows, the failed ones per class, ``pending`` of them to be retried;
+    ``reused``: every answer of the shard came from the response store."""
     verdict = failed_verdict(spec, rows, by_class)
     if pending:
         verdict["description"] += f" ({pending:,} to be retried)"
-    key = asset_key(spec.name, "raw_responses")
+    if reused:
+        verdict["description"] += " (every answer reused from the response store)"
     return dg.AssetCheckEvaluation(
         asset_key=key, check_name=FAILED_ROWS, partition=shard, **verdict
     )
 
 
-def reused_shard_failed_rows(spec: JobSpec, state: JobState, shard: str) -> dg.AssetCheckEvaluation:
-    """The evaluation of a shard answered wholly from the response store (nothing collected):
-    its stored answers' failed rows, read only when it has any."""
-    summary = state.summary(shard)
-    failed = summary.failed if summary is not None else 0
-    rows = failed + (summary.succeeded if summary is not None else 0)
-    by_class = summarize(shard_responses(state, shard))["failed_by_class"] if failed else {}
-    return shard_failed_rows(spec, shard, rows, by_class)
+def reused_shard_failed_rows(
+    spec: JobSpec, key: dg.AssetKey, shard: ShardInfo, failures: pl.DataFrame
+) -> dg.AssetCheckEvaluation:
+    """The evaluation of a shard answered wholly from the response store (nothing sent): its
+    rows' stored answers, the failed ones by class (``failures``: the version's filled rows
+    whose stored outcome failed, `maple_engine.plan.versions.filled_failures`)."""
+    mine = failures.filter(pl.col(ROW_ID).is_between(shard.first_row, shard.last_row))
+    by_class = dict(mine.group_by("failure_class").len().iter_rows())
+    return shard_failed_rows(spec, key, shard.key, shard.rows, by_class, reused=True)
 
 
 def shard_checks(

@@ -8,7 +8,6 @@ from typing import Any
 import dagster as dg
 
 from maple_assets.graph.checks import shard_check_spec
-from maple_assets.graph.names import asset_key
 from maple_engine.collect.accounting import describe, line_figures
 from maple_engine.model import LineTally
 
@@ -27,9 +26,9 @@ def shard_missing_lines_spec(key: dg.AssetKey, pdef: dg.PartitionsDefinition) ->
 
 
 def shard_missing_lines(
-    name: str, shard: str, info: dict[str, Any], tally: LineTally, for_good: int
+    key: dg.AssetKey, shard: str, info: dict[str, Any], tally: LineTally, for_good: int
 ) -> dg.AssetCheckEvaluation:
-    """The evaluation of partition ``shard`` of job ``name``'s ``raw_responses``: ``info`` its
+    """The evaluation of partition ``shard`` of a job's ``raw_responses`` (``key``): ``info`` its
     ``summarize``, ``tally`` its attempts' line tally, ``for_good`` its rows still missing
     with no send to come (`maple_engine.collect.accounting.missing_for_good`)."""
     figures = line_figures(info)
@@ -48,7 +47,7 @@ def shard_missing_lines(
     elif figures["missing"]:
         said += f" ({figures['missing']:,} missing now, sent again)"
     return dg.AssetCheckEvaluation(
-        asset_key=asset_key(name, "raw_responses"),
+        asset_key=key,
         check_name=NO_MISSING_LINES,
         partition=shard,
         passed=for_good == 0,

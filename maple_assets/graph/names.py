@@ -7,6 +7,7 @@ appended, so ``rye-bread`` and ``rye.bread`` never meet as one Dagster name. The
 costs and output keep the typed name.
 """
 
+import dataclasses
 import hashlib
 import re
 
@@ -23,6 +24,14 @@ def dagster_name(job: str) -> str:
     return f"{clean}_{hashlib.sha256(job.encode()).hexdigest()[:8]}"
 
 
-def asset_key(job: str, asset: str) -> dg.AssetKey:
-    """The key of one of the job's assets (``input_shards``, ..., ``merged``)."""
-    return dg.AssetKey([dagster_name(job), asset])
+@dataclasses.dataclass(frozen=True)
+class JobKeys:
+    """The asset keys of one job's graph, the one place they are formed: ``[*prefix, the job's
+    Dagster name, asset]`` for ``input_file``, ``input_shards``, ..., ``merged``. With no prefix
+    (the default), ``[job, asset]``."""
+
+    job: str
+    prefix: tuple[str, ...] = ()
+
+    def __call__(self, asset: str) -> dg.AssetKey:
+        return dg.AssetKey([*self.prefix, dagster_name(self.job), asset])

@@ -26,7 +26,11 @@ from maple_assets.graph.listed import ListedStorage
 from maple_assets.graph.names import dagster_name
 from maple_assets.graph.revive import revive
 from maple_assets.graph.sensor_cursor import collecting, fresh_requests, merging, polled_at
-from maple_assets.graph.shard_partitions import backfill_will_run, current_partitions
+from maple_assets.graph.shard_partitions import (
+    BEFORE_FIRST_CUT,
+    backfill_will_run,
+    current_partitions,
+)
 from maple_assets.graph.tags import run_tags
 from maple_engine.collect.retention import job_expiring
 from maple_engine.job import Job
@@ -90,6 +94,9 @@ def enrichment_sensor(
             context.log.info(f"budget raised to {spec.budget_usd}: resuming ({lifted})")
         instance = _instance(context)
         order = instance.get_dynamic_partitions(pdef_name) if instance and pdef_name else None
+        if order == [] and pdef_name and job.state.manifest() is None:  # shard_partitions
+            add = dg.AddDynamicPartitionsRequest(pdef_name, [BEFORE_FIRST_CUT])
+            return dg.SensorResult(dynamic_partitions_requests=[add], cursor=context.cursor)
         if instance and pdef_name and order:
             order = _drop_superseded(job, instance, pdef_name, order, [submissions_key, raw_key])
         work = pending_work(job, None if due or not pushes else pushed(job))

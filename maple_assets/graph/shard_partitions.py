@@ -5,6 +5,12 @@ keys (``maple_engine.plan.shards.shard_key``): a new version of the job cuts new
 all" on an enrichment is such a backfill, stored with the partitions of the moment it was
 launched, before its own ``input_shards`` run cuts the new version. Those superseded partitions
 go as soon as no unfinished backfill targets them (the enrichment's sensor looks at every tick).
+
+Before the first cut there is no shard, and the UI's "Materialize all" then offers 0 partitions
+and cannot launch. So the sensor registers one stand-in partition, ``awaiting_input_shards``,
+while the job has no version: a "Materialize all" targets it, its ``input_shards`` run cuts the
+first version, the stand-in's own runs send nothing (it is not a shard of the current version)
+and it goes as the earlier versions' keys go.
 """
 
 from collections.abc import Iterator, Sequence
@@ -12,10 +18,25 @@ from typing import Any
 
 import dagster as dg
 
-from resources.dagster_private import BulkActionStatus
+from resources.dagster_private import (
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+    PARTITION_NAME_TAG,
+    BulkActionStatus,
+)
 
 # A backfill in these states may still launch runs of what it targets.
 UNFINISHED = (BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING)
+# A run in these states may still run the partitions it names.
+UNFINISHED_RUNS = [
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+]
+#: The one partition a job has before its first version is cut.
+BEFORE_FIRST_CUT = "awaiting_input_shards"
 
 
 def current_partitions(
@@ -25,7 +46,8 @@ def current_partitions(
     assets: Sequence[dg.AssetKey],
 ) -> None:
     """Make the partitions ``name`` the shards ``keys`` of the current version: new ones added,
-    an earlier version's removed unless an unfinished backfill of ``assets`` targets them (their
+    an earlier version's removed unless an unfinished backfill of ``assets`` or an unfinished
+    run (a "Materialize all" of one partition is a run, not a backfill) targets them (their
     answers live on in the response store, and a version cut again re-adds its keys)."""
     existing = instance.get_dynamic_partitions(name)
     wanted = set(keys)
@@ -35,7 +57,7 @@ def current_partitions(
     superseded = [k for k in existing if k not in wanted]
     if not superseded:
         return
-    held = backfill_targets(instance, assets)
+    held = backfill_targets(instance, assets) | run_targets(instance)
     for old in superseded:
         if old not in held:
             instance.delete_dynamic_partition(name, old)
@@ -58,6 +80,13 @@ def backfill_targets(instance: dg.DagsterInstance, assets: Sequence[dg.AssetKey]
             if key in subsets:
                 targets.update(subsets[key].get_partition_keys())
     return targets
+
+
+def run_targets(instance: dg.DagsterInstance) -> set[str]:
+    """The partitions unfinished runs name: their partition, or their range's two ends."""
+    runs = instance.get_runs(filters=dg.RunsFilter(statuses=UNFINISHED_RUNS))
+    tags = (PARTITION_NAME_TAG, ASSET_PARTITION_RANGE_START_TAG, ASSET_PARTITION_RANGE_END_TAG)
+    return {run.tags[tag] for run in runs for tag in tags if tag in run.tags}
 
 
 def backfill_will_run(instance: dg.DagsterInstance, asset: dg.AssetKey) -> bool:

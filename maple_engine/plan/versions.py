@@ -241,3 +241,21 @@ def shard_fills(storage: Storage, job: str, number: int, first: int, last: int) 
     if not parts:
         return pl.DataFrame()
     return pl.concat(parts, how="diagonal_relaxed").collect().sort(ROW_ID)
+
+
+def filled_failures(storage: Storage, job: str, number: int) -> pl.DataFrame:
+    """The rows of a version filled from the store whose stored outcome is a failure, with its
+    class (``row_id``, ``failure_class``), read from the store as it is now: what the rows of
+    a shard answered wholly from the store will show in merged."""
+    store = ResponseStore(storage, job)
+    paths = JobLayout(job)
+    parts = [pl.DataFrame(schema={ROW_ID: pl.Int64, "failure_class": pl.String})]
+    for bucket in BUCKETS:
+        fill_key = paths.version_fill(number, bucket)
+        if not storage.exists(fill_key):
+            continue
+        fill = storage.read_parquet(fill_key)
+        records = store.best(bucket, fill.lazy()).filter(pl.col("status") == "failed")
+        failed = fill.join(records.select(KEY, "failure_class"), on=KEY, how="inner")
+        parts.append(failed.select(pl.col(ROW_ID).cast(pl.Int64), "failure_class"))
+    return pl.concat(parts).sort(ROW_ID)

@@ -106,6 +106,7 @@ FACTORIES = {CHAT: enrichment, EMBEDDING: embedding}
 NOT_JOB_OPTIONS = {
     "poll_interval_s": "the sensor's minimum interval, not the job's",
     "group": "the assets' group in Dagster",
+    "key_prefix": "the path before the assets' keys in Dagster",
     "blocking": "whether merged's failed_rows check blocks its downstream assets",
 }
 POSITIONAL = {
