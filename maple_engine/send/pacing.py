@@ -28,6 +28,7 @@ import itertools
 import math
 
 from maple_engine.providers.realtime import RateLimits
+from maple_engine.send.bucket_level import BucketLevel
 from maple_engine.send.window_budget import LONGEST_S, WindowBudget
 
 SAFETY = 0.999
@@ -71,6 +72,7 @@ class WindowClock:
         self._length: float | None = None
         self.longest_reset = 0.0
         self.fixed = False  # the last window judged stood still: the limiter has fixed windows
+        self.bucket = False  # ... or moved on with its sends: a continuous bucket
         self._left: list[int] = []  # the remaining counts seen in the current window, sorted
         self._counted: float | None = None  # the length those counts give
         self._spaced: float | None = None  # the length successive edges give
@@ -112,10 +114,9 @@ class WindowClock:
         """Whether this window's estimates stood still while its sends went on (a fixed
         window) or moved on with them (a bucket); undecided until ``STILL_S`` of sends."""
         span = self._sent[1] - self._sent[0]
-        if span >= STILL_S - 1e-9:
-            self.fixed = self._edge is not None and self._edge - self._low <= max(
-                span / 2, STILL_SPREAD_S
-            )
+        if span >= STILL_S - 1e-9 and self._edge is not None:
+            self.fixed = self._edge - self._low <= max(span / 2, STILL_SPREAD_S)
+            self.bucket = not self.fixed
 
     def _length_from(self, edge: float, remaining: int) -> None:
         """The window's length, also before a second edge is seen, from the remaining count: a
@@ -169,6 +170,8 @@ class Pacer:
         self.left: int | None = None  # requests not yet booked (the engine's count)
         self.pace = 1.0  # the share of ``interval`` between sends: FAST in a fast window
         self.budgeted = False  # the last booking was within a window's budget
+        self.level = BucketLevel()  # a continuous bucket's, learned from the headers
+        self.booked = 0  # bookings in all
 
     @property
     def known(self) -> bool:
@@ -202,15 +205,26 @@ class Pacer:
         """Book the next start slot; returns how long to wait for it.
 
         Callers reserve one at a time and at most one send-grid step ahead (the real-time
-        engine's ``_turn``), so a stalled event loop delays sends instead of releasing a burst
-        of overdue slots (a send that comes late may take back at most one slot it lost)."""
+        engine's ``Turns``), so a stalled event loop delays sends instead of releasing a burst
+        of overdue slots (a send that comes late may take back one slot it lost; on a
+        continuous bucket, as many as the bucket holds beyond half of it, ``bucket_room``)."""
         gap = self.interval(tokens) * self.pace
-        start = max(now - gap, self.next_at, self.paused_until)  # one slot of catch-up at most
+        back = max(1.0, self.bucket_room(tokens, now))  # slots a late send may take back
+        start = max(now - gap * back, self.next_at, self.paused_until)
         send = self.windows.clear_of_edges(max(start, now))
         if send > max(start, now):  # moved past a window edge: the schedule resumes from there
             start = send
         self.next_at = start + gap
         return max(0.0, send - now)
+
+    def bucket_room(self, tokens: float, now: float) -> float:
+        """Requests a continuous bucket holds now beyond half of it (``bucket_level``), while
+        this sender is calm and alone and requests, not tokens, bind; else 0."""
+        if not self.windows.bucket or not self.rpm or not self.calm(now):
+            return 0.0
+        if self.tpm and tokens * self.rpm > TOKEN_HEADROOM * self.tpm:
+            return 0.0
+        return self.level.room(now, self.booked)
 
     def step(self, tokens: float) -> float:
         """The send grid's step: at most ``SEND_STEP_S`` and ``GROUP_MAX`` requests at the
@@ -238,6 +252,7 @@ class Pacer:
         go = self.on_grid(go, tokens) if grid else go
         if self.left:
             self.left -= 1
+        self.booked += 1
         capacity = self.window_capacity(tokens, now)
         self.budgeted = capacity is not None
         if capacity is not None:
@@ -282,6 +297,7 @@ class Pacer:
     def learn(self, limits: RateLimits, now: float, sent_at: float | None = None) -> None:
         if sent_at is not None:
             self.windows.observe(sent_at, limits.reset_requests, limits.remaining_requests)
+            self.level.learn(limits, sent_at, self.budget.sent, self.booked)
         rpm, tpm = self.explicit
         self.rpm = rpm or limits.rpm or self.rpm
         self.tpm = tpm or limits.tpm or self.tpm
