@@ -298,9 +298,13 @@ class Pacer:
         if sent_at is not None:
             self.windows.observe(sent_at, limits.reset_requests, limits.remaining_requests)
             self.level.learn(limits, sent_at, self.budget.sent, self.booked)
-        rpm, tpm = self.explicit
+        rpm, tpm, known = *self.explicit, self.known
         self.rpm = rpm or limits.rpm or self.rpm
         self.tpm = tpm or limits.tpm or self.tpm
+        if self.known and not known and self.budget.sent:
+            # the pace counts from the first send: the slots since, spent waiting for the first
+            # answers, are behind it, for a bucket's level to take back (``reserve``)
+            self.next_at = min(self.next_at, self.budget.sent[0])
         for left, reset in (
             (limits.remaining_requests, limits.reset_requests),
             (limits.remaining_tokens, limits.reset_tokens),

