@@ -11,6 +11,7 @@ import pytest
 
 from emulator.core.ratelimit import RateLimiter
 from maple_engine.providers.realtime import RateLimits as Limits
+from maple_engine.send.bucket_level import BucketLevel
 from maple_engine.send.pacing import Pacer, WindowClock
 from maple_engine.send.window_budget import END_SHARE, FAST, STEADY, WindowBudget
 from tests.unit.test_ratelimits import learn_windows
@@ -144,3 +145,20 @@ def test_senders_sharing_a_limit_and_token_bound_senders_are_not_budgeted() -> N
     learn_windows(tokens.windows, 1.0)
     assert tokens.window_capacity(40.0, now=100.0) is None
     assert tokens.window_capacity(10.0, now=100.0) == 45
+
+
+def test_a_bucket_level_is_learned_from_the_remaining_count_and_the_reset() -> None:
+    """A bucket of 90 (2 s of 2,700 RPM), 60 requests over 0.6 s, then 0.4 s without: 90 - 60
+    + 45 of refill in the second, 75 in all, 30 above half of it to take back."""
+    server, level = RateLimiter(2700, None, 2.0, "bucket"), BucketLevel()
+    sent: collections.deque[float] = collections.deque()
+    assert level.room(100.0, 0) == 0  # nothing learned yet
+    for i in range(60):
+        at = 100.0 + i * 0.01
+        limit, left, reset = server.check(1, now=at).requests
+        sent.append(at)
+        limits = Limits(rpm=limit, remaining_requests=left, reset_requests=reset)
+        level.learn(limits, at, sent, i + 1)
+    assert level.capacity == pytest.approx(90, rel=0.05)
+    assert level.room(101.0, 60) == pytest.approx(30, abs=2)
+    assert level.room(101.0, 70) == pytest.approx(20, abs=2)  # ten more booked since
