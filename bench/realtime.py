@@ -21,6 +21,7 @@ provider without telling it the limits (it learns them from the headers), and pr
 """
 
 import argparse
+import json
 import os
 import resource
 import shutil
@@ -58,6 +59,7 @@ def start_emulator(
     batch_seconds: float = 2.0,
     latency: str = "0",
     *,
+    limiter: str = "window",
     extra: tuple[str, ...] = (),
 ) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
@@ -65,7 +67,7 @@ def start_emulator(
     cmd += ["--rpm", str(rpm)] if rpm else []
     cmd += ["--tpm", str(tpm)] if tpm else []
     cmd += ["--burst-seconds", str(burst), "--batch-seconds", str(batch_seconds)]
-    cmd += ["--latency", latency, *extra]
+    cmd += ["--latency", latency, "--limiter", limiter, *extra]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -117,52 +119,77 @@ class Sampler(threading.Thread):
         return (b1 - b0) / (t1 - t0), e1 - e0
 
 
+def send_rows(args: argparse.Namespace, url: str) -> dict[str, float]:
+    """The client's side of a case: ``args.rows`` rows through the real-time lane (pacing,
+    checkpoints, retries) against the emulator at ``url``; its wall minutes, CPU (this
+    process's user + system while it sends, aiohttp imported before), rows ok, tokens."""
+    import aiohttp  # noqa: F401  (its import, ~0.4 s of CPU, is start-up: measured apart)
+
+    os.environ.update(OPENAI_API_KEY="bench", ANTHROPIC_API_KEY="bench")
+    root = tempfile.mkdtemp(prefix="maple-bench-")
+    provider: RealtimeProvider
+    if args.provider == "anthropic-realtime":
+        provider = AnthropicRealtimeProvider(base_url=url, api_key="bench", checkpoint_root=root)
+        model = "claude-haiku-4-5"
+    else:
+        provider = OpenAIRealtimeProvider(
+            base_url=f"{url}/v1", api_key="bench", checkpoint_root=root
+        )
+        model = "gpt-4o-mini"
+    work = payload(provider, args.rows, model)
+    cpu0, started = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    lane = RealtimeLane(provider)  # the job's sender: pacing, checkpoints, retries
+    sub = lane.submit(work)
+    cpu1, minutes = resource.getrusage(resource.RUSAGE_SELF), (time.monotonic() - started) / 60
+    results = lane.results(sub, lane.poll([sub])[sub.batch_id])
+    shutil.rmtree(root, ignore_errors=True)
+    return {
+        "minutes": minutes,
+        "cpu": cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime,
+        "ok": int((results["status"] == "succeeded").sum()),
+        "tokens": int(results["input_tokens"].sum() + results["output_tokens"].sum()),
+    }
+
+
+def client_elsewhere(args: argparse.Namespace, url: str) -> dict[str, float]:
+    """``send_rows`` in a child process importing ``args.client_checkout``'s engine."""
+    env = dict(os.environ, PYTHONPATH=args.client_checkout)
+    cmd = [sys.executable, __file__, "--client-of", url, "--rows", str(args.rows)]
+    out = subprocess.run(
+        [*cmd, "--provider", args.provider], env=env, check=True, capture_output=True
+    )
+    return dict(json.loads(out.stdout.decode().strip().splitlines()[-1]))
+
+
 def case(args: argparse.Namespace, name: str, rpm: int | None, tpm: int | None) -> None:
-    proc, url = start_emulator(rpm, tpm, args.burst_seconds, latency=args.latency)
+    proc, url = start_emulator(
+        rpm, tpm, args.burst_seconds, latency=args.latency, limiter=args.limiter
+    )
     try:
-        os.environ.update(OPENAI_API_KEY="bench", ANTHROPIC_API_KEY="bench")
-        root = tempfile.mkdtemp(prefix="maple-bench-")
-        provider: RealtimeProvider
-        if args.provider == "anthropic-realtime":
-            provider = AnthropicRealtimeProvider(
-                base_url=url, api_key="bench", checkpoint_root=root
-            )
-            model = "claude-haiku-4-5"
-        else:
-            provider = OpenAIRealtimeProvider(
-                base_url=f"{url}/v1", api_key="bench", checkpoint_root=root
-            )
-            model = "gpt-4o-mini"
-        work = payload(provider, args.rows, model)
         sampler = Sampler(url)
         sampler.start()
-        import aiohttp  # noqa: F401  (its import, ~0.4 s of CPU, is start-up: measured apart)
-
-        cpu0, started = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
-        lane = RealtimeLane(provider)  # the job's sender: pacing, checkpoints, retries
-        sub = lane.submit(work)
-        cpu1, minutes = resource.getrusage(resource.RUSAGE_SELF), (time.monotonic() - started) / 60
+        sent = client_elsewhere(args, url) if args.client_checkout else send_rows(args, url)
         sampler.stop.set()
         sampler.join()
-        results = lane.results(sub, lane.poll([sub])[sub.batch_id])
         stats = httpx.get(f"{url}/_emulator/stats", timeout=10).json()
     finally:
         proc.terminate()
         proc.wait()
-    rows = args.rows
-    cpu = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime - sampler.cpu
-    ok = int((results["status"] == "succeeded").sum())
-    tokens = int(results["input_tokens"].sum() + results["output_tokens"].sum())
+    rows, minutes = args.rows, sent["minutes"]
+    cpu = sent["cpu"] - (0.0 if args.client_checkout else sampler.cpu)
     rate, steady_429 = sampler.steady(rows)
     if rpm and not tpm:
         share, steady = rows / minutes / rpm, rate * 60 / rpm
     else:  # tokens per request are uniform enough here to convert the steady request rate
-        share, steady = tokens / minutes / (tpm or 1), rate * 60 * tokens / rows / (tpm or 1)
+        tpm = tpm or 1
+        share, steady = sent["tokens"] / minutes / tpm, rate * 60 * sent["tokens"] / rows / tpm
+    client = f" client {args.client_checkout}" if args.client_checkout else ""
     print(
-        f"{name:<9} {args.provider} S={args.burst_seconds:g}s rows {rows} ok {ok}  "
-        f"{minutes * 60:5.1f}s  share {share:6.1%}  steady {steady:6.2%}  "
+        f"{name:<9} {args.provider} {args.limiter} S={args.burst_seconds:g}s rows {rows} "
+        f"ok {sent['ok']}  {minutes * 60:5.1f}s  share {share:6.1%}  steady {steady:6.2%}  "
         f"429s {stats['realtime_429']} (steady {steady_429})  "
-        f"billed twice {stats['bodies_billed_twice']}  CPU/request {cpu / rows * 1000:.2f} ms",
+        f"billed twice {stats['bodies_billed_twice']}  CPU/request {cpu / rows * 1000:.2f} ms"
+        f"  load {os.getloadavg()[0]:.1f}{client}",
         flush=True,
     )
 
@@ -251,7 +278,9 @@ def whole_run(args: argparse.Namespace) -> None:
     last request admitted, read from the emulator's counters every 10 ms; 429s; the command's
     CPU (user + system, start-up and Dagster runs included) per row."""
     rate = args.rpm / 60
-    proc, url = start_emulator(args.rpm, None, args.burst_seconds, latency=args.latency)
+    proc, url = start_emulator(
+        args.rpm, None, args.burst_seconds, latency=args.latency, limiter=args.limiter
+    )
     tmp = Path(tempfile.mkdtemp(prefix="maple-bench-"))
     titles = [f"Maple Farm product {i}, pack of {i % 12 + 1}" for i in range(args.rows)]
     pl.DataFrame({"title": titles}).write_parquet(tmp / "in.parquet")
@@ -299,7 +328,7 @@ def whole_run(args: argparse.Namespace) -> None:
         per = [max((n for t, n in seen if t < s + 1), default=0) for s in range(int(done) + 1)]
         print("admitted per second:", [b - a for a, b in zip([0, *per], per, strict=False)])
     print(
-        f"whole run maple enrich openai-realtime S={args.burst_seconds:g}s latency "
+        f"whole run maple enrich openai-realtime {args.limiter} S={args.burst_seconds:g}s latency "
         f"{args.latency}s rows {args.rows} at {args.rpm} RPM: first request {first:.2f}s, last "
         f"admitted {done:.2f}s, exit {wall:.2f}s; share of the limit from launch "
         f"{args.rows / (done * rate):6.2%}, from the first request "
@@ -320,6 +349,13 @@ def main() -> None:
     parser.add_argument(
         "--burst-seconds", type=float, default=None, help="Window length (default: 1, then 60)."
     )
+    parser.add_argument(
+        "--limiter",
+        choices=("window", "bucket"),
+        default="window",
+        help="The emulator's limiter: fixed windows of --burst-seconds, or a token bucket "
+        "holding --burst-seconds of the limit.",
+    )
     parser.add_argument("--no-tpm", action="store_true", help="Skip the TPM-bound case.")
     parser.add_argument("--no-startup", action="store_true", help="Skip the start-up probe.")
     parser.add_argument(
@@ -329,13 +365,19 @@ def main() -> None:
         "--timeline", action="store_true", help="Requests per second (--whole-run)."
     )
     parser.add_argument(
-        "--client-checkout", default=None, help="Run maple enrich from this checkout (--whole-run)."
+        "--client-checkout",
+        default=None,
+        help="Run the client (the lane, or maple enrich with --whole-run) from this checkout.",
     )
     parser.add_argument("--latency", default="0", help="Emulator answer latency, LOW-HIGH seconds.")
     parser.add_argument(
         "--bare", action="store_true", help="Also time a bare aiohttp client at the same pace."
     )
+    parser.add_argument("--client-of", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.client_of:  # the client side of a case, run in another checkout's child
+        print(json.dumps(send_rows(args, args.client_of)), flush=True)
+        return
     if args.whole_run:
         args.burst_seconds = args.burst_seconds or 1.0
         whole_run(args)

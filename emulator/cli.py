@@ -10,6 +10,7 @@ from emulator.config import (
     parse_workspaces,
 )
 from emulator.core.labels import RULES
+from emulator.core.ratelimit import LIMITERS
 
 
 @click.command("emulator")
@@ -90,7 +91,16 @@ from emulator.core.labels import RULES
     show_default=True,
     type=float,
     metavar="S",
-    help="Enforce --rpm/--tpm over S-second windows holding S/60 of the limit (60: full minute).",
+    help="Enforce --rpm/--tpm over S-second windows holding S/60 of the limit (60: full minute); "
+    "with --limiter bucket, the bucket holds S seconds of the limit.",
+)
+@click.option(
+    "--limiter",
+    type=click.Choice(LIMITERS),
+    default="window",
+    show_default=True,
+    help="How --rpm/--tpm are enforced: fixed windows of --burst-seconds, or a continuous token "
+    "bucket refilled at the limit and holding --burst-seconds of it.",
 )
 @click.option(
     "--s3-endpoint",
@@ -278,6 +288,7 @@ def emulator_command(
     rpm: int | None,
     tpm: int | None,
     burst_seconds: float,
+    limiter: str,
     s3_endpoint: str | None,
     enqueued_token_limit: int | None,
     anthropic_queue_limit: int | None,
@@ -319,6 +330,7 @@ def emulator_command(
             rpm=rpm,
             tpm=tpm,
             burst_seconds=burst_seconds,
+            limiter=limiter,
             s3_endpoint=s3_endpoint,
             enqueued_token_limit=enqueued_token_limit,
             anthropic_queue_limit=anthropic_queue_limit,

@@ -4,6 +4,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from emulator.core.labels import RULES
+from emulator.core.ratelimit import LIMITERS
 
 #: Fault classes accepted by ``--fail CLASS=RATE``; see ``emulator.core.faults`` for their wire
 #: shapes.
@@ -60,6 +61,10 @@ class EmulatorConfig:
     #: Length of the windows the RPM/TPM limits are enforced over (1: per second; 60: a full
     #: minute). Each window holds its share of the per-minute limit.
     burst_seconds: float = 1.0
+    #: How RPM/TPM are enforced (``emulator.core.ratelimit``): ``window`` (fixed windows of
+    #: ``burst_seconds``) or ``bucket`` (a continuous token bucket holding ``burst_seconds`` of
+    #: the limit)
+    limiter: str = "window"
     control_fail: float | None = None
     embedding_dimensions: int = 16
     openai_max_requests: int = 50_000
@@ -169,8 +174,7 @@ class EmulatorConfig:
             raise ValueError(f"priority_speedup must be >= 1, got {self.priority_speedup}")
         if self.server_slots < 0:
             raise ValueError(f"server_slots must be >= 0, got {self.server_slots}")
-        if not 0 < self.burst_seconds <= 60:
-            raise ValueError(f"burst_seconds must be in (0, 60], got {self.burst_seconds}")
+        _check_limiter(self.limiter, self.burst_seconds)
 
     @property
     def control_fail_rate(self) -> float:
@@ -178,6 +182,13 @@ class EmulatorConfig:
         if self.control_fail is not None:
             return self.control_fail
         return self.fail.get("server_error", 0.0) / 4
+
+
+def _check_limiter(limiter: str, burst_seconds: float) -> None:
+    if not 0 < burst_seconds <= 60:
+        raise ValueError(f"burst_seconds must be in (0, 60], got {burst_seconds}")
+    if limiter not in LIMITERS:
+        raise ValueError(f"limiter must be one of {', '.join(LIMITERS)}, got {limiter}")
 
 
 def _check_labels(rule: str, noise: float) -> None:

@@ -1,10 +1,21 @@
-"""Real-time rate limiting over fixed windows, as providers enforce per-minute limits.
+"""Real-time rate limiting, as providers enforce per-minute limits: over fixed windows, or with
+a continuous token bucket.
 
-A limit of N per minute is enforced over windows of ``burst_seconds`` S holding N x S / 60
-requests, as OpenAI enforces 60,000 RPM as about 1,000 requests in any given second. The
-default S = 1 is that per-second enforcement; S = 60 is a full-minute bucket. When a window
-would hold less than one request it grows so that it holds one (30 RPM at S = 1: one request
-per two seconds).
+``window`` (the default): a limit of N per minute is enforced over windows of ``burst_seconds``
+S holding N x S / 60 requests, as OpenAI enforces 60,000 RPM as about 1,000 requests in any
+given second. The default S = 1 is that per-second enforcement; S = 60 is a full-minute bucket.
+When a window would hold less than one request it grows so that it holds one (30 RPM at S = 1:
+one request per two seconds).
+
+``bucket``: a token bucket of N x S / 60 (at least one request) refilled continuously at N per
+minute, full at the start. Providers' limiters behave this way: Anthropic's rate-limit guide
+(https://docs.anthropic.com/en/api/rate-limits) says its limits use the token bucket algorithm,
+capacity replenished continuously up to the maximum rather than reset at fixed intervals, and
+OpenAI's (https://platform.openai.com/docs/guides/rate-limits, "rate limits in headers")
+reports ``x-ratelimit-reset-*`` as the time until the limit is back at its initial state, a
+few milliseconds after one request at a high limit: a continuous replenishment, not a window
+edge. Its headers read as the window's do: the remaining count is the bucket's level per minute
+(a full bucket reads N), the reset is the time until the bucket is full again.
 """
 
 import math
@@ -42,12 +53,64 @@ class _Window:
     def fits(self, amount: float) -> bool:
         return not self.enforced or self.used + amount <= self.capacity
 
+    def take(self, amount: float) -> None:
+        self.used += amount
+
     def reset_in(self, now: float) -> float:
         return max(0.0, self.start + self.length - now)
+
+    def wait_for(self, amount: float, now: float) -> float:
+        """Seconds until ``amount`` fits again: the next window."""
+        return self.reset_in(now)
 
     def remaining(self) -> int:
         left = max(0.0, self.capacity - self.used)
         return int(left * 60 / self.length) if self.enforced else self.per_minute
+
+
+@dataclass
+class _Bucket:
+    """A token bucket of ``per_minute`` x ``burst_seconds`` / 60 (at least 1), refilled
+    continuously at ``per_minute`` a minute; full at the start."""
+
+    per_minute: int
+    enforced: bool
+    burst_seconds: float = 1.0
+    capacity: float = 0.0
+    level: float = 0.0
+    at: float | None = None  # when ``level`` was last brought up to date
+
+    def __post_init__(self) -> None:
+        self.capacity = max(1.0, self.per_minute * self.burst_seconds / 60)
+        self.level = self.capacity
+
+    @property
+    def rate(self) -> float:
+        return self.per_minute / 60
+
+    def roll(self, now: float) -> None:
+        if self.at is not None:
+            self.level = min(self.capacity, self.level + max(0.0, now - self.at) * self.rate)
+        self.at = now
+
+    def fits(self, amount: float) -> bool:
+        return not self.enforced or amount <= self.level + 1e-9
+
+    def take(self, amount: float) -> None:
+        if self.enforced:
+            self.level -= amount
+
+    def reset_in(self, now: float) -> float:
+        """Until the bucket is full again."""
+        return max(0.0, self.capacity - self.level) / self.rate
+
+    def wait_for(self, amount: float, now: float) -> float:
+        return max(0.0, amount - self.level) / self.rate
+
+    def remaining(self) -> int:
+        if not self.enforced:
+            return self.per_minute
+        return int(max(0.0, self.level) * 60 / (self.capacity / self.rate))
 
 
 @dataclass
@@ -62,15 +125,27 @@ class Decision:
     tokens: tuple[int, int, float]
 
 
-class RateLimiter:
-    """Requests-per-minute and tokens-per-minute limits over fixed windows."""
+#: ``--limiter`` values: fixed windows, or a continuous token bucket
+LIMITERS = ("window", "bucket")
 
-    def __init__(self, rpm: int | None, tpm: int | None, burst_seconds: float = 1.0) -> None:
+
+class RateLimiter:
+    """Requests-per-minute and tokens-per-minute limits, over fixed windows (``window``) or as
+    continuous token buckets (``bucket``)."""
+
+    def __init__(
+        self, rpm: int | None, tpm: int | None, burst_seconds: float = 1.0, kind: str = "window"
+    ) -> None:
         if not 0 < burst_seconds <= 60:
             raise ValueError(f"burst_seconds must be in (0, 60], got {burst_seconds}")
+        if kind not in LIMITERS:
+            raise ValueError(f"limiter must be one of {', '.join(LIMITERS)}, got {kind}")
         self._lock = threading.Lock()
-        self._requests = _Window(rpm or NOMINAL_RPM, rpm is not None, burst_seconds)
-        self._tokens = _Window(tpm or NOMINAL_TPM, tpm is not None, burst_seconds)
+        shape = _Bucket if kind == "bucket" else _Window
+        self._requests: _Window | _Bucket = shape(
+            rpm or NOMINAL_RPM, rpm is not None, burst_seconds
+        )
+        self._tokens: _Window | _Bucket = shape(tpm or NOMINAL_TPM, tpm is not None, burst_seconds)
 
     def check(self, tokens: int, now: float | None = None) -> Decision:
         """Admit (and count) a request of ``tokens`` tokens, or refuse it with a retry delay."""
@@ -83,9 +158,9 @@ class RateLimiter:
             allowed = not too_large and req.fits(1) and tok.fits(tokens)
             kind = "requests" if not req.fits(1) else "tokens"
             if allowed:
-                req.used += 1
-                tok.used += tokens
-            retry = req.reset_in(now) if kind == "requests" else tok.reset_in(now)
+                req.take(1)
+                tok.take(tokens)
+            retry = req.wait_for(1, now) if kind == "requests" else tok.wait_for(tokens, now)
             return Decision(
                 allowed,
                 kind,

@@ -206,7 +206,7 @@ class State:
         self.openai.label = self.anthropic.label = self.gemini_engine.label = label
         self.gemini_engine.fetch_urls = config.fetch_urls
         self.gemini_engine.uploaded = self.gemini_upload
-        self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_seconds)
+        self.limiter = RateLimiter(config.rpm, config.tpm, config.burst_seconds, config.limiter)
         self.durations = BatchDurations(config, self.stats)
         self.prompt_cache = PromptCache()
         self.flex = FlexTier(config.seed, config.flex_unavailable)

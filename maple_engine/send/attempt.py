@@ -3,10 +3,11 @@
 Workers pull rows; each send waits for a slot in the adaptive ``Gate`` (bounded in-flight
 requests) and for its turn from the ``Pacer`` (RPM/TPM), rounded up to a send grid (0.2 s or
 less: at most 5 requests per point, a fifth of a learned window or less) so that the requests
-of one step leave on one event-loop wake (paced one by one, each request cost a wake of its
-own: twice the CPU). It posts the already-encoded body (no re-parsing) with aiohttp, whose
-client costs a fraction of httpx's CPU per request (docs/architecture.md, "Real-time sending");
-the rare non-200 answer is wrapped as an ``httpx.Response`` for the shared error helpers.
+of one step leave on one event-loop wake (`maple_engine.send.turns`: booked a group at a time,
+released together by one timer; paced one by one, each request cost a wake of its own).
+It posts the already-encoded body (no re-parsing) with aiohttp, whose client costs a fraction
+of httpx's CPU per request (docs/architecture.md, "Real-time sending"); the rare non-200
+answer is wrapped as an ``httpx.Response`` for the shared error helpers.
 A provider may send several rows in one request (an embeddings call of many inputs: its
 ``requests_of`` groups them, ``parse_group`` splits the answer into their rows); pacing, retries
 and failures then apply to the request, and each of its rows is checkpointed.
@@ -85,6 +86,7 @@ from maple_engine.send.pacing import (
     needed_concurrency,
 )
 from maple_engine.send.rate_shares import Share
+from maple_engine.send.turns import Turns
 from maple_engine.send.window_budget import FAST
 
 if TYPE_CHECKING:  # aiohttp loads when a real-time attempt runs, not with the CLI
@@ -214,7 +216,7 @@ class AttemptRun:
         self.tokens = TokenEstimator(DEFAULT_OUTPUT_ESTIMATE)
         self.gate = Gate(provider.initial_concurrency, provider.max_concurrency)
         self.capacity = CapacityProbe()  # the bound while no limits are known
-        self.turn = asyncio.Lock()  # one pacing reservation at a time
+        self.turns = Turns(self.pacer, self.tokens.estimate, lambda: self.halted)
         self.latency = 0.5
         self.url = ""
         self.successes = 0
@@ -525,7 +527,7 @@ class AttemptRun:
     ) -> tuple[list[Row], Failure | None]:
         await self.gate.acquire()
         try:
-            await self._turn(raw)
+            await self.turns.take(raw)
             if self.halted:  # the job stopped while this request waited for its turn: unsent
                 return [], None
             if self.quota_message is not None:  # learned while this row waited for its turn
@@ -561,35 +563,6 @@ class AttemptRun:
         row = self._outcome(self._response(status, headers, content), custom_ids[0])
         failure = (str(row["failure_class"]), str(row["error"]))
         return [row], None if row["failure_class"] == FailureClass.INSUFFICIENT_QUOTA else failure
-
-    async def _turn(self, raw: int) -> None:
-        """Wait for this request's start slot. Slots are booked one at a time and at most one
-        grid step ahead (the booker waits for its step before the next may book), so a stalled
-        loop delays sends instead of bursting; the requests booked into one step all wake at
-        its grid point together. A booking that an answer paused meanwhile (remaining 0, a
-        429) is booked again after the pause, as a send paced one by one would have waited; so
-        is a send of a budgeted window that wakes too late for it (a stalled loop), as it
-        would count in the next window, which has its own budget."""
-        while True:
-            async with self.turn:
-                if self.halted:  # the job stopped: the waiters leave without a slot
-                    return
-                now, tokens = time.monotonic(), self.tokens.estimate(raw)
-                # on the grid only while pacing to a known limit that no one else contests
-                grid = self.pacer.known and self.pacer.calm(now)
-                go = self.pacer.book(tokens, now, grid)
-                budgeted = self.pacer.budgeted
-                early = go - now - (self.pacer.step(tokens) if grid else 0.0)
-                if early > 0:
-                    await asyncio.sleep(early)
-            wait = go - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-            now = time.monotonic()
-            if self.pacer.paused_until <= now and (not budgeted or self.pacer.in_time(go, now)):
-                return
-            # an answer paused the pacer (its window is spent) after this slot was booked: a
-            # slot booked a step ahead must not go out into the spent window; book again
 
     def _response(
         self, status: int, headers: "CIMultiDictProxy[str]", content: bytes

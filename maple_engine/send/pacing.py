@@ -8,8 +8,10 @@
   sender is alone and calm), each window's requests are budgeted instead (``window_budget``):
   a whole window's share, spent a little ahead of the even pace and faster in the window the
   limit was learned in, after a stall, and at the end of the job.
-- ``WindowClock`` learns where fixed rate-limit windows end from the reset headers (and their
-  length from two edges, or from the step of the remaining count), so that the pacer keeps sends
+- ``WindowClock`` learns whether the provider's limiter has fixed windows at all (their resets
+  point at one edge while the window lasts; a continuous token bucket's move on with every send,
+  and a bucket is paced evenly), where they end from the reset headers (and their length from
+  two edges, or from the step of the remaining count), so that the pacer keeps sends
   a few milliseconds clear of each edge: a send that lands just across an edge is what puts one
   request too many in a window when pacing at 99.9% of the limit.
 - ``TokenEstimator`` calibrates the offline token estimate against the usage the provider bills.
@@ -26,6 +28,7 @@ import itertools
 import math
 
 from maple_engine.providers.realtime import RateLimits
+from maple_engine.send.bucket_level import BucketLevel
 from maple_engine.send.window_budget import LONGEST_S, WindowBudget
 
 SAFETY = 0.999
@@ -41,23 +44,49 @@ CALM_S = 10.0  # after a 429, sends go one by one for this long
 #: full window carry stay under this share of the window's tokens
 TOKEN_HEADROOM = 0.9
 MIN_FACTOR = 0.5
+#: a window is judged fixed or not from the estimates of sends at least this far apart in it ...
+STILL_S = 0.2
+#: ... which, for a fixed window, spread over at most half that time or this (counted late)
+STILL_SPREAD_S = 0.1
 
 
 class WindowClock:
-    """Where the provider's short fixed windows end, learned from reset headers.
+    """Where the provider's short fixed windows end, learned from reset headers, once the
+    headers show that the provider has fixed windows at all.
 
     A response to a request sent at ``sent_at`` whose window resets in ``reset`` seconds puts
     the edge at or after ``sent_at + reset`` (the server counted it after it was sent); the
     latest such estimate within one window is the tightest. Two successive edges give the
-    window length. Resets over 5 s (minute buckets, token buckets) teach nothing here."""
+    window length. Resets over 5 s (minute buckets) teach nothing here.
+
+    A continuous token bucket has no edges: its reset is the time until it is full again, so
+    ``sent_at + reset`` moves on with every send, where a fixed window's stays put while the
+    window lasts. The edges and length are believed (``fixed``) only once the estimates of
+    requests sent ``STILL_S`` or more apart within one window agree, spread over no more than
+    half the time between those sends (nor ``STILL_SPREAD_S``: a request counted late puts its
+    estimate early); estimates that move on with the sends say the limiter is a bucket, and
+    the pacer then paces evenly."""
 
     def __init__(self) -> None:
-        self.edge: float | None = None
-        self.length: float | None = None
+        self._edge: float | None = None
+        self._length: float | None = None
         self.longest_reset = 0.0
+        self.fixed = False  # the last window judged stood still: the limiter has fixed windows
+        self.bucket = False  # ... or moved on with its sends: a continuous bucket
         self._left: list[int] = []  # the remaining counts seen in the current window, sorted
         self._counted: float | None = None  # the length those counts give
         self._spaced: float | None = None  # the length successive edges give
+        # this window's estimates: the earliest and latest send, the lowest estimate
+        self._sent = (0.0, 0.0)
+        self._low = 0.0
+
+    @property
+    def edge(self) -> float | None:
+        return self._edge if self.fixed else None
+
+    @property
+    def length(self) -> float | None:
+        return self._length if self.fixed else None
 
     def observe(self, sent_at: float, reset: float | None, remaining: int | None = None) -> None:
         if reset is None or not 0 < reset <= 5.0:
@@ -69,15 +98,25 @@ class WindowClock:
         # A late-counted request's estimate falls short by its delay (tens of ms on a busy
         # machine); the next window's edge is at least half a window further on.
         apart = max(0.25, 0.5 * self.longest_reset)
-        if self.edge is None:
-            self.edge = edge
-        elif edge > self.edge + apart:  # the next window (or a later one)
-            step = edge - self.edge
-            self._spaced = step if self._spaced is None else min(self._spaced, step)
-            self.edge = edge
-        elif edge > self.edge - apart:
-            self.edge = max(self.edge, edge)
-        self.length = self._counted or self._spaced
+        if self._edge is None or edge > self._edge + apart:  # the first, the next (or later)
+            if self._edge is not None:
+                step = edge - self._edge
+                self._spaced = step if self._spaced is None else min(self._spaced, step)
+            self._edge, self._sent, self._low = edge, (sent_at, sent_at), edge
+        elif edge > self._edge - apart:
+            self._edge = max(self._edge, edge)
+            self._low = min(self._low, edge)
+            self._sent = (min(self._sent[0], sent_at), max(self._sent[1], sent_at))
+            self._judge()
+        self._length = self._counted or self._spaced
+
+    def _judge(self) -> None:
+        """Whether this window's estimates stood still while its sends went on (a fixed
+        window) or moved on with them (a bucket); undecided until ``STILL_S`` of sends."""
+        span = self._sent[1] - self._sent[0]
+        if span >= STILL_S - 1e-9 and self._edge is not None:
+            self.fixed = self._edge - self._low <= max(span / 2, STILL_SPREAD_S)
+            self.bucket = not self.fixed
 
     def _length_from(self, edge: float, remaining: int) -> None:
         """The window's length, also before a second edge is seen, from the remaining count: a
@@ -86,7 +125,7 @@ class WindowClock:
         two such are seen the step looks k times larger (k - 1 admissions in between), which
         gives S / k: windows that divide the real ones, so nothing overfills them meanwhile.
         A step of 1 is a minute's count (left to the edges)."""
-        if self.edge is not None and abs(edge - self.edge) > max(0.25, 0.5 * self.longest_reset):
+        if self._edge is not None and abs(edge - self._edge) > max(0.25, 0.5 * self.longest_reset):
             self._left.clear()  # another window: its counts start again
         at = bisect.bisect_left(self._left, remaining)
         if at < len(self._left) and self._left[at] == remaining:
@@ -131,6 +170,8 @@ class Pacer:
         self.left: int | None = None  # requests not yet booked (the engine's count)
         self.pace = 1.0  # the share of ``interval`` between sends: FAST in a fast window
         self.budgeted = False  # the last booking was within a window's budget
+        self.level = BucketLevel()  # a continuous bucket's, learned from the headers
+        self.booked = 0  # bookings in all
 
     @property
     def known(self) -> bool:
@@ -164,15 +205,26 @@ class Pacer:
         """Book the next start slot; returns how long to wait for it.
 
         Callers reserve one at a time and at most one send-grid step ahead (the real-time
-        engine's ``_turn``), so a stalled event loop delays sends instead of releasing a burst
-        of overdue slots (a send that comes late may take back at most one slot it lost)."""
+        engine's ``Turns``), so a stalled event loop delays sends instead of releasing a burst
+        of overdue slots (a send that comes late may take back one slot it lost; on a
+        continuous bucket, as many as the bucket holds beyond half of it, ``bucket_room``)."""
         gap = self.interval(tokens) * self.pace
-        start = max(now - gap, self.next_at, self.paused_until)  # one slot of catch-up at most
+        back = max(1.0, self.bucket_room(tokens, now))  # slots a late send may take back
+        start = max(now - gap * back, self.next_at, self.paused_until)
         send = self.windows.clear_of_edges(max(start, now))
         if send > max(start, now):  # moved past a window edge: the schedule resumes from there
             start = send
         self.next_at = start + gap
         return max(0.0, send - now)
+
+    def bucket_room(self, tokens: float, now: float) -> float:
+        """Requests a continuous bucket holds now beyond half of it (``bucket_level``), while
+        this sender is calm and alone and requests, not tokens, bind; else 0."""
+        if not self.windows.bucket or not self.rpm or not self.calm(now):
+            return 0.0
+        if self.tpm and tokens * self.rpm > TOKEN_HEADROOM * self.tpm:
+            return 0.0
+        return self.level.room(now, self.booked)
 
     def step(self, tokens: float) -> float:
         """The send grid's step: at most ``SEND_STEP_S`` and ``GROUP_MAX`` requests at the
@@ -200,6 +252,7 @@ class Pacer:
         go = self.on_grid(go, tokens) if grid else go
         if self.left:
             self.left -= 1
+        self.booked += 1
         capacity = self.window_capacity(tokens, now)
         self.budgeted = capacity is not None
         if capacity is not None:
@@ -244,9 +297,14 @@ class Pacer:
     def learn(self, limits: RateLimits, now: float, sent_at: float | None = None) -> None:
         if sent_at is not None:
             self.windows.observe(sent_at, limits.reset_requests, limits.remaining_requests)
-        rpm, tpm = self.explicit
+            self.level.learn(limits, sent_at, self.budget.sent, self.booked)
+        rpm, tpm, known = *self.explicit, self.known
         self.rpm = rpm or limits.rpm or self.rpm
         self.tpm = tpm or limits.tpm or self.tpm
+        if self.known and not known and self.budget.sent:
+            # the pace counts from the first send: the slots since, spent waiting for the first
+            # answers, are behind it, for a bucket's level to take back (``reserve``)
+            self.next_at = min(self.next_at, self.budget.sent[0])
         for left, reset in (
             (limits.remaining_requests, limits.reset_requests),
             (limits.remaining_tokens, limits.reset_tokens),

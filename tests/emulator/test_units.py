@@ -142,6 +142,33 @@ def test_limiter_enforces_the_limit_over_burst_windows(burst: float) -> None:
         assert refused.requests[1] == 0  # remaining
 
 
+def test_bucket_admits_its_burst_then_the_rate_at_any_moment() -> None:
+    limiter = RateLimiter(rpm=3000, tpm=None, burst_seconds=2, kind="bucket")  # 50/s, holds 100
+    start = 1_200_000.3  # no window edge matters to a bucket
+    burst = [limiter.check(1, now=start).allowed for _ in range(150)]
+    assert sum(burst) == 100 and all(burst[:100])
+    refused = limiter.check(1, now=start)
+    assert not refused.allowed and refused.retry_after == pytest.approx(0.02)
+    assert refused.requests == (3000, 0, pytest.approx(2.0))  # limit, remaining, until full
+    # then 50 a second, however the sends fall: 10 s of sends every 5 ms admit 500 (+-1)
+    admitted = sum(limiter.check(1, now=start + i * 0.005).allowed for i in range(1, 2001))
+    assert 499 <= admitted <= 501
+    # idle, it refills to the burst and no further; its headers read per minute
+    later = limiter.check(1, now=start + 100)
+    assert later.allowed and later.requests[1] == 3000 - 30 and later.requests[2] < 0.021
+
+
+def test_bucket_limits_tokens_and_refuses_a_request_larger_than_it() -> None:
+    limiter = RateLimiter(rpm=None, tpm=6000, burst_seconds=1, kind="bucket")  # 100 tokens/s
+    assert limiter.check(60, now=5.0).allowed and not limiter.check(60, now=5.0).allowed
+    refused = limiter.check(60, now=5.1)
+    assert refused.kind == "tokens" and refused.retry_after == pytest.approx(0.1)
+    assert limiter.check(60, now=5.2).allowed
+    assert limiter.check(101, now=50.0).too_large
+    with pytest.raises(ValueError, match="limiter must be one of window, bucket"):
+        EmulatorConfig(limiter="leaky")
+
+
 def test_limiter_windows_grow_to_hold_one_request() -> None:
     limiter = RateLimiter(rpm=30, tpm=None, burst_seconds=1)  # one request per two seconds
     assert [limiter.check(1, now=10.0 + t).allowed for t in (0, 1, 2)] == [True, False, True]

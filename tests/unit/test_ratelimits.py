@@ -16,6 +16,13 @@ from maple_engine.send.pacing import (
 )
 
 
+def learn_windows(clock: WindowClock, length: float) -> None:
+    """The resets of fixed windows of ``length`` with edges at ``length``, 2 x ``length``, ...:
+    two sends half a window apart in the first (its edge stays put), one in the second."""
+    for sent_at in (0.0, length / 2, length):
+        clock.observe(sent_at, length - sent_at % length)
+
+
 def test_window_clock_learns_edges_and_length_from_resets() -> None:
     clock = WindowClock()
     clock.observe(sent_at=10.30, reset=0.699)  # counted 1 ms after it was sent
@@ -32,8 +39,7 @@ def test_window_clock_learns_edges_and_length_from_resets() -> None:
 
 def test_pacer_keeps_sends_clear_of_window_edges() -> None:
     pacer = Pacer(rpm=6000)  # a send every ~10 ms
-    pacer.windows.observe(0.0, 1.0)
-    pacer.windows.observe(1.0, 1.0)  # edges at 1.0, 2.0, ...
+    learn_windows(pacer.windows, 1.0)  # edges at 1.0, 2.0, ...
     assert pacer.reserve(1, now=1.998) == pytest.approx(0.002 + EDGE_GUARD_S)
     after = pacer.reserve(1, now=1.998)  # the schedule resumes after the moved send
     assert after == pytest.approx(0.002 + EDGE_GUARD_S + pacer.interval(1))
@@ -50,8 +56,7 @@ def test_sends_on_the_grid_never_add_a_request_to_a_window(
     keeps every window at the count its slots allow, with no send near an edge and at most
     GROUP_MAX requests per grid point; the step divides the window."""
     pacer = Pacer(rpm=rpm)
-    pacer.windows.observe(0.0, length)
-    pacer.windows.observe(length, length)  # edges at length, 2 x length, ...
+    learn_windows(pacer.windows, length)  # edges at length, 2 x length, ...
     assert pacer.step(1) == pytest.approx(step)
     now, sends = 0.5, []
     for _ in range(2000):
@@ -141,8 +146,7 @@ def test_senders_sharing_a_window_split_its_requests_and_never_overfill_it(
             pacer = Pacer(rpm=rpm)
             pacer.senders, pacer.rank = senders, rank
             if learned:
-                pacer.windows.observe(0.0, 1.0)
-                pacer.windows.observe(1.0, 1.0)
+                learn_windows(pacer.windows, 1.0)
             made.append(pacer)
         return made
 
