@@ -3,6 +3,7 @@ it, else the classifier's label, with where each label came from (``llm_source``
 classifier's confidence in its own label (``llm_confidence``: null where no classifier scored
 the row)."""
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -10,12 +11,34 @@ import orjson
 import polars as pl
 
 from maple_engine.collect.responses import NOT_SENT
-from maple_engine.distill.plan import Decision
+from maple_engine.distill.plan import Decision, embedding_job
+from maple_engine.distill.reports import DistillReport, report_of
+from maple_engine.distill.rounds import Round
 from maple_engine.distill.sample import ROW_KEY
-from maple_engine.label_field import LabelField
+from maple_engine.label_field import LabelField, label_field
+from maple_engine.spec import JobSpec
 
 SOURCE, CONFIDENCE = "llm_source", "llm_confidence"
 _ANSWERED = {"llm_response", "llm_parsed", "llm_status", "llm_model"}
+
+
+def distilled_table(
+    spec: JobSpec,
+    rows: pl.DataFrame,
+    answers: pl.DataFrame,
+    last: Round,
+    spent: Callable[[str], float],
+) -> tuple[pl.DataFrame, DistillReport]:
+    """The job's output after its ``last`` round (``rows``: the input, keyed; ``answers``:
+    the LLM job's output) and what the run measured (``spent``: a job's spend, every run's)."""
+    version = last.classifier.version if last.classifier is not None else None
+    field = label_field(spec.response_schema)
+    table = distilled_output(rows, answers, field, last.decision, version)
+    report = report_of(
+        last.classifier, spec.distill_agreement, last.decision, answers, len(rows),
+        embedding_cost_usd=spent(embedding_job(spec.name)), llm_cost_usd=spent(spec.name),
+    )  # fmt: skip
+    return table, report
 
 
 def distilled_output(

@@ -11,11 +11,28 @@ import polars as pl
 from maple_engine.distill.classifier import Classifier, Vectors
 from maple_engine.distill.gate import MIN_COVERAGE
 from maple_engine.distill.sample import ROW_KEY
+from maple_engine.spec import JobSpec, build_spec
 
 
 def embedding_job(job: str) -> str:
     """The name of a distilled job's embedding job."""
     return f"{job}-embeddings"
+
+
+def embedding_spec(spec: JobSpec, output: str | None) -> JobSpec:
+    """The embedding job of every row's prompt, on the job's provider (or
+    ``--distill-provider``) and account (``output``: None for the job's default)."""
+    fields: dict[str, Any] = {
+        "name": embedding_job(spec.name), "kind": "embedding", "text": spec.prompt,
+        "model": spec.distill_embedding_model, "dimensions": spec.distill_dimensions,
+        "provider": spec.distill_provider or spec.provider, "team": spec.team,
+        "source": spec.source, "output": output,
+        "allow_untracked_cost": spec.allow_untracked_cost, "headers": spec.headers,
+        "extra_body": spec.extra_body, "max_requests_per_batch": spec.max_requests_per_batch,
+        "max_batch_bytes": spec.max_batch_bytes, "deadline_s": spec.deadline_s,
+        "budget_usd": spec.budget_usd,
+    }  # fmt: skip
+    return build_spec(**fields)
 
 
 def vectors_of(embeddings: pl.DataFrame) -> tuple[Vectors, np.ndarray]:

@@ -1,0 +1,107 @@
+"""A distilled job through the asset graph (``enrichment(distill=True)`` and the Component's
+``distill: true``): ``Runner`` on a Dagster instance runs the embedding job's graph,
+``distill_rows``, the LLM job's graph (the sample, then the unsure rows) and ``distilled``, on
+the emulator over HTTP, its labels following a rule (``--label-rule keywords``)."""
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import polars as pl
+import pytest
+
+from emulator.config import EmulatorConfig
+from emulator.server import EmulatorServer
+from maple_assets.api.runner import Runner
+from maple_assets.components import JobComponent
+from maple_assets.factory import Enrichment, enrichment
+from maple_assets.wiring import maple_resources
+from tests.e2e.distill_table import PROMPT, SCHEMA, SYSTEM, rule_label, write_items, write_schema
+
+ROWS, SAMPLE = 3_000, 400
+
+
+@pytest.fixture
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[EmulatorServer]:
+    with EmulatorServer(EmulatorConfig(batch_seconds=0.2, label_rule="keywords")) as running:
+        monkeypatch.setenv("MAPLE_EMULATOR_URL", running.url)
+        monkeypatch.delenv("MAPLE_COST_DB", raising=False)
+        yield running
+
+
+def run(en: Enrichment, root: Path) -> dict[str, dict[str, Any]]:
+    """Run ``en`` to its end on a test instance; each asset's materializations' metadata."""
+    resources = maple_resources([en], storage_root=str(root))
+    try:
+        with dg.instance_for_test() as instance:
+            Runner(en, resources, instance, poll_interval_s=0.05, quiet=True).run()
+            return {
+                key.to_user_string(): _materializations(instance, key)
+                for key in (en.key("distill_rows"), en.key("distilled"))
+            }
+    finally:
+        resources["maple_costs"].close()
+
+
+def _materializations(instance: dg.DagsterInstance, key: dg.AssetKey) -> dict[str, Any]:
+    records = instance.fetch_materializations(dg.AssetRecordsFilter(asset_key=key), limit=10)
+    found = [r.asset_materialization for r in reversed(records.records)]
+    return {"all": [{k: v.value for k, v in m.metadata.items()} for m in found if m]}
+
+
+def check_distilled(out: Path, stats: dict[str, int], metadata: dict[str, Any]) -> None:
+    table = pl.read_parquet(out)
+    assert table.height == ROWS
+    assert stats["embedding_inputs_billed"] == ROWS
+    assert stats["chat_requests_billed"] <= 0.25 * ROWS
+    distilled = table.filter(pl.col("llm_source") == "distilled")
+    assert distilled.height == ROWS - stats["chat_requests_billed"]
+    labels = table["llm_parsed"].struct.field("aisle").to_list()
+    agree = sum(a == rule_label(t) for a, t in zip(labels, table["title"], strict=True))
+    assert agree / ROWS >= 0.95
+    rounds = metadata["items/distill_rows"]["all"]
+    assert [r["stage"] for r in rounds] == ["sample", "unsure"]
+    assert rounds[0]["llm_rows"] == SAMPLE and rounds[1]["distilled"] == distilled.height
+    (done,) = metadata["items/distilled"]["all"]
+    assert done["distilled"] == distilled.height and done["refused"] == ""
+    assert done["path"] == str(out) and done["held_out"] > 0
+
+
+@pytest.mark.slow  # about 30 s on 2 cores
+def test_an_enrichment_declared_distilled_runs_through_the_asset_graph(
+    server: EmulatorServer, tmp_path: Path
+) -> None:
+    items = write_items(tmp_path / "items.parquet", ROWS)
+    en = enrichment(
+        "items", str(items), PROMPT, "gpt-4o-mini", provider="emulator", system=SYSTEM,
+        response_schema=SCHEMA, distill=True, distill_sample=SAMPLE,
+        output=str(tmp_path / "out.parquet"),
+    )  # fmt: skip
+    metadata = run(en, tmp_path / "store")
+    check_distilled(tmp_path / "out.parquet", server.stats(), metadata)
+
+
+@pytest.mark.slow  # about 30 s on 2 cores
+def test_a_component_declared_distilled_runs_through_the_asset_graph(
+    server: EmulatorServer, tmp_path: Path
+) -> None:
+    write_items(tmp_path / "items.parquet", ROWS)
+    write_schema(tmp_path / "schema.json")
+    (tmp_path / "defs.yaml").write_text(
+        "type: maple_assets.EnrichmentComponent\nattributes:\n"
+        f'  name: items\n  source: items.parquet\n  prompt: "{PROMPT}"\n'
+        f'  system: "{SYSTEM}"\n  model: gpt-4o-mini\n  provider: emulator\n'
+        f"  response_schema: schema.json\n  output: out.parquet\n"
+        f"  distill: true\n  distill_sample: {SAMPLE}\n",
+        encoding="utf-8",
+    )
+    with contextlib.chdir(tmp_path):
+        loaded = dg.Component.from_yaml_path(tmp_path / "defs.yaml")
+    (component,) = getattr(loaded, "components", [loaded])
+    assert isinstance(component, JobComponent)
+    en = component.declare()
+    assert en.distill is not None
+    metadata = run(en, tmp_path / "store")
+    check_distilled(tmp_path / "out.parquet", server.stats(), metadata)
