@@ -19,6 +19,11 @@ def embedding_job(job: str) -> str:
     return f"{job}-embeddings"
 
 
+def embedding_jobs(distilled: list[str]) -> dict[str, str]:
+    """Each distilled job's embedding job's name, mapped to the distilled job's."""
+    return {embedding_job(job): job for job in distilled}
+
+
 def embedding_spec(spec: JobSpec, output: str | None) -> JobSpec:
     """The embedding job of every row's prompt, on the job's provider (or
     ``--distill-provider``) and account (``output``: None for the job's default)."""

@@ -77,11 +77,16 @@ def write_report(storage: Storage, job: str, report: DistillReport) -> None:
     storage.write_bytes(DistillPaths(job).report, orjson.dumps(dataclasses.asdict(report)))
 
 
+def distilled_jobs(storage: Storage) -> list[str]:
+    """The names of the distilled jobs under the storage root (each has a ``_distill`` folder
+    from its first run on)."""
+    return [folder.rsplit("/", 1)[-1] for folder in storage.list_keys(DISTILL)]
+
+
 def read_reports(storage: Storage) -> dict[str, DistillReport]:
     """Every distilled job's last report under the storage root, by job name."""
     found: dict[str, DistillReport] = {}
-    for folder in storage.list_keys(DISTILL):
-        job = folder.rsplit("/", 1)[-1]
+    for job in distilled_jobs(storage):
         key = DistillPaths(job).report
         if storage.exists(key):
             found[job] = DistillReport(**orjson.loads(storage.read_bytes(key)))

@@ -11,10 +11,12 @@ from typing import Any
 import dagster as dg
 import polars as pl
 import pytest
+from click.testing import CliRunner
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from maple_assets.api.runner import Runner
+from maple_assets.cli.commands import main
 from maple_assets.components import JobComponent
 from maple_assets.factory import Enrichment, enrichment
 from maple_assets.wiring import maple_resources
@@ -81,6 +83,19 @@ def test_an_enrichment_declared_distilled_runs_through_the_asset_graph(
     )  # fmt: skip
     metadata = run(en, tmp_path / "store")
     check_distilled(tmp_path / "out.parquet", server.stats(), metadata)
+    # one job in maple costs and maple status, both of its jobs' costs shown
+    store = ["--storage", str(tmp_path / "store")]
+    costs = CliRunner().invoke(main, ["costs", "--by", "job", *store], catch_exceptions=False)
+    table = [line.split() for line in costs.output.splitlines() if line.strip()]
+    whole, llm, embedded = (
+        next(r for r in table if r[0] == k) for k in ("items", "llm", "embeddings")
+    )
+    assert whole[1] == "(distilled)" and not any(r[0] == "items-embeddings" for r in table)
+    assert float(whole[-3]) == pytest.approx(float(llm[-3]) + float(embedded[-3]), abs=2e-6)
+    assert float(embedded[-3]) > 0 and float(llm[-3]) > 0
+    status = CliRunner().invoke(main, ["status", *store], catch_exceptions=False).output
+    lines = [line for line in status.splitlines() if line.startswith("items")]
+    assert len(lines) == 1 and "distilled (LLM $" in lines[0] and ", embeddings $" in lines[0]
 
 
 @pytest.mark.slow  # about 30 s on 2 cores
