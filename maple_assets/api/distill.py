@@ -23,8 +23,9 @@ from maple_assets.api.driver import Ready, prepare
 from maple_assets.api.options import EnrichOptions
 from maple_assets.api.result import Result
 from maple_engine.crashpoints import crash_point
-from maple_engine.distill.output import distilled_table
-from maple_engine.distill.plan import embedding_job, embedding_spec, vectors_of
+from maple_engine.distill.embeddings import Embeddings
+from maple_engine.distill.output import Written, distilled_table
+from maple_engine.distill.plan import embedding_job, embedding_spec
 from maple_engine.distill.reports import DistillReport, write_report
 from maple_engine.distill.rounds import keyed, sample_of, unsure_round
 from maple_engine.distill.sample import ROW_KEY
@@ -84,19 +85,19 @@ class DistilledRun:
         if embedded_run.status == "stopped":  # budget, quota, cancel: nothing more is sent
             return embedded_run, _stopped(len(rows))
         crash_point("distill_embedded")
-        embedded = vectors_of(storage.read_parquet(paths.embeddings, ["llm_embedding"]))
-        sample = sample_of(rows[ROW_KEY], embedded[1], spec.distill_sample)
+        embedded = Embeddings(storage.scan_parquet(paths.embeddings))
+        sample = sample_of(rows[ROW_KEY], embedded.present, spec.distill_sample)
         answers, first = self.llm(rows.filter(pl.Series(sample | self.earlier_llm_rows(rows))))
         if first.status == "stopped":  # a rerun of the command goes on from here
             return first, _stopped(len(rows))
         unsure = unsure_round(spec, storage, rows, embedded, sample=sample, answers=answers)
         crash_point("distill_trained")
         answers, second = self.llm(unsure.rows(rows), "distill_unsure")
-        table, report = distilled_table(spec, rows, answers, unsure, self.spent)
+        frames, tally, report = distilled_table(spec, rows, answers, unsure, self.spent)
         source = str(spec.source) if str(spec.source).endswith(".parquet") else None
-        written = write_merged(iter([table]), str(spec.output), spec.output_format(), source)
+        written = write_merged(frames, str(spec.output), spec.output_format(), source)
         write_report(storage, spec.name, report)
-        return _whole(first, second, table, written.path), report
+        return _whole(first, second, tally, written.path), report
 
     def _with(self, spec: JobSpec) -> EnrichOptions:
         return self.opts.model_copy(update={"spec": spec})
@@ -156,13 +157,13 @@ _ADDED = (
 )  # fmt: skip
 
 
-def _whole(first: Result, second: Result, table: pl.DataFrame, output: str) -> Result:
+def _whole(first: Result, second: Result, table: Written, output: str) -> Result:
     """The LLM job's two runs as one over the whole output's rows: what both sent and spent
     (the second reuses what the first sent)."""
-    failed = int((table["llm_status"] == "failed").sum())
+    failed = table.failed
     added = {name: getattr(first, name) + getattr(second, name) for name in _ADDED}
     return dataclasses.replace(
-        second, rows=table.height, succeeded=table.height - failed, failed=failed,
+        second, rows=table.rows, succeeded=table.rows - failed, failed=failed,
         sent=first.sent + second.sent, reused=max(0, second.reused - first.sent),
         output=output, **added,
     )  # fmt: skip

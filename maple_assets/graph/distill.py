@@ -21,6 +21,7 @@ from maple_assets.binding import COSTS_KEY, IO_MANAGER_KEY, STORAGE_KEY, job_for
 from maple_assets.graph.names import asset_key
 from maple_assets.graph.tags import tag_run
 from maple_engine.crashpoints import crash_point
+from maple_engine.distill.embeddings import Embeddings
 from maple_engine.distill.output import distilled_table
 from maple_engine.distill.reports import write_report
 from maple_engine.distill.rounds import Round, keyed, next_round
@@ -54,7 +55,7 @@ class Inputs:
     LLM job's last output (None before its first merge)."""
 
     rows: pl.DataFrame
-    embeddings: pl.DataFrame
+    embeddings: Embeddings
     answers: pl.DataFrame | None
 
     def round(self, spec: JobSpec, storage: Storage) -> Round:
@@ -68,7 +69,7 @@ def read_inputs(context: dg.AssetExecutionContext, jobs: DistillJobs) -> Inputs:
     embedded = job_for(jobs.embed, jobs.embed_policy, resources).state.merged_record()
     if embedded is None:
         raise dg.Failure(f"{jobs.embed.name} has not merged: materialize it first")
-    embeddings = scan_output(embedded["path"], s3).select("llm_embedding").collect()
+    embeddings = Embeddings(scan_output(embedded["path"], s3))
     answered = job_for(jobs.llm, jobs.llm_policy, resources).state.merged_record()
     answers = scan_output(answered["path"], s3).collect() if answered is not None else None
     return Inputs(rows, embeddings, answers)
@@ -147,11 +148,11 @@ def distilled_asset(jobs: DistillJobs, keys: set[str], group: str) -> dg.AssetsD
                 f"materialize {name}/{ROWS} and the LLM job's assets, then this one"
             )
         ledger: CostLedger = getattr(context.resources, COSTS_KEY)
-        table, report = distilled_table(spec, inputs.rows, answers, last, _spent(ledger))
+        frames, _, report = distilled_table(spec, inputs.rows, answers, last, _spent(ledger))
         output = spec.output or storage.uri(DistillPaths(name).output(spec.output_format()))
         source = str(spec.source) if str(spec.source).endswith(".parquet") else None
         s3 = getattr(context.resources, STORAGE_KEY).s3_settings()
-        written = write_merged(iter([table]), output, spec.output_format(), source, s3)
+        written = write_merged(frames, output, spec.output_format(), source, s3)
         write_report(storage, name, report)
         return dg.Output(written, metadata={"path": written.path, **report.metadata()})
 

@@ -16,8 +16,9 @@ from typing import Any, Literal
 import numpy as np
 import polars as pl
 
-from maple_engine.distill.classifier import Classifier, Vectors, classifier_version
-from maple_engine.distill.plan import Decision, decide, sample_labels, vectors_of
+from maple_engine.distill.classifier import Classifier, classifier_version
+from maple_engine.distill.embeddings import Embeddings
+from maple_engine.distill.plan import Decision, decide, sample_labels
 from maple_engine.distill.sample import ROW_KEY, row_keys, sample_rows
 from maple_engine.distill.train import train
 from maple_engine.label_field import LabelField, label_field
@@ -60,42 +61,39 @@ def next_round(
     spec: JobSpec,
     storage: Storage,
     rows: pl.DataFrame,
-    embeddings: pl.DataFrame,
+    embeddings: Embeddings,
     answers: pl.DataFrame | None,
 ) -> Round:
     """The round of ``spec``'s job over ``rows`` (keyed), its ``embeddings`` (the embedding
     job's output, in row order) and the LLM job's last output ``answers`` (None: none yet)."""
-    vectors, present = vectors_of(embeddings)
     keys = rows[ROW_KEY]
-    sample = sample_of(keys, present, spec.distill_sample)
+    sample = sample_of(keys, embeddings.present, spec.distill_sample)
     given = np.zeros(len(keys), dtype=bool)  # rows the LLM job answered last
     if answers is not None:
         given = keys.is_in(answers[ROW_KEY].implode()).to_numpy()
     if answers is None or not given[sample].all():
         nothing = Decision(None, None, np.zeros(len(keys), dtype=bool))
         return Round("sample", sample | given, sample, None, nothing)
-    return unsure_round(spec, storage, rows, (vectors, present), sample=sample, answers=answers)
+    return unsure_round(spec, storage, rows, embeddings, sample=sample, answers=answers)
 
 
 def unsure_round(
-    spec: JobSpec, storage: Storage, rows: pl.DataFrame, embedded: tuple[Vectors, np.ndarray],
+    spec: JobSpec, storage: Storage, rows: pl.DataFrame, embeddings: Embeddings,
     *, sample: np.ndarray, answers: pl.DataFrame,
 ) -> Round:  # fmt: skip
     """The second round: the classifier of the LLM's ``answers`` to the ``sample`` scores every
-    row with a vector (``embedded``: the vectors and which rows have one); the LLM job answers
-    every row it does not answer."""
-    vectors, present = embedded
+    row with a vector; the LLM job answers every row it does not answer."""
     keys = rows[ROW_KEY].to_list()
     field = label_field(spec.response_schema)
     taught = np.flatnonzero(sample)
-    found = classifier_for(spec, storage, field, answers, keys, vectors=vectors, sample=taught)
-    decision = decide(found, vectors, present, sample)
+    found = classifier_for(spec, storage, field, answers, keys, vectors=embeddings, sample=taught)
+    decision = decide(found, embeddings, embeddings.present, sample)
     return Round("unsure", ~decision.distilled, sample, found, decision)
 
 
 def classifier_for(
     spec: JobSpec, storage: Storage, field: LabelField, answers: pl.DataFrame, keys: list[str],
-    *, vectors: Vectors, sample: np.ndarray,
+    *, vectors: Embeddings, sample: np.ndarray,
 ) -> Classifier | None:  # fmt: skip
     """The classifier of the sample's labels: stored under its content address, else trained
     and stored (None: the LLM answered no sample row)."""
@@ -110,6 +108,7 @@ def classifier_for(
     if storage.exists(key):
         return Classifier.from_json(storage.read_bytes(key))
     labels: list[Any] = [labelled[keys[i]] for i in taught]
-    classifier = train(version, model, vectors[taught], labels, spec.distill_agreement)
+    taught_vectors = vectors.take(np.asarray(taught))
+    classifier = train(version, model, taught_vectors, labels, spec.distill_agreement)
     storage.write_bytes(key, classifier.to_json())
     return classifier
