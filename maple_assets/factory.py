@@ -28,6 +28,7 @@ from maple_assets.graph.assets import (
 from maple_assets.graph.card import card, declared_at
 from maple_assets.graph.checks import build_checks
 from maple_assets.graph.distill import DistillJobs, distill_rows_asset, distilled_asset
+from maple_assets.graph.distill_sensor import distill_sensor
 from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.observed import file_watch, observed_file
 from maple_assets.graph.sensors import enrichment_sensor
@@ -68,7 +69,8 @@ class Enrichment:
     @property
     def sensors(self) -> list[dg.SensorDefinition]:
         if self.distill is not None:
-            return [*self.distill.embed.sensors, *self.distill.llm.sensors]
+            graph = self.distill
+            return [*graph.embed.sensors, *graph.llm.sensors, graph.sensor]
         return [self.sensor, *([self.watch] if self.watch is not None else [])]
 
     @property
@@ -93,6 +95,7 @@ class DistillGraph:
     embed: Enrichment
     llm: Enrichment
     distilled: dg.AssetKey
+    sensor: dg.SensorDefinition  # asks for the next round and the output (the daemon's way)
 
 
 def enrichment(
@@ -321,12 +324,13 @@ def distilled_graph(
     embedded = graph_of(embed, source, shown, metadata)
     answered = graph_of(llm, rows.key, shown, metadata)
     answered = dataclasses.replace(answered, assets=[rows, *answered.assets])
-    distilled = distilled_asset(jobs, keys, group)
+    distilled = distilled_asset(jobs, keys, group, options.poll_interval_s)
+    sensor = distill_sensor(spec.name, embed.spec.name, interval=options.poll_interval_s)
     return dataclasses.replace(
         answered,
         spec=spec,
         assets=[*embedded.assets, *answered.assets, distilled],
         checks=[*embedded.checks, *answered.checks],
         watch=embedded.watch,
-        distill=DistillGraph(embedded, answered, distilled.key),
+        distill=DistillGraph(embedded, answered, distilled.key, sensor),
     )

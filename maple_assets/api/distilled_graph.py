@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
-from maple_assets.graph.distill import ROWS
+from maple_assets.graph.distill_sensor import ROWS
 from maple_engine.crashpoints import crash_point
 from maple_engine.merge.merge import OutputTable
 

@@ -6,7 +6,6 @@ only: a shard's state and answers live under the storage root, and ``merged`` re
 """
 
 import dataclasses
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -40,6 +39,7 @@ from maple_assets.graph.per_shard import per_shard
 from maple_assets.graph.shard_options import ShardRunOptions
 from maple_assets.graph.shard_partitions import current_partitions
 from maple_assets.graph.tags import tag_run
+from maple_assets.graph.waiting import wait_until
 from maple_engine.canary import last_canary, run_canary
 from maple_engine.collect.accounting import describe, missing_for_good
 from maple_engine.collect.responses import summarize
@@ -450,18 +450,20 @@ def wait_for_shards(context: dg.AssetExecutionContext, job: Job, interval_s: flo
     collects the current version's shards (the version the backfill's own input_shards cut,
     whose partitions the backfill, stored before, does not target), then merges: the backfill
     ends with merged materialized. Progress goes to the run's log once a minute."""
-    said = 0.0
-    while True:
-        work = pending_work(job)
-        if work.finished or work.total == 0 or job.state.stop_reason() is not None:
-            return work
-        if time.monotonic() - said >= 60:
-            context.log.info(
-                f"{work.done} of {work.total} shards of {job.spec.name} final; waiting for "
-                f"{dagster_name(job.spec.name)}_sensor to bring the rest (it must be running)"
-            )
-            said = time.monotonic()
-        time.sleep(max(1.0, interval_s))
+    found = [pending_work(job)]
+
+    def ready() -> bool:
+        work = found[0] = pending_work(job)
+        return work.finished or work.total == 0 or job.state.stop_reason() is not None
+
+    def waiting() -> str:
+        return (
+            f"{found[0].done} of {found[0].total} shards of {job.spec.name} final; waiting for "
+            f"{dagster_name(job.spec.name)}_sensor to bring the rest (it must be running)"
+        )
+
+    wait_until(context, ready, waiting, interval_s)
+    return found[0]
 
 
 def row_figures(job: Job, path: str, rows: int, s3: Any) -> dict[str, int]:

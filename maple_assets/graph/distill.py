@@ -18,8 +18,10 @@ import dagster as dg
 import polars as pl
 
 from maple_assets.binding import COSTS_KEY, IO_MANAGER_KEY, STORAGE_KEY, job_for
-from maple_assets.graph.names import asset_key
+from maple_assets.graph.distill_sensor import DISTILLED, ROWS, unsure_answered
+from maple_assets.graph.names import asset_key, dagster_name
 from maple_assets.graph.tags import tag_run
+from maple_assets.graph.waiting import wait_until
 from maple_engine.crashpoints import crash_point
 from maple_engine.distill.embeddings import Embeddings
 from maple_engine.distill.output import distilled_table
@@ -33,8 +35,7 @@ from maple_engine.policy import RetryPolicy
 from maple_engine.spec import JobSpec
 from maple_engine.storage.layout import DistillPaths
 from maple_engine.storage.storage import Storage
-
-ROWS, DISTILLED = "distill_rows", "distilled"
+from resources.dagster_private import BACKFILL_ID_TAG
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +125,9 @@ def distill_rows_asset(jobs: DistillJobs, keys: set[str], group: str) -> dg.Asse
     return distill_rows
 
 
-def distilled_asset(jobs: DistillJobs, keys: set[str], group: str) -> dg.AssetsDefinition:
+def distilled_asset(
+    jobs: DistillJobs, keys: set[str], group: str, interval_s: float
+) -> dg.AssetsDefinition:
     spec, name = jobs.job, jobs.job.name
     about = (
         f"The input table, unchanged and in order, each row answered by the LLM job {name} "
@@ -136,6 +139,8 @@ def distilled_asset(jobs: DistillJobs, keys: set[str], group: str) -> dg.AssetsD
         keys=keys, group=group, about=about,
     )  # fmt: skip
     def distilled(context: dg.AssetExecutionContext) -> dg.Output[OutputTable]:
+        if BACKFILL_ID_TAG in context.run.tags:  # "Materialize all": wait for the sensors
+            _wait_for_unsure(context, name, interval_s)
         job = job_for(jobs.llm, jobs.llm_policy, context.resources)
         tag_run(context, jobs.llm, job.state)
         inputs, storage = read_inputs(context, jobs), job.state.storage
@@ -157,6 +162,21 @@ def distilled_asset(jobs: DistillJobs, keys: set[str], group: str) -> dg.AssetsD
         return dg.Output(written, metadata={"path": written.path, **report.metadata()})
 
     return distilled
+
+
+def _wait_for_unsure(context: dg.AssetExecutionContext, name: str, interval_s: float) -> None:
+    """In a backfill ("Materialize all"), ``distilled`` waits while the job's sensors bring
+    the next round (``NAME_distill_sensor``) and the LLM job's answers to it (its sensor)."""
+    rows, merged = asset_key(name, ROWS), asset_key(name, "merged")
+    wait_until(
+        context,
+        lambda: unsure_answered(context.instance, rows, merged),
+        lambda: (
+            f"waiting for {dagster_name(name)}_distill_sensor and {dagster_name(name)}_sensor "
+            f"to bring the LLM job {name}'s answers to the unsure rows (they must be running)"
+        ),
+        interval_s,
+    )
 
 
 def _answered(last: Round, inputs: Inputs) -> int:

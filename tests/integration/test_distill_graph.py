@@ -4,6 +4,7 @@
 the emulator over HTTP, its labels following a rule (``--label-rule keywords``)."""
 
 import contextlib
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -71,16 +72,21 @@ def check_distilled(out: Path, stats: dict[str, int], metadata: dict[str, Any]) 
     assert done["path"] == str(out) and done["held_out"] > 0
 
 
+def declared(folder: Path, **extra: Any) -> Enrichment:
+    """The distilled job over a table of ``ROWS`` items written in ``folder``."""
+    items = write_items(folder / "items.parquet", ROWS)
+    return enrichment(
+        "items", str(items), PROMPT, "gpt-4o-mini", provider="emulator", system=SYSTEM,
+        response_schema=SCHEMA, distill=True, distill_sample=SAMPLE,
+        output=str(folder / "out.parquet"), **extra,
+    )  # fmt: skip
+
+
 @pytest.mark.slow  # about 30 s on 2 cores
 def test_an_enrichment_declared_distilled_runs_through_the_asset_graph(
     server: EmulatorServer, tmp_path: Path
 ) -> None:
-    items = write_items(tmp_path / "items.parquet", ROWS)
-    en = enrichment(
-        "items", str(items), PROMPT, "gpt-4o-mini", provider="emulator", system=SYSTEM,
-        response_schema=SCHEMA, distill=True, distill_sample=SAMPLE,
-        output=str(tmp_path / "out.parquet"),
-    )  # fmt: skip
+    en = declared(tmp_path)
     metadata = run(en, tmp_path / "store")
     check_distilled(tmp_path / "out.parquet", server.stats(), metadata)
     # one job in maple costs and maple status, both of its jobs' costs shown
@@ -119,4 +125,62 @@ def test_a_component_declared_distilled_runs_through_the_asset_graph(
     en = component.declare()
     assert en.distill is not None
     metadata = run(en, tmp_path / "store")
+    check_distilled(tmp_path / "out.parquet", server.stats(), metadata)
+
+
+def daemon(en: Enrichment, resources: dict[str, Any], instance: dg.DagsterInstance) -> list[str]:
+    """What the daemon does with the job's sensors running, until ``distilled`` is there: tick
+    each sensor, launch each run it asks for once; the run keys launched."""
+    defs = dg.Definitions(
+        assets=en.assets, asset_checks=en.checks, sensors=en.sensors, resources=resources
+    )
+    launched: list[str] = []
+    for _ in range(400):
+        if instance.get_latest_materialization_event(en.key("distilled")) is not None:
+            return launched
+        for sensor in en.sensors:
+            with (
+                dg.partition_loading_context(dynamic_partitions_store=instance),
+                dg.build_sensor_context(
+                    instance=instance, resources=resources, definitions=defs
+                ) as context,
+            ):
+                result = sensor.evaluate_tick(context)
+            for request in result.run_requests or []:
+                if request.run_key in launched:
+                    continue
+                outcome = dg.materialize(
+                    [*en.assets, *en.checks], selection=request.asset_selection,
+                    partition_key=request.partition_key, instance=instance, resources=resources,
+                    tags=request.tags, run_config=request.run_config,
+                )  # fmt: skip
+                assert outcome.success, request.run_key
+                launched.append(str(request.run_key))
+        time.sleep(0.1)
+    raise AssertionError(f"distilled was not reached; launched {launched}")
+
+
+@pytest.mark.slow  # about 60 s on 2 cores
+def test_the_daemons_sensors_take_a_job_from_its_embeddings_to_distilled(
+    server: EmulatorServer, tmp_path: Path
+) -> None:
+    en = declared(tmp_path, poll_interval_s=1)
+    assert en.distill is not None
+    resources = maple_resources([en], storage_root=str(tmp_path / "store"))
+    try:
+        with dg.instance_for_test() as instance:
+            # the UI: materialize the embedding job's input_shards; the sensors do the rest
+            shards = en.distill.embed.key("input_shards")
+            assert dg.materialize(
+                [*en.assets, *en.checks], selection=[shards], instance=instance,
+                resources=resources,
+            ).success  # fmt: skip
+            launched = daemon(en, resources, instance)
+            metadata = {
+                key.to_user_string(): _materializations(instance, key)
+                for key in (en.key("distill_rows"), en.key("distilled"))
+            }
+    finally:
+        resources["maple_costs"].close()
+    assert sum(":sample:" in k or ":unsure:" in k or ":distilled:" in k for k in launched) == 3
     check_distilled(tmp_path / "out.parquet", server.stats(), metadata)
