@@ -214,11 +214,13 @@ def _declare(
 class GraphOptions:
     """How the job's graph shows in Dagster, beside the job's own options: the sensor's
     minimum interval, the assets' group (None: the job's Dagster name), whether merged's
-    failed_rows check blocks."""
+    failed_rows check blocks, whether merged also depends on input_shards (a distilled job's
+    jobs: a backfill's run of both, fresh, then cuts the shards before merged waits for them)."""
 
     poll_interval_s: int = 30
     group: str | None = None
     blocking: bool = False
+    merged_after_input: bool = False
 
 
 def graph_of(
@@ -246,7 +248,14 @@ def graph_of(
             input_shards_asset(spec, policy, pdef, keys, upstream),
             submissions_asset(spec, policy, pdef, keys),
             raw_responses_asset(spec, policy, pdef, keys),
-            merged_asset(spec, policy, keys, options.poll_interval_s, upstream),
+            merged_asset(
+                spec,
+                policy,
+                keys,
+                options.poll_interval_s,
+                upstream,
+                after_input=options.merged_after_input,
+            ),
         ]
         formats = ["parquet"] * 3 + [spec.output_format()]  # merged is the output file
         assets = [
@@ -318,7 +327,7 @@ def distilled_graph(
     llm = declare_job(spec.model_copy(update={"distill": False, "source": None, "output": None}))
     jobs = DistillJobs(spec, embed.spec, embed.policy, llm.spec, llm.policy)
     group = options.group or dagster_name(spec.name)
-    shown = dataclasses.replace(options, group=group)
+    shown = dataclasses.replace(options, group=group, merged_after_input=True)
     keys = set().union(resource_keys(embed.spec.provider), resource_keys(spec.provider))
     rows = distill_rows_asset(jobs, keys, group)
     embedded = graph_of(embed, source, shown, metadata)

@@ -401,11 +401,17 @@ def merged_asset(
     keys: set[str],
     poll_interval_s: float = 30,
     upstream: dg.AssetKey | None = None,
+    *,
+    after_input: bool = False,
 ) -> dg.AssetsDefinition:
+    """The job's output (``after_input``: also downstream of input_shards, so a run of both
+    materializes input_shards first)."""
+    stages = ["raw_responses", *(["input_shards"] if after_input else [])]
+
     @dg.asset(
         key=asset_key(spec.name, "merged"),
         group_name=dagster_name(spec.name),
-        deps=[asset_key(spec.name, "raw_responses")],
+        deps=[asset_key(spec.name, stage) for stage in stages],
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         code_version=spec.fingerprint(),

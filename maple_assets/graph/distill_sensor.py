@@ -11,13 +11,15 @@ alone (no file is read, no provider called):
 
 With the daemon running, a job materialized from the UI (its group, or its embedding job's
 ``input_shards``) thus reaches ``distilled``; each request's run key names the LLM job's merge
-it follows, so Dagster starts it once."""
+it follows, so Dagster starts it once. What an unfinished backfill will materialize
+(``distill_rows`` of the sample's round, ``distilled``) is left to it."""
 
 from collections.abc import Iterator
 
 import dagster as dg
 
 from maple_assets.graph.names import asset_key, dagster_name
+from maple_assets.graph.shard_partitions import backfill_will_run
 
 #: the distilled job's own assets: the LLM job's input, and the job's output
 ROWS, DISTILLED = "distill_rows", "distilled"
@@ -53,7 +55,8 @@ def distill_sensor(name: str, embedding: str, *, interval: int) -> dg.SensorDefi
     def sensor(context: dg.SensorEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
         given, answered = _latest(context.instance, rows), _latest(context.instance, merged)
         vectors = _latest(context.instance, embedded)
-        if vectors is not None and (given is None or given.storage_id < vectors.storage_id):
+        ahead = given is None or (vectors is not None and given.storage_id < vectors.storage_id)
+        if vectors is not None and ahead and not backfill_will_run(context.instance, rows):
             yield dg.RunRequest(
                 run_key=f"{name}:sample:{vectors.storage_id}", asset_selection=[rows, shards]
             )
@@ -69,7 +72,9 @@ def distill_sensor(name: str, embedding: str, *, interval: int) -> dg.SensorDefi
             )
             return
         written = _latest(context.instance, distilled)
-        if written is None or written.storage_id < answered.storage_id:
+        if backfill_will_run(context.instance, distilled):
+            yield dg.SkipReason(f"a backfill writes {name}'s output once the rounds are done")
+        elif written is None or written.storage_id < answered.storage_id:
             yield dg.RunRequest(
                 run_key=f"{name}:distilled:{answered.storage_id}", asset_selection=[distilled]
             )

@@ -12,7 +12,7 @@ from typing import Any
 
 import dagster as dg
 
-from resources.dagster_private import BulkActionStatus
+from resources.dagster_private import BACKFILL_ID_TAG, BulkActionStatus
 
 # A backfill in these states may still launch runs of what it targets.
 UNFINISHED = (BulkActionStatus.REQUESTED, BulkActionStatus.CANCELING, BulkActionStatus.FAILING)
@@ -62,9 +62,25 @@ def backfill_targets(instance: dg.DagsterInstance, assets: Sequence[dg.AssetKey]
 
 def backfill_will_run(instance: dg.DagsterInstance, asset: dg.AssetKey) -> bool:
     """Whether an unfinished backfill targets the unpartitioned ``asset`` and has not yet
-    materialized it."""
-    return any(
-        asset in data.target_subset.non_partitioned_asset_keys
-        and asset not in data.materialized_subset.non_partitioned_asset_keys
-        for data in _unfinished(instance)
-    )
+    materialized it (a run of the backfill may have, before the run itself ends: the backfill
+    counts it only then)."""
+    for status in UNFINISHED:
+        for backfill in instance.get_backfills(status=status):
+            data = backfill.asset_backfill_data
+            if (
+                data is not None
+                and asset in data.target_subset.non_partitioned_asset_keys
+                and asset not in data.materialized_subset.non_partitioned_asset_keys
+                and not _materialized_by(instance, asset, backfill.backfill_id)
+            ):
+                return True
+    return False
+
+
+def _materialized_by(instance: dg.DagsterInstance, asset: dg.AssetKey, backfill: str) -> bool:
+    """Whether the latest materialization of ``asset`` is of a run of ``backfill``."""
+    records = instance.fetch_materializations(asset, limit=1).records
+    if not records:
+        return False
+    run = instance.get_run_by_id(records[0].run_id)
+    return run is not None and run.tags.get(BACKFILL_ID_TAG) == backfill

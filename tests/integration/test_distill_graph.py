@@ -22,6 +22,7 @@ from maple_assets.components import JobComponent
 from maple_assets.factory import Enrichment, enrichment
 from maple_assets.wiring import maple_resources
 from tests.e2e.distill_table import PROMPT, SCHEMA, SYSTEM, rule_label, write_items, write_schema
+from tests.integration.sensor_loop import tick_and_launch
 
 ROWS, SAMPLE = 3_000, 400
 
@@ -138,24 +139,7 @@ def daemon(en: Enrichment, resources: dict[str, Any], instance: dg.DagsterInstan
     for _ in range(400):
         if instance.get_latest_materialization_event(en.key("distilled")) is not None:
             return launched
-        for sensor in en.sensors:
-            with (
-                dg.partition_loading_context(dynamic_partitions_store=instance),
-                dg.build_sensor_context(
-                    instance=instance, resources=resources, definitions=defs
-                ) as context,
-            ):
-                result = sensor.evaluate_tick(context)
-            for request in result.run_requests or []:
-                if request.run_key in launched:
-                    continue
-                outcome = dg.materialize(
-                    [*en.assets, *en.checks], selection=request.asset_selection,
-                    partition_key=request.partition_key, instance=instance, resources=resources,
-                    tags=request.tags, run_config=request.run_config,
-                )  # fmt: skip
-                assert outcome.success, request.run_key
-                launched.append(str(request.run_key))
+        tick_and_launch(en.sensors, defs, instance, launched)
         time.sleep(0.1)
     raise AssertionError(f"distilled was not reached; launched {launched}")
 
