@@ -20,7 +20,9 @@ from maple_assets.api.runner import Runner
 from maple_assets.cli.commands import main
 from maple_assets.components import JobComponent
 from maple_assets.factory import Enrichment, enrichment
+from maple_assets.graph.names import dagster_name
 from maple_assets.wiring import maple_resources
+from maple_engine.errors import ConfigError
 from tests.e2e.distill_table import PROMPT, SCHEMA, SYSTEM, rule_label, write_items, write_schema
 from tests.integration.sensor_loop import tick_and_launch
 
@@ -168,3 +170,31 @@ def test_the_daemons_sensors_take_a_job_from_its_embeddings_to_distilled(
         resources["maple_costs"].close()
     assert sum(":sample:" in k or ":unsure:" in k or ":distilled:" in k for k in launched) == 3
     check_distilled(tmp_path / "out.parquet", server.stats(), metadata)
+
+
+def test_the_graph_of_a_distilled_job_and_its_resources(tmp_path: Path) -> None:
+    en = declared(tmp_path, distill_provider="openai")  # embeddings through another provider
+    defs = dg.Definitions(
+        assets=en.assets, asset_checks=en.checks, sensors=en.sensors,
+        resources=maple_resources([en], storage_root=str(tmp_path / "store")),
+    )  # fmt: skip
+    graph = defs.resolve_asset_graph()  # every resource a step needs is there (both providers)
+    parents = {
+        key.to_user_string(): sorted(p.to_user_string() for p in graph.get(key).parent_keys)
+        for key in graph.get_all_asset_keys()
+        if graph.get(key).is_materializable
+    }
+    embed = dagster_name("items-embeddings")
+    assert parents["items/distill_rows"] == [f"{embed}/merged"]
+    assert parents["items/input_shards"] == ["items/distill_rows"]
+    assert parents["items/merged"] == ["items/input_shards", "items/raw_responses"]
+    assert parents["items/distilled"] == ["items/distill_rows", "items/merged"]
+    assert parents[f"{embed}/merged"] == [f"{embed}/input_shards", f"{embed}/raw_responses"]
+    names = sorted(s.name for s in defs.sensors or [])
+    assert names == sorted(["items_sensor", f"{embed}_sensor", f"{embed}_watch",
+                            "items_distill_sensor"])  # fmt: skip
+    with pytest.raises(ConfigError, match="reads its input from a file"):
+        enrichment(
+            "items", dg.AssetKey(["raw", "items"]), PROMPT, "gpt-4o-mini", provider="emulator",
+            response_schema=SCHEMA, distill=True,
+        )  # fmt: skip
