@@ -187,5 +187,6 @@ def _answered(last: Round, inputs: Inputs) -> int:
     return int(last.rows(inputs.rows)[ROW_KEY].is_in(keys).sum())
 
 
-def _spent(ledger: CostLedger) -> Any:
+def _spent(ledger: CostLedger) -> Callable[[str], float]:
+    """What a job has spent in all its runs (the cost ledger)."""
     return lambda job: sum(e.cost_usd for e in ledger.job_entries(job))

@@ -8,7 +8,8 @@ which rows its LLM job answers next. Two rounds, each a fixed point of what is s
   answers the sample and every row the classifier is unsure of.
 
 ``maple enrich --distill`` (``maple_assets.api.distill``) and the asset graph's ``distill_rows``
-(``maple_assets.graph.distill``) both ask this module, so a job run one way resumes the other."""
+and ``distilled`` (``maple_assets.graph.distill``) both ask this module, so both choose the same
+sample, classifier and unsure rows."""
 
 import dataclasses
 from typing import Any, Literal
