@@ -2,8 +2,9 @@
 draw as edges, asked for once the LLM job has merged. From the instance's materializations
 alone (no file is read, no provider called):
 
-- the embedding job merged after the last ``distill_rows`` (or before any): a run of
-  ``distill_rows`` and the LLM job's ``input_shards`` (the sample's round);
+- the embedding job merged after the last ``distill_rows`` (or before any), and the LLM job
+  merged since that one (no round in flight): a run of ``distill_rows`` and the LLM job's
+  ``input_shards`` (the round the stored answers call for);
 - the LLM job merged after a ``distill_rows`` of the sample: a run of ``distill_rows`` and the
   LLM job's ``input_shards`` (the next round: the unsure rows; the LLM job's sensor sends them);
 - the LLM job merged after a ``distill_rows`` of the unsure rows, and ``distilled`` is older: a
@@ -55,7 +56,13 @@ def distill_sensor(name: str, embedding: str, *, interval: int) -> dg.SensorDefi
     def sensor(context: dg.SensorEvaluationContext) -> Iterator[dg.RunRequest | dg.SkipReason]:
         given, answered = _latest(context.instance, rows), _latest(context.instance, merged)
         vectors = _latest(context.instance, embedded)
-        ahead = given is None or (vectors is not None and given.storage_id < vectors.storage_id)
+        # new vectors since the last round, and no round in flight (the LLM job merged since)
+        ahead = given is None or (
+            vectors is not None
+            and given.storage_id < vectors.storage_id
+            and answered is not None
+            and given.storage_id < answered.storage_id
+        )
         if vectors is not None and ahead and not backfill_will_run(context.instance, rows):
             yield dg.RunRequest(
                 run_key=f"{name}:sample:{vectors.storage_id}", asset_selection=[rows, shards]
