@@ -27,9 +27,12 @@ from maple_assets.graph.assets import (
 )
 from maple_assets.graph.card import card, declared_at
 from maple_assets.graph.checks import build_checks
+from maple_assets.graph.distill import DistillJobs, distill_rows_asset, distilled_asset
+from maple_assets.graph.distill_sensor import distill_sensor
 from maple_assets.graph.names import JobKeys, dagster_name
 from maple_assets.graph.observed import file_watch, observed_file
 from maple_assets.graph.sensors import enrichment_sensor
+from maple_engine.distill.plan import embedding_spec
 from maple_engine.errors import ConfigError
 from maple_engine.model import EMBEDDING
 from maple_engine.policy import RetryPolicy
@@ -49,6 +52,7 @@ class Enrichment:
     policy: RetryPolicy
     key_of: JobKeys  # the asset keys of the job's graph
     watch: dg.SensorDefinition | None = None  # records the input file's changes (a file)
+    distill: "DistillGraph | None" = None  # a distilled job's two jobs' graphs
 
     @property
     def merged(self) -> dg.AssetsDefinition:
@@ -65,11 +69,34 @@ class Enrichment:
 
     @property
     def sensors(self) -> list[dg.SensorDefinition]:
+        if self.distill is not None:
+            graph = self.distill
+            return [*graph.embed.sensors, *graph.llm.sensors, graph.sensor]
         return [self.sensor, *([self.watch] if self.watch is not None else [])]
 
     @property
+    def providers(self) -> set[str]:
+        """The providers the job sends to (a distilled job's embeddings may use another)."""
+        spec = self.spec
+        return {
+            spec.provider,
+            *([spec.distill_provider] if spec.distill and spec.distill_provider else []),
+        }
+
+    @property
     def resource_keys(self) -> set[str]:
-        return resource_keys(self.spec.provider)
+        return set().union(*(resource_keys(p) for p in self.providers))
+
+
+@dataclasses.dataclass(frozen=True)
+class DistillGraph:
+    """A distilled job's graph (``maple_assets.graph.distill``): its embedding job's, its LLM
+    job's (``distill_rows`` first: its input) and the ``distilled`` output asset's key."""
+
+    embed: Enrichment
+    llm: Enrichment
+    distilled: dg.AssetKey
+    sensor: dg.SensorDefinition  # asks for the next round and the output (the daemon's way)
 
 
 def enrichment(
@@ -186,13 +213,9 @@ def _declare(
     options by name) over ``source`` (a path, or an upstream asset: no source in the spec),
     checked, and its asset graph, sensor and checks."""
     spec = build_spec(source=source if isinstance(source, str) else None, **options)
-    if spec.distill:
-        raise ConfigError(
-            f"{spec.name}: distill=True runs through `maple enrich --distill` and "
-            "maple_assets.enrich(distill=True); the asset graph does not run a distilled job "
-            "yet: declare it without distill, or run it from the command line or the Python API."
-        )
     shown = GraphOptions(poll_interval_s, group, blocking, tuple(key_prefix or ()))
+    if spec.distill:
+        return distilled_graph(declare_job(spec), source, shown, declared_at(2))
     return graph_of(declare_job(spec), source, shown, declared_at(2))
 
 
@@ -200,12 +223,15 @@ def _declare(
 class GraphOptions:
     """How the job's graph shows in Dagster, beside the job's own options: the sensor's
     minimum interval, the assets' group (None: the job's Dagster name), whether merged's
-    failed_rows check blocks, the path elements before every asset key of the job."""
+    failed_rows check blocks, the path elements before every asset key of the job, whether
+    merged also depends on input_shards (a distilled job's jobs: a backfill's run of both,
+    fresh, then cuts the shards before merged waits for them)."""
 
     poll_interval_s: int = 30
     group: str | None = None
     blocking: bool = False
     key_prefix: tuple[str, ...] = ()
+    merged_after_input: bool = False
 
 
 def graph_of(
@@ -239,6 +265,7 @@ def graph_of(
                 key_of,
                 poll_interval_s=options.poll_interval_s,
                 upstream=upstream,
+                after_input=options.merged_after_input,
             ),
         ]
         formats = ["parquet"] * 3 + [spec.output_format()]  # merged is the output file
@@ -294,3 +321,42 @@ def _source_key(source: Any) -> dg.AssetKey:
     if isinstance(source, dg.AssetsDefinition):
         return source.key
     return source.key  # type: ignore[no-any-return]
+
+
+def distilled_graph(
+    job: Declared, source: Any, options: GraphOptions, metadata: Mapping[str, Any]
+) -> Enrichment:
+    """A distilled job's graph: its embedding job's over ``source`` (a file), ``distill_rows``,
+    its LLM job's over ``distill_rows`` and ``distilled`` (``maple_assets.graph.distill``)."""
+    spec = job.spec
+    if not isinstance(source, str):
+        raise ConfigError(
+            f"{spec.name}: distill=True reads its input from a file: give source= a CSV or "
+            "Parquet path or URI, not an upstream asset."
+        )
+    if options.key_prefix:
+        raise ConfigError(
+            f"{spec.name}: key_prefix is not taken with distill=True: declare the distilled job "
+            f"without key_prefix (its assets sit under {dagster_name(spec.name)}/ and "
+            f"{dagster_name(spec.name)}-embeddings/)."
+        )
+    embed = declare_job(embedding_spec(spec, None))
+    llm = declare_job(spec.model_copy(update={"distill": False, "source": None, "output": None}))
+    jobs = DistillJobs(spec, embed.spec, embed.policy, llm.spec, llm.policy)
+    group = options.group or dagster_name(spec.name)
+    shown = dataclasses.replace(options, group=group, merged_after_input=True)
+    keys = set().union(resource_keys(embed.spec.provider), resource_keys(spec.provider))
+    rows = distill_rows_asset(jobs, keys, group)
+    embedded = graph_of(embed, source, shown, metadata)
+    answered = graph_of(llm, rows.key, shown, metadata)
+    answered = dataclasses.replace(answered, assets=[rows, *answered.assets])
+    distilled = distilled_asset(jobs, keys, group, options.poll_interval_s)
+    sensor = distill_sensor(spec.name, embed.spec.name, interval=options.poll_interval_s)
+    return dataclasses.replace(
+        answered,
+        spec=spec,
+        assets=[*embedded.assets, *answered.assets, distilled],
+        checks=[*embedded.checks, *answered.checks],
+        watch=embedded.watch,
+        distill=DistillGraph(embedded, answered, distilled.key, sensor),
+    )

@@ -124,7 +124,7 @@ def maple_resources(
     """Resources the enrichments need, from the environment's settings (no I/O here);
     ``emulator`` points at MAPLE_EMULATOR_URL. API keys are ``dg.EnvVar`` fields."""
     settings = Settings.load(storage=storage_root)
-    names = sorted({e.spec.provider for e in enrichments})
+    names = sorted({p for e in enrichments for p in e.providers})  # a distilled job: two
     url = settings.emulator_url_or_default()
     providers = {name: settings_provider(name, settings, url, with_key=False) for name in names}
     keys = {name: env_var_keys(name) for name in names}

@@ -15,7 +15,6 @@ LLM job's input only grows within a run (step 2 of a rerun keeps the rows step 3
 import dataclasses
 import functools
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import polars as pl
@@ -24,25 +23,17 @@ from maple_assets.api.driver import Ready, prepare
 from maple_assets.api.options import EnrichOptions
 from maple_assets.api.result import Result
 from maple_engine.crashpoints import crash_point
-from maple_engine.distill.classifier import Classifier, Vectors, classifier_version
-from maple_engine.distill.output import distilled_output
-from maple_engine.distill.plan import (
-    Decision,
-    decide,
-    embedding_job,
-    gate_line,
-    sample_labels,
-    vectors_of,
-)
+from maple_engine.distill.embeddings import Embeddings
+from maple_engine.distill.output import Written, distilled_table
+from maple_engine.distill.plan import embedding_job, embedding_spec
 from maple_engine.distill.reports import DistillReport, write_report
-from maple_engine.distill.sample import ROW_KEY, row_keys, sample_rows
-from maple_engine.distill.train import train
+from maple_engine.distill.rounds import keyed, sample_of, unsure_round
+from maple_engine.distill.sample import ROW_KEY
 from maple_engine.inputs.sources import scan
-from maple_engine.label_field import LabelField, label_field
 from maple_engine.ledger.costs import CostLedger
 from maple_engine.merge.merge import write_merged
 from maple_engine.settings import Settings
-from maple_engine.spec import JobSpec, build_spec
+from maple_engine.spec import JobSpec
 from maple_engine.storage.layout import DistillPaths
 from maple_engine.storage.storage import Storage
 
@@ -88,34 +79,25 @@ class DistilledRun:
 
     def run(self) -> tuple[Result, DistillReport]:
         spec, storage, paths = self.spec, self.storage, self.paths
-        field = label_field(spec.response_schema)
-        rows = scan(str(spec.source)).collect()
-        rows = rows.with_columns(row_keys(rows, str(spec.prompt)))
+        rows = keyed(scan(str(spec.source)).collect(), str(spec.prompt))
         embed = embedding_spec(spec, storage.uri(paths.embeddings))
         embedded_run = self.drive(prepare(self._embedding_options(embed), self.emulator))
         if embedded_run.status == "stopped":  # budget, quota, cancel: nothing more is sent
             return embedded_run, _stopped(len(rows))
         crash_point("distill_embedded")
-        vectors, present = vectors_of(storage.read_parquet(paths.embeddings, ["llm_embedding"]))
-        keys = rows[ROW_KEY]
-        embedded = keys.filter(pl.Series(present))
-        chosen = embedded.gather(sample_rows(embedded, spec.distill_sample))
-        sample = keys.is_in(chosen.implode()).to_numpy()
-        answers, first = self.llm(rows.filter(pl.Series(sample | self.earlier_llm_rows(keys))))
+        embedded = Embeddings(storage.scan_parquet(paths.embeddings))
+        sample = sample_of(rows[ROW_KEY], embedded.present, spec.distill_sample)
+        answers, first = self.llm(rows.filter(pl.Series(sample | self.earlier_llm_rows(rows))))
         if first.status == "stopped":  # a rerun of the command goes on from here
             return first, _stopped(len(rows))
-        taught = np.flatnonzero(sample)
-        classifier = self.classifier(field, answers, keys.to_list(), vectors, taught)
-        decision = decide(classifier, vectors, present, sample)
+        unsure = unsure_round(spec, storage, rows, embedded, sample=sample, answers=answers)
         crash_point("distill_trained")
-        answers, second = self.llm(rows.filter(pl.Series(~decision.distilled)), "distill_unsure")
-        version = classifier.version if classifier is not None else None
-        table = distilled_output(rows, answers, field, decision, version)
+        answers, second = self.llm(unsure.rows(rows), "distill_unsure")
+        frames, tally, report = distilled_table(spec, rows, answers, unsure, self.spent)
         source = str(spec.source) if str(spec.source).endswith(".parquet") else None
-        written = write_merged(iter([table]), str(spec.output), spec.output_format(), source)
-        report = self.report(classifier, decision, answers, len(rows))
+        written = write_merged(frames, str(spec.output), spec.output_format(), source)
         write_report(storage, spec.name, report)
-        return _whole(first, second, table, written.path), report
+        return _whole(first, second, tally, written.path), report
 
     def _with(self, spec: JobSpec) -> EnrichOptions:
         return self.opts.model_copy(update={"spec": spec})
@@ -130,8 +112,9 @@ class DistilledRun:
         update = {"spec": embed, "base_url": opts.distill_base_url, "completion_window": None}
         return opts.model_copy(update=update)
 
-    def earlier_llm_rows(self, keys: pl.Series) -> np.ndarray:
+    def earlier_llm_rows(self, rows: pl.DataFrame) -> np.ndarray:
         """The rows an earlier run gave the LLM job (kept, so its batches are never dropped)."""
+        keys = rows[ROW_KEY]
         if not self.storage.exists(self.paths.llm_input):
             return np.zeros(len(keys), dtype=bool)
         sent = self.storage.read_parquet(self.paths.llm_input, [ROW_KEY])[ROW_KEY]
@@ -154,78 +137,17 @@ class DistilledRun:
         result = self.drive(prepare(self._with(spec), self.emulator))
         return storage.read_parquet(paths.llm_output), result
 
-    def classifier(
-        self, field: LabelField, answers: pl.DataFrame, keys: list[str], vectors: Vectors,
-        sample: np.ndarray,
-    ) -> Classifier | None:  # fmt: skip
-        """The classifier of the sample's labels: stored under its content address, else
-        trained and stored (None: the LLM answered no sample row)."""
-        spec, labelled = self.spec, sample_labels(answers, field.name)
-        taught = [int(i) for i in sample if keys[i] in labelled]
-        if not taught:
-            return None
-        pairs = sorted({(keys[i], labelled[keys[i]]) for i in taught}, key=str)
-        model = spec.distill_embedding_model
-        target = spec.distill_agreement
-        version = classifier_version(model, spec.distill_dimensions, target, pairs)
-        key = self.paths.classifier(version)
-        if self.storage.exists(key):
-            return Classifier.from_json(self.storage.read_bytes(key))
-        labels = [labelled[keys[i]] for i in taught]
-        classifier = train(version, model, vectors[taught], labels, spec.distill_agreement)
-        self.storage.write_bytes(key, classifier.to_json())
-        return classifier
-
     def spent(self, job: str) -> float:
         """What ``job`` has spent in all its runs (the cost ledger)."""
         settings = Settings.load(storage=self.opts.storage_root)
         with CostLedger(database_url=settings.cost_db, storage_root=settings.storage_root) as led:
             return sum(e.cost_usd for e in led.job_entries(job))
 
-    def report(
-        self, classifier: Classifier | None, decision: Decision, answers: pl.DataFrame, rows: int
-    ) -> DistillReport:
-        """What the run measured, and its cost (every run's, from the ledger) against sending
-        every row to the LLM (at the LLM's mean cost per answered row)."""
-        spec = self.spec
-        embedded, llm = self.spent(embedding_job(spec.name)), self.spent(spec.name)
-        answered = answers.filter(pl.col("llm_status") == "succeeded")
-        per_row = float(answered["llm_cost_usd"].sum()) / max(1, answered.height)
-        distilled = int(decision.distilled.sum())
-        found = classifier or _NONE
-        refused = None if found.distills else gate_line(found, spec.distill_agreement)
-        return DistillReport(
-            rows=rows, distilled=distilled, llm_rows=rows - distilled,
-            sample=found.trained_on + found.held_out, held_out=found.held_out,
-            agreement=found.agreement, accepted_agreement=found.accepted_agreement,
-            classifier=found.version, refused=refused, embedding_cost_usd=embedded,
-            llm_cost_usd=llm, all_llm_cost_usd=per_row * rows,
-        )  # fmt: skip
-
 
 def _stopped(rows: int) -> DistillReport:
     """The report of a run that stopped before the classifier answered any row."""
     refused = "distill: the job stopped before the classifier was trained or used"
     return DistillReport(rows, 0, rows, 0, 0, 0.0, 0.0, "", refused, 0.0, 0.0, 0.0)
-
-
-#: what a job whose LLM answered no sample row reports
-_NONE = Classifier("", "", (), (), (), 0, 0, 0.0, None, 0.0, 0.0)
-
-
-def embedding_spec(spec: JobSpec, output: str) -> JobSpec:
-    """The embedding job of every row's prompt, on the job's provider and account."""
-    fields: dict[str, Any] = {
-        "name": embedding_job(spec.name), "kind": "embedding", "text": spec.prompt,
-        "model": spec.distill_embedding_model, "dimensions": spec.distill_dimensions,
-        "provider": spec.distill_provider or spec.provider, "team": spec.team,
-        "source": spec.source, "output": output,
-        "allow_untracked_cost": spec.allow_untracked_cost, "headers": spec.headers,
-        "extra_body": spec.extra_body, "max_requests_per_batch": spec.max_requests_per_batch,
-        "max_batch_bytes": spec.max_batch_bytes, "deadline_s": spec.deadline_s,
-        "budget_usd": spec.budget_usd,
-    }  # fmt: skip
-    return build_spec(**fields)
 
 
 _ADDED = (
@@ -235,13 +157,13 @@ _ADDED = (
 )  # fmt: skip
 
 
-def _whole(first: Result, second: Result, table: pl.DataFrame, output: str) -> Result:
+def _whole(first: Result, second: Result, table: Written, output: str) -> Result:
     """The LLM job's two runs as one over the whole output's rows: what both sent and spent
     (the second reuses what the first sent)."""
-    failed = int((table["llm_status"] == "failed").sum())
+    failed = table.failed
     added = {name: getattr(first, name) + getattr(second, name) for name in _ADDED}
     return dataclasses.replace(
-        second, rows=table.height, succeeded=table.height - failed, failed=failed,
+        second, rows=table.rows, succeeded=table.rows - failed, failed=failed,
         sent=first.sent + second.sent, reused=max(0, second.reused - first.sent),
         output=output, **added,
     )  # fmt: skip

@@ -11,6 +11,7 @@ from typing import Any
 import dagster as dg
 
 from maple_assets.api import dagster_home
+from maple_assets.api.distilled_graph import run_distilled_graph
 from maple_assets.api.interrupts import interrupts_seen
 from maple_assets.api.progress import Counts, Progress
 from maple_assets.binding import COSTS_KEY, job_for
@@ -89,6 +90,7 @@ class Runner:
         self._jobs: dict[tuple[dg.AssetKey, ...], dg.JobDefinition] = {}
         self._ended: dict[str, tuple[float, float]] = {}  # step -> (wall, CPU) as it ended
         self.pdef_name = enrichment.partitions_def.name or ""
+        self.quiet = quiet
         self.definitions = dg.Definitions(
             assets=enrichment.assets,
             asset_checks=enrichment.checks,
@@ -107,6 +109,14 @@ class Runner:
             "ticks": self.ticks,
             "peak_rss_mib": self.peak_rss_mib,
         }
+
+    def of(self, enrichment: Enrichment) -> "Runner":
+        """A runner of ``enrichment`` (one of a distilled job's jobs) like this one."""
+        return Runner(
+            enrichment, self.resources, self.instance, poll_interval_s=self.poll_interval_s,
+            quiet=self.quiet, log_level=self.log_level, shard_config=self.shard_config,
+            driver=self.driver,
+        )  # fmt: skip
 
     def job(self) -> Job:
         return job_for(self.enrichment.spec, self.enrichment.policy, _Namespace(self.resources))
@@ -252,7 +262,10 @@ class Runner:
     def run(self, adopt: list[str] | None = None) -> OutputTable:
         """Tick the sensor and execute what it asks for, batching shards into range runs.
         ``adopt``: shards whose attempt was submitted before Dagster loaded (their
-        ``submissions`` run records what was sent; ``maple_assets.api.early``)."""
+        ``submissions`` run records what was sent; ``maple_assets.api.early``). A distilled
+        job runs its jobs and its own assets in turn (``maple_assets.api.distilled_graph``)."""
+        if self.enrichment.distill is not None:
+            return run_distilled_graph(self)
         try:
             with interrupts_seen() as self._interrupted:
                 return self._run(adopt or [])

@@ -16,7 +16,8 @@ import click
 from sqlalchemy.engine import make_url
 
 from maple_assets.cli.tables import render
-from maple_engine.distill.reports import DistillReport, read_reports
+from maple_engine.distill.plan import embedding_jobs
+from maple_engine.distill.reports import DistillReport, distilled_jobs, read_reports
 from maple_engine.errors import ConfigError
 from maple_engine.ledger.costs import CostLedger, GroupBy
 from maple_engine.settings import COST_DB_ENV, Settings
@@ -101,8 +102,10 @@ def costs_command(
     elif fmt == "csv":
         click.echo(render_csv(by, rows), nl=False)
     else:
-        click.echo(render_table(by, rows))
-        distilled = read_reports(Storage(settings.storage_root))
+        store = Storage(settings.storage_root)
+        grouped = embedding_jobs(distilled_jobs(store)) if by == "job" else {}
+        click.echo(render_table(by, rows, grouped))
+        distilled = read_reports(store)
         if distilled:
             click.echo("")
             click.echo(render_distilled(distilled))
@@ -118,16 +121,42 @@ def render_csv(by: str, rows: list[dict[str, Any]]) -> str:
     return out.getvalue()
 
 
-def render_table(by: str, rows: list[dict[str, Any]]) -> str:
-    """The report as aligned columns (numbers right-aligned) with a total line."""
+def render_table(by: str, rows: list[dict[str, Any]], grouped: dict[str, str] | None = None) -> str:
+    """The report as aligned columns (numbers right-aligned) with a total line; ``grouped``
+    (by job): distilled jobs' embedding jobs, each shown under its distilled job, whose row is
+    both jobs' sum above one row each (``llm``, ``embeddings``)."""
     if not rows:
         return "No costs recorded."
-    total: dict[str, Any] = {by: "TOTAL"}
     header = [by, *_NUMBERS, _REASONING, *_MONEY]
-    for name in header[1:]:
-        total[name] = sum(row[name] for row in rows)
-    body = [[_cell(name, row[name]) for name in header] for row in rows]
+    total = _sum(rows, header, "TOTAL")
+    shown = _grouped(by, rows, grouped or {}, header)
+    body = [[_cell(name, row[name]) for name in header] for row in shown]
     return render(header, body, footer=[_cell(name, total[name]) for name in header])
+
+
+def _sum(rows: list[dict[str, Any]], header: list[str], key: str) -> dict[str, Any]:
+    return {header[0]: key} | {name: sum(row[name] for row in rows) for name in header[1:]}
+
+
+def _grouped(
+    by: str, rows: list[dict[str, Any]], grouped: dict[str, str], header: list[str]
+) -> list[dict[str, Any]]:
+    """``rows``, each distilled job's as its jobs' sum followed by each job's own row."""
+    by_job = {row[by]: row for row in rows}
+    embedding_of = {owner: job for job, owner in grouped.items()}
+    shown: list[dict[str, Any]] = []
+    for row in rows:
+        owner = grouped.get(row[by], row[by])
+        if owner not in embedding_of:
+            shown.append(row)
+            continue
+        if any(r[by] == f"{owner} (distilled)" for r in shown):
+            continue  # its jobs' rows are shown
+        jobs = (("llm", owner), ("embeddings", embedding_of[owner]))
+        parts = [(kind, by_job[job]) for kind, job in jobs if job in by_job]
+        shown.append(_sum([part for _, part in parts], header, f"{owner} (distilled)"))
+        shown.extend(part | {by: f"  {kind}"} for kind, part in parts)
+    return shown
 
 
 def render_distilled(reports: dict[str, DistillReport]) -> str:

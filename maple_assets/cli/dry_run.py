@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from maple_assets.api.distill import embedding_spec
+from maple_engine.distill.plan import embedding_spec
 from maple_engine.inputs.tokens import MAX_TOKEN_PARAMS, output_tokens_per_request
 from maple_engine.job import Job
 from maple_engine.ledger.price_book import PriceBook

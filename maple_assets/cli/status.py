@@ -28,6 +28,8 @@ from maple_engine.collect.accounting import describe, line_figures
 from maple_engine.collect.responses import summarize
 from maple_engine.collect.retention import in_flight, job_expiring
 from maple_engine.collect.shard_responses import shard_responses
+from maple_engine.distill.plan import embedding_job, embedding_jobs
+from maple_engine.distill.reports import distilled_jobs
 from maple_engine.errors import ConfigError, MapleError
 from maple_engine.ledger.queues import release_job
 from maple_engine.ledger.schema import queue_slots
@@ -265,16 +267,36 @@ def status_command(job: str | None, storage: str | None, fmt: str) -> None:
     elif job:
         click.echo(_table(statuses[0]))
     else:
-        for s in statuses:
-            click.echo(
-                f"{s['job']:<32}{s['phase']:<14}{s['rows']:>10,} rows  "
-                f"{s['succeeded']:>10,} ok  {s['failed']:>8,} failed  ${s['cost_usd']:.6f}"
-                + (f"  {len(s['stalled'])} stalled" if s["stalled"] else "")
-                + (f"  finish p90 {s['eta']['p90']}" if s["eta"]["p90"] else "")
-            )
+        for line in job_lines(statuses, embedding_jobs(distilled_jobs(store))):
+            click.echo(line)
     if not job and fmt == "table":
         for line in queue_lines(queue_status(store)) + rate_holder_lines(store.root):
             click.echo(line)
+
+
+def job_lines(statuses: list[dict[str, Any]], grouped: dict[str, str]) -> list[str]:
+    """One line per job; a distilled job's embedding job (``grouped``: embedding job to
+    distilled job) on the line of the distilled job, whose cost is both jobs' (each shown)."""
+    by_job = {s["job"]: s for s in statuses}
+    lines = []
+    for s in statuses:
+        if grouped.get(s["job"]) in by_job:
+            continue  # on its distilled job's line
+        cost = f"${s['cost_usd']:.6f}"
+        embedded = by_job.get(embedding_job(s["job"]))
+        if embedded is not None:
+            both = s["cost_usd"] + embedded["cost_usd"]
+            cost = (
+                f"${both:.6f} distilled (LLM ${s['cost_usd']:.6f}, embeddings "
+                f"${embedded['cost_usd']:.6f}, {embedded['phase']})"
+            )
+        lines.append(
+            f"{s['job']:<32}{s['phase']:<14}{s['rows']:>10,} rows  "
+            f"{s['succeeded']:>10,} ok  {s['failed']:>8,} failed  {cost}"
+            + (f"  {len(s['stalled'])} stalled" if s["stalled"] else "")
+            + (f"  finish p90 {s['eta']['p90']}" if s["eta"]["p90"] else "")
+        )
+    return lines
 
 
 def job_provider(state: JobState, base_url: str | None = None) -> tuple[Built, str]:

@@ -6,7 +6,6 @@ only: a shard's state and answers live under the storage root, and ``merged`` re
 """
 
 import dataclasses
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -41,6 +40,7 @@ from maple_assets.graph.per_shard import per_shard
 from maple_assets.graph.shard_options import ShardRunOptions
 from maple_assets.graph.shard_partitions import current_partitions
 from maple_assets.graph.tags import tag_run
+from maple_assets.graph.waiting import wait_until
 from maple_engine.canary import last_canary, run_canary
 from maple_engine.collect.accounting import describe, missing_for_good
 from maple_engine.collect.responses import summarize
@@ -450,11 +450,16 @@ def merged_asset(
     *,
     poll_interval_s: float = 30,
     upstream: dg.AssetKey | None = None,
+    after_input: bool = False,
 ) -> dg.AssetsDefinition:
+    """The job's output (``after_input``: also downstream of input_shards, so a run of both
+    materializes input_shards first)."""
+    stages = ["raw_responses", *(["input_shards"] if after_input else [])]
+
     @dg.asset(
         key=key_of("merged"),
         group_name=dagster_name(spec.name),
-        deps=[key_of("raw_responses")],
+        deps=[key_of(stage) for stage in stages],
         required_resource_keys=keys,
         io_manager_key=IO_MANAGER_KEY,
         code_version=spec.fingerprint(),
@@ -501,18 +506,20 @@ def wait_for_shards(context: dg.AssetExecutionContext, job: Job, interval_s: flo
     enrichment's sensor sends and collects the current version's shards (the version the run's
     own input_shards cut, whose partitions the run, stored before, does not target), then
     merges: the run ends with merged materialized. Progress goes to the run's log once a minute."""
-    said = 0.0
-    while True:
-        work = pending_work(job)
-        if work.finished or work.total == 0 or job.state.stop_reason() is not None:
-            return work
-        if time.monotonic() - said >= 60:
-            context.log.info(
-                f"{work.done} of {work.total} shards of {job.spec.name} final; waiting for "
-                f"{dagster_name(job.spec.name)}_sensor to bring the rest (it must be running)"
-            )
-            said = time.monotonic()
-        time.sleep(max(1.0, interval_s))
+    found = [pending_work(job)]
+
+    def ready() -> bool:
+        work = found[0] = pending_work(job)
+        return work.finished or work.total == 0 or job.state.stop_reason() is not None
+
+    def waiting() -> str:
+        return (
+            f"{found[0].done} of {found[0].total} shards of {job.spec.name} final; waiting for "
+            f"{dagster_name(job.spec.name)}_sensor to bring the rest (it must be running)"
+        )
+
+    wait_until(context, ready, waiting, interval_s)
+    return found[0]
 
 
 def row_figures(job: Job, path: str, rows: int, s3: Any) -> dict[str, int]:

@@ -1,8 +1,10 @@
-"""The distilled job's output: every input row in order, its LLM answer where the LLM answered
-it, else the classifier's label, with where each label came from (``llm_source``) and the
-classifier's confidence in its own label (``llm_confidence``: null where no classifier scored
-the row)."""
+"""The distilled job's output, made a slice of rows at a time: every input row in order, its
+LLM answer where the LLM answered it, else the classifier's label, with where each label came
+from (``llm_source``) and the classifier's confidence in its own label (``llm_confidence``: null
+where no classifier scored the row)."""
 
+import dataclasses
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -10,12 +12,63 @@ import orjson
 import polars as pl
 
 from maple_engine.collect.responses import NOT_SENT
-from maple_engine.distill.plan import Decision
+from maple_engine.distill.embeddings import SLICE_ROWS
+from maple_engine.distill.plan import Decision, embedding_job
+from maple_engine.distill.reports import DistillReport, report_of
+from maple_engine.distill.rounds import Round
 from maple_engine.distill.sample import ROW_KEY
-from maple_engine.label_field import LabelField
+from maple_engine.label_field import LabelField, label_field
+from maple_engine.spec import JobSpec
 
 SOURCE, CONFIDENCE = "llm_source", "llm_confidence"
 _ANSWERED = {"llm_response", "llm_parsed", "llm_status", "llm_model"}
+
+
+@dataclasses.dataclass
+class Written:
+    """What the output's frames held, counted as they are made."""
+
+    rows: int = 0
+    failed: int = 0
+
+
+def distilled_table(
+    spec: JobSpec,
+    rows: pl.DataFrame,
+    answers: pl.DataFrame,
+    last: Round,
+    spent: Callable[[str], float],
+) -> tuple[Iterator[pl.DataFrame], Written, DistillReport]:
+    """The job's output after its ``last`` round (``rows``: the input, keyed; ``answers``:
+    the LLM job's output), made ``SLICE_ROWS`` rows at a time as the frames are read, their
+    tally (complete once they are), and what the run measured (``spent``: a job's spend,
+    every run's)."""
+    report = report_of(
+        last.classifier, spec.distill_agreement, last.decision, answers, len(rows),
+        embedding_cost_usd=spent(embedding_job(spec.name)), llm_cost_usd=spent(spec.name),
+    )  # fmt: skip
+    written = Written()
+    return _frames(spec, rows, answers, last, written), written, report
+
+
+def _frames(
+    spec: JobSpec, rows: pl.DataFrame, answers: pl.DataFrame, last: Round, written: Written
+) -> Iterator[pl.DataFrame]:
+    version = last.classifier.version if last.classifier is not None else None
+    field, decision = label_field(spec.response_schema), last.decision
+    for start in range(0, max(1, rows.height), SLICE_ROWS):
+        end = start + SLICE_ROWS
+        part = rows.slice(start, SLICE_ROWS)
+        labels = decision.labels[start:end] if decision.labels is not None else None
+        confidence = decision.confidence[start:end] if decision.confidence is not None else None
+        scored = Decision(labels, confidence, decision.distilled[start:end])
+        keys = part[ROW_KEY].implode()
+        frame = distilled_output(
+            part, answers.filter(pl.col(ROW_KEY).is_in(keys)), field, scored, version
+        )
+        written.rows += frame.height
+        written.failed += int((frame["llm_status"] == "failed").sum())
+        yield frame
 
 
 def distilled_output(

@@ -9,8 +9,10 @@ import numpy as np
 import polars as pl
 
 from maple_engine.distill.classifier import Classifier, Vectors
+from maple_engine.distill.embeddings import Embeddings, matrix
 from maple_engine.distill.gate import MIN_COVERAGE
 from maple_engine.distill.sample import ROW_KEY
+from maple_engine.spec import JobSpec, build_spec
 
 
 def embedding_job(job: str) -> str:
@@ -18,15 +20,31 @@ def embedding_job(job: str) -> str:
     return f"{job}-embeddings"
 
 
+def embedding_jobs(distilled: list[str]) -> dict[str, str]:
+    """Each distilled job's embedding job's name, mapped to the distilled job's."""
+    return {embedding_job(job): job for job in distilled}
+
+
+def embedding_spec(spec: JobSpec, output: str | None) -> JobSpec:
+    """The embedding job of every row's prompt, on the job's provider (or
+    ``--distill-provider``) and account (``output``: None for the job's default)."""
+    fields: dict[str, Any] = {
+        "name": embedding_job(spec.name), "kind": "embedding", "text": spec.prompt,
+        "model": spec.distill_embedding_model, "dimensions": spec.distill_dimensions,
+        "provider": spec.distill_provider or spec.provider, "team": spec.team,
+        "source": spec.source, "output": output,
+        "allow_untracked_cost": spec.allow_untracked_cost, "headers": spec.headers,
+        "extra_body": spec.extra_body, "max_requests_per_batch": spec.max_requests_per_batch,
+        "max_batch_bytes": spec.max_batch_bytes, "deadline_s": spec.deadline_s,
+        "budget_usd": spec.budget_usd,
+    }  # fmt: skip
+    return build_spec(**fields)
+
+
 def vectors_of(embeddings: pl.DataFrame) -> tuple[Vectors, np.ndarray]:
     """The embedding output's vectors (zeros where it failed) and which rows have one."""
     column = embeddings["llm_embedding"]
-    present = column.is_not_null().to_numpy()
-    width = column.dtype.size if isinstance(column.dtype, pl.Array) else 0
-    vectors = np.zeros((len(column), width))
-    if present.any():
-        vectors[present] = column.filter(column.is_not_null()).to_numpy().astype(float)
-    return vectors, present
+    return matrix(column), column.is_not_null().to_numpy()
 
 
 def sample_labels(answers: pl.DataFrame, field: str) -> dict[str, Any]:
@@ -47,14 +65,21 @@ class Decision:
 
 
 def decide(
-    classifier: Classifier | None, vectors: Vectors, present: np.ndarray, in_sample: np.ndarray
+    classifier: Classifier | None,
+    vectors: "Vectors | Embeddings",
+    present: np.ndarray,
+    in_sample: np.ndarray,
 ) -> Decision:
     """The rows the classifier answers: those with a vector, outside the sample, whose
-    confidence is at or over the threshold (none when the gate refused)."""
+    confidence is at or over the threshold (none when the gate refused); ``vectors``: every
+    row's, or the embedding output scored a slice at a time."""
     none = np.zeros(len(present), dtype=bool)
     if classifier is None or not classifier.weights:
         return Decision(None, None, none)
-    labels, confidence = classifier.score(vectors)
+    if isinstance(vectors, Embeddings):
+        labels, confidence = vectors.score(classifier)
+    else:
+        labels, confidence = classifier.score(vectors)
     confidence = np.where(present, confidence, np.nan)
     if classifier.threshold is None:
         return Decision(labels, confidence, none)

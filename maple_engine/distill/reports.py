@@ -5,7 +5,10 @@ import dataclasses
 from typing import Any
 
 import orjson
+import polars as pl
 
+from maple_engine.distill.classifier import Classifier
+from maple_engine.distill.plan import Decision, gate_line
 from maple_engine.storage.layout import DISTILL, DistillPaths
 from maple_engine.storage.storage import Storage
 
@@ -45,15 +48,45 @@ class DistillReport:
         return dataclasses.asdict(self) | {"refused": self.refused or ""}
 
 
+#: what a job whose LLM answered no sample row reports
+_NONE = Classifier("", "", (), (), (), 0, 0, 0.0, None, 0.0, 0.0)
+
+
+def report_of(
+    classifier: Classifier | None, target: float, decision: Decision, answers: pl.DataFrame,
+    rows: int, *, embedding_cost_usd: float, llm_cost_usd: float,
+) -> DistillReport:  # fmt: skip
+    """What a run measured (``target``: ``--distill-agreement``), and its cost (the embedding
+    and LLM jobs' spend, every run's) against sending every row to the LLM (at the LLM's mean
+    cost per answered row)."""
+    answered = answers.filter(pl.col("llm_status") == "succeeded")
+    per_row = float(answered["llm_cost_usd"].sum()) / max(1, answered.height)
+    distilled = int(decision.distilled.sum())
+    found = classifier or _NONE
+    refused = None if found.distills else gate_line(found, target)
+    return DistillReport(
+        rows=rows, distilled=distilled, llm_rows=rows - distilled,
+        sample=found.trained_on + found.held_out, held_out=found.held_out,
+        agreement=found.agreement, accepted_agreement=found.accepted_agreement,
+        classifier=found.version, refused=refused, embedding_cost_usd=embedding_cost_usd,
+        llm_cost_usd=llm_cost_usd, all_llm_cost_usd=per_row * rows,
+    )  # fmt: skip
+
+
 def write_report(storage: Storage, job: str, report: DistillReport) -> None:
     storage.write_bytes(DistillPaths(job).report, orjson.dumps(dataclasses.asdict(report)))
+
+
+def distilled_jobs(storage: Storage) -> list[str]:
+    """The names of the distilled jobs under the storage root (each has a ``_distill`` folder
+    from its first run on)."""
+    return [folder.rsplit("/", 1)[-1] for folder in storage.list_keys(DISTILL)]
 
 
 def read_reports(storage: Storage) -> dict[str, DistillReport]:
     """Every distilled job's last report under the storage root, by job name."""
     found: dict[str, DistillReport] = {}
-    for folder in storage.list_keys(DISTILL):
-        job = folder.rsplit("/", 1)[-1]
+    for job in distilled_jobs(storage):
         key = DistillPaths(job).report
         if storage.exists(key):
             found[job] = DistillReport(**orjson.loads(storage.read_bytes(key)))

@@ -261,8 +261,9 @@ class DistillPaths:
     """The files of one distilled job ``NAME`` (``--distill``) under the storage root:
     ``_distill/NAME/llm_input.parquet`` (the rows the LLM job ``NAME`` answers: the input's
     columns and ``distill_key``), ``llm_output.parquet`` (its output), ``embeddings.parquet``
-    (the embedding job ``NAME-embeddings``' output), ``classifiers/VERSION.json`` and
-    ``report.json`` (the last run's figures)."""
+    (the embedding job ``NAME-embeddings``' output), ``classifiers/VERSION.json``,
+    ``report.json`` (the last run's figures) and ``output.<fmt>`` (the asset graph's output
+    when the job names none)."""
 
     job: str
 
@@ -285,6 +286,10 @@ class DistillPaths:
     @property
     def report(self) -> str:
         return f"{self.folder}/report.json"
+
+    def output(self, fmt: str) -> str:
+        """The output of the asset graph's ``distilled`` when the job names none."""
+        return f"{self.folder}/output.{fmt}"
 
     def classifier(self, version: str) -> str:
         return f"{self.folder}/classifiers/{version}.json"

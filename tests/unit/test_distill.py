@@ -1,10 +1,13 @@
 """The distilled lane's pure parts: the label field a schema asks for, the threshold and the
 gate, training and scoring, the classifier's stored form and the output's columns."""
 
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
 
+from maple_engine.distill import embeddings
 from maple_engine.distill.classifier import Classifier, classifier_version
 from maple_engine.distill.gate import choose_threshold
 from maple_engine.distill.output import distilled_output
@@ -129,3 +132,24 @@ def test_rows_without_a_vector_or_in_the_sample_are_never_distilled() -> None:
     sample = np.array([False, False, True, False])
     decision = decide(sure, vectors, present, sample)
     assert decision.distilled.tolist() == [True, False, False, True]
+
+
+def test_the_vectors_are_read_and_scored_a_slice_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(0)
+    rows = [None if i % 7 == 3 else rng.normal(size=4).tolist() for i in range(50)]
+    column = pl.Series("llm_embedding", rows, dtype=pl.Array(pl.Float32, 4))
+    pl.DataFrame([column]).write_parquet(tmp_path / "e.parquet", row_group_size=8)
+    whole, present = vectors_of(pl.DataFrame([column]))
+    monkeypatch.setattr(embeddings, "SLICE_ROWS", 6)  # nine slices, the last one short
+    sliced = embeddings.Embeddings(pl.scan_parquet(tmp_path / "e.parquet"))
+    assert sliced.present.tolist() == present.tolist()
+    assert np.array_equal(sliced.take(np.array([40, 2, 17])), whole[[40, 2, 17]])
+    three = Classifier(
+        "v", "e", ("a", "b", "c"), ((1.0, 0, 0, 0), (0, 1.0, 0, 0), (0, 0, 1.0, 0)),
+        (0.0, 0.1, -0.1), 1, 1, 1.0, 0.5, 1.0, 1.0,
+    )  # fmt: skip
+    labels, confidence = sliced.score(three)
+    expected_labels, expected = three.score(whole)
+    assert labels == expected_labels and np.allclose(confidence, expected)
