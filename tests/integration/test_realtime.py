@@ -208,6 +208,16 @@ def _kill_mid_shard_then_resume(server: EmulatorServer, tmp_path: Path) -> None:
     while not list(store.glob("*/state/*/rt-1/chunk-*.parquet")):
         assert child.poll() is None and time.monotonic() < deadline, "no checkpoint appeared"
         time.sleep(0.02)
+    # kill while sending: requests the server received in the last 20 ms are still in flight
+    # (its latency is at least 100 ms), whatever pause the pacing or a loaded machine made
+    received = server.stats()["requests_received"]
+    while True:
+        time.sleep(0.02)
+        now = server.stats()["requests_received"]
+        if now > received:
+            break
+        assert child.poll() is None and time.monotonic() < deadline, "sending never resumed"
+        received = now
     os.killpg(child.pid, signal.SIGKILL)
     child.wait()
     time.sleep(0.3)  # let requests the dead client left in flight finish on the server
