@@ -50,3 +50,27 @@ def test_a_job_with_files_runs_where_the_provider_takes_them(
     replies = output(tmp_path)["llm_response"].to_list()
     assert all(r.endswith(e) for r, e in zip(replies, expect, strict=True)), replies
     assert (stats["file_parts"], stats["bodies_billed_twice"]) == (case.rows, 0), stats
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [with_known_failure(c, "files") for c in CASES])
+def test_a_pdf_url_is_sent_where_the_provider_fetches_one_and_refused_up_front_elsewhere(
+    case: Case, server: EmulatorServer, s3_url: str, tmp_path: Path
+) -> None:
+    """A URL cell is typed by its extension, never fetched by Maple: a name whose provider
+    fetches PDF URLs sends each as its own part; any other refuses the job in one line, exit 2,
+    before a request is sent or a file uploaded."""
+    args = job_args(case, tmp_path, "enrich", "--file-column", "file")
+    table = tmp_path / "items.parquet"
+    urls = [f"http://127.0.0.1:9/sheets/sheet-{i}.pdf" for i in range(case.rows)]
+    pl.read_parquet(table).with_columns(pl.Series("file", urls)).write_parquet(table)
+    done = run(case, server.url, s3_url, *args)
+    stats = server.stats()
+    files = capabilities(case.provider).files
+    if files is None or "pdf" not in files.url_kinds or files.url_part is None:
+        assert done.returncode == 2, done.stderr[-3000:]
+        assert one_line(done.stderr).startswith("error: "), done.stderr
+        assert stats["requests_received"] == 0 and stats["files_uploaded"] == 0, stats
+        return
+    ok(done)
+    assert stats["bodies_billed_twice"] == 0, stats
