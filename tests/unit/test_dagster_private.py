@@ -61,10 +61,20 @@ TESTS_READING_DAGSTER_INTERNALS = {
 }
 
 
+def parsed(source: str) -> ast.Module:
+    """``ast.parse(source)``, once more after CPython's "AST constructor recursion depth
+    mismatch" SystemError (python/cpython#106905, seen here on 3.11.7): a recursion counter
+    shared with another thread's parse, not a fault of the source."""
+    try:
+        return ast.parse(source)
+    except SystemError:
+        return ast.parse(source)
+
+
 def private_imports(path: Path) -> list[str]:
     """The ``dagster._`` modules ``path`` imports, at any depth of its code."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(parsed(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found += [alias.name for alias in node.names if alias.name.startswith("dagster._")]
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("dagster._"):
