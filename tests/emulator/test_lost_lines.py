@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from openai.types import Batch
 
 from emulator.cli import emulator_command
+from emulator.core.line_fates import LineFates
 from emulator.testing import (
     MakeEmulator,
     anthropic_client,
@@ -135,3 +136,14 @@ def test_an_anthropic_batch_that_ended_loses_and_repeats_lines_as_told(
     assert 20 <= dropped <= 60 and 20 <= repeated <= 60
     assert len(ids) == LINES - dropped + repeated and len(set(ids)) == LINES - dropped
     assert stats["requests_billed"] == LINES - dropped and stats["bodies_billed_twice"] == 0
+
+
+@pytest.mark.parametrize("batch", [f"b{n}" for n in range(50)])
+def test_every_small_batch_loses_and_repeats_its_share_whatever_its_id(batch: str) -> None:
+    """A share is spread over a batch's lines, so a test's small batches lose and repeat
+    lines whatever ids the batches drew (ids follow every batch the emulator made before)."""
+    six, ten = LineFates(5, batch, 0.2, 0.2), LineFates(5, batch, 0.2, 0.2)
+    lost_of_six = Counter(six.copies() for _ in range(6))[0]
+    assert lost_of_six in (1, 2)  # 6 x 0.2 lines, rounded either way
+    of_ten = Counter(ten.copies() for _ in range(10))
+    assert of_ten[0] >= 1 and of_ten[2] >= 1, of_ten
