@@ -39,7 +39,9 @@ def test_the_emulator_answers_with_a_gateways_nulls_and_extra_fields() -> None:
     assert listing["data"][0]["request_counts"] is None
 
 
-@pytest.mark.parametrize("provider", ["openai", "openai-compatible"])
+@pytest.mark.parametrize(
+    "provider", [pytest.param("openai", marks=pytest.mark.slow), "openai-compatible"]
+)
 def test_a_batch_job_runs_to_the_end_through_gateway_shaped_objects(
     tmp_path: Path, provider: str
 ) -> None:

@@ -19,7 +19,10 @@ from tests.integration.test_graph import run_graph
 
 @pytest.mark.parametrize(
     ("provider", "model"),
-    [("emulator", "text-embedding-3-small"), ("gemini", "gemini-embedding-001")],
+    [
+        ("emulator", "text-embedding-3-small"),
+        pytest.param("gemini", "gemini-embedding-001", marks=pytest.mark.slow),
+    ],
 )
 def test_embedding_graph_and_a_near_duplicates_asset(
     tmp_path: Path, emulator_server: EmulatorServer, monkeypatch: Any, provider: str, model: str
