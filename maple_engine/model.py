@@ -263,6 +263,10 @@ class BatchState:
     #: the provider's own times (unix seconds) of the phases it reports: ``created``,
     #: ``validating``, ``in_progress``, ``finalizing``, ``ended`` (the batch history reads them)
     times: tuple[tuple[str, float], ...] = ()
+    #: where an ended batch's results are, as the poll saw them: (field, reference) pairs such
+    #: as OpenAI's ``output_file_id`` and ``error_file_id`` or Anthropic's ``results_url``, so
+    #: the download that follows the poll need not fetch the batch again (empty: fetch it)
+    results_at: tuple[tuple[str, str], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

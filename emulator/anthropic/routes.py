@@ -105,6 +105,7 @@ async def get_batch(request: Request) -> Response:
     batch = _batch_or_404(request, request.path_params["batch_id"])
     if isinstance(batch, Response):
         return batch
+    state.stats.add("batch_retrievals")
     return anthropic_json(
         await run_in_threadpool(anthropic_batches.observe, state, batch, _base_url(request))
     )
@@ -125,6 +126,7 @@ async def list_batches(request: Request) -> Response:
     if isinstance(limit, Response):
         return limit
     state = state_of(request)
+    state.stats.add("batch_list_pages")
     batches = [b for b in reversed(state.anthropic_batches.values()) if _same_workspace(request, b)]
     ids = [batch.id for batch in batches]
     after, before = request.query_params.get("after_id"), request.query_params.get("before_id")

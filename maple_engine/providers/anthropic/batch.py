@@ -217,6 +217,9 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, WorkspaceKeys,
                 for phase, field in (("created", "created_at"), ("ended", "ended_at"))
                 if batch.get(field)
             ),
+            results_at=(("results_url", str(batch["results_url"])),)
+            if status == "ended" and batch.get("results_url")
+            else (),
         )
 
     def _batches(self) -> BatchCollection:
@@ -229,8 +232,9 @@ class AnthropicBatchProvider(BatchProviderBasics, RestBatchCalls, WorkspaceKeys,
             return result_frame({})
         batch_id = submission.batch_id
         with self._client() as client:
-            batch = self._batches().get(client, batch_id)
-            url = batch.get("results_url") or f"{BATCHES}/{batch_id}/results"
+            known = dict(state.results_at).get("results_url")
+            url = known or self._batches().get(client, batch_id).get("results_url")
+            url = url or f"{BATCHES}/{batch_id}/results"
             content = request(
                 client,
                 "GET",

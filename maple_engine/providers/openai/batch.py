@@ -316,6 +316,7 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
             failed=int(counts.get("failed", 0)),
             total=int(counts.get("total", 0)),
             times=_times(batch),
+            results_at=tuple(self._result_files(batch)) if status in ENDED_STATES else (),
         )
 
     def _batches(self) -> BatchCollection:
@@ -354,9 +355,11 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
         if state.status == LOST:  # no result lines: every row is unrun and sent again
             return result_frame({})
         with self._client() as client:
-            batch = self._batches().get(client, submission.batch_id)
+            files = state.results_at or self._result_files(
+                self._batches().get(client, submission.batch_id)
+            )
             frames = [result_frame({})]
-            for key, file_id in self._result_files(batch):
+            for key, file_id in files:
                 with tempfile.NamedTemporaryFile(prefix="maple-", suffix=".jsonl") as spool:
                     download(
                         client,
