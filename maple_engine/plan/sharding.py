@@ -9,7 +9,7 @@ import polars as pl
 from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.checks import check_input_schema, check_rows
-from maple_engine.inputs.files import FILE_PARTS, with_files
+from maple_engine.inputs.files import FILE_KEY_PARTS, FILE_PARTS, with_files
 from maple_engine.inputs.templates import parse_template, render_expr
 from maple_engine.inputs.uploads import FileUploads, file_uploads
 from maple_engine.model import CUSTOM_ID, KEY, REQUEST, ROW_ID, ShardInfo, shard_key
@@ -57,14 +57,19 @@ def prepare_rows(
     image = pl.col(spec.image_column).cast(pl.String) if spec.image_column else None
     files = pl.col(FILE_PARTS) if spec.file_columns else None
     body = provider.body_expr(request_spec(spec), render_expr(parts), image, files)
+    keyed = body
+    if spec.file_columns:  # an upload's reference keyed as its file's digest
+        keyed = provider.body_expr(
+            request_spec(spec), render_expr(parts), image, pl.col(FILE_KEY_PARTS)
+        )
     framed = with_files(block, spec, uploads).with_columns(
         pl.concat_str([pl.lit("r"), pl.col(ROW_ID).cast(pl.String)]).alias(CUSTOM_ID),
         body.alias(REQUEST),
+        request_key(spec.provider, keyed).alias(KEY),
     )
     if spec.file_columns:
-        framed = framed.drop(FILE_PARTS)
+        framed = framed.drop(FILE_PARTS, FILE_KEY_PARTS)
     return framed.with_columns(
-        request_key(spec.provider, pl.col(REQUEST)).alias(KEY),
         provider.line_bytes_expr(pl.col(CUSTOM_ID), pl.col(REQUEST)).cast(pl.Int64).alias("_size"),
     )
 
