@@ -26,6 +26,7 @@ import orjson
 import polars as pl
 
 from maple_engine.errors import ConfigError
+from maple_engine.inputs.file_reads import FileReads
 from maple_engine.inputs.sources import BLOCK_ROWS, iter_blocks
 from maple_engine.inputs.uploads import FileUploads, keyed_ref
 from maple_engine.model import FILE_TOKENS, ROW_ID
@@ -78,16 +79,20 @@ def _identity(cell: str, s3: S3Settings | None) -> bytes:
     return f"{cell}:{info.get('size')}:{tag}".encode() + b"\0"
 
 
-def content_identities(block: pl.DataFrame, spec: JobSpec) -> pl.DataFrame:
+def content_identities(
+    block: pl.DataFrame, spec: JobSpec, reads: FileReads | None = None
+) -> pl.DataFrame:
     """``block`` with each file cell replaced by what its request part is made from: a local
     or S3 file's name (the last path part, which OpenAI's part names it by) and a digest of
     its bytes, a URL as written. A row's digest over these (`maple_engine.plan.row_digests`)
     is unchanged while its files' bytes are, whatever their paths or modification times; a
-    file that cannot be read is its cell (its row is rendered, and refused there)."""
+    file that cannot be read is its cell (its row is rendered, and refused there). The files
+    are read through ``reads`` where given, which keeps them for the block's encoding."""
     if not spec.file_columns:
         return block
     columns = list(dict.fromkeys(spec.file_columns))
     seen: dict[str, str] = {}
+    reads = reads or FileReads(held=0)
 
     def identity(value: Any) -> str | None:
         cell = None if value is None else str(value).strip()
@@ -95,7 +100,7 @@ def content_identities(block: pl.DataFrame, spec: JobSpec) -> pl.DataFrame:
             return cell
         if cell not in seen:
             try:
-                digest = hashlib.sha256(read_file(cell)).hexdigest()
+                digest = hashlib.sha256(reads.read(cell)).hexdigest()
             except (OSError, ValueError):
                 digest = "unreadable"
             seen[cell] = f"{cell.rstrip('/').rsplit('/', 1)[-1]}:{digest}"
@@ -124,19 +129,13 @@ def provider_files(spec: JobSpec) -> FileInputs:
     return files
 
 
-def read_file(cell: str) -> bytes:
-    """The bytes of a local path or ``s3://`` key."""
-    fs, path = filesystem_for(cell)
-    with fs.open(path, "rb") as handle:
-        data: bytes = handle.read()
-    return data
-
-
-def attached(row: int, column: str, cell: str, spec: JobSpec, files: FileInputs) -> AttachedFile:
+def attached(  # noqa: PLR0917  (the cell, where it is, and what reads it)
+    row: int, column: str, cell: str, spec: JobSpec, files: FileInputs, reads: FileReads
+) -> AttachedFile:
     """The file of one cell, read and checked (`ConfigError` naming the row and the file)."""
     where = f"Row {row}, --file-column {column}: {cell[:200]}"
     try:
-        data = read_file(cell)
+        data = reads.read(cell)
     except (OSError, ValueError) as exc:  # missing, unreadable, no such bucket or key
         raise ConfigError(
             f"{where} cannot be read ({type(exc).__name__}: {str(exc)[:200]}): fix the path "
@@ -172,8 +171,13 @@ def check_size(
         )
 
 
-def row_parts(
-    row: int, cells: dict[str, Any], spec: JobSpec, files: FileInputs, uploads: FileUploads | None
+def row_parts(  # noqa: PLR0917  (the row, what it sends, and how its files are had)
+    row: int,
+    cells: dict[str, Any],
+    spec: JobSpec,
+    files: FileInputs,
+    uploads: FileUploads | None,
+    reads: FileReads,
 ) -> tuple[str, str, int]:
     """One row's encoded parts as sent and as keyed (each part preceded by a comma; they
     differ where a file goes by its upload's reference, which the keyed parts hold as the
@@ -198,7 +202,7 @@ def row_parts(
         read.append(
             (
                 f"Row {row}, --file-column {column}: {cell[:200]}",
-                attached(row, column, cell, spec, files),
+                attached(row, column, cell, spec, files, reads),
             )
         )
     by_id = files.sent_by_id([file for _, file in read]) if uploads is not None else set()
@@ -276,16 +280,24 @@ def _rows(block: pl.DataFrame, columns: list[str]) -> Iterator[dict[str, Any]]:
 
 
 def with_files(
-    block: pl.DataFrame, spec: JobSpec, uploads: FileUploads | None = None
+    block: pl.DataFrame,
+    spec: JobSpec,
+    uploads: FileUploads | None = None,
+    reads: FileReads | None = None,
 ) -> pl.DataFrame:
     """``block`` (with ``ROW_ID``) plus each row's encoded file parts and their tokens (the
-    files the provider takes by id uploaded through ``uploads``; None: every file inline); the
-    block as it is for a job without file columns."""
+    files the provider takes by id uploaded through ``uploads``; None: every file inline;
+    files read through ``reads``, which may hold them from the block's plan); the block as it
+    is for a job without file columns."""
     if not spec.file_columns:
         return block
     files = provider_files(spec)
     columns = list(dict.fromkeys(spec.file_columns))
-    made = [row_parts(row.pop(ROW_ID), row, spec, files, uploads) for row in _rows(block, columns)]
+    reads = reads or FileReads()
+    made = [
+        row_parts(row.pop(ROW_ID), row, spec, files, uploads, reads)
+        for row in _rows(block, columns)
+    ]
     return block.with_columns(
         pl.Series(FILE_PARTS, [sent for sent, _, _ in made], dtype=pl.String),
         pl.Series(FILE_KEY_PARTS, [keyed or sent for sent, keyed, _ in made], dtype=pl.String),
