@@ -17,7 +17,9 @@ from emulator.server import EmulatorServer
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.files import FILE_PARTS, with_files
 from maple_engine.inputs.uploads import FileUploads
-from maple_engine.model import ROW_ID
+from maple_engine.model import KEY, REQUEST, ROW_ID
+from maple_engine.plan.sharding import prepare_block
+from maple_engine.providers.gemini.realtime import GeminiRealtimeProvider
 from maple_engine.spec import JobSpec
 from maple_engine.storage.storage import Storage
 from scripts.make_file_samples import image_bytes, pdf_bytes
@@ -182,3 +184,29 @@ def test_uploaded_files_count_toward_openais_per_request_total(tmp_path: Path) -
         with_files(block, spec, stand_ins)
     alone = with_files(block.with_columns(more=pl.lit(None, pl.String)), spec, stand_ins)
     assert '"file_id":"file-' in alone[FILE_PARTS][0]
+
+
+def test_a_rows_key_holds_its_files_digest_not_its_uploads_reference(tmp_path: Path) -> None:
+    """The same row sent with its file uploaded under another reference (re-uploaded after
+    it expired) has the same request key: its stored answer is found. The uploads here are
+    recorded and alive, so nothing is uploaded (the API's URL answers nothing)."""
+    spec = JobSpec(
+        name="big", prompt="{title}", model="gemini-2.5-flash", provider="gemini-realtime",
+        file_columns=["file"],
+    )  # fmt: skip
+    wire = GeminiRealtimeProvider(api_key="k", base_url="http://127.0.0.1:9")
+    block = rows(tmp_path, ("a", BIG)).select("title", "file")
+    storage = Storage(str(tmp_path / "store"))
+    record = f"_uploads/gemini-realtime/{hashlib.sha256(BIG).hexdigest()}.json"
+    prepared = []
+    for uri in (
+        "https://files.example/v1beta/files/maple-one",
+        "https://files.example/v1beta/files/maple-two",
+    ):
+        storage.write_json(record, {"id": uri, "bytes": len(BIG), "expires": None})
+        uploads = FileUploads(storage, "gemini-realtime", wire)
+        prepared.append(prepare_block(block, 0, spec, wire, uploads))
+    first, second = (p.row(0, named=True) for p in prepared)
+    assert '"fileUri":"https://files.example/v1beta/files/maple-one"' in first[REQUEST]
+    assert '"fileUri":"https://files.example/v1beta/files/maple-two"' in second[REQUEST]
+    assert first[KEY] == second[KEY]
