@@ -20,7 +20,6 @@ its record says is not uploaded again while the record lives: its row fails ther
 """
 
 import dataclasses
-import hashlib
 import time
 from typing import Any, Protocol, runtime_checkable
 
@@ -39,13 +38,9 @@ class Uploader(Protocol):
     def upload_user_file(self, digest: str, file: AttachedFile) -> UploadedFile: ...
 
 
-def file_digest(file: AttachedFile) -> str:
-    return hashlib.sha256(file.data).hexdigest()
-
-
 def keyed_ref(file: AttachedFile) -> str:
     """What a request's key holds where an uploaded file's reference goes: its content."""
-    return f"sha256:{file_digest(file)}"
+    return f"sha256:{file.digest}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +56,7 @@ class FileUploads:
     def file_ref(self, file: AttachedFile) -> str:
         """``file``'s reference at the provider: known in this run, recorded and alive, found
         by the uploader, or uploaded now."""
-        digest = file_digest(file)
+        digest = file.digest
         if self.uploader is None:
             return f"file-{digest[:24]}"  # a dry run's stand-in, as long as OpenAI's ids
         key = f"{UPLOADS}/{self.provider}/{digest}.json"

@@ -10,6 +10,8 @@ recording's seconds); the emulator bills by the same rules.
 
 import base64
 import dataclasses
+import functools
+import hashlib
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -51,6 +53,11 @@ class AttachedFile:
     name: str
     type: FileType
     data: bytes
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """The SHA-256 of its bytes (hex): what names its upload and stands for it in keys."""
+        return hashlib.sha256(self.data).hexdigest()
 
     @property
     def base64(self) -> str:
