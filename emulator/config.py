@@ -76,6 +76,9 @@ class EmulatorConfig:
     #: (then oldest), and their time starts when they start. None: every batch runs at once.
     gemini_batch_slots: int | None = None
     gemini_max_file_bytes: int = 2 * 1024 * 1024 * 1024
+    #: How long an uploaded Gemini file lives before it is deleted (Google: 48 hours,
+    #: https://ai.google.dev/gemini-api/docs/files); tests shorten it to see files expire.
+    gemini_file_retention_s: float = 48 * 3600
     #: Bedrock batch inference: where the emulator reads inputs and writes outputs, and the
     #: default quotas (records per job 100-50,000, 1 GB per input file, 20 jobs in flight).
     s3_endpoint: str | None = None

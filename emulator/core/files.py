@@ -46,6 +46,8 @@ from PIL import Image
 
 MB = 1_000_000
 FETCH_TIMEOUT_S = 5.0
+#: The URI of a file of the Gemini Files API (``.../v1beta/files/<id>``), here or at Google.
+FILES_API_URI = re.compile(r"/v1(?:beta)?/files/[a-z0-9-]+$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,6 +58,7 @@ class Received:
     kind: str
     data: bytes
     url: str | None = None
+    uploaded: bool = False  # named by its upload (a file_id, a Files API URI), not inline
 
     @property
     def digest(self) -> str:
@@ -113,12 +116,28 @@ class FileRule:
     kind_bytes: tuple[tuple[str, int], ...] = ()
     kind_counts: tuple[tuple[str, int], ...] = ()
     urls: bool = True
+    #: an uploaded file's own limit (its bytes; None: ``max_file_bytes``), and whether
+    #: uploaded files count toward ``max_request_bytes`` (by their bytes)
+    upload_file_bytes: int | None = None
+    uploads_count: bool = True
 
 
 RULES = {
     "openai": FileRule(765, 10, _openai_image, 50 * MB, 50 * MB),
     "anthropic": FileRule(1_600, 0, _anthropic_image, 32 * MB, 32 * MB, (("image", 5 * MB),)),
-    "gemini": FileRule(258, 32, _gemini_image, 20 * MB, 20 * MB),
+    # inline files: the whole request under 20 MB; by the Files API, 2 GB a file
+    # (https://ai.google.dev/gemini-api/docs/files), a PDF 50 MB
+    # (https://ai.google.dev/gemini-api/docs/document-processing), counted toward no request
+    "gemini": FileRule(
+        258,
+        32,
+        _gemini_image,
+        20 * MB,
+        20 * MB,
+        kind_bytes=(("pdf", 50 * MB),),
+        upload_file_bytes=2_000 * MB,
+        uploads_count=False,
+    ),
     # Claude on Bedrock, held to Bedrock's own limits, not Anthropic's: at most 20 images of
     # 3.75 MB and 5 documents of 4.5 MB a message, and no URL source
     # (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Message.html)
@@ -205,6 +224,8 @@ def _uploaded_file(part: dict[str, Any], uploaded: Uploaded) -> Found | None:
         return None
     uri = str(linked.get("fileUri") or linked.get("file_uri") or "")
     held = uploaded(uri)
+    if held is None and FILES_API_URI.search(uri):  # Google: 403 for a file gone or unknown
+        raise FileProblem(f"the File {uri.rsplit('/', 1)[-1]} does not exist or has expired")
     if held is None:
         return None
     mime = linked.get("mimeType") or linked.get("mime_type")
@@ -301,8 +322,21 @@ def received_files(
         found = _part_file(part, fetching, uploaded)
         if found is not None:
             mime, data, url = found
-            files.append(Received(_kind(mime), data, url))
+            files.append(Received(_kind(mime), data, url, _names_upload(part)))
     return files
+
+
+def _names_upload(part: dict[str, Any]) -> bool:
+    """Whether a file part names an uploaded file: a chat ``file`` part's ``file_id``, a
+    ``fileData`` part's Files API URI."""
+    file = part.get("file") if part.get("type") == "file" else None
+    linked = part.get("fileData") or part.get("file_data")
+    uri = (
+        str(linked.get("fileUri") or linked.get("file_uri") or "")
+        if isinstance(linked, dict)
+        else ""
+    )
+    return (isinstance(file, dict) and "file_id" in file) or bool(FILES_API_URI.search(uri))
 
 
 def carries_files(content: Any) -> bool:
@@ -348,24 +382,31 @@ def _encoded(file: Received) -> int:
     return 4 * math.ceil(len(file.data) / 3)
 
 
+def _sent_bytes(file: Received) -> int:
+    """What a file adds to its request: its bytes by upload, else base64-encoded."""
+    return len(file.data) if file.uploaded else _encoded(file)
+
+
 def check_files(files: list[Received], rule: FileRule) -> None:
     """`FileProblem` for a file of an unknown kind, over the per-file limit (its kind's, if
-    the rule has one), more files of a kind than the rule takes, or files over the
-    per-request limit."""
+    the rule has one; an uploaded one's own, by its bytes), more files of a kind than the rule
+    takes, or files over the per-request limit (uploaded ones where they count)."""
     for file in files:
         if file.kind == "unknown":
             raise FileProblem("the file is not a PDF, an image or audio")
-        limit = dict(rule.kind_bytes).get(file.kind, rule.max_file_bytes)
-        if _encoded(file) > limit:
+        own = rule.upload_file_bytes if file.uploaded else None
+        limit = dict(rule.kind_bytes).get(file.kind, own or rule.max_file_bytes)
+        if _sent_bytes(file) > limit:
             raise FileProblem(
-                f"a file of {_encoded(file):,} bytes is over the limit of {limit:,} bytes per "
-                f"file ({file.kind})"
+                f"a file of {_sent_bytes(file):,} bytes is over the limit of {limit:,} bytes "
+                f"per file ({file.kind})"
             )
     for kind, most in rule.kind_counts:
         count = sum(f.kind == kind for f in files)
         if count > most:
             raise FileProblem(f"{count} files of kind {kind} are over the limit of {most}")
-    total = sum(_encoded(f) for f in files if f.url is None)
+    counted = [f for f in files if f.url is None and (rule.uploads_count or not f.uploaded)]
+    total = sum(_sent_bytes(f) for f in counted)
     if total > rule.max_request_bytes:
         raise FileProblem(
             f"the request's files are {total:,} bytes, over the limit of "

@@ -259,8 +259,7 @@ class State:
         """The bytes of the Gemini file a ``fileData`` part names (its ``uri``, ending in
         ``files/<id>``), None when it names none uploaded here."""
         name = "files/" + uri.rsplit("files/", 1)[-1] if "files/" in uri else ""
-        with self.gemini.lock:
-            stored = self.gemini.files.get(name)
+        stored = self.gemini.file(name, time.time())
         return stored.path.read_bytes() if stored is not None else None
 
     def uploaded_bytes(self, file_id: str) -> bytes | None:

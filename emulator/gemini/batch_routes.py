@@ -43,7 +43,7 @@ def _inline_requests(config: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]
 
 
 def _file_requests(state: State, name: str) -> tuple[list[Any], str | None] | Response:
-    stored = state.gemini.files.get(name)
+    stored = state.gemini.file(name, time.time())
     if stored is None:
         return gemini_error(404, f"Input file {name} not found. Upload it with the Files API.")
     return gb.read_file_requests(stored.path)

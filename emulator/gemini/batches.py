@@ -51,6 +51,11 @@ class GeminiFile:
     created: float
     path: Path
     source: str = "UPLOADED"
+    retention_s: float = FILE_RETENTION_SECONDS
+
+    @property
+    def expires(self) -> float:
+        return self.created + self.retention_s
 
     def as_json(self, base_url: str) -> dict[str, Any]:
         base = base_url.rstrip("/")
@@ -61,7 +66,7 @@ class GeminiFile:
             "sizeBytes": str(self.size),
             "createTime": timestamp(self.created),
             "updateTime": timestamp(self.created),
-            "expirationTime": timestamp(self.created + FILE_RETENTION_SECONDS),
+            "expirationTime": timestamp(self.expires),
             "uri": f"{base}/v1beta/{self.name}",
             "state": "ACTIVE",
             "source": self.source,
@@ -80,6 +85,7 @@ class Upload:
     size: int
     path: Path
     received: int = 0
+    name: str = ""  # the name asked for at start; "": one is made at finalize
 
 
 @dataclass(eq=False)
@@ -127,6 +133,17 @@ class GeminiStore:
         self.uploads: dict[str, Upload] = {}
         self.batches: dict[str, GeminiBatch] = {}
         self.lock = threading.RLock()
+
+    def file(self, name: str, now: float) -> GeminiFile | None:
+        """The file ``name`` unless deleted; one past its ``expirationTime`` is deleted now,
+        as Google deletes a file 48 hours after its upload."""
+        with self.lock:
+            stored = self.files.get(name)
+            if stored is None or stored.expires > now:
+                return stored
+            del self.files[name]
+        stored.path.unlink(missing_ok=True)
+        return None
 
 
 def read_file_requests(path: Path) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:

@@ -4,6 +4,7 @@ Auth is the ``x-goog-api-key`` header (or ``?key=``); errors are Google's envelo
 ``{"error": {"code", "message", "status"}}``. Paths are the ones ``google-genai`` calls.
 """
 
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -110,24 +111,48 @@ async def _start_upload(request: Request) -> Response:
         meta = (await request.json() or {}).get("file") or {}
     except ValueError:
         meta = {}
+    name = str(meta.get("name") or "")
+    if (refused := _refused_name(state, name)) is not None:
+        return refused
     upload_id = new_id("up")
     state.gemini.uploads[upload_id] = gb.Upload(
         display_name=str(meta.get("displayName") or ""),
         mime_type=str(headers.get("x-goog-upload-header-content-type") or "application/jsonl"),
         size=size,
         path=state.new_path(),
+        name=name,
     )
     url = f"{str(request.base_url).rstrip('/')}/upload/v1beta/files?upload_id={upload_id}"
     url += "&upload_protocol=resumable"
     return Response(b"", headers={"x-goog-upload-url": url, "x-goog-upload-status": "active"})
 
 
+#: A ``File``'s ID (its name after ``files/``), when chosen at create: "up to 40 characters that
+#: are lowercase alphanumeric or dashes (-)", not starting or ending with a dash
+#: (https://ai.google.dev/api/files#File).
+FILE_ID = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,38}[a-z0-9])?")
+
+
+def _refused_name(state: State, name: str) -> Response | None:
+    """The refusal of a ``File`` name asked for at create: malformed, or taken by a file
+    that still lives (None: the name is free, or none was asked for)."""
+    if not name:
+        return None
+    file_id = name.removeprefix("files/")
+    if not name.startswith("files/") or FILE_ID.fullmatch(file_id) is None:
+        rule = "up to 40 lowercase letters, digits or dashes after files/, no dash at either end"
+        return gemini_error(400, f"Invalid file name {name!r}: {rule}.")
+    if state.gemini.file(name, time.time()) is not None:
+        return gemini_error(409, f"File {name} already exists.")
+    return None
+
+
 def _finalize(request: Request, state: State, upload_id: str, session: gb.Upload) -> Response:
     state.gemini.uploads.pop(upload_id, None)
-    name = f"files/{new_id('')[:12].lower()}"
+    name = session.name or f"files/{new_id('')[:12].lower()}"
     stored = gb.GeminiFile(
-        name, session.display_name or name, session.mime_type,
-        session.received, time.time(), session.path,
+        name, session.display_name or name, session.mime_type, session.received, time.time(),
+        session.path, retention_s=state.config.gemini_file_retention_s,
     )  # fmt: skip
     with state.gemini.lock:
         state.gemini.files[name] = stored
@@ -138,7 +163,7 @@ def _finalize(request: Request, state: State, upload_id: str, session: gb.Upload
 
 def _file_or_404(request: Request) -> gb.GeminiFile | Response:
     name = "files/" + request.path_params["file_id"]
-    stored = state_of(request).gemini.files.get(name)
+    stored = state_of(request).gemini.file(name, time.time())
     return stored if stored is not None else gemini_error(404, f"File {name} not found.")
 
 

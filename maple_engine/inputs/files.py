@@ -12,8 +12,9 @@ is taken for an image) and goes as the provider's URL part for that kind
 stops the job the same way. A URL that fails fails its row (``invalid_file``), checked again
 only before a retry (`maple_engine.inputs.images`).
 
-Each row gets its encoded parts (``FILE_PARTS``: every part preceded by a comma, "" for none)
-and the tokens the provider bills for them (``FILE_TOKENS``, by its own rule).
+Each row gets its encoded parts (``FILE_PARTS``: every part preceded by a comma, "" for none),
+the same as its request key holds them (``FILE_KEY_PARTS``: a file's digest where an upload's
+reference goes) and the tokens the provider bills for them (``FILE_TOKENS``, by its own rule).
 """
 
 import hashlib
@@ -25,8 +26,9 @@ import orjson
 import polars as pl
 
 from maple_engine.errors import ConfigError
+from maple_engine.inputs.file_reads import FileReads
 from maple_engine.inputs.sources import BLOCK_ROWS, iter_blocks
-from maple_engine.inputs.uploads import FileUploads
+from maple_engine.inputs.uploads import FileUploads, keyed_ref
 from maple_engine.model import FILE_TOKENS, ROW_ID
 from maple_engine.providers.file_inputs import AttachedFile, FileInputs
 from maple_engine.providers.file_types import HEAD_BYTES, KIND_NAMES, FileKind, sniff, url_type
@@ -36,6 +38,9 @@ from maple_engine.storage.s3 import S3Settings
 from maple_engine.storage.storage import filesystem_for
 
 FILE_PARTS = "_maple_file_parts"
+#: The parts a row's request key is computed over: ``FILE_PARTS`` with each upload's reference
+#: replaced by its file's digest (`maple_engine.inputs.uploads.keyed_ref`).
+FILE_KEY_PARTS = "_maple_file_key_parts"
 #: Rows a block of a job with files holds while its requests are encoded (the files' bytes are
 #: in them, base64): `block_rows`.
 FILE_BLOCK_ROWS = 256
@@ -74,16 +79,20 @@ def _identity(cell: str, s3: S3Settings | None) -> bytes:
     return f"{cell}:{info.get('size')}:{tag}".encode() + b"\0"
 
 
-def content_identities(block: pl.DataFrame, spec: JobSpec) -> pl.DataFrame:
+def content_identities(
+    block: pl.DataFrame, spec: JobSpec, reads: FileReads | None = None
+) -> pl.DataFrame:
     """``block`` with each file cell replaced by what its request part is made from: a local
     or S3 file's name (the last path part, which OpenAI's part names it by) and a digest of
     its bytes, a URL as written. A row's digest over these (`maple_engine.plan.row_digests`)
     is unchanged while its files' bytes are, whatever their paths or modification times; a
-    file that cannot be read is its cell (its row is rendered, and refused there)."""
+    file that cannot be read is its cell (its row is rendered, and refused there). The files
+    are read through ``reads`` where given, which keeps them for the block's encoding."""
     if not spec.file_columns:
         return block
     columns = list(dict.fromkeys(spec.file_columns))
     seen: dict[str, str] = {}
+    reads = reads or FileReads(held=0)
 
     def identity(value: Any) -> str | None:
         cell = None if value is None else str(value).strip()
@@ -91,7 +100,7 @@ def content_identities(block: pl.DataFrame, spec: JobSpec) -> pl.DataFrame:
             return cell
         if cell not in seen:
             try:
-                digest = hashlib.sha256(read_file(cell)).hexdigest()
+                digest = hashlib.sha256(reads.read(cell)).hexdigest()
             except (OSError, ValueError):
                 digest = "unreadable"
             seen[cell] = f"{cell.rstrip('/').rsplit('/', 1)[-1]}:{digest}"
@@ -120,19 +129,13 @@ def provider_files(spec: JobSpec) -> FileInputs:
     return files
 
 
-def read_file(cell: str) -> bytes:
-    """The bytes of a local path or ``s3://`` key."""
-    fs, path = filesystem_for(cell)
-    with fs.open(path, "rb") as handle:
-        data: bytes = handle.read()
-    return data
-
-
-def attached(row: int, column: str, cell: str, spec: JobSpec, files: FileInputs) -> AttachedFile:
+def attached(  # noqa: PLR0917  (the cell, where it is, and what reads it)
+    row: int, column: str, cell: str, spec: JobSpec, files: FileInputs, reads: FileReads
+) -> AttachedFile:
     """The file of one cell, read and checked (`ConfigError` naming the row and the file)."""
     where = f"Row {row}, --file-column {column}: {cell[:200]}"
     try:
-        data = read_file(cell)
+        data = reads.read(cell)
     except (OSError, ValueError) as exc:  # missing, unreadable, no such bucket or key
         raise ConfigError(
             f"{where} cannot be read ({type(exc).__name__}: {str(exc)[:200]}): fix the path "
@@ -150,47 +153,92 @@ def attached(row: int, column: str, cell: str, spec: JobSpec, files: FileInputs)
             f"{spec.provider} does not take: use "
             f"{one_of(lambda c: c.files is not None and kind.kind in c.files.kinds)}."
         )
-    file = AttachedFile(name=cell.rstrip("/").rsplit("/", 1)[-1], type=kind, data=data)
-    limit = files.max_bytes(kind.kind)
-    if file.encoded_bytes > limit:
+    return AttachedFile(name=cell.rstrip("/").rsplit("/", 1)[-1], type=kind, data=data)
+
+
+def check_size(
+    where: str, file: AttachedFile, by_id: bool, spec: JobSpec, files: FileInputs
+) -> None:
+    """`ConfigError` for a file over the provider's per-file limit: its encoded size inline,
+    its bytes uploaded."""
+    size, limit = (len(file.data) if by_id else file.encoded_bytes), files.max_bytes(file.type.kind)
+    if size > limit:
+        sent = "uploaded" if by_id else "encoded"
         raise ConfigError(
-            f"{where} is {file.encoded_bytes:,} bytes encoded, over --provider "
-            f"{spec.provider}'s limit of {limit:,} bytes per file ({KIND_NAMES[kind.kind]}; "
-            f"{files.docs}): shrink or split the file."
+            f"{where} is {size:,} bytes {sent}, over --provider {spec.provider}'s limit of "
+            f"{limit:,} bytes per file ({KIND_NAMES[file.type.kind]}; {files.docs}): shrink or "
+            "split the file."
         )
-    return file
 
 
-def row_parts(
-    row: int, cells: dict[str, Any], spec: JobSpec, files: FileInputs, uploads: FileUploads | None
-) -> tuple[str, int]:
-    """One row's encoded parts (each preceded by a comma) and their tokens; a file the
-    provider takes by id goes up through ``uploads`` where given."""
-    parts: list[dict[str, Any]] = []
-    tokens = encoded = 0
+def row_parts(  # noqa: PLR0917  (the row, what it sends, and how its files are had)
+    row: int,
+    cells: dict[str, Any],
+    spec: JobSpec,
+    files: FileInputs,
+    uploads: FileUploads | None,
+    reads: FileReads,
+) -> tuple[str, str, int]:
+    """One row's encoded parts as sent and as keyed (each part preceded by a comma; they
+    differ where a file goes by its upload's reference, which the keyed parts hold as the
+    file's digest) and their tokens; a file the provider takes by id goes up through
+    ``uploads`` where given."""
+    sent: list[dict[str, Any]] = []
+    keyed: list[dict[str, Any]] = []
+    tokens = 0
     counts: Counter[FileKind] = Counter()
+    read: list[tuple[str, AttachedFile]] = []
     for column, value in cells.items():
         cell = "" if value is None else str(value).strip()
         if not cell:
             continue
         if cell.startswith(URL_PREFIXES):
             part, kind = url_part(row, column, cell, spec, files)
-            parts.append(part)
+            sent.append(part)
+            keyed.append(part)
             tokens += files.url_tokens(kind)
             counts[kind] += 1
             continue
-        file = attached(row, column, cell, spec, files)
+        read.append(
+            (
+                f"Row {row}, --file-column {column}: {cell[:200]}",
+                attached(row, column, cell, spec, files, reads),
+            )
+        )
+    by_id = files.sent_by_id([file for _, file in read]) if uploads is not None else set()
+    encoded = 0
+    for index, (where, file) in enumerate(read):
         counts[file.type.kind] += 1
-        if uploads is not None and files.id_part is not None and files.sent_by_id(file):
-            parts.append(files.id_part(uploads.file_id(file)))
-        else:
-            parts.append(files.part(file))
+        check_size(where, file, index in by_id, spec, files)
         tokens += files.tokens(file)
-        encoded += file.encoded_bytes
+        encoded += files.request_bytes(file, index in by_id)
+        if index in by_id and uploads is not None and files.id_part is not None:
+            sent.append(files.id_part(uploads.file_ref(file), file))
+            keyed.append(files.id_part(keyed_ref(file), file))
+        else:
+            sent.append(files.part(file))
+            keyed.append(sent[-1])
+    _check_request(row, cells, spec, files, encoded, counts)
+    return _joined(sent), _joined(keyed) if by_id else "", tokens
+
+
+def _joined(parts: list[dict[str, Any]]) -> str:
+    return "".join("," + orjson.dumps(part).decode() for part in parts)
+
+
+def _check_request(  # noqa: PLR0917  (the row, what it sends, and what it adds up to)
+    row: int,
+    cells: dict[str, Any],
+    spec: JobSpec,
+    files: FileInputs,
+    encoded: int,
+    counts: Counter[FileKind],
+) -> None:
+    """`ConfigError` for a row whose files are over the provider's per-request limits."""
     if encoded > files.max_request_bytes:
         raise ConfigError(
             f"Row {row}'s files ({', '.join(str(v) for v in cells.values() if v)[:300]}) add "
-            f"up to {encoded:,} bytes encoded, over --provider {spec.provider}'s limit of "
+            f"up to {encoded:,} bytes sent, over --provider {spec.provider}'s limit of "
             f"{files.max_request_bytes:,} bytes per request ({files.docs}): send fewer or "
             "smaller files per row."
         )
@@ -201,8 +249,6 @@ def row_parts(
                 f"{spec.provider}'s limit of {most} a request ({files.docs}): send fewer per "
                 "row."
             )
-    encoded_parts = "".join("," + orjson.dumps(part).decode() for part in parts)
-    return encoded_parts, tokens
 
 
 def url_part(
@@ -234,17 +280,26 @@ def _rows(block: pl.DataFrame, columns: list[str]) -> Iterator[dict[str, Any]]:
 
 
 def with_files(
-    block: pl.DataFrame, spec: JobSpec, uploads: FileUploads | None = None
+    block: pl.DataFrame,
+    spec: JobSpec,
+    uploads: FileUploads | None = None,
+    reads: FileReads | None = None,
 ) -> pl.DataFrame:
     """``block`` (with ``ROW_ID``) plus each row's encoded file parts and their tokens (the
-    files the provider takes by id uploaded through ``uploads``; None: every file inline); the
-    block as it is for a job without file columns."""
+    files the provider takes by id uploaded through ``uploads``; None: every file inline;
+    files read through ``reads``, which may hold them from the block's plan); the block as it
+    is for a job without file columns."""
     if not spec.file_columns:
         return block
     files = provider_files(spec)
     columns = list(dict.fromkeys(spec.file_columns))
-    made = [row_parts(row.pop(ROW_ID), row, spec, files, uploads) for row in _rows(block, columns)]
+    reads = reads or FileReads()
+    made = [
+        row_parts(row.pop(ROW_ID), row, spec, files, uploads, reads)
+        for row in _rows(block, columns)
+    ]
     return block.with_columns(
-        pl.Series(FILE_PARTS, [parts for parts, _ in made], dtype=pl.String),
-        pl.Series(FILE_TOKENS, [tokens for _, tokens in made], dtype=pl.Int64),
+        pl.Series(FILE_PARTS, [sent for sent, _, _ in made], dtype=pl.String),
+        pl.Series(FILE_KEY_PARTS, [keyed or sent for sent, keyed, _ in made], dtype=pl.String),
+        pl.Series(FILE_TOKENS, [tokens for _, _, tokens in made], dtype=pl.Int64),
     )

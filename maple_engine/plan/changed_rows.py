@@ -28,6 +28,7 @@ import polars as pl
 
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.checks import check_input_schema, check_rows
+from maple_engine.inputs.file_reads import FileReads
 from maple_engine.inputs.files import block_rows
 from maple_engine.inputs.sources import iter_blocks
 from maple_engine.inputs.uploads import file_uploads
@@ -168,6 +169,7 @@ def _spill_changed(
     _, max_bytes = shard_limits(spec, job.wire)
     aligned = AlignedDigests(job.state.storage, spec.name, earlier.number) if earlier else None
     uploads = file_uploads(job.state.storage, spec.provider, job.wire)
+    reads = FileReads()  # a block's files, read for its digests, kept for its encoding
     offset, carried = 0, []
     try:
         for block in iter_blocks(source, block_rows(job.spec), job.state.storage.s3):
@@ -177,18 +179,19 @@ def _spill_changed(
                     aligned = None  # the columns' types changed: every row is rendered
             if block.height == 0:
                 continue
-            found = row_digests(block, digests.columns, spec)
+            found = row_digests(block, digests.columns, spec, reads)
             digests.add(block, found)
             same = unchanged(found, aligned.take(block.height) if aligned else None)
             ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64, eager=True)
             changed = block.with_columns(ids.alias(ROW_ID)).filter(pl.Series(~same))
             if changed.height:
-                prepared = prepare_rows(changed, spec, job.wire, uploads)
+                prepared = prepare_rows(changed, spec, job.wire, uploads, reads)
                 check_block(prepared, spec, max_bytes)
                 check_rows(prepared, spec)
                 spill.add(with_text(prepared, spec))
                 if kept is not None:
                     kept.add(prepared)
+            reads.clear()
             carried.append(same)
             offset += block.height
     finally:

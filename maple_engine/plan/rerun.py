@@ -11,6 +11,7 @@ import numpy as np
 import polars as pl
 
 from maple_engine.errors import ConfigError
+from maple_engine.inputs.file_reads import FileReads
 from maple_engine.inputs.files import block_rows
 from maple_engine.inputs.sources import iter_blocks, row_count
 from maple_engine.job import Job
@@ -157,11 +158,13 @@ def _cut(
         DigestWriter(storage, job.spec, version.number) as digests,
         KeySpill(storage, name, version.number) as spill,
     ):
+        reads = FileReads()  # a block's files, read for its requests, kept for its digests
 
         def on_block(block: pl.DataFrame) -> None:
             spill.add(with_text(block, job.spec))
             if isinstance(source, str):  # only a file's next version reads them
-                digests.add(block, row_digests(block, digests.columns, job.spec))
+                digests.add(block, row_digests(block, digests.columns, job.spec, reads))
+            reads.clear()
 
         shards = write_shards(
             storage,
@@ -171,6 +174,7 @@ def _cut(
             key_for=version.shard_key,
             on_block=on_block,
             size=sizing.size if sizing else None,
+            reads=reads,
         )
     rows = shards[-1].last_row + 1
     if before_planning is not None:

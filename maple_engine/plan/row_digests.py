@@ -26,6 +26,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from maple_engine.inputs.file_reads import FileReads
 from maple_engine.inputs.files import content_identities
 from maple_engine.inputs.templates import parse_template, template_columns
 from maple_engine.model import ROW_ID
@@ -52,14 +53,19 @@ def digest_columns(spec: JobSpec) -> list[str]:
     return [*columns, *dict.fromkeys(more)]  # a column once
 
 
-def row_digests(block: pl.DataFrame, columns: list[str], spec: JobSpec | None = None) -> Digests:
+def row_digests(
+    block: pl.DataFrame,
+    columns: list[str],
+    spec: JobSpec | None = None,
+    reads: FileReads | None = None,
+) -> Digests:
     """One 64-bit digest per row of ``block``'s ``columns`` (nulls and types included); with
     ``spec``'s file columns, of its files' names and bytes, not their paths
-    (`maple_engine.inputs.files.content_identities`)."""
+    (`maple_engine.inputs.files.content_identities`, its files read through ``reads``)."""
     if not columns:
         return np.zeros(block.height, np.uint64)
     if spec is not None:
-        block = content_identities(block, spec)
+        block = content_identities(block, spec, reads)
     return block.select(pl.struct(columns).hash(seed=0)).to_series().to_numpy()
 
 

@@ -9,7 +9,8 @@ import polars as pl
 from maple_engine.crashpoints import crash_point
 from maple_engine.errors import ConfigError
 from maple_engine.inputs.checks import check_input_schema, check_rows
-from maple_engine.inputs.files import FILE_PARTS, with_files
+from maple_engine.inputs.file_reads import FileReads
+from maple_engine.inputs.files import FILE_KEY_PARTS, FILE_PARTS, with_files
 from maple_engine.inputs.templates import parse_template, render_expr
 from maple_engine.inputs.uploads import FileUploads, file_uploads
 from maple_engine.model import CUSTOM_ID, KEY, REQUEST, ROW_ID, ShardInfo, shard_key
@@ -42,29 +43,42 @@ def prepare_block(
     spec: JobSpec,
     provider: Wire,
     uploads: FileUploads | None = None,
+    *,
+    reads: FileReads | None = None,
 ) -> pl.DataFrame:
     """Add row id, custom id, the encoded request, its request key and its size (``_size``);
-    files the provider takes by id go up through ``uploads`` (`maple_engine.inputs.uploads`)."""
+    files the provider takes by id go up through ``uploads`` (`maple_engine.inputs.uploads`),
+    files are read through ``reads`` where given."""
     ids = pl.int_range(offset, offset + block.height, dtype=pl.Int64)
-    return prepare_rows(block.with_columns(ids.alias(ROW_ID)), spec, provider, uploads)
+    return prepare_rows(block.with_columns(ids.alias(ROW_ID)), spec, provider, uploads, reads)
 
 
 def prepare_rows(
-    block: pl.DataFrame, spec: JobSpec, provider: Wire, uploads: FileUploads | None = None
+    block: pl.DataFrame,
+    spec: JobSpec,
+    provider: Wire,
+    uploads: FileUploads | None = None,
+    reads: FileReads | None = None,
 ) -> pl.DataFrame:
-    """`prepare_block` for rows that carry their row id already (``ROW_ID``)."""
+    """`prepare_block` for rows that carry their row id already (``ROW_ID``); their files
+    read through ``reads`` where given (which may hold them from the block's plan)."""
     parts = parse_template(spec.template)
     image = pl.col(spec.image_column).cast(pl.String) if spec.image_column else None
     files = pl.col(FILE_PARTS) if spec.file_columns else None
     body = provider.body_expr(request_spec(spec), render_expr(parts), image, files)
-    framed = with_files(block, spec, uploads).with_columns(
+    keyed = body
+    if spec.file_columns:  # an upload's reference keyed as its file's digest
+        keyed = provider.body_expr(
+            request_spec(spec), render_expr(parts), image, pl.col(FILE_KEY_PARTS)
+        )
+    framed = with_files(block, spec, uploads, reads).with_columns(
         pl.concat_str([pl.lit("r"), pl.col(ROW_ID).cast(pl.String)]).alias(CUSTOM_ID),
         body.alias(REQUEST),
+        request_key(spec.provider, keyed).alias(KEY),
     )
     if spec.file_columns:
-        framed = framed.drop(FILE_PARTS)
+        framed = framed.drop(FILE_PARTS, FILE_KEY_PARTS)
     return framed.with_columns(
-        request_key(spec.provider, pl.col(REQUEST)).alias(KEY),
         provider.line_bytes_expr(pl.col(CUSTOM_ID), pl.col(REQUEST)).cast(pl.Int64).alias("_size"),
     )
 
@@ -104,17 +118,19 @@ def checked_blocks(
     provider: Wire,
     max_bytes: int,
     uploads: FileUploads | None = None,
+    *,
+    reads: FileReads | None = None,
 ) -> Iterator[tuple[int, pl.DataFrame]]:
     """Each non-empty input block as the job encodes it (``prepare_block``, its files taken by
-    id through ``uploads``), with its first row's offset, after the checks that must pass
-    before anything is uploaded."""
+    id through ``uploads`` and read through ``reads``), with its first row's offset, after the
+    checks that must pass before anything is uploaded."""
     offset = 0
     for block in blocks:
         if offset == 0:
             check_input_schema(block.schema, spec)
         if block.height == 0:
             continue
-        prepared = prepare_block(block, offset, spec, provider, uploads)
+        prepared = prepare_block(block, offset, spec, provider, uploads, reads=reads)
         check_block(prepared, spec, max_bytes)
         check_rows(prepared, spec)
         yield offset, prepared
@@ -130,14 +146,16 @@ def write_shards(
     key_for: Callable[[int], str] = shard_key,
     on_block: Callable[[pl.DataFrame], None] | None = None,
     size: int | None = None,
+    reads: FileReads | None = None,
 ) -> list[ShardInfo]:
     """Stream blocks into shard files; memory holds at most one shard plus one block.
 
     ``key_for`` names the shard at an index; ``on_block`` sees every prepared block; ``size``
-    caps the requests per shard below the limits (`maple_engine.submit.sizing`)."""
+    caps the requests per shard below the limits (`maple_engine.submit.sizing`); ``reads``
+    reads the blocks' files (``on_block`` may read them again from it)."""
     _, max_bytes = shard_limits(spec, provider)
     uploads = file_uploads(storage, spec.provider, provider)
-    checked = checked_blocks(blocks, spec, provider, max_bytes, uploads)
+    checked = checked_blocks(blocks, spec, provider, max_bytes, uploads, reads=reads)
     prepared = (block for _, block in checked)
     seen = prepared if on_block is None else _seen(prepared, on_block)
     shards = cut_shards(storage, spec, seen, provider, key_for=key_for, size=size)

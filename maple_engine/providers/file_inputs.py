@@ -10,16 +10,40 @@ recording's seconds); the emulator bills by the same rules.
 
 import base64
 import dataclasses
+import functools
+import hashlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from maple_engine.providers.file_types import FileKind, FileType, audio_seconds, image_size
 from maple_engine.providers.file_types import pdf_pages as count_pages
 
 MB = 1_000_000
+#: An upload that expires is sent only while it has half its life or this long left, whichever
+#: is less (a batch may take a day to run): `reusable`.
+REUSE_MARGIN_S = 24 * 3600
 #: How a URL file's tokens are estimated (`FileInputs.url_tokens`), as the dry run says.
 URL_ESTIMATE = "an image as 1024 x 1024, a PDF as one page, audio as a minute"
+
+
+@dataclasses.dataclass(frozen=True)
+class UploadedFile:
+    """A file uploaded for use in requests: ``ref``, what a request names it by (OpenAI's file
+    id, Gemini's file URI), when the provider deletes it (epoch seconds; None: never) and when
+    it was made."""
+
+    ref: str
+    expires: float | None = None
+    created: float | None = None
+
+    def reusable(self, now: float) -> bool:
+        """Whether the upload may still be sent: it never expires, or it has half its life
+        or `REUSE_MARGIN_S` left, whichever is less."""
+        if self.expires is None:
+            return True
+        life = self.expires - (self.created if self.created is not None else now)
+        return self.expires - now > min(REUSE_MARGIN_S, life / 2)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -29,6 +53,11 @@ class AttachedFile:
     name: str
     type: FileType
     data: bytes
+
+    @functools.cached_property
+    def digest(self) -> str:
+        """The SHA-256 of its bytes (hex): what names its upload and stands for it in keys."""
+        return hashlib.sha256(self.data).hexdigest()
 
     @property
     def base64(self) -> str:
@@ -59,7 +88,11 @@ class FileInputs:
     per page, ``audio_tokens_per_s`` per second, ``image_tokens(width, height)`` per image
     (``url_tokens`` for a URL, unread); ``kind_limits``: a kind's own smaller per-file limit,
     and ``kind_counts`` the most files of a kind in one request, where the provider documents
-    them; ``upload_over``: PDFs larger go by id (``id_part``)."""
+    them. Where the provider uploads (``id_part`` set: the part naming an uploaded file), files
+    of ``upload_kinds`` go by id: each over ``upload_over`` bytes (encoded), then the largest
+    of a request's others until its inline files fit ``inline_budget``; ``uploads_count``: the
+    files sent by id count toward ``max_request_bytes`` by their bytes (else only the inline
+    files, base64-encoded, do)."""
 
     kinds: frozenset[FileKind]
     max_file_bytes: int
@@ -73,14 +106,35 @@ class FileInputs:
     kind_limits: tuple[tuple[FileKind, int], ...] = ()
     kind_counts: tuple[tuple[FileKind, int], ...] = ()
     url_kinds: frozenset[FileKind] = frozenset({"image"})
+    upload_kinds: frozenset[FileKind] = frozenset()
     upload_over: int | None = None
-    id_part: Callable[[str], dict[str, Any]] | None = None
+    inline_budget: int | None = None
+    uploads_count: bool = True
+    id_part: Callable[[str, AttachedFile], dict[str, Any]] | None = None
 
-    def sent_by_id(self, file: AttachedFile) -> bool:
-        """Whether ``file`` is a PDF over ``upload_over`` bytes (encoded), uploaded and sent by
-        its id (``id_part``) where the provider uploads."""
-        over = self.upload_over is not None and file.encoded_bytes > self.upload_over
-        return over and file.type.kind == "pdf" and self.id_part is not None
+    def sent_by_id(self, files: Sequence[AttachedFile]) -> set[int]:
+        """The indexes of a request's ``files`` uploaded and sent by id where the provider
+        uploads: those of ``upload_kinds`` over ``upload_over``, then the largest others of
+        those kinds until the inline rest is within ``inline_budget``."""
+        if self.id_part is None:
+            return set()
+        takes = [i for i, f in enumerate(files) if f.type.kind in self.upload_kinds]
+        over = self.upload_over
+        chosen = {i for i in takes if over is not None and files[i].encoded_bytes > over}
+        inline = sum(f.encoded_bytes for i, f in enumerate(files) if i not in chosen)
+        for i in sorted(set(takes) - chosen, key=lambda i: -files[i].encoded_bytes):
+            if self.inline_budget is None or inline <= self.inline_budget:
+                break
+            chosen.add(i)
+            inline -= files[i].encoded_bytes
+        return chosen
+
+    def request_bytes(self, file: AttachedFile, by_id: bool) -> int:
+        """What ``file`` adds toward ``max_request_bytes``: its encoded size inline; sent by
+        id, its bytes where uploads count (else nothing)."""
+        if not by_id:
+            return file.encoded_bytes
+        return len(file.data) if self.uploads_count else 0
 
     def max_bytes(self, kind: FileKind) -> int:
         """The most bytes (base64-encoded) one file of ``kind`` may be."""

@@ -32,7 +32,7 @@ from maple_engine.providers.base import (
     RequestSpec,
 )
 from maple_engine.providers.file_inputs import FileInputs
-from maple_engine.providers.http import retry_after_seconds
+from maple_engine.providers.http import make_client, retry_after_seconds
 from maple_engine.providers.rules import NO_RULES, RequestRules
 from maple_engine.settings import DEFAULT_STORAGE
 
@@ -198,6 +198,10 @@ class RealtimeProvider(ProviderModel):
     def url_of(self, path: str) -> str:
         """The URL of a request to the API path ``path`` (one with a query appends it)."""
         return self.resolved_base_url().rstrip("/") + path
+
+    def control_client(self) -> httpx.Client:
+        """A client for the API's control calls (a file upload), outside the sending lane."""
+        return make_client(self.resolved_base_url(), self.request_headers(), self.timeout_s)
 
     def body_expr(
         self,

@@ -209,8 +209,8 @@ def test_an_embedding_batch_from_a_file_and_its_limits(emulator: EmulatorServer)
 
 def test_a_file_part_takes_a_files_api_upload_by_its_uri(gemini: genai.Client) -> None:
     """A PDF uploaded by the Files API goes in ``generateContent`` as a ``fileData`` part by
-    its ``uri``: the reply names its bytes and its page is billed; a URI naming no upload is
-    left alone (not fetched, no file)."""
+    its ``uri``: the reply names its bytes and its page is billed; a Files API URI naming no
+    upload (never made, or deleted) is refused."""
     pdf = b"%PDF-1.4\n1 0 obj << /Type /Page >> endobj\n%%EOF\n"
     uploaded = gemini.files.upload(
         file=io.BytesIO(pdf), config=types.UploadFileConfig(mime_type="application/pdf")
@@ -223,5 +223,31 @@ def test_a_file_part_takes_a_files_api_upload_by_its_uri(gemini: genai.Client) -
     assert reply.usage_metadata is not None
     assert (reply.usage_metadata.prompt_token_count or 0) >= 258  # the page
     other = types.Part.from_uri(file_uri=uploaded.uri + "-gone", mime_type="application/pdf")
-    missing = gemini.models.generate_content(model=MODEL, contents=["Summarise", other])
-    assert missing.text is not None and "[file" not in missing.text
+    with pytest.raises(errors.ClientError, match="does not exist or has expired"):
+        gemini.models.generate_content(model=MODEL, contents=["Summarise", other])
+
+
+def test_a_file_named_at_create_is_got_by_that_name_until_it_expires(
+    make_emulator: MakeEmulator,
+) -> None:
+    """A ``File`` may be named at create (up to 40 lowercase letters, digits or dashes after
+    ``files/``): got by that name, refused a second create while it lives, and deleted at its
+    ``expirationTime`` (the emulator keeps it 2 s here, Google 48 hours)."""
+    pdf = b"%PDF-1.4\n1 0 obj << /Type /Page >> endobj\n%%EOF\n"
+    with make_emulator(gemini_file_retention_s=2) as server:
+        gemini = client_for(server)
+        config = types.UploadFileConfig(name="files/maple-abc", mime_type="application/pdf")
+        made = gemini.files.upload(file=io.BytesIO(pdf), config=config)
+        assert made.name == "files/maple-abc" and made.expiration_time is not None
+        assert gemini.files.get(name="files/maple-abc").uri == made.uri
+        with pytest.raises(errors.ClientError, match="already exists"):
+            gemini.files.upload(file=io.BytesIO(pdf), config=config)
+        bad = types.UploadFileConfig(name="files/-Maple", mime_type="application/pdf")
+        with pytest.raises(errors.ClientError, match="Invalid file name"):
+            gemini.files.upload(file=io.BytesIO(pdf), config=bad)
+        time.sleep(2.2)
+        with pytest.raises(errors.ClientError, match="not found"):
+            gemini.files.get(name="files/maple-abc")
+        part = types.Part.from_uri(file_uri=str(made.uri), mime_type="application/pdf")
+        with pytest.raises(errors.ClientError, match="has expired"):
+            gemini.models.generate_content(model=MODEL, contents=["Summarise", part])

@@ -276,9 +276,12 @@ def test_files_over_the_limits_are_refused_before_anything_is_sent(
         "5000000",
     )
     assert "Row 0" in over and "big.wav" in over and "5,000,000 bytes" in over, over
-    table = pl.DataFrame({"title": ["a"], "file": [big], "more": [big]})
-    both = bad_run(tmp_path, server, table, "gemini", "--file-column", "more")
-    assert "Row 0" in both and "20,000,000 bytes per request" in both, both
+    # Claude takes 32 MB of files a request and uploads none: three 12 MB PDFs are over
+    sheet = local(tmp_path, "sheet.pdf", pdf_bytes(["big"]) + b"%" + b"0" * 9_000_000)
+    table = pl.DataFrame({"title": ["a"], "file": [sheet], "more": [sheet], "most": [sheet]})
+    extra = ("--file-column", "more", "--file-column", "most")
+    both = bad_run(tmp_path, server, table, "anthropic", *extra)
+    assert "Row 0" in both and "32,000,000 bytes per request" in both, both
 
 
 def test_a_file_url_that_fails_is_invalid_file_and_checked_before_its_retry(
@@ -625,45 +628,3 @@ def test_claude_on_bedrock_takes_at_most_five_documents_a_request(tmp_path: Path
         with_files(block, spec)
     five = spec.model_copy(update={"file_columns": columns[:5]})
     assert with_files(block.drop(columns[-1]), five)[FILE_TOKENS].to_list() == [5 * 1_600]
-
-
-@pytest.mark.slow  # ~30 s: three maple processes (a dry run, a kill, a rerun) on 8 MB PDFs
-def test_large_pdfs_go_up_once_and_are_sent_by_file_id(tmp_path: Path) -> None:
-    """A PDF over 10 MB encoded is uploaded (purpose ``user_data``) and sent by ``file_id``:
-    once however many rows send it, and once across a kill after the upload, before its id
-    was recorded; a small PDF stays inline. Each row is answered from its own file."""
-    big = pdf_bytes(["a large spec sheet"]) + b"%" + b"0" * 8_000_000
-    small = pdf_bytes(["a small one"])
-    big_path, small_path = local(tmp_path, "big.pdf", big), local(tmp_path, "small.pdf", small)
-    table = pl.DataFrame(
-        {
-            "title": ["a", "b", "c"],
-            "file": [big_path, small_path, big_path],
-            "expect": [f"[file pdf {digest(d)}]" for d in (big, small, big)],
-        }
-    )
-    source, out = tmp_path / "in.csv", tmp_path / "out.csv"
-    table.write_csv(source)
-    args = (
-        "enrich", str(source), "--prompt", "Describe {title}", "--model", "gpt-4o-mini",
-        "--provider", "emulator", "--file-column", "file", "--storage", str(tmp_path / "store"),
-        "--output", str(out), "--poll-interval", "0.05", "--job", "big", "--quiet",
-    )  # fmt: skip
-    with EmulatorServer(EmulatorConfig(batch_seconds=0.05)) as server:
-        dry = maple(*args, "--dry-run", url=server.url)
-        assert dry.returncode == 0, dry.stderr
-        assert server.stats()["files_uploaded"] == 0  # a dry run uploads nothing
-        killed = maple(*args, url=server.url, MAPLE_CRASH_AT="file_uploaded")
-        assert killed.returncode == -9, killed.stderr
-        again = maple(*args, url=server.url)
-        assert again.returncode == 0, again.stderr
-        stats = server.stats()
-        listed = httpx.get(
-            f"{server.url}/v1/files",
-            params={"purpose": "user_data"},
-            headers={"Authorization": "Bearer k"},
-        ).json()["data"]
-    assert [f["filename"] for f in listed] == [f"maple-{hashlib.sha256(big).hexdigest()[:32]}.pdf"]
-    assert stats["files_uploaded"] == 2  # the PDF once, and the batch file
-    assert (stats["file_parts"], stats["requests_billed"]) == (3, 3)
-    answered_from_own_files(out, table)

@@ -40,9 +40,11 @@ from maple_engine.providers.base import (
     rows_frame,
 )
 from maple_engine.providers.batch_api import BatchProviderBasics, jsonl, wrapped_bytes_expr
+from maple_engine.providers.file_inputs import AttachedFile, UploadedFile
 from maple_engine.providers.gemini import params
 from maple_engine.providers.gemini.api import get_batch, list_batches, request, upload_file
 from maple_engine.providers.gemini.file_parts import FILES
+from maple_engine.providers.gemini.user_files import user_file
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
     CACHING,
@@ -121,6 +123,11 @@ class GeminiBatchProvider(BatchProviderBasics, ProviderModel):
 
     def check_credentials(self) -> None:
         gemini_api_key(self.api_key)
+
+    def upload_user_file(self, digest: str, file: AttachedFile) -> UploadedFile:
+        """``file`` uploaded by the Files API for ``fileData`` parts (`user_files.user_file`)."""
+        with self._client() as client:
+            return user_file(client, digest, file, self.max_retries)
 
     def _new_client(self) -> httpx.Client:
         headers = {"x-goog-api-key": gemini_api_key(self.api_key)} | self.extra_headers

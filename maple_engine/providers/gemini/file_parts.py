@@ -6,8 +6,10 @@ names; ``inline_data``/``mime_type`` in its snake-case form); a URL cell is a
 audio alike (the file-input-methods page below), its ``mimeType`` (a field the API's
 ``FileData`` type marks required) the one its extension names, none for a URL without a
 known extension. The whole request must stay under 20 MB with its inline files
-(https://ai.google.dev/gemini-api/docs/file-input-methods); larger media go through the Files
-API, which Maple does not use yet.
+(https://ai.google.dev/gemini-api/docs/file-input-methods): where a row's files would not fit
+`INLINE_BUDGET`, the largest go up by the Files API (`user_files`, 2 GB a file, kept 48 hours:
+https://ai.google.dev/gemini-api/docs/files) and are sent as ``fileData`` parts naming their
+URI. A PDF may be 50 MB (https://ai.google.dev/gemini-api/docs/document-processing).
 
 Tokens (https://ai.google.dev/gemini-api/docs/tokens): an image both of whose sides are at most
 384 pixels is 258 tokens, a larger one 258 per 768 x 768 tile; a PDF page is 258
@@ -24,17 +26,26 @@ from maple_engine.providers.file_types import FileType
 MIME_TYPES = {"audio/mpeg": "audio/mp3"}
 
 
+def gemini_mime(type_: FileType) -> str:
+    """The MIME type Gemini documents for a file of ``type_``."""
+    return MIME_TYPES.get(type_.mime, type_.mime)
+
+
 def file_part(file: AttachedFile) -> dict[str, Any]:
     """The ``inlineData`` part of one file."""
-    mime = MIME_TYPES.get(file.type.mime, file.type.mime)
-    return {"inlineData": {"mimeType": mime, "data": file.base64}}
+    return {"inlineData": {"mimeType": gemini_mime(file.type), "data": file.base64}}
+
+
+def id_part(uri: str, file: AttachedFile) -> dict[str, Any]:
+    """The ``fileData`` part of a file uploaded by the Files API, by its URI."""
+    return {"fileData": {"fileUri": uri, "mimeType": gemini_mime(file.type)}}
 
 
 def url_part(url: str, type_: FileType | None) -> dict[str, Any]:
     """A URL cell: a file Gemini fetches, of the MIME type its extension names."""
     if type_ is None:
         return {"fileData": {"fileUri": url}}
-    return {"fileData": {"fileUri": url, "mimeType": MIME_TYPES.get(type_.mime, type_.mime)}}
+    return {"fileData": {"fileUri": url, "mimeType": gemini_mime(type_)}}
 
 
 def image_tokens(width: int, height: int) -> int:
@@ -44,10 +55,14 @@ def image_tokens(width: int, height: int) -> int:
     return 258 * tiles(width, height, 768)
 
 
+#: The inline files' share of a request under Gemini's 20 MB (base64-encoded): a megabyte is
+#: left for the prompt, the system text and the schema.
+INLINE_BUDGET = 19 * MB
+
 FILES = FileInputs(
     kinds=frozenset({"pdf", "image", "audio"}),
-    max_file_bytes=20 * MB,
-    max_request_bytes=20 * MB,
+    max_file_bytes=2_000 * MB,  # the Files API's per-file limit
+    max_request_bytes=20 * MB,  # inline; uploaded files count toward none
     part=file_part,
     url_part=url_part,
     pdf_page_tokens=258,
@@ -55,4 +70,9 @@ FILES = FileInputs(
     image_tokens=image_tokens,
     docs="https://ai.google.dev/gemini-api/docs/file-input-methods",
     url_kinds=frozenset({"pdf", "image", "audio"}),
+    kind_limits=(("pdf", 50 * MB),),
+    upload_kinds=frozenset({"pdf", "image", "audio"}),
+    inline_budget=INLINE_BUDGET,
+    uploads_count=False,
+    id_part=id_part,
 )

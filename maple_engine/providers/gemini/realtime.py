@@ -18,9 +18,11 @@ from pydantic import Field
 from maple_engine.failures import FailureClass
 from maple_engine.model import BATCH_PRICED_PREFIX, CHAT, EMBEDDING, PRIORITY_PREFIX
 from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
+from maple_engine.providers.file_inputs import AttachedFile, UploadedFile
 from maple_engine.providers.gemini import params
 from maple_engine.providers.gemini.api import retry_wait
 from maple_engine.providers.gemini.file_parts import FILES
+from maple_engine.providers.gemini.user_files import user_file
 from maple_engine.providers.gemini.wire import (
     API_VERSION,
     CACHING,
@@ -94,6 +96,11 @@ class GeminiRealtimeProvider(RealtimeProvider):
 
     def auth_headers(self) -> dict[str, str]:
         return {"x-goog-api-key": gemini_api_key(self.api_key)}
+
+    def upload_user_file(self, digest: str, file: AttachedFile) -> UploadedFile:
+        """``file`` uploaded by the Files API for ``fileData`` parts (`user_files.user_file`)."""
+        with self.control_client() as client:
+            return user_file(client, digest, file, self.max_attempts)
 
     def body_expr(
         self,

@@ -32,17 +32,17 @@ from maple_engine.providers.batch_api import (
     wrapped_bytes_expr,
 )
 from maple_engine.providers.extra_body import form_fields
+from maple_engine.providers.file_inputs import AttachedFile, UploadedFile
 from maple_engine.providers.http import LOOKUP_DEPTH, download, make_client, request
 from maple_engine.providers.lost import LOST
 from maple_engine.providers.openai import billing, wire
 from maple_engine.providers.openai.file_parts import FILES
 from maple_engine.providers.openai.lines import parse_result_file
 from maple_engine.providers.openai.params import RULES
+from maple_engine.providers.openai.user_files import upload, user_file
 from maple_engine.settings import api_key_env
 
 LIST_PAGE = 100
-#: The purpose of a file uploaded to be sent in requests by id (a large PDF, `file_parts`).
-USER_DATA = "user_data"
 #: A batch create answered so made nothing: a refusal of the request, not a busy service.
 REFUSED_CREATE = frozenset({400, 401, 403, 404, 422})
 # The fields of the batch create and the upload form Maple sets (``--extra-body`` adds others).
@@ -224,59 +224,19 @@ class OpenAIBatchProvider(BatchProviderBasics, RestBatchCalls, ProviderModel):
             what = f"delete file {file_id}"
             request(client, "DELETE", f"/files/{file_id}", what=what, max_retries=1, window_s=0)
 
-    def upload_user_file(self, file_name: str, data: bytes) -> str:
-        """The id of ``data`` uploaded for use in requests (purpose ``user_data``) as
-        ``file_name``: an earlier upload of that name and size if there is one (a name made
-        from the bytes' digest stands for those bytes), else a new one."""
-        query = {"purpose": USER_DATA, "order": "desc", "limit": LOOKUP_DEPTH}
+    def upload_user_file(self, digest: str, file: AttachedFile) -> UploadedFile:
+        """``file`` uploaded for use in requests (`user_files.user_file`)."""
         with self._client() as client:
-            found = self._uploaded(client, file_name, len(data), query)
-            if found is not None:
-                return str(found["id"])
-            return self._upload(client, file_name, data, USER_DATA, f"upload {file_name}", query)
+            return user_file(client, digest, file, form_fields(self.extra_body), self.max_retries)
 
-    def _upload(  # noqa: PLR0917  (the file, its purpose, and how to find it again)
-        self,
-        client: httpx.Client,
-        file_name: str,
-        data: bytes,
-        purpose: str,
-        what: str,
-        query: dict[str, Any] | None = None,
+    def _upload(
+        self, client: httpx.Client, file_name: str, data: bytes, purpose: str, what: str
     ) -> str:
-        """The id of ``data`` uploaded as ``file_name`` with ``purpose``; an upload whose
-        answer is lost is looked up by name and size (in ``query``'s listing) before it is
-        sent again."""
-        mime = "application/jsonl" if file_name.endswith(".jsonl") else "application/pdf"
-        upload = request(
-            client,
-            "POST",
-            "/files",
-            what=what,
-            max_retries=self.max_retries,
-            files={"file": (file_name, data, mime)},
-            data={**form_fields(self.extra_body), "purpose": purpose},
-            made=lambda: self._uploaded(client, file_name, len(data), query),
-        )
-        return str(upload.json()["id"])
-
-    def _uploaded(
-        self, client: httpx.Client, file_name: str, size: int, query: dict[str, Any] | None = None
-    ) -> dict[str, Any] | None:
-        """The file named ``file_name`` of ``size`` bytes among the newest uploaded (of
-        ``query``'s listing; the batch files' by default), if any."""
-        listed = request(
-            client,
-            "GET",
-            "/files",
-            what=f"look up upload {file_name}",
-            max_retries=self.max_retries,
-            params=query or self._files_query(file_name),
-        ).json()
-        for item in listed.get("data") or []:
-            if item.get("filename") == file_name and int(item.get("bytes") or -1) == size:
-                return dict(item)
-        return None
+        """The id of ``data`` uploaded as ``file_name`` with ``purpose`` (found again by name
+        where its answer is lost)."""
+        form = {**form_fields(self.extra_body), "purpose": purpose}
+        query = self._files_query(file_name)
+        return upload(client, file_name, data, form, query, self.max_retries, what)
 
     def _files_query(self, file_name: str) -> dict[str, Any]:
         """The query listing the newest uploads, where ``file_name`` would be."""

@@ -16,9 +16,10 @@
   ``input_audio`` has no URL field. A PDF or audio URL is refused before anything is sent.
 - Files may add up to 50 MB to one request, and one file may be that large
   (https://developers.openai.com/api/docs/guides/file-inputs); a batch file is still 200 MB.
+  An uploaded file counts toward the 50 MB by its bytes, an inline one base64-encoded.
 - A PDF over `UPLOAD_OVER` goes up once by the Files API (purpose ``user_data``) and is sent
   by its ``file_id`` (the same page: "Uploaded file ID (file_id)", PDF only for Chat
-  Completions), where the provider uploads (`maple_engine.inputs.uploads`).
+  Completions), on the batch API and in real time alike (`maple_engine.inputs.uploads`).
 """
 
 import math
@@ -46,7 +47,7 @@ def file_part(file: AttachedFile) -> dict[str, Any]:
 UPLOAD_OVER = 10 * MB
 
 
-def id_part(file_id: str) -> dict[str, Any]:
+def id_part(file_id: str, _file: AttachedFile) -> dict[str, Any]:
     """The chat content part of an uploaded PDF."""
     return {"type": "file", "file": {"file_id": file_id}}
 
@@ -74,6 +75,7 @@ FILES = FileInputs(
     image_tokens=image_tokens,
     docs="https://developers.openai.com/api/docs/guides/file-inputs",
     url_kinds=frozenset({"image"}),
+    upload_kinds=frozenset({"pdf"}),
     upload_over=UPLOAD_OVER,
     id_part=id_part,
 )

@@ -16,9 +16,11 @@ from pydantic import Field
 from maple_engine.failures import FailureClass, classify_http
 from maple_engine.model import CHAT, EMBEDDING
 from maple_engine.providers.base import Dialect, ProviderCapabilities, RequestSpec
+from maple_engine.providers.file_inputs import AttachedFile, UploadedFile
 from maple_engine.providers.http import error_detail, is_quota_error
 from maple_engine.providers.openai import params, wire
 from maple_engine.providers.openai.file_parts import FILES
+from maple_engine.providers.openai.user_files import user_file
 from maple_engine.providers.realtime import (
     Group,
     LimitHeaders,
@@ -72,6 +74,13 @@ class OpenAIRealtimeProvider(RealtimeProvider):
 
     def endpoint(self) -> str:
         return "/chat/completions"
+
+    def upload_user_file(self, digest: str, file: AttachedFile) -> UploadedFile:
+        """``file`` uploaded for use in requests (`user_files.user_file`): Chat Completions
+        takes an uploaded PDF's ``file_id`` in real time as in a batch
+        (https://developers.openai.com/api/docs/guides/file-inputs)."""
+        with self.control_client() as client:
+            return user_file(client, digest, file, {}, self.max_attempts)
 
     def resolved_base_url(self) -> str:
         return wire.openai_base_url(self.base_url)
