@@ -91,12 +91,13 @@ def parse_result_file(source: bytes | str, batch_id: str, parse_line: LineParser
     """All lines of one output or error file (its bytes, or the path of a downloaded file) as
     result rows: the chat completions and embeddings that succeeded first, then the rest, each
     in file order. A file is mapped into memory, not read, and decoded a block at a time: only
-    the rows are held."""
+    the rows are held (a decoded block's pages are let go)."""
     good: dict[str, list[Any]] = {name: [] for name in _FAST_COLUMNS}
     rest: list[bytes] = []
     with _mapped(source) as data:
         for start, end in _blocks(data):
             rest += _take_block(data, start, end, good)
+            _let_go(data, end)
     frame = _frame(good, batch_id)
     if not rest:
         return frame
@@ -118,6 +119,13 @@ def _mapped(source: bytes | str) -> Iterator[Data]:
             return
         with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             yield mapped
+
+
+def _let_go(data: Data, end: int) -> None:
+    """Drop the mapped file's pages before ``end`` from this process's memory (they stay in
+    the page cache): a file's pages would otherwise count in its RSS until it is unmapped."""
+    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        data.madvise(mmap.MADV_DONTNEED, 0, end - end % mmap.PAGESIZE)
 
 
 def _blocks(data: Data) -> Iterator[tuple[int, int]]:
