@@ -62,8 +62,7 @@ def only_changed_rows(job: Job, source: Any) -> bool:
     """True when this version's shards can hold only the rows to send."""
     if not isinstance(source, str) or not job.spec.reuse or job.spec.canary:
         return False
-    store = ResponseStore(job.state.storage, job.spec.name)
-    return any(store.files(bucket) for bucket in BUCKETS)
+    return ResponseStore(job.state.storage, job.spec.name).holds_records()
 
 
 #: Changed rows pass 1 keeps, rendered, for pass 2; past this many (a new prompt changes every

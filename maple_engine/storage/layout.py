@@ -48,9 +48,11 @@ Layout of one job ``<job>``::
                                         copied from; copied.bin: which rows (a bit each)
         versions/<n>/fill/<b>.parquet   row id and key of the rows not sent (filled at merge)
         versions/<n>/fills/<b>.parquet  those rows joined with their stored records, by row id
-    <job>/store/<b>/<shard>-a<n>.parquet
-                                        the response store (`maple_engine.storage.response_store`)
-                                        by key bucket: the outcomes attempt n made final
+    <job>/store/<shard>-a<n>.parquet   the response store (`maple_engine.storage.response_store`):
+                                        the outcomes attempt n made final, a row group per key
+                                        bucket; store/<b>/<shard>-a<n>.parquet: its records in
+                                        a file per key bucket <b>, as earlier Maples wrote them
+                                        (read; removed when the collection is written again)
     <job>/output/merged.<fmt>           the merged output when no --output is given
     <job>/bedrock/input/<stem>-<digest>.jsonl, <job>/bedrock/output/<stem>/
                                         Bedrock batch inference's input and output objects
@@ -223,10 +225,17 @@ class JobLayout:
     def version_fills(self, number: int, bucket: str) -> str:
         return join(self.version_fills_dir(number), f"{bucket}.parquet")
 
-    def store_bucket(self, bucket: str) -> str:
-        return join(self.job, "store", bucket)
+    def store_dir(self) -> str:
+        return join(self.job, "store")
 
-    def store_file(self, bucket: str, name: str) -> str:
+    def store_file(self, name: str) -> str:
+        return join(self.store_dir(), f"{name}.parquet")
+
+    def store_bucket(self, bucket: str) -> str:
+        """A key bucket's folder of the store's per-bucket files (`response_store`)."""
+        return join(self.store_dir(), bucket)
+
+    def store_bucket_file(self, bucket: str, name: str) -> str:
         return join(self.store_bucket(bucket), f"{name}.parquet")
 
 

@@ -1,5 +1,8 @@
+from pathlib import Path
+
 import orjson
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -178,3 +181,49 @@ def test_a_line_the_typed_decoder_refuses_is_parsed_alone() -> None:
     assert rows["response"].to_list() == ["AAAAPw==", vector_base64([0.5, 0.25]), "AACAPg=="]
     assert rows["status"].to_list() == ["succeeded"] * 3
     assert rows["input_tokens"].to_list() == [3, 3, 3]
+
+
+def _chat_line(i: int, status: int = 200) -> bytes:
+    body = {
+        "choices": [{"message": {"content": f"answer {i}"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": i},
+    }
+    if status != 200:
+        body = {"error": {"message": "boom", "type": "server_error", "code": None}}
+    line = {"custom_id": f"r{i}", "response": {"status_code": status, "body": body}}
+    return orjson.dumps(line)
+
+
+def test_a_file_of_many_blocks_parses_as_the_line_parser_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks end where lines do, whatever their size; a block with a blank line or a failed
+    line gives the same rows as the line parser (successes first, each in file order), from
+    a downloaded file as from bytes, its last line with or without a newline."""
+    from polars.testing import assert_frame_equal
+
+    from maple_engine.providers.openai import lines
+
+    monkeypatch.setattr(lines, "_BLOCK_BYTES", 300)  # two or three lines a block
+    raw = [_chat_line(i, 500 if i in (4, 11) else 200) for i in range(20)]
+    raw[7] += b"\n"  # a blank line
+    for content in (b"\n".join(raw), b"\n".join(raw) + b"\n"):
+        path = tmp_path / "out.jsonl"
+        path.write_bytes(content)
+        rows = lines.parse_result_file(str(path), "b", _parse_line)
+        assert_frame_equal(rows, lines.parse_result_file(content, "b", _parse_line))
+        assert_frame_equal(
+            rows.sort("custom_id"), lines._slow(content, "b", _parse_line).sort("custom_id")
+        )
+        order = [f"r{i}" for i in range(20) if i not in (4, 11)] + ["r4", "r11"]
+        assert rows["custom_id"].to_list() == order
+    (tmp_path / "empty.jsonl").write_bytes(b"")
+    assert lines.parse_result_file(str(tmp_path / "empty.jsonl"), "b", _parse_line).is_empty()
+
+
+def test_a_line_holding_two_values_is_refused_as_the_line_parser_refuses_it() -> None:
+    from maple_engine.providers.openai.lines import parse_result_file
+
+    content = b"\n".join([_chat_line(0), _chat_line(1) + _chat_line(2), _chat_line(3)])
+    with pytest.raises(orjson.JSONDecodeError):
+        parse_result_file(content, "b", _parse_line)

@@ -7,16 +7,20 @@ are skipped unread. Nothing decoded is left for the cyclic garbage collector: th
 hold no cycles and are not tracked, and a reply's arrays (choices, vectors) are tuples, which
 it stops tracking (as lists, the ones a block held were promoted and walked again and again:
 15-20% more CPU than pyarrow's JSON reader with a fixed schema, which this replaced, in a
-process holding the engine's modules; as tuples, 5-10% less). A line the types refuse (an
-unexpected type from some gateway, vectors as float lists) goes through the per-line Python
-parser, as do failed lines, usually few, and Responses API replies (their output a list of
-typed items).
+process holding the engine's modules; as tuples, 5-10% less). A downloaded file is mapped
+into memory and decoded in blocks of whole lines, one decoder call a block (no line is copied
+out of the file); a block whose values are not its lines one to one (a blank line, a line the
+types refuse) is decoded a line at a time. A line the types refuse (an unexpected type from
+some gateway, vectors as float lists) goes through the per-line Python parser, as do failed
+lines, usually few, and Responses API replies (their output a list of typed items).
 """
 
-import io
-import itertools
+import contextlib
+import mmap
+import os
+import re
 from collections.abc import Callable, Iterator
-from typing import IO, Any
+from typing import Any
 
 import msgspec
 import orjson
@@ -75,7 +79,10 @@ class _Line(msgspec.Struct, gc=False):
 
 _LINE = msgspec.json.Decoder(_Line)
 _REFUSED = FailureClass.REFUSED.value
-_BLOCK = 8_192
+#: a file is decoded this many bytes at a time (about 10,000 chat lines), each block ending
+#: at the end of a line
+_BLOCK_BYTES = 8 << 20
+_NEWLINE = re.compile(b"\n")
 
 LineParser = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -83,28 +90,86 @@ LineParser = Callable[[dict[str, Any]], dict[str, Any]]
 def parse_result_file(source: bytes | str, batch_id: str, parse_line: LineParser) -> pl.DataFrame:
     """All lines of one output or error file (its bytes, or the path of a downloaded file) as
     result rows: the chat completions and embeddings that succeeded first, then the rest, each
-    in file order. A file is read ``_BLOCK`` lines at a time: only the rows are held."""
+    in file order. A file is mapped into memory, not read, and decoded a block at a time: only
+    the rows are held (a decoded block's pages are let go)."""
     good: dict[str, list[Any]] = {name: [] for name in _FAST_COLUMNS}
     rest: list[bytes] = []
-    with _opened(source) as handle:
-        for raw in _blocks(handle):
-            for line, typed in zip(raw, _decoded(raw), strict=True):
-                if typed is None or not _add_success(typed, good):
-                    rest.append(line)
+    with _mapped(source) as data:
+        for start, end in _blocks(data):
+            rest += _take_block(data, start, end, good)
+            _let_go(data, end)
     frame = _frame(good, batch_id)
     if not rest:
         return frame
     return pl.concat([frame, _parsed(rest, batch_id, parse_line)])
 
 
-def _opened(source: bytes | str) -> IO[bytes]:
-    return io.BytesIO(source) if isinstance(source, bytes) else open(source, "rb")
+Data = bytes | mmap.mmap
 
 
-def _blocks(handle: IO[bytes]) -> Iterator[list[bytes]]:
-    """The file's non-blank lines, ``_BLOCK`` at a time."""
-    while block := list(itertools.islice(handle, _BLOCK)):
-        yield [line for line in block if line.strip()]
+@contextlib.contextmanager
+def _mapped(source: bytes | str) -> Iterator[Data]:
+    """The file's bytes: ``source`` itself, or the file at that path mapped read-only."""
+    if isinstance(source, bytes):
+        yield source
+        return
+    with open(source, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:  # an empty file cannot be mapped
+            yield b""
+            return
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            yield mapped
+
+
+def _let_go(data: Data, end: int) -> None:
+    """Drop the mapped file's pages before ``end`` from this process's memory (they stay in
+    the page cache): a file's pages would otherwise count in its RSS until it is unmapped."""
+    if isinstance(data, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED"):
+        data.madvise(mmap.MADV_DONTNEED, 0, end - end % mmap.PAGESIZE)
+
+
+def _blocks(data: Data) -> Iterator[tuple[int, int]]:
+    """Where each block of about ``_BLOCK_BYTES`` starts and ends, ending where a line does."""
+    start, size = 0, len(data)
+    while start < size:
+        end = data.find(b"\n", min(start + _BLOCK_BYTES, size) - 1) + 1 or size
+        yield start, end
+        start = end
+
+
+def _take_block(data: Data, start: int, end: int, columns: dict[str, list[Any]]) -> list[bytes]:
+    """Add the successes of the block ``data[start:end]`` to ``columns``; return its other
+    non-blank lines.
+
+    The block is decoded in one call, a value per line; one whose values are not its lines one
+    to one (a blank line, a line the types refuse) is decoded a line at a time."""
+    with memoryview(data) as whole, whole[start:end] as block:
+        try:
+            typed: list[_Line] | None = _LINE.decode_lines(block)
+        except msgspec.DecodeError:
+            typed = None
+    unended = data[end - 1 : end] != b"\n"  # the file's last line, without its newline
+    if typed is None or len(typed) != len(_NEWLINE.findall(data, start, end)) + unended:
+        lines = _lines_of(data[start:end])
+        return [
+            line
+            for line, one in zip(lines, _decoded(lines), strict=True)
+            if not _kept(one, columns)
+        ]
+    missed = [i for i, one in enumerate(typed) if not _add_success(one, columns)]
+    if not missed:
+        return []
+    lines = _lines_of(data[start:end])
+    return [lines[i] for i in missed]
+
+
+def _kept(line: _Line | None, columns: dict[str, list[Any]]) -> bool:
+    return line is not None and _add_success(line, columns)
+
+
+def _lines_of(block: bytes) -> list[bytes]:
+    """The block's non-blank lines."""
+    return [line for line in block.split(b"\n") if line.strip()]
 
 
 def _decoded(raw: list[bytes]) -> list[_Line | None]:
@@ -199,8 +264,8 @@ def _slow(source: bytes | str, batch_id: str, parse_line: LineParser) -> pl.Data
 
 def _lines(source: bytes | str) -> list[bytes]:
     """The non-blank lines of a file's bytes, or of the file at a path."""
-    with _opened(source) as handle:
-        return [line for block in _blocks(handle) for line in block]
+    with _mapped(source) as data:
+        return [line for start, end in _blocks(data) for line in _lines_of(data[start:end])]
 
 
 def _parsed(raw: list[bytes], batch_id: str, parse_line: LineParser) -> pl.DataFrame:
