@@ -101,16 +101,29 @@ def backfill_will_run(instance: dg.DagsterInstance, asset: dg.AssetKey) -> bool:
                 data is not None
                 and asset in data.target_subset.non_partitioned_asset_keys
                 and asset not in data.materialized_subset.non_partitioned_asset_keys
-                and not _materialized_by(instance, asset, backfill.backfill_id)
+                and not _materialized_by(
+                    instance, asset, backfill.backfill_id, backfill.backfill_timestamp
+                )
             ):
                 return True
     return False
 
 
-def _materialized_by(instance: dg.DagsterInstance, asset: dg.AssetKey, backfill: str) -> bool:
-    """Whether the latest materialization of ``asset`` is of a run of ``backfill``."""
-    records = instance.fetch_materializations(asset, limit=1).records
-    if not records:
-        return False
-    run = instance.get_run_by_id(records[0].run_id)
-    return run is not None and run.tags.get(BACKFILL_ID_TAG) == backfill
+def _materialized_by(
+    instance: dg.DagsterInstance, asset: dg.AssetKey, backfill: str, began: float
+) -> bool:
+    """Whether a run of ``backfill`` (launched at ``began``) has materialized ``asset``: any
+    materialization since, not only the latest (a sensor's run may have materialized it again
+    while the backfill's run goes on)."""
+    since = dg.AssetRecordsFilter(asset_key=asset, after_timestamp=began)
+    cursor = None
+    while True:
+        found = instance.fetch_materializations(since, limit=100, cursor=cursor)
+        runs = list({record.run_id for record in found.records})
+        if runs and instance.get_runs(
+            filters=dg.RunsFilter(run_ids=runs, tags={BACKFILL_ID_TAG: backfill}), limit=1
+        ):
+            return True
+        if not found.has_more:
+            return False
+        cursor = found.cursor
