@@ -28,7 +28,7 @@ from tests.e2e.distill_table import rule_label, write_items, write_schema
 from tests.integration.test_materialize_all import materialize_all
 
 pytestmark = [
-    pytest.mark.slow,  # two jobs, two rounds and a backfill: ~25-90 s when it passes
+    pytest.mark.slow,  # two jobs, two rounds and a backfill: ~30-50 s on 2 cores
     pytest.mark.timeout(300),
     pytest.mark.filterwarnings("ignore:Function `AssetSelection.sources`:DeprecationWarning"),
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),

@@ -19,7 +19,7 @@ from maple_assets.graph.shard_partitions import BEFORE_FIRST_CUT
 from tests.integration.dagster_processes import dagster_dev, dev_folder, graphql, wait_ready
 from tests.integration.test_sensor_chain import LAUNCH, merges
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # dagster dev and four runs: ~60 s
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]  # dagster dev and three runs: ~90 s
 DEFS = textwrap.dedent(
     """
     import os
