@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import dagster as dg
 
 from maple_assets.graph.names import JobKeys, dagster_name
-from maple_assets.graph.shard_partitions import backfill_will_run
+from maple_assets.graph.will_materialize import backfill_will_run
 
 #: the distilled job's own assets: the LLM job's input, and the job's output
 ROWS, DISTILLED = "distill_rows", "distilled"

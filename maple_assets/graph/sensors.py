@@ -26,12 +26,9 @@ from maple_assets.graph.listed import ListedStorage
 from maple_assets.graph.names import dagster_name
 from maple_assets.graph.revive import revive
 from maple_assets.graph.sensor_cursor import collecting, fresh_requests, merging, polled_at
-from maple_assets.graph.shard_partitions import (
-    BEFORE_FIRST_CUT,
-    backfill_will_run,
-    current_partitions,
-)
+from maple_assets.graph.shard_partitions import BEFORE_FIRST_CUT, current_partitions
 from maple_assets.graph.tags import run_tags
+from maple_assets.graph.will_materialize import backfill_will_run, partition_run_will_run
 from maple_engine.collect.retention import job_expiring
 from maple_engine.job import Job
 from maple_engine.policy import RetryPolicy
@@ -105,13 +102,15 @@ def enrichment_sensor(
         # collects and merges itself): maple_assets.graph.collect_ranges.
         daemon = bool(context.log_key)
         then = merged_key if daemon and _last_collects(job, wanted, raw_key) else None
+        merges = then is not None or any(r.asset_selection == [merged_key] for r in wanted)
+        if merges and instance and _merging_elsewhere(instance, merged_key, order or []):
+            then = None  # a "Materialize all" merges once all are final
+            wanted = [r for r in wanted if r.asset_selection != [merged_key]]
         held = collecting(context.cursor)
         wanted, ranges = gather_collects(wanted, raw_key, order, held, then)
         busy = [k for k in merging(context.cursor) if in_flight(instance, [k])]
         busy += [k for k, record in ranges.items() if "then" in record and k not in busy]
         if daemon and (busy or merged_for(job)):  # merged by a collect run, or soon
-            wanted = [r for r in wanted if r.asset_selection != [merged_key]]
-        if instance and backfill_will_run(instance, merged_key):  # it merges once all are final
             wanted = [r for r in wanted if r.asset_selection != [merged_key]]
         wanted, revived = revive(instance, wanted)  # runs that died for good
         for line in revived:
@@ -147,6 +146,16 @@ def _drop_superseded(
         return order
     current_partitions(instance, pdef_name, current, stages)
     return instance.get_dynamic_partitions(pdef_name)
+
+
+def _merging_elsewhere(
+    instance: dg.DagsterInstance, merged_key: dg.AssetKey, partitions: Sequence[str]
+) -> bool:
+    """Whether a "Materialize all" under way will materialize merged: an unfinished backfill,
+    or an unfinished run of one of the job's shard ``partitions`` (`will_materialize`)."""
+    return backfill_will_run(instance, merged_key) or partition_run_will_run(
+        instance, merged_key, partitions
+    )
 
 
 def _last_collects(job: Job, requests: list[dg.RunRequest], raw_key: dg.AssetKey) -> bool:

@@ -21,7 +21,6 @@ import dagster as dg
 from resources.dagster_private import (
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
-    BACKFILL_ID_TAG,
     PARTITION_NAME_TAG,
     BulkActionStatus,
 )
@@ -88,29 +87,3 @@ def run_targets(instance: dg.DagsterInstance) -> set[str]:
     runs = instance.get_runs(filters=dg.RunsFilter(statuses=UNFINISHED_RUNS))
     tags = (PARTITION_NAME_TAG, ASSET_PARTITION_RANGE_START_TAG, ASSET_PARTITION_RANGE_END_TAG)
     return {run.tags[tag] for run in runs for tag in tags if tag in run.tags}
-
-
-def backfill_will_run(instance: dg.DagsterInstance, asset: dg.AssetKey) -> bool:
-    """Whether an unfinished backfill targets the unpartitioned ``asset`` and has not yet
-    materialized it (a run of the backfill may have, before the run itself ends: the backfill
-    counts it only then)."""
-    for status in UNFINISHED:
-        for backfill in instance.get_backfills(status=status):
-            data = backfill.asset_backfill_data
-            if (
-                data is not None
-                and asset in data.target_subset.non_partitioned_asset_keys
-                and asset not in data.materialized_subset.non_partitioned_asset_keys
-                and not _materialized_by(instance, asset, backfill.backfill_id)
-            ):
-                return True
-    return False
-
-
-def _materialized_by(instance: dg.DagsterInstance, asset: dg.AssetKey, backfill: str) -> bool:
-    """Whether the latest materialization of ``asset`` is of a run of ``backfill``."""
-    records = instance.fetch_materializations(asset, limit=1).records
-    if not records:
-        return False
-    run = instance.get_run_by_id(records[0].run_id)
-    return run is not None and run.tags.get(BACKFILL_ID_TAG) == backfill

@@ -45,6 +45,29 @@ def dagster_dev(folder: Path, env: dict[str, str]) -> Iterator[int]:
             dev.wait(timeout=30)  # reaped: no "subprocess is still running" at teardown
 
 
+def dev_folder(folder: Path, defs: str, location: str, emulator: str, **env: str) -> dict[str, str]:
+    """Make ``folder`` a ``dagster dev`` project: ``defs`` as defs.py, a workspace.yaml naming
+    it code location ``location``, a throwaway instance home; return the environment to run it
+    in: this one without its Maple and AWS settings, the home, the storage root under
+    ``folder``, the emulator's URL ``emulator``, this repository on the path, and ``env``."""
+    (folder / "defs.py").write_text(defs)
+    (folder / "workspace.yaml").write_text(
+        f"load_from:\n  - python_file:\n      relative_path: defs.py\n"
+        f"      location_name: {location}\n"
+    )
+    home = folder / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("MAPLE_", "AWS_"))}
+    return clean | {
+        "DAGSTER_HOME": str(home),
+        "MAPLE_STORAGE": str(folder / "store"),
+        "MAPLE_EMULATOR_URL": emulator,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+        **env,
+    }
+
+
 def graphql(url: str, query: str, variables: dict[str, Any] | None = None) -> Any:
     body = orjson.dumps({"query": query, "variables": variables or {}})
     request = urllib.request.Request(

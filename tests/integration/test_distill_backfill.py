@@ -28,15 +28,7 @@ from tests.e2e.distill_table import rule_label, write_items, write_schema
 from tests.integration.test_materialize_all import materialize_all
 
 pytestmark = [
-    pytest.mark.slow,  # two jobs, two rounds and a backfill: ~25-90 s when it passes
-    # The backfill completed in 3 of 5 runs; in the others ``distilled`` waited out the
-    # timeout for the unsure rows' answers. Suspected: the distill sensor's rounds and
-    # ``distilled``'s wait
-    # compare materialization order (storage ids), and a repeated ``distill_rows`` whose LLM
-    # input is a version already merged brings no newer ``merged`` (the LLM job's sensor does
-    # not merge a merged version again). A fix would compare the LLM job's merged version
-    # with its current one instead.
-    pytest.mark.xfail(reason="the distilled backfill can wait forever (see above)", strict=False),
+    pytest.mark.slow,  # two jobs, two rounds and a backfill: ~30-50 s on 2 cores
     pytest.mark.timeout(300),
     pytest.mark.filterwarnings("ignore:Function `AssetSelection.sources`:DeprecationWarning"),
     pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),

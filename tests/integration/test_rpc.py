@@ -8,7 +8,6 @@ the runs carry ``maple/job``, and a bad spec fails its run at once with the CLI'
 nothing uploaded.
 """
 
-import os
 import textwrap
 import time
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from dagster_graphql import DagsterGraphQLClient
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from tests.integration.dagster_processes import dagster_dev, graphql, wait_ready
+from tests.integration.dagster_processes import dagster_dev, dev_folder, graphql, wait_ready
 
 pytestmark = [
     pytest.mark.slow,
@@ -57,21 +56,8 @@ FINISHED = {"SUCCESS", "FAILURE", "CANCELED"}
 @pytest.fixture
 def apps(tmp_path: Path) -> Iterator[dict[str, Any]]:
     """A code location with ``maple_job`` under ``dagster dev``, and the emulator it uses."""
-    (tmp_path / "defs.py").write_text(DEFS)
-    (tmp_path / "workspace.yaml").write_text(
-        "load_from:\n  - python_file:\n      relative_path: defs.py\n      location_name: apps\n"
-    )
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     with EmulatorServer(EmulatorConfig(batch_seconds=1.0)) as emulator:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("MAPLE_", "AWS_"))}
-        env |= {
-            "DAGSTER_HOME": str(home),
-            "MAPLE_STORAGE": str(tmp_path / "store"),
-            "MAPLE_EMULATOR_URL": emulator.url,
-            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-        }
+        env = dev_folder(tmp_path, DEFS, "apps", emulator.url)
         with dagster_dev(tmp_path, env) as port:
             wait_ready(f"http://127.0.0.1:{port}", tmp_path / "dev.log")
             yield {"port": port, "url": f"http://127.0.0.1:{port}", "emulator": emulator,

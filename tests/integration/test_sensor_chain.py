@@ -6,7 +6,6 @@ before them to pass validation go in the run of the admitted one, as a chain, in
 sensor tick and one run each. Every row once, nothing billed twice (the emulator's counters)."""
 
 import json
-import os
 import textwrap
 import time
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
-from tests.integration.dagster_processes import dagster_dev, graphql, wait_ready
+from tests.integration.dagster_processes import dagster_dev, dev_folder, graphql, wait_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 ROWS, PER_BATCH = 300, 50
@@ -68,23 +67,9 @@ def test_one_click_carries_a_small_job_to_merged_with_one_chained_submissions_ru
 ) -> None:
     table = tmp_path / "items.parquet"
     pl.DataFrame({"title": [f"item {i}" for i in range(ROWS)]}).write_parquet(table)
-    (tmp_path / "defs.py").write_text(DEFS)
-    (tmp_path / "workspace.yaml").write_text(
-        "load_from:\n  - python_file:\n      relative_path: defs.py\n      location_name: ui\n"
-    )
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     merged = tmp_path / "store" / "small" / "state" / "merged.json"
     with EmulatorServer(EmulatorConfig(batch_seconds=1.0)) as emulator:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("MAPLE_", "AWS_"))}
-        env |= {
-            "DAGSTER_HOME": str(home),
-            "MAPLE_STORAGE": str(tmp_path / "store"),
-            "MAPLE_EMULATOR_URL": emulator.url,
-            "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
-            "T_TABLE": str(table),
-        }
+        env = dev_folder(tmp_path, DEFS, "ui", emulator.url, T_TABLE=str(table))
         with dagster_dev(tmp_path, env) as port:
             url = f"http://127.0.0.1:{port}"
             wait_ready(url, tmp_path / "dev.log")

@@ -58,6 +58,7 @@ TESTS_READING_DAGSTER_INTERNALS = {
     "tests/integration/test_materialize_all.py": "a backfill as the UI stores it, run",
     "tests/integration/test_observed_inputs.py": "stale status as Dagster resolves it",
     "tests/integration/test_resource_config.py": "the repository snapshot the UI shows",
+    "tests/integration/test_will_materialize.py": "a backfill as the UI stores it",
 }
 
 
