@@ -25,7 +25,7 @@ from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
 from emulator.config import EmulatorConfig
 from emulator.server import EmulatorServer
 from tests.e2e.distill_table import rule_label, write_items, write_schema
-from tests.integration.test_materialize_all import materialize_all
+from tests.integration.test_materialize_all import SENSOR_LOOP, materialize_all
 
 pytestmark = [
     pytest.mark.slow,  # two jobs, two rounds and a backfill: ~30-50 s on 2 cores
@@ -57,32 +57,6 @@ DEFS = textwrap.dedent(
     """
 )
 
-# The daemon's sensor loop: every sensor of the code location ticked, each run it asks for
-# launched once, until the test says stop.
-DAEMON = textwrap.dedent(
-    """
-    import json
-    import runpy
-    import sys
-    import time
-    from pathlib import Path
-
-    import dagster as dg
-
-    from tests.integration.sensor_loop import tick_and_launch
-
-    code = runpy.run_path(sys.argv[1])
-    en, defs = code["items"], code["defs"]
-    stop = Path(sys.argv[2])
-    instance = dg.DagsterInstance.get()
-    launched = []
-    while not stop.exists():
-        tick_and_launch(en.sensors, defs, instance, launched)
-        time.sleep(0.2)
-    print(json.dumps(launched))
-    """
-)
-
 
 def test_materialize_all_takes_a_distilled_job_to_its_output(
     tmp_path: Path, monkeypatch: Any
@@ -90,7 +64,6 @@ def test_materialize_all_takes_a_distilled_job_to_its_output(
     items = write_items(tmp_path / "items.parquet", ROWS)
     write_schema(tmp_path / "schema.json")
     (tmp_path / "defs.py").write_text(DEFS, encoding="utf-8")
-    (tmp_path / "daemon.py").write_text(DAEMON, encoding="utf-8")
     (tmp_path / "home").mkdir()
     stop = tmp_path / "stop"
     with EmulatorServer(EmulatorConfig(batch_seconds=0.2, label_rule="keywords")) as server:
@@ -112,7 +85,7 @@ def test_materialize_all_takes_a_distilled_job_to_its_output(
             create_test_daemon_workspace_context(target, instance) as context,
         ):
             sensors = subprocess.Popen(
-                [sys.executable, str(tmp_path / "daemon.py"), str(tmp_path / "defs.py"), str(stop)],
+                [sys.executable, "-m", SENSOR_LOOP, str(tmp_path / "defs.py"), "items", str(stop)],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             )  # fmt: skip
             try:

@@ -116,49 +116,10 @@ def tick(en: Enrichment, resources: dict[str, Any], instance: dg.DagsterInstance
 # The daemon's sensor loop beside the backfill (the enrichment's sensor, ticked), in its own
 # process as the daemon's is (Dagster configures logging per run: two in-process runs in threads
 # of one process deadlock on it).
-DAEMON = textwrap.dedent(
-    """
-    import json
-    import runpy
-    import sys
-    import time
-    from pathlib import Path
-
-    import dagster as dg
-
-    code = runpy.run_path(sys.argv[1])
-    en, defs = code["tags"], code["defs"]
-    stop = Path(sys.argv[2])
-    instance = dg.DagsterInstance.get()
-    launched = []
-    while not stop.exists():
-        with (
-            dg.partition_loading_context(dynamic_partitions_store=instance),
-            dg.build_sensor_context(
-                instance=instance, resources=defs.resources, definitions=defs
-            ) as context,
-        ):
-            result = en.sensor.evaluate_tick(context)
-        for request in result.run_requests or []:
-            # the daemon's sensor asks for no merge once merged is there (merged_for); this
-            # loop, which cannot pass as the daemon, leaves merged to the backfill
-            if request.run_key in launched or ":merged:" in request.run_key:
-                continue
-            outcome = dg.materialize(
-                [*en.assets, *en.checks],
-                selection=request.asset_selection,
-                partition_key=request.partition_key,
-                instance=instance,
-                resources=defs.resources,
-                tags=request.tags,
-                run_config=request.run_config,
-            )
-            assert outcome.success, request.run_key
-            launched.append(request.run_key)
-        time.sleep(0.2)
-    print(json.dumps(launched))
-    """
-)
+#: the daemon's sensor loop, as a program (`tests.integration.sensor_loop`); here it launches
+#: no merge: the daemon's sensor asks for none once merged is there (merged_for), and this
+#: loop, which cannot pass as the daemon, leaves merged to the backfill
+SENSOR_LOOP = "tests.integration.sensor_loop"
 
 
 def test_materialize_all_after_an_edit_succeeds_and_reaches_merged(
@@ -171,6 +132,7 @@ def test_materialize_all_after_an_edit_succeeds_and_reaches_merged(
         "TEST_ITEMS": str(items),
         "MAPLE_STORAGE": str(tmp_path / "store"),
         "MAPLE_EMULATOR_URL": emulator_server.url,
+        "PYTHONPATH": str(Path(__file__).parents[2]),  # the sensor loop's program
     }.items():
         monkeypatch.setenv(name, value)
     en = declared(items)
@@ -193,9 +155,9 @@ def test_materialize_all_after_an_edit_succeeds_and_reaches_merged(
         sent = emulator_server.stats()["requests_received"]
         pl.DataFrame({"title": [f"rye {i}" for i in range(7)]}).write_parquet(items)  # version 2
 
-        (tmp_path / "daemon.py").write_text(DAEMON, encoding="utf-8")
         sensor = subprocess.Popen(
-            [sys.executable, str(tmp_path / "daemon.py"), str(tmp_path / "defs.py"), str(stop)],
+            [sys.executable, "-m", SENSOR_LOOP, str(tmp_path / "defs.py"), "tags", str(stop),
+             ":merged:"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         try:
