@@ -216,7 +216,13 @@ class AttemptRun:
         self.tokens = TokenEstimator(DEFAULT_OUTPUT_ESTIMATE)
         self.gate = Gate(provider.initial_concurrency, provider.max_concurrency)
         self.capacity = CapacityProbe()  # the bound while no limits are known
-        self.turns = Turns(self.pacer, self.tokens.estimate, lambda: self.halted)
+        self.turns: Turns[tuple[str, ...]] = Turns(
+            self.pacer,
+            self.tokens.estimate,
+            lambda: self.halted,
+            self._going,
+            self.checkpoints.unbilled,  # said sending, held back by a pause: unsent
+        )
         self.latency = 0.5
         self.url = ""
         self.successes = 0
@@ -285,6 +291,10 @@ class AttemptRun:
                 _interrupt()
             await self._share()
             await self._check_stop()
+
+    def _going(self, requests: list[tuple[str, ...]]) -> None:
+        """A group of requests released together: said sending in one log line first."""
+        self.checkpoints.sending([custom_id for ids in requests for custom_id in ids])
 
     def _drain(self) -> None:
         """Send nothing more; the requests in flight end as they are answered."""
@@ -527,13 +537,15 @@ class AttemptRun:
     ) -> tuple[list[Row], Failure | None]:
         await self.gate.acquire()
         try:
-            await self.turns.take(raw)
-            if self.halted:  # the job stopped while this request waited for its turn: unsent
+            # released with its group, the group said sending in the log (`_going`): a kill
+            # from then on leaves it billed, its answer lost
+            if not await self.turns.take(raw, custom_ids):  # the job stopped first: unsent
                 return [], None
-            if self.quota_message is not None:  # learned while this row waited for its turn
-                return [_quota(self.quota_message)], None
+            # the job stopped, or the quota was found spent, while it waited for its turn
+            if self.halted or self.quota_message is not None:
+                self.checkpoints.unbilled(custom_ids)  # unsent after all
+                return [] if self.halted else [_quota(str(self.quota_message))], None
             started = time.monotonic()
-            self.checkpoints.sending(custom_ids)  # a kill from here on: billed, answer lost
             try:
                 async with client.post(self.url, data=body.encode()) as answer:
                     if self.sending is not None:  # the provider has it: its answer has begun
