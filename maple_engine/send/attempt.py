@@ -181,8 +181,14 @@ class _Outage:
         return now - self.since < outage_window_s()
 
     def wait(self, asked: float | None) -> float:
-        backoff = backoff_seconds(self.tries - 1, cap=OUTAGE_BACKOFF_CAP_S)
-        return max(asked or 0.0, backoff) + backoff_seconds(0, base=0.05)
+        return _resend_after(asked, backoff_seconds(self.tries - 1, cap=OUTAGE_BACKOFF_CAP_S))
+
+
+def _resend_after(asked: float | None, backoff: float) -> float:
+    """The wait before a request is sent again: the server's (``asked``) or ``backoff``,
+    whichever is longer, plus up to 50 ms of jitter, so that requests failed together are not
+    all sent again together."""
+    return max(asked or 0.0, backoff) + backoff_seconds(0, base=0.05)
 
 
 class AttemptRun:
@@ -437,14 +443,13 @@ class AttemptRun:
         row's sends in all its attempts, the server's wait only a floor, so a provider without
         capacity (flex) is asked less and less often, at most once a minute per request,
         instead of as often as its short retry-after allows."""
-        jitter = backoff_seconds(0, base=0.05)
         if retry.capacity:
             before = self.budget.sends_before(custom_ids) if self.budget is not None else 0
             backoff = backoff_seconds(before + sends - 1, cap=CAPACITY_BACKOFF_CAP_S)
-            return max(retry.wait or 0.0, backoff) + jitter
+            return _resend_after(retry.wait, backoff)
         if retry.wait is not None:
-            return retry.wait + jitter
-        return backoff_seconds(sends - 1, cap=20.0) + jitter
+            return _resend_after(retry.wait, 0.0)
+        return _resend_after(None, backoff_seconds(sends - 1, cap=20.0))
 
     def _sends_allowed(self, failure_class: str, custom_ids: tuple[str, ...]) -> int:
         """How many sends this attempt may spend on a request that failed with ``failure_class``."""
