@@ -7,6 +7,7 @@
   (Anthropic's resets): `duration_seconds` and `seconds_until`, None for what they cannot read.
 """
 
+import functools
 import re
 from datetime import datetime
 
@@ -38,6 +39,7 @@ def parse_duration(text: str, what: str = "--deadline") -> float:
     return seconds
 
 
+@functools.lru_cache(maxsize=4096)  # every real-time answer has two; few distinct ones
 def duration_seconds(text: str) -> float | None:
     """Seconds in a server's duration (``1m2.5s``, ``17ms``, ``13s``) or plain number of
     seconds; None when it is neither."""

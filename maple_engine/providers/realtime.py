@@ -174,8 +174,14 @@ class RealtimeProvider(ProviderModel):
         default=6, description="Sends per request within one attempt (429/5xx/timeouts)."
     )
     timeout_s: float = Field(default=120.0, description="HTTP timeout per request, seconds.")
-    checkpoint_rows: int = Field(default=200, description="Rows per checkpoint chunk.")
-    checkpoint_seconds: float = Field(default=2.0, description="Seconds between chunk writes.")
+    checkpoint_rows: int = Field(
+        default=200,
+        description="Rows per checkpoint chunk (a local root, logging each row: 5000 at least).",
+    )
+    checkpoint_seconds: float = Field(
+        default=2.0,
+        description="Seconds between chunk writes (a local root, logging each row: 30 at least).",
+    )
     max_requests: int = Field(default=SHARD.max_requests, description="Requests per shard.")
     max_bytes: int = Field(default=SHARD.max_bytes, description="Encoded bytes per shard.")
 

@@ -181,8 +181,14 @@ class _Outage:
         return now - self.since < outage_window_s()
 
     def wait(self, asked: float | None) -> float:
-        backoff = backoff_seconds(self.tries - 1, cap=OUTAGE_BACKOFF_CAP_S)
-        return max(asked or 0.0, backoff) + backoff_seconds(0, base=0.05)
+        return _resend_after(asked, backoff_seconds(self.tries - 1, cap=OUTAGE_BACKOFF_CAP_S))
+
+
+def _resend_after(asked: float | None, backoff: float) -> float:
+    """The wait before a request is sent again: the server's (``asked``) or ``backoff``,
+    whichever is longer, plus up to 50 ms of jitter, so that requests failed together are not
+    all sent again together."""
+    return max(asked or 0.0, backoff) + backoff_seconds(0, base=0.05)
 
 
 class AttemptRun:
@@ -216,7 +222,13 @@ class AttemptRun:
         self.tokens = TokenEstimator(DEFAULT_OUTPUT_ESTIMATE)
         self.gate = Gate(provider.initial_concurrency, provider.max_concurrency)
         self.capacity = CapacityProbe()  # the bound while no limits are known
-        self.turns = Turns(self.pacer, self.tokens.estimate, lambda: self.halted)
+        self.turns: Turns[tuple[str, ...]] = Turns(
+            self.pacer,
+            self.tokens.estimate,
+            lambda: self.halted,
+            self._going,
+            self.checkpoints.unbilled,  # said sending, held back by a pause: unsent
+        )
         self.latency = 0.5
         self.url = ""
         self.successes = 0
@@ -285,6 +297,10 @@ class AttemptRun:
                 _interrupt()
             await self._share()
             await self._check_stop()
+
+    def _going(self, requests: list[tuple[str, ...]]) -> None:
+        """A group of requests released together: said sending in one log line first."""
+        self.checkpoints.sending([custom_id for ids in requests for custom_id in ids])
 
     def _drain(self) -> None:
         """Send nothing more; the requests in flight end as they are answered."""
@@ -427,14 +443,13 @@ class AttemptRun:
         row's sends in all its attempts, the server's wait only a floor, so a provider without
         capacity (flex) is asked less and less often, at most once a minute per request,
         instead of as often as its short retry-after allows."""
-        jitter = backoff_seconds(0, base=0.05)
         if retry.capacity:
             before = self.budget.sends_before(custom_ids) if self.budget is not None else 0
             backoff = backoff_seconds(before + sends - 1, cap=CAPACITY_BACKOFF_CAP_S)
-            return max(retry.wait or 0.0, backoff) + jitter
+            return _resend_after(retry.wait, backoff)
         if retry.wait is not None:
-            return retry.wait + jitter
-        return backoff_seconds(sends - 1, cap=20.0) + jitter
+            return _resend_after(retry.wait, 0.0)
+        return _resend_after(None, backoff_seconds(sends - 1, cap=20.0))
 
     def _sends_allowed(self, failure_class: str, custom_ids: tuple[str, ...]) -> int:
         """How many sends this attempt may spend on a request that failed with ``failure_class``."""
@@ -527,13 +542,15 @@ class AttemptRun:
     ) -> tuple[list[Row], Failure | None]:
         await self.gate.acquire()
         try:
-            await self.turns.take(raw)
-            if self.halted:  # the job stopped while this request waited for its turn: unsent
+            # released with its group, the group said sending in the log (`_going`): a kill
+            # from then on leaves it billed, its answer lost
+            if not await self.turns.take(raw, custom_ids):  # the job stopped first: unsent
                 return [], None
-            if self.quota_message is not None:  # learned while this row waited for its turn
-                return [_quota(self.quota_message)], None
+            # the job stopped, or the quota was found spent, while it waited for its turn
+            if self.halted or self.quota_message is not None:
+                self.checkpoints.unbilled(custom_ids)  # unsent after all
+                return [] if self.halted else [_quota(str(self.quota_message))], None
             started = time.monotonic()
-            self.checkpoints.sending(custom_ids)  # a kill from here on: billed, answer lost
             try:
                 async with client.post(self.url, data=body.encode()) as answer:
                     if self.sending is not None:  # the provider has it: its answer has begun

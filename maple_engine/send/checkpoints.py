@@ -3,23 +3,30 @@
 Layout under the storage root, per shard attempt (``prefix`` = ``<job>/state/<shard>/rt-<n>``)::
 
     chunk-00001.parquet   finished rows (RESULT_SCHEMA), written atomically every
-                          ``every_rows`` rows or ``every_s`` seconds
+                          ``every_rows`` rows or ``every_s`` seconds; on a local root, whose
+                          log already holds every row, every ``logged_rows`` rows or
+                          ``logged_s`` seconds at the most often
     wal-00002.jsonl       (local roots only) the rows finished since the last chunk, one JSON
-                          line each, written with one ``write`` per row as soon as it finishes;
-                          and before each request goes, a ``{"sending": [custom ids]}`` line
-                          (``{"unbilled": [...]}`` when it is answered with an error)
+                          line each; before the requests of a group go, one
+                          ``{"sending": [custom ids]}`` line (``{"unbilled": [...]}`` when a
+                          request is answered with an error, or did not go after all)
     lost-00002.json       the sends a killed run made whose answers it never recorded:
                           ``{custom_id: count}``, derived from a leftover log's lines
 
-A SIGKILL therefore loses only requests in flight: a finished row is in the log before the next
-request starts on that worker. Those requests were answered and billed, so they are sent again
-and billed twice; the log's ``sending`` lines tell which, and the attempt's cost entry books them
-at the usage of the answer that replaced them (``lost()``), so the ledger keeps the provider's
-bill. On an S3 root there is no append, so rows finished since the last chunk (at most
-``every_s`` seconds' worth) are sent again after a crash, unknown to the ledger. Opening the store
-compacts leftover logs into chunks first; reads dedupe by ``custom_id`` (first wins).
+The log is written to the operating system (no fsync: a SIGKILL, not a power cut) with one
+``write`` per group of lines: a ``sending`` line goes out at once with the lines waiting before it;
+an answer's line waits only for the end of the event-loop step it finished in, so that the answers
+finished in one step share a write, made before the loop waits on anything (outside an event loop,
+at once). A SIGKILL therefore loses only requests in flight: a finished row is in the log before
+the next request starts. Those requests were answered and billed, so they are sent again and billed
+twice; the log's ``sending`` lines tell which, and the attempt's cost entry books them at the usage
+of the answer that replaced them (``lost()``), so the ledger keeps the provider's bill. On an S3
+root there is no append, so rows finished since the last chunk (at most ``every_s`` seconds' worth)
+are sent again after a crash, unknown to the ledger. Opening the store compacts leftover logs into
+chunks first; reads dedupe by ``custom_id`` (first wins).
 """
 
+import asyncio
 import contextlib
 import os
 import time
@@ -36,6 +43,7 @@ from maple_engine.storage.storage import Storage
 
 _CHUNK, _WAL, _LOST = "chunk-", "wal-", "lost-"
 _SENDING, _UNBILLED = "sending", "unbilled"
+LOGGED_ROWS, LOGGED_S = 5000, 30.0  # a local root's chunks: its log keeps each row at once
 
 
 def _number(key: str) -> int:
@@ -45,15 +53,25 @@ def _number(key: str) -> int:
 
 class RowCheckpoints:
     def __init__(
-        self, storage: Storage, prefix: str, every_rows: int = 200, every_s: float = 2.0
+        self,
+        storage: Storage,
+        prefix: str,
+        every_rows: int = 200,
+        every_s: float = 2.0,
+        *,
+        logged_rows: int = LOGGED_ROWS,
+        logged_s: float = LOGGED_S,
     ) -> None:
         self.storage = storage
         self.prefix = prefix
-        self.every_rows = every_rows
-        self.every_s = every_s
+        logged = not storage.remote  # the log keeps each row: chunks only compact it
+        self.every_rows = max(every_rows, logged_rows) if logged else every_rows
+        self.every_s = max(every_s, logged_s) if logged else every_s
         self._buffer: list[dict[str, Any]] = []
         self._next = 1
         self._wal: IO[bytes] | None = None
+        self._lines: list[bytes] = []  # log lines not yet written
+        self._write_soon = False  # a write of ``_lines`` is due at the end of this loop step
         self._last_flush = time.monotonic()
         self._in_flight: Counter[str] = Counter()  # sends told by `sending`, not yet answered
 
@@ -138,18 +156,43 @@ class RowCheckpoints:
                 self._wal.write(orjson.dumps({_SENDING: list(self._in_flight.elements())}) + b"\n")
 
     def sending(self, custom_ids: Iterable[str]) -> None:
-        """A request for ``custom_ids`` is about to go (logged, so a kill leaves it known)."""
+        """Requests for ``custom_ids`` are about to go (written at once with the lines waiting,
+        so a kill leaves them known)."""
         ids = list(custom_ids)
         self._in_flight.update(ids)
         if self._wal is not None:
-            self._wal.write(orjson.dumps({_SENDING: ids}) + b"\n")
+            self._lines.append(orjson.dumps({_SENDING: ids}) + b"\n")
+            self.write_log()
 
     def unbilled(self, custom_ids: Iterable[str]) -> None:
-        """The request told by ``sending`` was answered with an error (nothing billed)."""
+        """The request told by ``sending`` was answered with an error, or did not go after all
+        (nothing billed)."""
         ids = list(custom_ids)
         self._answered(ids)
-        if self._wal is not None:
-            self._wal.write(orjson.dumps({_UNBILLED: ids}) + b"\n")
+        self._log({_UNBILLED: ids})
+
+    def _log(self, line: dict[str, Any]) -> None:
+        """Write ``line`` with the others of this event-loop step, at its end (at once outside
+        an event loop)."""
+        if self._wal is None:
+            return
+        self._lines.append(orjson.dumps(line) + b"\n")
+        if self._write_soon:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.write_log()
+            return
+        loop.call_soon(self.write_log)
+        self._write_soon = True
+
+    def write_log(self) -> None:
+        """Write the waiting log lines in one ``write``."""
+        self._write_soon = False
+        if self._lines and self._wal is not None:
+            self._wal.write(b"".join(self._lines))
+        self._lines = []
 
     def _answered(self, ids: Iterable[str]) -> None:
         for custom_id in ids:
@@ -161,8 +204,7 @@ class RowCheckpoints:
     def add(self, row: dict[str, Any]) -> None:
         self._buffer.append(row)
         self._answered([row["custom_id"]])
-        if self._wal is not None:
-            self._wal.write(orjson.dumps(row) + b"\n")
+        self._log(row)
         if len(self._buffer) >= self.every_rows:
             self.flush()
 
@@ -172,6 +214,7 @@ class RowCheckpoints:
     def flush(self) -> None:
         """Write the buffered rows as the next chunk, then retire the log they were in."""
         self._last_flush = time.monotonic()
+        self.write_log()  # the log complete before the chunk: a kill between them loses nothing
         if not self._buffer:
             return
         self.storage.write_parquet(

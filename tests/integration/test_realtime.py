@@ -205,8 +205,8 @@ def _kill_mid_shard_then_resume(server: EmulatorServer, tmp_path: Path) -> None:
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 60
-    while not list(store.glob("*/state/*/rt-1/chunk-*.parquet")):
-        assert child.poll() is None and time.monotonic() < deadline, "no checkpoint appeared"
+    while not any(b'"custom_id"' in log.read_bytes() for log in store.glob("*/state/*/rt-1/wal-*")):
+        assert child.poll() is None and time.monotonic() < deadline, "no row was checkpointed"
         time.sleep(0.02)
     # kill while sending: requests the server received in the last 20 ms are still in flight
     # (its latency is at least 100 ms), whatever pause the pacing or a loaded machine made

@@ -1,6 +1,7 @@
 """The real-time checkpoints' log on a local root: which sends a killed run made whose answers
 it never recorded (billed by the provider, sent again by the rerun, booked by the ledger)."""
 
+import asyncio
 from pathlib import Path
 
 from maple_engine.providers.base import failed_row
@@ -21,7 +22,9 @@ def die(run: RowCheckpoints) -> None:
 
 
 def store(root: Path, every_rows: int = 200) -> RowCheckpoints:
-    return RowCheckpoints(Storage(str(root)), PREFIX, every_rows=every_rows, every_s=3600)
+    return RowCheckpoints(
+        Storage(str(root)), PREFIX, every_rows=every_rows, every_s=3600, logged_rows=every_rows
+    )
 
 
 def test_a_send_the_process_died_during_is_lost_and_answered_ones_are_not(
@@ -103,3 +106,40 @@ def test_a_rows_resendable_mark_is_kept_by_the_log_and_the_chunks(tmp_path: Path
     again = store(tmp_path).load().sort("custom_id")
     assert again["custom_id"].to_list() == ["a", "g", "k"]
     assert again["resendable"].to_list() == [None, None, False]
+
+
+def test_answers_of_one_event_loop_step_share_one_write_and_a_send_writes_at_once(
+    tmp_path: Path,
+) -> None:
+    run = store(tmp_path)
+    run.open()
+    assert run._wal is not None
+    log = Path(run._wal.name)
+    writes: list[bytes] = []
+    real = run._wal.write
+
+    def write(data: bytes) -> int:
+        writes.append(data)
+        return real(data)
+
+    run._wal.write = write  # type: ignore[method-assign]
+
+    async def answers() -> None:
+        run.sending(["a", "b", "c"])  # before they go: on disk at once
+        assert log.read_bytes().count(b"sending") == 1
+        for custom_id in ("a", "b"):
+            run.add(row(custom_id))
+        run.unbilled(["c"])
+        assert len(writes) == 1  # the step's answers wait for its end
+        await asyncio.sleep(0)
+        assert len(writes) == 2  # then go in one write
+        run.add(row("d"))
+        run.sending(["e"])  # a send writes the answer waiting before it, in the same write
+        assert len(writes) == 3 and writes[-1].count(b"\n") == 2
+
+    asyncio.run(answers())
+    die(run)
+    rerun = store(tmp_path)
+    assert rerun.open()["custom_id"].to_list() == ["a", "b", "d"]
+    assert rerun.lost() == {"e": 1}
+    rerun.close()

@@ -13,7 +13,7 @@ def released(pacer: Pacer, requests: int, halted: bool = False) -> list[float]:
     moments: list[float] = []
 
     async def one() -> None:
-        await turns.take(1)
+        await turns.take(1, "a request")
         moments.append(time.monotonic())
 
     async def all_of_them() -> None:
@@ -36,3 +36,51 @@ def test_a_stopped_job_books_no_slot() -> None:
     started = time.monotonic()
     assert len(released(pacer, 5, halted=True)) == 5
     assert time.monotonic() - started < 0.5 and pacer.next_at == 0.0
+
+
+def test_a_released_group_is_told_going_in_one_call_before_any_of_it_goes() -> None:
+    pacer = Pacer(rpm=6000)
+    told: list[list[int]] = []
+    gone: list[tuple[int, int]] = []  # (request, calls told before it went)
+    turns: Turns[int] = Turns(pacer, lambda raw: 1.0, lambda: False, told.append)
+
+    async def one(request: int) -> None:
+        assert await turns.take(1, request)
+        gone.append((request, len(told)))
+
+    async def all_of_them() -> None:
+        await asyncio.gather(*(one(request) for request in range(20)))
+
+    asyncio.run(all_of_them())
+    assert sorted(request for group in told for request in group) == list(range(20))
+    assert len(told) < 20  # groups, not one call per request
+    for request, calls in gone:
+        assert any(request in group for group in told[:calls])
+
+
+def test_a_group_released_into_a_pause_is_held_back_and_goes_after_it() -> None:
+    pacer = Pacer(rpm=6000)
+    told: list[list[int]] = []
+    held: list[int] = []
+    gone: dict[int, float] = {}
+
+    def going(requests: list[int]) -> None:
+        told.append(requests)
+        if len(told) == 1:  # an answer spends the window as the first group is released
+            pacer.pause(0.2, time.monotonic())
+
+    turns: Turns[int] = Turns(pacer, lambda raw: 1.0, lambda: False, going, held.append)
+
+    async def one(request: int) -> None:
+        assert await turns.take(1, request)
+        gone[request] = time.monotonic()
+
+    async def all_of_them() -> float:
+        started = time.monotonic()
+        await asyncio.gather(*(one(request) for request in range(3)))
+        return started
+
+    started = asyncio.run(all_of_them())
+    assert held and sorted(held) == sorted(told[0])  # said going, then held back
+    assert sorted(gone) == [0, 1, 2]
+    assert all(gone[request] - started >= 0.2 for request in held)  # not into the pause
