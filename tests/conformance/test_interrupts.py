@@ -78,7 +78,9 @@ def test_maple_cancel_stops_a_running_job(
 ) -> None:
     slow_server.reset()
     env = clean_env(**environment(case, slow_server.url, s3_url))
-    pace = () if is_batch(case) else ("--rpm", "60")  # real time: a row a second
+    # real time: a row every 3 s, so the cancel lands with rows unsent even when `maple cancel`
+    # takes 10 s to start on a loaded machine (at a row a second all 12 were sent first)
+    pace = () if is_batch(case) else ("--rpm", "20")
     command = [sys.executable, "-m", "maple_assets.cli", *job_args(case, tmp_path, "enrich", *pace)]
     running = subprocess.Popen(
         command, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
