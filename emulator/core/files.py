@@ -69,10 +69,13 @@ class FileProblem(Exception):
     """A file part the provider refuses: ``fetch`` True when a URL could not be fetched,
     ``linked`` True when a fetched URL is of a kind its part does not take."""
 
-    def __init__(self, message: str, *, fetch: bool = False, linked: bool = False) -> None:
+    def __init__(
+        self, message: str, *, fetch: bool = False, linked: bool = False, gone: bool = False
+    ) -> None:
         super().__init__(message)
         self.fetch = fetch
         self.linked = linked
+        self.gone = gone  # an uploaded file the request names is deleted or was never made
 
 
 Found = tuple[str, bytes, str | None]  # a file part's MIME type, bytes and URL (None: inline)
@@ -225,7 +228,11 @@ def _uploaded_file(part: dict[str, Any], uploaded: Uploaded) -> Found | None:
     uri = str(linked.get("fileUri") or linked.get("file_uri") or "")
     held = uploaded(uri)
     if held is None and FILES_API_URI.search(uri):  # Google: 403 for a file gone or unknown
-        raise FileProblem(f"the File {uri.rsplit('/', 1)[-1]} does not exist or has expired")
+        name = uri.rsplit("/", 1)[-1]
+        raise FileProblem(
+            f"You do not have permission to access the File {name} or it may not exist.",
+            gone=True,
+        )
     if held is None:
         return None
     mime = linked.get("mimeType") or linked.get("mime_type")

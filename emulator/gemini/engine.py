@@ -215,6 +215,9 @@ class GeminiEngine:
             contents = request["contents"]
             files = files_billed(contents, RULES["gemini"], self.fetch_urls, self.uploaded)
         except FileProblem as exc:
+            if exc.gone:  # Google answers a deleted or unknown file with 403 PERMISSION_DENIED
+                # and this message (github.com/googleapis/python-genai/issues/1218)
+                return Outcome(403, error_status(403, str(exc), grpc))
             lead = "Unable to process input image: " if exc.fetch else "Invalid file: "
             return Outcome(400, error_status(400, lead + str(exc), grpc))
         schema = _schema(request)

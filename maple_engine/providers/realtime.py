@@ -261,6 +261,12 @@ class RealtimeProvider(ProviderModel):
         """The rate limits and resets the answer's headers report (none by default)."""
         return RateLimits()
 
+    def forbidden_row(self, response: httpx.Response) -> tuple[str, str] | None:
+        """The failure class and message of a 401 or 403 that blames the row, not the key (a
+        file the row names that the provider no longer holds); None: the key's, which stops
+        the job."""
+        return None
+
     def retry_wait(self, response: httpx.Response) -> float | None:
         """How long the server asks a client to wait before sending again, in seconds."""
         return retry_after_seconds(response)

@@ -134,6 +134,9 @@ class Sender(Protocol):
         ...
 
     def classify(self, response: httpx.Response) -> tuple[str, str]: ...
+
+    def forbidden_row(self, response: httpx.Response) -> tuple[str, str] | None: ...
+
     def read_limits(self, headers: Mapping[str, str], now_epoch: float) -> RateLimits: ...
     def retry_wait(self, response: httpx.Response) -> float | None: ...
 
@@ -608,6 +611,8 @@ class AttemptRun:
         status = response.status_code
         where = f"{self.p.name}: POST {safe_url(self.url)} answered {status}"
         if status in {401, 403}:
+            if (row := self.p.forbidden_row(response)) is not None:
+                return failed_row(custom_id, *row)
             message, _, _ = error_detail(response)
             raise AuthError(f"{where}: {message}. Check the API key.", status)
         if setup_refusal(response):

@@ -223,7 +223,9 @@ def test_a_file_part_takes_a_files_api_upload_by_its_uri(gemini: genai.Client) -
     assert reply.usage_metadata is not None
     assert (reply.usage_metadata.prompt_token_count or 0) >= 258  # the page
     other = types.Part.from_uri(file_uri=uploaded.uri + "-gone", mime_type="application/pdf")
-    with pytest.raises(errors.ClientError, match="does not exist or has expired"):
+    with pytest.raises(
+        errors.ClientError, match=r"403 PERMISSION_DENIED.*access the File .* or it may not exist"
+    ):
         gemini.models.generate_content(model=MODEL, contents=["Summarise", other])
 
 
@@ -249,5 +251,5 @@ def test_a_file_named_at_create_is_got_by_that_name_until_it_expires(
         with pytest.raises(errors.ClientError, match="not found"):
             gemini.files.get(name="files/maple-abc")
         part = types.Part.from_uri(file_uri=str(made.uri), mime_type="application/pdf")
-        with pytest.raises(errors.ClientError, match="has expired"):
+        with pytest.raises(errors.ClientError, match=r"403 PERMISSION_DENIED.*or it may not exist"):
             gemini.models.generate_content(model=MODEL, contents=["Summarise", part])

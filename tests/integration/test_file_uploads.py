@@ -210,3 +210,25 @@ def test_a_rows_key_holds_its_files_digest_not_its_uploads_reference(tmp_path: P
     assert '"fileUri":"https://files.example/v1beta/files/maple-one"' in first[REQUEST]
     assert '"fileUri":"https://files.example/v1beta/files/maple-two"' in second[REQUEST]
     assert first[KEY] == second[KEY]
+
+
+def test_a_file_gone_before_its_real_time_send_fails_its_row_not_the_key(tmp_path: Path) -> None:
+    """Google answers a request naming a deleted upload 403 PERMISSION_DENIED ("You do not
+    have permission to access the File ..."): that row fails ``invalid_file``; the job is not
+    stopped as if its key were wrong, and the other rows are answered."""
+    table = rows(tmp_path, ("a", BIG), ("b", SMALL))
+    config = EmulatorConfig(gemini_file_retention_s=0.001)  # gone as soon as it is made
+    with EmulatorServer(config) as server:
+        result, out = enrich(
+            table, tmp_path, "gemini-realtime", "--quiet", env=provider_env(server)
+        )
+        stats = server.stats()
+    assert "Check the API key" not in result.output, result.output
+    assert stats["files_uploaded"] == 1
+    by_title = {r["title"]: r for r in pl.read_csv(out).iter_rows(named=True)}
+    assert by_title["b"]["llm_status"] == "succeeded"
+    assert (by_title["a"]["llm_status"], by_title["a"]["llm_failure_class"]) == (
+        "failed",
+        "invalid_file",
+    )
+    assert "access the File" in str(by_title["a"]["llm_error"])

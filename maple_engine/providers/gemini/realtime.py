@@ -31,6 +31,7 @@ from maple_engine.providers.gemini.wire import (
     MAX_TEXTS_PER_REQUEST,
     MODELS,
     classify_status,
+    file_gone,
     gemini_api_key,
     gemini_base_url,
     gemini_body_expr,
@@ -151,6 +152,15 @@ class GeminiRealtimeProvider(RealtimeProvider):
         except (orjson.JSONDecodeError, AttributeError):
             return FailureClass.SERVER_ERROR.value, message
         return classify_status({"code": response.status_code, **status}), message
+
+    def forbidden_row(self, response: httpx.Response) -> tuple[str, str] | None:
+        try:
+            status = orjson.loads(response.content).get("error") or {}
+        except (orjson.JSONDecodeError, AttributeError):
+            return None
+        if not file_gone(status):
+            return None
+        return FailureClass.INVALID_FILE.value, str(status.get("message"))
 
     def bound_to(self, model: str) -> "GeminiRealtimeProvider":
         """A copy that names ``model`` in its URL (the model of each shard's payload)."""

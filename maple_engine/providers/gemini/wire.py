@@ -172,9 +172,20 @@ def classify_status(status: dict[str, Any]) -> str:
         return FailureClass.RATE_LIMITED.value
     if name in _SERVER or code in _SERVER_CODES:
         return FailureClass.SERVER_ERROR.value
+    if file_gone(status):
+        return FailureClass.INVALID_FILE.value
     if "image" in lowered:
         return FailureClass.INVALID_IMAGE.value
     return FailureClass.INVALID_REQUEST.value
+
+
+def file_gone(status: dict[str, Any]) -> bool:
+    """Whether a ``google.rpc.Status`` says a file the request names through the Files API is
+    gone: Google answers a deleted (48 hours after its upload) or unknown file with 403
+    ``PERMISSION_DENIED``, "You do not have permission to access the File ... or it may not
+    exist." (github.com/googleapis/python-genai/issues/1218): the row's failure, not the key's."""
+    named = str(status.get("status") or "") == "PERMISSION_DENIED" or status.get("code") in {7, 403}
+    return named and "access the file" in str(status.get("message") or "").lower()
 
 
 def status_row(custom_id: Any, status: dict[str, Any]) -> dict[str, Any]:
