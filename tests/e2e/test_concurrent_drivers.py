@@ -180,6 +180,7 @@ def ui_run(table: Path, work: Path, url: str, *barrier: str) -> subprocess.Popen
     )  # fmt: skip
 
 
+@pytest.mark.slow  # ~10 s; its UI-run sibling stays in the default suite
 def test_a_run_re_executed_while_its_original_runs_creates_each_batch_once(
     tmp_path: Path,
 ) -> None:

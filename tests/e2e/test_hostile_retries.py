@@ -155,6 +155,7 @@ def test_failures_that_differ_only_by_request_id_are_the_same_failure(tmp_path: 
     assert took < 60
 
 
+@pytest.mark.slow  # ~9 s; the other retry stories stay in the default suite
 def test_rows_retried_in_a_new_batch_are_said_on_stderr(tmp_path: Path) -> None:
     config = EmulatorConfig(batch_seconds=0, fail={"server_error": 0.5}, control_fail=0, seed=3)
     with EmulatorServer(config) as server:

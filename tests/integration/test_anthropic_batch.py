@@ -56,6 +56,7 @@ def enrich(
     assert result.exit_code == (3 if failed else 0), result.output  # 3: some rows failed
 
 
+@pytest.mark.slow  # ~9 s; the default suite runs every name to its end (tests/conformance)
 def test_enrich_output_matches_the_openai_batch_path(
     server: EmulatorServer, catalog: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

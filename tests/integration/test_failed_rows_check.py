@@ -61,8 +61,21 @@ def run_job(tmp_path: Path, refused: float, **options: float) -> dg.AssetCheckEv
     [
         (0.0, {}, True, dg.AssetCheckSeverity.WARN),
         (0.5, {}, False, dg.AssetCheckSeverity.ERROR),
-        (0.5, {"error_failed_share": 0.9}, False, dg.AssetCheckSeverity.WARN),
-        (0.5, {"max_failed_share": 0.9}, True, dg.AssetCheckSeverity.WARN),
+        # ~9 s each: the two thresholds' own cases in the long pass
+        pytest.param(
+            0.5,
+            {"error_failed_share": 0.9},
+            False,
+            dg.AssetCheckSeverity.WARN,
+            marks=pytest.mark.slow,
+        ),
+        pytest.param(
+            0.5,
+            {"max_failed_share": 0.9},
+            True,
+            dg.AssetCheckSeverity.WARN,
+            marks=pytest.mark.slow,
+        ),
     ],
 )
 def test_failed_rows_check(

@@ -93,6 +93,7 @@ def test_structured_output_is_parsed(server: EmulatorServer, catalog: Path, tmp_
     assert brands[3] == "echo: Brand of Maple Farm item 3 «3»"
 
 
+@pytest.mark.slow  # ~15 s; Anthropic's fault mapping stays in the default suite
 def test_faults_and_expiry_map_to_failure_classes(
     catalog: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -178,6 +179,7 @@ def shards_of(span: str) -> list[str]:
     return [f"s{i:05d}" for i in range(int(first[1:]), int(last[1:]) + 1)]
 
 
+@pytest.mark.slow  # ~15 s; the default suite runs every name to its end (tests/conformance)
 def test_dagster_sensor_finishes_the_job(server: EmulatorServer, tmp_path: Path) -> None:
     frame = pl.DataFrame({"n": [str(i) for i in range(12)], "title": [f"t{i}" for i in range(12)]})
 

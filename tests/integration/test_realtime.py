@@ -66,6 +66,7 @@ def enrich(source: Path, out: Path, store: Path, provider: str) -> pl.DataFrame:
     return pl.read_parquet(out)
 
 
+@pytest.mark.slow  # ~15 s; the default suite runs every name to its end (tests/conformance)
 def test_enrich_output_matches_the_batch_path(server: EmulatorServer, tmp_path: Path) -> None:
     source = catalog(tmp_path / "in.parquet", 60)
     batch = enrich(source, tmp_path / "b.parquet", tmp_path / "b", "emulator")
