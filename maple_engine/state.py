@@ -136,6 +136,11 @@ class JobState:
         key = self.paths.plan(shard, attempt)
         return self.storage.read_parquet(key) if self.storage.exists(key) else None
 
+    def plan_rows(self, shard: str, attempt: int) -> int | None:
+        """The rows of the attempt's plan, read from the file's footer (None: no plan)."""
+        key = self.paths.plan(shard, attempt)
+        return self.storage.parquet_rows(key) if self.storage.exists(key) else None
+
     def write_plan(self, shard: str, attempt: int, custom_ids: pl.DataFrame) -> None:
         self.storage.write_parquet(self.paths.plan(shard, attempt), custom_ids)
 

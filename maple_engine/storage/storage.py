@@ -265,6 +265,11 @@ class Storage:
         with self.open_read(key) as handle:
             return pl.read_parquet(handle, columns=columns)
 
+    def parquet_rows(self, key: str) -> int:
+        """The rows of a Parquet file, from its footer (no column is read)."""
+        with self.open_read(key) as handle:
+            return int(pq.ParquetFile(handle).metadata.num_rows)
+
     def scan_parquet(self, key: str, schema: Mapping[str, Any] | None = None) -> pl.LazyFrame:
         """A lazy scan: nothing is read until the frame is collected or sunk. With ``schema``,
         just those columns, one a file lacks (written before it existed) as nulls."""

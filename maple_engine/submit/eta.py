@@ -126,8 +126,8 @@ def outstanding(state: JobState) -> list[Outstanding] | None:
         if progress.action == "wait" and sub is not None and not is_realtime(sub):
             work.append(Outstanding(sub.request_count, submitted_at(sub)))
         elif progress.action == "submit":
-            plan = state.plan(shard.key, progress.attempt)
-            work.append(Outstanding(shard.rows if plan is None else plan.height, None))
+            planned = state.plan_rows(shard.key, progress.attempt)
+            work.append(Outstanding(shard.rows if planned is None else planned, None))
     return work
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from maple_engine.ledger.batch_history import BatchLabels
 from maple_engine.ledger.costs import CostLedger
-from maple_engine.model import BatchState, Submission
+from maple_engine.model import BatchState, ShardInfo, Submission
 from maple_engine.plan.turnaround import (
     MAX_SHARDS,
     MIN_BATCHES,
@@ -21,7 +21,9 @@ from maple_engine.plan.turnaround import (
     fit_turnaround,
     history_fit,
 )
-from maple_engine.submit.eta import COLLECT_P90_S, COLLECT_S, Outstanding, finish_at
+from maple_engine.state import JobState, ShardSummary
+from maple_engine.storage.storage import Storage
+from maple_engine.submit.eta import COLLECT_P90_S, COLLECT_S, Outstanding, finish_at, outstanding
 
 NOW = datetime.now(UTC)
 LINE = TurnaroundFit("p", "m", a=2.0, b=0.004, a90=3.0, batches=10)  # 2 s + 4 s per 1,000
@@ -130,3 +132,14 @@ def test_the_eta_counts_batches_in_flight_and_queued_ones() -> None:
     assert finish_at(queued, LINE, 0.5, now) == pytest.approx(now + 4 + COLLECT_S)
     # two at a time under a 1,000-request queue: two waves
     assert finish_at(queued, LINE, 0.5, now, in_flight=1000) == pytest.approx(now + 8 + COLLECT_S)
+
+
+def test_a_shard_to_send_counts_the_rows_of_its_plan(tmp_path: Path) -> None:
+    state = JobState(Storage(str(tmp_path)), "job")
+    state.write_manifest([ShardInfo("s0", 100, 1000, 0, 99), ShardInfo("s1", 100, 1000, 100, 199)])
+    ids = pl.DataFrame({"_maple_row_id": [3, 7, 9], "_maple_custom_id": ["a", "b", "c"]})
+    state.write_plan("s0", 2, ids)  # 3 rows go again in attempt 2
+    state.write_summary("s0", ShardSummary(attempt=1, pending_retry=3, final=False))
+    assert state.plan_rows("s0", 2) == 3
+    assert state.plan_rows("s1", 1) is None
+    assert outstanding(state) == [Outstanding(3, None), Outstanding(100, None)]
