@@ -179,6 +179,16 @@ from emulator.core.ratelimit import LIMITERS
     "does over a project's priority limit (default: no limit).",
 )
 @click.option(
+    "--gemini-file-retention",
+    "gemini_file_retention",
+    type=click.FloatRange(0, min_open=True),
+    default=48 * 3600,
+    show_default=True,
+    metavar="SECONDS",
+    help="Gemini Files API: how long an uploaded file lives before it is deleted (Google keeps "
+    "files 48 hours); a request naming a deleted file is answered 403 PERMISSION_DENIED.",
+)
+@click.option(
     "--latency",
     default="0",
     show_default=True,
@@ -298,6 +308,7 @@ def emulator_command(
     gemini_batch_slots: int | None,
     priority_speedup: float,
     gemini_priority_limit: int | None,
+    gemini_file_retention: float,
     latency: str,
     server_slots: int,
     ignore_dimensions: bool,
@@ -339,6 +350,7 @@ def emulator_command(
             flex_unavailable=flex_unavailable,
             priority_speedup=priority_speedup,
             gemini_priority_limit=gemini_priority_limit,
+            gemini_file_retention_s=gemini_file_retention,
             gemini_batch_slots=gemini_batch_slots,
             realtime_latency_s=parse_latency(latency),
             server_slots=server_slots,

@@ -2,9 +2,13 @@
 
 import hashlib
 import io
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 from google import genai
@@ -12,6 +16,7 @@ from google.genai import errors, types
 
 from emulator.server import EmulatorServer
 from emulator.testing import MakeEmulator
+from tests.emulator.test_shutdown import free_port
 
 MODEL = "gemini-2.5-flash"
 DONE = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED", "JOB_STATE_EXPIRED"}
@@ -253,3 +258,32 @@ def test_a_file_named_at_create_is_got_by_that_name_until_it_expires(
         part = types.Part.from_uri(file_uri=str(made.uri), mime_type="application/pdf")
         with pytest.raises(errors.ClientError, match=r"403 PERMISSION_DENIED.*or it may not exist"):
             gemini.models.generate_content(model=MODEL, contents=["Summarise", part])
+
+
+def test_maple_emulator_keeps_uploaded_files_for_gemini_file_retention(tmp_path: Path) -> None:
+    """``maple emulator --gemini-file-retention 1``: an upload is deleted after a second, and a
+    request naming it is answered as Google answers one naming a deleted file."""
+    port = free_port()
+    command = [sys.executable, "-m", "maple_assets.cli", "emulator", "--port", str(port),
+               "--gemini-file-retention", "1"]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(100):
+            try:
+                httpx.get(f"{url}/_emulator/stats", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        gemini = genai.Client(api_key="test-key", http_options={"base_url": url})
+        pdf = b"%PDF-1.4\n1 0 obj << /Type /Page >> endobj\n%%EOF\n"
+        made = gemini.files.upload(file=io.BytesIO(pdf), config={"mime_type": "application/pdf"})
+        assert made.expiration_time is not None and made.create_time is not None
+        assert (made.expiration_time - made.create_time).total_seconds() == pytest.approx(1, 0.1)
+        time.sleep(1.2)
+        part = types.Part.from_uri(file_uri=str(made.uri), mime_type="application/pdf")
+        with pytest.raises(errors.ClientError, match=r"403 PERMISSION_DENIED"):
+            gemini.models.generate_content(model=MODEL, contents=["Summarise", part])
+    finally:
+        proc.kill()
+        proc.wait(timeout=20)
