@@ -215,7 +215,8 @@ def test_a_rows_key_holds_its_files_digest_not_its_uploads_reference(tmp_path: P
 def test_a_file_gone_before_its_real_time_send_fails_its_row_not_the_key(tmp_path: Path) -> None:
     """Google answers a request naming a deleted upload 403 PERMISSION_DENIED ("You do not
     have permission to access the File ..."): that row fails ``invalid_file``; the job is not
-    stopped as if its key were wrong, and the other rows are answered."""
+    stopped as if its key were wrong, and the other rows are answered. A rerun with
+    ``--retry-failed`` uploads the file again and sends only that row."""
     table = rows(tmp_path, ("a", BIG), ("b", SMALL))
     config = EmulatorConfig(gemini_file_retention_s=0.001)  # gone as soon as it is made
     with EmulatorServer(config) as server:
@@ -232,3 +233,12 @@ def test_a_file_gone_before_its_real_time_send_fails_its_row_not_the_key(tmp_pat
         "invalid_file",
     )
     assert "access the File" in str(by_title["a"]["llm_error"])
+    with EmulatorServer(EmulatorConfig()) as server:  # files kept 48 hours
+        env = provider_env(server)
+        again, out = enrich(
+            table, tmp_path, "gemini-realtime", "--quiet", "--retry-failed", env=env
+        )
+        stats = server.stats()
+    assert again.exit_code == 0, again.output
+    assert (stats["files_uploaded"], stats["requests_billed"]) == (1, 1)
+    answered_from_own_files(out, table)
