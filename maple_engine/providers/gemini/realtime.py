@@ -147,18 +147,14 @@ class GeminiRealtimeProvider(RealtimeProvider):
 
     def classify(self, response: httpx.Response) -> tuple[str, str]:
         message, _, _ = error_detail(response)
-        try:
-            status = orjson.loads(response.content).get("error") or {}
-        except (orjson.JSONDecodeError, AttributeError):
+        status = _error_status(response)
+        if status is None:
             return FailureClass.SERVER_ERROR.value, message
         return classify_status({"code": response.status_code, **status}), message
 
     def forbidden_row(self, response: httpx.Response) -> tuple[str, str] | None:
-        try:
-            status = orjson.loads(response.content).get("error") or {}
-        except (orjson.JSONDecodeError, AttributeError):
-            return None
-        if not file_gone(status):
+        status = _error_status(response)
+        if status is None or not file_gone(status):
             return None
         return FailureClass.INVALID_FILE.value, str(status.get("message"))
 
@@ -210,3 +206,11 @@ class GeminiPriorityProvider(GeminiRealtimeProvider):
     service_tier: ClassVar[str | None] = PRIORITY
 
     name: str = Field(default="gemini-priority", description="Provider name in costs/output.")
+
+
+def _error_status(response: httpx.Response) -> dict[str, Any] | None:
+    """The ``google.rpc.Status`` of an error answer (None: its body is not one)."""
+    try:
+        return orjson.loads(response.content).get("error") or {}
+    except (orjson.JSONDecodeError, AttributeError):
+        return None
