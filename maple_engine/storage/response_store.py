@@ -164,7 +164,7 @@ class ResponseStore:
         footer; the first that has rows answers)."""
         listing = self._listing()
         files = [k for k in listing if k.endswith(".parquet")]
-        if any(self.storage.scan_parquet(k).select(pl.len()).collect().item() for k in files):
+        if any(self.storage.parquet_rows(k) for k in files):
             return True
         return any(self._bucket_files(b) for b in self._bucket_folders(listing))
 
